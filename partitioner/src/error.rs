@@ -1,0 +1,169 @@
+//! [`PartitionError`]: every way a partition or a placement can be rejected.
+//!
+//! Each variant carries the numbers that made the input bad, and its message ends with a remedy,
+//! so that the user can fix the call without reading this crate.
+
+use std::ops::Range;
+
+use pipetrain_schedules::StageId;
+
+/// Crate-wide result type.
+pub type Result<T> = std::result::Result<T, PartitionError>;
+
+/// Why a [`Partition`](crate::Partition) or a [`Placement`](crate::Placement) could not be built.
+///
+/// ```
+/// use pipetrain_partitioner::{Partition, PartitionError};
+///
+/// let err = Partition::from_balance(&[3, 0, 5], 8).unwrap_err();
+/// assert!(matches!(err, PartitionError::EmptyStage { .. }));
+/// assert_eq!(
+///     err.to_string(),
+///     "stage 1 has 0 layers in balance [3, 0, 5]; every stage needs at least one",
+/// );
+/// ```
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PartitionError {
+    /// Zero stages were asked for.
+    #[error("cannot split {layers} layers into 0 stages; ask for at least one stage")]
+    NoStages {
+        /// Number of layers that were to be split.
+        layers: usize,
+    },
+
+    /// There are no layers to split.
+    #[error("cannot split 0 layers into {stages} stages; give the partitioner at least one layer")]
+    NoLayers {
+        /// Number of stages that were asked for.
+        stages: usize,
+    },
+
+    /// More stages than layers: some stage would be empty.
+    #[error(
+        "cannot split {layers} layers into {stages} stages; every stage needs at least one layer: \
+         use at most {layers} stages"
+    )]
+    MoreStagesThanLayers {
+        /// Number of stages that were asked for.
+        stages: usize,
+        /// Number of layers available.
+        layers: usize,
+    },
+
+    /// An explicit balance with no entries.
+    #[error(
+        "the balance is empty; give one layer count per stage, summing to the {layers} layers \
+         of the model"
+    )]
+    EmptyBalance {
+        /// Number of layers the balance had to cover.
+        layers: usize,
+    },
+
+    /// An explicit balance with a zero entry.
+    #[error("{stage} has 0 layers in balance {balance:?}; every stage needs at least one")]
+    EmptyStage {
+        /// The first stage with no layers.
+        stage: StageId,
+        /// The balance as given.
+        balance: Vec<usize>,
+    },
+
+    /// An explicit balance whose entries do not sum to the number of layers.
+    #[error(
+        "balance {balance:?} sums to {sum} layers but the model has {layers}; make the entries \
+         sum to {layers}"
+    )]
+    BalanceSum {
+        /// The balance as given.
+        balance: Vec<usize>,
+        /// Sum of its entries.
+        sum: usize,
+        /// Number of layers of the model.
+        layers: usize,
+    },
+
+    /// A layer cost that is NaN, infinite or negative.
+    #[error(
+        "layer {layer} has {field} cost {value}; layer costs must be finite and non-negative \
+         (measure or estimate it again)"
+    )]
+    InvalidCost {
+        /// Index of the offending layer.
+        layer: usize,
+        /// Which cost: `"forward"` or `"backward"`.
+        field: &'static str,
+        /// The offending value.
+        value: f64,
+    },
+
+    /// Per-layer costs given for a different number of layers than the partition covers.
+    #[error(
+        "got costs for {costs} layers but the partition covers {layers}; give one cost per layer"
+    )]
+    CostCount {
+        /// Number of costs given.
+        costs: usize,
+        /// Number of layers in the partition.
+        layers: usize,
+    },
+
+    /// No partition fits the memory budget.
+    ///
+    /// `stage` and `layers` describe the fullest stage of the partition that minimises the
+    /// largest stage memory (the best any partition can do), so `short_by` is the least amount by
+    /// which the budget must grow for the requested number of stages to fit.
+    #[error(
+        "{stage} (layers {layers:?}) needs {needed} bytes but the memory budget is {budget} bytes \
+         (short by {short_by}) and no split into this many stages does better; raise the budget, \
+         use more stages, or cut activation memory (re-materialization, smaller micro-batches)"
+    )]
+    OverBudget {
+        /// The stage that does not fit.
+        stage: StageId,
+        /// The layers of that stage.
+        layers: Range<usize>,
+        /// Bytes that stage needs.
+        needed: u64,
+        /// The memory budget per stage.
+        budget: u64,
+        /// `needed - budget`.
+        short_by: u64,
+    },
+
+    /// A placement over zero replicas or zero stages.
+    #[error(
+        "a placement needs at least one replica and one stage, got {replicas} replicas × \
+         {stages} stages; ask for at least one of each"
+    )]
+    EmptyWorld {
+        /// Number of replicas given.
+        replicas: usize,
+        /// Number of stages given.
+        stages: usize,
+    },
+
+    /// A round-robin placement over zero devices.
+    #[error("cannot place {workers} workers round-robin over 0 devices; give at least one device")]
+    NoDevices {
+        /// Number of workers to place.
+        workers: usize,
+    },
+
+    /// An explicit placement with one device per worker missing or in excess.
+    #[error(
+        "explicit placement lists {given} devices but {replicas} replicas × {stages} stages \
+         make {expected} workers; give exactly one device per worker, replica-major"
+    )]
+    PlacementLength {
+        /// Number of replicas.
+        replicas: usize,
+        /// Number of stages.
+        stages: usize,
+        /// `replicas * stages`.
+        expected: usize,
+        /// Number of devices given.
+        given: usize,
+    },
+}

@@ -1,0 +1,246 @@
+//! The action IR: what one worker does at one step of a plan.
+//!
+//! Every action has a compact text form, `<stage><KIND>[<micro-batch>]`, whose parser is the exact
+//! inverse of its printer (as in PyTorch pipelining's `"2F0"`):
+//!
+//! | text   | kind                          | meaning on stage s                                   |
+//! |--------|-------------------------------|------------------------------------------------------|
+//! | `1F3`  | [`ActionKind::Forward`]        | forward micro-batch 3 (autodiff), stash what backward needs |
+//! | `1B3`  | [`ActionKind::Backward`]       | backward micro-batch 3: input gradient and weight gradient |
+//! | `1I3`  | [`ActionKind::BackwardInput`]  | input gradient only (zero-bubble schedules)          |
+//! | `1W3`  | [`ActionKind::BackwardWeight`] | weight gradient only (zero-bubble schedules)         |
+//! | `1SF3` | [`ActionKind::SendActivation`] | send the forward output of micro-batch 3 to stage s+1 |
+//! | `1RF3` | [`ActionKind::RecvActivation`] | receive the input of micro-batch 3 from stage s−1    |
+//! | `1SB3` | [`ActionKind::SendGradient`]   | send the input gradient of micro-batch 3 to stage s−1 |
+//! | `1RB3` | [`ActionKind::RecvGradient`]   | receive the output gradient of micro-batch 3 from s+1 |
+//! | `1AR`  | [`ActionKind::AllReduce`]      | all-reduce this stage's gradients across replicas    |
+//! | `1OPT` | [`ActionKind::OptimizerStep`]  | apply the optimizer to this stage's parameters       |
+//!
+//! The stage is the *model* stage the action works on. Today every pipeline rank runs one stage;
+//! interleaved schedules will give a rank several (virtual) stages, and the IR does not change.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::error::ScheduleError;
+use crate::id::{MicroBatchId, StageId};
+
+/// What an action does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ActionKind {
+    /// Forward of one micro-batch, recording the autodiff graph (or stashing the input for
+    /// re-materialization).
+    Forward,
+    /// Full backward of one micro-batch: input gradient and parameter gradients.
+    Backward,
+    /// Backward for the input gradient only (zero-bubble split backward).
+    BackwardInput,
+    /// Backward for the parameter gradients only (zero-bubble split backward).
+    BackwardWeight,
+    /// Send a forward activation downstream (to stage + 1).
+    SendActivation,
+    /// Receive a forward activation from upstream (from stage − 1).
+    RecvActivation,
+    /// Send an input gradient upstream (to stage − 1).
+    SendGradient,
+    /// Receive an output gradient from downstream (from stage + 1).
+    RecvGradient,
+    /// All-reduce this stage's accumulated gradients across its replicas.
+    AllReduce,
+    /// One optimizer step on this stage's parameters.
+    OptimizerStep,
+}
+
+impl ActionKind {
+    /// Every kind, in text-code order.
+    pub const ALL: [ActionKind; 10] = [
+        ActionKind::Forward,
+        ActionKind::Backward,
+        ActionKind::BackwardInput,
+        ActionKind::BackwardWeight,
+        ActionKind::SendActivation,
+        ActionKind::RecvActivation,
+        ActionKind::SendGradient,
+        ActionKind::RecvGradient,
+        ActionKind::AllReduce,
+        ActionKind::OptimizerStep,
+    ];
+
+    /// The code used in the text form (`F`, `B`, `SF`, `AR`, …).
+    pub const fn code(self) -> &'static str {
+        match self {
+            ActionKind::Forward => "F",
+            ActionKind::Backward => "B",
+            ActionKind::BackwardInput => "I",
+            ActionKind::BackwardWeight => "W",
+            ActionKind::SendActivation => "SF",
+            ActionKind::RecvActivation => "RF",
+            ActionKind::SendGradient => "SB",
+            ActionKind::RecvGradient => "RB",
+            ActionKind::AllReduce => "AR",
+            ActionKind::OptimizerStep => "OPT",
+        }
+    }
+
+    /// A human name, for error messages and traces.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ActionKind::Forward => "forward",
+            ActionKind::Backward => "backward",
+            ActionKind::BackwardInput => "backward-input",
+            ActionKind::BackwardWeight => "backward-weight",
+            ActionKind::SendActivation => "send-activation",
+            ActionKind::RecvActivation => "recv-activation",
+            ActionKind::SendGradient => "send-gradient",
+            ActionKind::RecvGradient => "recv-gradient",
+            ActionKind::AllReduce => "all-reduce",
+            ActionKind::OptimizerStep => "optimizer-step",
+        }
+    }
+
+    /// Whether actions of this kind name a micro-batch (all but all-reduce and optimizer step).
+    pub const fn has_micro_batch(self) -> bool {
+        !matches!(self, ActionKind::AllReduce | ActionKind::OptimizerStep)
+    }
+
+    /// Whether this kind is computation on the stage's layers (F, B, I, W).
+    pub const fn is_compute(self) -> bool {
+        matches!(
+            self,
+            ActionKind::Forward
+                | ActionKind::Backward
+                | ActionKind::BackwardInput
+                | ActionKind::BackwardWeight
+        )
+    }
+
+    /// Whether this kind moves a tensor between neighbouring stages.
+    pub const fn is_transfer(self) -> bool {
+        matches!(
+            self,
+            ActionKind::SendActivation
+                | ActionKind::RecvActivation
+                | ActionKind::SendGradient
+                | ActionKind::RecvGradient
+        )
+    }
+
+    fn from_code(code: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.code() == code)
+    }
+}
+
+impl fmt::Display for ActionKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One step of one stage's program: (stage, kind, micro-batch).
+///
+/// ```
+/// use pipetrain_schedules::{Action, ActionKind, MicroBatchId, StageId};
+/// let a = Action::new(StageId(1), ActionKind::Forward, MicroBatchId(3));
+/// assert_eq!(a.to_string(), "1F3");
+/// assert_eq!("1F3".parse::<Action>().unwrap(), a);
+/// assert_eq!(Action::optimizer_step(StageId(0)).to_string(), "0OPT");
+/// assert!("1X3".parse::<Action>().is_err());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Action {
+    /// The stage whose layers or boundary this action works on.
+    pub stage: StageId,
+    /// What the action does.
+    pub kind: ActionKind,
+    /// The micro-batch, for every kind but all-reduce and optimizer step.
+    pub micro_batch: Option<MicroBatchId>,
+}
+
+impl Action {
+    /// An action on one micro-batch.
+    ///
+    /// # Panics
+    /// If `kind` takes no micro-batch ([`ActionKind::AllReduce`], [`ActionKind::OptimizerStep`]);
+    /// use [`Action::all_reduce`] / [`Action::optimizer_step`] for those.
+    pub fn new(stage: StageId, kind: ActionKind, micro_batch: MicroBatchId) -> Self {
+        assert!(kind.has_micro_batch(), "{kind} takes no micro-batch");
+        Self { stage, kind, micro_batch: Some(micro_batch) }
+    }
+
+    /// Forward of `mb` on `stage`.
+    pub fn forward(stage: StageId, mb: MicroBatchId) -> Self {
+        Self::new(stage, ActionKind::Forward, mb)
+    }
+
+    /// Full backward of `mb` on `stage`.
+    pub fn backward(stage: StageId, mb: MicroBatchId) -> Self {
+        Self::new(stage, ActionKind::Backward, mb)
+    }
+
+    /// All-reduce of `stage`'s gradients across replicas.
+    pub fn all_reduce(stage: StageId) -> Self {
+        Self { stage, kind: ActionKind::AllReduce, micro_batch: None }
+    }
+
+    /// Optimizer step of `stage`.
+    pub fn optimizer_step(stage: StageId) -> Self {
+        Self { stage, kind: ActionKind::OptimizerStep, micro_batch: None }
+    }
+
+    /// The micro-batch of an action that has one.
+    ///
+    /// # Panics
+    /// On an all-reduce or optimizer step.
+    pub fn mb(&self) -> MicroBatchId {
+        self.micro_batch.unwrap_or_else(|| panic!("{self} has no micro-batch"))
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{}", self.stage.0, self.kind.code())?;
+        if let Some(mb) = self.micro_batch {
+            write!(f, "{}", mb.0)?;
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for Action {
+    type Err = ScheduleError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let fail = |reason: &str| ScheduleError::ParseAction {
+            text: text.to_string(),
+            reason: reason.to_string(),
+        };
+        let digits_end = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+        let (stage_text, rest) = text.split_at(digits_end);
+        let code_end = rest.find(|c: char| !c.is_ascii_uppercase()).unwrap_or(rest.len());
+        let (code, mb_text) = rest.split_at(code_end);
+        let stage = parse_number(stage_text).ok_or_else(|| {
+            fail("expected a stage number first, without leading zeros (e.g. `1F3`)")
+        })?;
+        let kind = ActionKind::from_code(code).ok_or_else(|| {
+            fail("unknown action code; expected one of F, B, I, W, SF, RF, SB, RB, AR, OPT")
+        })?;
+        let micro_batch = if kind.has_micro_batch() {
+            Some(MicroBatchId(parse_number(mb_text).ok_or_else(|| {
+                fail("expected a micro-batch number after the code, without leading zeros")
+            })?))
+        } else if mb_text.is_empty() {
+            None
+        } else {
+            return Err(fail("all-reduce and optimizer step take no micro-batch"));
+        };
+        Ok(Self { stage: StageId(stage), kind, micro_batch })
+    }
+}
+
+/// A decimal number without sign or leading zeros (so that parsing is the inverse of printing).
+fn parse_number(text: &str) -> Option<u32> {
+    let ok = !text.is_empty()
+        && text.bytes().all(|b| b.is_ascii_digit())
+        && (text == "0" || !text.starts_with('0'));
+    if ok { text.parse().ok() } else { None }
+}

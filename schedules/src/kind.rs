@@ -1,0 +1,78 @@
+//! The schedules pipetrain can generate.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::error::{Result, ScheduleError};
+use crate::plan::Plan;
+use crate::{gpipe, one_f_one_b};
+
+/// A pipeline schedule: how micro-batches are ordered on each stage.
+///
+/// ```
+/// use pipetrain_schedules::ScheduleKind;
+/// let kind: ScheduleKind = "1f1b".parse().unwrap();
+/// assert_eq!(kind, ScheduleKind::OneFOneB);
+/// assert_eq!(kind.to_string(), "1f1b");
+/// let plan = kind.plan(4, 8).unwrap();
+/// assert_eq!(plan.stages(), 4);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum ScheduleKind {
+    /// GPipe fill-drain: all forwards, then all backwards. Peak stash m on every stage.
+    GPipe,
+    /// 1F1B (PipeDream-Flush): warm-up forwards, then alternate one forward and one backward.
+    /// Same bubble as GPipe, peak stash ≤ p − s on stage s.
+    #[default]
+    OneFOneB,
+}
+
+impl ScheduleKind {
+    /// Every schedule kind.
+    pub const ALL: [ScheduleKind; 2] = [ScheduleKind::GPipe, ScheduleKind::OneFOneB];
+
+    const EXPECTED: &'static str = "gpipe, 1f1b";
+
+    /// The compute-only plan (forwards and backwards, no communication) of this schedule for
+    /// `stages` stages and `micro_batches` micro-batches. Any p ≥ 1, m ≥ 1 works, m < p included.
+    /// Run [`crate::lower`] on it to get a plan a worker can interpret.
+    pub fn plan(self, stages: usize, micro_batches: usize) -> Result<Plan> {
+        if stages == 0 {
+            return Err(ScheduleError::ZeroStages);
+        }
+        if micro_batches == 0 {
+            return Err(ScheduleError::ZeroMicroBatches);
+        }
+        let programs = (0..stages)
+            .map(|s| match self {
+                ScheduleKind::GPipe => gpipe::program(s.into(), micro_batches),
+                ScheduleKind::OneFOneB => one_f_one_b::program(s.into(), stages, micro_batches),
+            })
+            .collect();
+        Ok(Plan::new(stages, micro_batches, programs))
+    }
+}
+
+impl fmt::Display for ScheduleKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ScheduleKind::GPipe => "gpipe",
+            ScheduleKind::OneFOneB => "1f1b",
+        })
+    }
+}
+
+impl FromStr for ScheduleKind {
+    type Err = ScheduleError;
+
+    fn from_str(name: &str) -> Result<Self> {
+        match name.to_ascii_lowercase().as_str() {
+            "gpipe" | "fill-drain" => Ok(ScheduleKind::GPipe),
+            "1f1b" | "one-f-one-b" | "pipedream-flush" => Ok(ScheduleKind::OneFOneB),
+            _ => Err(ScheduleError::UnknownSchedule {
+                name: name.to_string(),
+                expected: Self::EXPECTED,
+            }),
+        }
+    }
+}

@@ -1,0 +1,46 @@
+//! # pipetrain-schedules
+//!
+//! The schedule IR of pipetrain and the shared vocabulary of its crates. No burn dependency:
+//! everything here runs, and is tested, without a device.
+//!
+//! A schedule is **data**: a [`Plan`] holds one ordered program of [`Action`]s per stage. A
+//! schedule generator ([`ScheduleKind::plan`]) emits compute only (forwards and backwards);
+//! [`lower`] adds the sends, receives, all-reduce and optimizer step; [`validate`] proves the
+//! plan complete and deadlock-free before any thread starts; [`simulate`] dry-runs it for the
+//! makespan, bubble and peak stash; [`render`] draws it.
+//!
+//! ```
+//! use pipetrain_schedules::{lower, render, simulate, validate, Costs, Lowering, ScheduleKind};
+//!
+//! let compute = ScheduleKind::OneFOneB.plan(3, 4)?;
+//! let plan = lower(&compute, Lowering::default());
+//! validate(&plan)?;
+//! let sim = simulate(&plan, &Costs::uniform(3, 1.0, 2.0))?;
+//! assert!((sim.bubble_fraction - 2.0 / 6.0).abs() < 1e-12); // (p−1)/(m+p−1)
+//! assert_eq!(sim.stages[0].peak_stash, 3);                   // ≤ p − s
+//! println!("{}", render::timeline(&sim));
+//! # Ok::<(), pipetrain_schedules::ScheduleError>(())
+//! ```
+
+mod action;
+mod dataflow;
+mod error;
+mod gpipe;
+mod id;
+mod kind;
+mod lower;
+mod one_f_one_b;
+mod plan;
+pub mod render;
+mod simulate;
+mod validate;
+
+pub use action::{Action, ActionKind};
+pub use dataflow::Slot;
+pub use error::{Result, ScheduleError};
+pub use id::{MicroBatchId, ReplicaId, StageId, WorkerId};
+pub use kind::ScheduleKind;
+pub use lower::{Lowering, lower};
+pub use plan::Plan;
+pub use simulate::{Costs, Simulation, StageSimulation, peak_stash, simulate};
+pub use validate::{ValidationError, Violation, validate};

@@ -1,0 +1,76 @@
+//! Lowering: from a schedule's compute-only plan to a plan a worker interprets as is.
+//!
+//! Schedules emit only forwards and backwards. This pass adds, per stage s:
+//! - `sRFk` before every forward of k (s > 0) and `sSFk` after it (s < p − 1);
+//! - `sRBk` before every backward (or backward-input) of k (s < p − 1) and `sSBk` after it
+//!   (s > 0);
+//! - `sAR` (gradient all-reduce across replicas) and `sOPT` (optimizer step) at the end.
+//!
+//! ```
+//! use pipetrain_schedules::{lower, Lowering, ScheduleKind};
+//! let plan = lower(&ScheduleKind::GPipe.plan(2, 1).unwrap(), Lowering::default());
+//! assert_eq!(plan.to_string(), "0: 0F0 0SF0 0RB0 0B0 0AR 0OPT\n1: 1RF0 1F0 1B0 1SB0 1AR 1OPT\n");
+//! ```
+
+use crate::action::{Action, ActionKind};
+use crate::id::StageId;
+use crate::plan::Plan;
+
+/// What [`lower`] appends after a stage's last backward.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lowering {
+    /// Add `AR`: all-reduce gradients across replicas. Off for the non-final steps of gradient
+    /// accumulation (DDP's `no_sync`).
+    pub all_reduce: bool,
+    /// Add `OPT`: one optimizer step per stage.
+    pub optimizer_step: bool,
+}
+
+impl Default for Lowering {
+    fn default() -> Self {
+        Self { all_reduce: true, optimizer_step: true }
+    }
+}
+
+/// Lowers a compute-only plan. Actions that are not compute (already lowered) are copied through.
+pub fn lower(plan: &Plan, options: Lowering) -> Plan {
+    let last = plan.stages().saturating_sub(1);
+    let programs = StageId::range(plan.stages())
+        .map(|stage| {
+            let s = stage.index();
+            let mut out = Vec::with_capacity(plan.program(stage).len() * 2 + 2);
+            for &action in plan.program(stage) {
+                let with = |kind| Action { kind, ..action };
+                match action.kind {
+                    ActionKind::Forward => {
+                        if s > 0 {
+                            out.push(with(ActionKind::RecvActivation));
+                        }
+                        out.push(action);
+                        if s < last {
+                            out.push(with(ActionKind::SendActivation));
+                        }
+                    }
+                    ActionKind::Backward | ActionKind::BackwardInput => {
+                        if s < last {
+                            out.push(with(ActionKind::RecvGradient));
+                        }
+                        out.push(action);
+                        if s > 0 {
+                            out.push(with(ActionKind::SendGradient));
+                        }
+                    }
+                    _ => out.push(action),
+                }
+            }
+            if options.all_reduce {
+                out.push(Action::all_reduce(stage));
+            }
+            if options.optimizer_step {
+                out.push(Action::optimizer_step(stage));
+            }
+            out
+        })
+        .collect();
+    Plan::new(plan.stages(), plan.micro_batches(), programs)
+}

@@ -1,0 +1,86 @@
+//! Text grids: a plan's programs (one column per step) and a simulated timeline (one column per
+//! time slot, like the GPipe paper's figure).
+//!
+//! ```
+//! use pipetrain_schedules::{render, simulate, Costs, ScheduleKind};
+//! let plan = ScheduleKind::GPipe.plan(2, 2).unwrap();
+//! let sim = simulate(&plan, &Costs::uniform(2, 1.0, 1.0)).unwrap();
+//! assert_eq!(render::timeline(&sim), "\
+//! stage 0 | F0 F1 .  .  B0 B1
+//! stage 1 | .  F0 F1 B0 B1 .
+//! ");
+//! ```
+
+use std::fmt::Write;
+
+use crate::id::StageId;
+use crate::plan::Plan;
+use crate::simulate::Simulation;
+
+/// One row per stage, one column per step of its program. `mark` = (stage, step) is drawn
+/// `>…<` (a step past the end marks the end of the row).
+pub fn programs(plan: &Plan, mark: Option<(StageId, usize)>) -> String {
+    let width = plan.actions().map(|a| a.to_string().len()).max().unwrap_or(1);
+    let mut out = String::new();
+    for stage in StageId::range(plan.stages()) {
+        let program = plan.program(stage);
+        let _ = write!(out, "{stage} |");
+        for step in 0..=program.len() {
+            let marked = mark == Some((stage, step));
+            let text = program.get(step).map(ToString::to_string);
+            match (text, marked) {
+                (Some(t), true) => {
+                    let _ = write!(out, ">{t:width$}<");
+                }
+                (Some(t), false) => {
+                    let _ = write!(out, " {t:width$} ");
+                }
+                (None, true) => out.push_str(" >< (end)"),
+                (None, false) => {}
+            }
+        }
+        out.truncate(out.trim_end().len());
+        out.push('\n');
+    }
+    out
+}
+
+/// One row per stage, one column per time slot of a simulation; `.` is idle. A slot is the
+/// shortest compute action's duration; longer actions span several columns. Communication,
+/// all-reduce and optimizer steps are not drawn.
+pub fn timeline(sim: &Simulation) -> String {
+    let compute = || {
+        sim.stages
+            .iter()
+            .flat_map(|s| &s.timeline)
+            .filter(|slot| slot.action.kind.is_compute() && slot.end > slot.start)
+    };
+    let unit = compute().map(|slot| slot.end - slot.start).fold(f64::INFINITY, f64::min);
+    if !unit.is_finite() {
+        return sim.stages.iter().map(|s| format!("{} |\n", s.stage)).collect();
+    }
+    let columns = (sim.makespan / unit).round() as usize;
+    let label = |slot: &crate::dataflow::Slot| {
+        let a = slot.action;
+        format!("{}{}", a.kind.code(), a.micro_batch.map(|m| m.0).unwrap_or(0))
+    };
+    let width = compute().map(|slot| label(slot).len()).max().unwrap_or(1);
+    let mut out = String::new();
+    for stage in &sim.stages {
+        let mut cells = vec![String::from("."); columns];
+        for slot in stage.timeline.iter().filter(|s| s.action.kind.is_compute()) {
+            let from = (slot.start / unit).round() as usize;
+            let to = ((slot.end / unit).round() as usize).min(columns);
+            for cell in &mut cells[from..to] {
+                *cell = label(slot);
+            }
+        }
+        let _ = write!(out, "{} |", stage.stage);
+        for cell in cells {
+            let _ = write!(out, " {cell:width$}");
+        }
+        out.truncate(out.trim_end().len());
+        out.push('\n');
+    }
+    out
+}

@@ -1,0 +1,138 @@
+//! `simulate(plan, costs)`: a discrete-event dry run of a plan.
+//!
+//! Each stage runs its program in order; an action starts when the stage is free and its input
+//! has arrived (see [`crate::dataflow`]). Out come the makespan, each stage's busy and idle time
+//! (idle = makespan − busy: the bubble), and the peak number of micro-batches whose activations
+//! a stage holds at once (stash: +1 at a forward, −1 when its backward — or, split, its
+//! weight backward — is done).
+//!
+//! ```
+//! use pipetrain_schedules::{simulate, Costs, ScheduleKind};
+//! let plan = ScheduleKind::GPipe.plan(4, 8).unwrap();
+//! let sim = simulate(&plan, &Costs::uniform(4, 1.0, 2.0)).unwrap();
+//! assert!((sim.bubble_fraction - 3.0 / 11.0).abs() < 1e-12);
+//! assert_eq!(sim.stages[0].peak_stash, 8);
+//! ```
+
+use crate::action::{Action, ActionKind};
+use crate::dataflow::{self, Slot};
+use crate::error::Result;
+use crate::id::StageId;
+use crate::plan::Plan;
+use crate::validate::validate;
+
+/// Durations of each kind of action, in any unit (the report uses the same).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Costs {
+    /// Forward time of one micro-batch, per stage.
+    pub forward: Vec<f64>,
+    /// Full backward time of one micro-batch, per stage. A split backward's input and weight
+    /// halves each take half of it.
+    pub backward: Vec<f64>,
+    /// Time for an activation or gradient to reach the neighbouring stage.
+    pub transfer: f64,
+    /// Time of one stage's gradient all-reduce.
+    pub all_reduce: f64,
+    /// Time of one stage's optimizer step.
+    pub optimizer: f64,
+}
+
+impl Costs {
+    /// The same forward and backward time on every stage; free transfers, all-reduce and
+    /// optimizer step.
+    pub fn uniform(stages: usize, forward: f64, backward: f64) -> Self {
+        Self {
+            forward: vec![forward; stages],
+            backward: vec![backward; stages],
+            transfer: 0.0,
+            all_reduce: 0.0,
+            optimizer: 0.0,
+        }
+    }
+
+    /// Duration of `action`.
+    pub fn duration(&self, action: &Action) -> f64 {
+        let s = action.stage.index();
+        let at = |v: &[f64]| v.get(s).or(v.last()).copied().unwrap_or(0.0);
+        match action.kind {
+            ActionKind::Forward => at(&self.forward),
+            ActionKind::Backward => at(&self.backward),
+            ActionKind::BackwardInput | ActionKind::BackwardWeight => at(&self.backward) / 2.0,
+            ActionKind::AllReduce => self.all_reduce,
+            ActionKind::OptimizerStep => self.optimizer,
+            _ => 0.0,
+        }
+    }
+}
+
+/// What the dry run of one stage found.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct StageSimulation {
+    /// The stage.
+    pub stage: StageId,
+    /// Time spent running actions.
+    pub busy: f64,
+    /// Makespan − busy: time spent waiting (the bubble).
+    pub idle: f64,
+    /// idle / makespan.
+    pub bubble_fraction: f64,
+    /// Most micro-batches stashed at once.
+    pub peak_stash: usize,
+    /// Every action with its start and end, in program order.
+    pub timeline: Vec<Slot>,
+}
+
+/// The result of [`simulate`].
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Simulation {
+    /// Time from the first action's start to the last one's end.
+    pub makespan: f64,
+    /// Total idle time over total stage time (p × makespan).
+    pub bubble_fraction: f64,
+    /// Per stage.
+    pub stages: Vec<StageSimulation>,
+}
+
+/// Validates `plan`, then dry-runs it under `costs`.
+pub fn simulate(plan: &Plan, costs: &Costs) -> Result<Simulation> {
+    validate(plan)?;
+    let timelines = dataflow::run(plan, |a| costs.duration(a), costs.transfer)
+        .expect("a validated plan cannot deadlock");
+    let makespan = timelines.iter().flatten().map(|s| s.end).fold(0.0, f64::max);
+    let ratio = |idle: f64, total: f64| if total > 0.0 { idle / total } else { 0.0 };
+    let stages: Vec<StageSimulation> = timelines
+        .into_iter()
+        .enumerate()
+        .map(|(s, timeline)| {
+            let busy: f64 = timeline.iter().map(|slot| slot.end - slot.start).sum();
+            let idle = makespan - busy;
+            StageSimulation {
+                stage: StageId::from(s),
+                busy,
+                idle,
+                bubble_fraction: ratio(idle, makespan),
+                peak_stash: peak_stash(plan.program(StageId::from(s))),
+                timeline,
+            }
+        })
+        .collect();
+    let idle: f64 = stages.iter().map(|s| s.idle).sum();
+    let bubble_fraction = ratio(idle, makespan * stages.len() as f64);
+    Ok(Simulation { makespan, bubble_fraction, stages })
+}
+
+/// Most micro-batches whose activations one program holds at once.
+pub fn peak_stash(program: &[Action]) -> usize {
+    let (mut live, mut peak) = (0usize, 0usize);
+    for a in program {
+        match a.kind {
+            ActionKind::Forward => {
+                live += 1;
+                peak = peak.max(live);
+            }
+            ActionKind::Backward | ActionKind::BackwardWeight => live = live.saturating_sub(1),
+            _ => {}
+        }
+    }
+    peak
+}

@@ -1,0 +1,286 @@
+//! `validate(plan)`: the rules every plan must keep before a worker interprets it.
+//!
+//! Per stage: every action belongs to the stage whose program holds it; every micro-batch is
+//! forwarded once and backwarded once (a full `B`, or a split `I` then `W`), forward first; at
+//! most one all-reduce and one optimizer step, after the last backward. In a lowered plan every
+//! forward on s > 0 is preceded by its receive and every forward on s < p − 1 followed by its
+//! send (and the same for gradients, the other way), and every send has its receive on the
+//! neighbour. Across stages: forward on s after s − 1, backward on s after s + 1, and no deadlock
+//! when receives block — checked by a dry run (see [`crate::dataflow`]).
+//!
+//! A failure names the stage, the step (index in the stage's program), the action and the
+//! reason, followed by the program grid with the failing step marked `>…<`.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use crate::action::{Action, ActionKind};
+use crate::dataflow;
+use crate::error::{Result, ScheduleError};
+use crate::id::{MicroBatchId, StageId};
+use crate::plan::Plan;
+use crate::render;
+
+/// A rule a plan breaks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Violation {
+    /// The plan has no stages or no micro-batches.
+    Empty,
+    /// An action in the program of one stage names another stage.
+    WrongStage {
+        /// The stage the action names.
+        named: StageId,
+    },
+    /// A micro-batch outside `0..m`.
+    MicroBatchOutOfRange {
+        /// The plan's number of micro-batches.
+        micro_batches: usize,
+    },
+    /// The same action twice.
+    Duplicate,
+    /// An action that needs an earlier one on the same stage that has not happened.
+    Before {
+        /// What must come first.
+        needs: Action,
+    },
+    /// A transfer across the pipeline's ends (receive on stage 0, send beyond the last stage).
+    NoNeighbour,
+    /// Both a full backward and a split backward for one micro-batch.
+    MixedBackward,
+    /// A micro-batch that is never forwarded or never fully backwarded on a stage.
+    Missing {
+        /// The action that is missing.
+        missing: Action,
+    },
+    /// A send whose receive, or a receive whose send, the neighbour never runs.
+    Unmatched {
+        /// The counterpart that does not exist.
+        counterpart: Action,
+    },
+    /// The plan deadlocks when receives block.
+    Deadlock {
+        /// The action the blocked step waits for.
+        waits_for: Action,
+        /// Where the stage that should produce it is stuck.
+        producer_step: Option<(usize, Action)>,
+    },
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Violation::Empty => write!(f, "a plan needs at least one stage and one micro-batch"),
+            Violation::WrongStage { named } => {
+                write!(f, "the action names {named}, not the stage whose program holds it")
+            }
+            Violation::MicroBatchOutOfRange { micro_batches } => write!(
+                f,
+                "micro-batch out of range: the plan has {micro_batches} (ids 0..{micro_batches})"
+            ),
+            Violation::Duplicate => write!(f, "the action appears twice"),
+            Violation::Before { needs } => {
+                write!(f, "runs before `{needs}` ({}), which must come first", describe(needs))
+            }
+            Violation::NoNeighbour => write!(f, "transfer past the end of the pipeline"),
+            Violation::MixedBackward => write!(
+                f,
+                "both a full backward (B) and a split backward (I/W) for the same micro-batch"
+            ),
+            Violation::Missing { missing } => {
+                write!(f, "`{missing}` ({}) is missing", describe(missing))
+            }
+            Violation::Unmatched { counterpart } => write!(
+                f,
+                "no matching `{counterpart}` ({}) on {}",
+                describe(counterpart),
+                counterpart.stage
+            ),
+            Violation::Deadlock { waits_for, producer_step } => {
+                write!(f, "deadlock: waits for `{waits_for}` ({}), ", describe(waits_for))?;
+                match producer_step {
+                    Some((step, a)) => write!(
+                        f,
+                        "but {} is itself blocked at step {step} (`{a}`)",
+                        waits_for.stage
+                    ),
+                    None => write!(f, "which {} never runs", waits_for.stage),
+                }
+            }
+        }
+    }
+}
+
+fn describe(a: &Action) -> String {
+    match a.micro_batch {
+        Some(mb) => format!("{} of {mb} on {}", a.kind, a.stage),
+        None => format!("{} on {}", a.kind, a.stage),
+    }
+}
+
+/// Where and why a plan is invalid, with the program grid marking the failing step.
+#[derive(Clone, Debug, thiserror::Error)]
+#[error("invalid plan: {stage}, step {step} (`{action}`): {violation}\n{grid}")]
+pub struct ValidationError {
+    /// The stage whose program breaks the rule.
+    pub stage: StageId,
+    /// Index of the failing action in that program (its length if the problem is at the end).
+    pub step: usize,
+    /// The failing action (or the missing one).
+    pub action: Action,
+    /// The rule broken.
+    pub violation: Violation,
+    /// The program grid with the failing step marked.
+    pub grid: String,
+}
+
+/// Checks every rule; the first failure is returned.
+///
+/// ```
+/// use pipetrain_schedules::{lower, validate, Lowering, Plan, ScheduleKind};
+/// let plan = lower(&ScheduleKind::OneFOneB.plan(4, 8).unwrap(), Lowering::default());
+/// validate(&plan).unwrap();
+///
+/// let broken: Plan = "0: 0B0 0F0\n".parse().unwrap();
+/// let err = validate(&broken).unwrap_err().to_string();
+/// assert!(err.contains("stage 0, step 0 (`0B0`)"), "{err}");
+/// ```
+pub fn validate(plan: &Plan) -> Result<()> {
+    check(plan).map_err(|(stage, step, action, violation)| {
+        let grid = render::programs(plan, Some((stage, step)));
+        ScheduleError::Invalid(Box::new(ValidationError { stage, step, action, violation, grid }))
+    })
+}
+
+type Failure = (StageId, usize, Action, Violation);
+
+fn check(plan: &Plan) -> std::result::Result<(), Failure> {
+    if plan.stages() == 0 || plan.micro_batches() == 0 {
+        let a = Action::optimizer_step(StageId(0));
+        return Err((StageId(0), 0, a, Violation::Empty));
+    }
+    for stage in StageId::range(plan.stages()) {
+        check_stage(plan, stage)?;
+    }
+    check_matching(plan)?;
+    dataflow::run(plan, |_| 0.0, 0.0).map(|_| ()).map_err(|d| {
+        let action = plan.program(d.stage)[d.step];
+        let violation =
+            Violation::Deadlock { waits_for: d.waits_for, producer_step: d.producer_step };
+        (d.stage, d.step, action, violation)
+    })
+}
+
+fn check_stage(plan: &Plan, stage: StageId) -> std::result::Result<(), Failure> {
+    use ActionKind::*;
+    let (s, p, m) = (stage.index(), plan.stages(), plan.micro_batches());
+    let lowered = plan.is_lowered();
+    let program = plan.program(stage);
+    let mut seen: HashMap<(ActionKind, Option<MicroBatchId>), usize> = HashMap::new();
+    let mut last_backward = None;
+    for (step, &a) in program.iter().enumerate() {
+        let fail = |v| Err((stage, step, a, v));
+        if a.stage != stage {
+            return fail(Violation::WrongStage { named: a.stage });
+        }
+        if a.micro_batch.is_some_and(|mb| mb.index() >= m) {
+            return fail(Violation::MicroBatchOutOfRange { micro_batches: m });
+        }
+        let no_upstream = s == 0 && matches!(a.kind, RecvActivation | SendGradient);
+        let no_downstream = s + 1 == p && matches!(a.kind, SendActivation | RecvGradient);
+        if no_upstream || no_downstream {
+            return fail(Violation::NoNeighbour);
+        }
+        if seen.insert((a.kind, a.micro_batch), step).is_some() {
+            return fail(Violation::Duplicate);
+        }
+        let has = |kind| seen.contains_key(&(kind, a.micro_batch));
+        let needs = |kind| Violation::Before { needs: Action { kind, ..a } };
+        let needed = match a.kind {
+            Forward if lowered && s > 0 && !has(RecvActivation) => Some(needs(RecvActivation)),
+            SendActivation if !has(Forward) => Some(needs(Forward)),
+            Backward | BackwardInput if !has(Forward) => Some(needs(Forward)),
+            Backward | BackwardInput if lowered && s + 1 < p && !has(RecvGradient) => {
+                Some(needs(RecvGradient))
+            }
+            SendGradient if !has(Backward) && !has(BackwardInput) => Some(needs(Backward)),
+            BackwardWeight if !has(BackwardInput) => Some(needs(BackwardInput)),
+            AllReduce | OptimizerStep => {
+                let pending = (0..m).map(MicroBatchId::from).find(|&mb| {
+                    !seen.contains_key(&(Backward, Some(mb)))
+                        && !seen.contains_key(&(BackwardWeight, Some(mb)))
+                });
+                match pending {
+                    Some(mb) => Some(Violation::Before { needs: Action::backward(stage, mb) }),
+                    None if a.kind == OptimizerStep
+                        && program.contains(&Action::all_reduce(stage))
+                        && !has(AllReduce) =>
+                    {
+                        Some(Violation::Before { needs: Action::all_reduce(stage) })
+                    }
+                    None => None,
+                }
+            }
+            _ => None,
+        };
+        if let Some(v) = needed {
+            return fail(v);
+        }
+        if (a.kind == Backward && (has(BackwardInput) || has(BackwardWeight)))
+            || (a.kind == BackwardInput && has(Backward))
+        {
+            return fail(Violation::MixedBackward);
+        }
+        if matches!(a.kind, Backward | BackwardWeight) {
+            last_backward = Some(step);
+        }
+    }
+    // Completeness: everything every micro-batch needs on this stage.
+    let end = program.len();
+    let step_of = |kind, mb| seen.get(&(kind, Some(mb))).copied();
+    for mb in MicroBatchId::range(m) {
+        let missing = |kind, step: Option<usize>| {
+            let step = step.unwrap_or(end);
+            Err((stage, step, Action::new(stage, kind, mb), Violation::Missing {
+                missing: Action::new(stage, kind, mb),
+            }))
+        };
+        let Some(forward) = step_of(Forward, mb) else { return missing(Forward, None) };
+        let full = step_of(Backward, mb);
+        let split = step_of(BackwardInput, mb);
+        if full.is_none() && split.is_none() {
+            return missing(Backward, last_backward.map(|s| s + 1));
+        }
+        if split.is_some() && step_of(BackwardWeight, mb).is_none() {
+            return missing(BackwardWeight, None);
+        }
+        if lowered && s + 1 < p && step_of(SendActivation, mb).is_none() {
+            return missing(SendActivation, Some(forward + 1));
+        }
+        if lowered && s > 0 && step_of(SendGradient, mb).is_none() {
+            return missing(SendGradient, full.or(split).map(|b| b + 1));
+        }
+    }
+    Ok(())
+}
+
+/// Every send has its receive on the neighbour, and every receive its send.
+fn check_matching(plan: &Plan) -> std::result::Result<(), Failure> {
+    use ActionKind::*;
+    for stage in StageId::range(plan.stages()) {
+        for (step, &a) in plan.program(stage).iter().enumerate() {
+            let s = stage.index();
+            let counterpart = match a.kind {
+                SendActivation => (s + 1, RecvActivation),
+                RecvActivation => (s - 1, SendActivation),
+                SendGradient => (s - 1, RecvGradient),
+                RecvGradient => (s + 1, SendGradient),
+                _ => continue,
+            };
+            let c = Action { stage: StageId::from(counterpart.0), kind: counterpart.1, ..a };
+            if !plan.program(c.stage).contains(&c) {
+                return Err((stage, step, a, Violation::Unmatched { counterpart: c }));
+            }
+        }
+    }
+    Ok(())
+}
