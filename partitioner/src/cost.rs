@@ -111,7 +111,9 @@ pub struct StageCost {
 impl StageCost {
     /// The cost of a stage made of `layers`.
     pub fn of(layers: &[LayerCost]) -> Self {
-        layers.iter().fold(Self::default(), |acc, layer| acc.push(layer))
+        layers
+            .iter()
+            .fold(Self::default(), |acc, layer| acc.push(layer))
     }
 
     /// This stage grown by one more layer at its end.
@@ -139,7 +141,10 @@ mod tests {
     fn check_names_layer_and_field() {
         let err = LayerCost::new(1.0, f64::NAN).check(7).unwrap_err();
         let msg = err.to_string();
-        assert!(msg.contains("layer 7") && msg.contains("backward") && msg.contains("NaN"), "{msg}");
+        assert!(
+            msg.contains("layer 7") && msg.contains("backward") && msg.contains("NaN"),
+            "{msg}"
+        );
         let err = LayerCost::new(-0.5, 1.0).check(2).unwrap_err();
         assert!(err.to_string().contains("forward cost -0.5"), "{err}");
         assert!(LayerCost::new(f64::INFINITY, 0.0).check(0).is_err());

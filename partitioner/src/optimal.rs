@@ -3,20 +3,29 @@
 //! ## Design
 //!
 //! A pipeline runs at the pace of its slowest stage, so the best partition of `n` layers into `p`
-//! stages minimises the largest stage time. Stages are contiguous, so the problem is the classic
-//! linear partition problem, solved exactly over suffixes:
+//! stages minimises the largest stage time. Stages are contiguous, so this is the classic linear
+//! partition problem, solved exactly by dynamic programming over suffixes of the layers:
 //!
 //! ```text
-//! best[1][i] = cost(i..n)                                      if i..n fits the budget
-//! best[k][i] = min over j in i+1 ..= n-(k-1), i..j fits the budget,
-//!                  of max(cost(i..j), best[k-1][j])
-//! answer     = best[p][0]
+//! best[1][i] = time(i..n)                                            if i..n fits the budget
+//! best[k][i] = min over j in i+1 ..= n-(k-1) with i..j fitting the budget
+//!                  of max(time(i..j), best[k-1][j])
+//! optimum    = best[p][0]
 //! ```
 //!
-//! That is `O(p·n²)` time and `O(n²)` memory for the table of stage costs, plenty for models of a
-//! few hundred layers. Stage times are summed left to right exactly as [`StageCost::of`] does, and
-//! `max` and `<` never round, so the optimum is *exactly* the largest stage time of the returned
-//! partition — no epsilon anywhere.
+//! Many partitions usually share the optimum (every stage but the slowest has slack). To pick the
+//! most balanced of them, `best[k][i]` holds not just the largest stage time of the best split of
+//! layers `i..n` into `k` stages but all `k` of its stage times, sorted slowest first, and `min`
+//! compares those vectors lexicographically ("leximax"): the slowest stage as fast as possible,
+//! then the second slowest, and so on. Adding a common stage to two splits keeps their order, so
+//! the recurrence stays exact. Splits with the same stage times go to the lexicographically
+//! smallest boundaries: walking forward, each stage ends at the first boundary that completes a
+//! best split.
+//!
+//! That is `O(p²·n²)` time and `O(n² + p²·n)` memory — well under a second for a few hundred
+//! layers and tens of stages. Stage times are summed left to right exactly as [`StageCost::of`]
+//! does and then only compared, never combined, so the optimum is *exactly* the largest stage
+//! time of the returned partition: no epsilon anywhere.
 
 use pipetrain_schedules::StageId;
 
@@ -29,20 +38,21 @@ use crate::partition::{Partition, check_shape};
 /// `memory_budget` is given, to every stage needing at most that many bytes
 /// ([`StageCost::memory`]).
 ///
-/// **Tie-breaking.** Among all optimal partitions, the one whose stage boundaries are
-/// lexicographically smallest: from the first stage on, each stage takes as few layers as it can
-/// while an optimal completion remains. Earlier stages thus come out the lighter ones — under 1F1B
-/// stage `s` of `p` keeps up to `p − s` micro-batches in flight, so the first stages are where
-/// slack in time (and memory) helps most. The result depends only on the inputs.
+/// **Tie-breaking.** Among all optimal partitions, the most balanced: the one whose stage times,
+/// sorted slowest first, are lexicographically least — after the slowest stage, the second
+/// slowest is as fast as possible, and so on. Partitions with the same stage times in a different
+/// order go to the lexicographically smallest stage boundaries: from the first stage on, each
+/// stage takes as few layers as it can. On equal costs this is [`Partition::even`]. The result
+/// depends only on the inputs.
 ///
 /// **Errors.** [`NoStages`](PartitionError::NoStages), [`NoLayers`](PartitionError::NoLayers) and
 /// [`MoreStagesThanLayers`](PartitionError::MoreStagesThanLayers) for an impossible shape;
 /// [`InvalidCost`](PartitionError::InvalidCost) naming the first layer whose forward or backward
 /// time is NaN, infinite or negative; [`OverBudget`](PartitionError::OverBudget) when no
 /// partition fits the budget. That error describes the partition that minimises the largest
-/// stage memory (tie-broken as above), which is as close as any partition gets: its first fullest
-/// stage, the bytes that stage needs, and `short_by = needed − budget`, the least the budget must
-/// grow for `stages` stages to fit.
+/// stage memory — as close as any partition gets — chosen among several by the same rules with
+/// memory in place of time: its first fullest stage, the bytes that stage needs, and
+/// `short_by = needed − budget`, the least the budget must grow for `stages` stages to fit.
 ///
 /// ```
 /// use pipetrain_partitioner::{partition_by_time, LayerCost, PartitionError};
@@ -72,25 +82,31 @@ pub fn partition_by_time(
         cost.check(layer)?;
     }
     let table = StageCosts::new(costs);
+    let memory = |i, j| table.get(i, j).memory;
 
     if let Some(budget) = memory_budget {
-        // Feasible iff the least achievable largest stage memory fits; the partition achieving it
-        // is also the one the error describes.
-        let (needed, boundaries) = min_max(layers, stages, |i, j| table.get(i, j).memory, |_, _| true)
-            .expect("an unconstrained shape-checked partition always exists");
+        // Some split fits iff the least achievable largest stage memory does.
+        let (memories, boundaries) = leximax(layers, stages, memory, |_, _| true)
+            .expect("an unconstrained shape-checked split always exists");
+        let needed = memories[0];
         if needed > budget {
             return Err(over_budget(&table, &boundaries, needed, budget));
         }
     }
 
-    let fits = |i, j| memory_budget.is_none_or(|budget| table.get(i, j).memory <= budget);
-    let (_, boundaries) = min_max(layers, stages, |i, j| table.get(i, j).time, fits)
-        .expect("the memory check above guarantees a feasible partition");
+    let fits = |i, j| memory_budget.is_none_or(|budget| memory(i, j) <= budget);
+    let (_, boundaries) = leximax(layers, stages, |i, j| table.get(i, j).time, fits)
+        .expect("the memory check above guarantees a feasible split");
     Ok(Partition::from_boundaries(boundaries))
 }
 
-/// The [`PartitionError::OverBudget`] for the min-max-memory partition `boundaries`.
-fn over_budget(table: &StageCosts, boundaries: &[usize], needed: u64, budget: u64) -> PartitionError {
+/// The [`PartitionError::OverBudget`] for the min-max-memory split `boundaries`.
+fn over_budget(
+    table: &StageCosts,
+    boundaries: &[usize],
+    needed: u64,
+    budget: u64,
+) -> PartitionError {
     let stage = boundaries
         .windows(2)
         .position(|w| table.get(w[0], w[1]).memory == needed)
@@ -132,61 +148,71 @@ impl StageCosts {
     }
 }
 
-/// Splits layers `0..n` into `p` contiguous non-empty stages, using only stages `i..j` for which
-/// `allowed(i, j)`, so as to minimise the largest `cost(i, j)`. Returns that least largest cost
-/// and the lexicographically smallest boundaries achieving it, or `None` if no allowed partition
-/// exists. Requires `1 ≤ p ≤ n` and a `cost` without NaN.
-fn min_max<T: Copy + PartialOrd>(
+/// Among the splits of layers `0..n` into `p` contiguous non-empty stages `i..j` that are all
+/// `allowed`, the one whose stage costs, sorted largest first, are lexicographically least, and
+/// of those the one with the lexicographically smallest boundaries. Returns its sorted stage
+/// costs and its `p + 1` boundaries, or `None` if no allowed split exists.
+/// Requires `1 ≤ p ≤ n` and costs that are totally ordered (no NaN).
+fn leximax<T: Copy + PartialOrd>(
     n: usize,
     p: usize,
     cost: impl Fn(usize, usize) -> T,
     allowed: impl Fn(usize, usize) -> bool,
-) -> Option<(T, Vec<usize>)> {
-    let max = |a: T, b: T| if a < b { b } else { a };
-    // best[k][i]: the least largest stage cost over allowed splits of layers i..n into k stages.
-    let mut best: Vec<Vec<Option<T>>> = vec![vec![None; n + 1]; p + 1];
-    for i in 0..n {
-        if allowed(i, n) {
-            best[1][i] = Some(cost(i, n));
-        }
-    }
+) -> Option<(Vec<T>, Vec<usize>)> {
+    // best[k][i]: the sorted stage costs of the best allowed split of layers i..n into k stages
+    // (`None` if there is none, or fewer than k layers). best[0] is unused.
+    let mut best: Vec<Vec<Option<Vec<T>>>> = vec![Vec::new()];
+    best.push(
+        (0..=n)
+            .map(|i| (i < n && allowed(i, n)).then(|| vec![cost(i, n)]))
+            .collect(),
+    );
     for k in 2..=p {
-        for i in 0..=n - k {
-            let mut least: Option<T> = None;
-            // The first stage is i..j; the k - 1 stages after it need n - j ≥ k - 1 layers.
-            for j in i + 1..=n - (k - 1) {
-                let Some(rest) = best[k - 1][j] else { continue };
-                if !allowed(i, j) {
-                    continue;
-                }
-                let candidate = max(cost(i, j), rest);
-                if least.is_none_or(|least| candidate < least) {
-                    least = Some(candidate);
-                }
-            }
-            best[k][i] = least;
-        }
+        let rest = &best[k - 1];
+        let row = (0..=n)
+            .map(|i| {
+                // The first stage is i..j; the k - 1 stages after it need n - j ≥ k - 1 layers.
+                (i + 1..=n.saturating_sub(k - 1))
+                    .filter(|&j| allowed(i, j))
+                    .filter_map(|j| Some(with_stage(rest[j].as_ref()?, cost(i, j))))
+                    // Keep the first of equals: which one does not matter, only its value.
+                    .reduce(|least, candidate| if candidate < least { candidate } else { least })
+            })
+            .collect();
+        best.push(row);
     }
 
-    // Walk forward: each stage ends at the first boundary that still allows an optimal rest.
-    // This yields the lexicographically smallest optimal boundaries.
-    let optimum = best[p][0]?;
+    // Walk forward: end each stage at the first boundary that completes a best split. Inserting
+    // a stage is injective, so a best split's rest is itself a best split: `==` suffices.
+    let optimum = best[p][0].clone()?;
     let mut boundaries = Vec::with_capacity(p + 1);
     boundaries.push(0);
     let mut i = 0;
     for k in (2..=p).rev() {
+        let target = best[k][i].as_ref().expect("on a best split's path");
         let j = (i + 1..=n - (k - 1))
             .find(|&j| {
                 allowed(i, j)
-                    && cost(i, j) <= optimum
-                    && best[k - 1][j].is_some_and(|rest| rest <= optimum)
+                    && best[k - 1][j]
+                        .as_ref()
+                        .is_some_and(|rest| with_stage(rest, cost(i, j)) == *target)
             })
-            .expect("best[k][i] <= optimum, so some first stage completes an optimal split");
+            .expect("best[k][i] was achieved by some first stage");
         boundaries.push(j);
         i = j;
     }
     boundaries.push(n);
     Some((optimum, boundaries))
+}
+
+/// `sorted` (largest first) with `stage` inserted in its place.
+fn with_stage<T: Copy + PartialOrd>(sorted: &[T], stage: T) -> Vec<T> {
+    let at = sorted.partition_point(|&c| c >= stage);
+    let mut out = Vec::with_capacity(sorted.len() + 1);
+    out.extend_from_slice(&sorted[..at]);
+    out.push(stage);
+    out.extend_from_slice(&sorted[at..]);
+    out
 }
 
 #[cfg(test)]
@@ -210,13 +236,17 @@ mod tests {
     }
 
     #[test]
-    fn ties_prefer_lighter_early_stages() {
-        // Uniform costs: the same split as Partition::even.
+    fn ties_go_to_the_most_balanced_split() {
+        // Uniform costs: the same split as Partition::even, not e.g. [1, 3, 3, 3] for (10, 4),
+        // which has the same slowest stage.
         for (n, p) in [(8, 3), (10, 4), (7, 2), (5, 5)] {
             let partition = partition_by_time(&LayerCost::uniform(n), p, None).unwrap();
             assert_eq!(partition, Partition::even(n, p).unwrap(), "n={n} p={p}");
         }
-        // All-zero costs: every split is optimal; the first stages take one layer each.
+        // Slowest stage 6 either way and the same stage times: the earlier boundary wins.
+        let partition = partition_by_time(&times(&[2.0, 2.0, 2.0, 4.0]), 2, None).unwrap();
+        assert_eq!(partition.balance(), vec![2, 2]);
+        // All-zero costs: every split is equally balanced; the first stages take one layer each.
         let partition = partition_by_time(&times(&[0.0; 6]), 3, None).unwrap();
         assert_eq!(partition.balance(), vec![1, 1, 4]);
     }
@@ -230,8 +260,14 @@ mod tests {
             LayerCost::new(1.0, 0.0).with_memory(10, 0),
             LayerCost::new(1.0, 0.0).with_memory(10, 0),
         ];
-        assert_eq!(partition_by_time(&costs, 2, None).unwrap().balance(), vec![2, 2]);
-        assert_eq!(partition_by_time(&costs, 2, Some(100)).unwrap().balance(), vec![1, 3]);
+        assert_eq!(
+            partition_by_time(&costs, 2, None).unwrap().balance(),
+            vec![2, 2]
+        );
+        assert_eq!(
+            partition_by_time(&costs, 2, Some(100)).unwrap().balance(),
+            vec![1, 3]
+        );
     }
 
     #[test]
@@ -253,6 +289,9 @@ mod tests {
             }
         );
         let msg = err.to_string();
-        assert!(msg.contains("stage 1") && msg.contains("75") && msg.contains("short by 15"), "{msg}");
+        assert!(
+            msg.contains("stage 1") && msg.contains("75") && msg.contains("short by 15"),
+            "{msg}"
+        );
     }
 }

@@ -300,6 +300,8 @@ mod tests {
     #[test]
     #[should_panic(expected = "stage 2 out of range")]
     fn range_panics_out_of_range() {
-        Partition::from_balance(&[1, 1], 2).unwrap().range(StageId(2));
+        Partition::from_balance(&[1, 1], 2)
+            .unwrap()
+            .range(StageId(2));
     }
 }

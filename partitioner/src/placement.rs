@@ -16,8 +16,9 @@ use crate::error::{PartitionError, Result};
 /// assert_eq!(DeviceIndex::from(3).to_string(), "device 3");
 /// assert_eq!(DeviceIndex(3).index(), 3);
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-#[derive(Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct DeviceIndex(pub u32);
 
@@ -91,7 +92,9 @@ impl Placement {
         Ok(Self {
             replicas,
             stages,
-            devices: (0..workers).map(|r| DeviceIndex::from(r % devices)).collect(),
+            devices: (0..workers)
+                .map(|r| DeviceIndex::from(r % devices))
+                .collect(),
         })
     }
 
@@ -147,7 +150,11 @@ impl Placement {
 
     /// How long the user's device list must be: one more than the largest index used.
     pub fn devices_needed(&self) -> usize {
-        self.devices.iter().map(|d| d.index() + 1).max().unwrap_or(0)
+        self.devices
+            .iter()
+            .map(|d| d.index() + 1)
+            .max()
+            .unwrap_or(0)
     }
 
     /// Every worker with its device, in rank (replica-major) order.

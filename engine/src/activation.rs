@@ -1,0 +1,243 @@
+//! `Activation`: the rank-erased tensor that crosses stage boundaries.
+
+use std::fmt;
+
+use burn::prelude::*;
+use burn::tensor::Int;
+
+/// A tensor of any supported rank and kind: what one layer hands the next, what one stage sends
+/// another, and what a micro-batch's inputs and targets are.
+///
+/// Float tensors of rank 1–4 and int tensors (token ids, class labels) of rank 1–3. Convert with
+/// `From` and [`Activation::float`] / [`Activation::int`]:
+///
+/// ```
+/// use burn::prelude::*;
+/// use pipetrain_engine::Activation;
+/// let device = Device::flex();
+/// let x: Activation = Tensor::<2>::zeros([4, 3], &device).into();
+/// assert_eq!(x.dims(), vec![4, 3]);
+/// let back: Tensor<2> = x.clone().float().unwrap();
+/// assert!(x.float::<3>().is_err()); // wrong rank: a clear error, not a panic
+/// ```
+#[derive(Clone, Debug)]
+#[allow(missing_docs)] // the variants are their names
+pub enum Activation {
+    Float1(Tensor<1>),
+    Float2(Tensor<2>),
+    Float3(Tensor<3>),
+    Float4(Tensor<4>),
+    Int1(Tensor<1, Int>),
+    Int2(Tensor<2, Int>),
+    Int3(Tensor<3, Int>),
+}
+
+/// A layer or loss received an activation it cannot take.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ActivationError {
+    /// Wrong rank or kind.
+    #[error("expected a {expected} tensor, got a {found} tensor of shape {shape:?}")]
+    Mismatch {
+        /// What was expected, e.g. "rank-2 float".
+        expected: String,
+        /// What was found, e.g. "rank-3 float".
+        found: String,
+        /// The shape found.
+        shape: Vec<usize>,
+    },
+    /// The batch cannot be split into equal micro-batches.
+    #[error(
+        "batch of {batch} rows does not split into {parts} equal parts; use a batch size that is \
+         a multiple of {parts} (micro-batches × replicas) or change --micro-batches"
+    )]
+    Ragged {
+        /// Rows in the batch.
+        batch: usize,
+        /// Number of parts asked for.
+        parts: usize,
+    },
+    /// Anything else a layer wants to report.
+    #[error("{0}")]
+    Other(String),
+}
+
+macro_rules! each_variant {
+    ($value:expr, $t:ident => $body:expr) => {
+        match $value {
+            Activation::Float1($t) => $body,
+            Activation::Float2($t) => $body,
+            Activation::Float3($t) => $body,
+            Activation::Float4($t) => $body,
+            Activation::Int1($t) => $body,
+            Activation::Int2($t) => $body,
+            Activation::Int3($t) => $body,
+        }
+    };
+}
+
+macro_rules! map_variant {
+    ($value:expr, $t:ident => $body:expr) => {
+        match $value {
+            Activation::Float1($t) => Activation::Float1($body),
+            Activation::Float2($t) => Activation::Float2($body),
+            Activation::Float3($t) => Activation::Float3($body),
+            Activation::Float4($t) => Activation::Float4($body),
+            Activation::Int1($t) => Activation::Int1($body),
+            Activation::Int2($t) => Activation::Int2($body),
+            Activation::Int3($t) => Activation::Int3($body),
+        }
+    };
+}
+
+/// Conversion from an [`Activation`] to a concrete tensor type (implemented for every variant).
+pub trait FromActivation: Sized {
+    /// Description used in errors, e.g. "rank-2 float".
+    const DESCRIPTION: &'static str;
+    /// The tensor, or a mismatch error.
+    fn from_activation(a: Activation) -> Result<Self, ActivationError>;
+}
+
+macro_rules! conversions {
+    ($($variant:ident: $ty:ty = $desc:literal;)*) => {$(
+        impl From<$ty> for Activation {
+            fn from(t: $ty) -> Self {
+                Activation::$variant(t)
+            }
+        }
+        impl FromActivation for $ty {
+            const DESCRIPTION: &'static str = $desc;
+            fn from_activation(a: Activation) -> Result<Self, ActivationError> {
+                match a {
+                    Activation::$variant(t) => Ok(t),
+                    other => Err(other.mismatch($desc)),
+                }
+            }
+        }
+    )*};
+}
+
+conversions! {
+    Float1: Tensor<1> = "rank-1 float";
+    Float2: Tensor<2> = "rank-2 float";
+    Float3: Tensor<3> = "rank-3 float";
+    Float4: Tensor<4> = "rank-4 float";
+    Int1: Tensor<1, Int> = "rank-1 int";
+    Int2: Tensor<2, Int> = "rank-2 int";
+    Int3: Tensor<3, Int> = "rank-3 int";
+}
+
+impl Activation {
+    /// The float tensor of rank `D`, or an error naming what was found.
+    pub fn float<const D: usize>(self) -> Result<Tensor<D>, ActivationError>
+    where
+        Tensor<D>: FromActivation,
+    {
+        Tensor::<D>::from_activation(self)
+    }
+
+    /// The int tensor of rank `D`, or an error naming what was found.
+    pub fn int<const D: usize>(self) -> Result<Tensor<D, Int>, ActivationError>
+    where
+        Tensor<D, Int>: FromActivation,
+    {
+        Tensor::<D, Int>::from_activation(self)
+    }
+
+    /// The shape.
+    pub fn dims(&self) -> Vec<usize> {
+        each_variant!(self, t => t.shape().to_vec())
+    }
+
+    /// Rows along dimension 0 (the batch dimension).
+    pub fn batch_size(&self) -> usize {
+        self.dims().first().copied().unwrap_or(0)
+    }
+
+    /// Whether this is a float tensor (it can carry a gradient).
+    pub fn is_float(&self) -> bool {
+        matches!(
+            self,
+            Activation::Float1(_) | Activation::Float2(_) | Activation::Float3(_) | Activation::Float4(_)
+        )
+    }
+
+    /// "rank-2 float" and the like.
+    pub fn describe(&self) -> String {
+        let kind = if self.is_float() { "float" } else { "int" };
+        format!("rank-{} {kind}", self.dims().len())
+    }
+
+    pub(crate) fn mismatch(&self, expected: &str) -> ActivationError {
+        ActivationError::Mismatch {
+            expected: expected.to_string(),
+            found: self.describe(),
+            shape: self.dims(),
+        }
+    }
+
+    /// Splits along dimension 0 into `parts` equal parts, or says why it cannot.
+    pub fn split(self, parts: usize) -> Result<Vec<Activation>, ActivationError> {
+        let batch = self.batch_size();
+        if parts == 0 || batch % parts != 0 || batch == 0 {
+            return Err(ActivationError::Ragged { batch, parts });
+        }
+        let rows = batch / parts;
+        Ok(match self {
+            Activation::Float1(t) => t.split(rows, 0).into_iter().map(Into::into).collect(),
+            Activation::Float2(t) => t.split(rows, 0).into_iter().map(Into::into).collect(),
+            Activation::Float3(t) => t.split(rows, 0).into_iter().map(Into::into).collect(),
+            Activation::Float4(t) => t.split(rows, 0).into_iter().map(Into::into).collect(),
+            Activation::Int1(t) => t.split(rows, 0).into_iter().map(Into::into).collect(),
+            Activation::Int2(t) => t.split(rows, 0).into_iter().map(Into::into).collect(),
+            Activation::Int3(t) => t.split(rows, 0).into_iter().map(Into::into).collect(),
+        })
+    }
+
+    /// Concatenates along dimension 0. All parts must have the variant of the first.
+    pub fn cat(parts: Vec<Activation>) -> Result<Activation, ActivationError> {
+        let first = parts.first().ok_or_else(|| ActivationError::Other("nothing to concatenate".into()))?;
+        let expected = first.describe();
+        macro_rules! cat_as {
+            ($variant:ident) => {{
+                let tensors = parts
+                    .into_iter()
+                    .map(|p| match p {
+                        Activation::$variant(t) => Ok(t),
+                        other => Err(other.mismatch(&expected)),
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                Activation::$variant(Tensor::cat(tensors, 0))
+            }};
+        }
+        Ok(match first {
+            Activation::Float1(_) => cat_as!(Float1),
+            Activation::Float2(_) => cat_as!(Float2),
+            Activation::Float3(_) => cat_as!(Float3),
+            Activation::Float4(_) => cat_as!(Float4),
+            Activation::Int1(_) => cat_as!(Int1),
+            Activation::Int2(_) => cat_as!(Int2),
+            Activation::Int3(_) => cat_as!(Int3),
+        })
+    }
+
+    /// The same values on `device`.
+    pub fn to_device(self, device: &Device) -> Activation {
+        map_variant!(self, t => t.to_device(device))
+    }
+
+    /// Without autodiff: the plain tensor that crosses a thread or process boundary.
+    pub fn detach(self) -> Activation {
+        map_variant!(self, t => t.inner())
+    }
+
+    /// All values as `f64`, flattened (for tests, metrics and verification).
+    pub fn to_f64_vec(&self) -> Vec<f64> {
+        each_variant!(self, t => t.clone().inner().into_data().convert::<f64>().try_to_vec::<f64>().expect("f64 data"))
+    }
+}
+
+impl fmt::Display for Activation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {:?}", self.describe(), self.dims())
+    }
+}

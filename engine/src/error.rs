@@ -1,0 +1,99 @@
+//! The engine's error type.
+
+use pipetrain_schedules::{Action, MicroBatchId, ReplicaId, ScheduleError, StageId};
+
+use crate::activation::ActivationError;
+
+/// Why one action of one worker failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Cause {
+    /// A layer, the loss or burn panicked.
+    #[error("panicked: {0}")]
+    Panic(String),
+    /// A layer rejected its input (wrong rank or kind, or its own reason).
+    #[error("{error} (input: {input}{from})")]
+    Layer {
+        /// What the layer said.
+        error: ActivationError,
+        /// The input it was given.
+        input: String,
+        /// Where the input came from, e.g. " received from stage 0" (empty for stage 0).
+        from: String,
+    },
+    /// The loss rejected the last stage's output or the targets.
+    #[error("loss: {0}")]
+    Loss(ActivationError),
+    /// The upstream gradient does not fit this stage's output.
+    #[error("gradient: {0}")]
+    Gradient(ActivationError),
+    /// The plan asks for something this engine cannot do yet.
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    /// The transport failed (a peer hung up without an error of its own).
+    #[error("transport: {0}")]
+    Transport(String),
+    /// The collective failed.
+    #[error("collective: {0}")]
+    Collective(String),
+}
+
+/// Everything the engine can return.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// One worker failed; this is the first failure of the step (others were stopped).
+    #[error(
+        "{replica} / {stage} failed at `{action}` ({kind}{mb}): {source}",
+        kind = action.kind,
+        mb = micro_batch.map(|m| format!(" of {m}")).unwrap_or_default()
+    )]
+    StageFailed {
+        /// The failing worker's replica.
+        replica: ReplicaId,
+        /// The failing worker's stage.
+        stage: StageId,
+        /// The micro-batch it was working on, if the action has one.
+        micro_batch: Option<MicroBatchId>,
+        /// The action that failed.
+        action: Action,
+        /// Why.
+        #[source]
+        source: Cause,
+    },
+    /// A step already failed: stage states may be partly updated, so the pipeline refuses to go
+    /// on. Rebuild it (or reload a checkpoint).
+    #[error(
+        "the pipeline is unusable after a failed step (its stages may be partly updated); \
+         build a new one"
+    )]
+    Poisoned,
+    /// The batch cannot be fed to the pipeline.
+    #[error("bad batch: {0}")]
+    Batch(#[from] ActivationError),
+    /// The plan is invalid.
+    #[error(transparent)]
+    Plan(#[from] ScheduleError),
+    /// A worker thread died outside any action (an engine bug).
+    #[error("{replica} / {stage}: worker thread died: {message}")]
+    WorkerDied {
+        /// Replica.
+        replica: ReplicaId,
+        /// Stage.
+        stage: StageId,
+        /// The panic message.
+        message: String,
+    },
+}
+
+/// The engine's result type.
+pub type Result<T, E = EngineError> = std::result::Result<T, E>;
+
+/// A panic payload as text.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-text panic payload".to_string()
+    }
+}

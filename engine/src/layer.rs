@@ -1,0 +1,39 @@
+//! The layer trait: what the partitioner places and a stage runs.
+
+use burn::module::Module;
+
+use crate::activation::{Activation, ActivationError};
+
+/// A burn [`Module`] that a pipeline can place on a stage: a forward from one [`Activation`] to
+/// the next.
+///
+/// Any `#[derive(Module)]` type becomes a layer with a few lines that say which tensor it takes;
+/// a model with several layer types uses an enum (burn's `Module` derive supports enums).
+///
+/// ```
+/// use burn::nn::{Linear, LinearConfig};
+/// use burn::prelude::*;
+/// use pipetrain_engine::{Activation, ActivationError, Layer};
+///
+/// #[derive(Module, Debug)]
+/// struct Dense {
+///     linear: Linear,
+/// }
+///
+/// impl Layer for Dense {
+///     fn forward(&self, input: Activation) -> Result<Activation, ActivationError> {
+///         let x: Tensor<2> = input.float()?;
+///         Ok(burn::tensor::activation::relu(self.linear.forward(x)).into())
+///     }
+/// }
+///
+/// let device = Device::flex();
+/// let layer = Dense { linear: LinearConfig::new(3, 2).init(&device) };
+/// let out = layer.forward(Tensor::<2>::ones([5, 3], &device).into()).unwrap();
+/// assert_eq!(out.dims(), vec![5, 2]);
+/// ```
+pub trait Layer: Module + 'static {
+    /// Forward of one micro-batch. Called with autodiff tensors while training, plain tensors
+    /// for inference and re-materialization's first pass.
+    fn forward(&self, input: Activation) -> Result<Activation, ActivationError>;
+}

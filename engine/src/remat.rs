@@ -1,0 +1,63 @@
+//! Activation re-materialization (torchgpipe's `checkpoint` modes).
+
+use std::fmt;
+use std::str::FromStr;
+
+/// What a stage keeps between a micro-batch's forward and its backward.
+///
+/// With re-materialization the forward runs without an autodiff graph and keeps only the stage
+/// input; the backward first recomputes the forward with the graph. Memory per stashed
+/// micro-batch drops from every intermediate activation to one input, for one extra forward.
+/// Results are identical either way. The layers' first forward runs on `Module::valid()` copies:
+/// layers whose forward differs between training and inference (dropout, batch norm) need
+/// `Remat::Never`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Remat {
+    /// Keep the autodiff graph of every micro-batch.
+    Never,
+    /// Re-materialize every micro-batch but the last, whose backward follows at once
+    /// (torchgpipe's default).
+    #[default]
+    ExceptLast,
+    /// Re-materialize every micro-batch.
+    Always,
+}
+
+impl Remat {
+    /// Whether micro-batch `mb` of `micro_batches` is re-materialized.
+    pub fn applies(self, mb: usize, micro_batches: usize) -> bool {
+        match self {
+            Remat::Never => false,
+            Remat::ExceptLast => mb + 1 < micro_batches,
+            Remat::Always => true,
+        }
+    }
+}
+
+impl fmt::Display for Remat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Remat::Never => "never",
+            Remat::ExceptLast => "except_last",
+            Remat::Always => "always",
+        })
+    }
+}
+
+/// An unknown re-materialization mode.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown remat mode `{0}`: expected never, except_last or always")]
+pub struct ParseRematError(String);
+
+impl FromStr for Remat {
+    type Err = ParseRematError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().replace('-', "_").as_str() {
+            "never" => Ok(Remat::Never),
+            "except_last" => Ok(Remat::ExceptLast),
+            "always" => Ok(Remat::Always),
+            _ => Err(ParseRematError(s.to_string())),
+        }
+    }
+}

@@ -1,0 +1,63 @@
+//! A worker's state that lives across steps: its layers, optimizer state, device and pool.
+
+use std::sync::Arc;
+
+use burn::optim::ModuleOptimizer;
+use burn::prelude::*;
+use pipetrain_schedules::WorkerId;
+use rayon::ThreadPool;
+
+use crate::layer::Layer;
+use crate::optimizer::OptimizerConfig;
+use crate::pool;
+
+/// One worker's persistent state: stage `id.stage` of replica `id.replica`.
+pub struct StageState<L: Layer> {
+    pub(crate) id: WorkerId,
+    pub(crate) layers: Vec<L>,
+    pub(crate) optimizer: ModuleOptimizer,
+    pub(crate) device: Device,
+    pub(crate) pool: Arc<ThreadPool>,
+}
+
+impl<L: Layer> StageState<L> {
+    /// A worker holding `layers` on `device` (an autodiff device is made from it), with a fresh
+    /// optimizer state and a pool of `threads` compute threads.
+    pub fn new(
+        id: WorkerId,
+        layers: Vec<L>,
+        device: &Device,
+        optimizer: &OptimizerConfig,
+        threads: usize,
+    ) -> Self {
+        let device = device.clone().autodiff();
+        let layers = layers.into_iter().map(|l| l.to_device(&device).train()).collect();
+        let name = format!("pipetrain-r{}s{}", id.replica.0, id.stage.0);
+        Self { id, layers, optimizer: optimizer.init(), device, pool: Arc::new(pool::worker_pool(&name, threads)) }
+    }
+
+    /// Which worker this is.
+    pub fn id(&self) -> WorkerId {
+        self.id
+    }
+
+    /// The stage's layers.
+    pub fn layers(&self) -> &[L] {
+        &self.layers
+    }
+
+    /// Gives the layers back.
+    pub fn into_layers(self) -> Vec<L> {
+        self.layers
+    }
+
+    /// The device the stage computes on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// Threads in the worker's compute pool.
+    pub fn threads(&self) -> usize {
+        self.pool.current_num_threads()
+    }
+}

@@ -1,0 +1,302 @@
+//! The worker: interprets one stage's lowered program, action by action.
+//!
+//! The worker knows nothing of schedules. Each action kind has one meaning (see
+//! `pipetrain_schedules::ActionKind`); the order is the plan's.
+
+use std::collections::HashMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use burn::prelude::*;
+use pipetrain_schedules::{Action, ActionKind, MicroBatchId, WorkerId};
+
+use crate::abort::Abort;
+use crate::activation::Activation;
+use crate::adapter::{self, Accumulator};
+use crate::error::{Cause, EngineError, panic_message};
+use crate::loss::Loss;
+use crate::remat::Remat;
+use crate::report::WorkerReport;
+use crate::stage::StageState;
+use crate::stash::{Output, Stash, Stashed};
+use crate::transport::{Flow, Tag, Transport, TransportError};
+
+/// What the whole step shares.
+pub(crate) struct StepContext<'a> {
+    pub stages: usize,
+    pub micro_batches: usize,
+    pub learning_rate: f64,
+    pub remat: Remat,
+    pub loss: &'a dyn Loss,
+    /// 1 / (m · R): makes the summed gradients the full-batch mean gradient.
+    pub loss_scale: f64,
+    pub abort: Arc<Abort>,
+    pub start: Instant,
+}
+
+/// Stage 0 reads micro-batch inputs from here, the last stage targets.
+#[derive(Default)]
+pub(crate) struct Feed {
+    pub inputs: Vec<Option<Activation>>,
+    pub targets: Vec<Option<Activation>>,
+}
+
+/// An action failed; `Stopped` means another worker failed first.
+enum Failure {
+    Cause(Cause),
+    Stopped,
+}
+
+impl From<TransportError> for Failure {
+    fn from(e: TransportError) -> Self {
+        match e {
+            TransportError::Aborted => Failure::Stopped,
+            other => Failure::Cause(Cause::Transport(other.to_string())),
+        }
+    }
+}
+
+pub(crate) struct Worker<'a, L: Layer, T: Transport> {
+    pub state: &'a mut StageState<L>,
+    pub transport: T,
+    pub feed: Feed,
+    pub ctx: &'a StepContext<'a>,
+    stash: Stash,
+    received: HashMap<Tag, Activation>,
+    outgoing: HashMap<Tag, Activation>,
+    grads: Accumulator<Vec<L>>,
+    valid: Option<Vec<L>>,
+    loss: f64,
+    compute: Duration,
+}
+
+use crate::layer::Layer;
+
+impl<'a, L: Layer, T: Transport> Worker<'a, L, T> {
+    pub fn new(state: &'a mut StageState<L>, transport: T, feed: Feed, ctx: &'a StepContext<'a>) -> Self {
+        Self {
+            state,
+            transport,
+            feed,
+            ctx,
+            stash: Stash::default(),
+            received: HashMap::new(),
+            outgoing: HashMap::new(),
+            grads: Accumulator::new(),
+            valid: None,
+            loss: 0.0,
+            compute: Duration::ZERO,
+        }
+    }
+
+    fn id(&self) -> WorkerId {
+        self.state.id
+    }
+
+    fn is_first(&self) -> bool {
+        self.id().stage.index() == 0
+    }
+
+    fn is_last(&self) -> bool {
+        self.id().stage.index() + 1 == self.ctx.stages
+    }
+
+    /// Runs `program`. On failure the error goes to the step's [`Abort`] (first wins); the
+    /// return value says only whether this worker finished.
+    pub fn run(mut self, program: &[Action]) -> Option<(f64, WorkerReport)> {
+        for &action in program {
+            if self.ctx.abort.is_aborted() {
+                return None; // fail at the first exception: stop before the next action
+            }
+            let _span = tracing::info_span!(
+                "action",
+                name = %action,
+                replica = self.id().replica.0,
+                stage = self.id().stage.0,
+                micro_batch = action.micro_batch.map(|m| m.0 as i64).unwrap_or(-1),
+            )
+            .entered();
+            let started = Instant::now();
+            let outcome = catch_unwind(AssertUnwindSafe(|| self.interpret(action)));
+            if !action.kind.is_transfer() {
+                self.compute += started.elapsed();
+            }
+            let cause = match outcome {
+                Ok(Ok(())) => continue,
+                Ok(Err(Failure::Stopped)) => return None,
+                Ok(Err(Failure::Cause(cause))) => cause,
+                Err(payload) => Cause::Panic(panic_message(payload.as_ref())),
+            };
+            let id = self.id();
+            self.ctx.abort.fail(EngineError::StageFailed {
+                replica: id.replica,
+                stage: id.stage,
+                micro_batch: action.micro_batch,
+                action,
+                source: cause,
+            });
+            return None;
+        }
+        let wall = self.ctx.start.elapsed();
+        let idle = wall.saturating_sub(self.compute);
+        let report = WorkerReport {
+            worker: self.id(),
+            compute: self.compute,
+            idle,
+            bubble_fraction: if wall.is_zero() { 0.0 } else { idle.as_secs_f64() / wall.as_secs_f64() },
+            peak_stash: self.stash.peak(),
+        };
+        Some((self.loss, report))
+    }
+
+    fn interpret(&mut self, action: Action) -> Result<(), Failure> {
+        let tag = |flow| Tag { flow, micro_batch: action.mb() };
+        match action.kind {
+            ActionKind::RecvActivation | ActionKind::RecvGradient => {
+                let flow = if action.kind == ActionKind::RecvActivation { Flow::Activation } else { Flow::Gradient };
+                let payload = self.transport.recv(tag(flow))?.to_device(&self.state.device);
+                self.received.insert(tag(flow), payload);
+            }
+            ActionKind::SendActivation | ActionKind::SendGradient => {
+                let flow = if action.kind == ActionKind::SendActivation { Flow::Activation } else { Flow::Gradient };
+                let payload = self.outgoing.remove(&tag(flow)).expect("validated: send after compute");
+                self.transport.send(tag(flow), payload)?;
+            }
+            ActionKind::Forward => self.forward(action.mb())?,
+            ActionKind::Backward => self.backward(action.mb())?,
+            ActionKind::BackwardInput | ActionKind::BackwardWeight => {
+                return Err(Failure::Cause(Cause::Unsupported(format!(
+                    "{} is not supported by this engine yet (zero-bubble schedules)",
+                    action.kind
+                ))));
+            }
+            ActionKind::AllReduce => {
+                // One replica: its gradients are already the sum. Replicas plug a collective in here.
+            }
+            ActionKind::OptimizerStep => {
+                let grads = self.grads.take();
+                adapter::step(&mut self.state.optimizer, self.ctx.learning_rate, &mut self.state.layers, grads);
+                self.valid = None;
+            }
+        }
+        Ok(())
+    }
+
+    fn input(&mut self, mb: MicroBatchId) -> Activation {
+        if self.is_first() {
+            let input = self.feed.inputs[mb.index()].take().expect("each micro-batch is forwarded once");
+            input.to_device(&self.state.device)
+        } else {
+            self.received
+                .remove(&Tag { flow: Flow::Activation, micro_batch: mb })
+                .expect("validated: receive before forward")
+        }
+    }
+
+    fn target(&mut self, mb: MicroBatchId) -> Option<Activation> {
+        self.is_last().then(|| {
+            let t = self.feed.targets[mb.index()].take().expect("each micro-batch is forwarded once");
+            t.to_device(&self.state.device)
+        })
+    }
+
+    /// Forward through this stage's layers; a layer error names the input and where it came from.
+    fn forward_layers(&self, layers: &[L], mut x: Activation) -> Result<Activation, Failure> {
+        let shown = x.to_string();
+        for layer in layers {
+            x = layer.forward(x).map_err(|error| {
+                let from = if self.is_first() {
+                    String::new()
+                } else {
+                    format!(" received from stage {}", self.id().stage.0 - 1)
+                };
+                Failure::Cause(Cause::Layer { error, input: shown.clone(), from })
+            })?;
+        }
+        Ok(x)
+    }
+
+    fn scaled_loss(&self, output: Activation, target: Activation) -> Result<Tensor<1>, Failure> {
+        let loss = self.ctx.loss.loss(output, target).map_err(|e| Failure::Cause(Cause::Loss(e)))?;
+        Ok(loss.mul_scalar(self.ctx.loss_scale))
+    }
+
+    fn forward(&mut self, mb: MicroBatchId) -> Result<(), Failure> {
+        let input = self.input(mb);
+        let target = self.target(mb);
+        if self.ctx.remat.applies(mb.index(), self.ctx.micro_batches) {
+            if !self.is_last() {
+                // The forward's only consumer downstream: compute it without a graph.
+                let valid = self.valid.get_or_insert_with(|| self.state.layers.iter().map(|l| l.valid()).collect());
+                let valid = std::mem::take(valid);
+                let out = self.forward_layers(&valid, input.clone());
+                self.valid = Some(valid);
+                self.outgoing.insert(Tag { flow: Flow::Activation, micro_batch: mb }, out?.detach());
+            }
+            // On the last stage the output feeds only its own backward: nothing to do until then.
+            self.stash.put(mb, Stashed::Input { input, target });
+        } else {
+            let stashed = self.forward_with_graph(mb, input, target)?;
+            self.stash.put(mb, stashed);
+        }
+        Ok(())
+    }
+
+    fn forward_with_graph(
+        &mut self,
+        mb: MicroBatchId,
+        input: Activation,
+        target: Option<Activation>,
+    ) -> Result<Stashed, Failure> {
+        let leaf = adapter::leaf(input, !self.is_first());
+        let out = self.forward_layers(&self.state.layers, leaf.clone())?;
+        let output = match target {
+            Some(target) => Output::Loss(self.scaled_loss(out, target)?),
+            None => {
+                self.outgoing.insert(Tag { flow: Flow::Activation, micro_batch: mb }, out.clone().detach());
+                Output::Activation(out)
+            }
+        };
+        Ok(Stashed::Graph { input: leaf, output })
+    }
+
+    fn backward(&mut self, mb: MicroBatchId) -> Result<(), Failure> {
+        let stashed = self.stash.take(mb).expect("validated: forward before backward");
+        let (input, output) = match stashed {
+            Stashed::Graph { input, output } => (input, output),
+            Stashed::Input { input, target } => match self.forward_with_graph(mb, input, target)? {
+                Stashed::Graph { input, output } => {
+                    // The recomputed output was queued for sending again; it was sent already.
+                    self.outgoing.remove(&Tag { flow: Flow::Activation, micro_batch: mb });
+                    (input, output)
+                }
+                Stashed::Input { .. } => unreachable!("forward_with_graph stashes a graph"),
+            },
+        };
+        let grads = match output {
+            Output::Loss(loss) => {
+                self.loss += adapter::scalar(&loss);
+                adapter::backward_loss(&loss)
+            }
+            Output::Activation(out) => {
+                let grad = self
+                    .received
+                    .remove(&Tag { flow: Flow::Gradient, micro_batch: mb })
+                    .expect("validated: gradient received before backward");
+                adapter::backward_seeded(&out, grad).map_err(|e| Failure::Cause(Cause::Gradient(e)))?
+            }
+        };
+        if !self.is_first() {
+            let grad = adapter::input_grad(&input, &grads).ok_or_else(|| {
+                Failure::Cause(Cause::Unsupported(format!(
+                    "no gradient reached this stage's input ({input}); the stage's output does \
+                     not depend on it"
+                )))
+            })?;
+            self.outgoing.insert(Tag { flow: Flow::Gradient, micro_batch: mb }, grad);
+        }
+        self.grads.add(&self.state.layers, grads);
+        Ok(())
+    }
+}
