@@ -1,0 +1,52 @@
+//! Parameter values, for verification: pipelined vs single-device weights.
+
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::prelude::*;
+
+struct Collect(Vec<Vec<f32>>);
+
+impl ModuleVisitor for Collect {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        let values = param.val().inner().into_data().convert::<f32>();
+        self.0.push(values.try_to_vec::<f32>().expect("f32 parameter data"));
+    }
+}
+
+/// Every float parameter of `module`, flattened, in visiting order (the same order for the same
+/// model however it is staged: stage 0's layers first).
+pub fn parameters<M: Module>(module: &M) -> Vec<Vec<f32>> {
+    let mut c = Collect(Vec::new());
+    module.visit(&mut c);
+    c.0
+}
+
+/// How far two parameter lists are apart.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Difference {
+    /// max over parameter tensors of ‖a − b‖₂ / max(‖b‖₂, 1e-12): the norm-wise relative
+    /// difference `--verify` reports (element-wise ratios blow up on weights near zero).
+    pub max_relative: f64,
+    /// max over all elements of |a − b|.
+    pub max_absolute: f64,
+}
+
+/// Compares `actual` with `reference` (same structure required).
+///
+/// # Panics
+/// If the structures differ (different models).
+pub fn difference(actual: &[Vec<f32>], reference: &[Vec<f32>]) -> Difference {
+    assert_eq!(actual.len(), reference.len(), "different number of parameter tensors");
+    let mut d = Difference { max_relative: 0.0, max_absolute: 0.0 };
+    for (a, b) in actual.iter().zip(reference) {
+        assert_eq!(a.len(), b.len(), "parameter tensors of different sizes");
+        let (mut diff2, mut norm2) = (0f64, 0f64);
+        for (&x, &y) in a.iter().zip(b) {
+            let e = f64::from(x) - f64::from(y);
+            diff2 += e * e;
+            norm2 += f64::from(y) * f64::from(y);
+            d.max_absolute = d.max_absolute.max(e.abs());
+        }
+        d.max_relative = d.max_relative.max(diff2.sqrt() / norm2.sqrt().max(1e-12));
+    }
+    d
+}

@@ -1,0 +1,69 @@
+//! Measuring per-layer costs: the short profiling pass behind balance-by-time.
+
+use std::time::Instant;
+
+use burn::prelude::*;
+use pipetrain_partitioner::LayerCost;
+
+use crate::activation::{Activation, ActivationError};
+use crate::adapter;
+use crate::layer::Layer;
+
+/// Forward and backward time of each layer on `sample` (one micro-batch), measured one layer at
+/// a time on `device` (best of `repeats`), with parameter bytes and output-activation bytes.
+///
+/// Like torchgpipe's `balance_by_time`, this times the real layers on real data; it runs on the
+/// calling thread before any worker starts.
+pub fn layer_costs<L: Layer>(
+    layers: &[L],
+    sample: &Activation,
+    device: &Device,
+    repeats: usize,
+) -> Result<Vec<LayerCost>, ActivationError> {
+    let device = device.clone().autodiff();
+    let mut x = sample.clone().detach().to_device(&device);
+    let mut costs = Vec::with_capacity(layers.len());
+    for layer in layers {
+        let layer = layer.clone().to_device(&device).train();
+        let (mut forward, mut backward) = (f64::INFINITY, f64::INFINITY);
+        let mut out = None;
+        for _ in 0..repeats.max(1) {
+            let leaf = adapter::leaf(x.clone(), true);
+            let t0 = Instant::now();
+            let y = layer.forward(leaf)?;
+            let t1 = Instant::now();
+            let ones = ones_like(&y);
+            if let Some(ones) = ones {
+                let _ = adapter::backward_seeded(&y, ones)?;
+            }
+            let t2 = Instant::now();
+            forward = forward.min((t1 - t0).as_secs_f64());
+            backward = backward.min((t2 - t1).as_secs_f64());
+            out = Some(y.detach());
+        }
+        let out = out.expect("at least one repeat");
+        let param_bytes = (layer.num_params() * 4) as u64;
+        let activation_bytes = (out.dims().iter().product::<usize>() * 4) as u64;
+        costs.push(LayerCost::new(forward, backward).with_memory(param_bytes, activation_bytes));
+        x = out;
+    }
+    Ok(costs)
+}
+
+fn ones_like(a: &Activation) -> Option<Activation> {
+    let device = match a {
+        Activation::Float1(t) => t.device(),
+        Activation::Float2(t) => t.device(),
+        Activation::Float3(t) => t.device(),
+        Activation::Float4(t) => t.device(),
+        _ => return None,
+    }
+    .inner();
+    Some(match a {
+        Activation::Float1(t) => Tensor::<1>::ones(t.shape(), &device).into(),
+        Activation::Float2(t) => Tensor::<2>::ones(t.shape(), &device).into(),
+        Activation::Float3(t) => Tensor::<3>::ones(t.shape(), &device).into(),
+        Activation::Float4(t) => Tensor::<4>::ones(t.shape(), &device).into(),
+        _ => return None,
+    })
+}

@@ -1,0 +1,208 @@
+//! `Pipeline::builder()`: every setting, validated in `build()` before any thread starts.
+
+use std::sync::Arc;
+
+use burn::prelude::*;
+use pipetrain_engine::{CrossEntropy, Layer, Loss, OptimizerConfig, Remat};
+use pipetrain_partitioner::Partition;
+use pipetrain_schedules::ScheduleKind;
+
+use crate::error::{Result, config};
+use crate::pipeline::{Pipeline, Split};
+
+/// Builds a [`Pipeline`]. Defaults: 1 stage, 1 micro-batch, 1F1B, `Remat::ExceptLast`, SGD at
+/// learning rate 0.01, cross-entropy loss, CPU (`Device::flex()`), threads per worker =
+/// cores / workers.
+///
+/// ```
+/// use burn::prelude::*;
+/// use pipetrain::{Pipeline, ScheduleKind};
+/// use pipetrain_models::MlpConfig;
+///
+/// let device = Device::flex();
+/// let err = Pipeline::builder()
+///     .layers(MlpConfig::new(8, 2, 3).init(&device))
+///     .stages(5) // 3 layers only
+///     .build()
+///     .unwrap_err();
+/// assert!(err.to_string().contains("5 stages"), "{err}");
+///
+/// let pipeline = Pipeline::builder()
+///     .layers(MlpConfig::new(8, 2, 3).init(&device))
+///     .balance([2, 1])
+///     .micro_batches(4)
+///     .schedule(ScheduleKind::GPipe)
+///     .build()
+///     .unwrap();
+/// assert_eq!(pipeline.stages(), 2);
+/// ```
+pub struct PipelineBuilder<L: Layer> {
+    layers: Option<Vec<L>>,
+    stages: Option<usize>,
+    balance: Option<Vec<usize>>,
+    micro_batches: usize,
+    schedule: ScheduleKind,
+    remat: Remat,
+    optimizer: OptimizerConfig,
+    learning_rate: f64,
+    loss: Arc<dyn Loss>,
+    devices: Vec<Device>,
+    threads: Option<usize>,
+}
+
+impl<L: Layer> Default for PipelineBuilder<L> {
+    fn default() -> Self {
+        Self {
+            layers: None,
+            stages: None,
+            balance: None,
+            micro_batches: 1,
+            schedule: ScheduleKind::OneFOneB,
+            remat: Remat::ExceptLast,
+            optimizer: OptimizerConfig::sgd(),
+            learning_rate: 0.01,
+            loss: Arc::new(CrossEntropy),
+            devices: Vec::new(),
+            threads: None,
+        }
+    }
+}
+
+impl<L: Layer> PipelineBuilder<L> {
+    /// The model, as a sequence of layers in forward order.
+    pub fn layers(mut self, layers: impl IntoIterator<Item = L>) -> Self {
+        self.layers = Some(layers.into_iter().collect());
+        self
+    }
+
+    /// Number of stages; the split is measured (balance-by-time on the first batch) unless
+    /// [`balance`](Self::balance) fixes it.
+    pub fn stages(mut self, stages: usize) -> Self {
+        self.stages = Some(stages);
+        self
+    }
+
+    /// Layers per stage, e.g. `[5, 3]`: fixes the number of stages and the split.
+    pub fn balance(mut self, balance: impl IntoIterator<Item = usize>) -> Self {
+        self.balance = Some(balance.into_iter().collect());
+        self
+    }
+
+    /// Micro-batches per step (m). The batch must divide by m.
+    pub fn micro_batches(mut self, micro_batches: usize) -> Self {
+        self.micro_batches = micro_batches;
+        self
+    }
+
+    /// The schedule.
+    pub fn schedule(mut self, schedule: ScheduleKind) -> Self {
+        self.schedule = schedule;
+        self
+    }
+
+    /// Activation re-materialization.
+    pub fn remat(mut self, remat: Remat) -> Self {
+        self.remat = remat;
+        self
+    }
+
+    /// The optimizer (each stage runs its own instance).
+    pub fn optimizer(mut self, optimizer: impl Into<OptimizerConfig>) -> Self {
+        self.optimizer = optimizer.into();
+        self
+    }
+
+    /// The learning rate.
+    pub fn learning_rate(mut self, learning_rate: f64) -> Self {
+        self.learning_rate = learning_rate;
+        self
+    }
+
+    /// The loss, computed on the last stage.
+    pub fn loss(mut self, loss: impl Loss + 'static) -> Self {
+        self.loss = Arc::new(loss);
+        self
+    }
+
+    /// Devices: one for every stage, or a single one for all. Default: the CPU.
+    pub fn devices(mut self, devices: impl IntoIterator<Item = Device>) -> Self {
+        self.devices = devices.into_iter().collect();
+        self
+    }
+
+    /// Compute threads per worker (default: cores / workers, at least 1).
+    pub fn threads_per_worker(mut self, threads: usize) -> Self {
+        self.threads = Some(threads);
+        self
+    }
+
+    /// Validates every setting and builds the pipeline. No thread runs before this succeeds.
+    pub fn build(self) -> Result<Pipeline<L>> {
+        let Some(layers) = self.layers else {
+            return config("no layers: call .layers(model_layers) with the model's layer sequence");
+        };
+        if layers.is_empty() {
+            return config("the layer sequence is empty: a pipeline needs at least one layer");
+        }
+        let n = layers.len();
+        let split = match (&self.balance, self.stages) {
+            (Some(balance), stages) => {
+                if let Some(p) = stages.filter(|&p| p != balance.len()) {
+                    return config(format!(
+                        "stages = {p} but balance {balance:?} has {} stages; give one or make them agree",
+                        balance.len()
+                    ));
+                }
+                Split::Fixed(Partition::from_balance(balance, n)?)
+            }
+            (None, None) | (None, Some(1)) => Split::Fixed(Partition::from_balance(&[n], n)?),
+            (None, Some(0)) => {
+                return config("stages = 0: a pipeline needs at least one stage (use .stages(1))");
+            }
+            (None, Some(p)) if p > n => {
+                return config(format!(
+                    "{p} stages but only {n} layers: every stage needs at least one layer; use \
+                     .stages({n}) or fewer"
+                ));
+            }
+            (None, Some(p)) => Split::Measured { stages: p },
+        };
+        let stages = split.stages();
+        if self.micro_batches == 0 {
+            return config(
+                "micro_batches = 0: each step needs at least one micro-batch (use .micro_batches(1))",
+            );
+        }
+        if !(self.learning_rate.is_finite() && self.learning_rate > 0.0) {
+            return config(format!(
+                "learning rate {} is not a positive finite number; try 0.01",
+                self.learning_rate
+            ));
+        }
+        let devices = match self.devices.len() {
+            0 => vec![Device::flex(); stages],
+            1 => vec![self.devices[0].clone(); stages],
+            k if k == stages => self.devices,
+            k => {
+                return config(format!(
+                    "{k} devices for {stages} stages: give one device per stage, or one for all"
+                ));
+            }
+        };
+        if self.threads == Some(0) {
+            return config("threads_per_worker = 0: each worker needs at least one thread");
+        }
+        Pipeline::new(crate::pipeline::Settings {
+            layers,
+            split,
+            micro_batches: self.micro_batches,
+            schedule: self.schedule,
+            remat: self.remat,
+            optimizer: self.optimizer,
+            learning_rate: self.learning_rate,
+            loss: self.loss,
+            devices,
+            threads: self.threads,
+        })
+    }
+}

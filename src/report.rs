@@ -1,0 +1,73 @@
+//! What one training step reports.
+
+use std::time::Duration;
+
+use pipetrain_engine::StepOutcome;
+use pipetrain_schedules::{StageId, WorkerId};
+
+/// Measurements of one stage (summed over nothing: one row per worker).
+#[derive(Clone, Debug, PartialEq)]
+pub struct StageReport {
+    /// Which worker.
+    pub worker: WorkerId,
+    /// Time in compute actions.
+    pub compute: Duration,
+    /// Time waiting (bubble and transfers).
+    pub idle: Duration,
+    /// Measured idle / step wall time.
+    pub bubble_fraction: f64,
+    /// Simulated bubble fraction of the same plan with this step's measured mean costs.
+    pub predicted_bubble_fraction: f64,
+    /// Most micro-batches stashed at once.
+    pub peak_stash: usize,
+}
+
+/// What [`crate::Pipeline::train_step`] returns.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepReport {
+    /// 0-based step number.
+    pub step: u64,
+    /// Mean loss over the mini-batch.
+    pub loss: f64,
+    /// Rows in the mini-batch.
+    pub samples: usize,
+    /// Step wall time.
+    pub wall: Duration,
+    /// One row per worker, replica-major.
+    pub stages: Vec<StageReport>,
+}
+
+impl StepReport {
+    /// Samples per second of this step.
+    pub fn samples_per_sec(&self) -> f64 {
+        self.samples as f64 / self.wall.as_secs_f64().max(1e-12)
+    }
+
+    /// Overall measured bubble: total idle over total worker time.
+    pub fn bubble_fraction(&self) -> f64 {
+        let total = self.wall.as_secs_f64() * self.stages.len() as f64;
+        let idle: f64 = self.stages.iter().map(|s| s.idle.as_secs_f64()).sum();
+        if total > 0.0 { idle / total } else { 0.0 }
+    }
+
+    /// The row of `stage` in replica 0.
+    pub fn stage(&self, stage: StageId) -> Option<&StageReport> {
+        self.stages.iter().find(|s| s.worker.stage == stage && s.worker.replica.0 == 0)
+    }
+
+    pub(crate) fn from_outcome(step: u64, samples: usize, o: StepOutcome, predicted: &[f64]) -> Self {
+        let stages = o
+            .workers
+            .into_iter()
+            .map(|w| StageReport {
+                worker: w.worker,
+                compute: w.compute,
+                idle: w.idle,
+                bubble_fraction: w.bubble_fraction,
+                predicted_bubble_fraction: predicted.get(w.worker.stage.index()).copied().unwrap_or(0.0),
+                peak_stash: w.peak_stash,
+            })
+            .collect();
+        Self { step, loss: o.loss, samples, wall: o.wall, stages }
+    }
+}

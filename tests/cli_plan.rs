@@ -1,0 +1,227 @@
+//! `pipetrain plan`, run as a user runs it: the built binary, its stdout, stderr and exit code.
+
+use std::process::{Command, Output};
+
+use pipetrain_schedules::{Lowering, Plan, ScheduleKind, lower};
+use serde_json::Value;
+
+/// Runs `pipetrain plan <args>`.
+fn plan(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pipetrain"))
+        .arg("plan")
+        .args(args)
+        .output()
+        .expect("the pipetrain binary runs")
+}
+
+/// Runs `pipetrain plan <args>`, expects success and returns stdout.
+fn stdout_of(args: &[&str]) -> String {
+    let out = plan(args);
+    assert!(
+        out.status.success(),
+        "pipetrain plan {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("stdout is UTF-8")
+}
+
+/// Runs `pipetrain plan <args> --format json` and parses its stdout.
+fn json_of(args: &[&str]) -> Value {
+    let text = stdout_of(&[args, &["--format", "json"]].concat());
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}):\n{text}"))
+}
+
+/// Runs `pipetrain plan <args>`, expects failure and returns stderr.
+fn stderr_of_failure(args: &[&str]) -> String {
+    let out = plan(args);
+    assert!(!out.status.success(), "pipetrain plan {args:?} should fail");
+    assert!(out.stdout.is_empty(), "a failure prints nothing on stdout");
+    String::from_utf8(out.stderr).expect("stderr is UTF-8")
+}
+
+fn stashes(report: &Value) -> Vec<u64> {
+    let stash = report["peak_stash"]
+        .as_array()
+        .expect("peak_stash is an array");
+    stash
+        .iter()
+        .map(|v| v.as_u64().expect("a stash is a count"))
+        .collect()
+}
+
+fn number(report: &Value, key: &str) -> f64 {
+    report[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("`{key}` is a number in {report}"))
+}
+
+#[test]
+fn gpipe_json_has_the_ideal_bubble_and_stashes_every_micro_batch() {
+    let report = json_of(&[
+        "--stages",
+        "4",
+        "--micro-batches",
+        "8",
+        "--schedule",
+        "gpipe",
+    ]);
+    assert_eq!(report["schedule"], "gpipe");
+    assert_eq!(report["stages"], 4);
+    assert_eq!(report["micro_batches"], 8);
+    assert!((number(&report, "bubble_fraction") - 3.0 / 11.0).abs() < 1e-9);
+    assert_eq!(stashes(&report), [8, 8, 8, 8]);
+    // (m + p − 1)(F + B) with F = 1, B = 2.
+    assert!((number(&report, "makespan") - 33.0).abs() < 1e-9);
+    assert_eq!(report["costs"]["forward"], 1.0);
+    assert_eq!(report["costs"]["backward"], 2.0);
+    assert_eq!(report["costs"]["transfer"], 0.0);
+    let per_stage = report["per_stage"]
+        .as_array()
+        .expect("per_stage is an array");
+    assert_eq!(per_stage.len(), 4);
+    for (s, stage) in per_stage.iter().enumerate() {
+        assert_eq!(stage["stage"], s);
+        assert_eq!(stage["peak_stash"], 8);
+        assert!((number(stage, "busy") - 24.0).abs() < 1e-9);
+        assert!((number(stage, "idle") - 9.0).abs() < 1e-9);
+    }
+    let grid = report["grid"].as_str().expect("grid is text");
+    assert!(grid.starts_with("stage 0 | F0"), "{grid}");
+    assert_eq!(grid.lines().count(), 4);
+}
+
+#[test]
+fn one_f_one_b_json_stashes_at_most_p_minus_s() {
+    let report = json_of(&[
+        "--stages",
+        "4",
+        "--micro-batches",
+        "8",
+        "--schedule",
+        "1f1b",
+    ]);
+    assert_eq!(report["schedule"], "1f1b");
+    assert!((number(&report, "bubble_fraction") - 3.0 / 11.0).abs() < 1e-9);
+    assert_eq!(stashes(&report), [4, 3, 2, 1]);
+}
+
+#[test]
+fn the_default_schedule_is_1f1b_on_4_stages_and_8_micro_batches() {
+    let report = json_of(&[]);
+    assert_eq!(report["schedule"], "1f1b");
+    assert_eq!(report["stages"], 4);
+    assert_eq!(report["micro_batches"], 8);
+}
+
+#[test]
+fn text_shows_the_grid_the_table_and_the_totals() {
+    let text = stdout_of(&[
+        "--stages",
+        "4",
+        "--micro-batches",
+        "8",
+        "--schedule",
+        "gpipe",
+    ]);
+    assert!(
+        text.starts_with("plan: gpipe, 4 stages, 8 micro-batches"),
+        "{text}"
+    );
+    for s in 0..4 {
+        assert!(
+            text.contains(&format!("stage {s} |")),
+            "no grid row for stage {s}:\n{text}"
+        );
+    }
+    assert!(text.contains("peak stash"), "{text}");
+    assert!(text.contains("27.27 %"), "{text}");
+    assert!(text.contains("3/11"), "{text}");
+    assert!(text.contains("makespan  33"), "{text}");
+    assert!(
+        !text.contains("lowered plan"),
+        "--lowered not given:\n{text}"
+    );
+}
+
+#[test]
+fn lowered_prints_the_plan_text_form_which_parses_back() {
+    let text = stdout_of(&["--stages", "3", "--micro-batches", "4", "--lowered"]);
+    let (_, plan_text) = text
+        .split_once("lowered plan:\n")
+        .expect("a lowered plan section");
+    let printed: Plan = plan_text.parse().expect("the printed plan parses");
+    let expected = lower(
+        &ScheduleKind::OneFOneB.plan(3, 4).unwrap(),
+        Lowering::default(),
+    );
+    assert_eq!(printed, expected);
+}
+
+#[test]
+fn fewer_micro_batches_than_stages_works() {
+    let report = json_of(&["--stages", "8", "--micro-batches", "2"]);
+    assert!((number(&report, "bubble_fraction") - 7.0 / 9.0).abs() < 1e-9);
+    assert_eq!(stashes(&report).len(), 8);
+    assert!(stdout_of(&["--stages", "8", "--micro-batches", "2"]).contains("stage 7 |"));
+}
+
+#[test]
+fn transfer_costs_lengthen_the_makespan() {
+    let shape = [
+        "--stages",
+        "3",
+        "--micro-batches",
+        "4",
+        "--schedule",
+        "gpipe",
+    ];
+    let free = json_of(&shape);
+    let paid = json_of(&[&shape[..], &["--transfer-cost", "0.5"]].concat());
+    assert_eq!(paid["costs"]["transfer"], 0.5);
+    // Fill and drain each cross p − 1 = 2 links, 0.5 each.
+    assert!((number(&paid, "makespan") - number(&free, "makespan") - 2.0).abs() < 1e-9);
+    assert!(number(&paid, "bubble_fraction") > number(&free, "bubble_fraction"));
+}
+
+#[test]
+fn zero_stages_fails_naming_the_value() {
+    let err = stderr_of_failure(&["--stages", "0"]);
+    assert!(err.contains("stages = 0"), "{err}");
+    assert!(err.contains("--stages 1"), "no remedy: {err}");
+}
+
+#[test]
+fn zero_micro_batches_fails_naming_the_value() {
+    let err = stderr_of_failure(&["--micro-batches", "0"]);
+    assert!(err.contains("micro_batches = 0"), "{err}");
+}
+
+#[test]
+fn unknown_schedule_fails_naming_it_and_the_choices() {
+    let err = stderr_of_failure(&["--schedule", "zb"]);
+    assert!(err.contains("zb"), "{err}");
+    assert!(err.contains("gpipe") && err.contains("1f1b"), "{err}");
+}
+
+#[test]
+fn bad_costs_fail_naming_the_flag_and_the_value() {
+    for (flag, value, problem) in [
+        ("--forward-cost", "-1", "negative"),
+        ("--backward-cost", "NaN", "not a finite number"),
+        ("--transfer-cost", "inf", "not a finite number"),
+        ("--forward-cost", "fast", "not a number"),
+    ] {
+        let err = stderr_of_failure(&[flag, value]);
+        assert!(
+            err.contains(flag) && err.contains(value),
+            "{flag} {value}: {err}"
+        );
+        assert!(err.contains(problem), "{flag} {value}: {err}");
+    }
+}
+
+#[test]
+fn unknown_format_fails() {
+    let err = stderr_of_failure(&["--format", "xml"]);
+    assert!(err.contains("xml") && err.contains("json"), "{err}");
+}
