@@ -102,9 +102,14 @@ impl<L: Layer> Pipeline<L> {
 
     pub(crate) fn new(s: Settings<L>) -> Result<Self> {
         let stages = s.split.stages();
-        let plan = lower(&s.schedule.plan(stages, s.micro_batches)?, Lowering::default());
+        let plan = lower(
+            &s.schedule.plan(stages, s.micro_batches)?,
+            Lowering::default(),
+        );
         pipetrain_schedules::validate(&plan)?;
-        let threads = s.threads.unwrap_or_else(|| pool::threads_per_worker(stages));
+        let threads = s
+            .threads
+            .unwrap_or_else(|| pool::threads_per_worker(stages));
         let mut pipeline = Self {
             state: State::Pending(s.layers),
             partition: None,
@@ -176,7 +181,10 @@ impl<L: Layer> Pipeline<L> {
                 .iter()
                 .map(|(_, r)| {
                     let c = &costs[r];
-                    (c.iter().map(|c| c.forward).sum(), c.iter().map(|c| c.backward).sum())
+                    (
+                        c.iter().map(|c| c.forward).sum(),
+                        c.iter().map(|c| c.backward).sum(),
+                    )
                 })
                 .collect(),
             None => vec![(1.0, 2.0); partition.stages()],
@@ -186,15 +194,24 @@ impl<L: Layer> Pipeline<L> {
             backward: stage_costs.iter().map(|c| c.1).collect(),
             ..Costs::uniform(partition.stages(), 1.0, 2.0)
         };
-        self.predicted =
-            simulate(&self.plan, &sim_costs)?.stages.iter().map(|s| s.bubble_fraction).collect();
+        self.predicted = simulate(&self.plan, &sim_costs)?
+            .stages
+            .iter()
+            .map(|s| s.bubble_fraction)
+            .collect();
         let mut layers = layers.into_iter();
         let workers = partition
             .iter()
             .map(|(stage, range)| {
                 let stage_layers: Vec<L> = layers.by_ref().take(range.len()).collect();
                 let id = WorkerId::new(ReplicaId(0), stage);
-                StageState::new(id, stage_layers, &self.devices[stage.index()], &self.optimizer, self.threads)
+                StageState::new(
+                    id,
+                    stage_layers,
+                    &self.devices[stage.index()],
+                    &self.optimizer,
+                    self.threads,
+                )
             })
             .collect();
         self.state = State::Running(workers);
@@ -204,10 +221,19 @@ impl<L: Layer> Pipeline<L> {
 
     /// Measures per-layer costs on one micro-batch of `inputs` and splits by time.
     fn ensure_started(&mut self, inputs: &Activation) -> Result<()> {
-        let State::Pending(layers) = &self.state else { return Ok(()) };
-        let Split::Measured { stages } = self.split else { return Ok(()) };
-        let sample = inputs.clone().split(self.micro_batches).map_err(EngineError::from)?.swap_remove(0);
-        let costs = profile::layer_costs(layers, &sample, &self.devices[0], 2).map_err(EngineError::from)?;
+        let State::Pending(layers) = &self.state else {
+            return Ok(());
+        };
+        let Split::Measured { stages } = self.split else {
+            return Ok(());
+        };
+        let sample = inputs
+            .clone()
+            .split(self.micro_batches)
+            .map_err(EngineError::from)?
+            .swap_remove(0);
+        let costs = profile::layer_costs(layers, &sample, &self.devices[0], 2)
+            .map_err(EngineError::from)?;
         let partition = partition_by_time(&costs, stages, None)?;
         self.start(partition, Some(&costs))
     }
@@ -232,8 +258,14 @@ impl<L: Layer> Pipeline<L> {
         let shards = vec![Shard { inputs, targets }];
         let plan = self.plan.clone();
         let loss = Arc::clone(&self.loss);
-        let config = StepConfig { plan: &plan, learning_rate: self.learning_rate, remat: self.remat, loss: &*loss };
-        let outcome = run_step(self.workers(), shards, &config).inspect_err(|_| self.poisoned = true)?;
+        let config = StepConfig {
+            plan: &plan,
+            learning_rate: self.learning_rate,
+            remat: self.remat,
+            loss: &*loss,
+        };
+        let outcome =
+            run_step(self.workers(), shards, &config).inspect_err(|_| self.poisoned = true)?;
         let report = StepReport::from_outcome(self.step, batch.len(), outcome, &self.predicted);
         self.step += 1;
         Ok(report)
@@ -263,7 +295,10 @@ impl<L: Layer> Pipeline<L> {
     pub fn into_layers(self) -> Vec<L> {
         match self.state {
             State::Pending(layers) => layers,
-            State::Running(workers) => workers.into_iter().flat_map(StageState::into_layers).collect(),
+            State::Running(workers) => workers
+                .into_iter()
+                .flat_map(StageState::into_layers)
+                .collect(),
         }
     }
 
@@ -281,7 +316,10 @@ impl<L: Layer> Pipeline<L> {
     /// The layers of `stage` (empty until the split is made).
     pub fn stage_layers(&self, stage: StageId) -> &[L] {
         match &self.state {
-            State::Running(workers) => workers.get(stage.index()).map(|w| w.layers()).unwrap_or(&[]),
+            State::Running(workers) => workers
+                .get(stage.index())
+                .map(|w| w.layers())
+                .unwrap_or(&[]),
             State::Pending(_) => &[],
         }
     }

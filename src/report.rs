@@ -52,10 +52,17 @@ impl StepReport {
 
     /// The row of `stage` in replica 0.
     pub fn stage(&self, stage: StageId) -> Option<&StageReport> {
-        self.stages.iter().find(|s| s.worker.stage == stage && s.worker.replica.0 == 0)
+        self.stages
+            .iter()
+            .find(|s| s.worker.stage == stage && s.worker.replica.0 == 0)
     }
 
-    pub(crate) fn from_outcome(step: u64, samples: usize, o: StepOutcome, predicted: &[f64]) -> Self {
+    pub(crate) fn from_outcome(
+        step: u64,
+        samples: usize,
+        o: StepOutcome,
+        predicted: &[f64],
+    ) -> Self {
         let stages = o
             .workers
             .into_iter()
@@ -64,10 +71,19 @@ impl StepReport {
                 compute: w.compute,
                 idle: w.idle,
                 bubble_fraction: w.bubble_fraction,
-                predicted_bubble_fraction: predicted.get(w.worker.stage.index()).copied().unwrap_or(0.0),
+                predicted_bubble_fraction: predicted
+                    .get(w.worker.stage.index())
+                    .copied()
+                    .unwrap_or(0.0),
                 peak_stash: w.peak_stash,
             })
             .collect();
-        Self { step, loss: o.loss, samples, wall: o.wall, stages }
+        Self {
+            step,
+            loss: o.loss,
+            samples,
+            wall: o.wall,
+            stages,
+        }
     }
 }

@@ -23,18 +23,41 @@ fn model(device: &Device) -> Vec<MlpLayer> {
 }
 
 fn batches(device: &Device) -> Vec<pipetrain::Batch> {
-    (0..STEPS).map(|k| synthetic::classification(SEED, k, BATCH, WIDTH, CLASSES, device)).collect()
+    (0..STEPS)
+        .map(|k| synthetic::classification(SEED, k, BATCH, WIDTH, CLASSES, device))
+        .collect()
 }
 
-fn optimizers() -> [(&'static str, fn() -> OptimizerConfig, f64); 2] {
-    [("sgd", OptimizerConfig::sgd, 0.1), ("adam", OptimizerConfig::adam, 1e-2)]
+/// One pipelined configuration.
+struct Case {
+    schedule: ScheduleKind,
+    stages: usize,
+    micro_batches: usize,
+    remat: Remat,
 }
 
-fn reference(init: &[MlpLayer], optimizer: &OptimizerConfig, lr: f64, data: &[pipetrain::Batch]) -> Vec<Vec<f32>> {
+/// An optimizer under test: name, config, learning rate.
+type OptimizerCase = (&'static str, fn() -> OptimizerConfig, f64);
+
+fn optimizers() -> [OptimizerCase; 2] {
+    [
+        ("sgd", OptimizerConfig::sgd, 0.1),
+        ("adam", OptimizerConfig::adam, 1e-2),
+    ]
+}
+
+fn reference(
+    init: &[MlpLayer],
+    optimizer: &OptimizerConfig,
+    lr: f64,
+    data: &[pipetrain::Batch],
+) -> Vec<Vec<f32>> {
     let device = Device::flex();
     let mut single = SingleDevice::new(init.to_vec(), &device, optimizer);
     for b in data {
-        single.step(b.inputs.clone(), b.targets.clone(), &CrossEntropy, lr).unwrap();
+        single
+            .step(b.inputs.clone(), b.targets.clone(), &CrossEntropy, lr)
+            .unwrap();
     }
     single.parameters()
 }
@@ -44,11 +67,14 @@ fn pipelined(
     optimizer: OptimizerConfig,
     lr: f64,
     data: &[pipetrain::Batch],
-    schedule: ScheduleKind,
-    stages: usize,
-    micro_batches: usize,
-    remat: Remat,
+    case: Case,
 ) -> Vec<Vec<f32>> {
+    let Case {
+        schedule,
+        stages,
+        micro_batches,
+        remat,
+    } = case;
     let balance = Partition::even(init.len(), stages).unwrap().balance();
     let mut pipeline = Pipeline::builder()
         .layers(init.to_vec())
@@ -77,15 +103,22 @@ fn every_schedule_stage_count_and_micro_batch_count_matches_single_device() {
     for (name, optimizer, lr) in optimizers() {
         let expected = reference(&init, &optimizer(), lr, &data);
         let moved = difference(&pipetrain::engine::parameters(&init), &expected).max_relative;
-        assert!(moved > 1e-3, "{name}: training must move the weights (moved {moved})");
+        assert!(
+            moved > 1e-3,
+            "{name}: training must move the weights (moved {moved})"
+        );
         for stages in 1..=4 {
             for micro_batches in [1, 2, 4, 8] {
                 for remat in [Remat::Never, Remat::Always] {
                     let mut by_schedule = Vec::new();
                     for schedule in ScheduleKind::ALL {
-                        let got = pipelined(
-                            &init, optimizer(), lr, &data, schedule, stages, micro_batches, remat,
-                        );
+                        let case = Case {
+                            schedule,
+                            stages,
+                            micro_batches,
+                            remat,
+                        };
+                        let got = pipelined(&init, optimizer(), lr, &data, case);
                         let d = difference(&got, &expected);
                         assert!(
                             d.max_relative <= 1e-5,
@@ -119,13 +152,30 @@ fn remat_modes_are_bitwise_equal_and_sgd_momentum_and_adamw_match() {
     let init = model(&device);
     let data = batches(&device);
     for (name, optimizer, lr) in [
-        ("sgd+momentum", (|| OptimizerConfig::sgd_momentum(0.9)) as fn() -> OptimizerConfig, 0.05),
+        (
+            "sgd+momentum",
+            (|| OptimizerConfig::sgd_momentum(0.9)) as fn() -> OptimizerConfig,
+            0.05,
+        ),
         ("adamw", OptimizerConfig::adamw, 1e-2),
     ] {
         let expected = reference(&init, &optimizer(), lr, &data);
         let runs: Vec<_> = [Remat::Never, Remat::ExceptLast, Remat::Always]
             .into_iter()
-            .map(|remat| pipelined(&init, optimizer(), lr, &data, ScheduleKind::OneFOneB, 3, 4, remat))
+            .map(|remat| {
+                pipelined(
+                    &init,
+                    optimizer(),
+                    lr,
+                    &data,
+                    Case {
+                        schedule: ScheduleKind::OneFOneB,
+                        stages: 3,
+                        micro_batches: 4,
+                        remat,
+                    },
+                )
+            })
             .collect();
         for got in &runs {
             let d = difference(got, &expected);

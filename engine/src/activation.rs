@@ -157,7 +157,10 @@ impl Activation {
     pub fn is_float(&self) -> bool {
         matches!(
             self,
-            Activation::Float1(_) | Activation::Float2(_) | Activation::Float3(_) | Activation::Float4(_)
+            Activation::Float1(_)
+                | Activation::Float2(_)
+                | Activation::Float3(_)
+                | Activation::Float4(_)
         )
     }
 
@@ -195,7 +198,9 @@ impl Activation {
 
     /// Concatenates along dimension 0. All parts must have the variant of the first.
     pub fn cat(parts: Vec<Activation>) -> Result<Activation, ActivationError> {
-        let first = parts.first().ok_or_else(|| ActivationError::Other("nothing to concatenate".into()))?;
+        let first = parts
+            .first()
+            .ok_or_else(|| ActivationError::Other("nothing to concatenate".into()))?;
         let expected = first.describe();
         macro_rules! cat_as {
             ($variant:ident) => {{

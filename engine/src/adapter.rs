@@ -56,7 +56,9 @@ pub(crate) fn backward_seeded(
         Activation::Float2(o) => seeded!(o, 2),
         Activation::Float3(o) => seeded!(o, 3),
         Activation::Float4(o) => seeded!(o, 4),
-        other => return Err(other.mismatch("float (a stage output must be float to backpropagate)")),
+        other => {
+            return Err(other.mismatch("float (a stage output must be float to backpropagate)"));
+        }
     })
 }
 
@@ -79,11 +81,15 @@ pub(crate) struct Accumulator<M: Module> {
 
 impl<M: Module> Accumulator<M> {
     pub(crate) fn new() -> Self {
-        Self { inner: GradientsAccumulator::new(), micro_batches: 0 }
+        Self {
+            inner: GradientsAccumulator::new(),
+            micro_batches: 0,
+        }
     }
 
     pub(crate) fn add(&mut self, module: &M, grads: Gradients) {
-        self.inner.accumulate(module, GradientsParams::from_grads(grads, module));
+        self.inner
+            .accumulate(module, GradientsParams::from_grads(grads, module));
         self.micro_batches += 1;
     }
 

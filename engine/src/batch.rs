@@ -22,4 +22,3 @@ impl Batch {
         self.len() == 0
     }
 }
-

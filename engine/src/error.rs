@@ -8,8 +8,14 @@ use crate::activation::ActivationError;
 #[derive(Debug, thiserror::Error)]
 pub enum Cause {
     /// A layer, the loss or burn panicked.
-    #[error("panicked: {0}")]
-    Panic(String),
+    #[error("panicked: {message}{context}")]
+    Panic {
+        /// The panic message.
+        message: String,
+        /// What the worker was computing on, e.g. " (input: rank-2 float [2, 8] received from
+        /// stage 0)".
+        context: String,
+    },
     /// A layer rejected its input (wrong rank or kind, or its own reason).
     #[error("{error} (input: {input}{from})")]
     Layer {

@@ -59,8 +59,8 @@ mod transport;
 mod worker;
 
 pub use abort::Abort;
-pub use batch::Batch;
 pub use activation::{Activation, ActivationError, FromActivation};
+pub use batch::Batch;
 pub use error::{Cause, EngineError, Result};
 pub use layer::Layer;
 pub use loss::{CrossEntropy, Loss, Mse};

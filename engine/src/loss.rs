@@ -40,7 +40,11 @@ impl Loss for Mse {
         let target = target.detach();
         macro_rules! mse {
             ($d:literal) => {
-                MseLoss::new().forward(output.float::<$d>()?, target.float::<$d>()?, Reduction::Mean)
+                MseLoss::new().forward(
+                    output.float::<$d>()?,
+                    target.float::<$d>()?,
+                    Reduction::Mean,
+                )
             };
         }
         Ok(match out_dims.len() {

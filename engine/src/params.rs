@@ -8,7 +8,8 @@ struct Collect(Vec<Vec<f32>>);
 impl ModuleVisitor for Collect {
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
         let values = param.val().inner().into_data().convert::<f32>();
-        self.0.push(values.try_to_vec::<f32>().expect("f32 parameter data"));
+        self.0
+            .push(values.try_to_vec::<f32>().expect("f32 parameter data"));
     }
 }
 
@@ -35,8 +36,15 @@ pub struct Difference {
 /// # Panics
 /// If the structures differ (different models).
 pub fn difference(actual: &[Vec<f32>], reference: &[Vec<f32>]) -> Difference {
-    assert_eq!(actual.len(), reference.len(), "different number of parameter tensors");
-    let mut d = Difference { max_relative: 0.0, max_absolute: 0.0 };
+    assert_eq!(
+        actual.len(),
+        reference.len(),
+        "different number of parameter tensors"
+    );
+    let mut d = Difference {
+        max_relative: 0.0,
+        max_absolute: 0.0,
+    };
     for (a, b) in actual.iter().zip(reference) {
         assert_eq!(a.len(), b.len(), "parameter tensors of different sizes");
         let (mut diff2, mut norm2) = (0f64, 0f64);

@@ -9,7 +9,9 @@ use rayon::{ThreadPool, ThreadPoolBuilder};
 
 /// Threads per worker for `workers` workers on this machine.
 pub fn threads_per_worker(workers: usize) -> usize {
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
     (cores / workers.max(1)).max(1)
 }
 

@@ -21,8 +21,15 @@ impl<L: Layer> SingleDevice<L> {
     /// A trainer for `layers` on `device`.
     pub fn new(layers: Vec<L>, device: &Device, optimizer: &OptimizerConfig) -> Self {
         let device = device.clone().autodiff();
-        let layers = layers.into_iter().map(|l| l.to_device(&device).train()).collect();
-        Self { layers, optimizer: optimizer.init(), device }
+        let layers = layers
+            .into_iter()
+            .map(|l| l.to_device(&device).train())
+            .collect();
+        Self {
+            layers,
+            optimizer: optimizer.init(),
+            device,
+        }
     }
 
     /// One step on the whole batch; returns the mean loss.
@@ -44,10 +51,16 @@ impl<L: Layer> SingleDevice<L> {
         for layer in &self.layers {
             let shown = x.to_string();
             x = layer.forward(x).map_err(|error| {
-                fail(Cause::Layer { error, input: shown, from: String::new() })
+                fail(Cause::Layer {
+                    error,
+                    input: shown,
+                    from: String::new(),
+                })
             })?;
         }
-        let value = loss.loss(x, targets.to_device(&self.device)).map_err(|e| fail(Cause::Loss(e)))?;
+        let value = loss
+            .loss(x, targets.to_device(&self.device))
+            .map_err(|e| fail(Cause::Loss(e)))?;
         let reported = value.clone().inner().into_scalar::<f64>();
         let grads = GradientsParams::from_grads(value.backward(), &self.layers);
         let layers = std::mem::take(&mut self.layers);

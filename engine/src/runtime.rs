@@ -51,9 +51,15 @@ pub fn run_step<L: Layer>(
 ) -> Result<StepOutcome> {
     let plan = config.plan;
     let (stages, micro_batches, replicas) = (plan.stages(), plan.micro_batches(), shards.len());
-    assert_eq!(workers.len(), replicas * stages, "one worker per (replica, stage)");
+    assert_eq!(
+        workers.len(),
+        replicas * stages,
+        "one worker per (replica, stage)"
+    );
     assert!(
-        shards.iter().all(|s| s.inputs.len() == micro_batches && s.targets.len() == micro_batches),
+        shards
+            .iter()
+            .all(|s| s.inputs.len() == micro_batches && s.targets.len() == micro_batches),
         "one input and one target per micro-batch"
     );
     let abort = Arc::new(Abort::new());
@@ -80,8 +86,9 @@ pub fn run_step<L: Layer>(
             feeds.push(feed);
         }
     }
-    let transports: Vec<ChannelTransport> =
-        (0..replicas).flat_map(|_| ChannelTransport::pipeline(stages, &abort)).collect();
+    let transports: Vec<ChannelTransport> = (0..replicas)
+        .flat_map(|_| ChannelTransport::pipeline(stages, &abort))
+        .collect();
 
     let results = std::thread::scope(|scope| {
         let handles: Vec<_> = workers
@@ -97,7 +104,8 @@ pub fn run_step<L: Layer>(
                     .spawn_scoped(scope, move || {
                         let program = plan.program(StageId::from(id.stage.index()));
                         let pool = Arc::clone(&state.pool);
-                        let outcome = pool.install(|| Worker::new(state, transport, feed, ctx).run(program));
+                        let outcome =
+                            pool.install(|| Worker::new(state, transport, feed, ctx).run(program));
                         if outcome.is_none() && !abort.is_aborted() {
                             unreachable!("a worker that stops early has recorded why");
                         }
@@ -135,5 +143,9 @@ pub fn run_step<L: Layer>(
     if let Some(error) = abort.take_error() {
         return Err(error);
     }
-    Ok(StepOutcome { loss, wall, workers: reports })
+    Ok(StepOutcome {
+        loss,
+        wall,
+        workers: reports,
+    })
 }

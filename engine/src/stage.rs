@@ -31,9 +31,18 @@ impl<L: Layer> StageState<L> {
         threads: usize,
     ) -> Self {
         let device = device.clone().autodiff();
-        let layers = layers.into_iter().map(|l| l.to_device(&device).train()).collect();
+        let layers = layers
+            .into_iter()
+            .map(|l| l.to_device(&device).train())
+            .collect();
         let name = format!("pipetrain-r{}s{}", id.replica.0, id.stage.0);
-        Self { id, layers, optimizer: optimizer.init(), device, pool: Arc::new(pool::worker_pool(&name, threads)) }
+        Self {
+            id,
+            layers,
+            optimizer: optimizer.init(),
+            device,
+            pool: Arc::new(pool::worker_pool(&name, threads)),
+        }
     }
 
     /// Which worker this is.

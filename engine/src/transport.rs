@@ -107,11 +107,23 @@ impl ChannelTransport {
         for s in 1..stages {
             let (up, down) = (StageId::from(s - 1), StageId::from(s));
             let (act_tx, act_rx) = unbounded();
-            ends[s - 1].downstream = Some(Link { peer: down, tx: act_tx });
-            ends[s].from_upstream = Some(Inbox { peer: up, rx: act_rx });
+            ends[s - 1].downstream = Some(Link {
+                peer: down,
+                tx: act_tx,
+            });
+            ends[s].from_upstream = Some(Inbox {
+                peer: up,
+                rx: act_rx,
+            });
             let (grad_tx, grad_rx) = unbounded();
-            ends[s].upstream = Some(Link { peer: up, tx: grad_tx });
-            ends[s - 1].from_downstream = Some(Inbox { peer: down, rx: grad_rx });
+            ends[s].upstream = Some(Link {
+                peer: up,
+                tx: grad_tx,
+            });
+            ends[s - 1].from_downstream = Some(Inbox {
+                peer: down,
+                rx: grad_rx,
+            });
         }
         ends
     }
@@ -128,7 +140,10 @@ impl Transport for ChannelTransport {
             if self.abort.is_aborted() {
                 TransportError::Aborted
             } else {
-                TransportError::Disconnected { peer: link.peer, tag }
+                TransportError::Disconnected {
+                    peer: link.peer,
+                    tag,
+                }
             }
         })
     }

@@ -69,12 +69,19 @@ pub(crate) struct Worker<'a, L: Layer, T: Transport> {
     valid: Option<Vec<L>>,
     loss: f64,
     compute: Duration,
+    /// Set while layers run: the input and its origin, for panic messages.
+    input_context: Option<String>,
 }
 
 use crate::layer::Layer;
 
 impl<'a, L: Layer, T: Transport> Worker<'a, L, T> {
-    pub fn new(state: &'a mut StageState<L>, transport: T, feed: Feed, ctx: &'a StepContext<'a>) -> Self {
+    pub fn new(
+        state: &'a mut StageState<L>,
+        transport: T,
+        feed: Feed,
+        ctx: &'a StepContext<'a>,
+    ) -> Self {
         Self {
             state,
             transport,
@@ -87,6 +94,7 @@ impl<'a, L: Layer, T: Transport> Worker<'a, L, T> {
             valid: None,
             loss: 0.0,
             compute: Duration::ZERO,
+            input_context: None,
         }
     }
 
@@ -126,7 +134,10 @@ impl<'a, L: Layer, T: Transport> Worker<'a, L, T> {
                 Ok(Ok(())) => continue,
                 Ok(Err(Failure::Stopped)) => return None,
                 Ok(Err(Failure::Cause(cause))) => cause,
-                Err(payload) => Cause::Panic(panic_message(payload.as_ref())),
+                Err(payload) => Cause::Panic {
+                    message: panic_message(payload.as_ref()),
+                    context: self.input_context.take().unwrap_or_default(),
+                },
             };
             let id = self.id();
             self.ctx.abort.fail(EngineError::StageFailed {
@@ -144,23 +155,44 @@ impl<'a, L: Layer, T: Transport> Worker<'a, L, T> {
             worker: self.id(),
             compute: self.compute,
             idle,
-            bubble_fraction: if wall.is_zero() { 0.0 } else { idle.as_secs_f64() / wall.as_secs_f64() },
+            bubble_fraction: if wall.is_zero() {
+                0.0
+            } else {
+                idle.as_secs_f64() / wall.as_secs_f64()
+            },
             peak_stash: self.stash.peak(),
         };
         Some((self.loss, report))
     }
 
     fn interpret(&mut self, action: Action) -> Result<(), Failure> {
-        let tag = |flow| Tag { flow, micro_batch: action.mb() };
+        let tag = |flow| Tag {
+            flow,
+            micro_batch: action.mb(),
+        };
         match action.kind {
             ActionKind::RecvActivation | ActionKind::RecvGradient => {
-                let flow = if action.kind == ActionKind::RecvActivation { Flow::Activation } else { Flow::Gradient };
-                let payload = self.transport.recv(tag(flow))?.to_device(&self.state.device);
+                let flow = if action.kind == ActionKind::RecvActivation {
+                    Flow::Activation
+                } else {
+                    Flow::Gradient
+                };
+                let payload = self
+                    .transport
+                    .recv(tag(flow))?
+                    .to_device(&self.state.device);
                 self.received.insert(tag(flow), payload);
             }
             ActionKind::SendActivation | ActionKind::SendGradient => {
-                let flow = if action.kind == ActionKind::SendActivation { Flow::Activation } else { Flow::Gradient };
-                let payload = self.outgoing.remove(&tag(flow)).expect("validated: send after compute");
+                let flow = if action.kind == ActionKind::SendActivation {
+                    Flow::Activation
+                } else {
+                    Flow::Gradient
+                };
+                let payload = self
+                    .outgoing
+                    .remove(&tag(flow))
+                    .expect("validated: send after compute");
                 self.transport.send(tag(flow), payload)?;
             }
             ActionKind::Forward => self.forward(action.mb())?,
@@ -176,7 +208,12 @@ impl<'a, L: Layer, T: Transport> Worker<'a, L, T> {
             }
             ActionKind::OptimizerStep => {
                 let grads = self.grads.take();
-                adapter::step(&mut self.state.optimizer, self.ctx.learning_rate, &mut self.state.layers, grads);
+                adapter::step(
+                    &mut self.state.optimizer,
+                    self.ctx.learning_rate,
+                    &mut self.state.layers,
+                    grads,
+                );
                 self.valid = None;
             }
         }
@@ -185,40 +222,57 @@ impl<'a, L: Layer, T: Transport> Worker<'a, L, T> {
 
     fn input(&mut self, mb: MicroBatchId) -> Activation {
         if self.is_first() {
-            let input = self.feed.inputs[mb.index()].take().expect("each micro-batch is forwarded once");
+            let input = self.feed.inputs[mb.index()]
+                .take()
+                .expect("each micro-batch is forwarded once");
             input.to_device(&self.state.device)
         } else {
             self.received
-                .remove(&Tag { flow: Flow::Activation, micro_batch: mb })
+                .remove(&Tag {
+                    flow: Flow::Activation,
+                    micro_batch: mb,
+                })
                 .expect("validated: receive before forward")
         }
     }
 
     fn target(&mut self, mb: MicroBatchId) -> Option<Activation> {
         self.is_last().then(|| {
-            let t = self.feed.targets[mb.index()].take().expect("each micro-batch is forwarded once");
+            let t = self.feed.targets[mb.index()]
+                .take()
+                .expect("each micro-batch is forwarded once");
             t.to_device(&self.state.device)
         })
     }
 
     /// Forward through this stage's layers; a layer error names the input and where it came from.
-    fn forward_layers(&self, layers: &[L], mut x: Activation) -> Result<Activation, Failure> {
+    fn forward_layers(&mut self, layers: &[L], mut x: Activation) -> Result<Activation, Failure> {
         let shown = x.to_string();
+        let from = if self.is_first() {
+            String::new()
+        } else {
+            format!(" received from stage {}", self.id().stage.0 - 1)
+        };
+        self.input_context = Some(format!(" (input: {shown}{from})"));
         for layer in layers {
             x = layer.forward(x).map_err(|error| {
-                let from = if self.is_first() {
-                    String::new()
-                } else {
-                    format!(" received from stage {}", self.id().stage.0 - 1)
-                };
-                Failure::Cause(Cause::Layer { error, input: shown.clone(), from })
+                Failure::Cause(Cause::Layer {
+                    error,
+                    input: shown.clone(),
+                    from: from.clone(),
+                })
             })?;
         }
+        self.input_context = None;
         Ok(x)
     }
 
     fn scaled_loss(&self, output: Activation, target: Activation) -> Result<Tensor<1>, Failure> {
-        let loss = self.ctx.loss.loss(output, target).map_err(|e| Failure::Cause(Cause::Loss(e)))?;
+        let loss = self
+            .ctx
+            .loss
+            .loss(output, target)
+            .map_err(|e| Failure::Cause(Cause::Loss(e)))?;
         Ok(loss.mul_scalar(self.ctx.loss_scale))
     }
 
@@ -228,11 +282,19 @@ impl<'a, L: Layer, T: Transport> Worker<'a, L, T> {
         if self.ctx.remat.applies(mb.index(), self.ctx.micro_batches) {
             if !self.is_last() {
                 // The forward's only consumer downstream: compute it without a graph.
-                let valid = self.valid.get_or_insert_with(|| self.state.layers.iter().map(|l| l.valid()).collect());
+                let valid = self
+                    .valid
+                    .get_or_insert_with(|| self.state.layers.iter().map(|l| l.valid()).collect());
                 let valid = std::mem::take(valid);
                 let out = self.forward_layers(&valid, input.clone());
                 self.valid = Some(valid);
-                self.outgoing.insert(Tag { flow: Flow::Activation, micro_batch: mb }, out?.detach());
+                self.outgoing.insert(
+                    Tag {
+                        flow: Flow::Activation,
+                        micro_batch: mb,
+                    },
+                    out?.detach(),
+                );
             }
             // On the last stage the output feeds only its own backward: nothing to do until then.
             self.stash.put(mb, Stashed::Input { input, target });
@@ -250,25 +312,43 @@ impl<'a, L: Layer, T: Transport> Worker<'a, L, T> {
         target: Option<Activation>,
     ) -> Result<Stashed, Failure> {
         let leaf = adapter::leaf(input, !self.is_first());
-        let out = self.forward_layers(&self.state.layers, leaf.clone())?;
+        let layers = std::mem::take(&mut self.state.layers);
+        let out = self.forward_layers(&layers, leaf.clone());
+        self.state.layers = layers;
+        let out = out?;
         let output = match target {
             Some(target) => Output::Loss(self.scaled_loss(out, target)?),
             None => {
-                self.outgoing.insert(Tag { flow: Flow::Activation, micro_batch: mb }, out.clone().detach());
+                self.outgoing.insert(
+                    Tag {
+                        flow: Flow::Activation,
+                        micro_batch: mb,
+                    },
+                    out.clone().detach(),
+                );
                 Output::Activation(out)
             }
         };
-        Ok(Stashed::Graph { input: leaf, output })
+        Ok(Stashed::Graph {
+            input: leaf,
+            output,
+        })
     }
 
     fn backward(&mut self, mb: MicroBatchId) -> Result<(), Failure> {
-        let stashed = self.stash.take(mb).expect("validated: forward before backward");
+        let stashed = self
+            .stash
+            .take(mb)
+            .expect("validated: forward before backward");
         let (input, output) = match stashed {
             Stashed::Graph { input, output } => (input, output),
             Stashed::Input { input, target } => match self.forward_with_graph(mb, input, target)? {
                 Stashed::Graph { input, output } => {
                     // The recomputed output was queued for sending again; it was sent already.
-                    self.outgoing.remove(&Tag { flow: Flow::Activation, micro_batch: mb });
+                    self.outgoing.remove(&Tag {
+                        flow: Flow::Activation,
+                        micro_batch: mb,
+                    });
                     (input, output)
                 }
                 Stashed::Input { .. } => unreachable!("forward_with_graph stashes a graph"),
@@ -282,9 +362,13 @@ impl<'a, L: Layer, T: Transport> Worker<'a, L, T> {
             Output::Activation(out) => {
                 let grad = self
                     .received
-                    .remove(&Tag { flow: Flow::Gradient, micro_batch: mb })
+                    .remove(&Tag {
+                        flow: Flow::Gradient,
+                        micro_batch: mb,
+                    })
                     .expect("validated: gradient received before backward");
-                adapter::backward_seeded(&out, grad).map_err(|e| Failure::Cause(Cause::Gradient(e)))?
+                adapter::backward_seeded(&out, grad)
+                    .map_err(|e| Failure::Cause(Cause::Gradient(e)))?
             }
         };
         if !self.is_first() {
@@ -294,7 +378,13 @@ impl<'a, L: Layer, T: Transport> Worker<'a, L, T> {
                      not depend on it"
                 )))
             })?;
-            self.outgoing.insert(Tag { flow: Flow::Gradient, micro_batch: mb }, grad);
+            self.outgoing.insert(
+                Tag {
+                    flow: Flow::Gradient,
+                    micro_batch: mb,
+                },
+                grad,
+            );
         }
         self.grads.add(&self.state.layers, grads);
         Ok(())

@@ -32,7 +32,12 @@ pub struct MlpConfig {
 impl MlpConfig {
     /// `hidden_layers` blocks of `width`, `classes` outputs, input dim = width.
     pub fn new(width: usize, hidden_layers: usize, classes: usize) -> Self {
-        Self { width, hidden_layers, classes, input: width }
+        Self {
+            width,
+            hidden_layers,
+            classes,
+            input: width,
+        }
     }
 
     /// With a different input dim.
@@ -45,11 +50,19 @@ impl MlpConfig {
         let mut layers: Vec<MlpLayer> = (0..self.hidden_layers)
             .map(|j| {
                 let inp = if j == 0 { self.input } else { self.width };
-                MlpLayer::Block(Block { linear: LinearConfig::new(inp, self.width).init(device) })
+                MlpLayer::Block(Block {
+                    linear: LinearConfig::new(inp, self.width).init(device),
+                })
             })
             .collect();
-        let head_in = if self.hidden_layers == 0 { self.input } else { self.width };
-        layers.push(MlpLayer::Head(LinearConfig::new(head_in, self.classes).init(device)));
+        let head_in = if self.hidden_layers == 0 {
+            self.input
+        } else {
+            self.width
+        };
+        layers.push(MlpLayer::Head(
+            LinearConfig::new(head_in, self.classes).init(device),
+        ));
         layers
     }
 

@@ -29,8 +29,12 @@ pub fn classification(
 ) -> Batch {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     rng.set_stream(index);
-    let x: Vec<f32> = (0..batch * features).map(|_| rng.sample(StandardNormal)).collect();
-    let y: Vec<i64> = (0..batch).map(|_| rng.random_range(0..classes as i64)).collect();
+    let x: Vec<f32> = (0..batch * features)
+        .map(|_| rng.sample(StandardNormal))
+        .collect();
+    let y: Vec<i64> = (0..batch)
+        .map(|_| rng.random_range(0..classes as i64))
+        .collect();
     Batch {
         inputs: Tensor::<2>::from_data(TensorData::new(x, [batch, features]), device).into(),
         targets: Tensor::<1, Int>::from_data(TensorData::new(y, [batch]), device).into(),
@@ -47,9 +51,10 @@ pub fn regression(
     outputs: usize,
     device: &Device,
 ) -> Batch {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_0f_7e57);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_0f7e);
     rng.set_stream(index);
-    let mut normal = |n: usize| -> Vec<f32> { (0..n).map(|_| rng.sample(StandardNormal)).collect() };
+    let mut normal =
+        |n: usize| -> Vec<f32> { (0..n).map(|_| rng.sample(StandardNormal)).collect() };
     let x = normal(batch * features);
     let y = normal(batch * outputs);
     Batch {

@@ -164,7 +164,11 @@ impl Action {
     /// use [`Action::all_reduce`] / [`Action::optimizer_step`] for those.
     pub fn new(stage: StageId, kind: ActionKind, micro_batch: MicroBatchId) -> Self {
         assert!(kind.has_micro_batch(), "{kind} takes no micro-batch");
-        Self { stage, kind, micro_batch: Some(micro_batch) }
+        Self {
+            stage,
+            kind,
+            micro_batch: Some(micro_batch),
+        }
     }
 
     /// Forward of `mb` on `stage`.
@@ -179,12 +183,20 @@ impl Action {
 
     /// All-reduce of `stage`'s gradients across replicas.
     pub fn all_reduce(stage: StageId) -> Self {
-        Self { stage, kind: ActionKind::AllReduce, micro_batch: None }
+        Self {
+            stage,
+            kind: ActionKind::AllReduce,
+            micro_batch: None,
+        }
     }
 
     /// Optimizer step of `stage`.
     pub fn optimizer_step(stage: StageId) -> Self {
-        Self { stage, kind: ActionKind::OptimizerStep, micro_batch: None }
+        Self {
+            stage,
+            kind: ActionKind::OptimizerStep,
+            micro_batch: None,
+        }
     }
 
     /// The micro-batch of an action that has one.
@@ -192,7 +204,8 @@ impl Action {
     /// # Panics
     /// On an all-reduce or optimizer step.
     pub fn mb(&self) -> MicroBatchId {
-        self.micro_batch.unwrap_or_else(|| panic!("{self} has no micro-batch"))
+        self.micro_batch
+            .unwrap_or_else(|| panic!("{self} has no micro-batch"))
     }
 }
 
@@ -214,9 +227,13 @@ impl FromStr for Action {
             text: text.to_string(),
             reason: reason.to_string(),
         };
-        let digits_end = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+        let digits_end = text
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(text.len());
         let (stage_text, rest) = text.split_at(digits_end);
-        let code_end = rest.find(|c: char| !c.is_ascii_uppercase()).unwrap_or(rest.len());
+        let code_end = rest
+            .find(|c: char| !c.is_ascii_uppercase())
+            .unwrap_or(rest.len());
         let (code, mb_text) = rest.split_at(code_end);
         let stage = parse_number(stage_text).ok_or_else(|| {
             fail("expected a stage number first, without leading zeros (e.g. `1F3`)")
@@ -233,7 +250,11 @@ impl FromStr for Action {
         } else {
             return Err(fail("all-reduce and optimizer step take no micro-batch"));
         };
-        Ok(Self { stage: StageId(stage), kind, micro_batch })
+        Ok(Self {
+            stage: StageId(stage),
+            kind,
+            micro_batch,
+        })
     }
 }
 

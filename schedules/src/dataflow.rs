@@ -58,11 +58,17 @@ pub(crate) fn run(
         for s in 0..p {
             let program = &plan.programs()[s];
             while let Some(action) = program.get(pc[s]) {
-                let Some(ready) = ready_at(action, p, lowered, &done, transfer) else { break };
+                let Some(ready) = ready_at(action, p, lowered, &done, transfer) else {
+                    break;
+                };
                 let start = clock[s].max(ready);
                 let end = start + duration(action);
                 done.insert((action.stage, action.kind, action.micro_batch), end);
-                slots[s].push(Slot { action: *action, start, end });
+                slots[s].push(Slot {
+                    action: *action,
+                    start,
+                    end,
+                });
                 clock[s] = end;
                 pc[s] += 1;
                 progressed = true;
@@ -74,10 +80,16 @@ pub(crate) fn run(
             let action = plan.programs()[s][pc[s]];
             let waits_for = producer_of(&action, lowered, &done);
             let producer = waits_for.stage.index();
-            let producer_step = plan.programs().get(producer).and_then(|prog| {
-                prog.get(pc[producer]).map(|a| (pc[producer], *a))
+            let producer_step = plan
+                .programs()
+                .get(producer)
+                .and_then(|prog| prog.get(pc[producer]).map(|a| (pc[producer], *a)));
+            return Err(Deadlock {
+                stage: StageId::from(s),
+                step: pc[s],
+                waits_for,
+                producer_step,
             });
-            return Err(Deadlock { stage: StageId::from(s), step: pc[s], waits_for, producer_step });
         }
     }
 }
@@ -114,7 +126,11 @@ fn ready_at(
 fn producer_of(blocked: &Action, lowered: bool, done: &HashMap<Key, f64>) -> Action {
     let s = blocked.stage.index();
     let mb = blocked.micro_batch;
-    let at = |stage: usize, kind| Action { stage: StageId::from(stage), kind, micro_batch: mb };
+    let at = |stage: usize, kind| Action {
+        stage: StageId::from(stage),
+        kind,
+        micro_batch: mb,
+    };
     use ActionKind::*;
     match (lowered, blocked.kind) {
         (true, RecvActivation) => at(s.saturating_sub(1), SendActivation),
@@ -123,7 +139,11 @@ fn producer_of(blocked: &Action, lowered: bool, done: &HashMap<Key, f64>) -> Act
         _ => {
             // A compute-only backward: report the full backward unless a split one ran.
             let input = at(s + 1, BackwardInput);
-            if done.contains_key(&(input.stage, input.kind, mb)) { input } else { at(s + 1, Backward) }
+            if done.contains_key(&(input.stage, input.kind, mb)) {
+                input
+            } else {
+                at(s + 1, Backward)
+            }
         }
     }
 }

@@ -69,8 +69,19 @@ typed_id!(
 /// assert_eq!(w.to_string(), "replica 1 / stage 0");
 /// assert_eq!(w.rank(2), 2); // replica-major rank in a world of 2 stages per replica
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-#[derive(serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+)]
 pub struct WorkerId {
     /// The replica this worker belongs to.
     pub replica: ReplicaId,

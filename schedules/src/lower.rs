@@ -28,7 +28,10 @@ pub struct Lowering {
 
 impl Default for Lowering {
     fn default() -> Self {
-        Self { all_reduce: true, optimizer_step: true }
+        Self {
+            all_reduce: true,
+            optimizer_step: true,
+        }
     }
 }
 

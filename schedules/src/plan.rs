@@ -29,7 +29,10 @@ impl Plan {
     /// run [`crate::validate`] before interpreting a plan built by hand.
     pub fn new(stages: usize, micro_batches: usize, mut programs: Vec<Vec<Action>>) -> Self {
         programs.resize_with(stages.max(programs.len()), Vec::new);
-        Self { micro_batches, programs }
+        Self {
+            micro_batches,
+            programs,
+        }
     }
 
     /// Number of stages (one program each).
@@ -68,7 +71,10 @@ impl Plan {
 
     /// Number of actions of `kind` on `stage`.
     pub fn count(&self, stage: StageId, kind: ActionKind) -> usize {
-        self.program(stage).iter().filter(|a| a.kind == kind).count()
+        self.program(stage)
+            .iter()
+            .filter(|a| a.kind == kind)
+            .count()
     }
 }
 
@@ -92,14 +98,27 @@ impl FromStr for Plan {
     /// named (a plan that names none has one).
     fn from_str(text: &str) -> Result<Self> {
         let mut programs = Vec::new();
-        for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-            let fail = |reason: String| ScheduleError::ParsePlan { line: i + 1, reason };
+        for (i, line) in text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+        {
+            let fail = |reason: String| ScheduleError::ParsePlan {
+                line: i + 1,
+                reason,
+            };
             let (head, body) = line
                 .split_once(':')
                 .ok_or_else(|| fail("expected `<stage>: <actions>`".into()))?;
-            let stage: usize = head.trim().parse().map_err(|_| fail(format!("bad stage `{head}`")))?;
+            let stage: usize = head
+                .trim()
+                .parse()
+                .map_err(|_| fail(format!("bad stage `{head}`")))?;
             if stage != programs.len() {
-                return Err(fail(format!("expected stage {}, found {stage}", programs.len())));
+                return Err(fail(format!(
+                    "expected stage {}, found {stage}",
+                    programs.len()
+                )));
             }
             let program = body
                 .split_whitespace()

@@ -20,7 +20,11 @@ use crate::simulate::Simulation;
 /// One row per stage, one column per step of its program. `mark` = (stage, step) is drawn
 /// `>…<` (a step past the end marks the end of the row).
 pub fn programs(plan: &Plan, mark: Option<(StageId, usize)>) -> String {
-    let width = plan.actions().map(|a| a.to_string().len()).max().unwrap_or(1);
+    let width = plan
+        .actions()
+        .map(|a| a.to_string().len())
+        .max()
+        .unwrap_or(1);
     let mut out = String::new();
     for stage in StageId::range(plan.stages()) {
         let program = plan.program(stage);
@@ -55,14 +59,24 @@ pub fn timeline(sim: &Simulation) -> String {
             .flat_map(|s| &s.timeline)
             .filter(|slot| slot.action.kind.is_compute() && slot.end > slot.start)
     };
-    let unit = compute().map(|slot| slot.end - slot.start).fold(f64::INFINITY, f64::min);
+    let unit = compute()
+        .map(|slot| slot.end - slot.start)
+        .fold(f64::INFINITY, f64::min);
     if !unit.is_finite() {
-        return sim.stages.iter().map(|s| format!("{} |\n", s.stage)).collect();
+        return sim
+            .stages
+            .iter()
+            .map(|s| format!("{} |\n", s.stage))
+            .collect();
     }
     let columns = (sim.makespan / unit).round() as usize;
     let label = |slot: &crate::dataflow::Slot| {
         let a = slot.action;
-        format!("{}{}", a.kind.code(), a.micro_batch.map(|m| m.0).unwrap_or(0))
+        format!(
+            "{}{}",
+            a.kind.code(),
+            a.micro_batch.map(|m| m.0).unwrap_or(0)
+        )
     };
     let width = compute().map(|slot| label(slot).len()).max().unwrap_or(1);
     let mut out = String::new();

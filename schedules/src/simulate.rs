@@ -98,7 +98,11 @@ pub fn simulate(plan: &Plan, costs: &Costs) -> Result<Simulation> {
     validate(plan)?;
     let timelines = dataflow::run(plan, |a| costs.duration(a), costs.transfer)
         .expect("a validated plan cannot deadlock");
-    let makespan = timelines.iter().flatten().map(|s| s.end).fold(0.0, f64::max);
+    let makespan = timelines
+        .iter()
+        .flatten()
+        .map(|s| s.end)
+        .fold(0.0, f64::max);
     let ratio = |idle: f64, total: f64| if total > 0.0 { idle / total } else { 0.0 };
     let stages: Vec<StageSimulation> = timelines
         .into_iter()
@@ -118,7 +122,11 @@ pub fn simulate(plan: &Plan, costs: &Costs) -> Result<Simulation> {
         .collect();
     let idle: f64 = stages.iter().map(|s| s.idle).sum();
     let bubble_fraction = ratio(idle, makespan * stages.len() as f64);
-    Ok(Simulation { makespan, bubble_fraction, stages })
+    Ok(Simulation {
+        makespan,
+        bubble_fraction,
+        stages,
+    })
 }
 
 /// Most micro-batches whose activations one program holds at once.

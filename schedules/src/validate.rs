@@ -71,7 +71,10 @@ impl fmt::Display for Violation {
         match self {
             Violation::Empty => write!(f, "a plan needs at least one stage and one micro-batch"),
             Violation::WrongStage { named } => {
-                write!(f, "the action names {named}, not the stage whose program holds it")
+                write!(
+                    f,
+                    "the action names {named}, not the stage whose program holds it"
+                )
             }
             Violation::MicroBatchOutOfRange { micro_batches } => write!(
                 f,
@@ -79,7 +82,11 @@ impl fmt::Display for Violation {
             ),
             Violation::Duplicate => write!(f, "the action appears twice"),
             Violation::Before { needs } => {
-                write!(f, "runs before `{needs}` ({}), which must come first", describe(needs))
+                write!(
+                    f,
+                    "runs before `{needs}` ({}), which must come first",
+                    describe(needs)
+                )
             }
             Violation::NoNeighbour => write!(f, "transfer past the end of the pipeline"),
             Violation::MixedBackward => write!(
@@ -95,8 +102,15 @@ impl fmt::Display for Violation {
                 describe(counterpart),
                 counterpart.stage
             ),
-            Violation::Deadlock { waits_for, producer_step } => {
-                write!(f, "deadlock: waits for `{waits_for}` ({}), ", describe(waits_for))?;
+            Violation::Deadlock {
+                waits_for,
+                producer_step,
+            } => {
+                write!(
+                    f,
+                    "deadlock: waits for `{waits_for}` ({}), ",
+                    describe(waits_for)
+                )?;
                 match producer_step {
                     Some((step, a)) => write!(
                         f,
@@ -147,7 +161,13 @@ pub struct ValidationError {
 pub fn validate(plan: &Plan) -> Result<()> {
     check(plan).map_err(|(stage, step, action, violation)| {
         let grid = render::programs(plan, Some((stage, step)));
-        ScheduleError::Invalid(Box::new(ValidationError { stage, step, action, violation, grid }))
+        ScheduleError::Invalid(Box::new(ValidationError {
+            stage,
+            step,
+            action,
+            violation,
+            grid,
+        }))
     })
 }
 
@@ -164,8 +184,10 @@ fn check(plan: &Plan) -> std::result::Result<(), Failure> {
     check_matching(plan)?;
     dataflow::run(plan, |_| 0.0, 0.0).map(|_| ()).map_err(|d| {
         let action = plan.program(d.stage)[d.step];
-        let violation =
-            Violation::Deadlock { waits_for: d.waits_for, producer_step: d.producer_step };
+        let violation = Violation::Deadlock {
+            waits_for: d.waits_for,
+            producer_step: d.producer_step,
+        };
         (d.stage, d.step, action, violation)
     })
 }
@@ -194,7 +216,9 @@ fn check_stage(plan: &Plan, stage: StageId) -> std::result::Result<(), Failure> 
             return fail(Violation::Duplicate);
         }
         let has = |kind| seen.contains_key(&(kind, a.micro_batch));
-        let needs = |kind| Violation::Before { needs: Action { kind, ..a } };
+        let needs = |kind| Violation::Before {
+            needs: Action { kind, ..a },
+        };
         let needed = match a.kind {
             Forward if lowered && s > 0 && !has(RecvActivation) => Some(needs(RecvActivation)),
             SendActivation if !has(Forward) => Some(needs(Forward)),
@@ -210,12 +234,16 @@ fn check_stage(plan: &Plan, stage: StageId) -> std::result::Result<(), Failure> 
                         && !seen.contains_key(&(BackwardWeight, Some(mb)))
                 });
                 match pending {
-                    Some(mb) => Some(Violation::Before { needs: Action::backward(stage, mb) }),
+                    Some(mb) => Some(Violation::Before {
+                        needs: Action::backward(stage, mb),
+                    }),
                     None if a.kind == OptimizerStep
                         && program.contains(&Action::all_reduce(stage))
                         && !has(AllReduce) =>
                     {
-                        Some(Violation::Before { needs: Action::all_reduce(stage) })
+                        Some(Violation::Before {
+                            needs: Action::all_reduce(stage),
+                        })
                     }
                     None => None,
                 }
@@ -240,11 +268,18 @@ fn check_stage(plan: &Plan, stage: StageId) -> std::result::Result<(), Failure> 
     for mb in MicroBatchId::range(m) {
         let missing = |kind, step: Option<usize>| {
             let step = step.unwrap_or(end);
-            Err((stage, step, Action::new(stage, kind, mb), Violation::Missing {
-                missing: Action::new(stage, kind, mb),
-            }))
+            Err((
+                stage,
+                step,
+                Action::new(stage, kind, mb),
+                Violation::Missing {
+                    missing: Action::new(stage, kind, mb),
+                },
+            ))
         };
-        let Some(forward) = step_of(Forward, mb) else { return missing(Forward, None) };
+        let Some(forward) = step_of(Forward, mb) else {
+            return missing(Forward, None);
+        };
         let full = step_of(Backward, mb);
         let split = step_of(BackwardInput, mb);
         if full.is_none() && split.is_none() {
@@ -276,7 +311,11 @@ fn check_matching(plan: &Plan) -> std::result::Result<(), Failure> {
                 RecvGradient => (s + 1, SendGradient),
                 _ => continue,
             };
-            let c = Action { stage: StageId::from(counterpart.0), kind: counterpart.1, ..a };
+            let c = Action {
+                stage: StageId::from(counterpart.0),
+                kind: counterpart.1,
+                ..a
+            };
             if !plan.program(c.stage).contains(&c) {
                 return Err((stage, step, a, Violation::Unmatched { counterpart: c }));
             }

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use pipetrain_schedules::{Costs, Lowering, ScheduleKind, lower, render, simulate};
 
 fn check(name: &str, actual: &str) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(name);
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         std::fs::write(&path, actual).unwrap();
     }

@@ -28,8 +28,10 @@ fn uniform_bubble_is_p_minus_1_over_m_plus_p_minus_1() {
         for (p, m) in shapes() {
             let expected = (p - 1) as f64 / (m + p - 1) as f64;
             let costs = Costs::uniform(p, 1.0, 2.0);
-            for plan in [kind.plan(p, m).unwrap(), lower(&kind.plan(p, m).unwrap(), Lowering::default())]
-            {
+            for plan in [
+                kind.plan(p, m).unwrap(),
+                lower(&kind.plan(p, m).unwrap(), Lowering::default()),
+            ] {
                 let sim = simulate(&plan, &costs).unwrap();
                 assert!(
                     (sim.bubble_fraction - expected).abs() < 1e-9,
@@ -45,16 +47,31 @@ fn uniform_bubble_is_p_minus_1_over_m_plus_p_minus_1() {
 #[test]
 fn gpipe_stashes_m_and_1f1b_at_most_p_minus_s() {
     for (p, m) in shapes() {
-        let gpipe = simulate(&ScheduleKind::GPipe.plan(p, m).unwrap(), &Costs::uniform(p, 1.0, 2.0))
-            .unwrap();
+        let gpipe = simulate(
+            &ScheduleKind::GPipe.plan(p, m).unwrap(),
+            &Costs::uniform(p, 1.0, 2.0),
+        )
+        .unwrap();
         assert_eq!(gpipe.stages[0].peak_stash, m, "gpipe p={p} m={m}");
-        let ofob =
-            simulate(&ScheduleKind::OneFOneB.plan(p, m).unwrap(), &Costs::uniform(p, 1.0, 2.0))
-                .unwrap();
+        let ofob = simulate(
+            &ScheduleKind::OneFOneB.plan(p, m).unwrap(),
+            &Costs::uniform(p, 1.0, 2.0),
+        )
+        .unwrap();
         for st in &ofob.stages {
             let s = st.stage.index();
-            assert!(st.peak_stash <= p - s, "1f1b p={p} m={m} {}: {}", st.stage, st.peak_stash);
-            assert_eq!(st.peak_stash, (p - s).min(m), "1f1b p={p} m={m} {}", st.stage);
+            assert!(
+                st.peak_stash <= p - s,
+                "1f1b p={p} m={m} {}: {}",
+                st.stage,
+                st.peak_stash
+            );
+            assert_eq!(
+                st.peak_stash,
+                (p - s).min(m),
+                "1f1b p={p} m={m} {}",
+                st.stage
+            );
         }
     }
 }
@@ -71,7 +88,11 @@ fn backwards_run_in_ascending_micro_batch_order_in_every_schedule() {
                     .filter(|a| a.kind == ActionKind::Backward)
                     .map(|a| a.mb())
                     .collect();
-                assert_eq!(order, MicroBatchId::range(m).collect::<Vec<_>>(), "{kind} p={p} m={m}");
+                assert_eq!(
+                    order,
+                    MicroBatchId::range(m).collect::<Vec<_>>(),
+                    "{kind} p={p} m={m}"
+                );
             }
         }
     }
@@ -92,14 +113,21 @@ fn zero_stages_or_micro_batches_are_errors_with_a_remedy() {
     let e = ScheduleKind::GPipe.plan(0, 4).unwrap_err().to_string();
     assert!(e.contains("stages = 0") && e.contains("--stages 1"), "{e}");
     let e = ScheduleKind::OneFOneB.plan(2, 0).unwrap_err().to_string();
-    assert!(e.contains("micro_batches = 0") && e.contains("--micro-batches"), "{e}");
+    assert!(
+        e.contains("micro_batches = 0") && e.contains("--micro-batches"),
+        "{e}"
+    );
     let e = "zb".parse::<ScheduleKind>().unwrap_err().to_string();
     assert!(e.contains("`zb`") && e.contains("gpipe, 1f1b"), "{e}");
 }
 
 fn any_action() -> impl Strategy<Value = Action> {
-    (0u32..1000, prop::sample::select(ActionKind::ALL.to_vec()), 0u32..100_000).prop_map(
-        |(s, kind, mb)| {
+    (
+        0u32..1000,
+        prop::sample::select(ActionKind::ALL.to_vec()),
+        0u32..100_000,
+    )
+        .prop_map(|(s, kind, mb)| {
             if kind.has_micro_batch() {
                 Action::new(StageId(s), kind, MicroBatchId(mb))
             } else if kind == ActionKind::AllReduce {
@@ -107,8 +135,7 @@ fn any_action() -> impl Strategy<Value = Action> {
             } else {
                 Action::optimizer_step(StageId(s))
             }
-        },
-    )
+        })
 }
 
 proptest! {

@@ -25,12 +25,16 @@ fn missing_receive() {
     // Stage 0 sends micro-batch 0, stage 1 forwards it without receiving.
     let (msg, v) = reject("0: 0F0 0SF0 0RB0 0B0\n1: 1F0 1B0 1SB0\n");
     assert!(matches!(v, Violation::Before { .. }), "{msg}");
-    assert!(msg.contains("stage 1, step 0 (`1F0`)") && msg.contains("`1RF0`"), "{msg}");
+    assert!(
+        msg.contains("stage 1, step 0 (`1F0`)") && msg.contains("`1RF0`"),
+        "{msg}"
+    );
 }
 
 #[test]
 fn send_without_receive_on_the_neighbour() {
-    let (msg, v) = reject("0: 0F0 0SF0 0SF1 0F1 0RB0 0B0 0RB1 0B1\n1: 1RF0 1F0 1B0 1SB0 1F1 1B1 1SB1\n");
+    let (msg, v) =
+        reject("0: 0F0 0SF0 0SF1 0F1 0RB0 0B0 0RB1 0B1\n1: 1RF0 1F0 1B0 1SB0 1F1 1B1 1SB1\n");
     // 0SF1 before 0F1 is caught first as an ordering error.
     assert!(matches!(v, Violation::Before { .. }), "{msg}");
     let (msg, v) = reject("0: 0F0 0SF0 0RB0 0B0\n1: 1RF0 1F0 1B0\n");
@@ -41,17 +45,19 @@ fn send_without_receive_on_the_neighbour() {
 #[test]
 fn unmatched_send() {
     // Stage 1 receives gradient 0 from stage 2, but stage 2 never sends one.
-    let (msg, v) = reject(
-        "0: 0F0 0SF0 0RB0 0B0\n1: 1RF0 1F0 1SF0 1RB0 1B0 1SB0\n2: 1RF0\n",
-    );
+    let (msg, v) = reject("0: 0F0 0SF0 0RB0 0B0\n1: 1RF0 1F0 1SF0 1RB0 1B0 1SB0\n2: 1RF0\n");
     // stage 2's program names stage 1: wrong stage
     assert!(matches!(v, Violation::WrongStage { .. }), "{msg}");
-    let (msg, v) = reject(
-        "0: 0F0 0SF0 0RB0 0B0\n1: 1RF0 1F0 1RB0 1B0 1SB0\n",
-    );
+    let (msg, v) = reject("0: 0F0 0SF0 0RB0 0B0\n1: 1RF0 1F0 1RB0 1B0 1SB0\n");
     assert!(matches!(v, Violation::NoNeighbour), "{msg}");
     let (msg, v) = reject("0: 0F0 0SF0 0RB0 0B0\n1: 1RF0 1F0 1B0 1SB0\n2: 2F0 2B0\n");
-    assert!(matches!(v, Violation::Missing { .. } | Violation::Unmatched { .. } | Violation::Before { .. }), "{msg}");
+    assert!(
+        matches!(
+            v,
+            Violation::Missing { .. } | Violation::Unmatched { .. } | Violation::Before { .. }
+        ),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -62,7 +68,10 @@ fn crossed_send_and_receive_deadlocks() {
     assert!(matches!(v, Violation::Deadlock { .. }), "{msg}");
     assert!(msg.contains("stage 0, step 1 (`0RB0`)"), "{msg}");
     assert!(msg.contains("deadlock: waits for `1SB0`"), "{msg}");
-    assert!(msg.contains("stage 1 is itself blocked at step 0 (`1RF0`)"), "{msg}");
+    assert!(
+        msg.contains("stage 1 is itself blocked at step 0 (`1RF0`)"),
+        "{msg}"
+    );
     assert!(msg.contains(">0RB0<"), "{msg}");
 }
 
@@ -77,9 +86,16 @@ fn compute_only_cross_stage_order_deadlock() {
 fn duplicate_and_out_of_range() {
     let (msg, v) = reject("0: 0F0 0F0 0B0\n");
     assert_eq!(v, Violation::Duplicate, "{msg}");
-    let plan = Plan::new(1, 1, vec![vec!["0F3".parse().unwrap(), "0B3".parse().unwrap()]]);
+    let plan = Plan::new(
+        1,
+        1,
+        vec![vec!["0F3".parse().unwrap(), "0B3".parse().unwrap()]],
+    );
     let msg = validate(&plan).unwrap_err().to_string();
-    assert!(msg.contains("micro-batch out of range: the plan has 1"), "{msg}");
+    assert!(
+        msg.contains("micro-batch out of range: the plan has 1"),
+        "{msg}"
+    );
 }
 
 #[test]

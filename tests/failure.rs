@@ -1,0 +1,268 @@
+//! Failure: first error wins, every worker is woken, nothing hangs, every thread is joined.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use burn::nn::{Linear, LinearConfig};
+use burn::prelude::*;
+use pipetrain::engine::{Cause, EngineError};
+use pipetrain::{Activation, ActivationError, Error, Layer, Pipeline, Remat, ScheduleKind};
+use pipetrain_models::synthetic;
+
+/// Tests in this file count threads by name: run them one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// A Linear layer that panics on its k-th call. Forward trips run with `Remat::Never`: the
+/// layers run once per micro-batch, in the forward action, in micro-batch order, so the k-th
+/// call is the forward of micro-batch k. Backward trips run with `Remat::Always` and count only
+/// autodiff calls: the backward action re-runs the layers with autodiff, in micro-batch order.
+#[derive(Module, Debug)]
+struct Tripwire {
+    linear: Linear,
+    #[module(skip)]
+    trip: Option<Trip>,
+}
+
+#[derive(Clone, Debug)]
+struct Trip {
+    micro_batch: usize,
+    in_backward: bool,
+    calls: Arc<AtomicUsize>,
+}
+
+impl Layer for Tripwire {
+    fn forward(&self, input: Activation) -> Result<Activation, ActivationError> {
+        let x: Tensor<2> = input.float()?;
+        if let Some(trip) = &self.trip {
+            if !trip.in_backward || x.is_autodiff() {
+                let call = trip.calls.fetch_add(1, Ordering::SeqCst);
+                if call == trip.micro_batch {
+                    panic!("tripwire: micro-batch {call}");
+                }
+            }
+        }
+        Ok(self.linear.forward(x).into())
+    }
+}
+
+fn layers(
+    device: &Device,
+    trip_layer: usize,
+    trip: Trip,
+    widths: &[(usize, usize)],
+) -> Vec<Tripwire> {
+    widths
+        .iter()
+        .enumerate()
+        .map(|(i, &(a, b))| Tripwire {
+            linear: LinearConfig::new(a, b).init(device),
+            trip: (i == trip_layer).then(|| trip.clone()),
+        })
+        .collect()
+}
+
+/// Names of this process's threads that are pipeline workers (not their pools).
+fn worker_threads() -> Vec<String> {
+    let mut names = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        if let Ok(name) = std::fs::read_to_string(task.path().join("comm")) {
+            let name = name.trim().to_string();
+            // Workers are `pipetrain-r<R>s<S>`; their pools' threads add `-<i>`.
+            if name.starts_with("pipetrain-r") && !name[11..].contains('-') {
+                names.push(name);
+            }
+        }
+    }
+    names
+}
+
+fn run_tripped(
+    stage_of_trip: usize,
+    micro_batch: usize,
+    in_backward: bool,
+    schedule: ScheduleKind,
+) -> (Error, Duration) {
+    let device = Device::flex();
+    let trip = Trip {
+        micro_batch,
+        in_backward,
+        calls: Arc::new(AtomicUsize::new(0)),
+    };
+    // 4 layers of width 6, 2 per stage for 2 stages; trip the first layer of `stage_of_trip`.
+    let widths = [(6, 6), (6, 6), (6, 6), (6, 3)];
+    let mut pipeline = Pipeline::builder()
+        .layers(layers(&device, stage_of_trip * 2, trip, &widths))
+        .balance([2, 2])
+        .micro_batches(4)
+        .schedule(schedule)
+        .remat(if in_backward {
+            Remat::Always
+        } else {
+            Remat::Never
+        })
+        .threads_per_worker(1)
+        .build()
+        .unwrap();
+    let batch = synthetic::classification(1, 0, 8, 6, 3, &device);
+    let started = Instant::now();
+    let err = pipeline.train_step(&batch).unwrap_err();
+    let elapsed = started.elapsed();
+    assert!(
+        worker_threads().is_empty(),
+        "worker threads outlive the step: {:?}",
+        worker_threads()
+    );
+    // The pipeline refuses to go on after a failed step.
+    let again = pipeline.train_step(&batch).unwrap_err();
+    assert!(
+        matches!(again, Error::Engine(EngineError::Poisoned)),
+        "{again}"
+    );
+    (err, elapsed)
+}
+
+fn assert_failed(err: &Error, stage: u32, micro_batch: u32, action: &str) {
+    match err {
+        Error::Engine(EngineError::StageFailed {
+            stage: s,
+            micro_batch: mb,
+            action: a,
+            source,
+            ..
+        }) => {
+            assert_eq!(s.0, stage, "{err}");
+            assert_eq!(mb.map(|m| m.0), Some(micro_batch), "{err}");
+            assert_eq!(a.to_string(), action, "{err}");
+            assert!(matches!(source, Cause::Panic { .. }), "{err}");
+        }
+        other => panic!("expected StageFailed, got {other}"),
+    }
+    let text = err.to_string();
+    assert!(text.contains(&format!("stage {stage}")), "{text}");
+    assert!(
+        text.contains(&format!("micro-batch {micro_batch}")),
+        "{text}"
+    );
+    assert!(text.contains("tripwire"), "{text}");
+}
+
+#[test]
+fn a_panic_in_forward_ends_the_step_naming_stage_micro_batch_and_action() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for schedule in ScheduleKind::ALL {
+        for (stage, mb) in [(0, 0), (0, 2), (1, 1), (1, 3)] {
+            let (err, elapsed) = run_tripped(stage, mb, false, schedule);
+            assert_failed(&err, stage as u32, mb as u32, &format!("{stage}F{mb}"));
+            assert!(
+                elapsed < Duration::from_secs(1),
+                "{schedule}: took {elapsed:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_panic_in_backward_ends_the_step_naming_stage_micro_batch_and_action() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for schedule in ScheduleKind::ALL {
+        for (stage, mb) in [(0, 1), (1, 0), (1, 3)] {
+            let (err, elapsed) = run_tripped(stage, mb, true, schedule);
+            assert_failed(&err, stage as u32, mb as u32, &format!("{stage}B{mb}"));
+            assert!(
+                elapsed < Duration::from_secs(1),
+                "{schedule}: took {elapsed:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_shape_mismatch_between_stages_names_both_stages_and_shapes() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let device = Device::flex();
+    let idle = Trip {
+        micro_batch: usize::MAX,
+        in_backward: false,
+        calls: Arc::new(AtomicUsize::new(0)),
+    };
+    // Stage 0 outputs width 6; stage 1 expects width 5.
+    let mut pipeline = Pipeline::builder()
+        .layers(layers(&device, 99, idle, &[(6, 6), (5, 3)]))
+        .balance([1, 1])
+        .micro_batches(2)
+        .remat(Remat::Never)
+        .threads_per_worker(1)
+        .build()
+        .unwrap();
+    let batch = synthetic::classification(1, 0, 8, 6, 3, &device);
+    let err = pipeline.train_step(&batch).unwrap_err().to_string();
+    assert!(err.contains("stage 1") && err.contains("`1F0`"), "{err}");
+    assert!(
+        err.contains("received from stage 0") && err.contains("[4, 6]"),
+        "{err}"
+    );
+    assert!(worker_threads().is_empty());
+}
+
+#[test]
+fn a_layer_error_is_reported_not_panicked() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let device = Device::flex();
+    // Int targets fed as the input: the first layer asks for a float tensor.
+    let idle = Trip {
+        micro_batch: usize::MAX,
+        in_backward: false,
+        calls: Arc::new(AtomicUsize::new(0)),
+    };
+    let mut pipeline = Pipeline::builder()
+        .layers(layers(&device, 99, idle, &[(6, 6), (6, 3)]))
+        .balance([1, 1])
+        .micro_batches(2)
+        .build()
+        .unwrap();
+    let mut batch = synthetic::classification(1, 0, 8, 6, 3, &device);
+    batch.inputs = batch.targets.clone();
+    let err = pipeline.train_step(&batch).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        matches!(
+            &err,
+            Error::Engine(EngineError::StageFailed {
+                source: Cause::Layer { .. },
+                ..
+            })
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("expected a rank-2 float tensor, got a rank-1 int tensor"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_batch_that_does_not_split_is_an_error_before_any_thread_starts() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let device = Device::flex();
+    let idle = Trip {
+        micro_batch: usize::MAX,
+        in_backward: false,
+        calls: Arc::new(AtomicUsize::new(0)),
+    };
+    let mut pipeline = Pipeline::builder()
+        .layers(layers(&device, 99, idle, &[(6, 6), (6, 3)]))
+        .balance([1, 1])
+        .micro_batches(3)
+        .build()
+        .unwrap();
+    let batch = synthetic::classification(1, 0, 8, 6, 3, &device);
+    let err = pipeline.train_step(&batch).unwrap_err().to_string();
+    assert!(
+        err.contains("batch of 8 rows does not split into 3 equal parts"),
+        "{err}"
+    );
+    // Not a worker failure: the pipeline is still usable.
+    let ok = synthetic::classification(1, 0, 9, 6, 3, &device);
+    pipeline.train_step(&ok).unwrap();
+}
