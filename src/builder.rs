@@ -24,7 +24,8 @@ use crate::pipeline::{Pipeline, Split};
 ///     .layers(MlpConfig::new(8, 2, 3).init(&device))
 ///     .stages(5) // 3 layers only
 ///     .build()
-///     .unwrap_err();
+///     .err()
+///     .expect("5 stages for 3 layers is refused");
 /// assert!(err.to_string().contains("5 stages"), "{err}");
 ///
 /// let pipeline = Pipeline::builder()
@@ -32,9 +33,9 @@ use crate::pipeline::{Pipeline, Split};
 ///     .balance([2, 1])
 ///     .micro_batches(4)
 ///     .schedule(ScheduleKind::GPipe)
-///     .build()
-///     .unwrap();
+///     .build()?;
 /// assert_eq!(pipeline.stages(), 2);
+/// # Ok::<(), pipetrain::Error>(())
 /// ```
 pub struct PipelineBuilder<L: Layer> {
     layers: Option<Vec<L>>,
@@ -157,12 +158,14 @@ impl<L: Layer> PipelineBuilder<L> {
             }
             (None, None) | (None, Some(1)) => Split::Fixed(Partition::from_balance(&[n], n)?),
             (None, Some(0)) => {
-                return config("stages = 0: a pipeline needs at least one stage (use .stages(1))");
+                return config(
+                    "stages = 0: a pipeline needs at least one stage (use .stages(1) / --stages 1)",
+                );
             }
             (None, Some(p)) if p > n => {
                 return config(format!(
                     "{p} stages but only {n} layers: every stage needs at least one layer; use \
-                     .stages({n}) or fewer"
+                     .stages({n}) / --stages {n} or fewer"
                 ));
             }
             (None, Some(p)) => Split::Measured { stages: p },
@@ -170,7 +173,7 @@ impl<L: Layer> PipelineBuilder<L> {
         let stages = split.stages();
         if self.micro_batches == 0 {
             return config(
-                "micro_batches = 0: each step needs at least one micro-batch (use .micro_batches(1))",
+                "micro_batches = 0: each step needs at least one micro-batch (use .micro_batches(1) / --micro-batches 1)",
             );
         }
         if !(self.learning_rate.is_finite() && self.learning_rate > 0.0) {

@@ -115,6 +115,14 @@ pub fn run(args: &TrainArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
             return Err(format!("{name} 0: must be at least 1").into());
         }
     }
+    if args.micro_batches > 0 && args.batch % args.micro_batches != 0 {
+        return Err(format!(
+            "--batch {} does not split into --micro-batches {} equal micro-batches; use a batch \
+             that is a multiple of {}",
+            args.batch, args.micro_batches, args.micro_batches
+        )
+        .into());
+    }
     if args.steps == 0 {
         return Err("--steps 0: train at least one step".into());
     }

@@ -1,0 +1,244 @@
+//! `pipetrain train` (and the bare `pipetrain ...` form), run as a user runs it: the built
+//! binary, its stdout, stderr and exit code. Every run is tiny (width ≤ 32, batch ≤ 32, ≤ 3
+//! steps) so the debug build finishes in seconds.
+
+use std::process::{Command, Output};
+
+/// Largest `verify: max_rel_diff` accepted (the CLI's own tolerance).
+const TOLERANCE: f64 = 1e-5;
+
+/// Runs `pipetrain <args>` (no subcommand added).
+fn pipetrain(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pipetrain"))
+        .args(args)
+        .output()
+        .expect("the pipetrain binary runs")
+}
+
+/// Runs `pipetrain train <args>`.
+fn train(args: &[&str]) -> Output {
+    pipetrain(&[&["train"], args].concat())
+}
+
+/// Stdout of a run that must succeed.
+fn success(args: &[&str], out: Output) -> String {
+    let stdout = String::from_utf8(out.stdout).expect("stdout is UTF-8");
+    assert!(
+        out.status.success(),
+        "pipetrain {args:?} failed ({}):\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// Stderr of a `pipetrain train <args>` run that must fail.
+fn failure(args: &[&str]) -> String {
+    let out = train(args);
+    let stderr = String::from_utf8(out.stderr).expect("stderr is UTF-8");
+    assert!(
+        !out.status.success(),
+        "pipetrain train {args:?} should fail; stdout:\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(!stderr.trim().is_empty(), "a failure says why on stderr");
+    stderr
+}
+
+/// Tiny model and data, then `extra`.
+fn tiny<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    let base = [
+        "--width",
+        "16",
+        "--hidden-layers",
+        "2",
+        "--batch",
+        "16",
+        "--steps",
+        "1",
+    ];
+    [&base[..], extra].concat()
+}
+
+/// Runs `pipetrain train <args> --verify`, expects success and returns the parsed
+/// `verify: max_rel_diff=<x>`.
+fn verified(args: &[&str]) -> f64 {
+    let args = [args, &["--verify"]].concat();
+    let stdout = success(&args, train(&args));
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("verify: max_rel_diff="))
+        .unwrap_or_else(|| panic!("no `verify: max_rel_diff=` line in:\n{stdout}"));
+    let x: f64 = line["verify: max_rel_diff=".len()..]
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("`{line}` does not end in a number: {e}"));
+    assert!(
+        x <= TOLERANCE,
+        "max_rel_diff {x} > {TOLERANCE}; stdout:\n{stdout}"
+    );
+    x
+}
+
+#[test]
+fn gpipe_over_three_stages_matches_single_device() {
+    verified(&[
+        "--stages",
+        "3",
+        "--micro-batches",
+        "4",
+        "--schedule",
+        "gpipe",
+        "--width",
+        "32",
+        "--hidden-layers",
+        "4",
+        "--batch",
+        "32",
+        "--steps",
+        "3",
+    ]);
+}
+
+#[test]
+fn one_f_one_b_over_two_stages_matches_single_device() {
+    verified(&[
+        "--stages",
+        "2",
+        "--micro-batches",
+        "8",
+        "--schedule",
+        "1f1b",
+        "--width",
+        "32",
+        "--hidden-layers",
+        "4",
+        "--batch",
+        "32",
+        "--steps",
+        "3",
+    ]);
+}
+
+#[test]
+fn remat_always_with_adam_matches_single_device() {
+    verified(&[
+        "--stages",
+        "2",
+        "--micro-batches",
+        "4",
+        "--remat",
+        "always",
+        "--optimizer",
+        "adam",
+        "--lr",
+        "0.001",
+        "--width",
+        "32",
+        "--hidden-layers",
+        "4",
+        "--batch",
+        "32",
+        "--steps",
+        "3",
+    ]);
+}
+
+#[test]
+fn bare_form_trains_without_the_subcommand() {
+    let args = [
+        "--stages",
+        "2",
+        "--micro-batches",
+        "4",
+        "--width",
+        "16",
+        "--hidden-layers",
+        "2",
+        "--batch",
+        "16",
+        "--steps",
+        "2",
+    ];
+    let stdout = success(&args, pipetrain(&args));
+    let steps: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("step") && l.contains("samples/s"))
+        .collect();
+    assert_eq!(steps.len(), 2, "one line per step expected in:\n{stdout}");
+    assert!(
+        steps[0].contains("1/2") && steps[1].contains("2/2"),
+        "step lines count up to 2/2:\n{stdout}"
+    );
+    assert!(
+        !stdout.contains("verify:"),
+        "no verification unless asked:\n{stdout}"
+    );
+}
+
+#[test]
+fn zero_stages_is_rejected() {
+    let stderr = failure(&tiny(&["--stages", "0", "--micro-batches", "4"]));
+    assert!(stderr.contains("stages = 0"), "{stderr}");
+}
+
+#[test]
+fn zero_micro_batches_is_rejected() {
+    let stderr = failure(&tiny(&["--stages", "2", "--micro-batches", "0"]));
+    assert!(stderr.contains("micro_batches = 0"), "{stderr}");
+}
+
+#[test]
+fn unknown_schedule_is_named() {
+    let stderr = failure(&tiny(&["--stages", "2", "--schedule", "zb"]));
+    assert!(stderr.contains("zb"), "{stderr}");
+}
+
+#[test]
+fn unknown_remat_mode_is_named() {
+    let stderr = failure(&tiny(&["--stages", "2", "--remat", "sometimes"]));
+    assert!(stderr.contains("sometimes"), "{stderr}");
+}
+
+#[test]
+fn batch_not_divisible_by_micro_batches_names_both() {
+    let args = [
+        "--width",
+        "16",
+        "--hidden-layers",
+        "2",
+        "--stages",
+        "2",
+        "--batch",
+        "10",
+        "--micro-batches",
+        "4",
+        "--steps",
+        "1",
+    ];
+    let stderr = failure(&args);
+    assert!(
+        stderr.contains("10") && stderr.contains('4'),
+        "the message names the batch (10) and the micro-batches (4): {stderr}"
+    );
+}
+
+#[test]
+fn more_stages_than_layers_names_both() {
+    // --hidden-layers 2: two blocks and a head, 3 layers.
+    let stderr = failure(&tiny(&["--stages", "9", "--micro-batches", "4"]));
+    assert!(
+        stderr.contains('9') && stderr.contains("3 layers"),
+        "the message names the stages (9) and the layer count (3): {stderr}"
+    );
+}
+
+#[test]
+fn balance_not_summing_to_the_layers_names_both() {
+    // --hidden-layers 2: 3 layers; the balance sums to 4.
+    let stderr = failure(&tiny(&["--balance", "2,2", "--micro-batches", "4"]));
+    assert!(
+        stderr.contains("sums to 4") && stderr.contains("has 3"),
+        "the message names the sum (4) and the layer count (3): {stderr}"
+    );
+}
