@@ -62,6 +62,27 @@ fn layers(
         .collect()
 }
 
+/// Two stages of one layer each, no tripwire armed, `Remat::Never`, one thread per worker.
+fn untripped_pipeline(
+    device: &Device,
+    widths: &[(usize, usize)],
+    micro_batches: usize,
+) -> Pipeline<Tripwire> {
+    let idle = Trip {
+        micro_batch: usize::MAX,
+        in_backward: false,
+        calls: Arc::new(AtomicUsize::new(0)),
+    };
+    Pipeline::builder()
+        .layers(layers(device, usize::MAX, idle, widths))
+        .balance([1, 1])
+        .micro_batches(micro_batches)
+        .remat(Remat::Never)
+        .threads_per_worker(1)
+        .build()
+        .unwrap()
+}
+
 /// Names of this process's threads that are pipeline workers (not their pools).
 fn worker_threads() -> Vec<String> {
     let mut names = Vec::new();
@@ -181,20 +202,8 @@ fn a_panic_in_backward_ends_the_step_naming_stage_micro_batch_and_action() {
 fn a_shape_mismatch_between_stages_names_both_stages_and_shapes() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let device = Device::flex();
-    let idle = Trip {
-        micro_batch: usize::MAX,
-        in_backward: false,
-        calls: Arc::new(AtomicUsize::new(0)),
-    };
     // Stage 0 outputs width 6; stage 1 expects width 5.
-    let mut pipeline = Pipeline::builder()
-        .layers(layers(&device, 99, idle, &[(6, 6), (5, 3)]))
-        .balance([1, 1])
-        .micro_batches(2)
-        .remat(Remat::Never)
-        .threads_per_worker(1)
-        .build()
-        .unwrap();
+    let mut pipeline = untripped_pipeline(&device, &[(6, 6), (5, 3)], 2);
     let batch = synthetic::classification(1, 0, 8, 6, 3, &device);
     let err = pipeline.train_step(&batch).unwrap_err().to_string();
     assert!(err.contains("stage 1") && err.contains("`1F0`"), "{err}");
@@ -210,17 +219,7 @@ fn a_layer_error_is_reported_not_panicked() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let device = Device::flex();
     // Int targets fed as the input: the first layer asks for a float tensor.
-    let idle = Trip {
-        micro_batch: usize::MAX,
-        in_backward: false,
-        calls: Arc::new(AtomicUsize::new(0)),
-    };
-    let mut pipeline = Pipeline::builder()
-        .layers(layers(&device, 99, idle, &[(6, 6), (6, 3)]))
-        .balance([1, 1])
-        .micro_batches(2)
-        .build()
-        .unwrap();
+    let mut pipeline = untripped_pipeline(&device, &[(6, 6), (6, 3)], 2);
     let mut batch = synthetic::classification(1, 0, 8, 6, 3, &device);
     batch.inputs = batch.targets.clone();
     let err = pipeline.train_step(&batch).unwrap_err();
@@ -245,17 +244,7 @@ fn a_layer_error_is_reported_not_panicked() {
 fn a_batch_that_does_not_split_is_an_error_before_any_thread_starts() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let device = Device::flex();
-    let idle = Trip {
-        micro_batch: usize::MAX,
-        in_backward: false,
-        calls: Arc::new(AtomicUsize::new(0)),
-    };
-    let mut pipeline = Pipeline::builder()
-        .layers(layers(&device, 99, idle, &[(6, 6), (6, 3)]))
-        .balance([1, 1])
-        .micro_batches(3)
-        .build()
-        .unwrap();
+    let mut pipeline = untripped_pipeline(&device, &[(6, 6), (6, 3)], 3);
     let batch = synthetic::classification(1, 0, 8, 6, 3, &device);
     let err = pipeline.train_step(&batch).unwrap_err().to_string();
     assert!(

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crossbeam_channel::{Receiver, Sender, select, unbounded};
-use pipetrain_schedules::{MicroBatchId, StageId};
+use pipetrain_schedules::{ActionKind, MicroBatchId, StageId};
 
 use crate::abort::Abort;
 use crate::activation::Activation;
@@ -22,6 +22,20 @@ pub enum Flow {
     Activation,
     /// An input gradient, from stage s to s − 1.
     Gradient,
+}
+
+impl Flow {
+    /// The flow a transfer action moves: activations for `SF`/`RF`, gradients for `SB`/`RB`.
+    ///
+    /// # Panics
+    /// On an action kind that is not a transfer.
+    pub fn of(kind: ActionKind) -> Flow {
+        match kind {
+            ActionKind::SendActivation | ActionKind::RecvActivation => Flow::Activation,
+            ActionKind::SendGradient | ActionKind::RecvGradient => Flow::Gradient,
+            other => panic!("{other} moves no tensor between stages"),
+        }
+    }
 }
 
 /// The tag of one message.

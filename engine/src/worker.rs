@@ -172,11 +172,7 @@ impl<'a, L: Layer, T: Transport> Worker<'a, L, T> {
         };
         match action.kind {
             ActionKind::RecvActivation | ActionKind::RecvGradient => {
-                let flow = if action.kind == ActionKind::RecvActivation {
-                    Flow::Activation
-                } else {
-                    Flow::Gradient
-                };
+                let flow = Flow::of(action.kind);
                 let payload = self
                     .transport
                     .recv(tag(flow))?
@@ -184,11 +180,7 @@ impl<'a, L: Layer, T: Transport> Worker<'a, L, T> {
                 self.received.insert(tag(flow), payload);
             }
             ActionKind::SendActivation | ActionKind::SendGradient => {
-                let flow = if action.kind == ActionKind::SendActivation {
-                    Flow::Activation
-                } else {
-                    Flow::Gradient
-                };
+                let flow = Flow::of(action.kind);
                 let payload = self
                     .outgoing
                     .remove(&tag(flow))
