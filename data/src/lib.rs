@@ -1,0 +1,4 @@
+//! # pipetrain-data
+//!
+//! Datasets, a distributed sampler with the semantics of PyTorch's `DistributedSampler`, and
+//! loaders for real file formats.
