@@ -1,7 +1,9 @@
 //! Single-device training: the reference every pipeline must match.
 
-use burn::optim::{GradientsParams, ModuleOptimizer};
+use burn::optim::{GradientsAccumulator, GradientsParams, ModuleOptimizer};
 use burn::prelude::*;
+
+use pipetrain_schedules::{Action, MicroBatchId};
 
 use crate::activation::Activation;
 use crate::error::{Cause, EngineError, Result};
@@ -10,7 +12,9 @@ use crate::loss::Loss;
 use crate::optimizer::OptimizerConfig;
 use crate::params;
 
-/// Plain training of the whole layer sequence on one device, one full-batch step at a time.
+/// Plain training of the whole layer sequence on one device, one step at a time: either one
+/// forward of the full batch ([`step`](Self::step)) or the same micro-batches a pipeline runs,
+/// one after another, with accumulated gradients ([`step_chunked`](Self::step_chunked)).
 pub struct SingleDevice<L: Layer> {
     layers: Vec<L>,
     optimizer: ModuleOptimizer,
@@ -40,11 +44,73 @@ impl<L: Layer> SingleDevice<L> {
         loss: &dyn Loss,
         learning_rate: f64,
     ) -> Result<f64> {
+        let value = self.forward_loss(inputs, targets, loss, None)?;
+        let reported = value.clone().inner().into_scalar::<f64>();
+        let grads = GradientsParams::from_grads(value.backward(), &self.layers);
+        let layers = std::mem::take(&mut self.layers);
+        self.layers = self.optimizer.step(learning_rate, layers, grads);
+        Ok(reported)
+    }
+
+    /// One step on the batch cut into `chunks` equal micro-batches (along dimension 0, as the
+    /// pipeline cuts it), run one after another: forward and backward of each with its loss
+    /// scaled by 1/`chunks`, gradients accumulated, then one optimizer step. Returns the mean
+    /// loss (the sum of the scaled micro-batch losses).
+    ///
+    /// For models whose layers only see one example at a time this equals [`step`](Self::step)
+    /// up to rounding. For models whose forward depends on the batch — batch norm — it is the
+    /// reference a pipeline with `chunks` micro-batches must match: each micro-batch is
+    /// normalized with its own statistics, and running statistics are updated once per
+    /// micro-batch, in micro-batch order.
+    ///
+    /// # Errors
+    /// [`EngineError::Batch`] if the batch does not split into `chunks` equal parts; a layer or
+    /// loss error names the failing micro-batch.
+    pub fn step_chunked(
+        &mut self,
+        inputs: Activation,
+        targets: Activation,
+        chunks: usize,
+        loss: &dyn Loss,
+        learning_rate: f64,
+    ) -> Result<f64> {
+        let inputs = inputs.split(chunks)?;
+        let targets = targets.split(chunks)?;
+        let scale = 1.0 / chunks as f64;
+        let mut accumulated = GradientsAccumulator::<Vec<L>>::new();
+        let mut reported = 0.0;
+        for (i, (x, y)) in inputs.into_iter().zip(targets).enumerate() {
+            let value = self
+                .forward_loss(x, y, loss, Some(MicroBatchId::from(i)))?
+                .mul_scalar(scale);
+            reported += value.clone().inner().into_scalar::<f64>();
+            let grads = GradientsParams::from_grads(value.backward(), &self.layers);
+            accumulated.accumulate(&self.layers, grads);
+        }
+        let layers = std::mem::take(&mut self.layers);
+        self.layers = self
+            .optimizer
+            .step(learning_rate, layers, accumulated.grads());
+        Ok(reported)
+    }
+
+    /// Forward of every layer and the loss, on the autodiff device. `micro_batch` only labels
+    /// errors.
+    fn forward_loss(
+        &self,
+        inputs: Activation,
+        targets: Activation,
+        loss: &dyn Loss,
+        micro_batch: Option<MicroBatchId>,
+    ) -> Result<Tensor<1>> {
         let fail = |cause| EngineError::StageFailed {
             replica: Default::default(),
             stage: Default::default(),
-            micro_batch: None,
-            action: pipetrain_schedules::Action::optimizer_step(Default::default()),
+            micro_batch,
+            action: match micro_batch {
+                Some(mb) => Action::forward(Default::default(), mb),
+                None => Action::optimizer_step(Default::default()),
+            },
             source: cause,
         };
         let mut x = inputs.to_device(&self.device);
@@ -58,14 +124,8 @@ impl<L: Layer> SingleDevice<L> {
                 })
             })?;
         }
-        let value = loss
-            .loss(x, targets.to_device(&self.device))
-            .map_err(|e| fail(Cause::Loss(e)))?;
-        let reported = value.clone().inner().into_scalar::<f64>();
-        let grads = GradientsParams::from_grads(value.backward(), &self.layers);
-        let layers = std::mem::take(&mut self.layers);
-        self.layers = self.optimizer.step(learning_rate, layers, grads);
-        Ok(reported)
+        loss.loss(x, targets.to_device(&self.device))
+            .map_err(|e| fail(Cause::Loss(e)))
     }
 
     /// The layers.

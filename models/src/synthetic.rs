@@ -62,3 +62,103 @@ pub fn regression(
         targets: Tensor::<2>::from_data(TensorData::new(y, [batch, outputs]), device).into(),
     }
 }
+
+/// Image classification batch: `[batch, channels, side, side]` images and labels uniform in
+/// `0..classes`. Each class shifts every pixel of channel `c` by its own mean `μ[class][c]`
+/// (drawn `N(0, 1)` once per `seed`, the same for every batch of the run) on top of `N(0, 1)`
+/// noise, so a model that pools globally can learn the labels.
+///
+/// ```
+/// use burn::prelude::*;
+/// use pipetrain_models::synthetic::images;
+/// let a = images(7, 3, 4, 2, 8, 3, &Device::flex());
+/// assert_eq!(a.inputs.dims(), vec![4, 2, 8, 8]);
+/// assert_eq!(a.targets.dims(), vec![4]);
+/// assert_eq!(a.inputs.to_f64_vec(), images(7, 3, 4, 2, 8, 3, &Device::flex()).inputs.to_f64_vec());
+/// ```
+pub fn images(
+    seed: u64,
+    index: u64,
+    batch: usize,
+    channels: usize,
+    side: usize,
+    classes: usize,
+    device: &Device,
+) -> Batch {
+    let mut means = ChaCha8Rng::seed_from_u64(seed ^ 0x1a6e_5eed);
+    let mu: Vec<f32> = (0..classes * channels)
+        .map(|_| means.sample(StandardNormal))
+        .collect();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x1a6e_da7a);
+    rng.set_stream(index);
+    let y: Vec<i64> = (0..batch)
+        .map(|_| rng.random_range(0..classes as i64))
+        .collect();
+    let pixels = side * side;
+    let mut x = Vec::with_capacity(batch * channels * pixels);
+    for &label in &y {
+        for c in 0..channels {
+            let shift = mu[label as usize * channels + c];
+            x.extend((0..pixels).map(|_| shift + rng.sample::<f32, _>(StandardNormal)));
+        }
+    }
+    Batch {
+        inputs: Tensor::<4>::from_data(TensorData::new(x, [batch, channels, side, side]), device)
+            .into(),
+        targets: Tensor::<1, Int>::from_data(TensorData::new(y, [batch]), device).into(),
+    }
+}
+
+/// Language-modelling batch: `[batch, context]` token ids and their next tokens (the same
+/// sequences shifted by one), both rank-2 int.
+///
+/// The sequences come from a Markov chain fixed by `seed`: every token `v` has a successor
+/// `s(v)` (uniform, drawn once per seed); the first token is uniform, and each next token is
+/// `s(previous)` with probability 3/4, else uniform in `0..vocab`. The best achievable loss is
+/// the chain's entropy, well below the `ln(vocab)` of a uniform guess.
+///
+/// ```
+/// use burn::prelude::*;
+/// use pipetrain_models::synthetic::tokens;
+/// let b = tokens(7, 0, 2, 8, 16, &Device::flex());
+/// assert_eq!(b.inputs.dims(), vec![2, 8]);
+/// assert_eq!(b.targets.dims(), vec![2, 8]);
+/// let (x, y) = (b.inputs.to_f64_vec(), b.targets.to_f64_vec());
+/// assert_eq!(x[1..8], y[0..7]); // targets are the inputs shifted by one
+/// ```
+pub fn tokens(
+    seed: u64,
+    index: u64,
+    batch: usize,
+    context: usize,
+    vocab: usize,
+    device: &Device,
+) -> Batch {
+    let mut chain = ChaCha8Rng::seed_from_u64(seed ^ 0x70c3_c4a1);
+    let successor: Vec<i64> = (0..vocab)
+        .map(|_| chain.random_range(0..vocab as i64))
+        .collect();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x70c3_da7a);
+    rng.set_stream(index);
+    let (mut x, mut y) = (
+        Vec::with_capacity(batch * context),
+        Vec::with_capacity(batch * context),
+    );
+    for _ in 0..batch {
+        let mut token = rng.random_range(0..vocab as i64);
+        for _ in 0..context {
+            let next = if rng.random_bool(0.75) {
+                successor[token as usize]
+            } else {
+                rng.random_range(0..vocab as i64)
+            };
+            x.push(token);
+            y.push(next);
+            token = next;
+        }
+    }
+    Batch {
+        inputs: Tensor::<2, Int>::from_data(TensorData::new(x, [batch, context]), device).into(),
+        targets: Tensor::<2, Int>::from_data(TensorData::new(y, [batch, context]), device).into(),
+    }
+}

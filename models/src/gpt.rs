@@ -1,0 +1,258 @@
+//! GPT-like decoder: token + position embedding, `layers` pre-norm transformer blocks with
+//! causal self-attention, and a LayerNorm + Linear head to next-token logits.
+//!
+//! ```text
+//!   [N, T] token ids (int)
+//!   Embedding  wte[ids] + wpe[0..T]                                    [N, T, D]
+//!   Block      x += attn(ln1(x))   (causal, `heads` heads of D/heads)
+//!              x += mlp(ln2(x))    (Linear D→4D, GELU, Linear 4D→D)    (× layers)
+//!   Head       ln_f → Linear D→V (no bias)                             [N, T, V] logits
+//! ```
+//!
+//! Every item is one [`GptLayer`], so the partitioner can cut between any two. There is no
+//! dropout anywhere: a pipelined step then equals a single-device step up to rounding. Pair it
+//! with [`CrossEntropy`](pipetrain_engine::CrossEntropy), which takes rank-3 logits and rank-2
+//! next-token ids and averages over all tokens.
+
+use burn::nn::{
+    Embedding, EmbeddingConfig, Initializer, LayerNorm, LayerNormConfig, Linear, LinearConfig,
+};
+use burn::prelude::*;
+use burn::tensor::Bool;
+use burn::tensor::activation::{gelu, softmax};
+use pipetrain_engine::{Activation, ActivationError, Layer};
+
+/// The shape of a GPT-like decoder.
+///
+/// ```
+/// use burn::prelude::*;
+/// use burn::tensor::Int;
+/// use pipetrain_engine::Layer;
+/// use pipetrain_models::GptConfig;
+/// let device = Device::flex();
+/// let layers = GptConfig::new(16, 8, 16, 2, 2).init(&device);
+/// assert_eq!(layers.len(), 4); // embedding + 2 blocks + head
+/// let mut x = Tensor::<2, Int>::zeros([3, 8], &device).into();
+/// for layer in &layers {
+///     x = layer.forward(x).unwrap();
+/// }
+/// assert_eq!(x.dims(), vec![3, 8, 16]);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GptConfig {
+    /// Vocabulary size: token ids are in `0..vocab`, logits have `vocab` entries.
+    pub vocab: usize,
+    /// Maximum sequence length (rows of the position embedding).
+    pub context: usize,
+    /// Model width D.
+    pub d_model: usize,
+    /// Attention heads; must divide `d_model`.
+    pub heads: usize,
+    /// Transformer blocks.
+    pub layers: usize,
+    /// Hidden width of each block's MLP as a multiple of `d_model` (GPT: 4).
+    pub mlp_ratio: usize,
+    /// Standard deviation of the normal init of both embeddings (GPT-2: 0.02).
+    pub embedding_std: f64,
+}
+
+impl GptConfig {
+    /// A decoder with MLP ratio 4 and embeddings initialized `N(0, 0.02²)`.
+    pub fn new(vocab: usize, context: usize, d_model: usize, heads: usize, layers: usize) -> Self {
+        Self {
+            vocab,
+            context,
+            d_model,
+            heads,
+            layers,
+            mlp_ratio: 4,
+            embedding_std: 0.02,
+        }
+    }
+
+    /// The layer sequence: embedding, blocks `0..layers`, head.
+    ///
+    /// # Panics
+    /// If `heads` is zero or does not divide `d_model`.
+    pub fn init(&self, device: &Device) -> Vec<GptLayer> {
+        assert!(
+            self.heads > 0 && self.d_model % self.heads == 0,
+            "GptConfig: heads ({}) must divide d_model ({})",
+            self.heads,
+            self.d_model
+        );
+        let d = self.d_model;
+        let normal = Initializer::Normal {
+            mean: 0.0,
+            std: self.embedding_std,
+        };
+        let mut layers = vec![GptLayer::Embedding(Embeddings {
+            token: EmbeddingConfig::new(self.vocab, d)
+                .with_initializer(normal.clone())
+                .init(device),
+            position: EmbeddingConfig::new(self.context, d)
+                .with_initializer(normal)
+                .init(device),
+        })];
+        for _ in 0..self.layers {
+            layers.push(GptLayer::Block(Block {
+                norm1: LayerNormConfig::new(d).init(device),
+                attention: CausalSelfAttention {
+                    query: LinearConfig::new(d, d).init(device),
+                    key: LinearConfig::new(d, d).init(device),
+                    value: LinearConfig::new(d, d).init(device),
+                    output: LinearConfig::new(d, d).init(device),
+                    heads: self.heads,
+                },
+                norm2: LayerNormConfig::new(d).init(device),
+                mlp: FeedForward {
+                    up: LinearConfig::new(d, self.mlp_ratio * d).init(device),
+                    down: LinearConfig::new(self.mlp_ratio * d, d).init(device),
+                },
+            }));
+        }
+        layers.push(GptLayer::Head(Head {
+            norm: LayerNormConfig::new(d).init(device),
+            unembed: LinearConfig::new(d, self.vocab)
+                .with_bias(false)
+                .init(device),
+        }));
+        layers
+    }
+}
+
+/// Token embedding plus learned position embedding.
+#[derive(Module, Debug)]
+pub struct Embeddings {
+    /// `[vocab, d_model]`: row `i` is token `i`'s vector.
+    pub token: Embedding,
+    /// `[context, d_model]`: row `t` is added at position `t`.
+    pub position: Embedding,
+}
+
+/// Multi-head self-attention in which position `t` attends only to positions `0..=t`.
+#[derive(Module, Debug)]
+pub struct CausalSelfAttention {
+    /// D → D query projection.
+    pub query: Linear,
+    /// D → D key projection.
+    pub key: Linear,
+    /// D → D value projection.
+    pub value: Linear,
+    /// D → D output projection.
+    pub output: Linear,
+    /// Number of heads (a constant, not a parameter).
+    pub heads: usize,
+}
+
+impl CausalSelfAttention {
+    /// `[N, T, D] → [N, T, D]`.
+    pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
+        let [n, t, d] = x.dims();
+        let (h, dh) = (self.heads, d / self.heads);
+        // [N, T, D] → [N, H, T, Dh]
+        let split = |y: Tensor<3>| y.reshape([n, t, h, dh]).swap_dims(1, 2);
+        let q = split(self.query.forward(x.clone()));
+        let k = split(self.key.forward(x.clone()));
+        let v = split(self.value.forward(x));
+        let scores = q
+            .matmul(k.swap_dims(2, 3))
+            .mul_scalar(1.0 / (dh as f64).sqrt());
+        // true above the diagonal: key position > query position, masked out.
+        let future: Tensor<4, Bool> = Tensor::<2, Bool>::tril_mask([t, t], 0, &scores.device())
+            .reshape([1, 1, t, t])
+            .expand([n, h, t, t]);
+        // A large finite negative rather than -inf: exp underflows to exactly 0 either way,
+        // and no inf ever enters a backward.
+        let weights = softmax(scores.mask_fill(future, -1e9), 3);
+        let y = weights.matmul(v).swap_dims(1, 2).reshape([n, t, d]);
+        self.output.forward(y)
+    }
+}
+
+/// The position-wise MLP of a block: Linear → GELU → Linear.
+#[derive(Module, Debug)]
+pub struct FeedForward {
+    /// D → ratio·D.
+    pub up: Linear,
+    /// ratio·D → D.
+    pub down: Linear,
+}
+
+/// A pre-norm transformer block: `x + attn(ln1(x))`, then `x + mlp(ln2(x))`.
+#[derive(Module, Debug)]
+pub struct Block {
+    /// LayerNorm before attention.
+    pub norm1: LayerNorm,
+    /// Causal self-attention.
+    pub attention: CausalSelfAttention,
+    /// LayerNorm before the MLP.
+    pub norm2: LayerNorm,
+    /// The MLP.
+    pub mlp: FeedForward,
+}
+
+/// The final LayerNorm and the unembedding.
+///
+/// ## Weight layout
+///
+/// `unembed` is a burn [`Linear`] without bias, `logits = x · W` with `W = unembed.weight` of
+/// shape `[d_model, vocab]` (burn's row layout) — the *transpose* of the token embedding
+/// `Embeddings::token.weight`, `[vocab, d_model]`. Tying the two (GPT-2) means
+/// `W = wteᵀ` and summing both gradients; that spans the first and last stage and is left to
+/// the engine.
+#[derive(Module, Debug)]
+pub struct Head {
+    /// The final LayerNorm.
+    pub norm: LayerNorm,
+    /// D → vocab, no bias.
+    pub unembed: Linear,
+}
+
+/// One layer of a [`GptConfig`] model. The embedding takes rank-2 int token ids `[N, T]`; blocks
+/// take and return rank-3 float `[N, T, D]`; the head returns rank-3 float logits `[N, T, V]`.
+#[derive(Module, Debug)]
+// A model holds a handful of layers, once; boxing the block would only add an indirection.
+#[allow(clippy::large_enum_variant)]
+pub enum GptLayer {
+    /// Token + position embedding.
+    Embedding(Embeddings),
+    /// A transformer block.
+    Block(Block),
+    /// Final LayerNorm + unembedding.
+    Head(Head),
+}
+
+impl Layer for GptLayer {
+    fn forward(&self, input: Activation) -> Result<Activation, ActivationError> {
+        Ok(match self {
+            GptLayer::Embedding(e) => {
+                let ids: Tensor<2, Int> = input.int()?;
+                let [_, t] = ids.dims();
+                let context = e.position.weight.dims()[0];
+                if t > context {
+                    return Err(ActivationError::Other(format!(
+                        "sequence of {t} tokens is longer than the context of {context}; \
+                         use sequences of at most {context} tokens or a larger context"
+                    )));
+                }
+                let device = e.token.weight.device();
+                // Token ids arrive plain (int tensors carry no gradient); look them up on the
+                // weights' device.
+                let tokens = e.token.forward(ids.to_device(&device));
+                let positions = e.position.weight.val().narrow(0, 0, t).unsqueeze::<3>();
+                (tokens + positions).into()
+            }
+            GptLayer::Block(b) => {
+                let x: Tensor<3> = input.float()?;
+                let x = x.clone() + b.attention.forward(b.norm1.forward(x));
+                let hidden = gelu(b.mlp.up.forward(b.norm2.forward(x.clone())));
+                (x + b.mlp.down.forward(hidden)).into()
+            }
+            GptLayer::Head(h) => {
+                let x: Tensor<3> = input.float()?;
+                h.unembed.forward(h.norm.forward(x)).into()
+            }
+        })
+    }
+}
