@@ -24,19 +24,25 @@
 //!   step (momentum 0.1 each), in micro-batch order, and never on a backward. In evaluation
 //!   (a non-autodiff forward) they normalize instead of the batch statistics.
 //! - Hence a pipeline with `m` micro-batches matches single-device training that runs the same
-//!   `m` micro-batches one after another with accumulated gradients,
+//!   `m` micro-batches one after another with accumulated gradients —
 //!   [`SingleDevice::step_chunked`](pipetrain_engine::SingleDevice::step_chunked) with
-//!   `chunks = m` — not one full-batch forward ([`SingleDevice::step`](pipetrain_engine::SingleDevice::step)),
-//!   whose statistics and single running-statistics update differ. With data parallelism each
-//!   replica keeps its own running statistics (only parameter gradients are reduced).
-//! - burn's running state is kept per thread and averaged across threads on sync; a stage runs
-//!   its whole step on one thread of its pool (`threads_per_worker(1)` makes that always the
-//!   same thread), which keeps the updates sequential and exact.
+//!   `chunks = m` — and not one full-batch forward
+//!   ([`SingleDevice::step`](pipetrain_engine::SingleDevice::step)), whose statistics and
+//!   single running-statistics update differ.
+//! - Data parallelism reduces parameter gradients only; running statistics are buffers, so each
+//!   replica keeps its own (not covered by these tests).
+//! - burn keeps a running state's updates per thread and *averages* the values of different
+//!   threads when it syncs. A stage runs each step on one thread of its pool; with
+//!   `threads_per_worker(1)` that is always the same thread, so the updates chain exactly as in
+//!   the reference. With more threads a step may land on another pool thread and the running
+//!   statistics (only they: they never enter a training forward) can drift from the reference.
 //! - **Re-materialization must be [`Remat::Never`](pipetrain_engine::Remat::Never)** for a
-//!   model with batch norm: remat's first pass runs the stage on plain (non-autodiff) tensors,
-//!   where `BatchNorm` takes its evaluation path (running statistics), so the activation sent
-//!   downstream would not be the one the backward recomputes, and running statistics would be
-//!   updated twice per micro-batch.
+//!   model with batch norm — and that is not the default (`ExceptLast`), so set it. Remat's
+//!   first forward runs on `Module::valid()` copies, where `BatchNorm` takes its evaluation
+//!   path (running statistics): the activation sent downstream is not the one the backward
+//!   recomputes with micro-batch statistics, so the gradients do not belong to the loss, and
+//!   running statistics are updated at recomputation time, in backward order. The test
+//!   `remat_is_not_exact_for_batch_norm` shows the difference.
 //!
 //! The parameter lists compared by [`difference`](pipetrain_engine::difference) include the
 //! running statistics (burn visits them like parameters), so the equivalence test checks them

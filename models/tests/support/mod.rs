@@ -8,8 +8,8 @@ use pipetrain_engine::{
 use pipetrain_schedules::{Lowering, ReplicaId, ScheduleKind, StageId, WorkerId, lower, validate};
 
 /// Trains `init` cut before layer `cut` into 2 stages, `micro_batches` per step, SGD at
-/// `learning_rate`, one step per batch of `data`; returns every parameter (stage 0's first)
-/// and the step losses.
+/// `learning_rate`, re-materialization `remat`, one step per batch of `data`; returns every
+/// parameter (stage 0's first) and the step losses.
 pub fn two_stages<L: pipetrain_engine::Layer>(
     init: &[L],
     cut: usize,
@@ -17,6 +17,7 @@ pub fn two_stages<L: pipetrain_engine::Layer>(
     schedule: ScheduleKind,
     micro_batches: usize,
     learning_rate: f64,
+    remat: Remat,
 ) -> (Vec<Vec<f32>>, Vec<f64>) {
     let device = Device::flex();
     let optimizer = OptimizerConfig::sgd();
@@ -34,8 +35,7 @@ pub fn two_stages<L: pipetrain_engine::Layer>(
     let config = StepConfig {
         plan: &plan,
         learning_rate,
-        // batch norm: remat's first pass would take the evaluation path (see `resnet`).
-        remat: Remat::Never,
+        remat,
         loss: &CrossEntropy,
     };
     let mut losses = Vec::new();
