@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use burn::prelude::*;
-use pipetrain_engine::{CrossEntropy, Layer, Loss, OptimizerConfig, Remat};
+use pipetrain_engine::{CrossEntropy, DataParallel, Layer, Loss, OptimizerConfig, Remat};
 use pipetrain_partitioner::Partition;
 use pipetrain_schedules::ScheduleKind;
 
@@ -49,6 +49,10 @@ pub struct PipelineBuilder<L: Layer> {
     loss: Arc<dyn Loss>,
     devices: Vec<Device>,
     threads: Option<usize>,
+    replicas: usize,
+    accumulate: usize,
+    zero: u8,
+    bucket_bytes: usize,
 }
 
 impl<L: Layer> Default for PipelineBuilder<L> {
@@ -65,6 +69,10 @@ impl<L: Layer> Default for PipelineBuilder<L> {
             loss: Arc::new(CrossEntropy),
             devices: Vec::new(),
             threads: None,
+            replicas: 1,
+            accumulate: 1,
+            zero: 0,
+            bucket_bytes: DataParallel::default().bucket_bytes,
         }
     }
 }
@@ -125,7 +133,41 @@ impl<L: Layer> PipelineBuilder<L> {
         self
     }
 
-    /// Devices: one for every stage, or a single one for all. Default: the CPU.
+    /// Data-parallel replicas of the whole pipeline (default 1): `replicas × stages` workers.
+    /// Replica i trains on the i-th contiguous shard of every mini-batch; the stage-s workers
+    /// sum their gradients with an all-reduce after their last backward. The mini-batch must
+    /// split evenly into `replicas × micro_batches` parts.
+    pub fn replicas(mut self, replicas: usize) -> Self {
+        self.replicas = replicas;
+        self
+    }
+
+    /// Gradient accumulation (default 1): gradients of `k` consecutive
+    /// [`train_step`](Pipeline::train_step) calls are summed, with no all-reduce, and the
+    /// optimizer steps on the k-th (PyTorch DDP's `no_sync`). k calls on batches b₁…b_k equal one
+    /// step on their concatenation.
+    pub fn accumulate(mut self, k: usize) -> Self {
+        self.accumulate = k;
+        self
+    }
+
+    /// ZeRO stage: 0 (default, every replica keeps full optimizer state) or 1 (optimizer state
+    /// sharded across the replicas of each stage: gradients are reduce-scattered, each replica
+    /// updates the parameters it owns, then all-gathers the rest). Results are bitwise equal to
+    /// stage 0.
+    pub fn zero(mut self, stage: u8) -> Self {
+        self.zero = stage;
+        self
+    }
+
+    /// All-reduce bucket size in bytes (default 25 MiB, as PyTorch DDP).
+    pub fn bucket_bytes(mut self, bytes: usize) -> Self {
+        self.bucket_bytes = bytes;
+        self
+    }
+
+    /// Devices: one per stage (shared by the replicas), one per worker (`replicas × stages`,
+    /// replica-major), or a single one for all. Default: the CPU.
     pub fn devices(mut self, devices: impl IntoIterator<Item = Device>) -> Self {
         self.devices = devices.into_iter().collect();
         self
@@ -182,13 +224,39 @@ impl<L: Layer> PipelineBuilder<L> {
                 self.learning_rate
             ));
         }
+        if self.replicas == 0 {
+            return config("replicas = 0: use .replicas(1) / --replicas 1 for no data parallelism");
+        }
+        if self.accumulate == 0 {
+            return config(
+                "accumulate = 0: use .accumulate(1) / --accumulate 1 to step after every batch",
+            );
+        }
+        if self.zero > 1 {
+            return config(format!(
+                "ZeRO stage {} is not supported: use 0 (off) or 1 (optimizer state sharded)",
+                self.zero
+            ));
+        }
+        if self.bucket_bytes < 4 {
+            return config(format!(
+                "bucket of {} bytes cannot hold one f32 gradient; use at least 4 (default 25 MiB)",
+                self.bucket_bytes
+            ));
+        }
+        let workers = stages * self.replicas;
         let devices = match self.devices.len() {
-            0 => vec![Device::flex(); stages],
-            1 => vec![self.devices[0].clone(); stages],
-            k if k == stages => self.devices,
+            0 => vec![Device::flex(); workers],
+            1 => vec![self.devices[0].clone(); workers],
+            k if k == stages => (0..workers)
+                .map(|w| self.devices[w % stages].clone())
+                .collect(),
+            k if k == workers => self.devices,
             k => {
                 return config(format!(
-                    "{k} devices for {stages} stages: give one device per stage, or one for all"
+                    "{k} devices for {} replicas × {stages} stages: give one device per stage, \
+                     one per worker ({workers}), or one for all",
+                    self.replicas
                 ));
             }
         };
@@ -206,6 +274,12 @@ impl<L: Layer> PipelineBuilder<L> {
             loss: self.loss,
             devices,
             threads: self.threads,
+            data_parallel: DataParallel {
+                bucket_bytes: self.bucket_bytes,
+                zero: self.zero == 1,
+                accumulation: self.accumulate,
+            },
+            replicas: self.replicas,
         })
     }
 }

@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use burn::prelude::*;
 use pipetrain_engine::{
-    Activation, Batch, EngineError, Layer, Loss, OptimizerConfig, Remat, Shard, StageState,
-    StepConfig, pool, profile, run_step,
+    Activation, Batch, DataParallel, EngineError, Layer, Loss, OptimizerConfig, Remat, Shard,
+    StageState, StepConfig, pool, profile, run_step_with,
 };
 use pipetrain_partitioner::{LayerCost, Partition, partition_by_time};
 use pipetrain_schedules::{
@@ -42,14 +42,17 @@ pub(crate) struct Settings<L: Layer> {
     pub optimizer: OptimizerConfig,
     pub learning_rate: f64,
     pub loss: Arc<dyn Loss>,
+    /// One per worker, replica-major.
     pub devices: Vec<Device>,
     pub threads: Option<usize>,
+    pub replicas: usize,
+    pub data_parallel: DataParallel,
 }
 
 enum State<L: Layer> {
     /// Not split yet: the split is measured on the first batch.
     Pending(Vec<L>),
-    /// One worker per stage.
+    /// One worker per (replica, stage), replica-major.
     Running(Vec<StageState<L>>),
 }
 
@@ -81,7 +84,13 @@ pub struct Pipeline<L: Layer> {
     split: Split,
     partition: Option<Partition>,
     plan: Plan,
+    /// The plan of a non-final accumulation step: no all-reduce, no optimizer step.
+    accumulating_plan: Plan,
     micro_batches: usize,
+    replicas: usize,
+    data_parallel: DataParallel,
+    /// train_step calls since the last optimizer step.
+    pending: usize,
     schedule: ScheduleKind,
     remat: Remat,
     optimizer: OptimizerConfig,
@@ -102,20 +111,30 @@ impl<L: Layer> Pipeline<L> {
 
     pub(crate) fn new(s: Settings<L>) -> Result<Self> {
         let stages = s.split.stages();
-        let plan = lower(
-            &s.schedule.plan(stages, s.micro_batches)?,
-            Lowering::default(),
-        );
+        let unlowered = s.schedule.plan(stages, s.micro_batches)?;
+        let plan = lower(&unlowered, Lowering::default());
         pipetrain_schedules::validate(&plan)?;
+        let accumulating_plan = lower(
+            &unlowered,
+            Lowering {
+                all_reduce: false,
+                optimizer_step: false,
+            },
+        );
+        pipetrain_schedules::validate(&accumulating_plan)?;
         let threads = s
             .threads
-            .unwrap_or_else(|| pool::threads_per_worker(stages));
+            .unwrap_or_else(|| pool::threads_per_worker(stages * s.replicas));
         let mut pipeline = Self {
             state: State::Pending(s.layers),
             partition: None,
             split: s.split,
             plan,
+            accumulating_plan,
             micro_batches: s.micro_batches,
+            replicas: s.replicas,
+            data_parallel: s.data_parallel,
+            pending: 0,
             schedule: s.schedule,
             remat: s.remat,
             optimizer: s.optimizer,
@@ -137,6 +156,21 @@ impl<L: Layer> Pipeline<L> {
     /// Number of stages.
     pub fn stages(&self) -> usize {
         self.split.stages()
+    }
+
+    /// Data-parallel replicas.
+    pub fn replicas(&self) -> usize {
+        self.replicas
+    }
+
+    /// Steps whose gradients are accumulated before one optimizer step.
+    pub fn accumulation(&self) -> usize {
+        self.data_parallel.accumulation
+    }
+
+    /// Whether optimizer state is sharded across replicas (ZeRO-1).
+    pub fn zero(&self) -> bool {
+        self.data_parallel.zero
     }
 
     /// Micro-batches per step.
@@ -199,21 +233,23 @@ impl<L: Layer> Pipeline<L> {
             .iter()
             .map(|s| s.bubble_fraction)
             .collect();
-        let mut layers = layers.into_iter();
-        let workers = partition
-            .iter()
-            .map(|(stage, range)| {
-                let stage_layers: Vec<L> = layers.by_ref().take(range.len()).collect();
-                let id = WorkerId::new(ReplicaId(0), stage);
-                StageState::new(
+        // Every replica starts from clones of the same layers: same values, same parameter ids.
+        let stages = partition.stages();
+        let mut workers = Vec::with_capacity(self.replicas * stages);
+        for replica in 0..self.replicas {
+            let mut layers = layers.iter();
+            for (stage, range) in partition.iter() {
+                let stage_layers: Vec<L> = layers.by_ref().take(range.len()).cloned().collect();
+                let id = WorkerId::new(ReplicaId::from(replica), stage);
+                workers.push(StageState::new(
                     id,
                     stage_layers,
-                    &self.devices[stage.index()],
+                    &self.devices[id.rank(stages)],
                     &self.optimizer,
                     self.threads,
-                )
-            })
-            .collect();
+                ));
+            }
+        }
         self.state = State::Running(workers);
         self.partition = Some(partition);
         Ok(())
@@ -245,18 +281,41 @@ impl<L: Layer> Pipeline<L> {
         }
     }
 
-    /// One training step on `batch` (split into m micro-batches): forward and backward through
-    /// the pipeline, one optimizer step per stage. Equal to one full-batch step on one device.
+    /// One training step on `batch`: replica i takes the i-th of `replicas` contiguous shards,
+    /// split into m micro-batches; forward and backward through the pipeline; the stages'
+    /// gradients are summed over the replicas; one optimizer step per worker. Equal to one
+    /// full-batch step on one device. With [`accumulate(k)`](crate::PipelineBuilder::accumulate)
+    /// only every k-th call all-reduces and steps ([`StepReport::optimizer_step`]).
     pub fn train_step(&mut self, batch: &Batch) -> Result<StepReport> {
         if self.poisoned {
             return Err(EngineError::Poisoned.into());
         }
+        let (r, m) = (self.replicas, self.micro_batches);
+        let rows = batch.len();
+        if rows % (r * m) != 0 {
+            return Err(Error::Config(format!(
+                "a batch of {rows} rows does not split into {r} replicas × {m} micro-batches; \
+                 use a batch size that is a multiple of {}",
+                r * m
+            )));
+        }
         self.ensure_started(&batch.inputs)?;
-        let m = self.micro_batches;
-        let inputs = batch.inputs.clone().split(m).map_err(EngineError::from)?;
-        let targets = batch.targets.clone().split(m).map_err(EngineError::from)?;
-        let shards = vec![Shard { inputs, targets }];
-        let plan = self.plan.clone();
+        let inputs = batch.inputs.clone().split(r).map_err(EngineError::from)?;
+        let targets = batch.targets.clone().split(r).map_err(EngineError::from)?;
+        let mut shards = Vec::with_capacity(r);
+        for (x, y) in inputs.into_iter().zip(targets) {
+            shards.push(Shard {
+                inputs: x.split(m).map_err(EngineError::from)?,
+                targets: y.split(m).map_err(EngineError::from)?,
+            });
+        }
+        let k = self.data_parallel.accumulation;
+        let optimizer_step = self.pending + 1 == k;
+        let plan = if optimizer_step {
+            self.plan.clone()
+        } else {
+            self.accumulating_plan.clone()
+        };
         let loss = Arc::clone(&self.loss);
         let config = StepConfig {
             plan: &plan,
@@ -264,11 +323,41 @@ impl<L: Layer> Pipeline<L> {
             remat: self.remat,
             loss: &*loss,
         };
-        let outcome =
-            run_step(self.workers(), shards, &config).inspect_err(|_| self.poisoned = true)?;
-        let report = StepReport::from_outcome(self.step, batch.len(), outcome, &self.predicted);
+        let data_parallel = self.data_parallel;
+        let outcome = run_step_with(self.workers(), shards, &config, &data_parallel)
+            .inspect_err(|_| self.poisoned = true)?;
+        let mut report = StepReport::from_outcome(self.step, rows, outcome, &self.predicted);
+        // The engine scaled each micro-batch loss by 1/(m·R·k): report this batch's mean.
+        report.loss *= k as f64;
+        report.optimizer_step = optimizer_step;
+        self.pending = if optimizer_step { 0 } else { self.pending + 1 };
         self.step += 1;
         Ok(report)
+    }
+
+    /// Optimizer-state bytes held by each worker, replica-major (with ZeRO-1 each replica holds
+    /// about 1/R of its stage's; before the first step there is none).
+    pub fn optimizer_state_bytes(&self) -> Vec<(WorkerId, usize)> {
+        match &self.state {
+            State::Running(workers) => workers
+                .iter()
+                .map(|w| (w.id(), w.optimizer_state_bytes()))
+                .collect(),
+            State::Pending(_) => Vec::new(),
+        }
+    }
+
+    /// Every float parameter of replica `replica`'s copy of the model, in model order (all
+    /// replicas hold identical values after every optimizer step).
+    pub fn replica_parameters(&self, replica: usize) -> Vec<Vec<f32>> {
+        match &self.state {
+            State::Pending(layers) => pipetrain_engine::parameters(layers),
+            State::Running(workers) => workers
+                .iter()
+                .filter(|w| w.id().replica.index() == replica)
+                .flat_map(|w| pipetrain_engine::parameters(&w.layers().to_vec()))
+                .collect(),
+        }
     }
 
     /// Inference: the whole batch through every stage in turn, without autodiff.
@@ -278,7 +367,8 @@ impl<L: Layer> Pipeline<L> {
         }
         self.ensure_started(&inputs)?;
         let mut x = inputs.detach();
-        for worker in self.workers().iter() {
+        let stages = self.stages();
+        for worker in self.workers().iter().take(stages) {
             let device = worker.device().clone().inner();
             x = x.to_device(&device);
             for layer in worker.layers() {
@@ -291,26 +381,22 @@ impl<L: Layer> Pipeline<L> {
         Ok(x)
     }
 
-    /// The whole model as one layer sequence (stage 0's layers first).
+    /// The whole model as one layer sequence (replica 0's; stage 0's layers first).
     pub fn into_layers(self) -> Vec<L> {
+        let stages = self.stages();
         match self.state {
             State::Pending(layers) => layers,
             State::Running(workers) => workers
                 .into_iter()
+                .take(stages)
                 .flat_map(StageState::into_layers)
                 .collect(),
         }
     }
 
-    /// Every float parameter of the whole model, flattened, in model order.
+    /// Every float parameter of the whole model (replica 0's), flattened, in model order.
     pub fn parameters(&self) -> Vec<Vec<f32>> {
-        match &self.state {
-            State::Pending(layers) => pipetrain_engine::parameters(layers),
-            State::Running(workers) => workers
-                .iter()
-                .flat_map(|w| pipetrain_engine::parameters(&w.layers().to_vec()))
-                .collect(),
-        }
+        self.replica_parameters(0)
     }
 
     /// The layers of `stage` (empty until the split is made).

@@ -20,6 +20,8 @@ pub struct StageReport {
     pub predicted_bubble_fraction: f64,
     /// Most micro-batches stashed at once.
     pub peak_stash: usize,
+    /// When the worker's all-reduce ran, as offsets from the step's start.
+    pub all_reduce: Option<(Duration, Duration)>,
 }
 
 /// What [`crate::Pipeline::train_step`] returns.
@@ -35,6 +37,12 @@ pub struct StepReport {
     pub wall: Duration,
     /// One row per worker, replica-major.
     pub stages: Vec<StageReport>,
+    /// Whether this step ran the optimizer (false on the first k−1 steps of an accumulation).
+    pub optimizer_step: bool,
+    /// Time in gradient all-reduces, summed over workers (zero with one replica).
+    pub all_reduce: Duration,
+    /// Fraction of the all-reduce time that overlapped upstream stages' backward.
+    pub all_reduce_overlap: Option<f64>,
 }
 
 impl StepReport {
@@ -63,6 +71,7 @@ impl StepReport {
         o: StepOutcome,
         predicted: &[f64],
     ) -> Self {
+        let (all_reduce_time, overlap) = (o.all_reduce_time(), o.all_reduce_overlap());
         let stages = o
             .workers
             .into_iter()
@@ -76,6 +85,7 @@ impl StepReport {
                     .copied()
                     .unwrap_or(0.0),
                 peak_stash: w.peak_stash,
+                all_reduce: w.all_reduce,
             })
             .collect();
         Self {
@@ -84,6 +94,9 @@ impl StepReport {
             samples,
             wall: o.wall,
             stages,
+            optimizer_step: true,
+            all_reduce: all_reduce_time,
+            all_reduce_overlap: overlap,
         }
     }
 }

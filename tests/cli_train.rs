@@ -63,6 +63,11 @@ fn tiny<'a>(extra: &[&'a str]) -> Vec<&'a str> {
 /// Runs `pipetrain train <args> --verify`, expects success and returns the parsed
 /// `verify: max_rel_diff=<x>`.
 fn verified(args: &[&str]) -> f64 {
+    verified_run(args).0
+}
+
+/// [`verified`], also returning the run's stdout.
+fn verified_run(args: &[&str]) -> (f64, String) {
     let args = [args, &["--verify"]].concat();
     let stdout = success(&args, train(&args));
     let line = stdout
@@ -77,7 +82,7 @@ fn verified(args: &[&str]) -> f64 {
         x <= TOLERANCE,
         "max_rel_diff {x} > {TOLERANCE}; stdout:\n{stdout}"
     );
-    x
+    (x, stdout)
 }
 
 #[test]
@@ -241,4 +246,68 @@ fn balance_not_summing_to_the_layers_names_both() {
         stderr.contains("sums to 4") && stderr.contains("has 3"),
         "the message names the sum (4) and the layer count (3): {stderr}"
     );
+}
+
+/// The data-parallel runs the issue names, on a small MLP: 2 replicas × 2 stages, plain, with
+/// ZeRO-1 and with accumulation.
+fn replicated(extra: &[&str]) -> String {
+    let base = [
+        "--model",
+        "mlp",
+        "--stages",
+        "2",
+        "--replicas",
+        "2",
+        "--micro-batches",
+        "4",
+        "--steps",
+        "5",
+        "--width",
+        "32",
+        "--hidden-layers",
+        "3",
+        "--batch",
+        "32",
+    ];
+    verified_run(&[&base[..], extra].concat()).1
+}
+
+#[test]
+fn two_replicas_by_two_stages_match_single_device() {
+    let stdout = replicated(&[]);
+    assert!(stdout.contains("2 replicas × 2 stages"), "{stdout}");
+    assert!(
+        stdout.contains("overlapped"),
+        "the step line reports the all-reduce: {stdout}"
+    );
+    assert!(stdout.contains("replica 1 / stage 1"), "{stdout}");
+}
+
+#[test]
+fn zero_one_matches_single_device_and_reports_memory() {
+    let stdout = replicated(&["--zero", "1", "--optimizer", "adam", "--lr", "0.001"]);
+    assert!(
+        stdout.contains("with ZeRO-1") && stdout.contains("saved"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn accumulation_matches_single_device() {
+    replicated(&["--accumulate", "2"]);
+}
+
+#[test]
+fn batch_not_divisible_by_replicas_times_micro_batches_names_them() {
+    let stderr = failure(&tiny(&["--replicas", "3", "--micro-batches", "2"]));
+    assert!(
+        stderr.contains("--replicas 3") && stderr.contains("multiple of 6"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn unsupported_zero_stage_is_refused() {
+    let stderr = failure(&tiny(&["--zero", "3"]));
+    assert!(stderr.contains("ZeRO stage 3"), "{stderr}");
 }

@@ -248,7 +248,8 @@ fn a_batch_that_does_not_split_is_an_error_before_any_thread_starts() {
     let batch = synthetic::classification(1, 0, 8, 6, 3, &device);
     let err = pipeline.train_step(&batch).unwrap_err().to_string();
     assert!(
-        err.contains("batch of 8 rows does not split into 3 equal parts"),
+        err.contains("batch of 8 rows does not split into 1 replicas × 3 micro-batches")
+            && err.contains("multiple of 3"),
         "{err}"
     );
     // Not a worker failure: the pipeline is still usable.

@@ -40,7 +40,7 @@ pub enum Cause {
     Transport(String),
     /// The collective failed.
     #[error("collective: {0}")]
-    Collective(String),
+    Collective(#[from] crate::collective::CollectiveError),
 }
 
 /// Everything the engine can return.

@@ -17,6 +17,11 @@ pub struct WorkerReport {
     pub bubble_fraction: f64,
     /// Most micro-batches stashed at once.
     pub peak_stash: usize,
+    /// When this worker's gradient all-reduce ran (offsets from the step's start); `None` with
+    /// one replica or on a step without an all-reduce.
+    pub all_reduce: Option<(Duration, Duration)>,
+    /// When this worker's last backward of the step ended (offset from the step's start).
+    pub backward_end: Option<Duration>,
 }
 
 /// What [`crate::run_step`] returns.
@@ -31,6 +36,41 @@ pub struct StepOutcome {
 }
 
 impl StepOutcome {
+    /// Total time spent in gradient all-reduces, summed over workers.
+    pub fn all_reduce_time(&self) -> Duration {
+        self.workers
+            .iter()
+            .filter_map(|w| w.all_reduce.map(|(a, b)| b.saturating_sub(a)))
+            .sum()
+    }
+
+    /// The fraction of all-reduce time that ran while an upstream stage of the same replica was
+    /// still computing backward: the overlap of communication with computation. `None` when no
+    /// all-reduce ran.
+    pub fn all_reduce_overlap(&self) -> Option<f64> {
+        let total = self.all_reduce_time();
+        if total.is_zero() {
+            return None;
+        }
+        let overlapped: Duration = self
+            .workers
+            .iter()
+            .filter_map(|w| {
+                let (start, end) = w.all_reduce?;
+                let horizon = self
+                    .workers
+                    .iter()
+                    .filter(|u| {
+                        u.worker.replica == w.worker.replica && u.worker.stage < w.worker.stage
+                    })
+                    .filter_map(|u| u.backward_end)
+                    .max()?;
+                Some(end.min(horizon).saturating_sub(start))
+            })
+            .sum();
+        Some(overlapped.as_secs_f64() / total.as_secs_f64())
+    }
+
     /// Overall bubble: total idle over total worker time.
     pub fn bubble_fraction(&self) -> f64 {
         let total = self.wall.as_secs_f64() * self.workers.len() as f64;

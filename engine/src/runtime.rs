@@ -12,6 +12,7 @@ use pipetrain_schedules::{Plan, StageId};
 
 use crate::abort::Abort;
 use crate::activation::Activation;
+use crate::collective::ChannelCollective;
 use crate::error::{EngineError, Result, panic_message};
 use crate::layer::Layer;
 use crate::loss::Loss;
@@ -42,12 +43,49 @@ pub struct StepConfig<'a> {
     pub loss: &'a dyn Loss,
 }
 
+/// How replicas combine their gradients.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DataParallel {
+    /// Bytes per all-reduce bucket (PyTorch DDP's default: 25 MiB). The gradients of a stage
+    /// are reduced bucket by bucket, in a fixed order.
+    pub bucket_bytes: usize,
+    /// ZeRO stage 1: optimizer state sharded across the replicas of each stage.
+    pub zero: bool,
+    /// Steps whose gradients are summed before one optimizer step (DDP's `no_sync`): the loss
+    /// is scaled by 1/(m·R·accumulation). Only the last of them should run a plan with an
+    /// all-reduce and an optimizer step.
+    pub accumulation: usize,
+}
+
+impl Default for DataParallel {
+    fn default() -> Self {
+        Self {
+            bucket_bytes: 25 << 20,
+            zero: false,
+            accumulation: 1,
+        }
+    }
+}
+
 /// Runs one training step. `workers` are replica-major (`replicas × plan.stages()`), `shards`
-/// one per replica, each with `plan.micro_batches()` micro-batches.
+/// one per replica, each with `plan.micro_batches()` micro-batches. Replicas sum their gradients
+/// with [`DataParallel::default`]; see [`run_step_with`].
 pub fn run_step<L: Layer>(
     workers: &mut [StageState<L>],
     shards: Vec<Shard>,
     config: &StepConfig<'_>,
+) -> Result<StepOutcome> {
+    run_step_with(workers, shards, config, &DataParallel::default())
+}
+
+/// [`run_step`] with explicit data-parallel settings. The stage-s workers of all replicas form
+/// one collective group (in-process [`ChannelCollective`]); each all-reduces right after its
+/// own last backward, overlapping the backward of upstream stages.
+pub fn run_step_with<L: Layer>(
+    workers: &mut [StageState<L>],
+    shards: Vec<Shard>,
+    config: &StepConfig<'_>,
+    data_parallel: &DataParallel,
 ) -> Result<StepOutcome> {
     let plan = config.plan;
     let (stages, micro_batches, replicas) = (plan.stages(), plan.micro_batches(), shards.len());
@@ -69,9 +107,11 @@ pub fn run_step<L: Layer>(
         learning_rate: config.learning_rate,
         remat: config.remat,
         loss: config.loss,
-        loss_scale: 1.0 / (micro_batches * replicas) as f64,
+        loss_scale: 1.0 / (micro_batches * replicas * data_parallel.accumulation.max(1)) as f64,
         abort: Arc::clone(&abort),
         start: Instant::now(),
+        bucket_elems: (data_parallel.bucket_bytes / std::mem::size_of::<f32>()).max(1),
+        zero: data_parallel.zero,
     };
     let mut feeds: Vec<Feed> = Vec::with_capacity(workers.len());
     for shard in shards {
@@ -89,13 +129,21 @@ pub fn run_step<L: Layer>(
     let transports: Vec<ChannelTransport> = (0..replicas)
         .flat_map(|_| ChannelTransport::pipeline(stages, &abort))
         .collect();
+    // groups[s][r]: stage s's member for replica r; handed out replica-major below.
+    let mut groups: Vec<std::vec::IntoIter<ChannelCollective>> = (0..stages)
+        .map(|_| ChannelCollective::group(replicas, &abort).into_iter())
+        .collect();
+    let collectives: Vec<ChannelCollective> = (0..replicas * stages)
+        .map(|i| groups[i % stages].next().expect("one member per replica"))
+        .collect();
 
     let results = std::thread::scope(|scope| {
         let handles: Vec<_> = workers
             .iter_mut()
             .zip(feeds)
             .zip(transports)
-            .map(|((state, feed), transport)| {
+            .zip(collectives)
+            .map(|(((state, feed), transport), collective)| {
                 let id = state.id;
                 let ctx = &ctx;
                 let abort = &abort;
@@ -104,8 +152,10 @@ pub fn run_step<L: Layer>(
                     .spawn_scoped(scope, move || {
                         let program = plan.program(StageId::from(id.stage.index()));
                         let pool = Arc::clone(&state.pool);
-                        let outcome =
-                            pool.install(|| Worker::new(state, transport, feed, ctx).run(program));
+                        let outcome = pool.install(|| {
+                            Worker::new(state, transport, Box::new(collective), feed, ctx)
+                                .run(program)
+                        });
                         if outcome.is_none() && !abort.is_aborted() {
                             unreachable!("a worker that stops early has recorded why");
                         }

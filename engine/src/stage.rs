@@ -7,6 +7,7 @@ use burn::prelude::*;
 use pipetrain_schedules::WorkerId;
 use rayon::ThreadPool;
 
+use crate::adapter::{self, Accumulator};
 use crate::layer::Layer;
 use crate::optimizer::OptimizerConfig;
 use crate::pool;
@@ -18,6 +19,10 @@ pub struct StageState<L: Layer> {
     pub(crate) optimizer: ModuleOptimizer,
     pub(crate) device: Device,
     pub(crate) pool: Arc<ThreadPool>,
+    /// Gradients summed since the last optimizer step: over micro-batches, and over steps when
+    /// accumulating (the plan of a non-final accumulation step has no all-reduce and no
+    /// optimizer step).
+    pub(crate) grads: Accumulator<Vec<L>>,
 }
 
 impl<L: Layer> StageState<L> {
@@ -42,6 +47,7 @@ impl<L: Layer> StageState<L> {
             optimizer: optimizer.init(),
             device,
             pool: Arc::new(pool::worker_pool(&name, threads)),
+            grads: Accumulator::new(),
         }
     }
 
@@ -63,6 +69,17 @@ impl<L: Layer> StageState<L> {
     /// The device the stage computes on.
     pub fn device(&self) -> &Device {
         &self.device
+    }
+
+    /// Bytes of optimizer state this worker holds (serialized size: e.g. Adam's two moments for
+    /// each parameter it updates; with ZeRO-1 only its own share).
+    pub fn optimizer_state_bytes(&self) -> usize {
+        adapter::optimizer_state_bytes(&self.optimizer)
+    }
+
+    /// Micro-batches whose gradients are accumulated and not yet applied.
+    pub fn pending_micro_batches(&self) -> usize {
+        self.grads.micro_batches()
     }
 
     /// Threads in the worker's compute pool.

@@ -13,7 +13,8 @@ use pipetrain_schedules::{Action, ActionKind, MicroBatchId, WorkerId};
 
 use crate::abort::Abort;
 use crate::activation::Activation;
-use crate::adapter::{self, Accumulator};
+use crate::adapter::{self, Layout};
+use crate::collective::{Collective, CollectiveError};
 use crate::error::{Cause, EngineError, panic_message};
 use crate::loss::Loss;
 use crate::remat::Remat;
@@ -33,6 +34,10 @@ pub(crate) struct StepContext<'a> {
     pub loss_scale: f64,
     pub abort: Arc<Abort>,
     pub start: Instant,
+    /// Values per all-reduce bucket.
+    pub bucket_elems: usize,
+    /// ZeRO-1: each replica keeps optimizer state for its own share of the parameters.
+    pub zero: bool,
 }
 
 /// Stage 0 reads micro-batch inputs from here, the last stage targets.
@@ -48,6 +53,15 @@ enum Failure {
     Stopped,
 }
 
+impl From<CollectiveError> for Failure {
+    fn from(e: CollectiveError) -> Self {
+        match e {
+            CollectiveError::Aborted => Failure::Stopped,
+            other => Failure::Cause(Cause::Collective(other)),
+        }
+    }
+}
+
 impl From<TransportError> for Failure {
     fn from(e: TransportError) -> Self {
         match e {
@@ -57,15 +71,25 @@ impl From<TransportError> for Failure {
     }
 }
 
+/// Gradients after the all-reduce, waiting for the optimizer step.
+struct Reduced {
+    grads: burn::optim::GradientsParams,
+    /// With ZeRO-1: the layout whose owner ranges say which parameters this replica updates.
+    sharded: Option<Layout>,
+}
+
 pub(crate) struct Worker<'a, L: Layer, T: Transport> {
     pub state: &'a mut StageState<L>,
     pub transport: T,
+    collective: Box<dyn Collective + 'a>,
+    reduced: Option<Reduced>,
+    all_reduce: Option<(Duration, Duration)>,
+    backward_end: Option<Duration>,
     pub feed: Feed,
     pub ctx: &'a StepContext<'a>,
     stash: Stash,
     received: HashMap<Tag, Activation>,
     outgoing: HashMap<Tag, Activation>,
-    grads: Accumulator<Vec<L>>,
     valid: Option<Vec<L>>,
     loss: f64,
     compute: Duration,
@@ -79,18 +103,22 @@ impl<'a, L: Layer, T: Transport> Worker<'a, L, T> {
     pub fn new(
         state: &'a mut StageState<L>,
         transport: T,
+        collective: Box<dyn Collective + 'a>,
         feed: Feed,
         ctx: &'a StepContext<'a>,
     ) -> Self {
         Self {
             state,
             transport,
+            collective,
+            reduced: None,
+            all_reduce: None,
+            backward_end: None,
             feed,
             ctx,
             stash: Stash::default(),
             received: HashMap::new(),
             outgoing: HashMap::new(),
-            grads: Accumulator::new(),
             valid: None,
             loss: 0.0,
             compute: Duration::ZERO,
@@ -161,6 +189,8 @@ impl<'a, L: Layer, T: Transport> Worker<'a, L, T> {
                 idle.as_secs_f64() / wall.as_secs_f64()
             },
             peak_stash: self.stash.peak(),
+            all_reduce: self.all_reduce,
+            backward_end: self.backward_end,
         };
         Some((self.loss, report))
     }
@@ -188,27 +218,78 @@ impl<'a, L: Layer, T: Transport> Worker<'a, L, T> {
                 self.transport.send(tag(flow), payload)?;
             }
             ActionKind::Forward => self.forward(action.mb())?,
-            ActionKind::Backward => self.backward(action.mb())?,
+            ActionKind::Backward => {
+                self.backward(action.mb())?;
+                self.backward_end = Some(self.ctx.start.elapsed());
+            }
             ActionKind::BackwardInput | ActionKind::BackwardWeight => {
                 return Err(Failure::Cause(Cause::Unsupported(format!(
                     "{} is not supported by this engine yet (zero-bubble schedules)",
                     action.kind
                 ))));
             }
-            ActionKind::AllReduce => {
-                // One replica: its gradients are already the sum. Replicas plug a collective in here.
+            ActionKind::AllReduce if self.collective.size() > 1 => {
+                let started = self.ctx.start.elapsed();
+                self.all_reduce_grads()?;
+                self.all_reduce = Some((started, self.ctx.start.elapsed()));
             }
-            ActionKind::OptimizerStep => {
-                let grads = self.grads.take();
-                adapter::step(
-                    &mut self.state.optimizer,
-                    self.ctx.learning_rate,
-                    &mut self.state.layers,
-                    grads,
-                );
-                self.valid = None;
-            }
+            ActionKind::AllReduce => {} // one replica: its gradients are already the sum
+            ActionKind::OptimizerStep => self.optimizer_step()?,
         }
+        Ok(())
+    }
+
+    /// Sums this stage's gradients over its replicas (two or more). Plain data
+    /// parallelism: an all-reduce, bucket by bucket. ZeRO-1: a reduce-scatter, so each replica
+    /// holds the summed gradients of the parameters it owns.
+    fn all_reduce_grads(&mut self) -> Result<(), Failure> {
+        let replicas = self.collective.size();
+        let grads = self.state.grads.take();
+        let layers = &self.state.layers;
+        let owners = if self.ctx.zero { replicas } else { 1 };
+        let layout = Layout::new(layers, &grads, owners);
+        let mut flat = layout.flatten_grads(layers, &grads);
+        drop(grads);
+        self.reduced = Some(if self.ctx.zero {
+            let mine = layout.bounds()[self.collective.rank()].clone();
+            let summed = self.collective.reduce_scatter(&flat, layout.bounds())?;
+            Reduced {
+                grads: layout.grads_from(layers, &summed, mine),
+                sharded: Some(layout),
+            }
+        } else {
+            for bucket in flat.chunks_mut(self.ctx.bucket_elems.max(1)) {
+                self.collective.all_reduce(bucket)?;
+            }
+            Reduced {
+                grads: layout.grads_from(layers, &flat, 0..layout.len()),
+                sharded: None,
+            }
+        });
+        Ok(())
+    }
+
+    /// The optimizer step on the summed gradients; with ZeRO-1 each replica updates its own
+    /// parameters, then all-gathers the others'.
+    fn optimizer_step(&mut self) -> Result<(), Failure> {
+        let (grads, sharded) = match self.reduced.take() {
+            Some(Reduced { grads, sharded }) => (grads, sharded),
+            None => (self.state.grads.take(), None),
+        };
+        adapter::step(
+            &mut self.state.optimizer,
+            self.ctx.learning_rate,
+            &mut self.state.layers,
+            grads,
+        );
+        if let Some(layout) = sharded {
+            let mine = layout.bounds()[self.collective.rank()].clone();
+            let mut flat = layout.flatten_params(&self.state.layers);
+            self.collective.all_gather(&mut flat, layout.bounds())?;
+            let layers = std::mem::take(&mut self.state.layers);
+            self.state.layers = layout.load_params(layers, &flat, mine);
+        }
+        self.valid = None;
         Ok(())
     }
 
@@ -378,7 +459,7 @@ impl<'a, L: Layer, T: Transport> Worker<'a, L, T> {
                 grad,
             );
         }
-        self.grads.add(&self.state.layers, grads);
+        self.state.grads.add(&self.state.layers, grads);
         Ok(())
     }
 }

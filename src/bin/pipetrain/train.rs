@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use burn::prelude::*;
 use clap::ValueEnum;
-use pipetrain::engine::{SingleDevice, difference};
+use pipetrain::engine::{Activation, SingleDevice, difference};
 use pipetrain::{CrossEntropy, OptimizerConfig, Pipeline, Remat, ScheduleKind};
 use pipetrain_models::{MlpConfig, synthetic};
 
@@ -39,7 +39,9 @@ pub enum OptimizerKind {
 #[command(after_help = "Examples:
   pipetrain --stages 2 --micro-batches 8                 # MLP-8x1024, 1F1B, 20 steps
   pipetrain train --stages 3 --micro-batches 4 --schedule gpipe --width 64 --steps 5 --verify
-  pipetrain train --stages 2 --balance 5,4 --remat never --optimizer adam --lr 1e-3")]
+  pipetrain train --stages 2 --balance 5,4 --remat never --optimizer adam --lr 1e-3
+  pipetrain train --stages 2 --replicas 2 --micro-batches 4 --zero 1 --optimizer adam
+  pipetrain train --stages 1 --replicas 2 --accumulate 2 --width 64 --steps 5 --verify")]
 pub struct TrainArgs {
     /// Model to train.
     #[arg(long, value_enum, default_value_t)]
@@ -59,9 +61,19 @@ pub struct TrainArgs {
     /// Layers per stage, e.g. `5,4` (default: balanced by measured time).
     #[arg(long, value_delimiter = ',')]
     pub balance: Option<Vec<usize>>,
-    /// Data-parallel replicas of the pipeline.
+    /// Data-parallel replicas of the pipeline: replica i trains on shard i of every batch, and
+    /// the replicas all-reduce their gradients.
     #[arg(long, default_value_t = 1)]
     pub replicas: usize,
+    /// Batches whose gradients are accumulated (no all-reduce) before each optimizer step.
+    #[arg(long, default_value_t = 1)]
+    pub accumulate: usize,
+    /// ZeRO stage: 0 (off) or 1 (optimizer state sharded across replicas).
+    #[arg(long, default_value_t = 0)]
+    pub zero: u8,
+    /// All-reduce bucket size in MiB.
+    #[arg(long, default_value_t = 25.0)]
+    pub bucket_mb: f64,
     /// Micro-batches per step.
     #[arg(long, default_value_t = 8)]
     pub micro_batches: usize,
@@ -80,7 +92,7 @@ pub struct TrainArgs {
     /// Learning rate.
     #[arg(long, default_value_t = 0.01)]
     pub lr: f64,
-    /// Training steps.
+    /// Optimizer steps (each takes --accumulate batches).
     #[arg(long, default_value_t = 20)]
     pub steps: u64,
     /// Seed of the model init and the synthetic data.
@@ -98,14 +110,6 @@ pub struct TrainArgs {
 pub fn run(args: &TrainArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let schedule: ScheduleKind = args.schedule.parse()?;
     let remat: Remat = args.remat.parse()?;
-    if args.replicas != 1 {
-        return Err(format!(
-            "--replicas {}: data-parallel replicas are not available in this build yet; use \
-             --replicas 1",
-            args.replicas
-        )
-        .into());
-    }
     for (name, value) in [
         ("--width", args.width),
         ("--classes", args.classes),
@@ -115,11 +119,19 @@ pub fn run(args: &TrainArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
             return Err(format!("{name} 0: must be at least 1").into());
         }
     }
-    if args.micro_batches > 0 && args.batch % args.micro_batches != 0 {
+    let parts = args.micro_batches * args.replicas;
+    if parts > 0 && args.batch % parts != 0 {
         return Err(format!(
-            "--batch {} does not split into --micro-batches {} equal micro-batches; use a batch \
-             that is a multiple of {}",
-            args.batch, args.micro_batches, args.micro_batches
+            "--batch {} does not split into --replicas {} × --micro-batches {} equal \
+             micro-batches; use a batch that is a multiple of {parts}",
+            args.batch, args.replicas, args.micro_batches
+        )
+        .into());
+    }
+    if !(args.bucket_mb.is_finite() && args.bucket_mb > 0.0) {
+        return Err(format!(
+            "--bucket-mb {}: must be a positive size in MiB",
+            args.bucket_mb
         )
         .into());
     }
@@ -148,7 +160,11 @@ pub fn run(args: &TrainArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
         .remat(remat)
         .optimizer(optimizer)
         .learning_rate(args.lr)
-        .loss(CrossEntropy);
+        .loss(CrossEntropy)
+        .replicas(args.replicas)
+        .accumulate(args.accumulate)
+        .zero(args.zero)
+        .bucket_bytes((args.bucket_mb * (1u64 << 20) as f64) as usize);
     builder = match (&args.balance, args.stages) {
         (Some(balance), stages) => {
             let b = builder.balance(balance.iter().copied());
@@ -162,48 +178,87 @@ pub fn run(args: &TrainArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let mut pipeline = builder.build()?;
 
     println!(
-        "pipetrain: MLP-{}x{} ({} params), {} stages, {} micro-batches of {}, {schedule}, remat \
-         {remat}, {name} lr {}, {} threads/worker",
+        "pipetrain: MLP-{}x{} ({} params), {} replicas × {} stages, {} micro-batches of {}, \
+         {schedule}, remat {remat}, {name} lr {}, {} threads/worker",
         args.hidden_layers,
         args.width,
         config.num_params(),
+        pipeline.replicas(),
         pipeline.stages(),
         args.micro_batches,
-        args.batch / args.micro_batches.max(1),
+        args.batch / parts,
         args.lr,
         pipeline.threads_per_worker(),
     );
+    if args.accumulate > 1 || args.zero > 0 {
+        println!(
+            "  accumulate {} batches per optimizer step; ZeRO stage {}",
+            args.accumulate, args.zero
+        );
+    }
     let started = Instant::now();
     let mut throughput = Vec::new();
     let mut last = None;
+    let k = args.accumulate.max(1) as u64;
     for step in 0..args.steps {
-        let batch = synthetic::classification(
-            args.seed,
-            step,
-            args.batch,
-            args.width,
-            args.classes,
-            &device,
-        );
-        let report = pipeline.train_step(&batch)?;
+        let batches: Vec<_> = (0..k)
+            .map(|j| {
+                synthetic::classification(
+                    args.seed,
+                    step * k + j,
+                    args.batch,
+                    args.width,
+                    args.classes,
+                    &device,
+                )
+            })
+            .collect();
+        let (mut loss, mut samples, mut wall) = (0.0, 0, std::time::Duration::ZERO);
+        let mut report = None;
+        for batch in &batches {
+            let r = pipeline.train_step(batch)?;
+            loss += r.loss / k as f64;
+            samples += r.samples;
+            wall += r.wall;
+            report = Some(r);
+        }
+        let report = report.expect("at least one batch per step");
         if step == 0 {
             if let Some(p) = pipeline.partition() {
                 println!("stage split: {p} (balance {:?})", p.balance());
             }
         }
         if let Some(single) = reference.as_mut() {
-            single.step(batch.inputs, batch.targets, &CrossEntropy, args.lr)?;
+            let (inputs, targets): (Vec<_>, Vec<_>) =
+                batches.into_iter().map(|b| (b.inputs, b.targets)).unzip();
+            single.step(
+                Activation::cat(inputs)?,
+                Activation::cat(targets)?,
+                &CrossEntropy,
+                args.lr,
+            )?;
         }
+        let sps = samples as f64 / wall.as_secs_f64().max(1e-12);
+        let overlap = report
+            .all_reduce_overlap
+            .map(|o| {
+                format!(
+                    "  all-reduce {:>6.2} ms ({:.0}% overlapped)",
+                    report.all_reduce.as_secs_f64() * 1e3,
+                    100.0 * o
+                )
+            })
+            .unwrap_or_default();
         println!(
-            "step {:>4}/{}  loss {:.6}  {:>8.1} samples/s  bubble {:>5.1}%",
+            "step {:>4}/{}  loss {:.6}  {:>8.1} samples/s  bubble {:>5.1}%{overlap}",
             step + 1,
             args.steps,
-            report.loss,
-            report.samples_per_sec(),
+            loss,
+            sps,
             100.0 * report.bubble_fraction()
         );
         if step > 0 || args.steps == 1 {
-            throughput.push(report.samples_per_sec());
+            throughput.push(sps);
         }
         last = Some(report);
     }
@@ -216,11 +271,15 @@ pub fn run(args: &TrainArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
         median
     );
     if let Some(report) = &last {
-        println!("bubble per stage (last step): measured vs simulated for this plan");
+        println!("bubble per worker (last step): measured vs simulated for this plan");
         for s in &report.stages {
+            let worker = if pipeline.replicas() > 1 {
+                s.worker.to_string()
+            } else {
+                s.worker.stage.to_string()
+            };
             println!(
-                "  {}  measured {:>5.1}%  simulated {:>5.1}%  compute {:>8.2} ms  peak stash {}",
-                s.worker.stage,
+                "  {worker}  measured {:>5.1}%  simulated {:>5.1}%  compute {:>8.2} ms  peak stash {}",
                 100.0 * s.bubble_fraction,
                 100.0 * s.predicted_bubble_fraction,
                 s.compute.as_secs_f64() * 1e3,
@@ -228,7 +287,42 @@ pub fn run(args: &TrainArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
             );
         }
     }
+    if pipeline.replicas() > 1 {
+        println!("optimizer state per worker:");
+        let bytes = pipeline.optimizer_state_bytes();
+        for stage in 0..pipeline.stages() {
+            let of_stage: Vec<usize> = bytes
+                .iter()
+                .filter(|(w, _)| w.stage.index() == stage)
+                .map(|(_, b)| *b)
+                .collect();
+            let total: usize = of_stage.iter().sum();
+            let held = of_stage.iter().max().copied().unwrap_or(0);
+            if pipeline.zero() {
+                let unsharded = total; // the replicas' shares partition the stage's parameters
+                println!(
+                    "  stage {stage}: {} per worker with ZeRO-1, {} without ({:.0}% saved)",
+                    human_bytes(held),
+                    human_bytes(unsharded),
+                    100.0 * (1.0 - held as f64 / unsharded.max(1) as f64)
+                );
+            } else {
+                println!(
+                    "  stage {stage}: {} per worker (--zero 1 shards it across the {} replicas)",
+                    human_bytes(held),
+                    pipeline.replicas()
+                );
+            }
+        }
+    }
     if let Some(single) = reference {
+        let replica0 = pipeline.parameters();
+        for r in 1..pipeline.replicas() {
+            if pipeline.replica_parameters(r) != replica0 {
+                eprintln!("verify FAILED: replica {r} holds different weights than replica 0");
+                return Ok(ExitCode::FAILURE);
+            }
+        }
         let d = difference(&pipeline.parameters(), &single.parameters());
         println!("verify: max_rel_diff={:.3e}", d.max_relative);
         println!(
@@ -243,4 +337,16 @@ pub fn run(args: &TrainArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `n` bytes in B / KiB / MiB / GiB.
+fn human_bytes(n: usize) -> String {
+    let mut value = n as f64;
+    for unit in ["B", "KiB", "MiB"] {
+        if value < 1024.0 {
+            return format!("{value:.1} {unit}");
+        }
+        value /= 1024.0;
+    }
+    format!("{value:.2} GiB")
 }

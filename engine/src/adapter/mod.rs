@@ -9,6 +9,10 @@ use burn::tensor::Gradients;
 
 use crate::activation::{Activation, ActivationError};
 
+mod flat;
+
+pub(crate) use flat::Layout;
+
 /// A received (plain) activation as the leaf of this stage's graph. Float inputs of stages that
 /// must send an input gradient upstream require grad; int inputs (token ids) stay plain.
 pub(crate) fn leaf(input: Activation, require_grad: bool) -> Activation {
@@ -97,6 +101,20 @@ impl<M: Module> Accumulator<M> {
         self.micro_batches = 0;
         self.inner.grads()
     }
+
+    /// Micro-batches accumulated since the last [`take`](Self::take).
+    pub(crate) fn micro_batches(&self) -> usize {
+        self.micro_batches
+    }
+}
+
+/// Bytes of optimizer state (serialized), e.g. Adam's two moments per parameter it updates.
+pub(crate) fn optimizer_state_bytes(optimizer: &ModuleOptimizer) -> usize {
+    optimizer
+        .to_record()
+        .into_bytes()
+        .map(|b| b.len())
+        .unwrap_or(0)
 }
 
 /// One optimizer step; `module` is replaced by its updated value.
