@@ -5,7 +5,9 @@
 //! (one thread per worker). efficiency = throughput / (2 × baseline at the same m), next to the
 //! bound m/(m+1). Run: `cargo bench --bench throughput` (release). Options via env:
 //! `BENCH_STEPS` (default 8 measured steps after 2 warm-up), `BENCH_WIDTH` (1024),
-//! `BENCH_MS` (e.g. "1,4,8,32").
+//! `BENCH_MS` (e.g. "1,4,8,32"), `BENCH_DP_ONLY=1` (only the data-parallel table). Then the
+//! data-parallel table: replicas × stages against the 1-worker baseline, and Adam optimizer state
+//! per worker without and with ZeRO-1.
 
 use std::time::Instant;
 
@@ -28,8 +30,39 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
         .unwrap_or(default)
 }
 
-/// Median samples/s over `steps` measured steps.
+/// One configuration.
+#[derive(Clone, Copy)]
+struct Config {
+    replicas: usize,
+    stages: usize,
+    m: usize,
+    schedule: ScheduleKind,
+    zero: bool,
+    adam: bool,
+}
+
 fn measure(width: usize, stages: usize, m: usize, schedule: ScheduleKind, steps: u64) -> f64 {
+    let config = Config {
+        replicas: 1,
+        stages,
+        m,
+        schedule,
+        zero: false,
+        adam: false,
+    };
+    measure_config(width, config, steps).0
+}
+
+/// Median samples/s over `steps` measured steps, and the largest optimizer state per worker.
+fn measure_config(width: usize, config: Config, steps: u64) -> (f64, usize) {
+    let Config {
+        replicas,
+        stages,
+        m,
+        schedule,
+        zero,
+        adam,
+    } = config;
     let device = Device::flex();
     device.seed(0);
     let layers = MlpConfig::new(width, HIDDEN, CLASSES).init(&device);
@@ -44,9 +77,15 @@ fn measure(width: usize, stages: usize, m: usize, schedule: ScheduleKind, steps:
         .micro_batches(m)
         .schedule(schedule)
         .remat(Remat::Never)
-        .optimizer(OptimizerConfig::sgd())
+        .optimizer(if adam {
+            OptimizerConfig::adam()
+        } else {
+            OptimizerConfig::sgd()
+        })
         .learning_rate(0.01)
         .threads_per_worker(1)
+        .replicas(replicas)
+        .zero(u8::from(zero))
         .build()
         .expect("valid bench configuration");
     let data: Vec<_> = (0..5)
@@ -62,7 +101,52 @@ fn measure(width: usize, stages: usize, m: usize, schedule: ScheduleKind, steps:
         }
     }
     rates.sort_by(f64::total_cmp);
-    rates[rates.len() / 2]
+    let state = pipeline
+        .optimizer_state_bytes()
+        .iter()
+        .map(|(_, b)| *b)
+        .max()
+        .unwrap_or(0);
+    (rates[rates.len() / 2], state)
+}
+
+/// Data-parallel rows: replicas × stages against the 1-worker baseline (SGD), then the optimizer
+/// state per worker with Adam, without and with ZeRO-1.
+fn data_parallel(width: usize, steps: u64) {
+    let row = |replicas, stages, m, zero, adam| Config {
+        replicas,
+        stages,
+        m,
+        schedule: ScheduleKind::OneFOneB,
+        zero,
+        adam,
+    };
+    println!();
+    println!("data parallel (1F1B where stages > 1; batch {BATCH} split over the replicas)");
+    println!(
+        "{:<24} {:>12} {:>12} {:>8}",
+        "replicas x stages, m", "samples/s", "baseline", "speedup"
+    );
+    let base = measure_config(width, row(1, 1, 1, false, false), steps).0;
+    println!("{:<24} {base:>12.1} {:>12} {:>8}", "1 x 1, m=1", "-", "-");
+    for (r, p, m) in [(2, 1, 1), (2, 2, 4), (1, 2, 4)] {
+        let rate = measure_config(width, row(r, p, m, false, false), steps).0;
+        println!(
+            "{:<24} {rate:>12.1} {base:>12.1} {:>8.2}",
+            format!("{r} x {p}, m={m}"),
+            rate / base
+        );
+    }
+    println!();
+    println!("optimizer state per worker, Adam, 2 replicas x 1 stage (serialized bytes)");
+    let (_, full) = measure_config(width, row(2, 1, 1, false, true), 1);
+    let (_, sharded) = measure_config(width, row(2, 1, 1, true, true), 1);
+    println!(
+        "  ZeRO off {:.1} MiB, ZeRO-1 {:.1} MiB ({:.0}% saved)",
+        full as f64 / (1 << 20) as f64,
+        sharded as f64 / (1 << 20) as f64,
+        100.0 * (1.0 - sharded as f64 / full.max(1) as f64)
+    );
 }
 
 fn main() {
@@ -81,6 +165,10 @@ fn main() {
         "{:<10} {:>4} {:>6} {:>12} {:>12} {:>10} {:>10}",
         "schedule", "m", "stages", "samples/s", "baseline", "efficiency", "bound"
     );
+    if std::env::var_os("BENCH_DP_ONLY").is_some() {
+        data_parallel(width, steps);
+        return;
+    }
     for &m in &ms {
         let base = measure(width, 1, m, ScheduleKind::GPipe, steps);
         println!(
@@ -98,4 +186,5 @@ fn main() {
             );
         }
     }
+    data_parallel(width, steps);
 }
