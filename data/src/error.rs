@@ -1,0 +1,301 @@
+//! `DataError`: everything that can go wrong building, sampling or loading data, with the facts
+//! (file, byte offset, sizes) and a remedy.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// The accepted forms of a [`DataSpec`](crate::DataSpec), quoted in [`DataError::BadSpec`].
+pub const ACCEPTED_SPECS: &str = "synthetic, mnist:DIR, cifar10:DIR, text:FILE, tensors:FILE";
+
+/// A shape, shown as `[1, 28, 28]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shape(pub Vec<usize>);
+
+impl fmt::Display for Shape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.0)
+    }
+}
+
+/// Everything that can go wrong in this crate. File errors name the file and, where the file's
+/// bytes are at fault, the byte offset.
+#[derive(Debug, thiserror::Error)]
+pub enum DataError {
+    /// The file could not be read at all.
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+
+    /// The file ends before a field or record it declares.
+    #[error(
+        "{}: truncated at byte offset {offset}: {what} needs {needed} bytes, only {available} \
+         left; the file is incomplete (re-download or re-extract it)",
+        path.display()
+    )]
+    Truncated {
+        /// The file.
+        path: PathBuf,
+        /// Where the missing field or record starts.
+        offset: usize,
+        /// What was being read, e.g. "image pixels".
+        what: String,
+        /// Bytes the field or record needs.
+        needed: usize,
+        /// Bytes the file has from `offset` on.
+        available: usize,
+    },
+
+    /// The file does not start with the magic number of its format.
+    #[error(
+        "{}: bad magic number at byte offset {offset}: found {found:#010x}, expected \
+         {expected:#010x}{hint}",
+        path.display(),
+        hint = magic_hint(*found)
+    )]
+    BadMagic {
+        /// The file.
+        path: PathBuf,
+        /// Where the magic number is (0).
+        offset: usize,
+        /// The big-endian word found.
+        found: u32,
+        /// The word the format requires.
+        expected: u32,
+    },
+
+    /// The bytes are readable but contradict the format (a label out of range, trailing bytes,
+    /// sizes that overflow).
+    #[error("{}: at byte offset {offset}: {message}", path.display())]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// Where the offending bytes start.
+        offset: usize,
+        /// What is wrong and what to do.
+        message: String,
+    },
+
+    /// A class label outside `0..classes`.
+    #[error(
+        "{}: label {label} at byte offset {offset} is not a class in 0..{classes}; the file is \
+         not a {format} file or is corrupt",
+        path.display()
+    )]
+    BadLabel {
+        /// The file.
+        path: PathBuf,
+        /// Where the label byte is.
+        offset: usize,
+        /// The label found.
+        label: u64,
+        /// Number of classes of the format.
+        classes: u64,
+        /// The format, e.g. "CIFAR-10".
+        format: &'static str,
+    },
+
+    /// The images file and the labels file disagree on the number of examples.
+    #[error(
+        "{} holds {images} images but {} holds {labels} labels; use the labels file that belongs \
+         to the images file (train-* with train-*, t10k-* with t10k-*)",
+        images_path.display(),
+        labels_path.display()
+    )]
+    CountMismatch {
+        /// The images file.
+        images_path: PathBuf,
+        /// Images it declares.
+        images: usize,
+        /// The labels file.
+        labels_path: PathBuf,
+        /// Labels it declares.
+        labels: usize,
+    },
+
+    /// A text file too short for one window.
+    #[error(
+        "{}: {bytes} bytes is too short for one window of context {context} (needs at least \
+         {needed} bytes at offset 0); use a smaller context or a longer file",
+        path.display()
+    )]
+    TooShort {
+        /// The file.
+        path: PathBuf,
+        /// Bytes in the file.
+        bytes: usize,
+        /// The context length asked for.
+        context: usize,
+        /// Bytes one window needs (`context + 1`).
+        needed: usize,
+    },
+
+    /// A safetensors file whose header or layout the `safetensors` crate rejects.
+    #[error("{}: not a valid safetensors file: {source}", path.display())]
+    Safetensors {
+        /// The file.
+        path: PathBuf,
+        /// What the parser said.
+        source: safetensors::SafeTensorError,
+    },
+
+    /// A tensor the format requires is absent.
+    #[error(
+        "{}: no tensor named `{name}` (found: {found:?}); save the inputs as `x` and the targets \
+         as `y`",
+        path.display()
+    )]
+    MissingTensor {
+        /// The file.
+        path: PathBuf,
+        /// The tensor that is missing.
+        name: String,
+        /// The tensors the file has.
+        found: Vec<String>,
+    },
+
+    /// A tensor of a dtype or rank this crate does not load.
+    #[error(
+        "{}: tensor `{name}` is {dtype} of shape {shape}; accepted: {accepted}",
+        path.display()
+    )]
+    UnsupportedTensor {
+        /// The file.
+        path: PathBuf,
+        /// The tensor.
+        name: String,
+        /// Its dtype, e.g. "F16".
+        dtype: String,
+        /// Its shape.
+        shape: Shape,
+        /// What would be accepted.
+        accepted: &'static str,
+    },
+
+    /// `x` and `y` disagree on the number of rows.
+    #[error(
+        "{}: tensor `x` has {x_rows} rows but tensor `y` has {y_rows}; both need one row per \
+         example",
+        path.display()
+    )]
+    RowMismatch {
+        /// The file.
+        path: PathBuf,
+        /// Rows (dimension 0) of `x`.
+        x_rows: usize,
+        /// Rows (dimension 0) of `y`.
+        y_rows: usize,
+    },
+
+    /// A directory holds none of the files a format expects.
+    #[error("{}: none of {expected:?} found; point at the extracted dataset directory", dir.display())]
+    NoFiles {
+        /// The directory.
+        dir: PathBuf,
+        /// The file names looked for.
+        expected: Vec<String>,
+    },
+
+    /// A data spec string that does not parse.
+    #[error("bad data spec `{value}`: {reason}; accepted forms: {ACCEPTED_SPECS}")]
+    BadSpec {
+        /// The string given.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// `synthetic` data is generated per batch, not loaded.
+    #[error(
+        "the `synthetic` data spec has no file to load; generate batches with \
+         pipetrain_models::synthetic instead"
+    )]
+    SyntheticNotLoadable,
+
+    /// Flat values and a shape that do not fit together, or a shape this crate cannot batch.
+    #[error("{what}: {message}")]
+    Shape {
+        /// What was being built, e.g. "InMemory inputs".
+        what: &'static str,
+        /// The facts and a remedy.
+        message: String,
+    },
+
+    /// A held-out fraction outside `(0, 1)`.
+    #[error("held-out fraction {held_out} is not in (0, 1); use e.g. 0.1 to hold out 10%")]
+    BadFraction {
+        /// The fraction given.
+        held_out: f64,
+    },
+
+    /// A split that would leave one side empty.
+    #[error(
+        "holding out {held_out} of {len} examples leaves {train} for training and {held} held \
+         out; both must be non-empty (use a fraction nearer 0.5 or a larger dataset)"
+    )]
+    EmptySplit {
+        /// Examples in the dataset.
+        len: usize,
+        /// The fraction given.
+        held_out: f64,
+        /// Examples left for training.
+        train: usize,
+        /// Examples held out.
+        held: usize,
+    },
+
+    /// A sampler or loader parameter out of range.
+    #[error("{name} = {value} is invalid: {remedy}")]
+    BadParameter {
+        /// The parameter, e.g. "rank".
+        name: &'static str,
+        /// Its value.
+        value: String,
+        /// Why, and what to use instead.
+        remedy: String,
+    },
+
+    /// A batch size larger than the examples one replica sees per epoch.
+    #[error(
+        "batch size {batch_size} exceeds the {shard} examples replica {rank} of {replicas} sees \
+         per epoch; use a batch size of at most {shard} or fewer replicas"
+    )]
+    BatchTooLarge {
+        /// The batch size.
+        batch_size: usize,
+        /// Examples per replica per epoch.
+        shard: usize,
+        /// This replica.
+        rank: usize,
+        /// Replicas.
+        replicas: usize,
+    },
+
+    /// A position past the end of its epoch.
+    #[error(
+        "batch {batch} of epoch {epoch} does not exist: an epoch has {batches_per_epoch} batches \
+         (0..{batches_per_epoch})"
+    )]
+    PositionOutOfRange {
+        /// The epoch asked for.
+        epoch: u64,
+        /// The batch asked for.
+        batch: usize,
+        /// Batches in an epoch.
+        batches_per_epoch: usize,
+    },
+}
+
+/// One crate-wide result.
+pub type Result<T, E = DataError> = std::result::Result<T, E>;
+
+fn magic_hint(found: u32) -> &'static str {
+    if found >> 16 == 0x1f8b {
+        " (this is a gzip file: decompress it first, e.g. `gunzip FILE.gz`)"
+    } else {
+        ""
+    }
+}
