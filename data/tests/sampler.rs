@@ -211,3 +211,51 @@ proptest! {
         }
     }
 }
+
+/// `torch.utils.data.DistributedSampler.__iter__` after the shuffle, transcribed step by step
+/// (list slicing and all) as an oracle for the sampler's pad / drop / stride rule.
+fn pytorch_oracle(order: Vec<usize>, replicas: usize, rank: usize, drop_last: bool) -> Vec<usize> {
+    let len = order.len();
+    // __init__: num_samples = ceil((len - replicas) / replicas) if drop_last and uneven,
+    // else ceil(len / replicas).
+    let num_samples = if drop_last && len % replicas != 0 {
+        ((len - replicas) as f64 / replicas as f64).ceil() as usize
+    } else {
+        (len as f64 / replicas as f64).ceil() as usize
+    };
+    let total_size = num_samples * replicas;
+    let mut indices = order;
+    if !drop_last {
+        let padding_size = total_size - indices.len();
+        if padding_size <= indices.len() {
+            let head = indices[..padding_size].to_vec();
+            indices.extend(head);
+        } else {
+            let times = (padding_size as f64 / indices.len() as f64).ceil() as usize;
+            let repeated = indices.repeat(times);
+            indices.extend_from_slice(&repeated[..padding_size]);
+        }
+    } else {
+        indices.truncate(total_size);
+    }
+    assert_eq!(indices.len(), total_size);
+    // indices[rank:total_size:num_replicas]
+    indices[rank..total_size]
+        .iter()
+        .step_by(replicas)
+        .copied()
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn matches_the_pytorch_oracle((len, replicas, config, epoch) in config_strategy(), rank_seed in any::<usize>()) {
+        let rank = rank_seed % replicas;
+        let sampler = SamplerConfig { rank, ..config }.build(len).unwrap();
+        let expected = pytorch_oracle(sampler.order(epoch), replicas, rank, config.drop_last);
+        prop_assert_eq!(sampler.num_samples(), expected.len());
+        prop_assert_eq!(sampler.indices(epoch), expected);
+    }
+}
