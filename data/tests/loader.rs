@@ -313,6 +313,12 @@ fn split_holds_out_the_tail_and_rejects_empty_sides() {
         split(data, 0.99),
         Err(DataError::EmptySplit { train: 0, .. })
     ));
+    // Trait objects split too.
+    let erased: Arc<dyn Dataset> = Arc::new(numbered(4));
+    let (train, held) = split(erased, 0.5).unwrap();
+    assert_eq!((train.len(), held.len()), (2, 2));
+    let batch = collate(&held, &[1], &Device::flex()).unwrap();
+    assert_eq!(labels(&batch), vec![3]);
 }
 
 proptest! {
