@@ -2,6 +2,7 @@
 //! everything the crates below return.
 
 use pipetrain_engine::EngineError;
+use pipetrain_engine::checkpoint::CheckpointError;
 use pipetrain_partitioner::PartitionError;
 use pipetrain_schedules::ScheduleError;
 
@@ -20,6 +21,9 @@ pub enum Error {
     /// The plan failed.
     #[error(transparent)]
     Schedule(#[from] ScheduleError),
+    /// A checkpoint could not be written or read.
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
 }
 
 /// The facade's result type.

@@ -41,6 +41,7 @@ pub use pipeline::Pipeline;
 pub use report::{StageReport, StepReport};
 
 pub use pipetrain_engine as engine;
+pub use pipetrain_engine::checkpoint::{Checkpoint, CheckpointError, Progress};
 pub use pipetrain_engine::{
     Activation, ActivationError, Batch, CrossEntropy, Layer, Loss, Mse, OptimizerConfig, Remat,
 };

@@ -1,8 +1,11 @@
 //! `Pipeline`: a model cut into stages, trained step by step.
 
+use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::Arc;
 
 use burn::prelude::*;
+use pipetrain_engine::checkpoint::{self, Checkpoint, Progress};
 use pipetrain_engine::{
     Activation, Batch, DataParallel, EngineError, Layer, Loss, OptimizerConfig, Remat, Shard,
     StageState, StepConfig, pool, profile, run_step_with,
@@ -91,6 +94,11 @@ pub struct Pipeline<L: Layer> {
     data_parallel: DataParallel,
     /// train_step calls since the last optimizer step.
     pending: usize,
+    /// Optimizer steps taken (saved in checkpoints).
+    optimizer_steps: u64,
+    /// A checkpoint loaded before the split was made: its optimizer state goes to the workers
+    /// when they start.
+    restore: Option<Checkpoint>,
     schedule: ScheduleKind,
     remat: Remat,
     optimizer: OptimizerConfig,
@@ -135,6 +143,8 @@ impl<L: Layer> Pipeline<L> {
             replicas: s.replicas,
             data_parallel: s.data_parallel,
             pending: 0,
+            optimizer_steps: 0,
+            restore: None,
             schedule: s.schedule,
             remat: s.remat,
             optimizer: s.optimizer,
@@ -250,6 +260,12 @@ impl<L: Layer> Pipeline<L> {
                 ));
             }
         }
+        if let Some(checkpoint) = self.restore.take() {
+            for w in &mut workers {
+                let offset = partition.range(w.id().stage).start;
+                checkpoint.load_optimizer(w, offset, self.optimizer.name())?;
+            }
+        }
         self.state = State::Running(workers);
         self.partition = Some(partition);
         Ok(())
@@ -331,8 +347,120 @@ impl<L: Layer> Pipeline<L> {
         report.loss *= k as f64;
         report.optimizer_step = optimizer_step;
         self.pending = if optimizer_step { 0 } else { self.pending + 1 };
+        self.optimizer_steps += u64::from(optimizer_step);
         self.step += 1;
         Ok(report)
+    }
+
+    /// Optimizer steps taken so far (restored by [`load_checkpoint`](Self::load_checkpoint)).
+    pub fn optimizer_steps(&self) -> u64 {
+        self.optimizer_steps
+    }
+
+    /// Saves the whole model (replica 0's weights under full-model names), the optimizer state
+    /// of every worker (merged by parameter name) and `extra` (e.g. the data position) to one
+    /// safetensors file, atomically. The file does not depend on the stage split or the replica
+    /// count: any layout can load it. Refused in the middle of a gradient accumulation.
+    ///
+    /// ```
+    /// use burn::prelude::*;
+    /// use pipetrain::Pipeline;
+    /// use pipetrain_models::{MlpConfig, synthetic};
+    ///
+    /// let device = Device::flex();
+    /// let layers = MlpConfig::new(8, 2, 3).init(&device);
+    /// let batch = synthetic::classification(0, 0, 8, 8, 3, &device);
+    /// let path = std::env::temp_dir().join(format!("pipetrain-doc-{}.safetensors", std::process::id()));
+    ///
+    /// let mut a = Pipeline::builder().layers(layers.clone()).balance([2, 1]).replicas(2).micro_batches(2).build()?;
+    /// a.train_step(&batch)?;
+    /// a.save_checkpoint(&path, Default::default())?;
+    ///
+    /// let mut b = Pipeline::builder().layers(layers).stages(1).build()?; // another layout
+    /// let progress = b.load_checkpoint(&path)?;
+    /// assert_eq!(progress.step, 1);
+    /// assert_eq!(b.parameters(), a.parameters());
+    /// # std::fs::remove_file(&path).ok();
+    /// # Ok::<(), pipetrain::Error>(())
+    /// ```
+    pub fn save_checkpoint(
+        &self,
+        path: impl AsRef<Path>,
+        extra: BTreeMap<String, String>,
+    ) -> Result<()> {
+        if self.pending > 0 {
+            return Err(Error::Config(format!(
+                "{} of {} accumulated batches are not applied yet; save after the optimizer \
+                 step (when StepReport::optimizer_step is true)",
+                self.pending, self.data_parallel.accumulation
+            )));
+        }
+        let progress = Progress {
+            step: self.optimizer_steps,
+            extra,
+        };
+        let path = path.as_ref();
+        match &self.state {
+            State::Running(workers) => checkpoint::save(
+                path,
+                workers,
+                self.stages(),
+                self.optimizer.name(),
+                &progress,
+            )?,
+            State::Pending(layers) => {
+                checkpoint::save_model(path, layers, self.optimizer.name(), &progress)?
+            }
+        }
+        Ok(())
+    }
+
+    /// Loads a checkpoint written by [`save_checkpoint`](Self::save_checkpoint) under any
+    /// layout: weights into every replica, each worker's optimizer state, and the step count;
+    /// returns the saved progress. Nothing changes if the file does not fit (the error names the
+    /// tensor). Also makes a pipeline usable again after a failed step.
+    pub fn load_checkpoint(&mut self, path: impl AsRef<Path>) -> Result<Progress> {
+        let checkpoint = Checkpoint::read(path.as_ref())?;
+        let progress = checkpoint.progress().clone();
+        let name = self.optimizer.name();
+        if checkpoint.optimizer() != name {
+            return Err(checkpoint::CheckpointError::Optimizer {
+                path: path.as_ref().to_path_buf(),
+                saved: checkpoint.optimizer().to_string(),
+                current: name.to_string(),
+            }
+            .into());
+        }
+        let stages = self.stages();
+        match &mut self.state {
+            State::Pending(layers) => {
+                let loaded = checkpoint.load_model(layers.clone())?;
+                *layers = loaded;
+                self.restore = Some(checkpoint);
+            }
+            State::Running(workers) => {
+                let full: Vec<L> = workers
+                    .iter()
+                    .take(stages)
+                    .flat_map(|w| w.layers().to_vec())
+                    .collect();
+                let loaded = checkpoint.load_model(full)?;
+                let partition = self
+                    .partition
+                    .as_ref()
+                    .expect("running pipelines have a split");
+                for w in workers.iter_mut() {
+                    let range = partition.range(w.id().stage);
+                    w.set_layers(loaded[range.clone()].to_vec());
+                    checkpoint.load_optimizer(w, range.start, name)?;
+                }
+            }
+        }
+        self.optimizer_steps = progress.step;
+        self.step = progress.step * self.data_parallel.accumulation as u64;
+        self.pending = 0;
+        self.poisoned = false;
+        Ok(progress)
     }
 
     /// Optimizer-state bytes held by each worker, replica-major (with ZeRO-1 each replica holds

@@ -42,6 +42,7 @@ mod abort;
 mod activation;
 mod adapter;
 mod batch;
+pub mod checkpoint;
 mod collective;
 mod error;
 mod layer;

@@ -61,6 +61,16 @@ impl<L: Layer> StageState<L> {
         &self.layers
     }
 
+    /// Replaces the layers (moved to this worker's device, in training mode) and drops any
+    /// accumulated gradients; the optimizer state is kept (see [`crate::checkpoint`]).
+    pub fn set_layers(&mut self, layers: Vec<L>) {
+        self.layers = layers
+            .into_iter()
+            .map(|l| l.to_device(&self.device).train())
+            .collect();
+        self.grads = Accumulator::new();
+    }
+
     /// Gives the layers back.
     pub fn into_layers(self) -> Vec<L> {
         self.layers
