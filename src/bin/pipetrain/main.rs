@@ -5,6 +5,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod plan;
+mod profile;
+mod trace;
 mod train;
 
 // mimalloc as the binary's allocator: burn-flex allocates a fresh buffer per op; the system

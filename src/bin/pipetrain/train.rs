@@ -9,6 +9,8 @@ use pipetrain::engine::{Activation, SingleDevice, difference};
 use pipetrain::{CrossEntropy, OptimizerConfig, Pipeline, Remat, ScheduleKind};
 use pipetrain_models::{MlpConfig, synthetic};
 
+use crate::profile::Profile;
+
 /// Largest `verify: max_rel_diff` accepted.
 const VERIFY_TOLERANCE: f64 = 1e-5;
 
@@ -105,9 +107,32 @@ pub struct TrainArgs {
     /// prints `verify: max_rel_diff=<x>` and fails if x > 1e-5.
     #[arg(long)]
     pub verify: bool,
+    /// Write a chrome trace (chrome://tracing, ui.perfetto.dev) of the run to this file: one
+    /// track per worker, one slice per action, flow arrows from each send to its receive.
+    #[arg(long, value_name = "FILE")]
+    pub profile: Option<std::path::PathBuf>,
 }
 
+/// Runs `pipetrain train`, recording a chrome trace around the run when `--profile` is given.
 pub fn run(args: &TrainArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
+    let profile = args.profile.as_deref().map(Profile::start).transpose()?;
+    let result = train(args);
+    if let Some(profile) = profile {
+        let (slices, flows) = profile.finish()?;
+        if result.is_ok() {
+            println!(
+                "profile: {} ({slices} action slices, {flows} send→receive flows)",
+                args.profile
+                    .as_deref()
+                    .unwrap_or_else(|| "".as_ref())
+                    .display()
+            );
+        }
+    }
+    result
+}
+
+fn train(args: &TrainArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let schedule: ScheduleKind = args.schedule.parse()?;
     let remat: Remat = args.remat.parse()?;
     for (name, value) in [
