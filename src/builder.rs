@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use burn::prelude::*;
-use pipetrain_engine::{CrossEntropy, DataParallel, Layer, Loss, OptimizerConfig, Remat};
+use pipetrain_engine::{CrossEntropy, DataParallel, Layer, Loss, OptimizerConfig, Remat, Tie};
 use pipetrain_partitioner::Partition;
 use pipetrain_schedules::ScheduleKind;
 
@@ -53,6 +53,7 @@ pub struct PipelineBuilder<L: Layer> {
     accumulate: usize,
     zero: u8,
     bucket_bytes: usize,
+    ties: Vec<Tie>,
 }
 
 impl<L: Layer> Default for PipelineBuilder<L> {
@@ -73,6 +74,7 @@ impl<L: Layer> Default for PipelineBuilder<L> {
             accumulate: 1,
             zero: 0,
             bucket_bytes: DataParallel::default().bucket_bytes,
+            ties: Vec::new(),
         }
     }
 }
@@ -157,6 +159,16 @@ impl<L: Layer> PipelineBuilder<L> {
     /// stage 0.
     pub fn zero(mut self, stage: u8) -> Self {
         self.zero = stage;
+        self
+    }
+
+    /// Ties two parameters into one (DeepSpeed's `TiedLayerSpec`), e.g. a GPT's input embedding
+    /// on the first stage and its output projection on the last
+    /// ([`GptConfig::tie_embeddings`](../pipetrain_models/struct.GptConfig.html)). The second
+    /// starts from the first's value; every step their gradients are summed between the
+    /// stages that hold them. Names are full-model parameter names, as in checkpoints.
+    pub fn tie(mut self, tie: Tie) -> Self {
+        self.ties.push(tie);
         self
     }
 
@@ -280,6 +292,7 @@ impl<L: Layer> PipelineBuilder<L> {
                 accumulation: self.accumulate,
             },
             replicas: self.replicas,
+            ties: self.ties,
         })
     }
 }

@@ -21,6 +21,9 @@ pub enum Error {
     /// The plan failed.
     #[error(transparent)]
     Schedule(#[from] ScheduleError),
+    /// A tie names a parameter the model lacks, or shapes that do not match.
+    #[error(transparent)]
+    Tie(#[from] pipetrain_engine::TieError),
     /// A checkpoint could not be written or read.
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),

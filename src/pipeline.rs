@@ -8,7 +8,7 @@ use burn::prelude::*;
 use pipetrain_engine::checkpoint::{self, Checkpoint, Progress};
 use pipetrain_engine::{
     Activation, Batch, DataParallel, EngineError, Layer, Loss, OptimizerConfig, Remat, Shard,
-    StageState, StepConfig, pool, profile, run_step_with,
+    StageState, StepConfig, Tie, TiePlan, pool, profile, run_step_with,
 };
 use pipetrain_partitioner::{LayerCost, Partition, partition_by_time};
 use pipetrain_schedules::{
@@ -50,6 +50,7 @@ pub(crate) struct Settings<L: Layer> {
     pub threads: Option<usize>,
     pub replicas: usize,
     pub data_parallel: DataParallel,
+    pub ties: Vec<Tie>,
 }
 
 enum State<L: Layer> {
@@ -96,6 +97,9 @@ pub struct Pipeline<L: Layer> {
     pending: usize,
     /// Optimizer steps taken (saved in checkpoints).
     optimizer_steps: u64,
+    /// Tied parameters, and where they live once the split is made.
+    ties: Vec<Tie>,
+    tie_plan: TiePlan,
     /// A checkpoint loaded before the split was made: its optimizer state goes to the workers
     /// when they start.
     restore: Option<Checkpoint>,
@@ -134,7 +138,7 @@ impl<L: Layer> Pipeline<L> {
             .threads
             .unwrap_or_else(|| pool::threads_per_worker(stages * s.replicas));
         let mut pipeline = Self {
-            state: State::Pending(s.layers),
+            state: State::Pending(pipetrain_engine::equalize(s.layers, &s.ties)?),
             partition: None,
             split: s.split,
             plan,
@@ -145,6 +149,8 @@ impl<L: Layer> Pipeline<L> {
             pending: 0,
             optimizer_steps: 0,
             restore: None,
+            ties: s.ties.clone(),
+            tie_plan: TiePlan::none(),
             schedule: s.schedule,
             remat: s.remat,
             optimizer: s.optimizer,
@@ -260,6 +266,7 @@ impl<L: Layer> Pipeline<L> {
                 ));
             }
         }
+        self.tie_plan = TiePlan::new(&self.ties, &workers, stages)?;
         if let Some(checkpoint) = self.restore.take() {
             for w in &mut workers {
                 let offset = partition.range(w.id().stage).start;
@@ -340,7 +347,8 @@ impl<L: Layer> Pipeline<L> {
             loss: &*loss,
         };
         let data_parallel = self.data_parallel;
-        let outcome = run_step_with(self.workers(), shards, &config, &data_parallel)
+        let ties = self.tie_plan.clone();
+        let outcome = run_step_with(self.workers(), shards, &config, &data_parallel, &ties)
             .inspect_err(|_| self.poisoned = true)?;
         let mut report = StepReport::from_outcome(self.step, rows, outcome, &self.predicted);
         // The engine scaled each micro-batch loss by 1/(m·R·k): report this batch's mean.

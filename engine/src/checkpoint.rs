@@ -142,24 +142,12 @@ pub struct Checkpoint {
     optimizer: OptimizerState,
 }
 
-/// Full-model names of the parameters of `layers` (enum variants skipped), by parameter id;
-/// `offset` is the index of `layers[0]` in the whole model.
+/// Full-model names of the parameters of `layers`, by parameter id; `offset` is the index of
+/// `layers[0]` in the whole model.
 fn names<L: Layer>(layers: &[L], offset: usize) -> HashMap<ParamId, String> {
-    let layers: Vec<L> = layers.to_vec();
-    layers
-        .collect(None, None, true)
+    crate::tie::named_parameters(layers, offset)
         .into_iter()
-        .filter_map(|t| {
-            let id = ParamId::from(t.param_id?);
-            let (index, rest) = t.name.split_once('.').unwrap_or((&t.name, ""));
-            let index: usize = index.parse().ok()?;
-            let name = if rest.is_empty() {
-                (index + offset).to_string()
-            } else {
-                format!("{}.{rest}", index + offset)
-            };
-            Some((id, name))
-        })
+        .map(|n| (n.id, n.name))
         .collect()
 }
 

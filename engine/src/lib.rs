@@ -57,6 +57,7 @@ mod report;
 mod runtime;
 mod stage;
 mod stash;
+mod tie;
 mod transport;
 mod worker;
 
@@ -74,4 +75,5 @@ pub use remat::{ParseRematError, Remat};
 pub use report::{StepOutcome, WorkerReport};
 pub use runtime::{DataParallel, Shard, StepConfig, run_step, run_step_with};
 pub use stage::StageState;
+pub use tie::{Tie, TieError, TiePlan, equalize};
 pub use transport::{ChannelTransport, Flow, Tag, Transport, TransportError};

@@ -11,6 +11,8 @@ use crate::layer::Layer;
 use crate::loss::Loss;
 use crate::optimizer::OptimizerConfig;
 use crate::params;
+use crate::tie::{self, Tie, TieError, TieSlot};
+use std::collections::HashMap;
 
 /// Plain training of the whole layer sequence on one device, one step at a time: either one
 /// forward of the full batch ([`step`](Self::step)) or the same micro-batches a pipeline runs,
@@ -19,6 +21,7 @@ pub struct SingleDevice<L: Layer> {
     layers: Vec<L>,
     optimizer: ModuleOptimizer,
     device: Device,
+    ties: Vec<TieSlot>,
 }
 
 impl<L: Layer> SingleDevice<L> {
@@ -33,7 +36,33 @@ impl<L: Layer> SingleDevice<L> {
             layers,
             optimizer: optimizer.init(),
             device,
+            ties: Vec::new(),
         }
+    }
+
+    /// With tied parameters (see [`Tie`]): the second copies start from the first's value, and
+    /// each step both get the sum of their gradients, as in a pipeline.
+    pub fn with_ties(mut self, ties: &[Tie]) -> std::result::Result<Self, TieError> {
+        let layers = std::mem::take(&mut self.layers);
+        self.layers = tie::equalize(layers, ties)?;
+        self.ties = tie::place(ties, &[&self.layers[..]])?
+            .into_iter()
+            .flat_map(|pair| pair.map(|(_, slot)| slot))
+            .collect();
+        Ok(self)
+    }
+
+    /// The optimizer step, after summing tied gradients.
+    fn apply(&mut self, grads: GradientsParams, learning_rate: f64) {
+        let grads = if self.ties.is_empty() {
+            grads
+        } else {
+            let device = self.device.clone().inner();
+            tie::sum_gradients(grads, &self.ties, &mut HashMap::new(), &device)
+                .expect("no collective: a local sum cannot fail")
+        };
+        let layers = std::mem::take(&mut self.layers);
+        self.layers = self.optimizer.step(learning_rate, layers, grads);
     }
 
     /// One step on the whole batch; returns the mean loss.
@@ -47,8 +76,7 @@ impl<L: Layer> SingleDevice<L> {
         let value = self.forward_loss(inputs, targets, loss, None)?;
         let reported = value.clone().inner().into_scalar::<f64>();
         let grads = GradientsParams::from_grads(value.backward(), &self.layers);
-        let layers = std::mem::take(&mut self.layers);
-        self.layers = self.optimizer.step(learning_rate, layers, grads);
+        self.apply(grads, learning_rate);
         Ok(reported)
     }
 
@@ -87,10 +115,7 @@ impl<L: Layer> SingleDevice<L> {
             let grads = GradientsParams::from_grads(value.backward(), &self.layers);
             accumulated.accumulate(&self.layers, grads);
         }
-        let layers = std::mem::take(&mut self.layers);
-        self.layers = self
-            .optimizer
-            .step(learning_rate, layers, accumulated.grads());
+        self.apply(accumulated.grads(), learning_rate);
         Ok(reported)
     }
 

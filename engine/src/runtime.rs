@@ -5,6 +5,7 @@
 //! Each worker computes inside its own rayon pool (see [`crate::pool`]). First error wins
 //! (see [`crate::abort`]): the step returns the first failure once every thread has joined.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -19,8 +20,9 @@ use crate::loss::Loss;
 use crate::remat::Remat;
 use crate::report::StepOutcome;
 use crate::stage::StageState;
+use crate::tie::TiePlan;
 use crate::transport::ChannelTransport;
-use crate::worker::{Feed, StepContext, Worker};
+use crate::worker::{Feed, StepContext, Tied, Worker};
 
 /// One replica's share of a step: its micro-batches' inputs and targets.
 #[derive(Clone, Debug, Default)]
@@ -75,17 +77,25 @@ pub fn run_step<L: Layer>(
     shards: Vec<Shard>,
     config: &StepConfig<'_>,
 ) -> Result<StepOutcome> {
-    run_step_with(workers, shards, config, &DataParallel::default())
+    run_step_with(
+        workers,
+        shards,
+        config,
+        &DataParallel::default(),
+        &TiePlan::none(),
+    )
 }
 
-/// [`run_step`] with explicit data-parallel settings. The stage-s workers of all replicas form
-/// one collective group (in-process [`ChannelCollective`]); each all-reduces right after its
-/// own last backward, overlapping the backward of upstream stages.
+/// [`run_step`] with explicit data-parallel settings and tied parameters. The stage-s workers of
+/// all replicas form one collective group (in-process [`ChannelCollective`]); each all-reduces
+/// right after its own last backward, overlapping the backward of upstream stages. Tied
+/// parameters are summed between their holders first (see [`TiePlan`]).
 pub fn run_step_with<L: Layer>(
     workers: &mut [StageState<L>],
     shards: Vec<Shard>,
     config: &StepConfig<'_>,
     data_parallel: &DataParallel,
+    ties: &TiePlan,
 ) -> Result<StepOutcome> {
     let plan = config.plan;
     let (stages, micro_batches, replicas) = (plan.stages(), plan.micro_batches(), shards.len());
@@ -136,6 +146,25 @@ pub fn run_step_with<L: Layer>(
     let collectives: Vec<ChannelCollective> = (0..replicas * stages)
         .map(|i| groups[i % stages].next().expect("one member per replica"))
         .collect();
+    // Tied parameters: each worker's slots, and a 2-member group per tie that spans two stages
+    // of one replica (the lower stage is rank 0).
+    let mut tied: Vec<Tied<'_>> = (0..replicas * stages)
+        .map(|i| Tied {
+            slots: ties.slots(i % stages),
+            links: HashMap::new(),
+        })
+        .collect();
+    for replica in 0..replicas {
+        for (tie, low, high) in ties.links() {
+            let mut pair = ChannelCollective::group(2, &abort).into_iter();
+            for stage in [low, high] {
+                let member = pair.next().expect("two members");
+                tied[replica * stages + stage]
+                    .links
+                    .insert(tie, Box::new(member));
+            }
+        }
+    }
 
     let results = std::thread::scope(|scope| {
         let handles: Vec<_> = workers
@@ -143,7 +172,8 @@ pub fn run_step_with<L: Layer>(
             .zip(feeds)
             .zip(transports)
             .zip(collectives)
-            .map(|(((state, feed), transport), collective)| {
+            .zip(tied)
+            .map(|((((state, feed), transport), collective), tied)| {
                 let id = state.id;
                 let ctx = &ctx;
                 let abort = &abort;
@@ -153,7 +183,7 @@ pub fn run_step_with<L: Layer>(
                         let program = plan.program(StageId::from(id.stage.index()));
                         let pool = Arc::clone(&state.pool);
                         let outcome = pool.install(|| {
-                            Worker::new(state, transport, Box::new(collective), feed, ctx)
+                            Worker::new(state, transport, Box::new(collective), tied, feed, ctx)
                                 .run(program)
                         });
                         if outcome.is_none() && !abort.is_aborted() {

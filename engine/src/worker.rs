@@ -21,7 +21,9 @@ use crate::remat::Remat;
 use crate::report::WorkerReport;
 use crate::stage::StageState;
 use crate::stash::{Output, Stash, Stashed};
+use crate::tie::{self, TieSlot};
 use crate::transport::{Flow, Tag, Transport, TransportError};
+use burn::optim::GradientsParams;
 
 /// What the whole step shares.
 pub(crate) struct StepContext<'a> {
@@ -73,15 +75,24 @@ impl From<TransportError> for Failure {
 
 /// Gradients after the all-reduce, waiting for the optimizer step.
 struct Reduced {
-    grads: burn::optim::GradientsParams,
+    grads: GradientsParams,
     /// With ZeRO-1: the layout whose owner ranges say which parameters this replica updates.
     sharded: Option<Layout>,
+}
+
+/// This worker's share of the step's tied parameters.
+pub(crate) struct Tied<'a> {
+    /// The tied parameters it holds.
+    pub slots: Vec<TieSlot>,
+    /// Per tie held also by another worker of this replica: the group of the two.
+    pub links: HashMap<usize, Box<dyn Collective + 'a>>,
 }
 
 pub(crate) struct Worker<'a, L: Layer, T: Transport> {
     pub state: &'a mut StageState<L>,
     pub transport: T,
     collective: Box<dyn Collective + 'a>,
+    tied: Tied<'a>,
     reduced: Option<Reduced>,
     all_reduce: Option<(Duration, Duration)>,
     backward_end: Option<Duration>,
@@ -104,6 +115,7 @@ impl<'a, L: Layer, T: Transport> Worker<'a, L, T> {
         state: &'a mut StageState<L>,
         transport: T,
         collective: Box<dyn Collective + 'a>,
+        tied: Tied<'a>,
         feed: Feed,
         ctx: &'a StepContext<'a>,
     ) -> Self {
@@ -111,6 +123,7 @@ impl<'a, L: Layer, T: Transport> Worker<'a, L, T> {
             state,
             transport,
             collective,
+            tied,
             reduced: None,
             all_reduce: None,
             backward_end: None,
@@ -228,12 +241,26 @@ impl<'a, L: Layer, T: Transport> Worker<'a, L, T> {
                     action.kind
                 ))));
             }
-            ActionKind::AllReduce if self.collective.size() > 1 => {
+            ActionKind::AllReduce => {
                 let started = self.ctx.start.elapsed();
-                self.all_reduce_grads()?;
-                self.all_reduce = Some((started, self.ctx.start.elapsed()));
+                let mut grads = self.state.grads.take();
+                if !self.tied.slots.is_empty() {
+                    let device = self.state.device.clone().inner();
+                    grads =
+                        tie::sum_gradients(grads, &self.tied.slots, &mut self.tied.links, &device)?;
+                }
+                self.reduced = Some(if self.collective.size() > 1 {
+                    let reduced = self.all_reduce_grads(grads)?;
+                    self.all_reduce = Some((started, self.ctx.start.elapsed()));
+                    reduced
+                } else {
+                    // One replica: its gradients are already the sum.
+                    Reduced {
+                        grads,
+                        sharded: None,
+                    }
+                });
             }
-            ActionKind::AllReduce => {} // one replica: its gradients are already the sum
             ActionKind::OptimizerStep => self.optimizer_step()?,
         }
         Ok(())
@@ -242,15 +269,14 @@ impl<'a, L: Layer, T: Transport> Worker<'a, L, T> {
     /// Sums this stage's gradients over its replicas (two or more). Plain data
     /// parallelism: an all-reduce, bucket by bucket. ZeRO-1: a reduce-scatter, so each replica
     /// holds the summed gradients of the parameters it owns.
-    fn all_reduce_grads(&mut self) -> Result<(), Failure> {
+    fn all_reduce_grads(&mut self, grads: GradientsParams) -> Result<Reduced, Failure> {
         let replicas = self.collective.size();
-        let grads = self.state.grads.take();
         let layers = &self.state.layers;
         let owners = if self.ctx.zero { replicas } else { 1 };
         let layout = Layout::new(layers, &grads, owners);
         let mut flat = layout.flatten_grads(layers, &grads);
         drop(grads);
-        self.reduced = Some(if self.ctx.zero {
+        Ok(if self.ctx.zero {
             let mine = layout.bounds()[self.collective.rank()].clone();
             let summed = self.collective.reduce_scatter(&flat, layout.bounds())?;
             Reduced {
@@ -265,8 +291,7 @@ impl<'a, L: Layer, T: Transport> Worker<'a, L, T> {
                 grads: layout.grads_from(layers, &flat, 0..layout.len()),
                 sharded: None,
             }
-        });
-        Ok(())
+        })
     }
 
     /// The optimizer step on the summed gradients; with ZeRO-1 each replica updates its own

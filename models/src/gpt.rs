@@ -70,6 +70,22 @@ impl GptConfig {
         }
     }
 
+    /// The tie between the token embedding (`0.token.weight`, `[vocab, d_model]`) and the head's
+    /// output projection (`{layers + 1}.unembed.weight`, `[d_model, vocab]`): GPT-2's weight
+    /// tying. Give it to `Pipeline::builder().tie(..)`; the two sit on the first and the last
+    /// stage, and their gradients are summed between them every step.
+    ///
+    /// ```
+    /// let tie = pipetrain_models::GptConfig::new(16, 8, 16, 2, 2).tie_embeddings();
+    /// assert_eq!(tie.to_string(), "0.token.weight = 3.unembed.weight^T");
+    /// ```
+    pub fn tie_embeddings(&self) -> pipetrain_engine::Tie {
+        pipetrain_engine::Tie::transposed(
+            "0.token.weight",
+            format!("{}.unembed.weight", self.layers + 1),
+        )
+    }
+
     /// The layer sequence: embedding, blocks `0..layers`, head.
     ///
     /// # Panics

@@ -1,0 +1,367 @@
+//! Tied parameters: two parameters of the model that are one (DeepSpeed's `TiedLayerSpec`), such
+//! as a GPT's input embedding on the first stage and its output projection on the last.
+//!
+//! Each holder keeps its own copy. The copies start equal (the second takes the first's value)
+//! and stay equal: every step, at the all-reduce, the tie's gradients are summed between the
+//! workers that hold them (a [`Collective`](crate::Collective) group of those workers, or a local
+//! sum when one worker holds both), and each copy gets the sum. The optimizer, element-wise,
+//! then updates both copies identically. A tie may be **transposed** (`[V, D]` embedding against
+//! a `[D, V]` Linear weight): the second copy's gradient is transposed into the first's layout
+//! before the sum and back after.
+//!
+//! Parameters are named as in checkpoints (full-model names, enum variants skipped), e.g.
+//! `0.token.weight` and `3.unembed.weight`. Tied parameters must be rank 2.
+
+use std::collections::HashMap;
+
+use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
+use burn::optim::GradientsParams;
+use burn::prelude::*;
+use burn::store::ModuleSnapshot;
+
+use crate::collective::{Collective, CollectiveError};
+use crate::layer::Layer;
+
+/// Two parameters that are one.
+///
+/// ```
+/// use pipetrain_engine::Tie;
+/// let tie = Tie::transposed("0.token.weight", "3.unembed.weight");
+/// assert_eq!(tie.to_string(), "0.token.weight = 3.unembed.weight^T");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tie {
+    /// The parameter whose value both start from.
+    pub first: String,
+    /// The parameter tied to it.
+    pub second: String,
+    /// Whether `second` is stored transposed (`[D, V]` against `[V, D]`).
+    pub transpose: bool,
+}
+
+impl Tie {
+    /// `second` is `first`, same layout.
+    pub fn new(first: impl Into<String>, second: impl Into<String>) -> Self {
+        Self {
+            first: first.into(),
+            second: second.into(),
+            transpose: false,
+        }
+    }
+
+    /// `second` is `first` transposed.
+    pub fn transposed(first: impl Into<String>, second: impl Into<String>) -> Self {
+        Self {
+            transpose: true,
+            ..Self::new(first, second)
+        }
+    }
+}
+
+impl std::fmt::Display for Tie {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let t = if self.transpose { "^T" } else { "" };
+        write!(f, "{} = {}{t}", self.first, self.second)
+    }
+}
+
+/// Why a tie cannot be made.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TieError {
+    /// No parameter has that name.
+    #[error("tie `{tie}`: the model has no parameter `{name}` (it has e.g. {examples})")]
+    Unknown {
+        /// The tie.
+        tie: String,
+        /// The missing name.
+        name: String,
+        /// A few names the model does have.
+        examples: String,
+    },
+    /// The shapes do not match (after the transposition, if any).
+    #[error("tie `{tie}`: shapes {first:?} and {second:?} do not match{hint}")]
+    Shape {
+        /// The tie.
+        tie: String,
+        /// The first parameter's shape.
+        first: Vec<usize>,
+        /// The second's.
+        second: Vec<usize>,
+        /// A remedy.
+        hint: String,
+    },
+}
+
+/// A parameter's id, full-model name and shape.
+pub(crate) struct Named {
+    pub id: ParamId,
+    pub name: String,
+    pub shape: Vec<usize>,
+}
+
+/// The parameters of `layers` with full-model names (enum variants skipped, as burn's store and
+/// PyTorch name them); `offset` is the index of `layers[0]` in the whole model.
+pub(crate) fn named_parameters<L: Layer>(layers: &[L], offset: usize) -> Vec<Named> {
+    let layers: Vec<L> = layers.to_vec();
+    layers
+        .collect(None, None, true)
+        .into_iter()
+        .filter_map(|t| {
+            let id = ParamId::from(t.param_id?);
+            let (index, rest) = t.name.split_once('.').unwrap_or((&t.name, ""));
+            let index: usize = index.parse().ok()?;
+            let name = if rest.is_empty() {
+                (index + offset).to_string()
+            } else {
+                format!("{}.{rest}", index + offset)
+            };
+            Some(Named {
+                id,
+                name,
+                shape: t.shape.to_vec(),
+            })
+        })
+        .collect()
+}
+
+/// One tied parameter held by one worker.
+#[derive(Clone, Debug)]
+pub(crate) struct TieSlot {
+    /// Which tie.
+    pub tie: usize,
+    pub id: ParamId,
+    pub transpose: bool,
+    /// The tie's shape (the first parameter's).
+    pub shape: [usize; 2],
+}
+
+/// Where each tie's two parameters live: (stage, slot) for first and second.
+pub(crate) type Placed = Vec<[(usize, TieSlot); 2]>;
+
+/// Finds each tie's parameters among the stages (`stages[s]` = stage s's layers, in order) and
+/// checks their shapes.
+pub(crate) fn place<L: Layer>(ties: &[Tie], stages: &[&[L]]) -> Result<Placed, TieError> {
+    let mut by_name: HashMap<String, (usize, ParamId, Vec<usize>)> = HashMap::new();
+    let mut offset = 0;
+    let mut examples = Vec::new();
+    for (s, layers) in stages.iter().enumerate() {
+        for n in named_parameters(layers, offset) {
+            if examples.len() < 4 {
+                examples.push(format!("`{}`", n.name));
+            }
+            by_name.insert(n.name, (s, n.id, n.shape));
+        }
+        offset += layers.len();
+    }
+    ties.iter()
+        .enumerate()
+        .map(|(i, tie)| {
+            let find = |name: &String| {
+                by_name.get(name).cloned().ok_or_else(|| TieError::Unknown {
+                    tie: tie.to_string(),
+                    name: name.clone(),
+                    examples: examples.join(", "),
+                })
+            };
+            let (s1, id1, shape1) = find(&tie.first)?;
+            let (s2, id2, shape2) = find(&tie.second)?;
+            let flipped: Vec<usize> = shape2.iter().rev().copied().collect();
+            let fits = shape1.len() == 2
+                && shape2.len() == 2
+                && shape1
+                    == if tie.transpose {
+                        flipped
+                    } else {
+                        shape2.clone()
+                    };
+            if !fits {
+                let hint = if shape1.len() != 2 || shape2.len() != 2 {
+                    " (tied parameters must be rank 2)".to_string()
+                } else if tie.transpose {
+                    " (drop the transposition?)".to_string()
+                } else {
+                    " (tie them transposed?)".to_string()
+                };
+                return Err(TieError::Shape {
+                    tie: tie.to_string(),
+                    first: shape1,
+                    second: shape2,
+                    hint,
+                });
+            }
+            let slot = |id, transpose| TieSlot {
+                tie: i,
+                id,
+                transpose,
+                shape: [shape1[0], shape1[1]],
+            };
+            Ok([(s1, slot(id1, false)), (s2, slot(id2, tie.transpose))])
+        })
+        .collect()
+}
+
+struct Read {
+    id: ParamId,
+    value: Option<Tensor<2>>,
+}
+
+impl ModuleVisitor for Read {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        if param.id == self.id && D == 2 {
+            let t = param.val().inner();
+            let dims = t.dims();
+            self.value = Some(t.reshape([dims[0], dims[1]]));
+        }
+    }
+}
+
+struct Write {
+    id: ParamId,
+    value: Tensor<2>,
+}
+
+impl ModuleMapper for Write {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        if param.id != self.id || D != 2 {
+            return param;
+        }
+        let data = self.value.clone().into_data();
+        param.map(|old| {
+            // A fresh leaf on the parameter's device (autodiff or not), same shape.
+            let require_grad = old.is_require_grad();
+            Tensor::<D>::from_data(data, &old.device()).set_require_grad(require_grad)
+        })
+    }
+}
+
+/// `layers` (the whole model) with each tie's second parameter set to its first's value
+/// (transposed if the tie says so): tied copies must start equal.
+pub fn equalize<L: Layer>(layers: Vec<L>, ties: &[Tie]) -> Result<Vec<L>, TieError> {
+    let placed = place(ties, &[&layers[..]])?;
+    let mut layers = layers;
+    for [(_, first), (_, second)] in placed {
+        let mut read = Read {
+            id: first.id,
+            value: None,
+        };
+        layers.visit(&mut read);
+        let value = read.value.expect("placed parameters exist and are rank 2");
+        let value = if second.transpose {
+            value.transpose()
+        } else {
+            value
+        };
+        layers = layers.map(&mut Write {
+            id: second.id,
+            value,
+        });
+    }
+    Ok(layers)
+}
+
+/// A rank-2 gradient in the tie's (first parameter's) layout.
+fn canonical(grads: &GradientsParams, slot: &TieSlot) -> Option<Tensor<2>> {
+    let g = grads.get::<2>(slot.id)?;
+    Some(if slot.transpose { g.transpose() } else { g })
+}
+
+/// Sums each tie's gradients: the worker's own slots first (in tie-member order), then across
+/// `links[tie]` (the other workers holding the tie, in stage order) when there are any; every
+/// slot gets the sum.
+pub(crate) fn sum_gradients(
+    mut grads: GradientsParams,
+    slots: &[TieSlot],
+    links: &mut HashMap<usize, Box<dyn Collective + '_>>,
+    device: &Device,
+) -> Result<GradientsParams, CollectiveError> {
+    let mut ties: Vec<usize> = slots.iter().map(|s| s.tie).collect();
+    ties.sort_unstable();
+    ties.dedup();
+    for tie in ties {
+        let members: Vec<&TieSlot> = slots.iter().filter(|s| s.tie == tie).collect();
+        let mut sum: Option<Tensor<2>> = None;
+        for slot in &members {
+            // A parameter with no gradient (unused this step) contributes zero.
+            if let Some(g) = canonical(&grads, slot) {
+                sum = Some(match sum {
+                    Some(s) => s + g,
+                    None => g,
+                });
+            }
+        }
+        // Every holder takes part in the sum, even without a gradient of its own.
+        let mut sum = sum.unwrap_or_else(|| Tensor::zeros(members[0].shape, device));
+        if let Some(link) = links.get_mut(&tie) {
+            let dims = sum.dims();
+            let device = sum.device();
+            let mut flat: Vec<f32> = sum
+                .into_data()
+                .convert::<f32>()
+                .try_into_vec::<f32>()
+                .expect("f32 after convert");
+            link.all_reduce(&mut flat)?;
+            sum = Tensor::from_data(TensorData::new(flat, dims), &device);
+        }
+        for slot in members {
+            grads.remove::<2>(slot.id);
+            let g = if slot.transpose {
+                sum.clone().transpose()
+            } else {
+                sum.clone()
+            };
+            grads.register::<2>(slot.id, g);
+        }
+    }
+    Ok(grads)
+}
+
+/// Where every tie lives in a pipeline: built once from replica 0's stages (replicas hold clones,
+/// with the same parameter ids), handed to [`run_step_with`](crate::run_step_with).
+#[derive(Clone, Debug, Default)]
+pub struct TiePlan {
+    placed: Placed,
+}
+
+impl TiePlan {
+    /// No ties.
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    /// Places `ties` among the stages of `workers` (replica-major, `stages` per replica).
+    pub fn new<L: Layer>(
+        ties: &[Tie],
+        workers: &[crate::StageState<L>],
+        stages: usize,
+    ) -> Result<Self, TieError> {
+        let layers: Vec<&[L]> = workers.iter().take(stages).map(|w| w.layers()).collect();
+        Ok(Self {
+            placed: place(ties, &layers)?,
+        })
+    }
+
+    /// Whether there is nothing to tie.
+    pub fn is_empty(&self) -> bool {
+        self.placed.is_empty()
+    }
+
+    /// The slots stage `stage` holds.
+    pub(crate) fn slots(&self, stage: usize) -> Vec<TieSlot> {
+        self.placed
+            .iter()
+            .flat_map(|pair| pair.iter())
+            .filter(|(s, _)| *s == stage)
+            .map(|(_, slot)| slot.clone())
+            .collect()
+    }
+
+    /// Ties whose two parameters are on different stages: (tie, lower stage, higher stage).
+    pub(crate) fn links(&self) -> Vec<(usize, usize, usize)> {
+        self.placed
+            .iter()
+            .enumerate()
+            .filter(|(_, [(a, _), (b, _)])| a != b)
+            .map(|(i, [(a, _), (b, _)])| (i, *a.min(b), *a.max(b)))
+            .collect()
+    }
+}
