@@ -1,11 +1,20 @@
-//! The `pipetrain` command line: `train` (the default command) and `plan`.
+//! The `pipetrain` command line: `train` (the default command), `eval` and `plan`.
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod args;
+mod config;
+mod data;
+mod eval;
+mod metrics;
+mod model;
 mod plan;
+mod plot;
 mod profile;
+mod progress;
+mod summary;
 mod trace;
 mod train;
 
@@ -15,29 +24,49 @@ mod train;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Pipeline- and data-parallel training for burn.
+// `args_override_self`: a flag given twice keeps its last value, so the command line overrides
+// what `--config` inserted before it.
 #[derive(Parser, Debug)]
-#[command(name = "pipetrain", version, args_conflicts_with_subcommands = true)]
+#[command(
+    name = "pipetrain",
+    version,
+    args_conflicts_with_subcommands = true,
+    args_override_self = true
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
     /// `pipetrain --stages 2 ...` is `pipetrain train --stages 2 ...`.
     #[command(flatten)]
-    train: train::TrainArgs,
+    train: args::TrainArgs,
 }
 
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Train a model through the pipeline (the default command).
-    Train(train::TrainArgs),
+    #[command(args_override_self = true)]
+    Train(args::TrainArgs),
+    /// Evaluate a model built from --seed on the held-out split of --data: accuracy, or
+    /// perplexity for --model gpt. Takes the model and data flags of `train`.
+    #[command(args_override_self = true)]
+    Eval(args::TrainArgs),
     /// Print a schedule's plan: grid, simulated bubble and peak stash per stage.
     Plan(plan::PlanArgs),
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let argv = match config::expand(std::env::args_os().collect()) {
+        Ok(argv) => argv,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let cli = Cli::parse_from(argv);
     let result = match cli.command {
         Some(Command::Plan(args)) => plan::run(&args),
         Some(Command::Train(args)) => train::run(&args),
+        Some(Command::Eval(args)) => eval::run(&args),
         None => train::run(&cli.train),
     };
     match result {

@@ -1,0 +1,187 @@
+//! The flags of `pipetrain train` (and `pipetrain eval`, which reads the same model, data and
+//! seed flags). Every flag can also come from a TOML file: see [`crate::config`].
+
+use std::path::PathBuf;
+
+use clap::ValueEnum;
+
+/// Which model to train.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum ModelKind {
+    /// `--hidden-layers` × (Linear(width, width) + ReLU) + Linear(width, classes).
+    #[default]
+    Mlp,
+    /// ResNet-like CNN with batch norm: stem, `--blocks` residual blocks of `--channels`, pooled
+    /// linear head; `--image`-sided inputs. Needs `--remat never`.
+    Resnet,
+    /// GPT-like decoder: embeddings, `--layers` blocks of `--d-model` with `--heads` heads,
+    /// next-token head over `--vocab`; `--context` tokens per example.
+    Gpt,
+}
+
+/// Which optimizer each stage runs.
+#[derive(Clone, Copy, Debug, Default, ValueEnum)]
+pub enum OptimizerKind {
+    /// Plain SGD.
+    #[default]
+    Sgd,
+    /// SGD with momentum 0.9.
+    SgdMomentum,
+    /// Adam.
+    Adam,
+    /// AdamW.
+    Adamw,
+}
+
+/// Worked examples shown under `pipetrain train --help`.
+const EXAMPLES: &str = "\
+Examples:
+  # MLP-8x1024 on 2 stages, 1F1B, 20 steps (train is the default command)
+  pipetrain --stages 2 --micro-batches 8
+
+  # check against single-device training on the same data (exit 1 if max_rel_diff > 1e-5)
+  pipetrain train --stages 3 --micro-batches 4 --schedule gpipe --width 64 --steps 5 --verify
+  pipetrain train --stages 2 --balance 5,4 --remat never --optimizer adam --lr 1e-3
+
+  # data parallelism: 2 replicas × 2 stages, ZeRO-1 optimizer-state sharding, accumulation
+  pipetrain train --stages 2 --replicas 2 --micro-batches 4 --zero 1 --optimizer adam
+  pipetrain train --stages 1 --replicas 2 --accumulate 4 --width 64 --steps 5 --verify
+
+  # chrome trace (open in ui.perfetto.dev): a track per worker, arrows from sends to receives
+  pipetrain train --stages 4 --micro-batches 8 --steps 3 --profile trace.json
+
+  # metrics per optimizer step (.csv or .jsonl) and a PNG of the loss curve
+  pipetrain train --stages 2 --metrics run.csv --plot loss.png
+
+  # flags from a TOML file (keys are flag names; flags on the command line win)
+  #   run.toml:  stages = 2
+  #              micro-batches = 4
+  #              balance = [5, 4]
+  #              verify = true
+  pipetrain train --config run.toml --steps 50
+
+  # models: ResNet-like CNN (batch norm: --remat never) and GPT-like decoder
+  pipetrain train --model resnet --channels 16 --blocks 4 --image 32 --remat never --stages 2
+  pipetrain train --model gpt --vocab 256 --context 64 --d-model 128 --heads 4 --layers 4
+
+  # real data with a held-out split; accuracy (or perplexity) on it at the end
+  pipetrain train --data mnist:data/mnist --width 784 --held-out 0.1 --steps 200
+  pipetrain train --model resnet --remat never --data cifar10:data/cifar-10-batches-bin
+  pipetrain train --model gpt --data text:input.txt --context 64
+  pipetrain train --data tensors:data.safetensors --classes 3
+  pipetrain eval --data mnist:data/mnist --width 784 --seed 0";
+
+/// Arguments of `pipetrain train`.
+#[derive(clap::Args, Debug, Default)]
+#[command(after_help = EXAMPLES)]
+pub struct TrainArgs {
+    /// Read flags from a TOML file (keys are flag names, with `-` or `_`; arrays are
+    /// comma-joined; `true` sets a switch). Flags on the command line override the file.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Model to train.
+    #[arg(long, value_enum, default_value_t)]
+    pub model: ModelKind,
+    /// MLP: hidden width (the input dimension is the data's).
+    #[arg(long, default_value_t = 1024, help_heading = "MLP")]
+    pub width: usize,
+    /// MLP: hidden Linear+ReLU blocks.
+    #[arg(long, default_value_t = 8, help_heading = "MLP")]
+    pub hidden_layers: usize,
+    /// MLP and ResNet: output classes (at least the largest label + 1 of the data).
+    #[arg(long, default_value_t = 10)]
+    pub classes: usize,
+    /// ResNet: channels after the stem.
+    #[arg(long, default_value_t = 16, help_heading = "ResNet")]
+    pub channels: usize,
+    /// ResNet: residual blocks (every second one downsamples).
+    #[arg(long, default_value_t = 2, help_heading = "ResNet")]
+    pub blocks: usize,
+    /// ResNet: side of the square synthetic input images (real data brings its own).
+    #[arg(long, default_value_t = 32, help_heading = "ResNet")]
+    pub image: usize,
+    /// GPT: vocabulary size (text: data is bytes, at least 256).
+    #[arg(long, default_value_t = 256, help_heading = "GPT")]
+    pub vocab: usize,
+    /// GPT: tokens per example (the window length of `text:` data).
+    #[arg(long, default_value_t = 64, help_heading = "GPT")]
+    pub context: usize,
+    /// GPT: model width.
+    #[arg(long, default_value_t = 64, help_heading = "GPT")]
+    pub d_model: usize,
+    /// GPT: attention heads (must divide --d-model).
+    #[arg(long, default_value_t = 4, help_heading = "GPT")]
+    pub heads: usize,
+    /// GPT: transformer blocks.
+    #[arg(long, default_value_t = 2, help_heading = "GPT")]
+    pub layers: usize,
+    /// Data: synthetic, mnist:DIR, cifar10:DIR, text:FILE or tensors:FILE (safetensors with
+    /// tensors `x` and `y`).
+    #[arg(long, default_value = "synthetic", help_heading = "Data")]
+    pub data: String,
+    /// Fraction of the data held out of training and evaluated at the end.
+    #[arg(long, default_value_t = 0.1, help_heading = "Data")]
+    pub held_out: f64,
+    /// Pipeline stages. Default: 2, or the length of --balance.
+    #[arg(long)]
+    pub stages: Option<usize>,
+    /// Layers per stage, e.g. `5,4` (default: balanced by measured time).
+    #[arg(long, value_delimiter = ',')]
+    pub balance: Option<Vec<usize>>,
+    /// Data-parallel replicas of the pipeline: replica i trains on shard i of every batch, and
+    /// the replicas all-reduce their gradients.
+    #[arg(long, default_value_t = 1)]
+    pub replicas: usize,
+    /// Batches whose gradients are accumulated (no all-reduce) before each optimizer step.
+    #[arg(long, default_value_t = 1)]
+    pub accumulate: usize,
+    /// ZeRO stage: 0 (off) or 1 (optimizer state sharded across replicas).
+    #[arg(long, default_value_t = 0)]
+    pub zero: u8,
+    /// All-reduce bucket size in MiB.
+    #[arg(long, default_value_t = 25.0)]
+    pub bucket_mb: f64,
+    /// Micro-batches per step.
+    #[arg(long, default_value_t = 8)]
+    pub micro_batches: usize,
+    /// Mini-batch size (rows per step).
+    #[arg(long, default_value_t = 256)]
+    pub batch: usize,
+    /// Schedule: gpipe or 1f1b.
+    #[arg(long, default_value = "1f1b")]
+    pub schedule: String,
+    /// Re-materialization: never, except_last or always.
+    #[arg(long, default_value = "except_last")]
+    pub remat: String,
+    /// Optimizer.
+    #[arg(long, value_enum, default_value_t)]
+    pub optimizer: OptimizerKind,
+    /// Learning rate.
+    #[arg(long, default_value_t = 0.01)]
+    pub lr: f64,
+    /// Optimizer steps (each takes --accumulate batches).
+    #[arg(long, default_value_t = 20)]
+    pub steps: u64,
+    /// Seed of the model init, the synthetic data and the data order.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Compute threads per worker (default: cores / workers).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Also train a single-device copy on the same data and compare the weights at the end;
+    /// prints `verify: max_rel_diff=<x>` and fails if x > 1e-5.
+    #[arg(long)]
+    pub verify: bool,
+    /// Write a chrome trace (chrome://tracing, ui.perfetto.dev) of the run to this file: one
+    /// track per worker, one slice per action, flow arrows from each send to its receive.
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    pub profile: Option<PathBuf>,
+    /// Write one row per optimizer step to this file, CSV (`.csv`) or JSON lines (`.jsonl`):
+    /// step, loss, lr, samples/s, wall time, bubble, all-reduce time, and per-stage compute and
+    /// idle time of replica 0.
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    pub metrics: Option<PathBuf>,
+    /// Draw the loss curve into this PNG file.
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    pub plot: Option<PathBuf>,
+}

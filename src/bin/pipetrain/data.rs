@@ -1,0 +1,178 @@
+//! `--data`: where the batches come from. Synthetic data is generated per batch from the seed;
+//! a loaded data set is split into a training part, visited by a seeded
+//! [`Loader`](pipetrain_data::Loader) (reshuffled every epoch), and a held-out part
+//! (`--held-out`) that is only evaluated.
+//!
+//! Batch `i` of the run (counting every accumulated batch) is a pure function of the seed and
+//! `i`: synthetic batch `i`, or the loader's batch at `Position::from_step(i, ..)`. The pipeline
+//! then cuts it into replica shards and micro-batches itself.
+
+use std::sync::Arc;
+
+use burn::prelude::*;
+use pipetrain::Batch;
+use pipetrain_data::{
+    DataSpec, Dataset, InMemory, Loader, LoaderConfig, Position, Subset, Values, collate, split,
+};
+
+use crate::model::Model;
+
+/// Synthetic held-out batches start at this batch index, far beyond any run's training batches.
+const HELD_OUT_INDEX: u64 = 1 << 62;
+
+/// Shapes of a loaded data set, which size the model.
+#[derive(Clone, Debug)]
+pub struct Shapes {
+    /// One example's input shape.
+    pub input: Vec<usize>,
+    /// Whether inputs are float (pixels, features) rather than int (token ids).
+    pub float_inputs: bool,
+    /// Largest int target + 1 (classes, or vocabulary for token targets); 0 for float targets.
+    pub classes: usize,
+}
+
+/// The run's data.
+pub enum Data {
+    /// Seeded synthetic batches for the model (`--data synthetic`).
+    Synthetic {
+        /// The run's seed.
+        seed: u64,
+    },
+    /// A loaded data set.
+    Loaded {
+        /// `--data` as given.
+        spec: DataSpec,
+        /// The training part and its loader (boxed: it is large, `Synthetic` is a seed).
+        train: Box<Loader<Subset<InMemory>>>,
+        /// The held-out part.
+        held_out: Subset<InMemory>,
+        /// Its shapes.
+        shapes: Shapes,
+    },
+}
+
+impl Data {
+    /// Loads `spec` (nothing for `synthetic`), holds out `held_out` of it, and batches the rest
+    /// in mini-batches of `batch` examples shuffled with `seed`. `context` is the window length
+    /// of `text:` data.
+    pub fn open(
+        spec: &str,
+        held_out: f64,
+        batch: usize,
+        seed: u64,
+        context: usize,
+    ) -> Result<Self, String> {
+        let spec: DataSpec = spec.parse().map_err(|e| format!("--data: {e}"))?;
+        if spec.is_synthetic() {
+            return Ok(Data::Synthetic { seed });
+        }
+        let data = spec
+            .load(context)
+            .map_err(|e| format!("--data {spec}: {e}"))?;
+        let classes = match data.targets() {
+            Values::Int(labels) => labels.iter().copied().max().map_or(0, |m| m as usize + 1),
+            Values::Float(_) => 0,
+        };
+        let shapes = Shapes {
+            input: data.input_shape().to_vec(),
+            float_inputs: data.inputs().is_float(),
+            classes,
+        };
+        let (train, held) = split(Arc::new(data), held_out)
+            .map_err(|e| format!("--data {spec} --held-out {held_out}: {e}"))?;
+        let loader = LoaderConfig {
+            seed,
+            ..LoaderConfig::new(batch)
+        }
+        .build(train)
+        .map_err(|e| format!("--data {spec} --batch {batch}: {e}"))?;
+        Ok(Data::Loaded {
+            spec,
+            train: Box::new(loader),
+            held_out: held,
+            shapes,
+        })
+    }
+
+    /// The loaded data's shapes (`None` for synthetic data).
+    pub fn shapes(&self) -> Option<&Shapes> {
+        match self {
+            Data::Synthetic { .. } => None,
+            Data::Loaded { shapes, .. } => Some(shapes),
+        }
+    }
+
+    /// A one-line description for the run's banner.
+    pub fn describe(&self) -> String {
+        match self {
+            Data::Synthetic { seed } => format!("synthetic data (seed {seed})"),
+            Data::Loaded {
+                spec,
+                train,
+                held_out,
+                ..
+            } => format!(
+                "{spec}: {} training examples ({} batches per epoch), {} held out",
+                train.dataset().len(),
+                train.batches_per_epoch(),
+                held_out.len()
+            ),
+        }
+    }
+
+    /// Batch `index` of the run (epochs roll over), shaped for `model`.
+    pub fn batch(
+        &self,
+        model: &Model,
+        index: u64,
+        rows: usize,
+        device: &Device,
+    ) -> Result<Batch, String> {
+        match self {
+            Data::Synthetic { seed } => Ok(model.synthetic(*seed, index, rows, device)),
+            Data::Loaded { spec, train, .. } => {
+                let position = Position::from_step(index, train.batches_per_epoch());
+                let batch = train
+                    .batch_at(position, device)
+                    .map_err(|e| format!("--data {spec}: {e}"))?;
+                shaped(model, batch)
+            }
+        }
+    }
+
+    /// The held-out examples in batches of at most `rows`, shaped for `model`. Synthetic data
+    /// holds out one batch of `rows` never trained on.
+    pub fn held_out(
+        &self,
+        model: &Model,
+        rows: usize,
+        device: &Device,
+    ) -> Result<Vec<Batch>, String> {
+        match self {
+            Data::Synthetic { seed } => {
+                Ok(vec![model.synthetic(*seed, HELD_OUT_INDEX, rows, device)])
+            }
+            Data::Loaded { spec, held_out, .. } => {
+                let indices: Vec<usize> = (0..held_out.len()).collect();
+                indices
+                    .chunks(rows.max(1))
+                    .map(|chunk| {
+                        let batch = collate(held_out, chunk, device)
+                            .map_err(|e| format!("--data {spec}: {e}"))?;
+                        shaped(model, batch)
+                    })
+                    .collect()
+            }
+        }
+    }
+}
+
+/// `batch` with its inputs in the model's shape.
+fn shaped(model: &Model, batch: Batch) -> Result<Batch, String> {
+    Ok(Batch {
+        inputs: model
+            .shape_inputs(batch.inputs)
+            .map_err(|e| format!("--data: {e}"))?,
+        targets: batch.targets,
+    })
+}

@@ -1,0 +1,200 @@
+//! `--model mlp|resnet|gpt`: the model's configuration from the flags and the data's shapes,
+//! its synthetic batches, and how its inputs and its single-device reference look.
+
+use burn::prelude::*;
+use pipetrain::Batch;
+use pipetrain::engine::{Activation, ActivationError};
+use pipetrain_models::{GptConfig, MlpConfig, ResNetConfig, synthetic};
+
+use crate::args::{ModelKind, TrainArgs};
+use crate::data::Shapes;
+
+/// A model's configuration, one variant per `--model`.
+#[derive(Clone, Copy, Debug)]
+pub enum Model {
+    /// `--model mlp`.
+    Mlp(MlpConfig),
+    /// `--model resnet`.
+    ResNet(ResNetConfig),
+    /// `--model gpt`.
+    Gpt(GptConfig),
+}
+
+impl Model {
+    /// The model the flags describe; with loaded data, input sizes, classes and vocabulary
+    /// follow the data's `shapes` (the flags give the rest).
+    pub fn from_args(args: &TrainArgs, shapes: Option<&Shapes>) -> Result<Self, String> {
+        let positive = |name: &str, value: usize| {
+            if value == 0 {
+                Err(format!("{name} 0: must be at least 1"))
+            } else {
+                Ok(())
+            }
+        };
+        let classes = shapes.map_or(args.classes, |s| args.classes.max(s.classes));
+        positive("--classes", classes)?;
+        match args.model {
+            ModelKind::Mlp => {
+                positive("--width", args.width)?;
+                let input = shapes.map_or(args.width, |s| s.input.iter().product());
+                Ok(Model::Mlp(
+                    MlpConfig::new(args.width, args.hidden_layers, classes).with_input(input),
+                ))
+            }
+            ModelKind::Resnet => {
+                positive("--channels", args.channels)?;
+                positive("--image", args.image)?;
+                let (in_channels, side) = match shapes {
+                    None => (3, args.image),
+                    Some(s) => image_shape(&s.input).ok_or_else(|| {
+                        format!(
+                            "--model resnet needs images: inputs of shape [C, H, H] or [H·H], \
+                             the data has {:?}",
+                            s.input
+                        )
+                    })?,
+                };
+                let remat = args.remat.as_str();
+                if remat != "never" {
+                    return Err(format!(
+                        "--model resnet needs --remat never (batch norm: re-materialization's \
+                         first forward uses running statistics), got --remat {remat}"
+                    ));
+                }
+                Ok(Model::ResNet(
+                    ResNetConfig::new(args.channels, args.blocks, classes)
+                        .with_image(in_channels, side)
+                        .with_downsample_every(2),
+                ))
+            }
+            ModelKind::Gpt => {
+                for (name, value) in [
+                    ("--vocab", args.vocab),
+                    ("--context", args.context),
+                    ("--d-model", args.d_model),
+                    ("--heads", args.heads),
+                ] {
+                    positive(name, value)?;
+                }
+                if args.d_model % args.heads != 0 {
+                    return Err(format!(
+                        "--heads {} does not divide --d-model {}: use a --d-model that is a \
+                         multiple of the heads",
+                        args.heads, args.d_model
+                    ));
+                }
+                let (vocab, context) = match shapes {
+                    None => (args.vocab, args.context),
+                    Some(s) => match s.input[..] {
+                        [t] if !s.float_inputs => (args.vocab.max(s.classes), t),
+                        _ => {
+                            return Err(format!(
+                                "--model gpt needs token ids: int inputs of shape [T], the data \
+                                 has {} inputs of shape {:?}",
+                                if s.float_inputs { "float" } else { "int" },
+                                s.input
+                            ));
+                        }
+                    },
+                };
+                Ok(Model::Gpt(GptConfig::new(
+                    vocab,
+                    context,
+                    args.d_model,
+                    args.heads,
+                    args.layers,
+                )))
+            }
+        }
+    }
+
+    /// A one-line description for the run's banner.
+    pub fn describe(&self) -> String {
+        match self {
+            Model::Mlp(c) => format!(
+                "MLP-{}x{} (input {}, {} classes)",
+                c.hidden_layers, c.width, c.input, c.classes
+            ),
+            Model::ResNet(c) => format!(
+                "ResNet ({} blocks of {} channels, {}×{}×{} images, {} classes)",
+                c.blocks, c.channels, c.in_channels, c.image, c.image, c.classes
+            ),
+            Model::Gpt(c) => format!(
+                "GPT ({} layers, d_model {}, {} heads, context {}, vocab {})",
+                c.layers, c.d_model, c.heads, c.context, c.vocab
+            ),
+        }
+    }
+
+    /// Synthetic batch `index` of a run seeded with `seed`.
+    pub fn synthetic(&self, seed: u64, index: u64, batch: usize, device: &Device) -> Batch {
+        match self {
+            Model::Mlp(c) => {
+                synthetic::classification(seed, index, batch, c.input, c.classes, device)
+            }
+            Model::ResNet(c) => synthetic::images(
+                seed,
+                index,
+                batch,
+                c.in_channels,
+                c.image,
+                c.classes,
+                device,
+            ),
+            Model::Gpt(c) => synthetic::tokens(seed, index, batch, c.context, c.vocab, device),
+        }
+    }
+
+    /// `inputs` of a loaded batch in the shape the model takes: flattened for the MLP, `[N, C,
+    /// H, W]` for the ResNet, as they are for the GPT.
+    pub fn shape_inputs(&self, inputs: Activation) -> Result<Activation, ActivationError> {
+        let dims = inputs.dims();
+        let n = dims[0];
+        let rest: usize = dims[1..].iter().product();
+        match self {
+            Model::Mlp(_) => match dims.len() {
+                3 => Ok(inputs.float::<3>()?.reshape([n, rest]).into()),
+                4 => Ok(inputs.float::<4>()?.reshape([n, rest]).into()),
+                _ => Ok(inputs), // rank 2 already; other ranks fail in the first layer
+            },
+            Model::ResNet(c) => match dims.len() {
+                4 => Ok(inputs),
+                2 => Ok(inputs
+                    .float::<2>()?
+                    .reshape([n, c.in_channels, c.image, c.image])
+                    .into()),
+                _ => Ok(inputs
+                    .float::<3>()?
+                    .reshape([n, c.in_channels, c.image, c.image])
+                    .into()),
+            },
+            Model::Gpt(_) => Ok(inputs),
+        }
+    }
+
+    /// Whether the model predicts next tokens (report perplexity, not accuracy).
+    pub fn is_language_model(&self) -> bool {
+        matches!(self, Model::Gpt(_))
+    }
+
+    /// Chunks of the single-device reference step, when it must run micro-batch by
+    /// micro-batch (batch norm: each micro-batch is normalized with its own statistics), in the
+    /// order the pipeline cuts the batch: `replicas` shards × `micro_batches` each. `None`: one
+    /// full-batch step.
+    pub fn reference_chunks(&self, replicas: usize, micro_batches: usize) -> Option<usize> {
+        matches!(self, Model::ResNet(_)).then_some(replicas * micro_batches)
+    }
+}
+
+/// `(channels, side)` of image inputs `[C, H, H]`, `[H, H]` or flattened `[H·H]` (one channel).
+fn image_shape(input: &[usize]) -> Option<(usize, usize)> {
+    match *input {
+        [c, h, w] if h == w => Some((c, h)),
+        [h, w] if h == w => Some((1, h)),
+        [f] => {
+            let side = (f as f64).sqrt().round() as usize;
+            (side * side == f).then_some((1, side))
+        }
+        _ => None,
+    }
+}

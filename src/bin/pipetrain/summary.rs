@@ -1,0 +1,65 @@
+//! What `pipetrain train` prints after the last step: each worker's measured bubble next to the
+//! simulator's prediction, and (with replicas) the optimizer state each worker holds.
+
+use pipetrain::{Layer, Pipeline, StepReport};
+
+/// Measured vs simulated bubble, compute time and peak stash of every worker in `report`.
+pub fn print_bubbles(report: &StepReport, replicas: usize) {
+    println!("bubble per worker (last step): measured vs simulated for this plan");
+    for s in &report.stages {
+        let worker = if replicas > 1 {
+            s.worker.to_string()
+        } else {
+            s.worker.stage.to_string()
+        };
+        println!(
+            "  {worker}  measured {:>5.1}%  simulated {:>5.1}%  compute {:>8.2} ms  peak stash {}",
+            100.0 * s.bubble_fraction,
+            100.0 * s.predicted_bubble_fraction,
+            s.compute.as_secs_f64() * 1e3,
+            s.peak_stash
+        );
+    }
+}
+
+/// Optimizer-state bytes per worker of each stage, with and without ZeRO-1.
+pub fn print_optimizer_state<L: Layer>(pipeline: &Pipeline<L>) {
+    println!("optimizer state per worker:");
+    let bytes = pipeline.optimizer_state_bytes();
+    for stage in 0..pipeline.stages() {
+        let of_stage: Vec<usize> = bytes
+            .iter()
+            .filter(|(w, _)| w.stage.index() == stage)
+            .map(|(_, b)| *b)
+            .collect();
+        let total: usize = of_stage.iter().sum();
+        let held = of_stage.iter().max().copied().unwrap_or(0);
+        if pipeline.zero() {
+            let unsharded = total; // the replicas' shares partition the stage's parameters
+            println!(
+                "  stage {stage}: {} per worker with ZeRO-1, {} without ({:.0}% saved)",
+                human_bytes(held),
+                human_bytes(unsharded),
+                100.0 * (1.0 - held as f64 / unsharded.max(1) as f64)
+            );
+        } else {
+            println!(
+                "  stage {stage}: {} per worker (--zero 1 shards it across the {} replicas)",
+                human_bytes(held),
+                pipeline.replicas()
+            );
+        }
+    }
+}
+
+/// `n` bytes in B / KiB / MiB / GiB.
+fn human_bytes(n: usize) -> String {
+    let mut value = n as f64;
+    for unit in ["B", "KiB", "MiB"] {
+        if value < 1024.0 {
+            return format!("{value:.1} {unit}");
+        }
+        value /= 1024.0;
+    }
+    format!("{value:.2} GiB")
+}

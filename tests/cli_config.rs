@@ -1,0 +1,106 @@
+//! `pipetrain train --config run.toml`: flags from a TOML file, overridden by the command line;
+//! and the worked examples of `pipetrain train --help`.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// Runs `pipetrain <args>`.
+fn pipetrain(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pipetrain"))
+        .args(args)
+        .output()
+        .expect("the pipetrain binary runs")
+}
+
+/// Writes `text` to a fresh `run.toml`.
+fn config(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("pipetrain-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("run.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// The `step i/N` lines of a successful run.
+fn step_lines(out: Output) -> Vec<String> {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+        .lines()
+        .filter(|l| l.starts_with("step "))
+        .map(String::from)
+        .collect()
+}
+
+const FILE: &str = "\
+steps = 2
+width = 16
+hidden_layers = 2
+batch = 16
+micro-batches = 4
+balance = [2, 1]
+verify = true
+";
+
+#[test]
+fn config_file_sets_the_flags() {
+    let path = config("config-sets", FILE);
+    let out = pipetrain(&["train", "--config", path.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        stdout.contains("MLP-2x16"),
+        "width and layers from the file: {stdout}"
+    );
+    assert!(stdout.contains("balance [2, 1]"), "{stdout}");
+    assert!(stdout.contains("verify: max_rel_diff="), "{stdout}");
+    assert_eq!(step_lines(out).len(), 2);
+}
+
+#[test]
+fn command_line_overrides_the_file_in_both_forms() {
+    let path = config("config-override", FILE);
+    let p = path.to_str().unwrap();
+    let lines = step_lines(pipetrain(&["train", "--config", p, "--steps", "3"]));
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert!(lines[2].contains("3/3"));
+    // The bare form, the flag before --config.
+    let lines = step_lines(pipetrain(&["--steps", "1", "--config", p]));
+    assert_eq!(lines.len(), 1, "{lines:?}");
+}
+
+#[test]
+fn unknown_key_names_the_key_and_the_file() {
+    let path = config("config-unknown", "steps = 1\nmicro_batchez = 4\n");
+    let out = pipetrain(&["train", "--config", path.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("micro_batchez") && stderr.contains(path.to_str().unwrap()),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn help_shows_worked_examples() {
+    let out = pipetrain(&["train", "--help"]);
+    let help = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "--replicas 2",
+        "--zero 1",
+        "--accumulate",
+        "--profile trace.json",
+        "--metrics run.csv",
+        "--config run.toml",
+        "--model resnet",
+        "--model gpt",
+        "--data mnist:",
+        "pipetrain eval",
+    ] {
+        assert!(help.contains(needle), "`{needle}` missing from:\n{help}");
+    }
+}

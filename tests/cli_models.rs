@@ -1,0 +1,309 @@
+//! `pipetrain train --model mlp|resnet|gpt` and `--data ...`: each model trains under
+//! `--stages 2 --verify` on tiny sizes; MNIST (IDX), safetensors and text files the tests
+//! write train and report held-out accuracy / perplexity; `pipetrain eval` evaluates.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use safetensors::Dtype;
+use safetensors::tensor::TensorView;
+
+/// Largest `verify: max_rel_diff` accepted.
+const TOLERANCE: f64 = 1e-5;
+
+/// Runs `pipetrain <args>`.
+fn pipetrain(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pipetrain"))
+        .args(args)
+        .output()
+        .expect("the pipetrain binary runs")
+}
+
+/// Stdout of a `pipetrain <args>` run that must succeed.
+fn success(args: &[&str]) -> String {
+    let out = pipetrain(args);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "pipetrain {args:?} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// `pipetrain train --stages 2 --steps 3 --verify <args>`; checks max_rel_diff, returns stdout.
+fn verified(args: &[&str]) -> String {
+    let args = [
+        &["train", "--stages", "2", "--steps", "3", "--verify"][..],
+        args,
+    ]
+    .concat();
+    let stdout = success(&args);
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("verify: max_rel_diff="))
+        .unwrap_or_else(|| panic!("no verify line in:\n{stdout}"));
+    let x: f64 = line["verify: max_rel_diff=".len()..]
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(x <= TOLERANCE, "max_rel_diff {x}:\n{stdout}");
+    stdout
+}
+
+/// A fresh directory for one test's files.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("pipetrain-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The value after `held-out accuracy ` as a fraction, or after `held-out perplexity `.
+fn held_out(stdout: &str, what: &str) -> f64 {
+    let prefix = format!("held-out {what} ");
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with(&prefix))
+        .unwrap_or_else(|| panic!("no `{prefix}` line in:\n{stdout}"));
+    let number = line[prefix.len()..].split([' ', '%']).next().unwrap();
+    number.parse().unwrap()
+}
+
+#[test]
+fn mlp_trains_under_verify() {
+    let stdout = verified(&[
+        "--model",
+        "mlp",
+        "--width",
+        "16",
+        "--hidden-layers",
+        "3",
+        "--micro-batches",
+        "4",
+        "--batch",
+        "16",
+    ]);
+    assert!((0.0..=100.0).contains(&held_out(&stdout, "accuracy")));
+}
+
+#[test]
+fn resnet_trains_under_verify_with_remat_never() {
+    let stdout = verified(&[
+        "--model",
+        "resnet",
+        "--remat",
+        "never",
+        "--channels",
+        "4",
+        "--blocks",
+        "2",
+        "--image",
+        "8",
+        "--classes",
+        "3",
+        "--micro-batches",
+        "2",
+        "--batch",
+        "8",
+        "--threads",
+        "1",
+    ]);
+    assert!(stdout.contains("ResNet"), "{stdout}");
+    assert!((0.0..=100.0).contains(&held_out(&stdout, "accuracy")));
+}
+
+#[test]
+fn resnet_without_remat_never_names_the_flag() {
+    let out = pipetrain(&["train", "--model", "resnet", "--steps", "1"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("--remat never"), "{stderr}");
+}
+
+#[test]
+fn gpt_trains_under_verify_and_reports_perplexity() {
+    let stdout = verified(&[
+        "--model",
+        "gpt",
+        "--vocab",
+        "16",
+        "--context",
+        "8",
+        "--d-model",
+        "16",
+        "--heads",
+        "2",
+        "--layers",
+        "2",
+        "--micro-batches",
+        "2",
+        "--batch",
+        "8",
+    ]);
+    let perplexity = held_out(&stdout, "perplexity");
+    assert!(perplexity > 1.0 && perplexity.is_finite(), "{stdout}");
+}
+
+/// Writes a tiny MNIST: `n` images of `side`×`side` whose label is visible in the pixels.
+fn write_mnist(dir: &std::path::Path, n: usize, side: usize) {
+    let mut images = Vec::new();
+    images.extend(0x0000_0803u32.to_be_bytes());
+    for v in [n as u32, side as u32, side as u32] {
+        images.extend(v.to_be_bytes());
+    }
+    let mut labels = Vec::new();
+    labels.extend(0x0000_0801u32.to_be_bytes());
+    labels.extend((n as u32).to_be_bytes());
+    for i in 0..n {
+        let label = (i % 10) as u8;
+        labels.push(label);
+        images.extend((0..side * side).map(|p| if p % 10 == label as usize { 255 } else { 0 }));
+    }
+    std::fs::write(dir.join("train-images-idx3-ubyte"), images).unwrap();
+    std::fs::write(dir.join("train-labels-idx1-ubyte"), labels).unwrap();
+}
+
+#[test]
+fn mnist_files_train_under_verify_and_report_held_out_accuracy() {
+    let dir = scratch("mnist");
+    write_mnist(&dir, 40, 4);
+    let data = format!("mnist:{}", dir.display());
+    let stdout = verified(&[
+        "--data",
+        &data,
+        "--held-out",
+        "0.2",
+        "--width",
+        "16",
+        "--hidden-layers",
+        "2",
+        "--micro-batches",
+        "2",
+        "--batch",
+        "16",
+    ]);
+    assert!(stdout.contains("32 training examples"), "{stdout}");
+    assert!(stdout.contains("input 16"), "{stdout}");
+    let acc = held_out(&stdout, "accuracy");
+    assert!((0.0..=100.0).contains(&acc));
+    assert!(stdout.contains("(8 examples)"), "{stdout}");
+    // The same images as 1×4×4 for the ResNet.
+    verified(&[
+        "--model",
+        "resnet",
+        "--remat",
+        "never",
+        "--channels",
+        "4",
+        "--blocks",
+        "1",
+        "--threads",
+        "1",
+        "--data",
+        &data,
+        "--micro-batches",
+        "2",
+        "--batch",
+        "8",
+    ]);
+    let eval = success(&[
+        "eval",
+        "--data",
+        &data,
+        "--width",
+        "16",
+        "--hidden-layers",
+        "2",
+    ]);
+    assert!(eval.contains("held-out accuracy"), "{eval}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn safetensors_file_trains_under_verify() {
+    let dir = scratch("tensors");
+    let (n, features) = (24usize, 6usize);
+    let x: Vec<u8> = (0..n * features)
+        .flat_map(|i| ((i % 7) as f32 / 7.0).to_le_bytes())
+        .collect();
+    let y: Vec<u8> = (0..n)
+        .flat_map(|i| ((i % 3) as i64).to_le_bytes())
+        .collect();
+    let views: HashMap<String, TensorView<'_>> = [
+        (
+            "x".to_string(),
+            TensorView::new(Dtype::F32, vec![n, features], &x).unwrap(),
+        ),
+        (
+            "y".to_string(),
+            TensorView::new(Dtype::I64, vec![n], &y).unwrap(),
+        ),
+    ]
+    .into_iter()
+    .collect();
+    let path = dir.join("data.safetensors");
+    std::fs::write(&path, safetensors::serialize(views, None).unwrap()).unwrap();
+    let data = format!("tensors:{}", path.display());
+    let stdout = verified(&[
+        "--data",
+        &data,
+        "--classes",
+        "3",
+        "--width",
+        "8",
+        "--hidden-layers",
+        "2",
+        "--micro-batches",
+        "2",
+        "--batch",
+        "8",
+        "--held-out",
+        "0.25",
+    ]);
+    assert!(stdout.contains("input 6, 3 classes"), "{stdout}");
+    assert!(stdout.contains("(6 examples)"), "{stdout}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn text_file_trains_the_gpt_and_reports_perplexity() {
+    let dir = scratch("text");
+    let path = dir.join("input.txt");
+    std::fs::write(
+        &path,
+        "the quick brown fox jumps over the lazy dog. ".repeat(8),
+    )
+    .unwrap();
+    let data = format!("text:{}", path.display());
+    let stdout = verified(&[
+        "--model",
+        "gpt",
+        "--data",
+        &data,
+        "--context",
+        "8",
+        "--d-model",
+        "16",
+        "--heads",
+        "2",
+        "--layers",
+        "1",
+        "--micro-batches",
+        "2",
+        "--batch",
+        "8",
+    ]);
+    assert!(stdout.contains("vocab 256"), "{stdout}");
+    assert!(held_out(&stdout, "perplexity").is_finite());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn unknown_data_kind_is_named() {
+    let out = pipetrain(&["train", "--data", "imagenet:/data", "--steps", "1"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("imagenet:/data"), "{stderr}");
+}
