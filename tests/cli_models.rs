@@ -307,3 +307,23 @@ fn unknown_data_kind_is_named() {
     assert!(!out.status.success());
     assert!(stderr.contains("imagenet:/data"), "{stderr}");
 }
+
+#[test]
+fn resnet_verify_with_replicas_is_refused_with_the_reason() {
+    let out = pipetrain(&[
+        "train",
+        "--model",
+        "resnet",
+        "--remat",
+        "never",
+        "--replicas",
+        "2",
+        "--verify",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("--replicas 1") && stderr.contains("running statistics"),
+        "{stderr}"
+    );
+}
