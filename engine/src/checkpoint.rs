@@ -68,6 +68,17 @@ pub enum CheckpointError {
         /// What is wrong.
         reason: String,
     },
+    /// A safetensors file without pipetrain's metadata: plain weights (e.g. a PyTorch state
+    /// dict), usable with [`init_from`] but not to resume.
+    #[error(
+        "{}: a weights file, not a pipetrain checkpoint (no optimizer state or step); start \
+         from it with --init instead",
+        path.display()
+    )]
+    NotACheckpoint {
+        /// The file.
+        path: PathBuf,
+    },
     /// The model has a parameter the file lacks.
     #[error("{}: tensor `{tensor}` is missing (the model expects it{detail})", path.display())]
     Missing {
@@ -420,10 +431,9 @@ impl Checkpoint {
                 ));
             }
             None => {
-                return Err(corrupt(
-                    path,
-                    "no pipetrain metadata: a plain weights file? use it with --init",
-                ));
+                return Err(CheckpointError::NotACheckpoint {
+                    path: path.to_path_buf(),
+                });
             }
         }
         let field = |key: &str| {

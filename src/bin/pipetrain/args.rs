@@ -63,6 +63,13 @@ Examples:
   # models: ResNet-like CNN (batch norm: --remat never) and GPT-like decoder
   pipetrain train --model resnet --channels 16 --blocks 4 --image 32 --remat never --stages 2
   pipetrain train --model gpt --vocab 256 --context 64 --d-model 128 --heads 4 --layers 4
+  pipetrain train --model gpt --tie-embeddings --stages 2   # embedding and head tied across stages
+
+  # checkpoints: save every 10 steps; resume under another layout; start from PyTorch weights
+  pipetrain train --stages 2 --replicas 2 --steps 50 --checkpoint run.safetensors --checkpoint-every 10
+  pipetrain train --stages 1 --steps 100 --resume run.safetensors --checkpoint run.safetensors
+  pipetrain train --init torch_state_dict.safetensors --stages 2
+  pipetrain eval --init run.safetensors
 
   # real data with a held-out split; accuracy (or perplexity) on it at the end
   pipetrain train --data mnist:data/mnist --width 784 --held-out 0.1 --steps 200
@@ -184,4 +191,26 @@ pub struct TrainArgs {
     /// Draw the loss curve into this PNG file.
     #[arg(long, value_name = "FILE", help_heading = "Output")]
     pub plot: Option<PathBuf>,
+    /// Save a checkpoint (safetensors: weights under full-model names, optimizer state, step)
+    /// to this file after the last step, and every --checkpoint-every steps. The write is
+    /// atomic; any --stages/--replicas layout can resume it.
+    #[arg(long, value_name = "FILE", help_heading = "Checkpoints")]
+    pub checkpoint: Option<PathBuf>,
+    /// Also save the checkpoint every N optimizer steps (0: only at the end).
+    #[arg(long, default_value_t = 0, help_heading = "Checkpoints")]
+    pub checkpoint_every: u64,
+    /// Continue the run saved in this checkpoint: weights, optimizer state and step; --steps is
+    /// the total. Model, data, seed, batch and accumulation must be those of the saved run
+    /// (checked); the stage/replica layout may differ.
+    #[arg(long, value_name = "FILE", help_heading = "Checkpoints")]
+    pub resume: Option<PathBuf>,
+    /// Initial weights from a safetensors file: a pipetrain checkpoint (weights only), or a
+    /// PyTorch state dict saved with safetensors (Linear weights `[out, in]` are transposed).
+    /// Every parameter must be present with its shape. With `eval`: the weights to evaluate.
+    #[arg(long, value_name = "FILE", help_heading = "Checkpoints")]
+    pub init: Option<PathBuf>,
+    /// GPT: tie the token embedding (stage 0) and the output projection (last stage) into one
+    /// parameter, GPT-2 style; their gradients are summed between the stages every step.
+    #[arg(long, help_heading = "GPT")]
+    pub tie_embeddings: bool,
 }

@@ -113,8 +113,20 @@ fn evaluate_layers<L: Layer>(
     evaluate(|x| forward_all(layers, x), batches, language_model)
 }
 
-/// `pipetrain eval`: builds the model from `--seed` (untrained), evaluates it on the held-out
-/// split of `--data`, and prints the result.
+/// The weights to evaluate: `--init FILE` (a checkpoint or a state dict), else the fresh init.
+fn weights<L: Layer>(
+    args: &TrainArgs,
+    layers: Vec<L>,
+) -> Result<Vec<L>, Box<dyn std::error::Error>> {
+    match &args.init {
+        Some(path) => crate::checkpoints::init(path, layers),
+        None => Ok(layers),
+    }
+}
+
+/// `pipetrain eval`: builds the model from `--seed`, loads `--init FILE` if given (e.g. a
+/// checkpoint of a trained run), evaluates it on the held-out split of `--data`, and prints the
+/// result.
 ///
 /// # Errors
 /// Bad flags or data, or a forward error.
@@ -128,10 +140,13 @@ pub fn run(args: &TrainArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let held_out = data.held_out(&model, args.batch, &device)?;
     let lm = model.is_language_model();
     let evaluation = match model {
-        Model::Mlp(c) => evaluate_layers(&c.init(&device), held_out, lm),
-        Model::ResNet(c) => evaluate_layers(&c.init(&device), held_out, lm),
-        Model::Gpt(c) => evaluate_layers(&c.init(&device), held_out, lm),
+        Model::Mlp(c) => evaluate_layers(&weights(args, c.init(&device))?, held_out, lm),
+        Model::ResNet(c) => evaluate_layers(&weights(args, c.init(&device))?, held_out, lm),
+        Model::Gpt(c) => evaluate_layers(&weights(args, c.init(&device))?, held_out, lm),
     }?;
+    if let Some(path) = &args.init {
+        println!("weights: {}", path.display());
+    }
     println!("eval: {} on {}", model.describe(), data.describe());
     println!("held-out {evaluation}");
     Ok(ExitCode::SUCCESS)

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod args;
+mod checkpoints;
 mod config;
 mod data;
 mod eval;

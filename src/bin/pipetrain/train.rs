@@ -12,10 +12,11 @@ use std::time::{Duration, Instant};
 use burn::prelude::*;
 use pipetrain::engine::{Activation, SingleDevice, difference};
 use pipetrain::{
-    Batch, CrossEntropy, Layer, OptimizerConfig, Pipeline, Remat, ScheduleKind, StepReport,
+    Batch, CrossEntropy, Layer, OptimizerConfig, Pipeline, Remat, ScheduleKind, StepReport, Tie,
 };
 
 use crate::args::{OptimizerKind, TrainArgs};
+use crate::checkpoints;
 use crate::data::Data;
 use crate::eval::{Evaluation, evaluate};
 use crate::metrics::{Metrics, Row};
@@ -60,6 +61,7 @@ struct Settings<'a> {
     model: Model,
     data: Data,
     device: Device,
+    ties: Vec<Tie>,
 }
 
 /// Checks the flags, opens the data, builds the model and trains it.
@@ -104,6 +106,20 @@ fn train(args: &TrainArgs, metrics: Option<Metrics>) -> Result<ExitCode, BoxErro
     let model = Model::from_args(args, data.shapes())?;
     let device = Device::flex();
     device.seed(args.seed);
+    let ties = match (&model, args.tie_embeddings) {
+        (Model::Gpt(c), true) => vec![c.tie_embeddings()],
+        (_, true) => {
+            return Err("--tie-embeddings ties a GPT's embeddings: use it with --model gpt".into());
+        }
+        (_, false) => Vec::new(),
+    };
+    if args.resume.is_some() && args.verify {
+        return Err(
+            "--verify compares against single-device training from step 0, so it cannot \
+                    follow --resume; verify the run that wrote the checkpoint instead"
+                .into(),
+        );
+    }
     let settings = Settings {
         args,
         schedule,
@@ -113,6 +129,7 @@ fn train(args: &TrainArgs, metrics: Option<Metrics>) -> Result<ExitCode, BoxErro
         model,
         data,
         device,
+        ties,
     };
     match model {
         Model::Mlp(c) => train_with(&settings, c.init(&settings.device), metrics),
@@ -169,9 +186,20 @@ fn train_with<L: Layer>(
 ) -> Result<ExitCode, BoxError> {
     let args = s.args;
     let params: usize = layers.iter().map(|l| l.num_params()).sum();
-    let mut reference = args
-        .verify
-        .then(|| SingleDevice::new(layers.clone(), &s.device, &s.optimizer));
+    let layers = match &args.init {
+        Some(path) => {
+            let layers = checkpoints::init(path, layers)?;
+            println!("init: weights from {}", path.display());
+            layers
+        }
+        None => layers,
+    };
+    let mut reference = match args.verify {
+        true => {
+            Some(SingleDevice::new(layers.clone(), &s.device, &s.optimizer).with_ties(&s.ties)?)
+        }
+        false => None,
+    };
 
     let mut builder = Pipeline::builder()
         .layers(layers)
@@ -195,7 +223,15 @@ fn train_with<L: Layer>(
     if let Some(t) = args.threads {
         builder = builder.threads_per_worker(t);
     }
+    for tie in &s.ties {
+        builder = builder.tie(tie.clone());
+    }
     let mut pipeline = builder.build()?;
+    let run = checkpoints::RunIdentity::of(args, &s.model);
+    let first_step = match &args.resume {
+        Some(path) => checkpoints::resume(&mut pipeline, path, &run, args.steps)?,
+        None => 0,
+    };
 
     println!(
         "pipetrain: {} ({params} params), {} replicas × {} stages, {} micro-batches of {}, \
@@ -224,7 +260,7 @@ fn train_with<L: Layer>(
     let mut losses = Vec::new();
     let mut last = None;
     let k = args.accumulate.max(1);
-    for step in 0..args.steps {
+    for step in first_step..args.steps {
         let batches: Vec<Batch> = (0..k as u64)
             .map(|j| {
                 s.data
@@ -239,7 +275,7 @@ fn train_with<L: Layer>(
             report = Some(r);
         }
         let report = report.expect("at least one batch per step");
-        if step == 0 {
+        if step == first_step {
             if let Some(p) = pipeline.partition() {
                 progress.println(&format!("stage split: {p} (balance {:?})", p.balance()));
             }
@@ -291,18 +327,29 @@ fn train_with<L: Layer>(
                     .collect(),
             })?;
         }
-        if step > 0 || args.steps == 1 {
+        if step > first_step || args.steps == first_step + 1 {
             throughput.push(sps);
         }
         losses.push(totals.loss);
         last = Some(report);
+        if let Some(path) = &args.checkpoint {
+            let every = args.checkpoint_every;
+            if step + 1 == args.steps || (every > 0 && (step + 1) % every == 0) {
+                pipeline.save_checkpoint(path, run.extra())?;
+                progress.println(&format!(
+                    "checkpoint: {} (step {})",
+                    path.display(),
+                    step + 1
+                ));
+            }
+        }
     }
     progress.finish();
     throughput.sort_by(f64::total_cmp);
     let median = throughput[throughput.len() / 2];
     println!(
         "done: {} steps in {:.2}s, median {:.1} samples/s (first step excluded)",
-        args.steps,
+        args.steps - first_step,
         started.elapsed().as_secs_f64(),
         median
     );

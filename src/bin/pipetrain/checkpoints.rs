@@ -1,0 +1,100 @@
+//! `--checkpoint`, `--resume` and `--init`: what a run saves beside its weights, and the checks
+//! that make a resumed run continue bit for bit.
+//!
+//! A run's batches are a function of (data, seed, batch size, accumulation, optimizer step):
+//! the checkpoint stores those, and `--resume` refuses a run whose values differ, naming the
+//! flag. The stage/replica layout is free to change.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use pipetrain::{Checkpoint, CheckpointError, Layer, Pipeline};
+
+use crate::args::TrainArgs;
+use crate::model::Model;
+
+type BoxError = Box<dyn std::error::Error>;
+
+/// The settings a resumed run must share with the saved one, by flag name.
+pub struct RunIdentity {
+    entries: BTreeMap<String, String>,
+}
+
+impl RunIdentity {
+    /// This run's identity.
+    pub fn of(args: &TrainArgs, model: &Model) -> Self {
+        let entries = [
+            ("model", model.describe()),
+            ("data", args.data.clone()),
+            ("held-out", args.held_out.to_string()),
+            ("seed", args.seed.to_string()),
+            ("batch", args.batch.to_string()),
+            ("accumulate", args.accumulate.to_string()),
+            ("tie-embeddings", args.tie_embeddings.to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        Self { entries }
+    }
+
+    /// What goes into the checkpoint.
+    pub fn extra(&self) -> BTreeMap<String, String> {
+        self.entries.clone()
+    }
+}
+
+/// Loads `path` into `pipeline` and returns the step to continue from.
+///
+/// # Errors
+/// The file does not load, was saved by a run with other data/model flags, or is already at
+/// `steps` or beyond.
+pub fn resume<L: Layer>(
+    pipeline: &mut Pipeline<L>,
+    path: &Path,
+    run: &RunIdentity,
+    steps: u64,
+) -> Result<u64, BoxError> {
+    let progress = pipeline.load_checkpoint(path)?;
+    for (flag, value) in &run.entries {
+        let saved = progress.extra.get(flag).map(String::as_str).unwrap_or("?");
+        if saved != value {
+            return Err(format!(
+                "--resume {}: the run was saved with --{flag} {saved}, this one has --{flag} \
+                 {value}; resume with the same --{flag} (the batches depend on it)",
+                path.display()
+            )
+            .into());
+        }
+    }
+    if progress.step >= steps {
+        return Err(format!(
+            "--resume {}: the checkpoint is at step {} already; --steps {steps} is the total, \
+             give more to continue",
+            path.display(),
+            progress.step
+        )
+        .into());
+    }
+    println!(
+        "resumed: {} at step {} of {steps}",
+        path.display(),
+        progress.step
+    );
+    Ok(progress.step)
+}
+
+/// `layers` with the weights of `path`: a pipetrain checkpoint (its weights), or any other
+/// safetensors file read as a PyTorch state dict.
+///
+/// # Errors
+/// The file is unreadable or does not fit the model (the error names the tensor).
+pub fn init<L: Layer>(path: &Path, layers: Vec<L>) -> Result<Vec<L>, BoxError> {
+    match Checkpoint::read(path) {
+        Ok(checkpoint) => Ok(checkpoint.load_model(layers)?),
+        Err(CheckpointError::NotACheckpoint { .. }) => Ok(
+            pipetrain::engine::checkpoint::init_from(path, layers, true)?,
+        ),
+        Err(e) => Err(e.into()),
+    }
+}

@@ -1,0 +1,339 @@
+//! `--checkpoint`, `--resume`, `--init` and `--tie-embeddings` as a user runs them: save at
+//! 2 replicas × 2 stages, resume at the same layout (bit for bit against an uninterrupted run)
+//! and at 1 stage (within 1e-5), refuse a resume with other data flags, start from a PyTorch
+//! state dict, evaluate a checkpoint.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use safetensors::SafeTensors;
+use safetensors::tensor::{Dtype, TensorView};
+
+fn pipetrain(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pipetrain"))
+        .args(args)
+        .output()
+        .expect("the pipetrain binary runs")
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = pipetrain(args);
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "pipetrain {args:?} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+fn fails(args: &[&str]) -> String {
+    let out = pipetrain(args);
+    assert!(!out.status.success(), "pipetrain {args:?} should fail");
+    String::from_utf8_lossy(&out.stderr).to_string()
+}
+
+fn dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("pipetrain-cli-ckpt-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+const MODEL: [&str; 10] = [
+    "train",
+    "--width",
+    "16",
+    "--hidden-layers",
+    "3",
+    "--batch",
+    "16",
+    "--micro-batches",
+    "2",
+    "--optimizer",
+];
+
+fn run(extra: &[&str]) -> String {
+    let args: Vec<&str> = MODEL
+        .iter()
+        .copied()
+        .chain(["adam", "--lr", "0.01"])
+        .chain(extra.iter().copied())
+        .collect();
+    ok(&args)
+}
+
+/// Every tensor of a safetensors file, by name, as raw bytes.
+fn tensors(path: &Path) -> HashMap<String, Vec<u8>> {
+    let bytes = std::fs::read(path).unwrap();
+    let file = SafeTensors::deserialize(&bytes).unwrap();
+    file.tensors()
+        .into_iter()
+        .map(|(n, v)| (n, v.data().to_vec()))
+        .collect()
+}
+
+fn f32s(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+#[test]
+fn resume_continues_bit_for_bit_and_under_another_layout() {
+    let d = dir("resume");
+    let p = |n: &str| d.join(n).to_string_lossy().to_string();
+    let layout = ["--stages", "2", "--replicas", "2"];
+    run(&[&layout[..], &["--steps", "4", "--checkpoint", &p("full")]].concat());
+    let half = run(&[
+        &layout[..],
+        &[
+            "--steps",
+            "2",
+            "--checkpoint",
+            &p("half"),
+            "--checkpoint-every",
+            "1",
+        ],
+    ]
+    .concat());
+    assert!(
+        half.contains("checkpoint: ") && half.contains("(step 1)") && half.contains("(step 2)"),
+        "{half}"
+    );
+
+    let resumed = run(&[
+        &layout[..],
+        &[
+            "--steps",
+            "4",
+            "--resume",
+            &p("half"),
+            "--checkpoint",
+            &p("resumed"),
+        ],
+    ]
+    .concat());
+    assert!(
+        resumed.contains("resumed: ") && resumed.contains("at step 2 of 4"),
+        "{resumed}"
+    );
+    let (full, again) = (tensors(&d.join("full")), tensors(&d.join("resumed")));
+    assert_eq!(full.len(), again.len());
+    for (name, bytes) in &full {
+        assert_eq!(
+            bytes, &again[name],
+            "`{name}` differs from the uninterrupted run"
+        );
+    }
+
+    run(&[
+        "--stages",
+        "1",
+        "--steps",
+        "4",
+        "--resume",
+        &p("half"),
+        "--checkpoint",
+        &p("one"),
+    ]);
+    let one = tensors(&d.join("one"));
+    for (name, bytes) in full
+        .iter()
+        .filter(|(n, _)| !n.starts_with("__optimizer__/"))
+    {
+        let (a, b) = (f32s(bytes), f32s(&one[name]));
+        let norm = |v: &[f32]| v.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
+        let diff: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x - y).collect();
+        assert!(
+            norm(&diff) <= 1e-5 * norm(&a).max(1e-12),
+            "`{name}` at 1 stage differs"
+        );
+    }
+
+    // Another seed means other batches: refused, naming the flag.
+    let e = fails(
+        &[
+            &MODEL[..],
+            &[
+                "adam",
+                "--steps",
+                "4",
+                "--seed",
+                "9",
+                "--resume",
+                &p("half"),
+            ],
+        ]
+        .concat(),
+    );
+    assert!(
+        e.contains("--seed") && e.contains("the batches depend on it"),
+        "{e}"
+    );
+    // Already there.
+    let e = fails(
+        &[
+            &MODEL[..],
+            &[
+                "adam",
+                "--lr",
+                "0.01",
+                "--steps",
+                "2",
+                "--resume",
+                &p("half"),
+            ],
+        ]
+        .concat(),
+    );
+    assert!(e.contains("at step 2 already"), "{e}");
+    // --verify cannot follow a resume.
+    let e = fails(
+        &[
+            &MODEL[..],
+            &[
+                "adam",
+                "--lr",
+                "0.01",
+                "--steps",
+                "4",
+                "--resume",
+                &p("half"),
+                "--verify",
+            ],
+        ]
+        .concat(),
+    );
+    assert!(e.contains("--verify"), "{e}");
+
+    // eval takes a checkpoint's weights.
+    let eval = ok(&[
+        "eval",
+        "--width",
+        "16",
+        "--hidden-layers",
+        "3",
+        "--batch",
+        "16",
+        "--init",
+        &p("full"),
+    ]);
+    assert!(eval.contains("held-out accuracy"), "{eval}");
+}
+
+/// A PyTorch-style state dict for MLP(width 4, 1 hidden layer, 3 classes) on 4 synthetic
+/// features: `[out, in]` Linear weights, written with the safetensors format itself.
+#[test]
+fn init_from_a_pytorch_state_dict_and_errors_name_the_tensor() {
+    let d = dir("init");
+    let path = d.join("torch.safetensors");
+    let weights: Vec<(&str, Vec<usize>, Vec<f32>)> = vec![
+        (
+            "0.linear.weight",
+            vec![4, 4],
+            (0..16).map(|i| i as f32 * 0.01).collect(),
+        ),
+        ("0.linear.bias", vec![4], vec![0.0; 4]),
+        (
+            "1.weight",
+            vec![3, 4],
+            (0..12).map(|i| i as f32 * -0.01).collect(),
+        ),
+        ("1.bias", vec![3], vec![0.1, 0.2, 0.3]),
+    ];
+    let write = |path: &Path, weights: &[(&str, Vec<usize>, Vec<f32>)]| {
+        let bytes: Vec<Vec<u8>> = weights
+            .iter()
+            .map(|(_, _, v)| v.iter().flat_map(|x| x.to_le_bytes()).collect())
+            .collect();
+        let views: Vec<(String, TensorView<'_>)> = weights
+            .iter()
+            .zip(&bytes)
+            .map(|((n, s, _), b)| {
+                (
+                    n.to_string(),
+                    TensorView::new(Dtype::F32, s.clone(), b).unwrap(),
+                )
+            })
+            .collect();
+        std::fs::write(
+            path,
+            safetensors::serialize(views, None::<HashMap<String, String>>).unwrap(),
+        )
+        .unwrap();
+    };
+    write(&path, &weights);
+    let mlp = [
+        "--width",
+        "4",
+        "--hidden-layers",
+        "1",
+        "--classes",
+        "3",
+        "--batch",
+        "8",
+        "--micro-batches",
+        "2",
+        "--steps",
+        "2",
+    ];
+    let out = ok(&[
+        &["train"],
+        &mlp[..],
+        &[
+            "--stages",
+            "2",
+            "--init",
+            path.to_str().unwrap(),
+            "--verify",
+        ],
+    ]
+    .concat());
+    assert!(out.contains("init: weights from"), "{out}");
+
+    let bad = d.join("bad.safetensors");
+    write(&bad, &weights[..3]);
+    let e = fails(&[&["train"], &mlp[..], &["--init", bad.to_str().unwrap()]].concat());
+    assert!(
+        e.contains("`1.bias`") && e.contains("bad.safetensors"),
+        "{e}"
+    );
+}
+
+#[test]
+fn gpt_with_tied_embeddings_verifies_across_two_stages() {
+    let out = ok(&[
+        "train",
+        "--model",
+        "gpt",
+        "--vocab",
+        "16",
+        "--context",
+        "8",
+        "--d-model",
+        "8",
+        "--heads",
+        "2",
+        "--layers",
+        "2",
+        "--batch",
+        "8",
+        "--micro-batches",
+        "2",
+        "--stages",
+        "2",
+        "--steps",
+        "3",
+        "--tie-embeddings",
+        "--optimizer",
+        "adam",
+        "--lr",
+        "0.01",
+        "--verify",
+    ]);
+    assert!(out.contains("verify: max_rel_diff="), "{out}");
+    let e = fails(&["train", "--tie-embeddings", "--width", "8", "--steps", "1"]);
+    assert!(e.contains("--model gpt"), "{e}");
+}
