@@ -30,6 +30,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
+use burn::prelude::*;
 use crossbeam_channel::{Receiver, Sender, select, unbounded};
 
 use crate::abort::Abort;
@@ -110,6 +111,125 @@ pub trait Collective: Send {
         data[bounds[self.rank()].clone()].copy_from_slice(&mine);
         self.all_gather(data, &bounds)
     }
+
+    /// Tensor `i` summed over all members (in rank order) and handed to member `owners[i]`;
+    /// the others get `None`. Every member passes tensors of the same lengths and the same
+    /// `owners`. The default goes through flat `f32` buffers ([`reduce_scatter`](Self::reduce_scatter));
+    /// an in-process implementation can pass tensor handles instead.
+    fn reduce_tensors(
+        &mut self,
+        tensors: Vec<Tensor<1>>,
+        owners: &[usize],
+    ) -> Result<Vec<Option<Tensor<1>>>, CollectiveError> {
+        let device = tensors.first().map(|t| t.device()).unwrap_or_default();
+        let lens: Vec<usize> = tensors.iter().map(|t| t.dims()[0]).collect();
+        let order = by_owner(owners, self.size());
+        let mut flat = Vec::with_capacity(lens.iter().sum());
+        let mut tensors: Vec<Option<Tensor<1>>> = tensors.into_iter().map(Some).collect();
+        for &i in &order {
+            flat.extend(values(tensors[i].take().expect("each tensor once")));
+        }
+        let bounds = owner_bounds(&order, owners, &lens, self.size());
+        let mine = self.reduce_scatter(&flat, &bounds)?;
+        let mut out = vec![None; lens.len()];
+        let mut at = 0;
+        for &i in order.iter().filter(|&&i| owners[i] == self.rank()) {
+            let part = mine[at..at + lens[i]].to_vec();
+            out[i] = Some(Tensor::from_data(TensorData::new(part, [lens[i]]), &device));
+            at += lens[i];
+        }
+        Ok(out)
+    }
+
+    /// Member `owners[i]` passes tensor `i` (`Some`), the others `None`; every member gets all
+    /// of them. `lens` are the tensors' lengths, `device` where the received ones go.
+    fn broadcast_tensors(
+        &mut self,
+        tensors: Vec<Option<Tensor<1>>>,
+        owners: &[usize],
+        lens: &[usize],
+        device: &Device,
+    ) -> Result<Vec<Tensor<1>>, CollectiveError> {
+        let order = by_owner(owners, self.size());
+        let bounds = owner_bounds(&order, owners, lens, self.size());
+        let mut flat = vec![0.0; lens.iter().sum()];
+        let mut tensors = tensors;
+        let mut at = bounds[self.rank()].start;
+        for &i in order.iter().filter(|&&i| owners[i] == self.rank()) {
+            let v = values(tensors[i].take().expect("an owner passes its tensors"));
+            flat[at..at + lens[i]].copy_from_slice(&v);
+            at += lens[i];
+        }
+        self.all_gather(&mut flat, &bounds)?;
+        let mut out: Vec<Option<Tensor<1>>> = vec![None; lens.len()];
+        let mut at = 0;
+        for &i in &order {
+            let part = flat[at..at + lens[i]].to_vec();
+            out[i] = Some(Tensor::from_data(TensorData::new(part, [lens[i]]), device));
+            at += lens[i];
+        }
+        Ok(out
+            .into_iter()
+            .map(|t| t.expect("every tensor placed"))
+            .collect())
+    }
+
+    /// Every tensor summed over all members (in rank order): [`reduce_tensors`] with the
+    /// tensors spread over the members by size, then [`broadcast_tensors`]. Every member gets
+    /// identical bits.
+    ///
+    /// [`reduce_tensors`]: Self::reduce_tensors
+    /// [`broadcast_tensors`]: Self::broadcast_tensors
+    fn all_reduce_tensors(
+        &mut self,
+        tensors: Vec<Tensor<1>>,
+    ) -> Result<Vec<Tensor<1>>, CollectiveError> {
+        if self.size() == 1 {
+            return Ok(tensors);
+        }
+        let Some(device) = tensors.first().map(|t| t.device()) else {
+            return Ok(tensors);
+        };
+        let lens: Vec<usize> = tensors.iter().map(|t| t.dims()[0]).collect();
+        let owners = crate::adapter::assign_owners(&lens, self.size());
+        let reduced = self.reduce_tensors(tensors, &owners)?;
+        self.broadcast_tensors(reduced, &owners, &lens, &device)
+    }
+}
+
+/// Tensor indices grouped by owner rank (rank 0's first), in index order within a rank.
+fn by_owner(owners: &[usize], size: usize) -> Vec<usize> {
+    (0..size)
+        .flat_map(|r| (0..owners.len()).filter(move |&i| owners[i] == r))
+        .collect()
+}
+
+/// Each rank's consecutive range in a buffer laid out in `order`.
+fn owner_bounds(
+    order: &[usize],
+    owners: &[usize],
+    lens: &[usize],
+    size: usize,
+) -> Vec<Range<usize>> {
+    let mut bounds = Vec::with_capacity(size);
+    let mut start = 0;
+    for r in 0..size {
+        let len: usize = order
+            .iter()
+            .filter(|&&i| owners[i] == r)
+            .map(|&i| lens[i])
+            .sum();
+        bounds.push(start..start + len);
+        start += len;
+    }
+    bounds
+}
+
+fn values(t: Tensor<1>) -> Vec<f32> {
+    t.into_data()
+        .convert::<f32>()
+        .try_into_vec::<f32>()
+        .expect("f32 after convert")
 }
 
 /// `len` values split into `parts` consecutive ranges whose sizes differ by at most one (the
@@ -153,16 +273,23 @@ fn check_bounds(bounds: &[Range<usize>], len: usize, size: usize) -> Result<(), 
 /// [`Abort`].
 pub struct ChannelCollective {
     rank: usize,
-    to: Vec<Sender<Vec<f32>>>,
-    from: Vec<Receiver<Vec<f32>>>,
+    to: Vec<Sender<Message>>,
+    from: Vec<Receiver<Message>>,
     abort: Arc<Abort>,
+}
+
+/// What members send each other: values, or tensor handles (in one process a tensor is shared,
+/// not copied).
+enum Message {
+    Values(Vec<f32>),
+    Tensors(Vec<Tensor<1>>),
 }
 
 impl ChannelCollective {
     /// The `size` members of one group, indexed by rank.
     pub fn group(size: usize, abort: &Arc<Abort>) -> Vec<ChannelCollective> {
         // links[i][j]: member i → member j.
-        type Link = (Sender<Vec<f32>>, Receiver<Vec<f32>>);
+        type Link = (Sender<Message>, Receiver<Message>);
         let links: Vec<Vec<Link>> = (0..size)
             .map(|_| (0..size).map(|_| unbounded()).collect())
             .collect();
@@ -177,24 +304,53 @@ impl ChannelCollective {
     }
 
     fn send(&self, peer: usize, values: Vec<f32>) -> Result<(), CollectiveError> {
-        self.to[peer].send(values).map_err(|_| self.hung_up(peer))
+        self.to[peer]
+            .send(Message::Values(values))
+            .map_err(|_| self.hung_up(peer))
+    }
+
+    fn send_tensors(&self, peer: usize, tensors: Vec<Tensor<1>>) -> Result<(), CollectiveError> {
+        self.to[peer]
+            .send(Message::Tensors(tensors))
+            .map_err(|_| self.hung_up(peer))
+    }
+
+    fn recv_message(&self, peer: usize) -> Result<Message, CollectiveError> {
+        select! {
+            recv(self.from[peer]) -> message => message.map_err(|_| self.hung_up(peer)),
+            recv(self.abort.watch()) -> _ => Err(CollectiveError::Aborted),
+        }
+    }
+
+    fn mismatch(&self, peer: usize, expected: usize, got: usize) -> CollectiveError {
+        CollectiveError::Mismatch {
+            peer,
+            rank: self.rank,
+            expected,
+            got,
+        }
     }
 
     fn recv(&self, peer: usize, expected: usize) -> Result<Vec<f32>, CollectiveError> {
-        select! {
-            recv(self.from[peer]) -> message => {
-                let values = message.map_err(|_| self.hung_up(peer))?;
-                if values.len() != expected {
-                    return Err(CollectiveError::Mismatch {
-                        peer,
-                        rank: self.rank,
-                        expected,
-                        got: values.len(),
-                    });
-                }
-                Ok(values)
+        match self.recv_message(peer)? {
+            Message::Values(values) if values.len() == expected => Ok(values),
+            Message::Values(values) => Err(self.mismatch(peer, expected, values.len())),
+            Message::Tensors(t) => Err(self.mismatch(peer, expected, t.len())),
+        }
+    }
+
+    /// `lens.len()` tensors of the given lengths from `peer`.
+    fn recv_tensors(&self, peer: usize, lens: &[usize]) -> Result<Vec<Tensor<1>>, CollectiveError> {
+        match self.recv_message(peer)? {
+            Message::Tensors(t)
+                if t.len() == lens.len() && t.iter().zip(lens).all(|(t, &n)| t.dims()[0] == n) =>
+            {
+                Ok(t)
             }
-            recv(self.abort.watch()) -> _ => Err(CollectiveError::Aborted),
+            Message::Tensors(t) => {
+                Err(self.mismatch(peer, lens.iter().sum(), t.iter().map(|t| t.dims()[0]).sum()))
+            }
+            Message::Values(v) => Err(self.mismatch(peer, lens.iter().sum(), v.len())),
         }
     }
 
@@ -213,6 +369,78 @@ impl ChannelCollective {
 impl Collective for ChannelCollective {
     fn rank(&self) -> usize {
         self.rank
+    }
+
+    /// Passes tensor handles: each owner adds the members' tensors in rank order, with no copy
+    /// on the way.
+    fn reduce_tensors(
+        &mut self,
+        tensors: Vec<Tensor<1>>,
+        owners: &[usize],
+    ) -> Result<Vec<Option<Tensor<1>>>, CollectiveError> {
+        let me = self.rank;
+        let mine: Vec<usize> = (0..owners.len()).filter(|&i| owners[i] == me).collect();
+        let lens: Vec<usize> = mine.iter().map(|&i| tensors[i].dims()[0]).collect();
+        for peer in (0..self.size()).filter(|&p| p != me) {
+            let theirs = (0..owners.len())
+                .filter(|&i| owners[i] == peer)
+                .map(|i| tensors[i].clone())
+                .collect();
+            self.send_tensors(peer, theirs)?;
+        }
+        let mut sums: Vec<Option<Tensor<1>>> = vec![None; mine.len()];
+        for peer in 0..self.size() {
+            let contribution: Vec<Tensor<1>> = if peer == me {
+                mine.iter().map(|&i| tensors[i].clone()).collect()
+            } else {
+                self.recv_tensors(peer, &lens)?
+            };
+            for (sum, t) in sums.iter_mut().zip(contribution) {
+                *sum = Some(match sum.take() {
+                    None => t,
+                    Some(s) => {
+                        let t = t.to_device(&s.device());
+                        s + t
+                    }
+                });
+            }
+        }
+        let mut out = vec![None; owners.len()];
+        for (i, sum) in mine.into_iter().zip(sums) {
+            out[i] = sum;
+        }
+        Ok(out)
+    }
+
+    /// Passes tensor handles: every member ends with the owners' very tensors.
+    fn broadcast_tensors(
+        &mut self,
+        tensors: Vec<Option<Tensor<1>>>,
+        owners: &[usize],
+        lens: &[usize],
+        device: &Device,
+    ) -> Result<Vec<Tensor<1>>, CollectiveError> {
+        let me = self.rank;
+        let mut out = tensors;
+        let mine: Vec<Tensor<1>> = (0..owners.len())
+            .filter(|&i| owners[i] == me)
+            .map(|i| out[i].clone().expect("an owner passes its tensors"))
+            .collect();
+        for peer in (0..self.size()).filter(|&p| p != me) {
+            self.send_tensors(peer, mine.clone())?;
+        }
+        for peer in (0..self.size()).filter(|&p| p != me) {
+            let theirs: Vec<usize> = (0..owners.len()).filter(|&i| owners[i] == peer).collect();
+            let their_lens: Vec<usize> = theirs.iter().map(|&i| lens[i]).collect();
+            let received = self.recv_tensors(peer, &their_lens)?;
+            for (i, t) in theirs.into_iter().zip(received) {
+                out[i] = Some(t.to_device(device));
+            }
+        }
+        Ok(out
+            .into_iter()
+            .map(|t| t.expect("every tensor placed"))
+            .collect())
     }
 
     fn size(&self) -> usize {
@@ -263,5 +491,83 @@ impl Collective for ChannelCollective {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only the required methods: the tensor methods take their flat-buffer defaults (the path
+    /// a multi-process implementation gets).
+    struct FlatOnly(ChannelCollective);
+
+    impl Collective for FlatOnly {
+        fn rank(&self) -> usize {
+            self.0.rank()
+        }
+        fn size(&self) -> usize {
+            self.0.size()
+        }
+        fn reduce_scatter(
+            &mut self,
+            data: &[f32],
+            bounds: &[Range<usize>],
+        ) -> Result<Vec<f32>, CollectiveError> {
+            self.0.reduce_scatter(data, bounds)
+        }
+        fn all_gather(
+            &mut self,
+            data: &mut [f32],
+            bounds: &[Range<usize>],
+        ) -> Result<(), CollectiveError> {
+            self.0.all_gather(data, bounds)
+        }
+    }
+
+    fn run<C: Collective + 'static>(members: Vec<C>) -> Vec<Vec<Vec<f32>>> {
+        let device = Device::flex();
+        let handles: Vec<_> = members
+            .into_iter()
+            .map(|mut c| {
+                let device = device.clone();
+                std::thread::spawn(move || {
+                    let r = c.rank() as f32;
+                    let tensors: Vec<Tensor<1>> = [3usize, 1, 4, 2]
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &n)| {
+                            let v: Vec<f32> = (0..n)
+                                .map(|j| r * 0.1 + i as f32 + j as f32 * 0.01)
+                                .collect();
+                            Tensor::from_data(TensorData::new(v, [n]), &device)
+                        })
+                        .collect();
+                    c.all_reduce_tensors(tensors)
+                        .unwrap()
+                        .into_iter()
+                        .map(|t| t.into_data().to_vec::<f32>().unwrap())
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    }
+
+    #[test]
+    fn tensor_all_reduce_by_handles_equals_the_flat_default() {
+        for size in [1, 2, 3] {
+            let abort = Arc::new(Abort::new());
+            let handles = run(ChannelCollective::group(size, &abort));
+            let flat = run(ChannelCollective::group(size, &abort)
+                .into_iter()
+                .map(FlatOnly)
+                .collect());
+            assert_eq!(handles, flat, "{size} members");
+            assert!(handles.iter().all(|h| h == &handles[0]), "members agree");
+            // tensor 0 element 0: sum over ranks of 0.1·r
+            let expected: f32 = (0..size).map(|r| r as f32 * 0.1).sum();
+            assert!((handles[0][0][0] - expected).abs() < 1e-6);
+        }
     }
 }

@@ -292,15 +292,10 @@ pub(crate) fn sum_gradients(
         // Every holder takes part in the sum, even without a gradient of its own.
         let mut sum = sum.unwrap_or_else(|| Tensor::zeros(members[0].shape, device));
         if let Some(link) = links.get_mut(&tie) {
-            let dims = sum.dims();
-            let device = sum.device();
-            let mut flat: Vec<f32> = sum
-                .into_data()
-                .convert::<f32>()
-                .try_into_vec::<f32>()
-                .expect("f32 after convert");
-            link.all_reduce(&mut flat)?;
-            sum = Tensor::from_data(TensorData::new(flat, dims), &device);
+            let [rows, cols] = sum.dims();
+            let summed = link.all_reduce_tensors(vec![sum.reshape([rows * cols])])?;
+            let flat = summed.into_iter().next().expect("one tensor in, one out");
+            sum = flat.to_device(device).reshape([rows, cols]);
         }
         for slot in members {
             grads.remove::<2>(slot.id);

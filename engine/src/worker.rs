@@ -13,7 +13,7 @@ use pipetrain_schedules::{Action, ActionKind, MicroBatchId, WorkerId};
 
 use crate::abort::Abort;
 use crate::activation::Activation;
-use crate::adapter::{self, Layout};
+use crate::adapter::{self, Slots, assign_owners};
 use crate::collective::{Collective, CollectiveError};
 use crate::error::{Cause, EngineError, panic_message};
 use crate::loss::Loss;
@@ -76,8 +76,14 @@ impl From<TransportError> for Failure {
 /// Gradients after the all-reduce, waiting for the optimizer step.
 struct Reduced {
     grads: GradientsParams,
-    /// With ZeRO-1: the layout whose owner ranges say which parameters this replica updates.
-    sharded: Option<Layout>,
+    /// With ZeRO-1: which replica owns (updates) which parameter.
+    sharded: Option<Sharded>,
+}
+
+/// ZeRO-1 ownership of a stage's parameters.
+struct Sharded {
+    slots: Slots,
+    owners: Vec<usize>,
 }
 
 /// This worker's share of the step's tied parameters.
@@ -266,36 +272,40 @@ impl<'a, L: Layer, T: Transport> Worker<'a, L, T> {
         Ok(())
     }
 
-    /// Sums this stage's gradients over its replicas (two or more). Plain data
-    /// parallelism: an all-reduce, bucket by bucket. ZeRO-1: a reduce-scatter, so each replica
-    /// holds the summed gradients of the parameters it owns.
+    /// Sums this stage's gradients over its replicas (two or more). Plain data parallelism: an
+    /// all-reduce, bucket by bucket in module order. ZeRO-1: a reduce, so each replica holds the
+    /// summed gradients of the parameters it owns.
     fn all_reduce_grads(&mut self, grads: GradientsParams) -> Result<Reduced, Failure> {
-        let replicas = self.collective.size();
         let layers = &self.state.layers;
-        let owners = if self.ctx.zero { replicas } else { 1 };
-        let layout = Layout::new(layers, &grads, owners);
-        let mut flat = layout.flatten_grads(layers, &grads);
+        let (slots, tensors) = Slots::of_grads(layers, &grads);
         drop(grads);
-        Ok(if self.ctx.zero {
-            let mine = layout.bounds()[self.collective.rank()].clone();
-            let summed = self.collective.reduce_scatter(&flat, layout.bounds())?;
-            Reduced {
-                grads: layout.grads_from(layers, &summed, mine),
-                sharded: Some(layout),
-            }
-        } else {
-            for bucket in flat.chunks_mut(self.ctx.bucket_elems.max(1)) {
-                self.collective.all_reduce(bucket)?;
-            }
-            Reduced {
-                grads: layout.grads_from(layers, &flat, 0..layout.len()),
-                sharded: None,
-            }
+        if self.ctx.zero {
+            let owners = assign_owners(&slots.sizes(), self.collective.size());
+            let reduced = self.collective.reduce_tensors(tensors, &owners)?;
+            return Ok(Reduced {
+                grads: slots.grads(layers, reduced),
+                sharded: Some(Sharded { slots, owners }),
+            });
+        }
+        let mut summed = Vec::with_capacity(tensors.len());
+        let mut tensors = tensors.into_iter();
+        for bucket in slots.buckets(self.ctx.bucket_elems) {
+            let part: Vec<Tensor<1>> = tensors.by_ref().take(bucket.len()).collect();
+            summed.extend(
+                self.collective
+                    .all_reduce_tensors(part)?
+                    .into_iter()
+                    .map(Some),
+            );
+        }
+        Ok(Reduced {
+            grads: slots.grads(layers, summed),
+            sharded: None,
         })
     }
 
     /// The optimizer step on the summed gradients; with ZeRO-1 each replica updates its own
-    /// parameters, then all-gathers the others'.
+    /// parameters, then they exchange the updated values.
     fn optimizer_step(&mut self) -> Result<(), Failure> {
         let (grads, sharded) = match self.reduced.take() {
             Some(Reduced { grads, sharded }) => (grads, sharded),
@@ -307,12 +317,17 @@ impl<'a, L: Layer, T: Transport> Worker<'a, L, T> {
             &mut self.state.layers,
             grads,
         );
-        if let Some(layout) = sharded {
-            let mine = layout.bounds()[self.collective.rank()].clone();
-            let mut flat = layout.flatten_params(&self.state.layers);
-            self.collective.all_gather(&mut flat, layout.bounds())?;
+        if let Some(Sharded { slots, owners }) = sharded {
+            let me = self.collective.rank();
+            let mine: Vec<bool> = owners.iter().map(|&o| o == me).collect();
+            let values = slots.params(&self.state.layers, &mine);
+            let device = self.state.device.clone().inner();
+            let all =
+                self.collective
+                    .broadcast_tensors(values, &owners, &slots.sizes(), &device)?;
+            let theirs: Vec<bool> = mine.iter().map(|m| !m).collect();
             let layers = std::mem::take(&mut self.state.layers);
-            self.state.layers = layout.load_params(layers, &flat, mine);
+            self.state.layers = slots.load_params(layers, all, &theirs);
         }
         self.valid = None;
         Ok(())

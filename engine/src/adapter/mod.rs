@@ -9,9 +9,9 @@ use burn::tensor::Gradients;
 
 use crate::activation::{Activation, ActivationError};
 
-mod flat;
+mod grads;
 
-pub(crate) use flat::Layout;
+pub(crate) use grads::{Slots, assign_owners};
 
 /// A received (plain) activation as the leaf of this stage's graph. Float inputs of stages that
 /// must send an input gradient upstream require grad; int inputs (token ids) stay plain.

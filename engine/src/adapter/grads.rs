@@ -1,0 +1,219 @@
+//! A stage's gradients and parameters as a list of rank-1 tensors: what collectives move.
+//!
+//! A [`Slots`] lists the parameters that have a gradient (trainable ones: batch-norm running
+//! statistics and frozen weights have none) in module order, with their shapes. Replicas hold
+//! clones of one model, so their lists agree entry for entry. Reshaping to rank 1 and back is
+//! metadata only: no value is copied on the way to or from a collective.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
+use burn::optim::GradientsParams;
+use burn::prelude::*;
+
+/// The gradient-carrying parameters of a module, in module order.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Slots {
+    ids: Vec<ParamId>,
+    shapes: Vec<Vec<usize>>,
+    index: HashMap<ParamId, usize>,
+}
+
+struct Gather<'a> {
+    grads: &'a GradientsParams,
+    slots: Slots,
+    tensors: Vec<Tensor<1>>,
+}
+
+impl ModuleVisitor for Gather<'_> {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        if let Some(grad) = self.grads.get::<D>(param.id) {
+            let shape = grad.dims().to_vec();
+            let n: usize = shape.iter().product();
+            self.slots.index.insert(param.id, self.slots.ids.len());
+            self.slots.ids.push(param.id);
+            self.slots.shapes.push(shape);
+            self.tensors.push(grad.reshape([n]));
+        }
+    }
+}
+
+impl Slots {
+    /// The parameters of `module` with a gradient in `grads`, and those gradients as rank-1
+    /// tensors.
+    pub(crate) fn of_grads<M: Module>(
+        module: &M,
+        grads: &GradientsParams,
+    ) -> (Self, Vec<Tensor<1>>) {
+        let mut gather = Gather {
+            grads,
+            slots: Slots::default(),
+            tensors: Vec::new(),
+        };
+        module.visit(&mut gather);
+        (gather.slots, gather.tensors)
+    }
+
+    /// Values per entry.
+    pub(crate) fn sizes(&self) -> Vec<usize> {
+        self.shapes.iter().map(|s| s.iter().product()).collect()
+    }
+
+    /// Consecutive entry ranges of at most `bucket_elems` values each (an entry larger than a
+    /// bucket is a bucket of its own), in module order.
+    pub(crate) fn buckets(&self, bucket_elems: usize) -> Vec<Range<usize>> {
+        let mut buckets = Vec::new();
+        let (mut start, mut filled) = (0, 0);
+        for (i, n) in self.sizes().into_iter().enumerate() {
+            if i > start && filled + n > bucket_elems {
+                buckets.push(start..i);
+                (start, filled) = (i, 0);
+            }
+            filled += n;
+        }
+        if start < self.ids.len() {
+            buckets.push(start..self.ids.len());
+        }
+        buckets
+    }
+
+    /// Gradients from rank-1 `tensors` (one per entry; `None` entries are left out).
+    pub(crate) fn grads<M: Module>(
+        &self,
+        module: &M,
+        tensors: Vec<Option<Tensor<1>>>,
+    ) -> GradientsParams {
+        let mut register = Register {
+            slots: self,
+            tensors,
+            grads: GradientsParams::new(),
+        };
+        module.visit(&mut register);
+        register.grads
+    }
+
+    /// Parameter values (plain, rank 1) of the entries where `select` is true.
+    pub(crate) fn params<M: Module>(&self, module: &M, select: &[bool]) -> Vec<Option<Tensor<1>>> {
+        let mut read = Read {
+            slots: self,
+            select,
+            values: vec![None; self.ids.len()],
+        };
+        module.visit(&mut read);
+        read.values
+    }
+
+    /// `module` with the parameters of the entries where `replace` is true set to `values`.
+    pub(crate) fn load_params<M: Module>(
+        &self,
+        module: M,
+        values: Vec<Tensor<1>>,
+        replace: &[bool],
+    ) -> M {
+        module.map(&mut Load {
+            slots: self,
+            values: values.into_iter().map(Some).collect(),
+            replace,
+        })
+    }
+}
+
+/// Greedy balanced assignment of entries (by size) to `owners` ranks: largest first, to the
+/// least-loaded owner (ties: lower rank, then module order), deterministic — as PyTorch's
+/// `ZeroRedundancyOptimizer` partitions parameters.
+pub(crate) fn assign_owners(sizes: &[usize], owners: usize) -> Vec<usize> {
+    let owners = owners.max(1);
+    let mut order: Vec<usize> = (0..sizes.len()).collect();
+    order.sort_by_key(|&i| (std::cmp::Reverse(sizes[i]), i));
+    let mut load = vec![0usize; owners];
+    let mut owner = vec![0; sizes.len()];
+    for i in order {
+        let rank = (0..owners).min_by_key(|&r| (load[r], r)).unwrap_or(0);
+        owner[i] = rank;
+        load[rank] += sizes[i];
+    }
+    owner
+}
+
+struct Register<'a> {
+    slots: &'a Slots,
+    tensors: Vec<Option<Tensor<1>>>,
+    grads: GradientsParams,
+}
+
+fn shape<const D: usize>(dims: &[usize]) -> [usize; D] {
+    dims.try_into().expect("a parameter keeps its rank")
+}
+
+impl ModuleVisitor for Register<'_> {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        let Some(&i) = self.slots.index.get(&param.id) else {
+            return;
+        };
+        if let Some(t) = self.tensors[i].take() {
+            let device = param.val().inner().device();
+            let t = t
+                .to_device(&device)
+                .reshape(shape::<D>(&self.slots.shapes[i]));
+            self.grads.register::<D>(param.id, t);
+        }
+    }
+}
+
+struct Read<'a> {
+    slots: &'a Slots,
+    select: &'a [bool],
+    values: Vec<Option<Tensor<1>>>,
+}
+
+impl ModuleVisitor for Read<'_> {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        if let Some(&i) = self.slots.index.get(&param.id)
+            && self.select[i]
+        {
+            let n: usize = self.slots.shapes[i].iter().product();
+            self.values[i] = Some(param.val().inner().reshape([n]));
+        }
+    }
+}
+
+struct Load<'a> {
+    slots: &'a Slots,
+    values: Vec<Option<Tensor<1>>>,
+    replace: &'a [bool],
+}
+
+impl ModuleMapper for Load<'_> {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        let Some(&i) = self.slots.index.get(&param.id) else {
+            return param;
+        };
+        if !self.replace[i] {
+            return param;
+        }
+        let value = self.values[i].take().expect("one value per replaced entry");
+        let dims = shape::<D>(&self.slots.shapes[i]);
+        param.map(|old| {
+            let require_grad = old.is_require_grad();
+            let inner = value.to_device(&old.inner().device()).reshape(dims);
+            Tensor::from_inner(inner).set_require_grad(require_grad)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::assign_owners;
+
+    #[test]
+    fn owners_are_balanced_and_deterministic() {
+        assert_eq!(
+            assign_owners(&[100, 10, 100, 10, 50], 2),
+            vec![0, 1, 1, 1, 0]
+        );
+        assert_eq!(assign_owners(&[5, 5, 5], 1), vec![0, 0, 0]);
+        // more owners than parameters: some own nothing
+        assert_eq!(assign_owners(&[5], 3), vec![0]);
+    }
+}
