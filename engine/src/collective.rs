@@ -546,7 +546,7 @@ mod tests {
                     c.all_reduce_tensors(tensors)
                         .unwrap()
                         .into_iter()
-                        .map(|t| t.into_data().to_vec::<f32>().unwrap())
+                        .map(|t| t.into_data().try_to_vec::<f32>().unwrap())
                         .collect::<Vec<_>>()
                 })
             })
