@@ -267,10 +267,11 @@ impl<L: Layer> Pipeline<L> {
             }
         }
         self.tie_plan = TiePlan::new(&self.ties, &workers, stages)?;
+        let zero = self.data_parallel.zero.then_some(self.replicas);
         if let Some(checkpoint) = self.restore.take() {
             for w in &mut workers {
                 let offset = partition.range(w.id().stage).start;
-                checkpoint.load_optimizer(w, offset, self.optimizer.name())?;
+                checkpoint.load_optimizer(w, offset, self.optimizer.name(), zero)?;
             }
         }
         self.state = State::Running(workers);
@@ -440,6 +441,7 @@ impl<L: Layer> Pipeline<L> {
             .into());
         }
         let stages = self.stages();
+        let zero = self.data_parallel.zero.then_some(self.replicas);
         match &mut self.state {
             State::Pending(layers) => {
                 let loaded = checkpoint.load_model(layers.clone())?;
@@ -460,7 +462,7 @@ impl<L: Layer> Pipeline<L> {
                 for w in workers.iter_mut() {
                     let range = partition.range(w.id().stage);
                     w.set_layers(loaded[range.clone()].to_vec());
-                    checkpoint.load_optimizer(w, range.start, name)?;
+                    checkpoint.load_optimizer(w, range.start, name, zero)?;
                 }
             }
         }

@@ -100,6 +100,26 @@ fn resume_under_any_layout_continues_bit_for_bit() {
             assert!(d.max_relative <= 1e-5, "{replicas}×{balance:?}: {d:?}");
         }
         assert_eq!(resumed.optimizer_steps(), 6);
+        if zero == 1 {
+            // Each ZeRO-1 replica restored only the state of the parameters it owns.
+            let bytes: Vec<usize> = resumed
+                .optimizer_state_bytes()
+                .iter()
+                .map(|(_, b)| *b)
+                .collect();
+            let full: usize = first
+                .optimizer_state_bytes()
+                .iter()
+                .take(2)
+                .map(|(_, b)| *b)
+                .sum();
+            // Disjoint shares: together about one full copy, each less than one.
+            let sum: usize = bytes.iter().sum();
+            assert!(
+                bytes.iter().all(|&b| b < full) && sum * 10 < full * 11,
+                "{bytes:?} of {full}"
+            );
+        }
     }
 }
 

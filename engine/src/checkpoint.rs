@@ -263,10 +263,14 @@ impl OptimizerState {
         optimizer: &mut ModuleOptimizer,
         layers: &[L],
         offset: usize,
+        keep: &dyn Fn(ParamId) -> bool,
     ) -> std::result::Result<(), String> {
         let mut tensors = Vec::new();
         let mut writer_scalars = Vec::new();
         for (id, name) in names(layers, offset) {
+            if !keep(id) {
+                continue;
+            }
             let id = id.val();
             for (key, t) in self.tensors.get(&name).into_iter().flatten() {
                 tensors.push(burn_pack::Tensor::new(
@@ -499,14 +503,15 @@ impl Checkpoint {
         apply(&self.path, model, self.bytes.clone(), false)
     }
 
-    /// Loads `worker`'s optimizer state (the entries of the parameters it holds); its first
-    /// layer is model layer `offset`. `optimizer` names this run's optimizer, which must be the
-    /// saved one.
+    /// Loads `worker`'s optimizer state (the entries of the parameters it holds; with ZeRO-1,
+    /// `replicas` > 1, only those it owns); its first layer is model layer `offset`.
+    /// `optimizer` names this run's optimizer, which must be the saved one.
     pub fn load_optimizer<L: Layer>(
         &self,
         worker: &mut StageState<L>,
         offset: usize,
         optimizer: &str,
+        zero_replicas: Option<usize>,
     ) -> Result<()> {
         if self.optimizer.optimizer != optimizer {
             return Err(CheckpointError::Optimizer {
@@ -515,8 +520,15 @@ impl Checkpoint {
                 current: optimizer.to_string(),
             });
         }
+        let owners = zero_replicas.map(|r| crate::adapter::owners_of(&worker.layers, r));
+        let rank = worker.id.replica.index();
+        let keep = |id: ParamId| {
+            owners
+                .as_ref()
+                .is_none_or(|o| o.get(&id).is_none_or(|&owner| owner == rank))
+        };
         self.optimizer
-            .restore(&mut worker.optimizer, &worker.layers, offset)
+            .restore(&mut worker.optimizer, &worker.layers, offset, &keep)
             .map_err(|reason| corrupt(&self.path, format!("optimizer state: {reason}")))
     }
 }

@@ -13,7 +13,7 @@ use pipetrain_schedules::{Action, ActionKind, MicroBatchId, WorkerId};
 
 use crate::abort::Abort;
 use crate::activation::Activation;
-use crate::adapter::{self, Slots, assign_owners};
+use crate::adapter::{self, Slots};
 use crate::collective::{Collective, CollectiveError};
 use crate::error::{Cause, EngineError, panic_message};
 use crate::loss::Loss;
@@ -280,7 +280,7 @@ impl<'a, L: Layer, T: Transport> Worker<'a, L, T> {
         let (slots, tensors) = Slots::of_grads(layers, &grads);
         drop(grads);
         if self.ctx.zero {
-            let owners = assign_owners(&slots.sizes(), self.collective.size());
+            let owners = slots.owners(layers, self.collective.size());
             let reduced = self.collective.reduce_tensors(tensors, &owners)?;
             return Ok(Reduced {
                 grads: slots.grads(layers, reduced),

@@ -119,6 +119,39 @@ impl Slots {
     }
 }
 
+struct Trainable(Vec<(ParamId, usize)>);
+
+impl ModuleVisitor for Trainable {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        let value = param.val();
+        if value.is_require_grad() {
+            self.0.push((param.id, value.dims().iter().product()));
+        }
+    }
+}
+
+/// ZeRO-1 ownership of the trainable parameters of `module` among `replicas`: a function of the
+/// module alone (not of which gradients a step produced), so the worker that steps and the
+/// checkpoint that restores optimizer state agree.
+pub(crate) fn owners_of<M: Module>(module: &M, replicas: usize) -> HashMap<ParamId, usize> {
+    let mut trainable = Trainable(Vec::new());
+    module.visit(&mut trainable);
+    let sizes: Vec<usize> = trainable.0.iter().map(|(_, n)| *n).collect();
+    let owners = assign_owners(&sizes, replicas);
+    trainable.0.iter().map(|(id, _)| *id).zip(owners).collect()
+}
+
+impl Slots {
+    /// Each entry's ZeRO-1 owner (see [`owners_of`]).
+    pub(crate) fn owners<M: Module>(&self, module: &M, replicas: usize) -> Vec<usize> {
+        let owners = owners_of(module, replicas);
+        self.ids
+            .iter()
+            .map(|id| owners.get(id).copied().unwrap_or(0))
+            .collect()
+    }
+}
+
 /// Greedy balanced assignment of entries (by size) to `owners` ranks: largest first, to the
 /// least-loaded owner (ties: lower rank, then module order), deterministic — as PyTorch's
 /// `ZeroRedundancyOptimizer` partitions parameters.
