@@ -292,7 +292,7 @@ impl<L: Layer> Pipeline<L> {
             .split(self.micro_batches)
             .map_err(EngineError::from)?
             .swap_remove(0);
-        let costs = profile::layer_costs(layers, &sample, &self.devices[0], 2)
+        let costs = profile::layer_costs(layers, &sample, &self.devices[0], 5)
             .map_err(EngineError::from)?;
         let partition = partition_by_time(&costs, stages, None)?;
         self.start(partition, Some(&costs))

@@ -10,7 +10,9 @@ use crate::adapter;
 use crate::layer::Layer;
 
 /// Forward and backward time of each layer on `sample` (one micro-batch), measured one layer at
-/// a time on `device` (best of `repeats`), with parameter bytes and output-activation bytes.
+/// a time on `device` (best of `repeats`, after one untimed pass over every layer so that
+/// first-use costs — allocations, GEMM packing buffers, page faults — are not charged to the
+/// first layers), with parameter bytes and output-activation bytes.
 ///
 /// Like torchgpipe's `balance_by_time`, this times the real layers on real data; it runs on the
 /// calling thread before any worker starts.
@@ -21,10 +23,22 @@ pub fn layer_costs<L: Layer>(
     repeats: usize,
 ) -> Result<Vec<LayerCost>, ActivationError> {
     let device = device.clone().autodiff();
+    let layers: Vec<L> = layers
+        .iter()
+        .map(|l| l.clone().to_device(&device).train())
+        .collect();
+    // Warm-up: one untimed forward and backward through every layer.
+    let mut x = sample.clone().detach().to_device(&device);
+    for layer in &layers {
+        let y = layer.forward(adapter::leaf(x.clone(), true))?;
+        if let Some(ones) = ones_like(&y) {
+            let _ = adapter::backward_seeded(&y, ones)?;
+        }
+        x = y.detach();
+    }
     let mut x = sample.clone().detach().to_device(&device);
     let mut costs = Vec::with_capacity(layers.len());
-    for layer in layers {
-        let layer = layer.clone().to_device(&device).train();
+    for layer in &layers {
         let (mut forward, mut backward) = (f64::INFINITY, f64::INFINITY);
         let mut out = None;
         for _ in 0..repeats.max(1) {
