@@ -1,6 +1,9 @@
 //! Checkpoints: layout-independent names, bit-for-bit resume, atomic writes, clear errors, and
 //! initial weights from a PyTorch-style state dict.
 
+mod common;
+use common::scratch;
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::process::Command;
@@ -25,16 +28,6 @@ fn batch(i: u64) -> pipetrain::Batch {
     synthetic::classification(3, i, BATCH, WIDTH, CLASSES, &Device::flex())
 }
 
-fn dir() -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "pipetrain-ckpt-{}-{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    ));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 fn pipeline(layers: Vec<MlpLayer>, replicas: usize, balance: &[usize]) -> Pipeline<MlpLayer> {
     Pipeline::builder()
         .layers(layers)
@@ -54,7 +47,8 @@ fn pipeline(layers: Vec<MlpLayer>, replicas: usize, balance: &[usize]) -> Pipeli
 /// (2 × 1) with ZeRO-1: 3 more steps equal 6 uninterrupted steps, bit for bit.
 #[test]
 fn resume_under_any_layout_continues_bit_for_bit() {
-    let path = dir().join("resume.safetensors");
+    let tmp = scratch("ckpt");
+    let path = tmp.path().join("resume.safetensors");
     let mut uninterrupted = pipeline(model(), 2, &[2, 2]);
     for i in 0..6 {
         uninterrupted.train_step(&batch(i)).unwrap();
@@ -126,7 +120,8 @@ fn resume_under_any_layout_continues_bit_for_bit() {
 /// A pipeline whose split is measured on the first batch takes the checkpoint before it starts.
 #[test]
 fn load_before_the_split_is_measured() {
-    let path = dir().join("pending.safetensors");
+    let tmp = scratch("ckpt");
+    let path = tmp.path().join("pending.safetensors");
     let mut a = pipeline(model(), 1, &[2, 2]);
     a.train_step(&batch(0)).unwrap();
     a.save_checkpoint(&path, BTreeMap::new()).unwrap();
@@ -148,7 +143,8 @@ fn load_before_the_split_is_measured() {
 
 #[test]
 fn names_are_those_of_the_full_model() {
-    let path = dir().join("names.safetensors");
+    let tmp = scratch("ckpt");
+    let path = tmp.path().join("names.safetensors");
     let p = pipeline(model(), 2, &[1, 3]);
     p.save_checkpoint(&path, BTreeMap::new()).unwrap();
     let bytes = std::fs::read(&path).unwrap();
@@ -177,7 +173,8 @@ fn names_are_those_of_the_full_model() {
 
 #[test]
 fn accumulation_in_progress_is_not_saved() {
-    let path = dir().join("accumulating.safetensors");
+    let tmp = scratch("ckpt");
+    let path = tmp.path().join("accumulating.safetensors");
     let mut p = Pipeline::builder()
         .layers(model())
         .stages(2)
@@ -216,7 +213,8 @@ fn write_safetensors(path: &PathBuf, tensors: &[(&str, Vec<usize>, Vec<f32>)]) {
 /// itself: `init_from(.., pytorch = true)` transposes into burn's `[in, out]`.
 #[test]
 fn init_from_a_pytorch_state_dict() {
-    let path = dir().join("torch.safetensors");
+    let tmp = scratch("ckpt");
+    let path = tmp.path().join("torch.safetensors");
     let layers = MlpConfig::new(2, 1, 3).init(&Device::flex()); // fc0: 2→2, head: 2→3
     // PyTorch layout: weight[out][in] = 10·out + in.
     let w0: Vec<f32> = (0..2)
@@ -245,7 +243,8 @@ fn init_from_a_pytorch_state_dict() {
 
 #[test]
 fn mismatched_and_corrupt_files_name_the_tensor() {
-    let d = dir();
+    let tmp = scratch("ckpt");
+    let d = tmp.path().to_path_buf();
     let layers = || MlpConfig::new(2, 1, 3).init(&Device::flex());
     let init = |path: &PathBuf| {
         pipetrain::engine::checkpoint::init_from(path, layers(), true)
@@ -360,7 +359,8 @@ fn child_writes_checkpoints_forever() {
 
 #[test]
 fn kill_during_write_leaves_the_previous_checkpoint() {
-    let path = dir().join("killed.safetensors");
+    let tmp = scratch("ckpt");
+    let path = tmp.path().join("killed.safetensors");
     let ready = PathBuf::from(format!("{}.ready", path.display()));
     let _ = std::fs::remove_file(&ready);
     let mut child = Command::new(std::env::current_exe().unwrap())

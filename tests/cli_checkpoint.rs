@@ -3,8 +3,11 @@
 //! and at 1 stage (within 1e-5), refuse a resume with other data flags, start from a PyTorch
 //! state dict, evaluate a checkpoint.
 
+mod common;
+use common::scratch;
+
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 use safetensors::SafeTensors;
@@ -32,12 +35,6 @@ fn fails(args: &[&str]) -> String {
     let out = pipetrain(args);
     assert!(!out.status.success(), "pipetrain {args:?} should fail");
     String::from_utf8_lossy(&out.stderr).to_string()
-}
-
-fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("pipetrain-cli-ckpt-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 const MODEL: [&str; 10] = [
@@ -82,7 +79,8 @@ fn f32s(bytes: &[u8]) -> Vec<f32> {
 
 #[test]
 fn resume_continues_bit_for_bit_and_under_another_layout() {
-    let d = dir("resume");
+    let tmp = scratch("cli-ckpt-resume");
+    let d = tmp.path();
     let p = |n: &str| d.join(n).to_string_lossy().to_string();
     let layout = ["--stages", "2", "--replicas", "2"];
     run(&[&layout[..], &["--steps", "4", "--checkpoint", &p("full")]].concat());
@@ -227,7 +225,8 @@ fn resume_continues_bit_for_bit_and_under_another_layout() {
 /// features: `[out, in]` Linear weights, written with the safetensors format itself.
 #[test]
 fn init_from_a_pytorch_state_dict_and_errors_name_the_tensor() {
-    let d = dir("init");
+    let tmp = scratch("cli-ckpt-init");
+    let d = tmp.path();
     let path = d.join("torch.safetensors");
     let weights: Vec<(&str, Vec<usize>, Vec<f32>)> = vec![
         (

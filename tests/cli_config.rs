@@ -1,6 +1,9 @@
 //! `pipetrain train --config run.toml`: flags from a TOML file, overridden by the command line;
 //! and the worked examples of `pipetrain train --help`.
 
+mod common;
+use common::scratch;
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
@@ -13,13 +16,12 @@ fn pipetrain(args: &[&str]) -> Output {
 }
 
 /// Writes `text` to a fresh `run.toml`.
-fn config(name: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("pipetrain-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("run.toml");
+/// The directory is removed when the returned guard drops.
+fn config(name: &str, text: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = scratch(name);
+    let path = dir.path().join("run.toml");
     std::fs::write(&path, text).unwrap();
-    path
+    (dir, path)
 }
 
 /// The `step i/N` lines of a successful run.
@@ -49,7 +51,7 @@ verify = true
 
 #[test]
 fn config_file_sets_the_flags() {
-    let path = config("config-sets", FILE);
+    let (_dir, path) = config("config-sets", FILE);
     let out = pipetrain(&["train", "--config", path.to_str().unwrap()]);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
@@ -63,7 +65,7 @@ fn config_file_sets_the_flags() {
 
 #[test]
 fn command_line_overrides_the_file_in_both_forms() {
-    let path = config("config-override", FILE);
+    let (_dir, path) = config("config-override", FILE);
     let p = path.to_str().unwrap();
     let lines = step_lines(pipetrain(&["train", "--config", p, "--steps", "3"]));
     assert_eq!(lines.len(), 3, "{lines:?}");
@@ -75,7 +77,7 @@ fn command_line_overrides_the_file_in_both_forms() {
 
 #[test]
 fn unknown_key_names_the_key_and_the_file() {
-    let path = config("config-unknown", "steps = 1\nmicro_batchez = 4\n");
+    let (_dir, path) = config("config-unknown", "steps = 1\nmicro_batchez = 4\n");
     let out = pipetrain(&["train", "--config", path.to_str().unwrap()]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());

@@ -1,7 +1,9 @@
 //! `pipetrain train --metrics run.csv|run.jsonl --plot loss.png`: one row per optimizer step,
 //! and a PNG of the loss curve.
 
-use std::path::PathBuf;
+mod common;
+use common::scratch;
+
 use std::process::{Command, Output};
 
 /// Runs `pipetrain train <args>`.
@@ -11,14 +13,6 @@ fn train(args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("the pipetrain binary runs")
-}
-
-/// A fresh directory for one test's files.
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("pipetrain-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 /// Trains 3 optimizer steps of 2 replicas × 2 stages with accumulation 2, writing `file`.
@@ -73,7 +67,8 @@ const COLUMNS: [&str; 11] = [
 
 #[test]
 fn csv_has_a_header_and_a_row_of_numbers_per_optimizer_step() {
-    let dir = scratch("metrics-csv");
+    let tmp = scratch("metrics-csv");
+    let dir = tmp.path();
     let path = dir.join("run.csv");
     run_with(&path, &[]);
     let text = std::fs::read_to_string(&path).unwrap();
@@ -99,12 +94,12 @@ fn csv_has_a_header_and_a_row_of_numbers_per_optimizer_step() {
         assert!((0.0..=1.0).contains(&row[5]), "bubble: {row:?}");
         assert!(row[6] >= 0.0 && row[7] > 0.0 && row[9] > 0.0);
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn jsonl_has_one_object_per_optimizer_step_and_the_plot_is_a_png() {
-    let dir = scratch("metrics-jsonl");
+    let tmp = scratch("metrics-jsonl");
+    let dir = tmp.path();
     let path = dir.join("run.jsonl");
     let png = dir.join("loss.png");
     let stdout = run_with(&path, &["--plot", png.to_str().unwrap()]);
@@ -123,7 +118,6 @@ fn jsonl_has_one_object_per_optimizer_step_and_the_plot_is_a_png() {
     assert!(stdout.contains("plot:"), "{stdout}");
     let bytes = std::fs::read(&png).unwrap();
     assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

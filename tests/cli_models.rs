@@ -2,8 +2,10 @@
 //! `--stages 2 --verify` on tiny sizes; MNIST (IDX), safetensors and text files the tests
 //! write train and report held-out accuracy / perplexity; `pipetrain eval` evaluates.
 
+mod common;
+use common::scratch;
+
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use safetensors::Dtype;
@@ -50,14 +52,6 @@ fn verified(args: &[&str]) -> String {
         .unwrap();
     assert!(x <= TOLERANCE, "max_rel_diff {x}:\n{stdout}");
     stdout
-}
-
-/// A fresh directory for one test's files.
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("pipetrain-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 /// The value after `held-out accuracy ` as a fraction, or after `held-out perplexity `.
@@ -167,8 +161,9 @@ fn write_mnist(dir: &std::path::Path, n: usize, side: usize) {
 
 #[test]
 fn mnist_files_train_under_verify_and_report_held_out_accuracy() {
-    let dir = scratch("mnist");
-    write_mnist(&dir, 40, 4);
+    let tmp = scratch("mnist");
+    let dir = tmp.path();
+    write_mnist(dir, 40, 4);
     let data = format!("mnist:{}", dir.display());
     let stdout = verified(&[
         "--data",
@@ -218,12 +213,12 @@ fn mnist_files_train_under_verify_and_report_held_out_accuracy() {
         "2",
     ]);
     assert!(eval.contains("held-out accuracy"), "{eval}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn safetensors_file_trains_under_verify() {
-    let dir = scratch("tensors");
+    let tmp = scratch("tensors");
+    let dir = tmp.path();
     let (n, features) = (24usize, 6usize);
     let x: Vec<u8> = (0..n * features)
         .flat_map(|i| ((i % 7) as f32 / 7.0).to_le_bytes())
@@ -264,12 +259,12 @@ fn safetensors_file_trains_under_verify() {
     ]);
     assert!(stdout.contains("input 6, 3 classes"), "{stdout}");
     assert!(stdout.contains("(6 examples)"), "{stdout}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn text_file_trains_the_gpt_and_reports_perplexity() {
-    let dir = scratch("text");
+    let tmp = scratch("text");
+    let dir = tmp.path();
     let path = dir.join("input.txt");
     std::fs::write(
         &path,
@@ -297,7 +292,6 @@ fn text_file_trains_the_gpt_and_reports_perplexity() {
     ]);
     assert!(stdout.contains("vocab 256"), "{stdout}");
     assert!(held_out(&stdout, "perplexity").is_finite());
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

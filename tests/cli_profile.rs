@@ -1,6 +1,9 @@
 //! `pipetrain train --profile trace.json`: the chrome trace of a tiny run, checked against the
 //! lowered plan the run interprets.
 
+mod common;
+use common::scratch;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 
@@ -24,19 +27,12 @@ fn train(args: &[&str]) -> String {
     stdout
 }
 
-/// A fresh directory for one test's files.
-fn scratch(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("pipetrain-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 /// Profiles `steps` steps of `replicas` × `stages` with `m` micro-batches (1F1B) and checks the
 /// trace: one slice per action of the lowered plan per worker per step, one track per worker,
 /// and one flow (start and finish) per send.
 fn check_trace(replicas: usize, stages: usize, m: usize, steps: usize) {
-    let dir = scratch(&format!("profile-{replicas}x{stages}"));
+    let tmp = scratch(&format!("profile-{replicas}x{stages}"));
+    let dir = tmp.path();
     let path = dir.join("t.json");
     let (r, p, m_s, steps_s) = (
         replicas.to_string(),
@@ -142,7 +138,6 @@ fn check_trace(replicas: usize, stages: usize, m: usize, steps: usize) {
         assert_ne!(s["tid"], f["tid"], "a flow crosses workers");
         assert!(s["ts"].as_f64() <= f["ts"].as_f64(), "{s} → {f}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

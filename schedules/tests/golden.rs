@@ -6,9 +6,12 @@ use std::path::PathBuf;
 use pipetrain_schedules::{Costs, Lowering, ScheduleKind, lower, render, simulate};
 
 fn check(name: &str, actual: &str) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
-        .join(name);
+    // The run-time value: a test binary reused from another checkout sharing the target
+    // directory would carry that checkout's compile-time path.
+    let root = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    let path = root.join("tests/golden").join(name);
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         std::fs::write(&path, actual).unwrap();
     }
