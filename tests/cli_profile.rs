@@ -63,7 +63,7 @@ fn check_trace(replicas: usize, stages: usize, m: usize, steps: usize) {
     assert!(stdout.contains("simulated"), "{stdout}");
     let events: Vec<Value> =
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).expect("valid JSON");
-    let leftovers: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+    let leftovers: Vec<_> = std::fs::read_dir(dir).unwrap().collect();
     assert_eq!(leftovers.len(), 1, "only the trace is left: {leftovers:?}");
 
     let plan = lower(
