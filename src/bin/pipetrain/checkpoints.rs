@@ -44,7 +44,12 @@ impl RunIdentity {
     }
 }
 
-/// Loads `path` into `pipeline` and returns the step to continue from.
+/// The checkpoint key of the next training batch's position (informative: it follows from the
+/// step and the identity flags, which are checked).
+pub const DATA_POSITION: &str = "data-position";
+
+/// Loads `path` into `pipeline` and returns the step to continue from and the saved data
+/// position.
 ///
 /// # Errors
 /// The file does not load, was saved by a run with other data/model flags, or is already at
@@ -54,7 +59,7 @@ pub fn resume<L: Layer>(
     path: &Path,
     run: &RunIdentity,
     steps: u64,
-) -> Result<u64, BoxError> {
+) -> Result<(u64, Option<String>), BoxError> {
     let progress = pipeline.load_checkpoint(path)?;
     for (flag, value) in &run.entries {
         let saved = progress.extra.get(flag).map(String::as_str).unwrap_or("?");
@@ -76,12 +81,17 @@ pub fn resume<L: Layer>(
         )
         .into());
     }
+    let position = progress.extra.get(DATA_POSITION).cloned();
     println!(
-        "resumed: {} at step {} of {steps}",
+        "resumed: {} at step {} of {steps}{}",
         path.display(),
-        progress.step
+        progress.step,
+        position
+            .as_deref()
+            .map(|p| format!(" (next data: {p})"))
+            .unwrap_or_default()
     );
-    Ok(progress.step)
+    Ok((progress.step, position))
 }
 
 /// `layers` with the weights of `path`: a pipetrain checkpoint (its weights), or any other

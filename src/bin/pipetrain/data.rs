@@ -121,6 +121,18 @@ impl Data {
     }
 
     /// Batch `index` of the run (epochs roll over), shaped for `model`.
+    /// Where training batch `index` comes from, as text: `batch 12` (synthetic) or
+    /// `epoch 1, batch 3` (a loaded dataset: its shuffled order per epoch).
+    pub fn position(&self, index: u64) -> String {
+        match self {
+            Data::Synthetic { .. } => format!("synthetic batch {index}"),
+            Data::Loaded { train, .. } => {
+                let p = Position::from_step(index, train.batches_per_epoch());
+                format!("epoch {}, batch {}", p.epoch, p.batch)
+            }
+        }
+    }
+
     pub fn batch(
         &self,
         model: &Model,

@@ -228,8 +228,22 @@ fn train_with<L: Layer>(
     }
     let mut pipeline = builder.build()?;
     let run = checkpoints::RunIdentity::of(args, &s.model);
+    let k = args.accumulate.max(1);
     let first_step = match &args.resume {
-        Some(path) => checkpoints::resume(&mut pipeline, path, &run, args.steps)?,
+        Some(path) => {
+            let (step, saved) = checkpoints::resume(&mut pipeline, path, &run, args.steps)?;
+            let expected = s.data.position(step * k as u64);
+            if saved.as_ref().is_some_and(|p| *p != expected) {
+                return Err(format!(
+                    "--resume {}: the checkpoint's next data is {}, this data gives {expected} \
+                     at step {step}; the dataset changed",
+                    path.display(),
+                    saved.unwrap_or_default()
+                )
+                .into());
+            }
+            step
+        }
         None => 0,
     };
 
@@ -259,7 +273,6 @@ fn train_with<L: Layer>(
     let mut throughput = Vec::new();
     let mut losses = Vec::new();
     let mut last = None;
-    let k = args.accumulate.max(1);
     for step in first_step..args.steps {
         let batches: Vec<Batch> = (0..k as u64)
             .map(|j| {
@@ -335,7 +348,12 @@ fn train_with<L: Layer>(
         if let Some(path) = &args.checkpoint {
             let every = args.checkpoint_every;
             if step + 1 == args.steps || (every > 0 && (step + 1) % every == 0) {
-                pipeline.save_checkpoint(path, run.extra())?;
+                let mut extra = run.extra();
+                extra.insert(
+                    checkpoints::DATA_POSITION.to_string(),
+                    s.data.position((step + 1) * k as u64),
+                );
+                pipeline.save_checkpoint(path, extra)?;
                 progress.println(&format!(
                     "checkpoint: {} (step {})",
                     path.display(),
