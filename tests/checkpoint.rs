@@ -2,9 +2,9 @@
 //! initial weights from a PyTorch-style state dict.
 
 mod common;
-use common::scratch;
+use common::{scratch, write_safetensors};
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
@@ -12,7 +12,6 @@ use std::time::Duration;
 use burn::prelude::*;
 use pipetrain::{CheckpointError, Error, OptimizerConfig, Pipeline, Remat, ScheduleKind};
 use pipetrain_models::{MlpConfig, MlpLayer, synthetic};
-use safetensors::tensor::{Dtype, TensorView};
 
 const WIDTH: usize = 8;
 const CLASSES: usize = 3;
@@ -188,25 +187,6 @@ fn accumulation_in_progress_is_not_saved() {
         err.to_string().contains("1 of 2 accumulated batches"),
         "{err}"
     );
-}
-
-fn write_safetensors(path: &PathBuf, tensors: &[(&str, Vec<usize>, Vec<f32>)]) {
-    let bytes: Vec<Vec<u8>> = tensors
-        .iter()
-        .map(|(_, _, v)| v.iter().flat_map(|x| x.to_le_bytes()).collect())
-        .collect();
-    let views: Vec<(String, TensorView<'_>)> = tensors
-        .iter()
-        .zip(&bytes)
-        .map(|((n, s, _), b)| {
-            (
-                n.to_string(),
-                TensorView::new(Dtype::F32, s.clone(), b).unwrap(),
-            )
-        })
-        .collect();
-    let data = safetensors::serialize(views, None::<HashMap<String, String>>).unwrap();
-    std::fs::write(path, data).unwrap();
 }
 
 /// A PyTorch-style state dict (Linear weights `[out, in]`), written with the safetensors format

@@ -4,38 +4,12 @@
 //! state dict, evaluate a checkpoint.
 
 mod common;
-use common::scratch;
+use common::{failure, scratch, success, write_safetensors};
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::{Command, Output};
 
 use safetensors::SafeTensors;
-use safetensors::tensor::{Dtype, TensorView};
-
-fn pipetrain(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pipetrain"))
-        .args(args)
-        .output()
-        .expect("the pipetrain binary runs")
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = pipetrain(args);
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "pipetrain {args:?} failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
-
-fn fails(args: &[&str]) -> String {
-    let out = pipetrain(args);
-    assert!(!out.status.success(), "pipetrain {args:?} should fail");
-    String::from_utf8_lossy(&out.stderr).to_string()
-}
 
 const MODEL: [&str; 10] = [
     "train",
@@ -50,14 +24,19 @@ const MODEL: [&str; 10] = [
     "--optimizer",
 ];
 
-fn run(extra: &[&str]) -> String {
-    let args: Vec<&str> = MODEL
+/// `MODEL` with Adam at learning rate 0.01, then `extra`.
+fn adam<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    MODEL
         .iter()
         .copied()
         .chain(["adam", "--lr", "0.01"])
         .chain(extra.iter().copied())
-        .collect();
-    ok(&args)
+        .collect()
+}
+
+/// Stdout of the [`adam`] run, which must succeed.
+fn run(extra: &[&str]) -> String {
+    success(&adam(extra))
 }
 
 /// Every tensor of a safetensors file, by name, as raw bytes.
@@ -151,7 +130,7 @@ fn resume_continues_bit_for_bit_and_under_another_layout() {
     }
 
     // Another seed means other batches: refused, naming the flag.
-    let e = fails(
+    let e = failure(
         &[
             &MODEL[..],
             &[
@@ -171,43 +150,14 @@ fn resume_continues_bit_for_bit_and_under_another_layout() {
         "{e}"
     );
     // Already there.
-    let e = fails(
-        &[
-            &MODEL[..],
-            &[
-                "adam",
-                "--lr",
-                "0.01",
-                "--steps",
-                "2",
-                "--resume",
-                &p("half"),
-            ],
-        ]
-        .concat(),
-    );
+    let e = failure(&adam(&["--steps", "2", "--resume", &p("half")]));
     assert!(e.contains("at step 2 already"), "{e}");
     // --verify cannot follow a resume.
-    let e = fails(
-        &[
-            &MODEL[..],
-            &[
-                "adam",
-                "--lr",
-                "0.01",
-                "--steps",
-                "4",
-                "--resume",
-                &p("half"),
-                "--verify",
-            ],
-        ]
-        .concat(),
-    );
+    let e = failure(&adam(&["--steps", "4", "--resume", &p("half"), "--verify"]));
     assert!(e.contains("--verify"), "{e}");
 
     // eval takes a checkpoint's weights.
-    let eval = ok(&[
+    let eval = success(&[
         "eval",
         "--width",
         "16",
@@ -242,28 +192,7 @@ fn init_from_a_pytorch_state_dict_and_errors_name_the_tensor() {
         ),
         ("1.bias", vec![3], vec![0.1, 0.2, 0.3]),
     ];
-    let write = |path: &Path, weights: &[(&str, Vec<usize>, Vec<f32>)]| {
-        let bytes: Vec<Vec<u8>> = weights
-            .iter()
-            .map(|(_, _, v)| v.iter().flat_map(|x| x.to_le_bytes()).collect())
-            .collect();
-        let views: Vec<(String, TensorView<'_>)> = weights
-            .iter()
-            .zip(&bytes)
-            .map(|((n, s, _), b)| {
-                (
-                    n.to_string(),
-                    TensorView::new(Dtype::F32, s.clone(), b).unwrap(),
-                )
-            })
-            .collect();
-        std::fs::write(
-            path,
-            safetensors::serialize(views, None::<HashMap<String, String>>).unwrap(),
-        )
-        .unwrap();
-    };
-    write(&path, &weights);
+    write_safetensors(&path, &weights);
     let mlp = [
         "--width",
         "4",
@@ -278,23 +207,25 @@ fn init_from_a_pytorch_state_dict_and_errors_name_the_tensor() {
         "--steps",
         "2",
     ];
-    let out = ok(&[
-        &["train"],
-        &mlp[..],
+    let out = success(
         &[
-            "--stages",
-            "2",
-            "--init",
-            path.to_str().unwrap(),
-            "--verify",
-        ],
-    ]
-    .concat());
+            &["train"],
+            &mlp[..],
+            &[
+                "--stages",
+                "2",
+                "--init",
+                path.to_str().unwrap(),
+                "--verify",
+            ],
+        ]
+        .concat(),
+    );
     assert!(out.contains("init: weights from"), "{out}");
 
     let bad = d.join("bad.safetensors");
-    write(&bad, &weights[..3]);
-    let e = fails(&[&["train"], &mlp[..], &["--init", bad.to_str().unwrap()]].concat());
+    write_safetensors(&bad, &weights[..3]);
+    let e = failure(&[&["train"], &mlp[..], &["--init", bad.to_str().unwrap()]].concat());
     assert!(
         e.contains("`1.bias`") && e.contains("bad.safetensors"),
         "{e}"
@@ -303,7 +234,7 @@ fn init_from_a_pytorch_state_dict_and_errors_name_the_tensor() {
 
 #[test]
 fn gpt_with_tied_embeddings_verifies_across_two_stages() {
-    let out = ok(&[
+    let out = success(&[
         "train",
         "--model",
         "gpt",
@@ -333,6 +264,6 @@ fn gpt_with_tied_embeddings_verifies_across_two_stages() {
         "--verify",
     ]);
     assert!(out.contains("verify: max_rel_diff="), "{out}");
-    let e = fails(&["train", "--tie-embeddings", "--width", "8", "--steps", "1"]);
+    let e = failure(&["train", "--tie-embeddings", "--width", "8", "--steps", "1"]);
     assert!(e.contains("--model gpt"), "{e}");
 }

@@ -2,18 +2,9 @@
 //! and the worked examples of `pipetrain train --help`.
 
 mod common;
-use common::scratch;
+use common::{failure, pipetrain, scratch, success};
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
-
-/// Runs `pipetrain <args>`.
-fn pipetrain(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pipetrain"))
-        .args(args)
-        .output()
-        .expect("the pipetrain binary runs")
-}
 
 /// Writes `text` to a fresh `run.toml`.
 /// The directory is removed when the returned guard drops.
@@ -24,14 +15,8 @@ fn config(name: &str, text: &str) -> (tempfile::TempDir, PathBuf) {
     (dir, path)
 }
 
-/// The `step i/N` lines of a successful run.
-fn step_lines(out: Output) -> Vec<String> {
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+/// The `step i/N` lines of a run's stdout.
+fn step_lines(stdout: &str) -> Vec<String> {
     stdout
         .lines()
         .filter(|l| l.starts_with("step "))
@@ -52,35 +37,32 @@ verify = true
 #[test]
 fn config_file_sets_the_flags() {
     let (_dir, path) = config("config-sets", FILE);
-    let out = pipetrain(&["train", "--config", path.to_str().unwrap()]);
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stdout = success(&["train", "--config", path.to_str().unwrap()]);
     assert!(
         stdout.contains("MLP-2x16"),
         "width and layers from the file: {stdout}"
     );
     assert!(stdout.contains("balance [2, 1]"), "{stdout}");
     assert!(stdout.contains("verify: max_rel_diff="), "{stdout}");
-    assert_eq!(step_lines(out).len(), 2);
+    assert_eq!(step_lines(&stdout).len(), 2);
 }
 
 #[test]
 fn command_line_overrides_the_file_in_both_forms() {
     let (_dir, path) = config("config-override", FILE);
     let p = path.to_str().unwrap();
-    let lines = step_lines(pipetrain(&["train", "--config", p, "--steps", "3"]));
+    let lines = step_lines(&success(&["train", "--config", p, "--steps", "3"]));
     assert_eq!(lines.len(), 3, "{lines:?}");
     assert!(lines[2].contains("3/3"));
     // The bare form, the flag before --config.
-    let lines = step_lines(pipetrain(&["--steps", "1", "--config", p]));
+    let lines = step_lines(&success(&["--steps", "1", "--config", p]));
     assert_eq!(lines.len(), 1, "{lines:?}");
 }
 
 #[test]
 fn unknown_key_names_the_key_and_the_file() {
     let (_dir, path) = config("config-unknown", "steps = 1\nmicro_batchez = 4\n");
-    let out = pipetrain(&["train", "--config", path.to_str().unwrap()]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    let stderr = failure(&["train", "--config", path.to_str().unwrap()]);
     assert!(
         stderr.contains("micro_batchez") && stderr.contains(path.to_str().unwrap()),
         "{stderr}"

@@ -2,53 +2,37 @@
 //! and a PNG of the loss curve.
 
 mod common;
-use common::scratch;
-
-use std::process::{Command, Output};
-
-/// Runs `pipetrain train <args>`.
-fn train(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pipetrain"))
-        .arg("train")
-        .args(args)
-        .output()
-        .expect("the pipetrain binary runs")
-}
+use common::{failure, scratch, success};
 
 /// Trains 3 optimizer steps of 2 replicas × 2 stages with accumulation 2, writing `file`.
 fn run_with(file: &std::path::Path, extra: &[&str]) -> String {
-    let args = [
+    success(
         &[
-            "--stages",
-            "2",
-            "--replicas",
-            "2",
-            "--accumulate",
-            "2",
-            "--micro-batches",
-            "2",
-            "--width",
-            "16",
-            "--hidden-layers",
-            "2",
-            "--batch",
-            "16",
-            "--steps",
-            "3",
-            "--metrics",
-            file.to_str().unwrap(),
-        ][..],
-        extra,
-    ]
-    .concat();
-    let out = train(&args);
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{args:?}: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
+            &[
+                "train",
+                "--stages",
+                "2",
+                "--replicas",
+                "2",
+                "--accumulate",
+                "2",
+                "--micro-batches",
+                "2",
+                "--width",
+                "16",
+                "--hidden-layers",
+                "2",
+                "--batch",
+                "16",
+                "--steps",
+                "3",
+                "--metrics",
+                file.to_str().unwrap(),
+            ][..],
+            extra,
+        ]
+        .concat(),
+    )
 }
 
 const COLUMNS: [&str; 11] = [
@@ -122,9 +106,7 @@ fn jsonl_has_one_object_per_optimizer_step_and_the_plot_is_a_png() {
 
 #[test]
 fn unknown_metrics_format_names_the_path() {
-    let out = train(&["--steps", "1", "--metrics", "run.parquet"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    let stderr = failure(&["train", "--steps", "1", "--metrics", "run.parquet"]);
     assert!(
         stderr.contains("run.parquet") && stderr.contains(".csv"),
         "{stderr}"

@@ -3,36 +3,12 @@
 //! write train and report held-out accuracy / perplexity; `pipetrain eval` evaluates.
 
 mod common;
-use common::scratch;
+use common::{failure, max_rel_diff, scratch, success};
 
 use std::collections::HashMap;
-use std::process::{Command, Output};
 
 use safetensors::Dtype;
 use safetensors::tensor::TensorView;
-
-/// Largest `verify: max_rel_diff` accepted.
-const TOLERANCE: f64 = 1e-5;
-
-/// Runs `pipetrain <args>`.
-fn pipetrain(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pipetrain"))
-        .args(args)
-        .output()
-        .expect("the pipetrain binary runs")
-}
-
-/// Stdout of a `pipetrain <args>` run that must succeed.
-fn success(args: &[&str]) -> String {
-    let out = pipetrain(args);
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "pipetrain {args:?} failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
 
 /// `pipetrain train --stages 2 --steps 3 --verify <args>`; checks max_rel_diff, returns stdout.
 fn verified(args: &[&str]) -> String {
@@ -42,15 +18,7 @@ fn verified(args: &[&str]) -> String {
     ]
     .concat();
     let stdout = success(&args);
-    let line = stdout
-        .lines()
-        .find(|l| l.starts_with("verify: max_rel_diff="))
-        .unwrap_or_else(|| panic!("no verify line in:\n{stdout}"));
-    let x: f64 = line["verify: max_rel_diff=".len()..]
-        .trim()
-        .parse()
-        .unwrap();
-    assert!(x <= TOLERANCE, "max_rel_diff {x}:\n{stdout}");
+    max_rel_diff(&stdout);
     stdout
 }
 
@@ -110,9 +78,7 @@ fn resnet_trains_under_verify_with_remat_never() {
 
 #[test]
 fn resnet_without_remat_never_names_the_flag() {
-    let out = pipetrain(&["train", "--model", "resnet", "--steps", "1"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    let stderr = failure(&["train", "--model", "resnet", "--steps", "1"]);
     assert!(stderr.contains("--remat never"), "{stderr}");
 }
 
@@ -296,15 +262,13 @@ fn text_file_trains_the_gpt_and_reports_perplexity() {
 
 #[test]
 fn unknown_data_kind_is_named() {
-    let out = pipetrain(&["train", "--data", "imagenet:/data", "--steps", "1"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    let stderr = failure(&["train", "--data", "imagenet:/data", "--steps", "1"]);
     assert!(stderr.contains("imagenet:/data"), "{stderr}");
 }
 
 #[test]
 fn resnet_verify_with_replicas_is_refused_with_the_reason() {
-    let out = pipetrain(&[
+    let stderr = failure(&[
         "train",
         "--model",
         "resnet",
@@ -314,8 +278,6 @@ fn resnet_verify_with_replicas_is_refused_with_the_reason() {
         "2",
         "--verify",
     ]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
     assert!(
         stderr.contains("--replicas 1") && stderr.contains("running statistics"),
         "{stderr}"

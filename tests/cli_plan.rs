@@ -1,28 +1,18 @@
 //! `pipetrain plan`, run as a user runs it: the built binary, its stdout, stderr and exit code.
 
-use std::process::{Command, Output};
+mod common;
 
 use pipetrain_schedules::{Lowering, Plan, ScheduleKind, lower};
 use serde_json::Value;
 
-/// Runs `pipetrain plan <args>`.
-fn plan(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pipetrain"))
-        .arg("plan")
-        .args(args)
-        .output()
-        .expect("the pipetrain binary runs")
+/// `pipetrain plan <args>`.
+fn plan<'a>(args: &[&'a str]) -> Vec<&'a str> {
+    [&["plan"], args].concat()
 }
 
 /// Runs `pipetrain plan <args>`, expects success and returns stdout.
 fn stdout_of(args: &[&str]) -> String {
-    let out = plan(args);
-    assert!(
-        out.status.success(),
-        "pipetrain plan {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("stdout is UTF-8")
+    common::success(&plan(args))
 }
 
 /// Runs `pipetrain plan <args> --format json` and parses its stdout.
@@ -33,10 +23,12 @@ fn json_of(args: &[&str]) -> Value {
 
 /// Runs `pipetrain plan <args>`, expects failure and returns stderr.
 fn stderr_of_failure(args: &[&str]) -> String {
-    let out = plan(args);
-    assert!(!out.status.success(), "pipetrain plan {args:?} should fail");
-    assert!(out.stdout.is_empty(), "a failure prints nothing on stdout");
-    String::from_utf8(out.stderr).expect("stderr is UTF-8")
+    let args = plan(args);
+    let out = common::pipetrain(&args);
+    let stdout = out.stdout.clone();
+    let stderr = common::stderr_of_failure(&args, out);
+    assert!(stdout.is_empty(), "a failure prints nothing on stdout");
+    stderr
 }
 
 fn stashes(report: &Value) -> Vec<u64> {

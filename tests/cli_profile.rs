@@ -2,10 +2,9 @@
 //! lowered plan the run interprets.
 
 mod common;
-use common::scratch;
+use common::{scratch, success};
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::Command;
 
 use pipetrain::ScheduleKind;
 use pipetrain::schedules::{Lowering, StageId, lower};
@@ -13,18 +12,7 @@ use serde_json::Value;
 
 /// Runs `pipetrain train <args>`, which must succeed; returns stdout.
 fn train(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_pipetrain"))
-        .arg("train")
-        .args(args)
-        .output()
-        .expect("the pipetrain binary runs");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "pipetrain train {args:?} failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
+    success(&[&["train"], args].concat())
 }
 
 /// Profiles `steps` steps of `replicas` × `stages` with `m` micro-batches (1F1B) and checks the

@@ -2,47 +2,12 @@
 //! binary, its stdout, stderr and exit code. Every run is tiny (width ≤ 32, batch ≤ 32, ≤ 3
 //! steps) so the debug build finishes in seconds.
 
-use std::process::{Command, Output};
-
-/// Largest `verify: max_rel_diff` accepted (the CLI's own tolerance).
-const TOLERANCE: f64 = 1e-5;
-
-/// Runs `pipetrain <args>` (no subcommand added).
-fn pipetrain(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pipetrain"))
-        .args(args)
-        .output()
-        .expect("the pipetrain binary runs")
-}
-
-/// Runs `pipetrain train <args>`.
-fn train(args: &[&str]) -> Output {
-    pipetrain(&[&["train"], args].concat())
-}
-
-/// Stdout of a run that must succeed.
-fn success(args: &[&str], out: Output) -> String {
-    let stdout = String::from_utf8(out.stdout).expect("stdout is UTF-8");
-    assert!(
-        out.status.success(),
-        "pipetrain {args:?} failed ({}):\nstdout:\n{stdout}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
+mod common;
+use common::{failure, max_rel_diff, success};
 
 /// Stderr of a `pipetrain train <args>` run that must fail.
-fn failure(args: &[&str]) -> String {
-    let out = train(args);
-    let stderr = String::from_utf8(out.stderr).expect("stderr is UTF-8");
-    assert!(
-        !out.status.success(),
-        "pipetrain train {args:?} should fail; stdout:\n{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    assert!(!stderr.trim().is_empty(), "a failure says why on stderr");
-    stderr
+fn train_failure(args: &[&str]) -> String {
+    failure(&[&["train"], args].concat())
 }
 
 /// Tiny model and data, then `extra`.
@@ -68,21 +33,8 @@ fn verified(args: &[&str]) -> f64 {
 
 /// [`verified`], also returning the run's stdout.
 fn verified_run(args: &[&str]) -> (f64, String) {
-    let args = [args, &["--verify"]].concat();
-    let stdout = success(&args, train(&args));
-    let line = stdout
-        .lines()
-        .find(|l| l.starts_with("verify: max_rel_diff="))
-        .unwrap_or_else(|| panic!("no `verify: max_rel_diff=` line in:\n{stdout}"));
-    let x: f64 = line["verify: max_rel_diff=".len()..]
-        .trim()
-        .parse()
-        .unwrap_or_else(|e| panic!("`{line}` does not end in a number: {e}"));
-    assert!(
-        x <= TOLERANCE,
-        "max_rel_diff {x} > {TOLERANCE}; stdout:\n{stdout}"
-    );
-    (x, stdout)
+    let stdout = success(&[&["train"], args, &["--verify"]].concat());
+    (max_rel_diff(&stdout), stdout)
 }
 
 #[test]
@@ -165,7 +117,7 @@ fn bare_form_trains_without_the_subcommand() {
         "--steps",
         "2",
     ];
-    let stdout = success(&args, pipetrain(&args));
+    let stdout = success(&args);
     let steps: Vec<&str> = stdout
         .lines()
         .filter(|l| l.starts_with("step") && l.contains("samples/s"))
@@ -183,25 +135,25 @@ fn bare_form_trains_without_the_subcommand() {
 
 #[test]
 fn zero_stages_is_rejected() {
-    let stderr = failure(&tiny(&["--stages", "0", "--micro-batches", "4"]));
+    let stderr = train_failure(&tiny(&["--stages", "0", "--micro-batches", "4"]));
     assert!(stderr.contains("stages = 0"), "{stderr}");
 }
 
 #[test]
 fn zero_micro_batches_is_rejected() {
-    let stderr = failure(&tiny(&["--stages", "2", "--micro-batches", "0"]));
+    let stderr = train_failure(&tiny(&["--stages", "2", "--micro-batches", "0"]));
     assert!(stderr.contains("micro_batches = 0"), "{stderr}");
 }
 
 #[test]
 fn unknown_schedule_is_named() {
-    let stderr = failure(&tiny(&["--stages", "2", "--schedule", "zb"]));
+    let stderr = train_failure(&tiny(&["--stages", "2", "--schedule", "zb"]));
     assert!(stderr.contains("zb"), "{stderr}");
 }
 
 #[test]
 fn unknown_remat_mode_is_named() {
-    let stderr = failure(&tiny(&["--stages", "2", "--remat", "sometimes"]));
+    let stderr = train_failure(&tiny(&["--stages", "2", "--remat", "sometimes"]));
     assert!(stderr.contains("sometimes"), "{stderr}");
 }
 
@@ -221,7 +173,7 @@ fn batch_not_divisible_by_micro_batches_names_both() {
         "--steps",
         "1",
     ];
-    let stderr = failure(&args);
+    let stderr = train_failure(&args);
     assert!(
         stderr.contains("10") && stderr.contains('4'),
         "the message names the batch (10) and the micro-batches (4): {stderr}"
@@ -231,7 +183,7 @@ fn batch_not_divisible_by_micro_batches_names_both() {
 #[test]
 fn more_stages_than_layers_names_both() {
     // --hidden-layers 2: two blocks and a head, 3 layers.
-    let stderr = failure(&tiny(&["--stages", "9", "--micro-batches", "4"]));
+    let stderr = train_failure(&tiny(&["--stages", "9", "--micro-batches", "4"]));
     assert!(
         stderr.contains('9') && stderr.contains("3 layers"),
         "the message names the stages (9) and the layer count (3): {stderr}"
@@ -241,7 +193,7 @@ fn more_stages_than_layers_names_both() {
 #[test]
 fn balance_not_summing_to_the_layers_names_both() {
     // --hidden-layers 2: 3 layers; the balance sums to 4.
-    let stderr = failure(&tiny(&["--balance", "2,2", "--micro-batches", "4"]));
+    let stderr = train_failure(&tiny(&["--balance", "2,2", "--micro-batches", "4"]));
     assert!(
         stderr.contains("sums to 4") && stderr.contains("has 3"),
         "the message names the sum (4) and the layer count (3): {stderr}"
@@ -299,7 +251,7 @@ fn accumulation_matches_single_device() {
 
 #[test]
 fn batch_not_divisible_by_replicas_times_micro_batches_names_them() {
-    let stderr = failure(&tiny(&["--replicas", "3", "--micro-batches", "2"]));
+    let stderr = train_failure(&tiny(&["--replicas", "3", "--micro-batches", "2"]));
     assert!(
         stderr.contains("--replicas 3") && stderr.contains("multiple of 6"),
         "{stderr}"
@@ -308,6 +260,6 @@ fn batch_not_divisible_by_replicas_times_micro_batches_names_them() {
 
 #[test]
 fn unsupported_zero_stage_is_refused() {
-    let stderr = failure(&tiny(&["--zero", "3"]));
+    let stderr = train_failure(&tiny(&["--zero", "3"]));
     assert!(stderr.contains("ZeRO stage 3"), "{stderr}");
 }

@@ -1,9 +1,103 @@
 //! Helpers shared by the integration tests.
 
+// Each test crate compiles this module on its own and uses only some of it.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use safetensors::tensor::{Dtype, TensorView};
+
+/// Largest `verify: max_rel_diff` accepted (the CLI's own tolerance).
+pub const TOLERANCE: f64 = 1e-5;
+
 /// A fresh directory for one test's files, removed when dropped (also when the test fails).
 pub fn scratch(name: &str) -> tempfile::TempDir {
     tempfile::Builder::new()
         .prefix(&format!("pipetrain-{name}-"))
         .tempdir()
         .expect("a temporary directory")
+}
+
+/// Runs `pipetrain <args>` (no subcommand added).
+pub fn pipetrain(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pipetrain"))
+        .args(args)
+        .output()
+        .expect("the pipetrain binary runs")
+}
+
+/// Stdout of `out`, the output of `pipetrain <args>`, which must have succeeded.
+pub fn stdout_of_success(args: &[&str], out: Output) -> String {
+    assert!(
+        out.status.success(),
+        "pipetrain {args:?} failed ({}):\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("stdout is UTF-8")
+}
+
+/// Stderr of `out`, the output of `pipetrain <args>`, which must have failed and said why.
+pub fn stderr_of_failure(args: &[&str], out: Output) -> String {
+    assert!(
+        !out.status.success(),
+        "pipetrain {args:?} should fail ({}):\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8(out.stderr).expect("stderr is UTF-8");
+    assert!(!stderr.trim().is_empty(), "a failure says why on stderr");
+    stderr
+}
+
+/// Stdout of a `pipetrain <args>` run that must succeed.
+pub fn success(args: &[&str]) -> String {
+    stdout_of_success(args, pipetrain(args))
+}
+
+/// Stderr of a `pipetrain <args>` run that must fail.
+pub fn failure(args: &[&str]) -> String {
+    stderr_of_failure(args, pipetrain(args))
+}
+
+/// The `<x>` of the `verify: max_rel_diff=<x>` line of `stdout`, which must be at most
+/// [`TOLERANCE`].
+pub fn max_rel_diff(stdout: &str) -> f64 {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("verify: max_rel_diff="))
+        .unwrap_or_else(|| panic!("no `verify: max_rel_diff=` line in:\n{stdout}"));
+    let x: f64 = line["verify: max_rel_diff=".len()..]
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("`{line}` does not end in a number: {e}"));
+    assert!(
+        x <= TOLERANCE,
+        "max_rel_diff {x} > {TOLERANCE}; stdout:\n{stdout}"
+    );
+    x
+}
+
+/// Writes `tensors`, each `(name, shape, values)`, as f32 tensors of a safetensors file.
+pub fn write_safetensors(path: &Path, tensors: &[(&str, Vec<usize>, Vec<f32>)]) {
+    let bytes: Vec<Vec<u8>> = tensors
+        .iter()
+        .map(|(_, _, v)| v.iter().flat_map(|x| x.to_le_bytes()).collect())
+        .collect();
+    let views: Vec<(String, TensorView<'_>)> = tensors
+        .iter()
+        .zip(&bytes)
+        .map(|((n, s, _), b)| {
+            (
+                n.to_string(),
+                TensorView::new(Dtype::F32, s.clone(), b).unwrap(),
+            )
+        })
+        .collect();
+    let data = safetensors::serialize(views, None::<HashMap<String, String>>).unwrap();
+    std::fs::write(path, data).unwrap();
 }
