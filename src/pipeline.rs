@@ -8,11 +8,11 @@ use burn::prelude::*;
 use pipetrain_engine::checkpoint::{self, Checkpoint, Progress};
 use pipetrain_engine::{
     Activation, Batch, DataParallel, EngineError, Layer, Loss, OptimizerConfig, Remat, Shard,
-    StageState, StepConfig, Tie, TiePlan, pool, profile, run_step_with,
+    StageState, StepConfig, Tie, TiePlan, pool, profile, run_inference, run_step_with,
 };
 use pipetrain_partitioner::{LayerCost, Partition, partition_by_time};
 use pipetrain_schedules::{
-    Costs, Lowering, Plan, ReplicaId, ScheduleKind, StageId, WorkerId, lower, simulate,
+    Costs, Lowering, Plan, ReplicaId, ScheduleKind, StageId, WorkerId, inference, lower, simulate,
 };
 
 use crate::builder::PipelineBuilder;
@@ -498,25 +498,36 @@ impl<L: Layer> Pipeline<L> {
         }
     }
 
-    /// Inference: the whole batch through every stage in turn, without autodiff.
+    /// Inference through the pipeline, without autodiff: the batch is cut like a training
+    /// batch — into `replicas` shards of `micro_batches` micro-batches each — and streamed
+    /// through the stages, stage s forwarding micro-batch i while stage s+1 forwards i−1, every
+    /// replica on its own shard. A batch that does not split into `replicas × micro_batches`
+    /// runs on replica 0 alone, in `micro_batches` micro-batches if it splits into those, else
+    /// as one. The outputs come back in the batch's row order.
     pub fn forward(&mut self, inputs: Activation) -> Result<Activation> {
         if self.poisoned {
             return Err(EngineError::Poisoned.into());
         }
         self.ensure_started(&inputs)?;
-        let mut x = inputs.detach();
+        let rows = inputs.dims().first().copied().unwrap_or(0);
+        let (r, m) = (self.replicas, self.micro_batches);
+        let (replicas, parts) = if rows % (r * m) == 0 {
+            (r, m)
+        } else if rows % m == 0 {
+            (1, m)
+        } else {
+            (1, 1)
+        };
         let stages = self.stages();
-        for worker in self.workers().iter().take(stages) {
-            let device = worker.device().clone().inner();
-            x = x.to_device(&device);
-            for layer in worker.layers() {
-                let shown = x.to_string();
-                x = layer.valid().forward(x).map_err(|e| {
-                    Error::Config(format!("{} rejected input {shown}: {e}", worker.id().stage))
-                })?;
-            }
+        let plan = inference(stages, parts)?;
+        pipetrain_schedules::validate_inference(&plan)?;
+        let mut shards = Vec::with_capacity(replicas);
+        for shard in inputs.detach().split(replicas).map_err(EngineError::from)? {
+            shards.push(shard.split(parts).map_err(EngineError::from)?);
         }
-        Ok(x)
+        let workers = &mut self.workers()[..replicas * stages];
+        let outputs = run_inference(workers, shards, &plan)?;
+        Ok(Activation::cat(outputs.into_iter().flatten().collect()).map_err(EngineError::from)?)
     }
 
     /// The whole model as one layer sequence (replica 0's; stage 0's layers first).

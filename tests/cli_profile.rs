@@ -58,10 +58,26 @@ fn check_trace(replicas: usize, stages: usize, m: usize, steps: usize) {
         &ScheduleKind::OneFOneB.plan(stages, m).unwrap(),
         Lowering::default(),
     );
-    let slices: Vec<&Value> = events
+    let actions: Vec<&Value> = events
         .iter()
         .filter(|e| e["ph"] == "X" && e["cat"] == "action")
         .collect();
+    // The held-out evaluation at the end streams through the pipeline too: forwards only.
+    let (slices, inference): (Vec<&Value>, Vec<&Value>) = actions
+        .into_iter()
+        .partition(|e| e["args"]["phase"] == "train");
+    assert!(
+        !inference.is_empty(),
+        "the evaluation's forwards are traced"
+    );
+    for e in &inference {
+        assert_eq!(e["args"]["phase"], "inference", "{e}");
+        let name = e["name"].as_str().unwrap();
+        assert!(
+            ["F", "SF", "RF"].iter().any(|k| name[1..].starts_with(k)),
+            "inference runs forwards only: {name}"
+        );
+    }
     // (replica, stage) → slice names
     let mut per_worker: BTreeMap<(i64, i64), Vec<String>> = BTreeMap::new();
     let mut tid_of: BTreeMap<(i64, i64), BTreeSet<u64>> = BTreeMap::new();
@@ -101,6 +117,7 @@ fn check_trace(replicas: usize, stages: usize, m: usize, steps: usize) {
 
     let sends = slices
         .iter()
+        .chain(&inference)
         .filter(|s| s["name"].as_str().unwrap().contains('S'))
         .count();
     let starts: BTreeMap<u64, &Value> = events

@@ -73,7 +73,7 @@ pub use params::{Difference, difference, parameters};
 pub use reference::SingleDevice;
 pub use remat::{ParseRematError, Remat};
 pub use report::{StepOutcome, WorkerReport};
-pub use runtime::{DataParallel, Shard, StepConfig, run_step, run_step_with};
+pub use runtime::{DataParallel, Shard, StepConfig, run_inference, run_step, run_step_with};
 pub use stage::StageState;
 pub use tie::{Tie, TieError, TiePlan, equalize};
 pub use transport::{ChannelTransport, Flow, Tag, Transport, TransportError};

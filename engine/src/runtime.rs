@@ -22,7 +22,7 @@ use crate::report::StepOutcome;
 use crate::stage::StageState;
 use crate::tie::TiePlan;
 use crate::transport::ChannelTransport;
-use crate::worker::{Feed, StepContext, Tied, Worker};
+use crate::worker::{Feed, Finished, StepContext, Tied, Worker};
 
 /// One replica's share of a step: its micro-batches' inputs and targets.
 #[derive(Clone, Debug, Default)]
@@ -116,7 +116,7 @@ pub fn run_step_with<L: Layer>(
         micro_batches,
         learning_rate: config.learning_rate,
         remat: config.remat,
-        loss: config.loss,
+        loss: Some(config.loss),
         loss_scale: 1.0 / (micro_batches * replicas * data_parallel.accumulation.max(1)) as f64,
         abort: Arc::clone(&abort),
         start: Instant::now(),
@@ -136,12 +136,89 @@ pub fn run_step_with<L: Layer>(
             feeds.push(feed);
         }
     }
+    let finished = launch(workers, feeds, plan, &ctx, ties)?;
+    let wall = ctx.start.elapsed();
+    let loss = finished.iter().map(|f| f.loss).sum();
+    let reports = finished.into_iter().map(|f| f.report).collect();
+    Ok(StepOutcome {
+        loss,
+        wall,
+        workers: reports,
+    })
+}
+
+/// Inference through the pipeline: replica r's micro-batches `inputs[r]` stream through its
+/// stages under `plan` (an [`inference`](pipetrain_schedules::inference) plan: stage s forwards
+/// micro-batch i while stage s+1 forwards i−1), with no autodiff. Returns each replica's outputs
+/// in micro-batch order. Failures are reported like a training step's.
+pub fn run_inference<L: Layer>(
+    workers: &mut [StageState<L>],
+    inputs: Vec<Vec<Activation>>,
+    plan: &Plan,
+) -> Result<Vec<Vec<Activation>>> {
+    let (stages, micro_batches, replicas) = (plan.stages(), plan.micro_batches(), inputs.len());
+    assert_eq!(
+        workers.len(),
+        replicas * stages,
+        "one worker per (replica, stage)"
+    );
+    assert!(
+        inputs.iter().all(|i| i.len() == micro_batches),
+        "one input per micro-batch"
+    );
+    let abort = Arc::new(Abort::new());
+    let ctx = StepContext {
+        stages,
+        micro_batches,
+        learning_rate: 0.0,
+        remat: Remat::Never,
+        loss: None,
+        loss_scale: 0.0,
+        abort: Arc::clone(&abort),
+        start: Instant::now(),
+        bucket_elems: 1,
+        zero: false,
+    };
+    let mut feeds: Vec<Feed> = Vec::with_capacity(workers.len());
+    for replica_inputs in inputs {
+        for s in 0..stages {
+            let mut feed = Feed::default();
+            if s == 0 {
+                feed.inputs = replica_inputs.iter().cloned().map(Some).collect();
+            }
+            feeds.push(feed);
+        }
+    }
+    let finished = launch(workers, feeds, plan, &ctx, &TiePlan::none())?;
+    Ok(finished
+        .into_iter()
+        .filter(|f| f.report.worker.stage.index() + 1 == stages)
+        .map(|f| {
+            let mut outputs = f.outputs;
+            outputs.sort_by_key(|(mb, _)| *mb);
+            outputs.into_iter().map(|(_, a)| a).collect()
+        })
+        .collect())
+}
+
+/// Runs `plan` on every worker, one scoped thread each, and joins them all. Returns what every
+/// worker finished with (replica-major), or the step's first failure.
+fn launch<L: Layer>(
+    workers: &mut [StageState<L>],
+    feeds: Vec<Feed>,
+    plan: &Plan,
+    ctx: &StepContext<'_>,
+    ties: &TiePlan,
+) -> Result<Vec<Finished>> {
+    let stages = plan.stages();
+    let replicas = workers.len() / stages;
+    let abort = &ctx.abort;
     let transports: Vec<ChannelTransport> = (0..replicas)
-        .flat_map(|_| ChannelTransport::pipeline(stages, &abort))
+        .flat_map(|_| ChannelTransport::pipeline(stages, abort))
         .collect();
     // groups[s][r]: stage s's member for replica r; handed out replica-major below.
     let mut groups: Vec<std::vec::IntoIter<ChannelCollective>> = (0..stages)
-        .map(|_| ChannelCollective::group(replicas, &abort).into_iter())
+        .map(|_| ChannelCollective::group(replicas, abort).into_iter())
         .collect();
     let collectives: Vec<ChannelCollective> = (0..replicas * stages)
         .map(|i| groups[i % stages].next().expect("one member per replica"))
@@ -156,7 +233,7 @@ pub fn run_step_with<L: Layer>(
         .collect();
     for replica in 0..replicas {
         for (tie, low, high) in ties.links() {
-            let mut pair = ChannelCollective::group(2, &abort).into_iter();
+            let mut pair = ChannelCollective::group(2, abort).into_iter();
             for stage in [low, high] {
                 let member = pair.next().expect("two members");
                 tied[replica * stages + stage]
@@ -175,8 +252,6 @@ pub fn run_step_with<L: Layer>(
             .zip(tied)
             .map(|((((state, feed), transport), collective), tied)| {
                 let id = state.id;
-                let ctx = &ctx;
-                let abort = &abort;
                 let handle = std::thread::Builder::new()
                     .name(format!("pipetrain-r{}s{}", id.replica.0, id.stage.0))
                     .spawn_scoped(scope, move || {
@@ -200,16 +275,11 @@ pub fn run_step_with<L: Layer>(
             .map(|(id, h)| (id, h.join()))
             .collect::<Vec<_>>()
     });
-    let wall = ctx.start.elapsed();
 
-    let mut loss = 0.0;
-    let mut reports = Vec::with_capacity(results.len());
+    let mut finished = Vec::with_capacity(results.len());
     for (id, joined) in results {
         match joined {
-            Ok(Some((worker_loss, report))) => {
-                loss += worker_loss;
-                reports.push(report);
-            }
+            Ok(Some(f)) => finished.push(f),
             Ok(None) => {}
             Err(payload) => {
                 abort.fail(EngineError::WorkerDied {
@@ -220,12 +290,8 @@ pub fn run_step_with<L: Layer>(
             }
         }
     }
-    if let Some(error) = abort.take_error() {
-        return Err(error);
+    match abort.take_error() {
+        Some(error) => Err(error),
+        None => Ok(finished),
     }
-    Ok(StepOutcome {
-        loss,
-        wall,
-        workers: reports,
-    })
 }

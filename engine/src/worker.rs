@@ -31,7 +31,8 @@ pub(crate) struct StepContext<'a> {
     pub micro_batches: usize,
     pub learning_rate: f64,
     pub remat: Remat,
-    pub loss: &'a dyn Loss,
+    /// The loss on the last stage; `None` for an inference run.
+    pub loss: Option<&'a dyn Loss>,
     /// 1 / (m · R): makes the summed gradients the full-batch mean gradient.
     pub loss_scale: f64,
     pub abort: Arc<Abort>,
@@ -40,6 +41,15 @@ pub(crate) struct StepContext<'a> {
     pub bucket_elems: usize,
     /// ZeRO-1: each replica keeps optimizer state for its own share of the parameters.
     pub zero: bool,
+}
+
+/// What a worker that finished its program hands back.
+pub(crate) struct Finished {
+    /// Its share of the step's loss (last stage of a training step), else 0.
+    pub loss: f64,
+    pub report: WorkerReport,
+    /// The last stage's outputs of an inference run, by micro-batch.
+    pub outputs: Vec<(MicroBatchId, Activation)>,
 }
 
 /// Stage 0 reads micro-batch inputs from here, the last stage targets.
@@ -109,6 +119,7 @@ pub(crate) struct Worker<'a, L: Layer, T: Transport> {
     outgoing: HashMap<Tag, Activation>,
     valid: Option<Vec<L>>,
     loss: f64,
+    outputs: Vec<(MicroBatchId, Activation)>,
     compute: Duration,
     /// Set while layers run: the input and its origin, for panic messages.
     input_context: Option<String>,
@@ -140,6 +151,7 @@ impl<'a, L: Layer, T: Transport> Worker<'a, L, T> {
             outgoing: HashMap::new(),
             valid: None,
             loss: 0.0,
+            outputs: Vec::new(),
             compute: Duration::ZERO,
             input_context: None,
         }
@@ -159,7 +171,7 @@ impl<'a, L: Layer, T: Transport> Worker<'a, L, T> {
 
     /// Runs `program`. On failure the error goes to the step's [`Abort`] (first wins); the
     /// return value says only whether this worker finished.
-    pub fn run(mut self, program: &[Action]) -> Option<(f64, WorkerReport)> {
+    pub fn run(mut self, program: &[Action]) -> Option<Finished> {
         for &action in program {
             if self.ctx.abort.is_aborted() {
                 return None; // fail at the first exception: stop before the next action
@@ -170,6 +182,7 @@ impl<'a, L: Layer, T: Transport> Worker<'a, L, T> {
                 replica = self.id().replica.0,
                 stage = self.id().stage.0,
                 micro_batch = action.micro_batch.map(|m| m.0 as i64).unwrap_or(-1),
+                phase = %if self.ctx.loss.is_some() { "train" } else { "inference" },
             )
             .entered();
             let started = Instant::now();
@@ -211,7 +224,11 @@ impl<'a, L: Layer, T: Transport> Worker<'a, L, T> {
             all_reduce: self.all_reduce,
             backward_end: self.backward_end,
         };
-        Some((self.loss, report))
+        Some(Finished {
+            loss: self.loss,
+            report,
+            outputs: self.outputs,
+        })
     }
 
     fn interpret(&mut self, action: Action) -> Result<(), Failure> {
@@ -384,30 +401,45 @@ impl<'a, L: Layer, T: Transport> Worker<'a, L, T> {
         let loss = self
             .ctx
             .loss
+            .expect("a training step has a loss")
             .loss(output, target)
             .map_err(|e| Failure::Cause(Cause::Loss(e)))?;
         Ok(loss.mul_scalar(self.ctx.loss_scale))
     }
 
+    /// The stage's layers without autodiff (cached until the next optimizer step).
+    fn forward_plain(&mut self, input: Activation) -> Result<Activation, Failure> {
+        let valid = self
+            .valid
+            .get_or_insert_with(|| self.state.layers.iter().map(|l| l.valid()).collect());
+        let valid = std::mem::take(valid);
+        let out = self.forward_layers(&valid, input);
+        self.valid = Some(valid);
+        Ok(out?.detach())
+    }
+
     fn forward(&mut self, mb: MicroBatchId) -> Result<(), Failure> {
         let input = self.input(mb);
+        let activation = Tag {
+            flow: Flow::Activation,
+            micro_batch: mb,
+        };
+        if self.ctx.loss.is_none() {
+            // Inference: no graph, no stash; the last stage keeps the output.
+            let out = self.forward_plain(input)?;
+            if self.is_last() {
+                self.outputs.push((mb, out));
+            } else {
+                self.outgoing.insert(activation, out);
+            }
+            return Ok(());
+        }
         let target = self.target(mb);
         if self.ctx.remat.applies(mb.index(), self.ctx.micro_batches) {
             if !self.is_last() {
                 // The forward's only consumer downstream: compute it without a graph.
-                let valid = self
-                    .valid
-                    .get_or_insert_with(|| self.state.layers.iter().map(|l| l.valid()).collect());
-                let valid = std::mem::take(valid);
-                let out = self.forward_layers(&valid, input.clone());
-                self.valid = Some(valid);
-                self.outgoing.insert(
-                    Tag {
-                        flow: Flow::Activation,
-                        micro_batch: mb,
-                    },
-                    out?.detach(),
-                );
+                let out = self.forward_plain(input.clone())?;
+                self.outgoing.insert(activation, out);
             }
             // On the last stage the output feeds only its own backward: nothing to do until then.
             self.stash.put(mb, Stashed::Input { input, target });

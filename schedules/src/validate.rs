@@ -47,6 +47,8 @@ pub enum Violation {
     NoNeighbour,
     /// Both a full backward and a split backward for one micro-batch.
     MixedBackward,
+    /// A backward, all-reduce or optimizer step in an inference plan.
+    TrainingOnly,
     /// A micro-batch that is never forwarded or never fully backwarded on a stage.
     Missing {
         /// The action that is missing.
@@ -93,6 +95,7 @@ impl fmt::Display for Violation {
                 f,
                 "both a full backward (B) and a split backward (I/W) for the same micro-batch"
             ),
+            Violation::TrainingOnly => write!(f, "an inference plan only forwards"),
             Violation::Missing { missing } => {
                 write!(f, "`{missing}` ({}) is missing", describe(missing))
             }
@@ -159,7 +162,30 @@ pub struct ValidationError {
 /// assert!(err.contains("stage 0, step 0 (`0B0`)"), "{err}");
 /// ```
 pub fn validate(plan: &Plan) -> Result<()> {
-    check(plan).map_err(|(stage, step, action, violation)| {
+    report(plan, check(plan, Purpose::Training))
+}
+
+/// Checks an inference plan (see [`inference`](crate::inference)): forwards only, every
+/// micro-batch forwarded on every stage, sends and receives matched, no deadlock. A backward,
+/// all-reduce or optimizer step is a [`Violation::TrainingOnly`].
+///
+/// ```
+/// use pipetrain_schedules::{inference, validate_inference};
+/// validate_inference(&inference(3, 4).unwrap()).unwrap();
+/// ```
+pub fn validate_inference(plan: &Plan) -> Result<()> {
+    report(plan, check(plan, Purpose::Inference))
+}
+
+/// What a plan is for: training needs every backward, inference allows none.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Purpose {
+    Training,
+    Inference,
+}
+
+fn report(plan: &Plan, checked: std::result::Result<(), Failure>) -> Result<()> {
+    checked.map_err(|(stage, step, action, violation)| {
         let grid = render::programs(plan, Some((stage, step)));
         ScheduleError::Invalid(Box::new(ValidationError {
             stage,
@@ -173,13 +199,13 @@ pub fn validate(plan: &Plan) -> Result<()> {
 
 type Failure = (StageId, usize, Action, Violation);
 
-fn check(plan: &Plan) -> std::result::Result<(), Failure> {
+fn check(plan: &Plan, purpose: Purpose) -> std::result::Result<(), Failure> {
     if plan.stages() == 0 || plan.micro_batches() == 0 {
         let a = Action::optimizer_step(StageId(0));
         return Err((StageId(0), 0, a, Violation::Empty));
     }
     for stage in StageId::range(plan.stages()) {
-        check_stage(plan, stage)?;
+        check_stage(plan, stage, purpose)?;
     }
     check_matching(plan)?;
     dataflow::run(plan, |_| 0.0, 0.0).map(|_| ()).map_err(|d| {
@@ -192,7 +218,7 @@ fn check(plan: &Plan) -> std::result::Result<(), Failure> {
     })
 }
 
-fn check_stage(plan: &Plan, stage: StageId) -> std::result::Result<(), Failure> {
+fn check_stage(plan: &Plan, stage: StageId, purpose: Purpose) -> std::result::Result<(), Failure> {
     use ActionKind::*;
     let (s, p, m) = (stage.index(), plan.stages(), plan.micro_batches());
     let lowered = plan.is_lowered();
@@ -211,6 +237,11 @@ fn check_stage(plan: &Plan, stage: StageId) -> std::result::Result<(), Failure> 
         let no_downstream = s + 1 == p && matches!(a.kind, SendActivation | RecvGradient);
         if no_upstream || no_downstream {
             return fail(Violation::NoNeighbour);
+        }
+        if purpose == Purpose::Inference
+            && !matches!(a.kind, Forward | SendActivation | RecvActivation)
+        {
+            return fail(Violation::TrainingOnly);
         }
         if seen.insert((a.kind, a.micro_batch), step).is_some() {
             return fail(Violation::Duplicate);
@@ -280,6 +311,12 @@ fn check_stage(plan: &Plan, stage: StageId) -> std::result::Result<(), Failure> 
         let Some(forward) = step_of(Forward, mb) else {
             return missing(Forward, None);
         };
+        if purpose == Purpose::Inference {
+            if lowered && s + 1 < p && step_of(SendActivation, mb).is_none() {
+                return missing(SendActivation, Some(forward + 1));
+            }
+            continue;
+        }
         let full = step_of(Backward, mb);
         let split = step_of(BackwardInput, mb);
         if full.is_none() && split.is_none() {

@@ -104,3 +104,29 @@ fn optimizer_step_before_last_backward() {
     assert!(matches!(v, Violation::Before { .. }), "{msg}");
     assert!(msg.contains("`0B1`"), "{msg}");
 }
+
+#[test]
+fn inference_plans_validate_for_any_shape_and_refuse_training_actions() {
+    use pipetrain_schedules::{inference, validate_inference};
+    for p in 1..=5 {
+        for m in 1..=6 {
+            let plan = inference(p, m).unwrap();
+            validate_inference(&plan).unwrap();
+            // A training plan is not an inference plan, and an inference plan not a training one.
+            assert!(
+                validate(&plan).is_err(),
+                "p={p} m={m}: backwards are missing"
+            );
+        }
+    }
+    let training = pipetrain_schedules::lower(
+        &pipetrain_schedules::ScheduleKind::GPipe.plan(2, 2).unwrap(),
+        Default::default(),
+    );
+    let err = validate_inference(&training).unwrap_err().to_string();
+    assert!(err.contains("an inference plan only forwards"), "{err}");
+    // A missing send is named.
+    let broken: pipetrain_schedules::Plan = "0: 0F0\n1: 1RF0 1F0\n".parse().unwrap();
+    let err = validate_inference(&broken).unwrap_err().to_string();
+    assert!(err.contains("0SF0"), "{err}");
+}
