@@ -77,9 +77,34 @@ fn resnet_trains_under_verify_with_remat_never() {
 }
 
 #[test]
-fn resnet_without_remat_never_names_the_flag() {
-    let stderr = failure(&["train", "--model", "resnet", "--steps", "1"]);
-    assert!(stderr.contains("--remat never"), "{stderr}");
+fn resnet_defaults_to_remat_never_and_refuses_another_mode() {
+    let stdout = success(&[
+        "train",
+        "--model",
+        "resnet",
+        "--channels",
+        "4",
+        "--blocks",
+        "2",
+        "--image",
+        "8",
+        "--classes",
+        "3",
+        "--batch",
+        "8",
+        "--micro-batches",
+        "2",
+        "--steps",
+        "1",
+    ]);
+    assert!(stdout.contains("remat never"), "{stdout}");
+    let stderr = failure(&[
+        "train", "--model", "resnet", "--remat", "always", "--steps", "1",
+    ]);
+    assert!(
+        stderr.contains("--remat never") && stderr.contains("always"),
+        "{stderr}"
+    );
 }
 
 #[test]

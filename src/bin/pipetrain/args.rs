@@ -60,8 +60,8 @@ Examples:
   #              verify = true
   pipetrain train --config run.toml --steps 50
 
-  # models: ResNet-like CNN (batch norm: --remat never) and GPT-like decoder
-  pipetrain train --model resnet --channels 16 --blocks 4 --image 32 --remat never --stages 2
+  # models: ResNet-like CNN (batch norm: remat is never) and GPT-like decoder
+  pipetrain train --model resnet --channels 16 --blocks 4 --image 32 --stages 2
   pipetrain train --model gpt --vocab 256 --context 64 --d-model 128 --heads 4 --layers 4
   pipetrain train --model gpt --tie-embeddings --stages 2   # embedding and head tied across stages
 
@@ -73,10 +73,21 @@ Examples:
 
   # real data with a held-out split; accuracy (or perplexity) on it at the end
   pipetrain train --data mnist:data/mnist --width 784 --held-out 0.1 --steps 200
-  pipetrain train --model resnet --remat never --data cifar10:data/cifar-10-batches-bin
+  pipetrain train --model resnet --data cifar10:data/cifar-10-batches-bin
   pipetrain train --model gpt --data text:input.txt --context 64
   pipetrain train --data tensors:data.safetensors --classes 3
   pipetrain eval --data mnist:data/mnist --width 784 --seed 0";
+
+impl TrainArgs {
+    /// `--remat`, or its default for the model.
+    pub fn remat(&self) -> &str {
+        match (&self.remat, self.model) {
+            (Some(r), _) => r,
+            (None, ModelKind::Resnet) => "never",
+            (None, _) => "except_last",
+        }
+    }
+}
 
 /// Arguments of `pipetrain train`.
 #[derive(clap::Args, Debug, Default)]
@@ -157,9 +168,10 @@ pub struct TrainArgs {
     /// Schedule: gpipe or 1f1b.
     #[arg(long, default_value = "1f1b")]
     pub schedule: String,
-    /// Re-materialization: never, except_last or always.
-    #[arg(long, default_value = "except_last")]
-    pub remat: String,
+    /// Re-materialization: never, except_last or always. Default: except_last, or never for
+    /// --model resnet (batch norm needs it).
+    #[arg(long)]
+    pub remat: Option<String>,
     /// Optimizer.
     #[arg(long, value_enum, default_value_t)]
     pub optimizer: OptimizerKind,

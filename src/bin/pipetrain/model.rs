@@ -54,7 +54,7 @@ impl Model {
                         )
                     })?,
                 };
-                let remat = args.remat.as_str();
+                let remat = args.remat();
                 if remat != "never" {
                     return Err(format!(
                         "--model resnet needs --remat never (batch norm: re-materialization's \

@@ -67,7 +67,7 @@ struct Settings<'a> {
 /// Checks the flags, opens the data, builds the model and trains it.
 fn train(args: &TrainArgs, metrics: Option<Metrics>) -> Result<ExitCode, BoxError> {
     let schedule: ScheduleKind = args.schedule.parse()?;
-    let remat: Remat = args.remat.parse()?;
+    let remat: Remat = args.remat().parse()?;
     if args.batch == 0 {
         return Err("--batch 0: must be at least 1".into());
     }
