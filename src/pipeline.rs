@@ -548,6 +548,19 @@ impl<L: Layer> Pipeline<L> {
         self.replica_parameters(0)
     }
 
+    /// The trained parameters of replica 0 (no buffers such as batch-norm running statistics),
+    /// flattened, in model order; empty before the split is made.
+    pub fn trainable_parameters(&self) -> Vec<Vec<f32>> {
+        match &self.state {
+            State::Running(workers) => workers
+                .iter()
+                .take(self.stages())
+                .flat_map(|w| pipetrain_engine::trainable_parameters(&w.layers().to_vec()))
+                .collect(),
+            State::Pending(_) => Vec::new(),
+        }
+    }
+
     /// The layers of `stage` (empty until the split is made).
     pub fn stage_layers(&self, stage: StageId) -> &[L] {
         match &self.state {

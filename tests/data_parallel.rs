@@ -321,3 +321,49 @@ fn failure_in_replica_one_names_it_and_wakes_the_collective() {
         "{message}"
     );
 }
+
+/// Batch norm under data parallelism: every replica normalizes with its own micro-batches'
+/// statistics (as DDP does), and replica 0's running statistics are broadcast after each step
+/// (DDP's `broadcast_buffers`), so the replicas stay identical — parameters and buffers — and
+/// the trained parameters equal single-device training over the same micro-batches.
+#[test]
+fn batch_norm_replicas_stay_identical_and_train_like_one_device() {
+    use pipetrain_models::ResNetConfig;
+    let device = Device::flex();
+    device.seed(4);
+    let init = ResNetConfig::new(4, 2, 3).with_image(3, 8).init(&device);
+    let batches: Vec<Batch> = (0..3)
+        .map(|i| synthetic::images(6, i, 8, 3, 8, 3, &device))
+        .collect();
+    let mut pipeline = Pipeline::builder()
+        .layers(init.clone())
+        .balance([2, 2])
+        .replicas(2)
+        .micro_batches(2)
+        .remat(Remat::Never)
+        .learning_rate(0.05)
+        .threads_per_worker(1)
+        .build()
+        .unwrap();
+    let mut single = SingleDevice::new(init, &device, &OptimizerConfig::sgd());
+    for b in &batches {
+        pipeline.train_step(b).unwrap();
+        single
+            .step_chunked(b.inputs.clone(), b.targets.clone(), 4, &CrossEntropy, 0.05)
+            .unwrap();
+    }
+    let (a, b) = (
+        pipeline.replica_parameters(0),
+        pipeline.replica_parameters(1),
+    );
+    assert_eq!(a, b, "replicas hold the same parameters and buffers");
+    assert!(
+        a.len() > pipeline.trainable_parameters().len(),
+        "the model has buffers"
+    );
+    let d = difference(
+        &pipeline.trainable_parameters(),
+        &single.trainable_parameters(),
+    );
+    assert!(d.max_relative <= 1e-5, "{d:?}");
+}

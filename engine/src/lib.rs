@@ -69,7 +69,7 @@ pub use error::{Cause, EngineError, Result};
 pub use layer::Layer;
 pub use loss::{CrossEntropy, Loss, Mse};
 pub use optimizer::OptimizerConfig;
-pub use params::{Difference, difference, parameters};
+pub use params::{Difference, difference, parameters, trainable_parameters};
 pub use reference::SingleDevice;
 pub use remat::{ParseRematError, Remat};
 pub use report::{StepOutcome, WorkerReport};

@@ -162,4 +162,9 @@ impl<L: Layer> SingleDevice<L> {
     pub fn parameters(&self) -> Vec<Vec<f32>> {
         params::parameters(&self.layers)
     }
+
+    /// The trained parameters (no buffers), flattened, in model order.
+    pub fn trainable_parameters(&self) -> Vec<Vec<f32>> {
+        params::trainable_parameters(&self.layers)
+    }
 }

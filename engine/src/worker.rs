@@ -13,7 +13,7 @@ use pipetrain_schedules::{Action, ActionKind, MicroBatchId, WorkerId};
 
 use crate::abort::Abort;
 use crate::activation::Activation;
-use crate::adapter::{self, Slots};
+use crate::adapter::{self, Buffers, Slots};
 use crate::collective::{Collective, CollectiveError};
 use crate::error::{Cause, EngineError, panic_message};
 use crate::loss::Loss;
@@ -346,7 +346,35 @@ impl<'a, L: Layer, T: Transport> Worker<'a, L, T> {
             let layers = std::mem::take(&mut self.state.layers);
             self.state.layers = slots.load_params(layers, all, &theirs);
         }
+        if self.collective.size() > 1 {
+            self.broadcast_buffers()?;
+        }
         self.valid = None;
+        Ok(())
+    }
+
+    /// Replica 0's buffers (batch-norm running statistics) to every replica, as PyTorch DDP's
+    /// `broadcast_buffers` does: replicas stay identical, parameters and buffers.
+    fn broadcast_buffers(&mut self) -> Result<(), Failure> {
+        let buffers = Buffers::of(&self.state.layers);
+        if buffers.ids.is_empty() {
+            return Ok(());
+        }
+        let owners = vec![0; buffers.ids.len()];
+        let lens: Vec<usize> = buffers.values.iter().map(|t| t.dims()[0]).collect();
+        let values = if self.collective.rank() == 0 {
+            buffers.values.iter().cloned().map(Some).collect()
+        } else {
+            vec![None; lens.len()]
+        };
+        let device = self.state.device.clone().inner();
+        let all = self
+            .collective
+            .broadcast_tensors(values, &owners, &lens, &device)?;
+        if self.collective.rank() != 0 {
+            let layers = std::mem::take(&mut self.state.layers);
+            self.state.layers = buffers.load(layers, all);
+        }
         Ok(())
     }
 

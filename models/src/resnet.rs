@@ -29,8 +29,10 @@
 //!   `chunks = m` — and not one full-batch forward
 //!   ([`SingleDevice::step`](pipetrain_engine::SingleDevice::step)), whose statistics and
 //!   single running-statistics update differ.
-//! - Data parallelism reduces parameter gradients only; running statistics are buffers, so each
-//!   replica keeps its own (not covered by these tests).
+//! - Data parallelism sums parameter gradients; running statistics are buffers: each replica
+//!   updates its own from its micro-batches, then replica 0's are broadcast to the others after
+//!   every optimizer step (PyTorch DDP's `broadcast_buffers`), so replicas stay identical
+//!   (tested in the workspace's `tests/data_parallel.rs`).
 //! - burn keeps a running state's updates per thread and *averages* the values of different
 //!   threads when it syncs. A stage runs each step on one thread of its pool; with
 //!   `threads_per_worker(1)` that is always the same thread, so the updates chain exactly as in

@@ -152,6 +152,68 @@ impl Slots {
     }
 }
 
+/// A module's buffers: float state that is not trained (batch-norm running statistics), in
+/// module order, as rank-1 tensors with their ids and shapes.
+pub(crate) struct Buffers {
+    pub ids: Vec<ParamId>,
+    pub shapes: Vec<Vec<usize>>,
+    pub values: Vec<Tensor<1>>,
+}
+
+struct CollectBuffers(Buffers);
+
+impl ModuleVisitor for CollectBuffers {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        let value = param.val();
+        if !value.is_require_grad() {
+            let shape = value.dims().to_vec();
+            let n: usize = shape.iter().product();
+            self.0.ids.push(param.id);
+            self.0.shapes.push(shape);
+            self.0.values.push(value.reshape([n]));
+        }
+    }
+}
+
+impl Buffers {
+    /// The buffers of `module`.
+    pub(crate) fn of<M: Module>(module: &M) -> Self {
+        let mut collect = CollectBuffers(Buffers {
+            ids: Vec::new(),
+            shapes: Vec::new(),
+            values: Vec::new(),
+        });
+        module.visit(&mut collect);
+        collect.0
+    }
+
+    /// `module` with its buffers set to `values` (one per entry, same order).
+    pub(crate) fn load<M: Module>(&self, module: M, values: Vec<Tensor<1>>) -> M {
+        let values: HashMap<ParamId, (Tensor<1>, &Vec<usize>)> = self
+            .ids
+            .iter()
+            .copied()
+            .zip(values.into_iter().zip(&self.shapes))
+            .collect();
+        module.map(&mut LoadBuffers { values })
+    }
+}
+
+struct LoadBuffers<'a> {
+    values: HashMap<ParamId, (Tensor<1>, &'a Vec<usize>)>,
+}
+
+impl ModuleMapper for LoadBuffers<'_> {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        let Some((value, dims)) = self.values.remove(&param.id) else {
+            return param;
+        };
+        let data = value.into_data();
+        let dims = shape::<D>(dims);
+        param.map(|old| Tensor::<1>::from_data(data, &old.device()).reshape(dims))
+    }
+}
+
 /// Greedy balanced assignment of entries (by size) to `owners` ranks: largest first, to the
 /// least-loaded owner (ties: lower rank, then module order), deterministic — as PyTorch's
 /// `ZeroRedundancyOptimizer` partitions parameters.

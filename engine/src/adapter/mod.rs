@@ -11,7 +11,7 @@ use crate::activation::{Activation, ActivationError};
 
 mod grads;
 
-pub(crate) use grads::{Slots, assign_owners, owners_of};
+pub(crate) use grads::{Buffers, Slots, assign_owners, owners_of};
 
 /// A received (plain) activation as the leaf of this stage's graph. Float inputs of stages that
 /// must send an input gradient upstream require grad; int inputs (token ids) stay plain.

@@ -61,17 +61,6 @@ impl Model {
                          first forward uses running statistics), got --remat {remat}"
                     ));
                 }
-                if args.verify && args.replicas > 1 {
-                    // Running statistics are buffers: each replica keeps its own, so replicas
-                    // differ and no single-device run holds them (the library has no buffer
-                    // all-reduce or broadcast yet).
-                    return Err(format!(
-                        "--model resnet --verify needs --replicas 1: each replica keeps its own \
-                         batch-norm running statistics, so replicas hold different buffers \
-                         (got --replicas {})",
-                        args.replicas
-                    ));
-                }
                 Ok(Model::ResNet(
                     ResNetConfig::new(args.channels, args.blocks, classes)
                         .with_image(in_channels, side)
