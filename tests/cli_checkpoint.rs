@@ -267,3 +267,24 @@ fn gpt_with_tied_embeddings_verifies_across_two_stages() {
     let e = failure(&["train", "--tie-embeddings", "--width", "8", "--steps", "1"]);
     assert!(e.contains("--model gpt"), "{e}");
 }
+
+#[test]
+fn bad_checkpoint_paths_fail_before_training_naming_the_flag() {
+    let e = failure(&[
+        "train",
+        "--steps",
+        "1",
+        "--checkpoint",
+        "/nonexistent-dir/run.st",
+    ]);
+    assert!(
+        e.contains("--checkpoint")
+            && e.contains("/nonexistent-dir")
+            && e.contains("does not exist"),
+        "{e}"
+    );
+    let e = failure(&["train", "--steps", "2", "--resume", "/nonexistent.st"]);
+    assert!(e.contains("--resume /nonexistent.st: no such file"), "{e}");
+    let e = failure(&["eval", "--init", "/nonexistent.st"]);
+    assert!(e.contains("--init") && e.contains("/nonexistent.st"), "{e}");
+}

@@ -61,7 +61,7 @@ pub enum CheckpointError {
         source: std::io::Error,
     },
     /// Not a readable safetensors file, or not one pipetrain wrote.
-    #[error("{}: not a valid checkpoint: {reason}", path.display())]
+    #[error("{}: not a readable checkpoint or safetensors weights file: {reason}", path.display())]
     Corrupt {
         /// The file.
         path: PathBuf,

@@ -60,7 +60,9 @@ pub fn resume<L: Layer>(
     run: &RunIdentity,
     steps: u64,
 ) -> Result<(u64, Option<String>), BoxError> {
-    let progress = pipeline.load_checkpoint(path)?;
+    let progress = pipeline
+        .load_checkpoint(path)
+        .map_err(|e| format!("--resume: {e}"))?;
     for (flag, value) in &run.entries {
         let saved = progress.extra.get(flag).map(String::as_str).unwrap_or("?");
         if saved != value {
@@ -100,11 +102,12 @@ pub fn resume<L: Layer>(
 /// # Errors
 /// The file is unreadable or does not fit the model (the error names the tensor).
 pub fn init<L: Layer>(path: &Path, layers: Vec<L>) -> Result<Vec<L>, BoxError> {
-    match Checkpoint::read(path) {
-        Ok(checkpoint) => Ok(checkpoint.load_model(layers)?),
-        Err(CheckpointError::NotACheckpoint { .. }) => Ok(
-            pipetrain::engine::checkpoint::init_from(path, layers, true)?,
-        ),
-        Err(e) => Err(e.into()),
-    }
+    let loaded = match Checkpoint::read(path) {
+        Ok(checkpoint) => checkpoint.load_model(layers),
+        Err(CheckpointError::NotACheckpoint { .. }) => {
+            pipetrain::engine::checkpoint::init_from(path, layers, true)
+        }
+        Err(e) => Err(e),
+    };
+    loaded.map_err(|e| format!("--init: {e}").into())
 }

@@ -68,6 +68,28 @@ struct Settings<'a> {
 fn train(args: &TrainArgs, metrics: Option<Metrics>) -> Result<ExitCode, BoxError> {
     let schedule: ScheduleKind = args.schedule.parse()?;
     let remat: Remat = args.remat().parse()?;
+    // Output files are written at the end: a missing directory must fail now, not after training.
+    for (flag, path) in [("--checkpoint", &args.checkpoint), ("--plot", &args.plot)] {
+        if let Some(path) = path {
+            let dir = path
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or(std::path::Path::new("."));
+            if !dir.is_dir() {
+                return Err(format!(
+                    "{flag} {}: directory {} does not exist; create it or choose another path",
+                    path.display(),
+                    dir.display()
+                )
+                .into());
+            }
+        }
+    }
+    for (flag, path) in [("--resume", &args.resume), ("--init", &args.init)] {
+        if let Some(path) = path.as_ref().filter(|p| !p.is_file()) {
+            return Err(format!("{flag} {}: no such file", path.display()).into());
+        }
+    }
     if args.batch == 0 {
         return Err("--batch 0: must be at least 1".into());
     }
