@@ -55,6 +55,7 @@ fn pipelined(
     init: &[GptLayer],
     balance: &[usize],
     replicas: usize,
+    zero: u8,
     schedule: ScheduleKind,
     steps: u64,
 ) -> Vec<Vec<f32>> {
@@ -62,6 +63,7 @@ fn pipelined(
         .layers(init.to_vec())
         .balance(balance.iter().copied())
         .replicas(replicas)
+        .zero(zero)
         .micro_batches(2)
         .schedule(schedule)
         .remat(Remat::Never)
@@ -86,18 +88,19 @@ fn tied_gpt_matches_single_device_with_the_same_tie() {
     let expected = reference(&init, 3);
     let (a, b) = tied_copies(&expected);
     assert_eq!(a, b, "the reference keeps the copies equal");
-    for (balance, replicas) in [
-        (vec![4], 1),
-        (vec![2, 2], 1),
-        (vec![2, 2], 2),
-        (vec![1, 2, 1], 1),
+    for (balance, replicas, zero) in [
+        (vec![4], 1, 0),
+        (vec![2, 2], 1, 0),
+        (vec![2, 2], 2, 0),
+        (vec![2, 2], 2, 1),
+        (vec![1, 2, 1], 1, 0),
     ] {
         for schedule in ScheduleKind::ALL {
-            let params = pipelined(&init, &balance, replicas, schedule, 3);
+            let params = pipelined(&init, &balance, replicas, zero, schedule, 3);
             let d = difference(&params, &expected);
             assert!(
                 d.max_relative <= 1e-5,
-                "{balance:?} × {replicas} replicas, {schedule}: {d:?}"
+                "{balance:?} × {replicas} replicas, ZeRO {zero}, {schedule}: {d:?}"
             );
             let (a, b) = tied_copies(&params);
             assert_eq!(a, b, "{balance:?}: the tied copies drifted apart");
