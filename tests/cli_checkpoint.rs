@@ -129,6 +129,23 @@ fn resume_continues_bit_for_bit_and_under_another_layout() {
         );
     }
 
+    // Another optimizer is refused.
+    let e = failure(&[&MODEL[..], &["sgd", "--steps", "4", "--resume", &p("half")]].concat());
+    assert!(e.contains("`adam`") && e.contains("`sgd`"), "{e}");
+    // Within one family too: plain SGD state cannot continue as SGD with momentum.
+    let sgd = p("sgd");
+    success(&[&MODEL[..], &["sgd", "--steps", "1", "--checkpoint", &sgd]].concat());
+    let e = failure(
+        &[
+            &MODEL[..],
+            &["sgd-momentum", "--steps", "2", "--resume", &sgd],
+        ]
+        .concat(),
+    );
+    assert!(
+        e.contains("--optimizer sgd,") && e.contains("--optimizer sgd-momentum"),
+        "{e}"
+    );
     // Another seed means other batches: refused, naming the flag.
     let e = failure(
         &[

@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use clap::ValueEnum;
 use pipetrain::{Checkpoint, CheckpointError, Layer, Pipeline};
 
 use crate::args::TrainArgs;
@@ -31,6 +32,15 @@ impl RunIdentity {
             ("batch", args.batch.to_string()),
             ("accumulate", args.accumulate.to_string()),
             ("tie-embeddings", args.tie_embeddings.to_string()),
+            // The engine's check sees the optimizer's family only (sgd with or without
+            // momentum look alike), the flag tells them apart.
+            (
+                "optimizer",
+                args.optimizer
+                    .to_possible_value()
+                    .map(|v| v.get_name().to_string())
+                    .unwrap_or_default(),
+            ),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
