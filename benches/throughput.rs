@@ -171,11 +171,17 @@ fn data_parallel(width: usize, steps: u64) {
     );
     let base = measure_config(width, row(1, 1, 1, false, false), steps).0;
     println!("{:<24} {base:>12.1} {:>12} {:>8}", "1 x 1, m=1", "-", "-");
-    for (r, p, m) in [(2, 1, 1), (2, 2, 4), (1, 2, 4)] {
-        let rate = measure_config(width, row(r, p, m, false, false), steps).0;
+    for (r, p, m, zero) in [
+        (2, 1, 1, false),
+        (2, 1, 1, true),
+        (2, 2, 4, false),
+        (1, 2, 4, false),
+    ] {
+        let rate = measure_config(width, row(r, p, m, zero, false), steps).0;
+        let zero = if zero { ", ZeRO-1" } else { "" };
         println!(
             "{:<24} {rate:>12.1} {base:>12.1} {:>8.2}",
-            format!("{r} x {p}, m={m}"),
+            format!("{r} x {p}, m={m}{zero}"),
             rate / base
         );
     }
