@@ -48,3 +48,8 @@ pub use pipetrain_engine::{
 pub use pipetrain_partitioner as partitioner;
 pub use pipetrain_schedules as schedules;
 pub use pipetrain_schedules::{MicroBatchId, ReplicaId, ScheduleKind, StageId, WorkerId};
+
+/// The README's Rust examples, compiled and run as doctests so that they stay true.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
