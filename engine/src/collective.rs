@@ -1,11 +1,15 @@
 //! Collectives across the replicas of one stage: the seam a multi-process (MPI) or GPU (NCCL)
 //! implementation plugs into.
 //!
-//! A group is the R workers that hold the same stage in R replicas. Two primitives carry
-//! everything data parallelism needs — `reduce_scatter` and `all_gather` — and `all_reduce` is
-//! their composition. Every sum is taken in **rank order** (`c₀ + c₁ + … + c_{R−1}`) by exactly one
-//! member, which then hands the result to the others: a run repeats bit for bit however the
-//! threads are timed, and every member ends with identical bits.
+//! A group is the R workers that hold the same stage in R replicas (or, for a tied parameter, the
+//! two stages that hold it). Two flat primitives carry everything — `reduce_scatter` and
+//! `all_gather` over `f32` buffers, with `all_reduce` their composition — and the tensor methods
+//! the engine calls (`reduce_tensors`, `broadcast_tensors`, `all_reduce_tensors`) have defaults
+//! built on them, which is all a multi-process implementation must provide. The in-process
+//! [`ChannelCollective`] overrides the tensor methods to pass tensor handles instead of copies.
+//! Every sum is taken in **rank order** (`c₀ + c₁ + … + c_{R−1}`) by exactly one member, which
+//! then hands the result to the others: a run repeats bit for bit however the threads are timed,
+//! and every member ends with identical bits.
 //!
 //! ```
 //! use std::sync::Arc;
