@@ -527,7 +527,14 @@ impl<L: Layer> Pipeline<L> {
         }
         let workers = &mut self.workers()[..replicas * stages];
         let outputs = run_inference(workers, shards, &plan)?;
-        Ok(Activation::cat(outputs.into_iter().flatten().collect()).map_err(EngineError::from)?)
+        // Replicas may sit on different devices: gather on replica 0's last stage's device.
+        let device = workers[stages - 1].device().clone().inner();
+        let outputs = outputs
+            .into_iter()
+            .flatten()
+            .map(|a| a.to_device(&device))
+            .collect();
+        Ok(Activation::cat(outputs).map_err(EngineError::from)?)
     }
 
     /// The whole model as one layer sequence (replica 0's; stage 0's layers first).
