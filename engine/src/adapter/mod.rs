@@ -1,134 +1,14 @@
-//! The one module that touches burn's autodiff: leaves, seeded backward, input gradients,
-//! gradient accumulation and the optimizer step. burn's API churns between minors; when it
-//! does, this file is what changes.
+//! The one place that touches burn's autodiff and module internals. burn's API churns between
+//! minors; when it does, these files are what change.
+//!
+//! - [`autodiff`]: leaves, seeded backward, input gradients, accumulation, the optimizer step;
+//! - [`grads`]: a stage's gradients, parameters and buffers as rank-1 tensors for collectives.
 
-use burn::module::Module;
-use burn::optim::{GradientsAccumulator, GradientsParams, ModuleOptimizer};
-use burn::prelude::*;
-use burn::tensor::Gradients;
-
-use crate::activation::{Activation, ActivationError};
-
+mod autodiff;
 mod grads;
 
+pub(crate) use autodiff::{
+    Accumulator, backward_loss, backward_seeded, input_grad, leaf, optimizer_state_bytes, scalar,
+    step,
+};
 pub(crate) use grads::{Buffers, Slots, assign_owners, owners_of};
-
-/// A received (plain) activation as the leaf of this stage's graph. Float inputs of stages that
-/// must send an input gradient upstream require grad; int inputs (token ids) stay plain.
-pub(crate) fn leaf(input: Activation, require_grad: bool) -> Activation {
-    macro_rules! float_leaf {
-        ($t:expr) => {{
-            let t = $t.autodiff();
-            if require_grad { t.require_grad() } else { t }
-        }};
-    }
-    match input {
-        Activation::Float1(t) => Activation::Float1(float_leaf!(t)),
-        Activation::Float2(t) => Activation::Float2(float_leaf!(t)),
-        Activation::Float3(t) => Activation::Float3(float_leaf!(t)),
-        Activation::Float4(t) => Activation::Float4(float_leaf!(t)),
-        int => int,
-    }
-}
-
-/// Backward of a loss (the last stage).
-pub(crate) fn backward_loss(loss: &Tensor<1>) -> Gradients {
-    loss.backward()
-}
-
-/// Backward seeded with the upstream gradient: the vector-Jacobian product
-/// `d(sum(output ⊙ grad))/dθ = Jᵀ·grad`, exact, for one element-wise product and a sum (burn
-/// 0.22 has no public backward-with-seed).
-pub(crate) fn backward_seeded(
-    output: &Activation,
-    grad: Activation,
-) -> Result<Gradients, ActivationError> {
-    if output.dims() != grad.dims() {
-        return Err(ActivationError::Other(format!(
-            "upstream gradient of shape {:?} does not match this stage's output {:?}",
-            grad.dims(),
-            output.dims()
-        )));
-    }
-    macro_rules! seeded {
-        ($out:expr, $d:literal) => {
-            ($out.clone() * grad.float::<$d>()?).sum().backward()
-        };
-    }
-    Ok(match output {
-        Activation::Float1(o) => seeded!(o, 1),
-        Activation::Float2(o) => seeded!(o, 2),
-        Activation::Float3(o) => seeded!(o, 3),
-        Activation::Float4(o) => seeded!(o, 4),
-        other => {
-            return Err(other.mismatch("float (a stage output must be float to backpropagate)"));
-        }
-    })
-}
-
-/// The gradient of this stage's input leaf, plain, to send upstream.
-pub(crate) fn input_grad(input: &Activation, grads: &Gradients) -> Option<Activation> {
-    match input {
-        Activation::Float1(t) => t.grad(grads).map(Into::into),
-        Activation::Float2(t) => t.grad(grads).map(Into::into),
-        Activation::Float3(t) => t.grad(grads).map(Into::into),
-        Activation::Float4(t) => t.grad(grads).map(Into::into),
-        _ => None,
-    }
-}
-
-/// Parameter gradients of one micro-batch, accumulated over the step in program order.
-pub(crate) struct Accumulator<M: Module> {
-    inner: GradientsAccumulator<M>,
-    micro_batches: usize,
-}
-
-impl<M: Module> Accumulator<M> {
-    pub(crate) fn new() -> Self {
-        Self {
-            inner: GradientsAccumulator::new(),
-            micro_batches: 0,
-        }
-    }
-
-    pub(crate) fn add(&mut self, module: &M, grads: Gradients) {
-        self.inner
-            .accumulate(module, GradientsParams::from_grads(grads, module));
-        self.micro_batches += 1;
-    }
-
-    pub(crate) fn take(&mut self) -> GradientsParams {
-        self.micro_batches = 0;
-        self.inner.grads()
-    }
-
-    /// Micro-batches accumulated since the last [`take`](Self::take).
-    pub(crate) fn micro_batches(&self) -> usize {
-        self.micro_batches
-    }
-}
-
-/// Bytes of optimizer state (serialized), e.g. Adam's two moments per parameter it updates.
-pub(crate) fn optimizer_state_bytes(optimizer: &ModuleOptimizer) -> usize {
-    optimizer
-        .to_record()
-        .into_bytes()
-        .map(|b| b.len())
-        .unwrap_or(0)
-}
-
-/// One optimizer step; `module` is replaced by its updated value.
-pub(crate) fn step<M: Module + Default>(
-    optimizer: &mut ModuleOptimizer,
-    learning_rate: f64,
-    module: &mut M,
-    grads: GradientsParams,
-) {
-    let current = std::mem::take(module);
-    *module = optimizer.step(learning_rate, current, grads);
-}
-
-/// A scalar loss value for reporting.
-pub(crate) fn scalar(loss: &Tensor<1>) -> f64 {
-    loss.clone().inner().into_scalar::<f64>()
-}
