@@ -60,6 +60,17 @@ fn command_line_overrides_the_file_in_both_forms() {
 }
 
 #[test]
+fn no_verify_turns_off_a_verify_from_the_file() {
+    let (_dir, path) = config(
+        "config-verify",
+        "verify = true\nwidth = 16\nhidden-layers = 2\nbatch = 16\nsteps = 1\n",
+    );
+    let p = path.to_str().unwrap();
+    assert!(success(&["train", "--config", p]).contains("verify: max_rel_diff="));
+    assert!(!success(&["train", "--config", p, "--no-verify"]).contains("verify:"));
+}
+
+#[test]
 fn unknown_key_names_the_key_and_the_file() {
     let (_dir, path) = config("config-unknown", "steps = 1\nmicro_batchez = 4\n");
     let stderr = failure(&["train", "--config", path.to_str().unwrap()]);

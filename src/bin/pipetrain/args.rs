@@ -189,8 +189,11 @@ pub struct TrainArgs {
     pub threads: Option<usize>,
     /// Also train a single-device copy on the same data and compare the weights at the end;
     /// prints `verify: max_rel_diff=<x>` and fails if x > 1e-5.
-    #[arg(long)]
+    #[arg(long, overrides_with = "no_verify")]
     pub verify: bool,
+    /// Turn `--verify` off again (e.g. over `verify = true` in a --config file).
+    #[arg(long, overrides_with = "verify")]
+    pub no_verify: bool,
     /// Write a chrome trace (chrome://tracing, ui.perfetto.dev) of the run to this file: one
     /// track per worker, one slice per action, flow arrows from each send to its receive.
     #[arg(long, value_name = "FILE", help_heading = "Output")]
