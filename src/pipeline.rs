@@ -464,6 +464,8 @@ impl<L: Layer> Pipeline<L> {
                     w.set_layers(loaded[range.clone()].to_vec());
                     checkpoint.load_optimizer(w, range.start, name, zero)?;
                 }
+                // Ties are placed by parameter id: place them again on the loaded layers.
+                self.tie_plan = TiePlan::new(&self.ties, workers, stages)?;
             }
         }
         self.optimizer_steps = progress.step;

@@ -141,3 +141,43 @@ fn bad_ties_are_refused_with_the_names() {
     let e = build(Tie::transposed("0.token.weight", "0.position.weight"));
     assert!(e.contains("do not match"), "{e}");
 }
+
+/// A checkpoint of a tied model resumes with the tie intact: the copies stay equal and the run
+/// continues bit for bit.
+#[test]
+fn tied_model_resumes_from_a_checkpoint() {
+    let init = model();
+    let build = || {
+        Pipeline::builder()
+            .layers(init.clone())
+            .balance([2, 2])
+            .micro_batches(2)
+            .remat(Remat::Never)
+            .optimizer(OptimizerConfig::adam())
+            .learning_rate(1e-2)
+            .tie(config().tie_embeddings())
+            .threads_per_worker(1)
+            .build()
+            .unwrap()
+    };
+    let mut uninterrupted = build();
+    for i in 0..4 {
+        uninterrupted.train_step(&batch(i)).unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tied.safetensors");
+    let mut first = build();
+    for i in 0..2 {
+        first.train_step(&batch(i)).unwrap();
+    }
+    first.save_checkpoint(&path, Default::default()).unwrap();
+    let mut resumed = build(); // balance given: already running when the checkpoint loads
+    resumed.load_checkpoint(&path).unwrap();
+    for i in 2..4 {
+        resumed.train_step(&batch(i)).unwrap();
+    }
+    let params = resumed.parameters();
+    let (a, b) = tied_copies(&params);
+    assert_eq!(a, b, "the tie survives the resume");
+    assert_eq!(params, uninterrupted.parameters(), "bit for bit");
+}
