@@ -427,7 +427,8 @@ impl<L: Layer> Pipeline<L> {
     /// Loads a checkpoint written by [`save_checkpoint`](Self::save_checkpoint) under any
     /// layout: weights into every replica, each worker's optimizer state, and the step count;
     /// returns the saved progress. Nothing changes if the file does not fit (the error names the
-    /// tensor). Also makes a pipeline usable again after a failed step.
+    /// tensor); should the optimizer state then fail to load, the pipeline is left poisoned
+    /// rather than half loaded. Also makes a pipeline usable again after a failed step.
     pub fn load_checkpoint(&mut self, path: impl AsRef<Path>) -> Result<Progress> {
         let checkpoint = Checkpoint::read(path.as_ref())?;
         let progress = checkpoint.progress().clone();
@@ -459,13 +460,25 @@ impl<L: Layer> Pipeline<L> {
                     .partition
                     .as_ref()
                     .expect("running pipelines have a split");
-                for w in workers.iter_mut() {
-                    let range = partition.range(w.id().stage);
-                    w.set_layers(loaded[range.clone()].to_vec());
-                    checkpoint.load_optimizer(w, range.start, name, zero)?;
+                // The weights fit (checked above); from here on the workers change. A failure
+                // now would leave them half loaded: the pipeline is poisoned until a load
+                // succeeds.
+                let mut apply = || -> Result<TiePlan> {
+                    for w in workers.iter_mut() {
+                        let range = partition.range(w.id().stage);
+                        w.set_layers(loaded[range.clone()].to_vec());
+                        checkpoint.load_optimizer(w, range.start, name, zero)?;
+                    }
+                    // Ties are placed by parameter id: place them again on the loaded layers.
+                    Ok(TiePlan::new(&self.ties, workers, stages)?)
+                };
+                match apply() {
+                    Ok(plan) => self.tie_plan = plan,
+                    Err(e) => {
+                        self.poisoned = true;
+                        return Err(e);
+                    }
                 }
-                // Ties are placed by parameter id: place them again on the loaded layers.
-                self.tie_plan = TiePlan::new(&self.ties, workers, stages)?;
             }
         }
         self.optimizer_steps = progress.step;
