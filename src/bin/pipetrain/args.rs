@@ -71,6 +71,9 @@ Examples:
   pipetrain train --init torch_state_dict.safetensors --stages 2
   pipetrain eval --init run.safetensors
 
+  # on a GPU (a build with --features cuda)
+  pipetrain train --device cuda:0 --stages 2 --micro-batches 8
+
   # real data with a held-out split; accuracy (or perplexity) on it at the end
   pipetrain train --data mnist:data/mnist --width 784 --held-out 0.1 --steps 200
   pipetrain train --model resnet --data cifar10:data/cifar-10-batches-bin
@@ -187,6 +190,10 @@ pub struct TrainArgs {
     /// Compute threads per worker (default: cores / workers).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Device of every worker: cpu (burn's flex backend), cuda or cuda:N (a build with
+    /// `--features cuda`).
+    #[arg(long, default_value = "cpu")]
+    pub device: crate::device::DeviceSpec,
     /// Also train a single-device copy on the same data and compare the weights at the end;
     /// prints `verify: max_rel_diff=<x>` and fails if x > 1e-5.
     #[arg(long, overrides_with = "no_verify")]

@@ -4,7 +4,6 @@
 use std::fmt;
 use std::process::ExitCode;
 
-use burn::prelude::*;
 use pipetrain::engine::Activation;
 use pipetrain::{Batch, CrossEntropy, Layer, Loss};
 
@@ -131,7 +130,7 @@ fn weights<L: Layer>(
 /// # Errors
 /// Bad flags or data, or a forward error.
 pub fn run(args: &TrainArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
-    let device = Device::flex();
+    let device = args.device.device()?;
     device.seed(args.seed);
     // Nothing trains: the training loader is built with batches of 1, so that a --batch larger
     // than the training split is no error here (it only sizes the held-out chunks).

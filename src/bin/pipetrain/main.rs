@@ -8,6 +8,7 @@ mod args;
 mod checkpoints;
 mod config;
 mod data;
+mod device;
 mod eval;
 mod metrics;
 mod model;

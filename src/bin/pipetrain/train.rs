@@ -126,7 +126,7 @@ fn train(args: &TrainArgs, metrics: Option<Metrics>) -> Result<ExitCode, BoxErro
         args.context,
     )?;
     let model = Model::from_args(args, data.shapes())?;
-    let device = Device::flex();
+    let device = args.device.device()?;
     device.seed(args.seed);
     let ties = match (&model, args.tie_embeddings) {
         (Model::Gpt(c), true) => vec![c.tie_embeddings()],
@@ -271,7 +271,7 @@ fn train_with<L: Layer>(
 
     println!(
         "pipetrain: {} ({params} params), {} replicas × {} stages, {} micro-batches of {}, \
-         {}, remat {}, {} lr {}, {} threads/worker",
+         {}, remat {}, {} lr {}, {} threads/worker on {}",
         s.model.describe(),
         pipeline.replicas(),
         pipeline.stages(),
@@ -282,6 +282,7 @@ fn train_with<L: Layer>(
         s.optimizer_name,
         args.lr,
         pipeline.threads_per_worker(),
+        args.device,
     );
     println!("data: {}", s.data.describe());
     if args.accumulate > 1 || args.zero > 0 {
