@@ -14,11 +14,12 @@
 
 use std::collections::HashMap;
 
-use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
+use burn::module::ParamId;
 use burn::optim::GradientsParams;
 use burn::prelude::*;
 use burn::store::ModuleSnapshot;
 
+use crate::adapter;
 use crate::collective::{Collective, CollectiveError};
 use crate::layer::Layer;
 
@@ -200,61 +201,21 @@ pub(crate) fn place<L: Layer>(ties: &[Tie], stages: &[&[L]]) -> Result<Placed, T
         .collect()
 }
 
-struct Read {
-    id: ParamId,
-    value: Option<Tensor<2>>,
-}
-
-impl ModuleVisitor for Read {
-    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-        if param.id == self.id && D == 2 {
-            let t = param.val().inner();
-            let dims = t.dims();
-            self.value = Some(t.reshape([dims[0], dims[1]]));
-        }
-    }
-}
-
-struct Write {
-    id: ParamId,
-    value: Tensor<2>,
-}
-
-impl ModuleMapper for Write {
-    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
-        if param.id != self.id || D != 2 {
-            return param;
-        }
-        let data = self.value.clone().into_data();
-        param.map(|old| {
-            // A fresh leaf on the parameter's device (autodiff or not), same shape.
-            let require_grad = old.is_require_grad();
-            Tensor::<D>::from_data(data, &old.device()).set_require_grad(require_grad)
-        })
-    }
-}
-
 /// `layers` (the whole model) with each tie's second parameter set to its first's value
 /// (transposed if the tie says so): tied copies must start equal.
 pub fn equalize<L: Layer>(layers: Vec<L>, ties: &[Tie]) -> Result<Vec<L>, TieError> {
     let placed = place(ties, &[&layers[..]])?;
     let mut layers = layers;
     for [(_, first), (_, second)] in placed {
-        let mut read = Read {
-            id: first.id,
-            value: None,
-        };
-        layers.visit(&mut read);
-        let value = read.value.expect("placed parameters exist and are rank 2");
+        let (value, dims) = adapter::value_of(&layers, first.id).expect("placed parameters exist");
+        let value = value.reshape([dims[0], dims[1]]); // placed parameters are rank 2
         let value = if second.transpose {
             value.transpose()
         } else {
             value
         };
-        layers = layers.map(&mut Write {
-            id: second.id,
-            value,
-        });
+        let n = dims[0] * dims[1];
+        layers = adapter::set_values(layers, HashMap::from([(second.id, value.reshape([n]))]));
     }
     Ok(layers)
 }

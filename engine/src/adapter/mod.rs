@@ -11,4 +11,4 @@ pub(crate) use autodiff::{
     Accumulator, backward_loss, backward_seeded, input_grad, leaf, optimizer_state_bytes, scalar,
     step,
 };
-pub(crate) use grads::{Buffers, Slots, assign_owners, owners_of};
+pub(crate) use grads::{Buffers, Slots, assign_owners, owners_of, set_values, value_of};
