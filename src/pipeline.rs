@@ -8,7 +8,7 @@ use burn::prelude::*;
 use pipetrain_engine::checkpoint::{self, Checkpoint, Progress};
 use pipetrain_engine::{
     Activation, Batch, DataParallel, EngineError, Layer, Loss, OptimizerConfig, Remat, Shard,
-    StageState, StepConfig, Tie, TiePlan, pool, profile, run_inference, run_step_with,
+    StepConfig, Tie, TiePlan, WorkerState, pool, profile, run_inference, run_step_with,
 };
 use pipetrain_partitioner::{LayerCost, Partition, partition_by_time};
 use pipetrain_schedules::{
@@ -57,7 +57,7 @@ enum State<L: Layer> {
     /// Not split yet: the split is measured on the first batch.
     Pending(Vec<L>),
     /// One worker per (replica, stage), replica-major.
-    Running(Vec<StageState<L>>),
+    Running(Vec<WorkerState<L>>),
 }
 
 /// A model cut into stages, trained with a pipeline schedule.
@@ -257,7 +257,7 @@ impl<L: Layer> Pipeline<L> {
             for (stage, range) in partition.iter() {
                 let stage_layers: Vec<L> = layers.by_ref().take(range.len()).cloned().collect();
                 let id = WorkerId::new(ReplicaId::from(replica), stage);
-                workers.push(StageState::new(
+                workers.push(WorkerState::new(
                     id,
                     stage_layers,
                     &self.devices[id.rank(stages)],
@@ -298,7 +298,7 @@ impl<L: Layer> Pipeline<L> {
         self.start(partition, Some(&costs))
     }
 
-    fn workers(&mut self) -> &mut Vec<StageState<L>> {
+    fn workers(&mut self) -> &mut Vec<WorkerState<L>> {
         match &mut self.state {
             State::Running(w) => w,
             State::Pending(_) => unreachable!("started before use"),
@@ -560,7 +560,7 @@ impl<L: Layer> Pipeline<L> {
             State::Running(workers) => workers
                 .into_iter()
                 .take(stages)
-                .flat_map(StageState::into_layers)
+                .flat_map(WorkerState::into_layers)
                 .collect(),
         }
     }

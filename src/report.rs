@@ -36,7 +36,7 @@ pub struct StepReport {
     /// Step wall time.
     pub wall: Duration,
     /// One row per worker, replica-major.
-    pub stages: Vec<StageReport>,
+    pub workers: Vec<StageReport>,
     /// Whether this step ran the optimizer (false on the first k−1 steps of an accumulation).
     pub optimizer_step: bool,
     /// Time in gradient all-reduces, summed over workers (zero with one replica).
@@ -53,14 +53,14 @@ impl StepReport {
 
     /// Overall measured bubble: total idle over total worker time.
     pub fn bubble_fraction(&self) -> f64 {
-        let total = self.wall.as_secs_f64() * self.stages.len() as f64;
-        let idle: f64 = self.stages.iter().map(|s| s.idle.as_secs_f64()).sum();
+        let total = self.wall.as_secs_f64() * self.workers.len() as f64;
+        let idle: f64 = self.workers.iter().map(|s| s.idle.as_secs_f64()).sum();
         if total > 0.0 { idle / total } else { 0.0 }
     }
 
     /// The row of `stage` in replica 0.
     pub fn stage(&self, stage: StageId) -> Option<&StageReport> {
-        self.stages
+        self.workers
             .iter()
             .find(|s| s.worker.stage == stage && s.worker.replica.0 == 0)
     }
@@ -72,7 +72,7 @@ impl StepReport {
         predicted: &[f64],
     ) -> Self {
         let (all_reduce_time, overlap) = (o.all_reduce_time(), o.all_reduce_overlap());
-        let stages = o
+        let workers = o
             .workers
             .into_iter()
             .map(|w| StageReport {
@@ -93,7 +93,7 @@ impl StepReport {
             loss: o.loss,
             samples,
             wall: o.wall,
-            stages,
+            workers,
             optimizer_step: true,
             all_reduce: all_reduce_time,
             all_reduce_overlap: overlap,

@@ -28,7 +28,7 @@ use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use serde::{Deserialize, Serialize};
 
 use crate::layer::Layer;
-use crate::stage::StageState;
+use crate::worker::WorkerState;
 
 const FORMAT_KEY: &str = "pipetrain.format";
 const FORMAT: &str = "1";
@@ -300,7 +300,7 @@ impl OptimizerState {
 /// weights are taken from replica 0, optimizer state merged over all), atomically.
 pub fn save<L: Layer>(
     path: &Path,
-    workers: &[StageState<L>],
+    workers: &[WorkerState<L>],
     stages: usize,
     optimizer: &str,
     progress: &Progress,
@@ -508,7 +508,7 @@ impl Checkpoint {
     /// `optimizer` names this run's optimizer, which must be the saved one.
     pub fn load_optimizer<L: Layer>(
         &self,
-        worker: &mut StageState<L>,
+        worker: &mut WorkerState<L>,
         offset: usize,
         optimizer: &str,
         zero_replicas: Option<usize>,

@@ -24,8 +24,8 @@
 //! let layer = |i, o| Dense { linear: LinearConfig::new(i, o).init(&device) };
 //! let optimizer = OptimizerConfig::sgd();
 //! let mut workers = vec![
-//!     StageState::new(WorkerId::new(ReplicaId(0), StageId(0)), vec![layer(4, 8)], &device, &optimizer, 1),
-//!     StageState::new(WorkerId::new(ReplicaId(0), StageId(1)), vec![layer(8, 2)], &device, &optimizer, 1),
+//!     WorkerState::new(WorkerId::new(ReplicaId(0), StageId(0)), vec![layer(4, 8)], &device, &optimizer, 1),
+//!     WorkerState::new(WorkerId::new(ReplicaId(0), StageId(1)), vec![layer(8, 2)], &device, &optimizer, 1),
 //! ];
 //! let plan = lower(&ScheduleKind::OneFOneB.plan(2, 2)?, Lowering::default());
 //! validate(&plan)?;
@@ -55,7 +55,6 @@ mod reference;
 mod remat;
 mod report;
 mod runtime;
-mod stage;
 mod stash;
 mod tie;
 mod transport;
@@ -74,6 +73,6 @@ pub use reference::SingleDevice;
 pub use remat::{ParseRematError, Remat};
 pub use report::{StepOutcome, WorkerReport};
 pub use runtime::{DataParallel, Shard, StepConfig, run_inference, run_step, run_step_with};
-pub use stage::StageState;
 pub use tie::{Tie, TieError, TiePlan, equalize};
 pub use transport::{ChannelTransport, Flow, Tag, Transport, TransportError};
+pub use worker::WorkerState;

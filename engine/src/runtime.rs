@@ -19,9 +19,9 @@ use crate::layer::Layer;
 use crate::loss::Loss;
 use crate::remat::Remat;
 use crate::report::StepOutcome;
-use crate::stage::StageState;
 use crate::tie::TiePlan;
 use crate::transport::ChannelTransport;
+use crate::worker::WorkerState;
 use crate::worker::{Feed, Finished, StepContext, Tied, Worker};
 
 /// One replica's share of a step: its micro-batches' inputs and targets.
@@ -73,7 +73,7 @@ impl Default for DataParallel {
 /// one per replica, each with `plan.micro_batches()` micro-batches. Replicas sum their gradients
 /// with [`DataParallel::default`]; see [`run_step_with`].
 pub fn run_step<L: Layer>(
-    workers: &mut [StageState<L>],
+    workers: &mut [WorkerState<L>],
     shards: Vec<Shard>,
     config: &StepConfig<'_>,
 ) -> Result<StepOutcome> {
@@ -91,7 +91,7 @@ pub fn run_step<L: Layer>(
 /// right after its own last backward, overlapping the backward of upstream stages. Tied
 /// parameters are summed between their holders first (see [`TiePlan`]).
 pub fn run_step_with<L: Layer>(
-    workers: &mut [StageState<L>],
+    workers: &mut [WorkerState<L>],
     shards: Vec<Shard>,
     config: &StepConfig<'_>,
     data_parallel: &DataParallel,
@@ -152,7 +152,7 @@ pub fn run_step_with<L: Layer>(
 /// micro-batch i while stage s+1 forwards i−1), with no autodiff. Returns each replica's outputs
 /// in micro-batch order. Failures are reported like a training step's.
 pub fn run_inference<L: Layer>(
-    workers: &mut [StageState<L>],
+    workers: &mut [WorkerState<L>],
     inputs: Vec<Vec<Activation>>,
     plan: &Plan,
 ) -> Result<Vec<Vec<Activation>>> {
@@ -204,7 +204,7 @@ pub fn run_inference<L: Layer>(
 /// Runs `plan` on every worker, one scoped thread each, and joins them all. Returns what every
 /// worker finished with (replica-major), or the step's first failure.
 fn launch<L: Layer>(
-    workers: &mut [StageState<L>],
+    workers: &mut [WorkerState<L>],
     feeds: Vec<Feed>,
     plan: &Plan,
     ctx: &StepContext<'_>,

@@ -287,7 +287,7 @@ impl TiePlan {
     /// Places `ties` among the stages of `workers` (replica-major, `stages` per replica).
     pub fn new<L: Layer>(
         ties: &[Tie],
-        workers: &[crate::StageState<L>],
+        workers: &[crate::WorkerState<L>],
         stages: usize,
     ) -> Result<Self, TieError> {
         let layers: Vec<&[L]> = workers.iter().take(stages).map(|w| w.layers()).collect();

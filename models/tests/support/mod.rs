@@ -2,7 +2,7 @@
 
 use burn::prelude::*;
 use pipetrain_engine::{
-    Batch, CrossEntropy, OptimizerConfig, Remat, Shard, StageState, StepConfig, parameters,
+    Batch, CrossEntropy, OptimizerConfig, Remat, Shard, StepConfig, WorkerState, parameters,
     run_step,
 };
 use pipetrain_schedules::{Lowering, ReplicaId, ScheduleKind, StageId, WorkerId, lower, validate};
@@ -24,7 +24,7 @@ pub fn two_stages<L: pipetrain_engine::Layer>(
     let (first, second) = init.split_at(cut);
     let stage = |s: usize, layers: &[L]| {
         let id = WorkerId::new(ReplicaId(0), StageId::from(s));
-        StageState::new(id, layers.to_vec(), &device, &optimizer, 1)
+        WorkerState::new(id, layers.to_vec(), &device, &optimizer, 1)
     };
     let mut workers = vec![stage(0, first), stage(1, second)];
     let plan = lower(

@@ -6,7 +6,7 @@ use pipetrain::{Layer, Pipeline, StepReport};
 /// Measured vs simulated bubble, compute time and peak stash of every worker in `report`.
 pub fn print_bubbles(report: &StepReport, replicas: usize) {
     println!("bubble per worker (last step): measured vs simulated for this plan");
-    for s in &report.stages {
+    for s in &report.workers {
         let worker = if replicas > 1 {
             s.worker.to_string()
         } else {

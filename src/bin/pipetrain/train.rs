@@ -178,7 +178,7 @@ impl StepTotals {
         self.wall += report.wall;
         self.all_reduce += report.all_reduce;
         let replica0 = report
-            .stages
+            .workers
             .iter()
             .filter(|s| s.worker.replica.index() == 0);
         for (i, s) in replica0.enumerate() {

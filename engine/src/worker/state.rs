@@ -13,7 +13,7 @@ use crate::optimizer::OptimizerConfig;
 use crate::pool;
 
 /// One worker's persistent state: stage `id.stage` of replica `id.replica`.
-pub struct StageState<L: Layer> {
+pub struct WorkerState<L: Layer> {
     pub(crate) id: WorkerId,
     pub(crate) layers: Vec<L>,
     pub(crate) optimizer: ModuleOptimizer,
@@ -25,7 +25,7 @@ pub struct StageState<L: Layer> {
     pub(crate) grads: Accumulator<Vec<L>>,
 }
 
-impl<L: Layer> StageState<L> {
+impl<L: Layer> WorkerState<L> {
     /// A worker holding `layers` on `device` (an autodiff device is made from it), with a fresh
     /// optimizer state and a pool of `threads` compute threads.
     pub fn new(

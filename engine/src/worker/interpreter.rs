@@ -19,10 +19,10 @@ use crate::error::{Cause, EngineError, panic_message};
 use crate::loss::Loss;
 use crate::remat::Remat;
 use crate::report::WorkerReport;
-use crate::stage::StageState;
 use crate::stash::{Output, Stash, Stashed};
 use crate::tie::{self, TieSlot};
 use crate::transport::{Flow, Tag, Transport, TransportError};
+use crate::worker::WorkerState;
 use burn::optim::GradientsParams;
 
 /// What the whole step shares.
@@ -105,7 +105,7 @@ pub(crate) struct Tied<'a> {
 }
 
 pub(crate) struct Worker<'a, L: Layer, T: Transport> {
-    pub state: &'a mut StageState<L>,
+    pub state: &'a mut WorkerState<L>,
     pub transport: T,
     collective: Box<dyn Collective + 'a>,
     tied: Tied<'a>,
@@ -129,7 +129,7 @@ use crate::layer::Layer;
 
 impl<'a, L: Layer, T: Transport> Worker<'a, L, T> {
     pub fn new(
-        state: &'a mut StageState<L>,
+        state: &'a mut WorkerState<L>,
         transport: T,
         collective: Box<dyn Collective + 'a>,
         tied: Tied<'a>,
