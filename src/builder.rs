@@ -3,12 +3,44 @@
 use std::sync::Arc;
 
 use burn::prelude::*;
-use pipetrain_engine::{CrossEntropy, DataParallel, Layer, Loss, OptimizerConfig, Remat, Tie};
+use pipetrain_engine::{
+    CrossEntropy, DataParallel, Layer, Loss, OptimizerConfig, Remat, RuntimeConfig, Tie, pool,
+};
 use pipetrain_partitioner::Partition;
-use pipetrain_schedules::ScheduleKind;
+use pipetrain_schedules::{Lowering, ScheduleKind, lower, validate};
 
 use crate::error::{Result, config};
-use crate::pipeline::{Pipeline, Split};
+use crate::pipeline::Pipeline;
+
+/// How the layers are split into stages.
+pub(crate) enum Split {
+    /// Given (or trivial).
+    Fixed(Partition),
+    /// Balance-by-time on per-layer costs measured on the first batch.
+    Measured { stages: usize },
+}
+
+impl Split {
+    pub(crate) fn stages(&self) -> usize {
+        match self {
+            Split::Fixed(p) => p.stages(),
+            Split::Measured { stages } => *stages,
+        }
+    }
+}
+
+/// The validated settings of a pipeline, stored once.
+pub(crate) struct Config {
+    pub split: Split,
+    pub replicas: usize,
+    /// What the engine's runtime runs.
+    pub runtime: RuntimeConfig,
+    pub optimizer: OptimizerConfig,
+    /// One per worker, replica-major.
+    pub devices: Vec<Device>,
+    /// Compute threads per worker.
+    pub threads: usize,
+}
 
 /// Builds a [`Pipeline`]. Defaults: 1 stage, 1 micro-batch, 1F1B, `Remat::ExceptLast`, SGD at
 /// learning rate 0.01, cross-entropy loss, CPU (`Device::flex()`), threads per worker =
@@ -212,14 +244,12 @@ impl<L: Layer> PipelineBuilder<L> {
             }
             (None, None) | (None, Some(1)) => Split::Fixed(Partition::from_balance(&[n], n)?),
             (None, Some(0)) => {
-                return config(
-                    "stages = 0: a pipeline needs at least one stage (use .stages(1) / --stages 1)",
-                );
+                return config("stages = 0: a pipeline needs at least one stage (use .stages(1))");
             }
             (None, Some(p)) if p > n => {
                 return config(format!(
                     "{p} stages but only {n} layers: every stage needs at least one layer; use \
-                     .stages({n}) / --stages {n} or fewer"
+                     .stages({n}) or fewer"
                 ));
             }
             (None, Some(p)) => Split::Measured { stages: p },
@@ -227,7 +257,7 @@ impl<L: Layer> PipelineBuilder<L> {
         let stages = split.stages();
         if self.micro_batches == 0 {
             return config(
-                "micro_batches = 0: each step needs at least one micro-batch (use .micro_batches(1) / --micro-batches 1)",
+                "micro_batches = 0: each step needs at least one micro-batch (use .micro_batches(1))",
             );
         }
         if !(self.learning_rate.is_finite() && self.learning_rate > 0.0) {
@@ -237,12 +267,10 @@ impl<L: Layer> PipelineBuilder<L> {
             ));
         }
         if self.replicas == 0 {
-            return config("replicas = 0: use .replicas(1) / --replicas 1 for no data parallelism");
+            return config("replicas = 0: use .replicas(1) for no data parallelism");
         }
         if self.accumulate == 0 {
-            return config(
-                "accumulate = 0: use .accumulate(1) / --accumulate 1 to step after every batch",
-            );
+            return config("accumulate = 0: use .accumulate(1) to step after every batch");
         }
         if self.zero > 1 {
             return config(format!(
@@ -275,24 +303,33 @@ impl<L: Layer> PipelineBuilder<L> {
         if self.threads == Some(0) {
             return config("threads_per_worker = 0: each worker needs at least one thread");
         }
-        Pipeline::new(crate::pipeline::Settings {
-            layers,
+        let unlowered = self.schedule.plan(stages, self.micro_batches)?;
+        let plan = lower(&unlowered, Lowering::default());
+        validate(&plan)?;
+        let ties = self.ties;
+        let layers = pipetrain_engine::equalize(layers, &ties)?;
+        let config = Config {
             split,
-            micro_batches: self.micro_batches,
-            schedule: self.schedule,
-            remat: self.remat,
-            optimizer: self.optimizer,
-            learning_rate: self.learning_rate,
-            loss: self.loss,
-            devices,
-            threads: self.threads,
-            data_parallel: DataParallel {
-                bucket_bytes: self.bucket_bytes,
-                zero: self.zero == 1,
-                accumulation: self.accumulate,
-            },
             replicas: self.replicas,
-            ties: self.ties,
-        })
+            runtime: RuntimeConfig {
+                schedule: self.schedule,
+                micro_batches: self.micro_batches,
+                learning_rate: self.learning_rate,
+                remat: self.remat,
+                loss: self.loss,
+                data_parallel: DataParallel {
+                    bucket_bytes: self.bucket_bytes,
+                    zero: self.zero == 1,
+                    accumulation: self.accumulate,
+                },
+                ties,
+            },
+            optimizer: self.optimizer,
+            devices,
+            threads: self
+                .threads
+                .unwrap_or_else(|| pool::threads_per_worker(workers)),
+        };
+        Pipeline::new(config, layers, plan)
     }
 }

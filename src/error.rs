@@ -8,13 +8,14 @@ use pipetrain_schedules::ScheduleError;
 
 /// Everything `pipetrain` can return.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// A builder setting is invalid. The message names the value and the remedy.
     #[error("invalid configuration: {0}")]
     Config(String),
     /// The engine failed (a worker failed, a bad batch, …).
     #[error(transparent)]
-    Engine(#[from] EngineError),
+    Engine(EngineError),
     /// The stage split failed.
     #[error(transparent)]
     Partition(#[from] PartitionError),
@@ -27,6 +28,23 @@ pub enum Error {
     /// A checkpoint could not be written or read.
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
+}
+
+impl From<EngineError> for Error {
+    /// Checkpoint and tie errors keep their own variants, whichever crate reports them.
+    fn from(e: EngineError) -> Self {
+        match e {
+            EngineError::Checkpoint(e) => Error::Checkpoint(e),
+            EngineError::Tie(e) => Error::Tie(e),
+            other => Error::Engine(other),
+        }
+    }
+}
+
+impl From<pipetrain_engine::ActivationError> for Error {
+    fn from(e: pipetrain_engine::ActivationError) -> Self {
+        Error::Engine(e.into())
+    }
 }
 
 /// The facade's result type.

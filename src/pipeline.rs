@@ -1,63 +1,26 @@
-//! `Pipeline`: a model cut into stages, trained step by step.
+//! `Pipeline`: a model cut into stages, trained step by step. Wiring only: the split (measured
+//! on the first batch when not given) and the engine's [`Runtime`], which does the work.
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
 
-use burn::prelude::*;
 use pipetrain_engine::checkpoint::{self, Checkpoint, Progress};
-use pipetrain_engine::{
-    Activation, Batch, DataParallel, EngineError, Layer, Loss, OptimizerConfig, Remat, Shard,
-    StepConfig, Tie, TiePlan, WorkerState, pool, profile, run_inference, run_step_with,
-};
+use pipetrain_engine::{Activation, Batch, Layer, Runtime, Workers, World, profile};
 use pipetrain_partitioner::{LayerCost, Partition, partition_by_time};
-use pipetrain_schedules::{
-    Costs, Lowering, Plan, ReplicaId, ScheduleKind, StageId, WorkerId, inference, lower, simulate,
-};
+use pipetrain_schedules::{Costs, Plan, ReplicaId, ScheduleKind, StageId, WorkerId, simulate};
 
-use crate::builder::PipelineBuilder;
-use crate::error::{Error, Result};
+use crate::builder::{Config, PipelineBuilder, Split};
+use crate::error::Result;
 use crate::report::StepReport;
 
-/// How the layers are split into stages.
-pub(crate) enum Split {
-    /// Given (or trivial).
-    Fixed(Partition),
-    /// Balance-by-time on per-layer costs measured on the first batch.
-    Measured { stages: usize },
-}
-
-impl Split {
-    pub(crate) fn stages(&self) -> usize {
-        match self {
-            Split::Fixed(p) => p.stages(),
-            Split::Measured { stages } => *stages,
-        }
-    }
-}
-
-pub(crate) struct Settings<L: Layer> {
-    pub layers: Vec<L>,
-    pub split: Split,
-    pub micro_batches: usize,
-    pub schedule: ScheduleKind,
-    pub remat: Remat,
-    pub optimizer: OptimizerConfig,
-    pub learning_rate: f64,
-    pub loss: Arc<dyn Loss>,
-    /// One per worker, replica-major.
-    pub devices: Vec<Device>,
-    pub threads: Option<usize>,
-    pub replicas: usize,
-    pub data_parallel: DataParallel,
-    pub ties: Vec<Tie>,
-}
-
 enum State<L: Layer> {
-    /// Not split yet: the split is measured on the first batch.
-    Pending(Vec<L>),
-    /// One worker per (replica, stage), replica-major.
-    Running(Vec<WorkerState<L>>),
+    /// Not split yet: the split is measured on the first batch. A checkpoint loaded meanwhile
+    /// waits here for the workers (its weights are in `layers` already).
+    Pending {
+        layers: Vec<L>,
+        restore: Option<Checkpoint>,
+    },
+    Running(Runtime<L>),
 }
 
 /// A model cut into stages, trained with a pipeline schedule.
@@ -84,35 +47,11 @@ enum State<L: Layer> {
 /// # Ok::<(), pipetrain::Error>(())
 /// ```
 pub struct Pipeline<L: Layer> {
-    state: State<L>,
-    split: Split,
-    partition: Option<Partition>,
+    config: Config,
+    /// The lowered plan (validated when the pipeline was built).
     plan: Plan,
-    /// The plan of a non-final accumulation step: no all-reduce, no optimizer step.
-    accumulating_plan: Plan,
-    micro_batches: usize,
-    replicas: usize,
-    data_parallel: DataParallel,
-    /// train_step calls since the last optimizer step.
-    pending: usize,
-    /// Optimizer steps taken (saved in checkpoints).
-    optimizer_steps: u64,
-    /// Tied parameters, and where they live once the split is made.
-    ties: Vec<Tie>,
-    tie_plan: TiePlan,
-    /// A checkpoint loaded before the split was made: its optimizer state goes to the workers
-    /// when they start.
-    restore: Option<Checkpoint>,
-    schedule: ScheduleKind,
-    remat: Remat,
-    optimizer: OptimizerConfig,
-    learning_rate: f64,
-    loss: Arc<dyn Loss>,
-    devices: Vec<Device>,
-    threads: usize,
+    state: State<L>,
     predicted: Vec<f64>,
-    step: u64,
-    poisoned: bool,
 }
 
 impl<L: Layer> Pipeline<L> {
@@ -121,48 +60,17 @@ impl<L: Layer> Pipeline<L> {
         PipelineBuilder::default()
     }
 
-    pub(crate) fn new(s: Settings<L>) -> Result<Self> {
-        let stages = s.split.stages();
-        let unlowered = s.schedule.plan(stages, s.micro_batches)?;
-        let plan = lower(&unlowered, Lowering::default());
-        pipetrain_schedules::validate(&plan)?;
-        let accumulating_plan = lower(
-            &unlowered,
-            Lowering {
-                all_reduce: false,
-                optimizer_step: false,
-            },
-        );
-        pipetrain_schedules::validate(&accumulating_plan)?;
-        let threads = s
-            .threads
-            .unwrap_or_else(|| pool::threads_per_worker(stages * s.replicas));
+    pub(crate) fn new(config: Config, layers: Vec<L>, plan: Plan) -> Result<Self> {
         let mut pipeline = Self {
-            state: State::Pending(pipetrain_engine::equalize(s.layers, &s.ties)?),
-            partition: None,
-            split: s.split,
+            config,
             plan,
-            accumulating_plan,
-            micro_batches: s.micro_batches,
-            replicas: s.replicas,
-            data_parallel: s.data_parallel,
-            pending: 0,
-            optimizer_steps: 0,
-            restore: None,
-            ties: s.ties.clone(),
-            tie_plan: TiePlan::none(),
-            schedule: s.schedule,
-            remat: s.remat,
-            optimizer: s.optimizer,
-            learning_rate: s.learning_rate,
-            loss: s.loss,
-            devices: s.devices,
-            threads,
+            state: State::Pending {
+                layers,
+                restore: None,
+            },
             predicted: Vec::new(),
-            step: 0,
-            poisoned: false,
         };
-        if let Split::Fixed(partition) = &pipeline.split {
+        if let Split::Fixed(partition) = &pipeline.config.split {
             let partition = partition.clone();
             pipeline.start(partition, None)?;
         }
@@ -171,32 +79,32 @@ impl<L: Layer> Pipeline<L> {
 
     /// Number of stages.
     pub fn stages(&self) -> usize {
-        self.split.stages()
+        self.config.split.stages()
     }
 
     /// Data-parallel replicas.
     pub fn replicas(&self) -> usize {
-        self.replicas
+        self.config.replicas
     }
 
     /// Steps whose gradients are accumulated before one optimizer step.
     pub fn accumulation(&self) -> usize {
-        self.data_parallel.accumulation
+        self.config.runtime.data_parallel.accumulation
     }
 
     /// Whether optimizer state is sharded across replicas (ZeRO-1).
     pub fn zero(&self) -> bool {
-        self.data_parallel.zero
+        self.config.runtime.data_parallel.zero
     }
 
     /// Micro-batches per step.
     pub fn micro_batches(&self) -> usize {
-        self.micro_batches
+        self.config.runtime.micro_batches
     }
 
     /// The schedule.
     pub fn schedule(&self) -> ScheduleKind {
-        self.schedule
+        self.config.runtime.schedule
     }
 
     /// The lowered plan every worker interprets.
@@ -206,12 +114,12 @@ impl<L: Layer> Pipeline<L> {
 
     /// The stage split (None until measured on the first batch).
     pub fn partition(&self) -> Option<&Partition> {
-        self.partition.as_ref()
+        self.runtime().map(|r| r.workers().partition())
     }
 
     /// Compute threads per worker.
     pub fn threads_per_worker(&self) -> usize {
-        self.threads
+        self.config.threads
     }
 
     /// Per-stage bubble the simulator predicts for this plan with the split's layer costs
@@ -220,13 +128,10 @@ impl<L: Layer> Pipeline<L> {
         &self.predicted
     }
 
-    /// Splits the layers and starts one worker per stage.
+    /// Splits the layers and starts the runtime: one persistent thread per worker.
     fn start(&mut self, partition: Partition, costs: Option<&[LayerCost]>) -> Result<()> {
-        let State::Pending(layers) = std::mem::replace(&mut self.state, State::Pending(Vec::new()))
-        else {
-            return Ok(());
-        };
-        let stage_costs: Vec<(f64, f64)> = match costs {
+        let stages = partition.stages();
+        let per_stage: Vec<(f64, f64)> = match costs {
             Some(costs) => partition
                 .iter()
                 .map(|(_, r)| {
@@ -237,71 +142,61 @@ impl<L: Layer> Pipeline<L> {
                     )
                 })
                 .collect(),
-            None => vec![(1.0, 2.0); partition.stages()],
+            None => vec![(1.0, 2.0); stages],
         };
         let sim_costs = Costs {
-            forward: stage_costs.iter().map(|c| c.0).collect(),
-            backward: stage_costs.iter().map(|c| c.1).collect(),
-            ..Costs::uniform(partition.stages(), 1.0, 2.0)
+            forward: per_stage.iter().map(|c| c.0).collect(),
+            backward: per_stage.iter().map(|c| c.1).collect(),
+            ..Costs::uniform(stages, 1.0, 2.0)
         };
-        self.predicted = simulate(&self.plan, &sim_costs)?
-            .stages
-            .iter()
-            .map(|s| s.bubble_fraction)
-            .collect();
-        // Every replica starts from clones of the same layers: same values, same parameter ids.
-        let stages = partition.stages();
-        let mut workers = Vec::with_capacity(self.replicas * stages);
-        for replica in 0..self.replicas {
-            let mut layers = layers.iter();
-            for (stage, range) in partition.iter() {
-                let stage_layers: Vec<L> = layers.by_ref().take(range.len()).cloned().collect();
-                let id = WorkerId::new(ReplicaId::from(replica), stage);
-                workers.push(WorkerState::new(
-                    id,
-                    stage_layers,
-                    &self.devices[id.rank(stages)],
-                    &self.optimizer,
-                    self.threads,
-                ));
-            }
+        let simulated = simulate(&self.plan, &sim_costs)?;
+        let State::Pending { layers, restore } = &self.state else {
+            return Ok(());
+        };
+        let c = &self.config;
+        let world = World::new(c.replicas, stages)?;
+        let workers = Workers::build(
+            world,
+            partition,
+            layers,
+            &c.devices,
+            &c.optimizer,
+            c.threads,
+        )?;
+        let mut runtime = Runtime::new(workers, c.runtime.clone())?;
+        if let Some(checkpoint) = restore {
+            runtime.load_checkpoint(checkpoint)?;
         }
-        self.tie_plan = TiePlan::new(&self.ties, &workers, stages)?;
-        let zero = self.data_parallel.zero.then_some(self.replicas);
-        if let Some(checkpoint) = self.restore.take() {
-            for w in &mut workers {
-                let offset = partition.range(w.id().stage).start;
-                checkpoint.load_optimizer(w, offset, self.optimizer.name(), zero)?;
-            }
-        }
-        self.state = State::Running(workers);
-        self.partition = Some(partition);
+        self.predicted = simulated.stages.iter().map(|s| s.bubble_fraction).collect();
+        self.state = State::Running(runtime);
         Ok(())
     }
 
-    /// Measures per-layer costs on one micro-batch of `inputs` and splits by time.
-    fn ensure_started(&mut self, inputs: &Activation) -> Result<()> {
-        let State::Pending(layers) = &self.state else {
+    /// Before the first step of a measured split: checks the batch splits, measures per-layer
+    /// costs on one micro-batch and splits by time.
+    fn start_on(&mut self, inputs: &Activation) -> Result<()> {
+        let (State::Pending { layers, .. }, Split::Measured { stages }) =
+            (&self.state, &self.config.split)
+        else {
             return Ok(());
         };
-        let Split::Measured { stages } = self.split else {
-            return Ok(());
-        };
-        let sample = inputs
-            .clone()
-            .split(self.micro_batches)
-            .map_err(EngineError::from)?
-            .swap_remove(0);
-        let costs = profile::layer_costs(layers, &sample, &self.devices[0], 5)
-            .map_err(EngineError::from)?;
-        let partition = partition_by_time(&costs, stages, None)?;
+        let sample = inputs.clone().split(self.micro_batches())?.swap_remove(0);
+        let costs = profile::layer_costs(layers, &sample, &self.config.devices[0], 5)?;
+        let partition = partition_by_time(&costs, *stages, None)?;
         self.start(partition, Some(&costs))
     }
 
-    fn workers(&mut self) -> &mut Vec<WorkerState<L>> {
+    fn runtime(&self) -> Option<&Runtime<L>> {
+        match &self.state {
+            State::Running(runtime) => Some(runtime),
+            State::Pending { .. } => None,
+        }
+    }
+
+    fn runtime_mut(&mut self) -> &mut Runtime<L> {
         match &mut self.state {
-            State::Running(w) => w,
-            State::Pending(_) => unreachable!("started before use"),
+            State::Running(runtime) => runtime,
+            State::Pending { .. } => unreachable!("started before use"),
         }
     }
 
@@ -311,59 +206,22 @@ impl<L: Layer> Pipeline<L> {
     /// full-batch step on one device. With [`accumulate(k)`](crate::PipelineBuilder::accumulate)
     /// only every k-th call all-reduces and steps ([`StepReport::optimizer_step`]).
     pub fn train_step(&mut self, batch: &Batch) -> Result<StepReport> {
-        if self.poisoned {
-            return Err(EngineError::Poisoned.into());
+        if self.runtime().is_none() {
+            batch.shard(self.replicas(), self.micro_batches())?;
+            self.start_on(&batch.inputs)?;
         }
-        let (r, m) = (self.replicas, self.micro_batches);
-        let rows = batch.len();
-        if rows % (r * m) != 0 {
-            return Err(Error::Config(format!(
-                "a batch of {rows} rows does not split into {r} replicas × {m} micro-batches; \
-                 use a batch size that is a multiple of {}",
-                r * m
-            )));
-        }
-        self.ensure_started(&batch.inputs)?;
-        let inputs = batch.inputs.clone().split(r).map_err(EngineError::from)?;
-        let targets = batch.targets.clone().split(r).map_err(EngineError::from)?;
-        let mut shards = Vec::with_capacity(r);
-        for (x, y) in inputs.into_iter().zip(targets) {
-            shards.push(Shard {
-                inputs: x.split(m).map_err(EngineError::from)?,
-                targets: y.split(m).map_err(EngineError::from)?,
-            });
-        }
-        let k = self.data_parallel.accumulation;
-        let optimizer_step = self.pending + 1 == k;
-        let plan = if optimizer_step {
-            self.plan.clone()
-        } else {
-            self.accumulating_plan.clone()
-        };
-        let loss = Arc::clone(&self.loss);
-        let config = StepConfig {
-            plan: &plan,
-            learning_rate: self.learning_rate,
-            remat: self.remat,
-            loss: &*loss,
-        };
-        let data_parallel = self.data_parallel;
-        let ties = self.tie_plan.clone();
-        let outcome = run_step_with(self.workers(), shards, &config, &data_parallel, &ties)
-            .inspect_err(|_| self.poisoned = true)?;
-        let mut report = StepReport::from_outcome(self.step, rows, outcome, &self.predicted);
-        // The engine scaled each micro-batch loss by 1/(m·R·k): report this batch's mean.
-        report.loss *= k as f64;
-        report.optimizer_step = optimizer_step;
-        self.pending = if optimizer_step { 0 } else { self.pending + 1 };
-        self.optimizer_steps += u64::from(optimizer_step);
-        self.step += 1;
-        Ok(report)
+        let runtime = self.runtime_mut();
+        let step = runtime.steps();
+        let outcome = runtime.step(batch)?;
+        Ok(StepReport::from_outcome(step, outcome, &self.predicted))
     }
 
     /// Optimizer steps taken so far (restored by [`load_checkpoint`](Self::load_checkpoint)).
     pub fn optimizer_steps(&self) -> u64 {
-        self.optimizer_steps
+        match &self.state {
+            State::Running(runtime) => runtime.optimizer_steps(),
+            State::Pending { restore, .. } => restore.as_ref().map_or(0, |c| c.progress().step),
+        }
     }
 
     /// Saves the whole model (replica 0's weights under full-model names), the optimizer state
@@ -397,28 +255,15 @@ impl<L: Layer> Pipeline<L> {
         path: impl AsRef<Path>,
         extra: BTreeMap<String, String>,
     ) -> Result<()> {
-        if self.pending > 0 {
-            return Err(Error::Config(format!(
-                "{} of {} accumulated batches are not applied yet; save after the optimizer \
-                 step (when StepReport::optimizer_step is true)",
-                self.pending, self.data_parallel.accumulation
-            )));
-        }
-        let progress = Progress {
-            step: self.optimizer_steps,
-            extra,
-        };
         let path = path.as_ref();
         match &self.state {
-            State::Running(workers) => checkpoint::save(
-                path,
-                workers,
-                self.stages(),
-                self.optimizer.name(),
-                &progress,
-            )?,
-            State::Pending(layers) => {
-                checkpoint::save_model(path, layers, self.optimizer.name(), &progress)?
+            State::Running(runtime) => runtime.save_checkpoint(path, extra)?,
+            State::Pending { layers, .. } => {
+                let progress = Progress {
+                    step: self.optimizer_steps(),
+                    extra,
+                };
+                checkpoint::save_model(path, layers, self.config.optimizer.name(), &progress)?
             }
         }
         Ok(())
@@ -431,83 +276,37 @@ impl<L: Layer> Pipeline<L> {
     /// rather than half loaded. Also makes a pipeline usable again after a failed step.
     pub fn load_checkpoint(&mut self, path: impl AsRef<Path>) -> Result<Progress> {
         let checkpoint = Checkpoint::read(path.as_ref())?;
+        checkpoint.check_optimizer(self.config.optimizer.name())?;
         let progress = checkpoint.progress().clone();
-        let name = self.optimizer.name();
-        if checkpoint.optimizer() != name {
-            return Err(checkpoint::CheckpointError::Optimizer {
-                path: path.as_ref().to_path_buf(),
-                saved: checkpoint.optimizer().to_string(),
-                current: name.to_string(),
-            }
-            .into());
-        }
-        let stages = self.stages();
-        let zero = self.data_parallel.zero.then_some(self.replicas);
         match &mut self.state {
-            State::Pending(layers) => {
-                let loaded = checkpoint.load_model(layers.clone())?;
-                *layers = loaded;
-                self.restore = Some(checkpoint);
+            State::Pending { layers, restore } => {
+                *layers = checkpoint.load_model(layers.clone())?;
+                *restore = Some(checkpoint);
             }
-            State::Running(workers) => {
-                let full: Vec<L> = workers
-                    .iter()
-                    .take(stages)
-                    .flat_map(|w| w.layers().to_vec())
-                    .collect();
-                let loaded = checkpoint.load_model(full)?;
-                let partition = self
-                    .partition
-                    .as_ref()
-                    .expect("running pipelines have a split");
-                // The weights fit (checked above); from here on the workers change. A failure
-                // now would leave them half loaded: the pipeline is poisoned until a load
-                // succeeds.
-                let mut apply = || -> Result<TiePlan> {
-                    for w in workers.iter_mut() {
-                        let range = partition.range(w.id().stage);
-                        w.set_layers(loaded[range.clone()].to_vec());
-                        checkpoint.load_optimizer(w, range.start, name, zero)?;
-                    }
-                    // Ties are placed by parameter id: place them again on the loaded layers.
-                    Ok(TiePlan::new(&self.ties, workers, stages)?)
-                };
-                match apply() {
-                    Ok(plan) => self.tie_plan = plan,
-                    Err(e) => {
-                        self.poisoned = true;
-                        return Err(e);
-                    }
-                }
-            }
+            State::Running(runtime) => runtime.load_checkpoint(&checkpoint)?,
         }
-        self.optimizer_steps = progress.step;
-        self.step = progress.step * self.data_parallel.accumulation as u64;
-        self.pending = 0;
-        self.poisoned = false;
         Ok(progress)
     }
 
     /// Optimizer-state bytes held by each worker, replica-major (with ZeRO-1 each replica holds
     /// about 1/R of its stage's; before the first step there is none).
     pub fn optimizer_state_bytes(&self) -> Vec<(WorkerId, usize)> {
-        match &self.state {
-            State::Running(workers) => workers
+        self.runtime().map_or_else(Vec::new, |r| {
+            r.workers()
                 .iter()
                 .map(|w| (w.id(), w.optimizer_state_bytes()))
-                .collect(),
-            State::Pending(_) => Vec::new(),
-        }
+                .collect()
+        })
     }
 
     /// Every float parameter of replica `replica`'s copy of the model, in model order (all
     /// replicas hold identical values after every optimizer step).
     pub fn replica_parameters(&self, replica: usize) -> Vec<Vec<f32>> {
         match &self.state {
-            State::Pending(layers) => pipetrain_engine::parameters(layers),
-            State::Running(workers) => workers
-                .iter()
-                .filter(|w| w.id().replica.index() == replica)
+            State::Pending { layers, .. } => pipetrain_engine::parameters(layers),
+            State::Running(runtime) => runtime
+                .workers()
+                .replica(ReplicaId::from(replica))
                 .flat_map(|w| pipetrain_engine::parameters(&w.layers().to_vec()))
                 .collect(),
         }
@@ -520,48 +319,15 @@ impl<L: Layer> Pipeline<L> {
     /// runs on replica 0 alone, in `micro_batches` micro-batches if it splits into those, else
     /// as one. The outputs come back in the batch's row order.
     pub fn forward(&mut self, inputs: Activation) -> Result<Activation> {
-        if self.poisoned {
-            return Err(EngineError::Poisoned.into());
-        }
-        self.ensure_started(&inputs)?;
-        let rows = inputs.dims().first().copied().unwrap_or(0);
-        let (r, m) = (self.replicas, self.micro_batches);
-        let (replicas, parts) = if rows % (r * m) == 0 {
-            (r, m)
-        } else if rows % m == 0 {
-            (1, m)
-        } else {
-            (1, 1)
-        };
-        let stages = self.stages();
-        let plan = inference(stages, parts)?;
-        pipetrain_schedules::validate_inference(&plan)?;
-        let mut shards = Vec::with_capacity(replicas);
-        for shard in inputs.detach().split(replicas).map_err(EngineError::from)? {
-            shards.push(shard.split(parts).map_err(EngineError::from)?);
-        }
-        let workers = &mut self.workers()[..replicas * stages];
-        let outputs = run_inference(workers, shards, &plan)?;
-        // Replicas may sit on different devices: gather on replica 0's last stage's device.
-        let device = workers[stages - 1].device().clone().inner();
-        let outputs = outputs
-            .into_iter()
-            .flatten()
-            .map(|a| a.to_device(&device))
-            .collect();
-        Ok(Activation::cat(outputs).map_err(EngineError::from)?)
+        self.start_on(&inputs)?;
+        Ok(self.runtime_mut().infer(inputs)?)
     }
 
     /// The whole model as one layer sequence (replica 0's; stage 0's layers first).
     pub fn into_layers(self) -> Vec<L> {
-        let stages = self.stages();
         match self.state {
-            State::Pending(layers) => layers,
-            State::Running(workers) => workers
-                .into_iter()
-                .take(stages)
-                .flat_map(WorkerState::into_layers)
-                .collect(),
+            State::Pending { layers, .. } => layers,
+            State::Running(runtime) => runtime.into_workers().into_model(),
         }
     }
 
@@ -573,24 +339,18 @@ impl<L: Layer> Pipeline<L> {
     /// The trained parameters of replica 0 (no buffers such as batch-norm running statistics),
     /// flattened, in model order; empty before the split is made.
     pub fn trainable_parameters(&self) -> Vec<Vec<f32>> {
-        match &self.state {
-            State::Running(workers) => workers
-                .iter()
-                .take(self.stages())
+        self.runtime().map_or_else(Vec::new, |r| {
+            r.workers()
+                .replica(ReplicaId(0))
                 .flat_map(|w| pipetrain_engine::trainable_parameters(&w.layers().to_vec()))
-                .collect(),
-            State::Pending(_) => Vec::new(),
-        }
+                .collect()
+        })
     }
 
-    /// The layers of `stage` (empty until the split is made).
+    /// The layers of `stage` in replica 0 (empty until the split is made).
     pub fn stage_layers(&self, stage: StageId) -> &[L] {
-        match &self.state {
-            State::Running(workers) => workers
-                .get(stage.index())
-                .map(|w| w.layers())
-                .unwrap_or(&[]),
-            State::Pending(_) => &[],
-        }
+        self.runtime()
+            .and_then(|r| r.workers().get(WorkerId::new(ReplicaId(0), stage)))
+            .map_or(&[], |w| w.layers())
     }
 }

@@ -65,12 +65,7 @@ impl StepReport {
             .find(|s| s.worker.stage == stage && s.worker.replica.0 == 0)
     }
 
-    pub(crate) fn from_outcome(
-        step: u64,
-        samples: usize,
-        o: StepOutcome,
-        predicted: &[f64],
-    ) -> Self {
+    pub(crate) fn from_outcome(step: u64, o: StepOutcome, predicted: &[f64]) -> Self {
         let (all_reduce_time, overlap) = (o.all_reduce_time(), o.all_reduce_overlap());
         let workers = o
             .workers
@@ -91,10 +86,10 @@ impl StepReport {
         Self {
             step,
             loss: o.loss,
-            samples,
+            samples: o.samples,
             wall: o.wall,
             workers,
-            optimizer_step: true,
+            optimizer_step: o.optimizer_step,
             all_reduce: all_reduce_time,
             all_reduce_overlap: overlap,
         }

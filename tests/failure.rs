@@ -86,6 +86,7 @@ fn untripped_pipeline(
 /// Names of this process's threads that are pipeline workers (not their pools).
 fn worker_threads() -> Vec<String> {
     let mut names = Vec::new();
+    // Sorted by name (tasks are listed by thread id).
     for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
         if let Ok(name) = std::fs::read_to_string(task.path().join("comm")) {
             let name = name.trim().to_string();
@@ -95,6 +96,7 @@ fn worker_threads() -> Vec<String> {
             }
         }
     }
+    names.sort();
     names
 }
 
@@ -129,16 +131,21 @@ fn run_tripped(
     let started = Instant::now();
     let err = pipeline.train_step(&batch).unwrap_err();
     let elapsed = started.elapsed();
-    assert!(
-        worker_threads().is_empty(),
-        "worker threads outlive the step: {:?}",
-        worker_threads()
-    );
+    // The workers' threads are persistent: after the failure they are still the pipeline's two,
+    // idle (none is stuck in the failed step: the next call answers at once).
+    assert_eq!(worker_threads(), ["pipetrain-r0s0", "pipetrain-r0s1"]);
     // The pipeline refuses to go on after a failed step.
     let again = pipeline.train_step(&batch).unwrap_err();
     assert!(
         matches!(again, Error::Engine(EngineError::Poisoned)),
         "{again}"
+    );
+    // None outlives the pipeline.
+    drop(pipeline);
+    assert!(
+        worker_threads().is_empty(),
+        "worker threads outlive the pipeline: {:?}",
+        worker_threads()
     );
     (err, elapsed)
 }
@@ -211,7 +218,8 @@ fn a_shape_mismatch_between_stages_names_both_stages_and_shapes() {
         err.contains("received from stage 0") && err.contains("[4, 6]"),
         "{err}"
     );
-    assert!(worker_threads().is_empty());
+    drop(pipeline);
+    assert!(worker_threads().is_empty(), "{:?}", worker_threads());
 }
 
 #[test]

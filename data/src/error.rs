@@ -20,6 +20,7 @@ impl fmt::Display for Shape {
 /// Everything that can go wrong in this crate. File errors name the file and, where the file's
 /// bytes are at fault, the byte offset.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum DataError {
     /// The file could not be read at all.
     #[error("cannot read {}: {source}", path.display())]

@@ -48,7 +48,7 @@ pub enum ActivationError {
     /// The batch cannot be split into equal micro-batches.
     #[error(
         "batch of {batch} rows does not split into {parts} equal parts; use a batch size that is \
-         a multiple of {parts} (micro-batches × replicas) or change --micro-batches"
+         a multiple of {parts} (micro-batches × replicas) or change the number of micro-batches"
     )]
     Ragged {
         /// Rows in the batch.

@@ -498,6 +498,18 @@ impl Checkpoint {
         &self.optimizer.optimizer
     }
 
+    /// Whether the optimizer state was saved for `optimizer` (this run's); the error names both.
+    pub fn check_optimizer(&self, optimizer: &str) -> Result<()> {
+        if self.optimizer.optimizer != optimizer {
+            return Err(CheckpointError::Optimizer {
+                path: self.path.clone(),
+                saved: self.optimizer.optimizer.clone(),
+                current: optimizer.to_string(),
+            });
+        }
+        Ok(())
+    }
+
     /// `model` (the whole layer sequence) with every parameter replaced by the checkpoint's.
     pub fn load_model<L: Layer>(&self, model: Vec<L>) -> Result<Vec<L>> {
         apply(&self.path, model, self.bytes.clone(), false)

@@ -6,6 +6,7 @@ use crate::activation::ActivationError;
 
 /// Why one action of one worker failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Cause {
     /// A layer, the loss or burn panicked.
     #[error("panicked: {message}{context}")]
@@ -37,14 +38,16 @@ pub enum Cause {
     Unsupported(String),
     /// The transport failed (a peer hung up without an error of its own).
     #[error("transport: {0}")]
-    Transport(String),
+    Transport(#[from] crate::transport::TransportError),
     /// The collective failed.
     #[error("collective: {0}")]
     Collective(#[from] crate::collective::CollectiveError),
 }
 
-/// Everything the engine can return.
+/// Everything the engine can return: the crate's one error type. Sub-errors (checkpoint, ties,
+/// activations, plans) keep their own types as sources.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum EngineError {
     /// One worker failed; this is the first failure of the step (others were stopped).
     #[error(
@@ -69,12 +72,47 @@ pub enum EngineError {
     /// on. Rebuild it (or reload a checkpoint).
     #[error(
         "the pipeline is unusable after a failed step (its stages may be partly updated); \
-         build a new one"
+         build a new one or load a checkpoint"
     )]
     Poisoned,
     /// The batch cannot be fed to the pipeline.
     #[error("bad batch: {0}")]
     Batch(#[from] ActivationError),
+    /// The batch does not cut into `replicas × micro_batches` equal parts. Found before any
+    /// worker runs: the pipeline stays usable.
+    #[error(
+        "a batch of {rows} rows does not split into {replicas} replicas × {micro_batches} \
+         micro-batches; use a batch size that is a multiple of {}",
+        replicas * micro_batches
+    )]
+    BatchSplit {
+        /// Rows in the batch.
+        rows: usize,
+        /// Data-parallel replicas.
+        replicas: usize,
+        /// Micro-batches per replica.
+        micro_batches: usize,
+    },
+    /// The world, its devices or its workers do not fit together.
+    #[error("{0}")]
+    World(String),
+    /// A checkpoint could not be written or read.
+    #[error(transparent)]
+    Checkpoint(#[from] crate::checkpoint::CheckpointError),
+    /// A tie names a parameter the model lacks, or shapes that do not match.
+    #[error(transparent)]
+    Tie(#[from] crate::tie::TieError),
+    /// A checkpoint cannot be saved now.
+    #[error(
+        "{pending} of {accumulation} accumulated batches are not applied yet; save after the \
+         optimizer step (when the step report says optimizer_step)"
+    )]
+    MidAccumulation {
+        /// Batches accumulated since the last optimizer step.
+        pending: usize,
+        /// Batches per optimizer step.
+        accumulation: usize,
+    },
     /// The plan is invalid.
     #[error(transparent)]
     Plan(#[from] ScheduleError),

@@ -1,16 +1,19 @@
 //! # pipetrain-engine
 //!
-//! The runtime of pipetrain: one worker per (replica, stage) interprets its stage's lowered
-//! [`Plan`](pipetrain_schedules::Plan) on burn. Activations cross stages as plain tensors
+//! The runtime of pipetrain: a [`World`] of replicas × stages, one persistent thread per worker,
+//! each interpreting its stage's lowered [`Plan`](pipetrain_schedules::Plan) on burn; a
+//! [`Runtime`] owns them, and a [`Fabric`] connects them. Activations cross stages as plain tensors
 //! ([`Activation`]); each stage re-enters autodiff at its input leaf and backpropagates seeded
 //! with the gradient its downstream neighbour sends back. Gradients accumulate over the
 //! micro-batches of a step; one optimizer step per stage ends it.
 //!
 //! ```
+//! use std::sync::Arc;
 //! use burn::nn::{Linear, LinearConfig};
 //! use burn::prelude::*;
 //! use pipetrain_engine::*;
-//! use pipetrain_schedules::*;
+//! use pipetrain_partitioner::Partition;
+//! use pipetrain_schedules::ScheduleKind;
 //!
 //! #[derive(Module, Debug)]
 //! struct Dense { linear: Linear }
@@ -21,20 +24,28 @@
 //! }
 //!
 //! let device = Device::flex();
-//! let layer = |i, o| Dense { linear: LinearConfig::new(i, o).init(&device) };
-//! let optimizer = OptimizerConfig::sgd();
-//! let mut workers = vec![
-//!     WorkerState::new(WorkerId::new(ReplicaId(0), StageId(0)), vec![layer(4, 8)], &device, &optimizer, 1),
-//!     WorkerState::new(WorkerId::new(ReplicaId(0), StageId(1)), vec![layer(8, 2)], &device, &optimizer, 1),
+//! let model = vec![
+//!     Dense { linear: LinearConfig::new(4, 8).init(&device) },
+//!     Dense { linear: LinearConfig::new(8, 2).init(&device) },
 //! ];
-//! let plan = lower(&ScheduleKind::OneFOneB.plan(2, 2)?, Lowering::default());
-//! validate(&plan)?;
-//! let x: Activation = Tensor::<2>::ones([4, 4], &device).into();
-//! let y: Activation = Tensor::<2>::zeros([4, 2], &device).into();
-//! let shard = Shard { inputs: x.split(2)?, targets: y.split(2)? };
-//! let config = StepConfig { plan: &plan, learning_rate: 0.1, remat: Remat::Never, loss: &Mse };
-//! let outcome = run_step(&mut workers, vec![shard], &config)?;
-//! assert!(outcome.loss > 0.0);
+//! // One replica of two stages: one layer each.
+//! let split = Partition::from_balance(&[1, 1], model.len())?;
+//! let workers = Workers::build(World::new(1, 2)?, split, &model, &[device.clone()], &OptimizerConfig::sgd(), 1)?;
+//! let mut runtime = Runtime::new(workers, RuntimeConfig {
+//!     schedule: ScheduleKind::OneFOneB,
+//!     micro_batches: 2,
+//!     learning_rate: 0.1,
+//!     remat: Remat::Never,
+//!     loss: Arc::new(Mse),
+//!     data_parallel: DataParallel::default(),
+//!     ties: Vec::new(),
+//! })?;
+//! let batch = Batch {
+//!     inputs: Tensor::<2>::ones([4, 4], &device).into(),
+//!     targets: Tensor::<2>::zeros([4, 2], &device).into(),
+//! };
+//! let report = runtime.step(&batch)?;
+//! assert!(report.loss > 0.0);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
@@ -45,6 +56,7 @@ mod batch;
 pub mod checkpoint;
 mod collective;
 mod error;
+mod fabric;
 mod layer;
 mod loss;
 mod optimizer;
@@ -56,15 +68,20 @@ mod remat;
 mod report;
 mod runtime;
 mod stash;
+mod thread;
 mod tie;
 mod transport;
 mod worker;
+mod workers;
+mod world;
+mod zero;
 
 pub use abort::Abort;
 pub use activation::{Activation, ActivationError, FromActivation};
-pub use batch::Batch;
+pub use batch::{Batch, Shard};
 pub use collective::{ChannelCollective, Collective, CollectiveError, even_bounds};
 pub use error::{Cause, EngineError, Result};
+pub use fabric::{ChannelFabric, Fabric, Links, TieLink};
 pub use layer::Layer;
 pub use loss::{CrossEntropy, Loss, Mse};
 pub use optimizer::OptimizerConfig;
@@ -72,7 +89,9 @@ pub use params::{Difference, difference, parameters, trainable_parameters};
 pub use reference::SingleDevice;
 pub use remat::{ParseRematError, Remat};
 pub use report::{StepOutcome, WorkerReport};
-pub use runtime::{DataParallel, Shard, StepConfig, run_inference, run_step, run_step_with};
+pub use runtime::{DataParallel, Runtime, RuntimeConfig};
 pub use tie::{Tie, TieError, TiePlan, equalize};
 pub use transport::{ChannelTransport, Flow, Tag, Transport, TransportError};
 pub use worker::WorkerState;
+pub use workers::Workers;
+pub use world::World;

@@ -24,13 +24,17 @@ pub struct WorkerReport {
     pub backward_end: Option<Duration>,
 }
 
-/// What [`crate::run_step`] returns.
+/// What [`Runtime::step`](crate::Runtime::step) returns.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StepOutcome {
-    /// The step's loss: mean over the whole mini-batch (the sum of the scaled micro-batch losses).
+    /// The batch's mean loss.
     pub loss: f64,
+    /// Rows in the batch.
+    pub samples: usize,
     /// Wall time from launch to the last worker's end.
     pub wall: Duration,
+    /// Whether this step ran the optimizer (false on the first k−1 steps of an accumulation).
+    pub optimizer_step: bool,
     /// Per worker, replica-major.
     pub workers: Vec<WorkerReport>,
 }

@@ -272,7 +272,7 @@ pub(crate) fn sum_gradients(
 }
 
 /// Where every tie lives in a pipeline: built once from replica 0's stages (replicas hold clones,
-/// with the same parameter ids), handed to [`run_step_with`](crate::run_step_with).
+/// with the same parameter ids), held by the [`Runtime`](crate::Runtime).
 #[derive(Clone, Debug, Default)]
 pub struct TiePlan {
     placed: Placed,

@@ -4,13 +4,14 @@ use crate::validate::ValidationError;
 
 /// Everything that can go wrong while building, parsing or checking a plan.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ScheduleError {
     /// A plan was requested with zero stages.
-    #[error("stages = 0: a pipeline needs at least one stage (use --stages 1 for no pipelining)")]
+    #[error("stages = 0: a pipeline needs at least one stage (use .stages(1) for no pipelining)")]
     ZeroStages,
     /// A plan was requested with zero micro-batches.
     #[error(
-        "micro_batches = 0: each step needs at least one micro-batch (use --micro-batches 1 \
+        "micro_batches = 0: each step needs at least one micro-batch (use .micro_batches(1) \
          to run the whole mini-batch at once)"
     )]
     ZeroMicroBatches,

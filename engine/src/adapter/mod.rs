@@ -11,4 +11,7 @@ pub(crate) use autodiff::{
     Accumulator, backward_loss, backward_seeded, input_grad, leaf, optimizer_state_bytes, scalar,
     step,
 };
+/// A stage's parameter gradients, by parameter (burn's container).
+pub(crate) type Grads = burn::optim::GradientsParams;
+
 pub(crate) use grads::{Buffers, Slots, assign_owners, owners_of, set_values, value_of};

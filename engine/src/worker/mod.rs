@@ -1,8 +1,12 @@
-//! A worker: one (replica, stage) of the world. Its persistent state, and the interpreter that
-//! walks its stage's lowered program.
+//! A worker: one (replica, stage) of the world. Its persistent state, the interpreter that walks
+//! its stage's lowered program, and the two halves of what the program asks: computing
+//! (forward, backward, re-materialization) and synchronising (ties, all-reduce, ZeRO, optimizer
+//! step, buffers).
 
+mod compute;
 mod interpreter;
 mod state;
+mod sync;
 
-pub(crate) use interpreter::{Feed, Finished, StepContext, Tied, Worker};
+pub(crate) use interpreter::{Feed, Finished, StepContext, Worker};
 pub use state::WorkerState;

@@ -1,11 +1,14 @@
 //! What the model tests share: a 2-stage pipeline run through the engine's lower-level API.
 
+use std::sync::Arc;
+
 use burn::prelude::*;
 use pipetrain_engine::{
-    Batch, CrossEntropy, OptimizerConfig, Remat, Shard, StepConfig, WorkerState, parameters,
-    run_step,
+    Batch, CrossEntropy, DataParallel, OptimizerConfig, Remat, Runtime, RuntimeConfig, Workers,
+    World, parameters,
 };
-use pipetrain_schedules::{Lowering, ReplicaId, ScheduleKind, StageId, WorkerId, lower, validate};
+use pipetrain_partitioner::Partition;
+use pipetrain_schedules::ScheduleKind;
 
 /// Trains `init` cut before layer `cut` into 2 stages, `micro_batches` per step, SGD at
 /// `learning_rate`, re-materialization `remat`, one step per batch of `data`; returns every
@@ -20,35 +23,24 @@ pub fn two_stages<L: pipetrain_engine::Layer>(
     remat: Remat,
 ) -> (Vec<Vec<f32>>, Vec<f64>) {
     let device = Device::flex();
-    let optimizer = OptimizerConfig::sgd();
-    let (first, second) = init.split_at(cut);
-    let stage = |s: usize, layers: &[L]| {
-        let id = WorkerId::new(ReplicaId(0), StageId::from(s));
-        WorkerState::new(id, layers.to_vec(), &device, &optimizer, 1)
-    };
-    let mut workers = vec![stage(0, first), stage(1, second)];
-    let plan = lower(
-        &schedule.plan(2, micro_batches).unwrap(),
-        Lowering::default(),
-    );
-    validate(&plan).unwrap();
-    let config = StepConfig {
-        plan: &plan,
+    let split = Partition::from_balance(&[cut, init.len() - cut], init.len()).unwrap();
+    let world = World::new(1, 2).unwrap();
+    let workers =
+        Workers::build(world, split, init, &[device], &OptimizerConfig::sgd(), 1).unwrap();
+    let config = RuntimeConfig {
+        schedule,
+        micro_batches,
         learning_rate,
         remat,
-        loss: &CrossEntropy,
+        loss: Arc::new(CrossEntropy),
+        data_parallel: DataParallel::default(),
+        ties: Vec::new(),
     };
-    let mut losses = Vec::new();
-    for batch in data {
-        let shard = Shard {
-            inputs: batch.inputs.clone().split(micro_batches).unwrap(),
-            targets: batch.targets.clone().split(micro_batches).unwrap(),
-        };
-        losses.push(run_step(&mut workers, vec![shard], &config).unwrap().loss);
-    }
-    let params = workers
-        .into_iter()
-        .flat_map(|w| parameters(&w.into_layers()))
+    let mut runtime = Runtime::new(workers, config).unwrap();
+    let losses = data
+        .iter()
+        .map(|batch| runtime.step(batch).unwrap().loss)
         .collect();
+    let params = parameters(&runtime.into_workers().into_model());
     (params, losses)
 }

@@ -1,0 +1,127 @@
+//! Synchronisation at the end of a step: tied parameters summed between their stages, the
+//! stage's gradients summed over its replicas (bucketed all-reduce, or ZeRO-1's reduce), the
+//! optimizer step, and replica 0's buffers broadcast.
+
+use burn::prelude::*;
+
+use super::interpreter::{Failure, Worker};
+use crate::adapter::{self, Buffers, Grads, Slots};
+use crate::layer::Layer;
+use crate::tie;
+use crate::zero::Sharded;
+
+/// Gradients after the all-reduce, waiting for the optimizer step.
+pub(crate) struct Reduced {
+    grads: Grads,
+    /// With ZeRO-1: which replica owns (updates) which parameter.
+    sharded: Option<Sharded>,
+}
+
+impl<L: Layer> Worker<'_, L> {
+    /// The `AR` action: ties first, then the sum over the replicas.
+    pub(super) fn all_reduce(&mut self) -> Result<(), Failure> {
+        let started = self.ctx.start.elapsed();
+        let mut grads = self.state.grads.take();
+        if !self.tie_slots.is_empty() {
+            let device = self.state.device.clone().inner();
+            grads = tie::sum_gradients(grads, self.tie_slots, &mut self.links.ties, &device)?;
+        }
+        self.reduced = Some(if self.links.collective.size() > 1 {
+            let reduced = self.all_reduce_grads(grads)?;
+            self.all_reduce = Some((started, self.ctx.start.elapsed()));
+            reduced
+        } else {
+            // One replica: its gradients are already the sum.
+            Reduced {
+                grads,
+                sharded: None,
+            }
+        });
+        Ok(())
+    }
+
+    /// Sums this stage's gradients over its replicas (two or more). Plain data parallelism: an
+    /// all-reduce, bucket by bucket in module order. ZeRO-1: a reduce, so each replica holds the
+    /// summed gradients of the parameters it owns.
+    fn all_reduce_grads(&mut self, grads: Grads) -> Result<Reduced, Failure> {
+        let layers = &self.state.layers;
+        let (slots, tensors) = Slots::of_grads(layers, &grads);
+        drop(grads);
+        if self.ctx.zero {
+            let (grads, sharded) =
+                Sharded::reduce(layers, slots, tensors, self.links.collective.as_mut())?;
+            return Ok(Reduced {
+                grads,
+                sharded: Some(sharded),
+            });
+        }
+        let mut summed = Vec::with_capacity(tensors.len());
+        let mut tensors = tensors.into_iter();
+        for bucket in slots.buckets(self.ctx.bucket_elems) {
+            let part: Vec<Tensor<1>> = tensors.by_ref().take(bucket.len()).collect();
+            summed.extend(
+                self.links
+                    .collective
+                    .all_reduce_tensors(part)?
+                    .into_iter()
+                    .map(Some),
+            );
+        }
+        Ok(Reduced {
+            grads: slots.grads(layers, summed),
+            sharded: None,
+        })
+    }
+
+    /// The optimizer step on the summed gradients; with ZeRO-1 each replica updates its own
+    /// parameters, then they exchange the updated values.
+    pub(super) fn optimizer_step(&mut self) -> Result<(), Failure> {
+        let (grads, sharded) = match self.reduced.take() {
+            Some(Reduced { grads, sharded }) => (grads, sharded),
+            None => (self.state.grads.take(), None),
+        };
+        adapter::step(
+            &mut self.state.optimizer,
+            self.ctx.learning_rate,
+            &mut self.state.layers,
+            grads,
+        );
+        if let Some(sharded) = sharded {
+            let device = self.state.device.clone().inner();
+            let layers = std::mem::take(&mut self.state.layers);
+            self.state.layers =
+                sharded.exchange(layers, self.links.collective.as_mut(), &device)?;
+        }
+        if self.links.collective.size() > 1 {
+            self.broadcast_buffers()?;
+        }
+        self.valid = None;
+        Ok(())
+    }
+
+    /// Replica 0's buffers (batch-norm running statistics) to every replica, as PyTorch DDP's
+    /// `broadcast_buffers` does: replicas stay identical, parameters and buffers.
+    fn broadcast_buffers(&mut self) -> Result<(), Failure> {
+        let buffers = Buffers::of(&self.state.layers);
+        if buffers.ids.is_empty() {
+            return Ok(());
+        }
+        let owners = vec![0; buffers.ids.len()];
+        let lens: Vec<usize> = buffers.values.iter().map(|t| t.dims()[0]).collect();
+        let values = if self.links.collective.rank() == 0 {
+            buffers.values.iter().cloned().map(Some).collect()
+        } else {
+            vec![None; lens.len()]
+        };
+        let device = self.state.device.clone().inner();
+        let all = self
+            .links
+            .collective
+            .broadcast_tensors(values, &owners, &lens, &device)?;
+        if self.links.collective.rank() != 0 {
+            let layers = std::mem::take(&mut self.state.layers);
+            self.state.layers = buffers.load(layers, all);
+        }
+        Ok(())
+    }
+}
