@@ -31,6 +31,7 @@
 //! [`engine`] (workers on burn), `pipetrain-models` (reference models).
 
 mod builder;
+mod checkpoint;
 mod error;
 mod pipeline;
 mod report;

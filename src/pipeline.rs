@@ -1,10 +1,7 @@
 //! `Pipeline`: a model cut into stages, trained step by step. Wiring only: the split (measured
 //! on the first batch when not given) and the engine's [`Runtime`], which does the work.
 
-use std::collections::BTreeMap;
-use std::path::Path;
-
-use pipetrain_engine::checkpoint::{self, Checkpoint, Progress};
+use pipetrain_engine::checkpoint::Checkpoint;
 use pipetrain_engine::{Activation, Batch, Layer, Runtime, Workers, World, profile};
 use pipetrain_partitioner::{LayerCost, Partition, partition_by_time};
 use pipetrain_schedules::{Costs, Plan, ReplicaId, ScheduleKind, StageId, WorkerId, simulate};
@@ -13,7 +10,7 @@ use crate::builder::{Config, PipelineBuilder, Split};
 use crate::error::Result;
 use crate::report::StepReport;
 
-enum State<L: Layer> {
+pub(crate) enum State<L: Layer> {
     /// Not split yet: the split is measured on the first batch. A checkpoint loaded meanwhile
     /// waits here for the workers (its weights are in `layers` already).
     Pending {
@@ -47,10 +44,10 @@ enum State<L: Layer> {
 /// # Ok::<(), pipetrain::Error>(())
 /// ```
 pub struct Pipeline<L: Layer> {
-    config: Config,
+    pub(crate) config: Config,
     /// The lowered plan (validated when the pipeline was built).
     plan: Plan,
-    state: State<L>,
+    pub(crate) state: State<L>,
     predicted: Vec<f64>,
 }
 
@@ -214,78 +211,6 @@ impl<L: Layer> Pipeline<L> {
         let step = runtime.steps();
         let outcome = runtime.step(batch)?;
         Ok(StepReport::from_outcome(step, outcome, &self.predicted))
-    }
-
-    /// Optimizer steps taken so far (restored by [`load_checkpoint`](Self::load_checkpoint)).
-    pub fn optimizer_steps(&self) -> u64 {
-        match &self.state {
-            State::Running(runtime) => runtime.optimizer_steps(),
-            State::Pending { restore, .. } => restore.as_ref().map_or(0, |c| c.progress().step),
-        }
-    }
-
-    /// Saves the whole model (replica 0's weights under full-model names), the optimizer state
-    /// of every worker (merged by parameter name) and `extra` (e.g. the data position) to one
-    /// safetensors file, atomically. The file does not depend on the stage split or the replica
-    /// count: any layout can load it. Refused in the middle of a gradient accumulation.
-    ///
-    /// ```
-    /// use burn::prelude::*;
-    /// use pipetrain::Pipeline;
-    /// use pipetrain_models::{MlpConfig, synthetic};
-    ///
-    /// let device = Device::flex();
-    /// let layers = MlpConfig::new(8, 2, 3).init(&device);
-    /// let batch = synthetic::classification(0, 0, 8, 8, 3, &device);
-    /// let path = std::env::temp_dir().join(format!("pipetrain-doc-{}.safetensors", std::process::id()));
-    ///
-    /// let mut a = Pipeline::builder().layers(layers.clone()).balance([2, 1]).replicas(2).micro_batches(2).build()?;
-    /// a.train_step(&batch)?;
-    /// a.save_checkpoint(&path, Default::default())?;
-    ///
-    /// let mut b = Pipeline::builder().layers(layers).stages(1).build()?; // another layout
-    /// let progress = b.load_checkpoint(&path)?;
-    /// assert_eq!(progress.step, 1);
-    /// assert_eq!(b.parameters(), a.parameters());
-    /// # std::fs::remove_file(&path).ok();
-    /// # Ok::<(), pipetrain::Error>(())
-    /// ```
-    pub fn save_checkpoint(
-        &self,
-        path: impl AsRef<Path>,
-        extra: BTreeMap<String, String>,
-    ) -> Result<()> {
-        let path = path.as_ref();
-        match &self.state {
-            State::Running(runtime) => runtime.save_checkpoint(path, extra)?,
-            State::Pending { layers, .. } => {
-                let progress = Progress {
-                    step: self.optimizer_steps(),
-                    extra,
-                };
-                checkpoint::save_model(path, layers, self.config.optimizer.name(), &progress)?
-            }
-        }
-        Ok(())
-    }
-
-    /// Loads a checkpoint written by [`save_checkpoint`](Self::save_checkpoint) under any
-    /// layout: weights into every replica, each worker's optimizer state, and the step count;
-    /// returns the saved progress. Nothing changes if the file does not fit (the error names the
-    /// tensor); should the optimizer state then fail to load, the pipeline is left poisoned
-    /// rather than half loaded. Also makes a pipeline usable again after a failed step.
-    pub fn load_checkpoint(&mut self, path: impl AsRef<Path>) -> Result<Progress> {
-        let checkpoint = Checkpoint::read(path.as_ref())?;
-        checkpoint.check_optimizer(self.config.optimizer.name())?;
-        let progress = checkpoint.progress().clone();
-        match &mut self.state {
-            State::Pending { layers, restore } => {
-                *layers = checkpoint.load_model(layers.clone())?;
-                *restore = Some(checkpoint);
-            }
-            State::Running(runtime) => runtime.load_checkpoint(&checkpoint)?,
-        }
-        Ok(progress)
     }
 
     /// Optimizer-state bytes held by each worker, replica-major (with ZeRO-1 each replica holds
