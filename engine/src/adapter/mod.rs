@@ -1,14 +1,24 @@
-//! The one place that touches burn's autodiff and module internals. burn's API churns between
-//! minors; when it does, these files are what change.
+//! The one place that touches burn's internals: autodiff, gradients, the module visitor and
+//! mapper, optimizers and their state, the store. burn's API churns between minors; when it
+//! does, these files are what change (`.ci/check-adapter` keeps those imports here).
 //!
 //! - [`autodiff`]: leaves, seeded backward, input gradients, accumulation, the optimizer step;
-//! - [`grads`]: a stage's gradients, parameters and buffers as rank-1 tensors for collectives.
+//! - [`grads`]: a stage's gradients, parameters and buffers as rank-1 tensors for collectives;
+//! - [`names`]: parameter ids and full-model names;
+//! - [`values`]: parameter values, read and set by id;
+//! - [`tied`]: tied parameters' gradients summed.
 
 mod autodiff;
 mod grads;
+mod names;
+mod tied;
+mod values;
 
 pub(crate) use autodiff::{
     Accumulator, backward_loss, backward_seeded, input_grad, leaf, optimizer_state_bytes, scalar,
     step,
 };
-pub(crate) use grads::{Buffers, Slots, assign_owners, owners_of, set_values, value_of};
+pub(crate) use grads::{Buffers, Slots, assign_owners, owners_of};
+pub(crate) use names::{ParamId, named_parameters};
+pub(crate) use tied::sum_tied_gradients;
+pub(crate) use values::{float_values, set_values, value_of};

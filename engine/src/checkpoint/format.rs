@@ -35,7 +35,7 @@ pub struct Progress {
 /// Full-model names of the parameters of `layers`, by parameter id; `offset` is the index of
 /// `layers[0]` in the whole model.
 pub(super) fn names<L: Layer>(layers: &[L], offset: usize) -> HashMap<ParamId, String> {
-    crate::tie::named_parameters(layers, offset)
+    crate::adapter::named_parameters(layers, offset)
         .into_iter()
         .map(|n| (n.id, n.name))
         .collect()
