@@ -6,11 +6,14 @@
 //! - [`grads`]: a stage's gradients, parameters and buffers as rank-1 tensors for collectives;
 //! - [`names`]: parameter ids and full-model names;
 //! - [`values`]: parameter values, read and set by id;
-//! - [`tied`]: tied parameters' gradients summed.
+//! - [`tied`]: tied parameters' gradients summed;
+//! - [`optimizer`]: burn's optimizers behind [`OptimizerConfig`](crate::OptimizerConfig)
+//!   (its `init` and `From` impls live there).
 
 mod autodiff;
 mod grads;
 mod names;
+mod optimizer;
 mod tied;
 mod values;
 
@@ -20,5 +23,6 @@ pub(crate) use autodiff::{
 };
 pub(crate) use grads::{Buffers, Slots, assign_owners, owners_of};
 pub(crate) use names::{ParamId, named_parameters};
+pub(crate) use optimizer::{AdamConfig, AdamWConfig, ModuleOptimizer, SgdConfig, sgd_momentum};
 pub(crate) use tied::sum_tied_gradients;
 pub(crate) use values::{float_values, set_values, value_of};
