@@ -8,12 +8,16 @@
 //! - [`values`]: parameter values, read and set by id;
 //! - [`tied`]: tied parameters' gradients summed;
 //! - [`optimizer`]: burn's optimizers behind [`OptimizerConfig`](crate::OptimizerConfig)
-//!   (its `init` and `From` impls live there).
+//!   (its `init` and `From` impls live there);
+//! - [`optim_state`]: optimizer state out of and into burn's optimizer, entry by entry;
+//! - [`store`]: model weights to and from safetensors bytes.
 
 mod autodiff;
 mod grads;
 mod names;
+mod optim_state;
 mod optimizer;
+mod store;
 mod tied;
 mod values;
 
@@ -23,6 +27,8 @@ pub(crate) use autodiff::{
 };
 pub(crate) use grads::{Buffers, Slots, assign_owners, owners_of};
 pub(crate) use names::{ParamId, named_parameters};
+pub(crate) use optim_state::{StateScalar, StateTensor, export_state, import_state};
 pub(crate) use optimizer::{AdamConfig, AdamWConfig, ModuleOptimizer, SgdConfig, sgd_momentum};
+pub(crate) use store::{apply_safetensors, save_safetensors};
 pub(crate) use tied::sum_tied_gradients;
 pub(crate) use values::{float_values, set_values, value_of};

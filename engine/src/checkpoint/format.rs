@@ -1,12 +1,10 @@
-//! The file format: metadata keys, the run's [`Progress`], parameter names, type mapping.
+//! The file format: metadata keys, the run's [`Progress`], parameter names.
 
 use std::collections::{BTreeMap, HashMap};
 
-use burn::module::ParamId;
-use burn::store::burn_pack::DType;
-use safetensors::tensor::Dtype;
 use serde::{Deserialize, Serialize};
 
+use crate::adapter::{self, ParamId};
 use crate::layer::Layer;
 
 /// Metadata key of the format version.
@@ -35,48 +33,8 @@ pub struct Progress {
 /// Full-model names of the parameters of `layers`, by parameter id; `offset` is the index of
 /// `layers[0]` in the whole model.
 pub(super) fn names<L: Layer>(layers: &[L], offset: usize) -> HashMap<ParamId, String> {
-    crate::adapter::named_parameters(layers, offset)
+    adapter::named_parameters(layers, offset)
         .into_iter()
         .map(|n| (n.id, n.name))
         .collect()
-}
-
-/// burn's tensor type as safetensors'; `None` for one safetensors lacks.
-pub(super) fn to_safetensors(dtype: DType) -> Option<Dtype> {
-    Some(match dtype {
-        DType::F64 => Dtype::F64,
-        DType::F32 => Dtype::F32,
-        DType::F16 => Dtype::F16,
-        DType::BF16 => Dtype::BF16,
-        DType::I64 => Dtype::I64,
-        DType::I32 => Dtype::I32,
-        DType::I16 => Dtype::I16,
-        DType::I8 => Dtype::I8,
-        DType::U64 => Dtype::U64,
-        DType::U32 => Dtype::U32,
-        DType::U16 => Dtype::U16,
-        DType::U8 => Dtype::U8,
-        DType::Bool(_) => Dtype::BOOL,
-        _ => return None,
-    })
-}
-
-/// safetensors' tensor type as burn's; `None` for one burn lacks.
-pub(super) fn from_safetensors(dtype: Dtype) -> Option<DType> {
-    Some(match dtype {
-        Dtype::F64 => DType::F64,
-        Dtype::F32 => DType::F32,
-        Dtype::F16 => DType::F16,
-        Dtype::BF16 => DType::BF16,
-        Dtype::I64 => DType::I64,
-        Dtype::I32 => DType::I32,
-        Dtype::I16 => DType::I16,
-        Dtype::I8 => DType::I8,
-        Dtype::U64 => DType::U64,
-        Dtype::U32 => DType::U32,
-        Dtype::U16 => DType::U16,
-        Dtype::U8 => DType::U8,
-        Dtype::BOOL => DType::Bool(burn::tensor::BoolStore::Native),
-        _ => return None,
-    })
 }

@@ -4,16 +4,14 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use burn::module::ParamId;
-use burn::store::{ApplyError, ModuleSnapshot, PyTorchToBurnAdapter, SafetensorsStore};
 use safetensors::tensor::SafeTensors;
 
 use super::error::{CheckpointError, Result, corrupt, io};
 use super::format::{
     FORMAT, FORMAT_KEY, OPTIMIZER_KEY, OPTIMIZER_PREFIX, PROGRESS_KEY, Progress, SCALARS_KEY,
-    from_safetensors,
 };
-use super::state::{OptimizerState, StateTensor};
+use super::state::OptimizerState;
+use crate::adapter::{self, ParamId, StateTensor};
 use crate::layer::Layer;
 use crate::worker::WorkerState;
 
@@ -71,20 +69,17 @@ impl Checkpoint {
                     tensor: name.clone(),
                     reason: "an optimizer tensor is named `__optimizer__/<param>/<key>`".into(),
                 })?;
-            let dtype =
-                from_safetensors(view.dtype()).ok_or_else(|| CheckpointError::Mismatch {
+            let tensor =
+                StateTensor::from_safetensors(&view).ok_or_else(|| CheckpointError::Mismatch {
                     path: path.to_path_buf(),
                     tensor: name.clone(),
                     reason: format!("unsupported type {:?}", view.dtype()),
                 })?;
-            state.tensors.entry(param.to_string()).or_default().insert(
-                key.to_string(),
-                StateTensor {
-                    dtype,
-                    shape: view.shape().to_vec(),
-                    bytes: view.data().to_vec(),
-                },
-            );
+            state
+                .tensors
+                .entry(param.to_string())
+                .or_default()
+                .insert(key.to_string(), tensor);
         }
         Ok(Self {
             path: path.to_path_buf(),
@@ -126,7 +121,7 @@ impl Checkpoint {
                 current: optimizer.to_string(),
             });
         }
-        let owners = zero_replicas.map(|r| crate::adapter::owners_of(&worker.layers, r));
+        let owners = zero_replicas.map(|r| adapter::owners_of(&worker.layers, r));
         let rank = worker.id.replica.index();
         let keep = |id: ParamId| {
             owners
@@ -156,42 +151,17 @@ pub fn init_from<L: Layer>(path: impl AsRef<Path>, model: Vec<L>, pytorch: bool)
 /// strictly (see [`init_from`]).
 fn apply<L: Layer>(path: &Path, model: Vec<L>, bytes: Vec<u8>, pytorch: bool) -> Result<Vec<L>> {
     let mut model: Vec<L> = model.iter().map(|l| l.valid()).collect();
-    let mut store = SafetensorsStore::from_bytes(Some(bytes))
-        .skip_enum_variants(true)
-        .allow_partial(true) // missing tensors are reported below, by name
-        .validate(true);
-    if pytorch {
-        store = store.with_from_adapter(PyTorchToBurnAdapter);
-    }
-    let result = model.load_from(&mut store).map_err(|e| corrupt(path, e))?;
-    if let Some(error) = result.errors.first() {
-        let (tensor, reason) = match error {
-            ApplyError::ShapeMismatch {
-                path,
-                expected,
-                found,
-            } => (
-                path,
-                format!("the model's shape is {expected:?}, the file's {found:?}"),
-            ),
-            ApplyError::DTypeMismatch {
-                path,
-                expected,
-                found,
-            } => (
-                path,
-                format!("the model's type is {expected:?}, the file's {found:?}"),
-            ),
-            ApplyError::AdapterError { path, message }
-            | ApplyError::LoadError { path, message } => (path, message.clone()),
-        };
+    // The store lets missing tensors through: they are reported below, by name.
+    let applied =
+        adapter::apply_safetensors(&mut model, bytes, pytorch).map_err(|e| corrupt(path, e))?;
+    if let Some((tensor, reason)) = applied.errors.into_iter().next() {
         return Err(CheckpointError::Mismatch {
             path: path.to_path_buf(),
-            tensor: tensor.clone(),
+            tensor,
             reason,
         });
     }
-    if let Some((tensor, container)) = result.missing.first() {
+    if let Some((tensor, container)) = applied.missing.first() {
         return Err(CheckpointError::Missing {
             path: path.to_path_buf(),
             tensor: tensor.clone(),
@@ -202,7 +172,7 @@ fn apply<L: Layer>(path: &Path, model: Vec<L>, bytes: Vec<u8>, pytorch: bool) ->
             },
         });
     }
-    if let Some(tensor) = result
+    if let Some(tensor) = applied
         .unused
         .iter()
         .find(|t| !t.starts_with(OPTIMIZER_PREFIX))

@@ -4,7 +4,6 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use burn::store::{ModuleSnapshot, SafetensorsStore};
 use safetensors::tensor::{SafeTensors, TensorView};
 use serde::Serialize;
 
@@ -12,9 +11,9 @@ use super::atomic::write_atomically;
 use super::error::{Result, corrupt};
 use super::format::{
     FORMAT, FORMAT_KEY, OPTIMIZER_KEY, OPTIMIZER_PREFIX, PROGRESS_KEY, Progress, SCALARS_KEY,
-    to_safetensors,
 };
 use super::state::OptimizerState;
+use crate::adapter;
 use crate::layer::Layer;
 use crate::worker::WorkerState;
 
@@ -73,12 +72,7 @@ fn write<L: Layer>(
     progress: &Progress,
 ) -> Result<()> {
     let model: Vec<L> = model.to_vec();
-    let mut store = SafetensorsStore::from_bytes(None).skip_enum_variants(true);
-    model
-        .save_into(&mut store)
-        .map_err(|e| corrupt(path, format!("serializing the model: {e}")))?;
-    let weights = store
-        .get_bytes()
+    let weights = adapter::save_safetensors(&model)
         .map_err(|e| corrupt(path, format!("serializing the model: {e}")))?;
     let weights = SafeTensors::deserialize(&weights)
         .map_err(|e| corrupt(path, format!("serializing the model: {e}")))?;
@@ -89,13 +83,10 @@ fn write<L: Layer>(
     }
     for (name, entries) in &state.tensors {
         for (key, t) in entries {
-            let dtype = to_safetensors(t.dtype).ok_or_else(|| {
+            let dtype = t.safetensors_dtype().map_err(|dtype| {
                 corrupt(
                     path,
-                    format!(
-                        "optimizer state `{name}/{key}` has unsupported type {:?}",
-                        t.dtype
-                    ),
+                    format!("optimizer state `{name}/{key}` has unsupported type {dtype}"),
                 )
             })?;
             let view = TensorView::new(dtype, t.shape.clone(), &t.bytes)

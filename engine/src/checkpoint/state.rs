@@ -3,27 +3,16 @@
 
 use std::collections::BTreeMap;
 
-use burn::module::ParamId;
-use burn::optim::ModuleOptimizer;
-use burn::store::burn_pack::{self, Bytes, DType, Scalar};
-
 use super::format::names;
+use crate::adapter::{self, ModuleOptimizer, ParamId, StateScalar, StateTensor};
 use crate::layer::Layer;
-
-/// One optimizer-state tensor or scalar of one parameter.
-#[derive(Clone, Debug)]
-pub(super) struct StateTensor {
-    pub(super) dtype: DType,
-    pub(super) shape: Vec<usize>,
-    pub(super) bytes: Vec<u8>,
-}
 
 /// Optimizer state by parameter name, then by key.
 #[derive(Clone, Debug, Default)]
 pub struct OptimizerState {
     pub(super) optimizer: String,
     pub(super) tensors: BTreeMap<String, BTreeMap<String, StateTensor>>,
-    pub(super) scalars: BTreeMap<String, BTreeMap<String, Scalar>>,
+    pub(super) scalars: BTreeMap<String, BTreeMap<String, StateScalar>>,
 }
 
 impl OptimizerState {
@@ -36,40 +25,30 @@ impl OptimizerState {
         offset: usize,
     ) -> std::result::Result<(), String> {
         let names = names(layers, offset);
-        let bytes = optimizer.into_bytes().map_err(|e| e.to_string())?;
-        let reader = burn_pack::Reader::from_bytes(bytes).map_err(|e| e.to_string())?;
-        let split = |key: &str| -> Option<(String, String)> {
-            let (id, rest) = key.split_once('.')?;
-            let name = names.get(&ParamId::from(id.parse::<u64>().ok()?))?;
-            Some((name.clone(), rest.to_string()))
-        };
-        for (key, value) in reader.scalars() {
-            if let Some((name, rest)) = split(key) {
+        let entries = adapter::export_state(optimizer)?;
+        for (id, key, value) in entries.scalars {
+            if let Some(name) = names.get(&id) {
                 self.scalars
-                    .entry(name)
+                    .entry(name.clone())
                     .or_default()
-                    .entry(rest)
-                    .or_insert(*value);
+                    .entry(key)
+                    .or_insert(value);
             }
         }
-        for tensor in reader.into_tensors().map_err(|e| e.to_string())? {
-            let (key, dtype, shape, _, bytes) = tensor.into_parts().map_err(|e| e.to_string())?;
-            if let Some((name, rest)) = split(&key) {
+        for (id, key, tensor) in entries.tensors {
+            if let Some(name) = names.get(&id) {
                 self.tensors
-                    .entry(name)
+                    .entry(name.clone())
                     .or_default()
-                    .entry(rest)
-                    .or_insert(StateTensor {
-                        dtype,
-                        shape: shape.to_vec(),
-                        bytes: bytes.to_vec(),
-                    });
+                    .entry(key)
+                    .or_insert(tensor);
             }
         }
         Ok(())
     }
 
-    /// `optimizer` loaded with the entries of the parameters of `layers`.
+    /// `optimizer` loaded with the entries of the parameters of `layers` for which `keep` is
+    /// true.
     pub(super) fn restore<L: Layer>(
         &self,
         optimizer: &mut ModuleOptimizer,
@@ -78,32 +57,18 @@ impl OptimizerState {
         keep: &dyn Fn(ParamId) -> bool,
     ) -> std::result::Result<(), String> {
         let mut tensors = Vec::new();
-        let mut writer_scalars = Vec::new();
+        let mut scalars = Vec::new();
         for (id, name) in names(layers, offset) {
             if !keep(id) {
                 continue;
             }
-            let id = id.val();
             for (key, t) in self.tensors.get(&name).into_iter().flatten() {
-                tensors.push(burn_pack::Tensor::new(
-                    format!("{id}.{key}"),
-                    t.dtype,
-                    t.shape.clone(),
-                    Some(id),
-                    Bytes::from_bytes_vec(t.bytes.clone()),
-                ));
+                tensors.push((id, key.as_str(), t));
             }
             for (key, value) in self.scalars.get(&name).into_iter().flatten() {
-                writer_scalars.push((format!("{id}.{key}"), *value));
+                scalars.push((id, key.as_str(), *value));
             }
         }
-        let mut writer = burn_pack::Writer::new(tensors);
-        for (key, value) in &writer_scalars {
-            writer = writer.with_scalar(key, *value);
-        }
-        let bytes = writer.into_bytes().map_err(|e| e.to_string())?;
-        let current = std::mem::replace(optimizer, burn::optim::SgdConfig::new().init());
-        *optimizer = current.from_bytes(bytes).map_err(|e| e.to_string())?;
-        Ok(())
+        adapter::import_state(optimizer, tensors, scalars)
     }
 }
