@@ -15,7 +15,7 @@ use super::optimizer::{ModuleOptimizer, SgdConfig};
 /// scalar does.
 pub(crate) type StateScalar = burn_pack::Scalar;
 
-/// One optimizer-state tensor of one parameter: type, shape and raw little-endian bytes.
+/// One optimizer-state tensor of one parameter: burn's type, shape and raw bytes.
 #[derive(Clone, Debug)]
 pub(crate) struct StateTensor {
     dtype: DType,
@@ -82,8 +82,9 @@ pub(crate) fn export_state(optimizer: &ModuleOptimizer) -> Result<Entries, Strin
     Ok(entries)
 }
 
-/// `optimizer` replaced by one holding exactly the given entries (its kind is kept). On an
-/// error `optimizer` is left a fresh SGD state: the caller treats the worker as failed.
+/// `optimizer` replaced by one of its kind holding exactly the given entries. If burn rejects
+/// them, `optimizer` is left a fresh SGD state: the caller must treat the worker's state as lost
+/// (the pipeline poisons itself).
 pub(crate) fn import_state<'a>(
     optimizer: &mut ModuleOptimizer,
     tensors: impl IntoIterator<Item = (ParamId, &'a str, &'a StateTensor)>,
