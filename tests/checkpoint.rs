@@ -286,7 +286,7 @@ fn mismatched_and_corrupt_files_name_the_tensor() {
     // A weights file is not a checkpoint: resuming from it says so.
     let mut p = pipeline(model(), 1, &[4]);
     let e = p.load_checkpoint(&missing).unwrap_err();
-    assert!(e.to_string().contains("--init"), "{e}");
+    assert!(e.to_string().contains("init_from"), "{e}");
 
     // A truncated checkpoint is refused, and the pipeline keeps its weights.
     let good = d.join("good.safetensors");

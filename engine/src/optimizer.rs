@@ -1,7 +1,7 @@
-//! Optimizer choice: burn's optimizers, one instance per stage.
+//! Optimizer choice: burn's optimizers, one instance per stage. Building one, and converting
+//! burn's configs into an [`OptimizerConfig`], live in the adapter (`adapter/optimizer.rs`).
 
-use burn::optim::momentum::MomentumConfig;
-use burn::optim::{AdamConfig, AdamWConfig, ModuleOptimizer, SgdConfig};
+use crate::adapter::{self, AdamConfig, AdamWConfig, SgdConfig};
 
 /// Which burn optimizer each stage runs. Every stage gets its own instance over its own
 /// parameters; since these optimizers are element-wise, that equals one optimizer over the whole
@@ -48,9 +48,7 @@ impl OptimizerConfig {
 
     /// SGD with momentum `momentum` (dampening 0, no Nesterov).
     pub fn sgd_momentum(momentum: f64) -> Self {
-        OptimizerConfig::Sgd(
-            SgdConfig::new().with_momentum(Some(MomentumConfig::new().with_momentum(momentum))),
-        )
+        OptimizerConfig::Sgd(adapter::sgd_momentum(momentum))
     }
 
     /// Adam with burn's defaults.
@@ -63,15 +61,6 @@ impl OptimizerConfig {
         OptimizerConfig::AdamW(AdamWConfig::new())
     }
 
-    /// A fresh optimizer state.
-    pub fn init(&self) -> ModuleOptimizer {
-        match self {
-            OptimizerConfig::Sgd(c) => c.init(),
-            OptimizerConfig::Adam(c) => c.init(),
-            OptimizerConfig::AdamW(c) => c.init(),
-        }
-    }
-
     /// A short name for logs.
     pub fn name(&self) -> &'static str {
         match self {
@@ -79,23 +68,5 @@ impl OptimizerConfig {
             OptimizerConfig::Adam(_) => "adam",
             OptimizerConfig::AdamW(_) => "adamw",
         }
-    }
-}
-
-impl From<SgdConfig> for OptimizerConfig {
-    fn from(c: SgdConfig) -> Self {
-        OptimizerConfig::Sgd(c)
-    }
-}
-
-impl From<AdamConfig> for OptimizerConfig {
-    fn from(c: AdamConfig) -> Self {
-        OptimizerConfig::Adam(c)
-    }
-}
-
-impl From<AdamWConfig> for OptimizerConfig {
-    fn from(c: AdamWConfig) -> Self {
-        OptimizerConfig::AdamW(c)
     }
 }

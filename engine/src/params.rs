@@ -1,47 +1,21 @@
 //! Parameter values, for verification: pipelined vs single-device weights.
 
-use burn::module::{Module, ModuleVisitor, Param};
-use burn::prelude::*;
+use burn::module::Module;
 
-struct Collect {
-    values: Vec<Vec<f32>>,
-    trainable_only: bool,
-}
-
-impl ModuleVisitor for Collect {
-    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-        let value = param.val();
-        if self.trainable_only && !value.is_require_grad() {
-            return;
-        }
-        let values = value.inner().into_data().convert::<f32>();
-        self.values
-            .push(values.try_to_vec::<f32>().expect("f32 parameter data"));
-    }
-}
+use crate::adapter;
 
 /// Every float parameter of `module` — trained weights and buffers such as batch-norm running
 /// statistics — flattened, in visiting order (the same order for the same model however it is
 /// staged: stage 0's layers first).
 pub fn parameters<M: Module>(module: &M) -> Vec<Vec<f32>> {
-    let mut c = Collect {
-        values: Vec::new(),
-        trainable_only: false,
-    };
-    module.visit(&mut c);
-    c.values
+    adapter::float_values(module, false)
 }
 
 /// The trained float parameters of `module` (on an autodiff device, as a training worker's or
 /// [`SingleDevice`](crate::SingleDevice)'s layers are), without buffers, flattened, in visiting
 /// order.
 pub fn trainable_parameters<M: Module>(module: &M) -> Vec<Vec<f32>> {
-    let mut c = Collect {
-        values: Vec::new(),
-        trainable_only: true,
-    };
-    module.visit(&mut c);
-    c.values
+    adapter::float_values(module, true)
 }
 
 /// How far two parameter lists are apart.

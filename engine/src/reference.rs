@@ -1,11 +1,11 @@
 //! Single-device training: the reference every pipeline must match.
 
-use burn::optim::{GradientsAccumulator, GradientsParams, ModuleOptimizer};
 use burn::prelude::*;
 
 use pipetrain_schedules::{Action, MicroBatchId};
 
 use crate::activation::Activation;
+use crate::adapter::{self, Accumulator, ModuleOptimizer};
 use crate::error::{Cause, EngineError, Result};
 use crate::layer::Layer;
 use crate::loss::Loss;
@@ -52,17 +52,17 @@ impl<L: Layer> SingleDevice<L> {
         Ok(self)
     }
 
-    /// The optimizer step, after summing tied gradients.
-    fn apply(&mut self, grads: GradientsParams, learning_rate: f64) {
+    /// The optimizer step on the `accumulated` gradients, after summing tied gradients.
+    fn apply(&mut self, mut accumulated: Accumulator<Vec<L>>, learning_rate: f64) {
+        let grads = accumulated.take();
         let grads = if self.ties.is_empty() {
             grads
         } else {
             let device = self.device.clone().inner();
-            tie::sum_gradients(grads, &self.ties, &mut HashMap::new(), &device)
+            adapter::sum_tied_gradients(grads, &self.ties, &mut HashMap::new(), &device)
                 .expect("no collective: a local sum cannot fail")
         };
-        let layers = std::mem::take(&mut self.layers);
-        self.layers = self.optimizer.step(learning_rate, layers, grads);
+        adapter::step(&mut self.optimizer, learning_rate, &mut self.layers, grads);
     }
 
     /// One step on the whole batch; returns the mean loss.
@@ -74,8 +74,9 @@ impl<L: Layer> SingleDevice<L> {
         learning_rate: f64,
     ) -> Result<f64> {
         let value = self.forward_loss(inputs, targets, loss, None)?;
-        let reported = value.clone().inner().into_scalar::<f64>();
-        let grads = GradientsParams::from_grads(value.backward(), &self.layers);
+        let reported = adapter::scalar(&value);
+        let mut grads = Accumulator::new();
+        grads.add(&self.layers, adapter::backward_loss(&value));
         self.apply(grads, learning_rate);
         Ok(reported)
     }
@@ -105,17 +106,16 @@ impl<L: Layer> SingleDevice<L> {
         let inputs = inputs.split(chunks)?;
         let targets = targets.split(chunks)?;
         let scale = 1.0 / chunks as f64;
-        let mut accumulated = GradientsAccumulator::<Vec<L>>::new();
+        let mut accumulated = Accumulator::new();
         let mut reported = 0.0;
         for (i, (x, y)) in inputs.into_iter().zip(targets).enumerate() {
             let value = self
                 .forward_loss(x, y, loss, Some(MicroBatchId::from(i)))?
                 .mul_scalar(scale);
-            reported += value.clone().inner().into_scalar::<f64>();
-            let grads = GradientsParams::from_grads(value.backward(), &self.layers);
-            accumulated.accumulate(&self.layers, grads);
+            reported += adapter::scalar(&value);
+            accumulated.add(&self.layers, adapter::backward_loss(&value));
         }
-        self.apply(accumulated.grads(), learning_rate);
+        self.apply(accumulated, learning_rate);
         Ok(reported)
     }
 

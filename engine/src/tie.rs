@@ -14,13 +14,7 @@
 
 use std::collections::HashMap;
 
-use burn::module::ParamId;
-use burn::optim::GradientsParams;
-use burn::prelude::*;
-use burn::store::ModuleSnapshot;
-
-use crate::adapter;
-use crate::collective::{Collective, CollectiveError};
+use crate::adapter::{self, ParamId, named_parameters};
 use crate::layer::Layer;
 
 /// Two parameters that are one.
@@ -91,38 +85,6 @@ pub enum TieError {
         /// A remedy.
         hint: String,
     },
-}
-
-/// A parameter's id, full-model name and shape.
-pub(crate) struct Named {
-    pub id: ParamId,
-    pub name: String,
-    pub shape: Vec<usize>,
-}
-
-/// The parameters of `layers` with full-model names (enum variants skipped, as burn's store and
-/// PyTorch name them); `offset` is the index of `layers[0]` in the whole model.
-pub(crate) fn named_parameters<L: Layer>(layers: &[L], offset: usize) -> Vec<Named> {
-    let layers: Vec<L> = layers.to_vec();
-    layers
-        .collect(None, None, true)
-        .into_iter()
-        .filter_map(|t| {
-            let id = ParamId::from(t.param_id?);
-            let (index, rest) = t.name.split_once('.').unwrap_or((&t.name, ""));
-            let index: usize = index.parse().ok()?;
-            let name = if rest.is_empty() {
-                (index + offset).to_string()
-            } else {
-                format!("{}.{rest}", index + offset)
-            };
-            Some(Named {
-                id,
-                name,
-                shape: t.shape.to_vec(),
-            })
-        })
-        .collect()
 }
 
 /// One tied parameter held by one worker.
@@ -218,57 +180,6 @@ pub fn equalize<L: Layer>(layers: Vec<L>, ties: &[Tie]) -> Result<Vec<L>, TieErr
         layers = adapter::set_values(layers, HashMap::from([(second.id, value.reshape([n]))]));
     }
     Ok(layers)
-}
-
-/// A rank-2 gradient in the tie's (first parameter's) layout.
-fn canonical(grads: &GradientsParams, slot: &TieSlot) -> Option<Tensor<2>> {
-    let g = grads.get::<2>(slot.id)?;
-    Some(if slot.transpose { g.transpose() } else { g })
-}
-
-/// Sums each tie's gradients: the worker's own slots first (in tie-member order), then across
-/// `links[tie]` (the other workers holding the tie, in stage order) when there are any; every
-/// slot gets the sum.
-pub(crate) fn sum_gradients(
-    mut grads: GradientsParams,
-    slots: &[TieSlot],
-    links: &mut HashMap<usize, Box<dyn Collective + '_>>,
-    device: &Device,
-) -> Result<GradientsParams, CollectiveError> {
-    let mut ties: Vec<usize> = slots.iter().map(|s| s.tie).collect();
-    ties.sort_unstable();
-    ties.dedup();
-    for tie in ties {
-        let members: Vec<&TieSlot> = slots.iter().filter(|s| s.tie == tie).collect();
-        let mut sum: Option<Tensor<2>> = None;
-        for slot in &members {
-            // A parameter with no gradient (unused this step) contributes zero.
-            if let Some(g) = canonical(&grads, slot) {
-                sum = Some(match sum {
-                    Some(s) => s + g,
-                    None => g,
-                });
-            }
-        }
-        // Every holder takes part in the sum, even without a gradient of its own.
-        let mut sum = sum.unwrap_or_else(|| Tensor::zeros(members[0].shape, device));
-        if let Some(link) = links.get_mut(&tie) {
-            let [rows, cols] = sum.dims();
-            let summed = link.all_reduce_tensors(vec![sum.reshape([rows * cols])])?;
-            let flat = summed.into_iter().next().expect("one tensor in, one out");
-            sum = flat.to_device(device).reshape([rows, cols]);
-        }
-        for slot in members {
-            grads.remove::<2>(slot.id);
-            let g = if slot.transpose {
-                sum.clone().transpose()
-            } else {
-                sum.clone()
-            };
-            grads.register::<2>(slot.id, g);
-        }
-    }
-    Ok(grads)
 }
 
 /// Where every tie lives in a pipeline: built once from replica 0's stages (replicas hold clones,

@@ -8,6 +8,9 @@ use burn::tensor::Gradients;
 
 use crate::activation::{Activation, ActivationError};
 
+/// A stage's parameter gradients, by parameter (burn's container).
+pub(crate) type Grads = GradientsParams;
+
 /// A received (plain) activation as the leaf of this stage's graph. Float inputs of stages that
 /// must send an input gradient upstream require grad; int inputs (token ids) stay plain.
 pub(crate) fn leaf(input: Activation, require_grad: bool) -> Activation {

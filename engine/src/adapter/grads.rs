@@ -12,6 +12,8 @@ use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
 use burn::optim::GradientsParams;
 use burn::prelude::*;
 
+use super::values::{set_values, shape};
+
 /// The gradient-carrying parameters of a module, in module order.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Slots {
@@ -193,50 +195,6 @@ impl Buffers {
     }
 }
 
-/// The value of parameter `id` of `module` (plain, flattened to rank 1) and its shape.
-pub(crate) fn value_of<M: Module>(module: &M, id: ParamId) -> Option<(Tensor<1>, Vec<usize>)> {
-    struct Find {
-        id: ParamId,
-        found: Option<(Tensor<1>, Vec<usize>)>,
-    }
-    impl ModuleVisitor for Find {
-        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-            if param.id == self.id {
-                let value = param.val().inner();
-                let dims = value.dims().to_vec();
-                let n: usize = dims.iter().product();
-                self.found = Some((value.reshape([n]), dims));
-            }
-        }
-    }
-    let mut find = Find { id, found: None };
-    module.visit(&mut find);
-    find.found
-}
-
-/// `module` with the parameters named in `values` set to them: each value (rank 1, as many
-/// elements as the parameter) is copied onto the parameter's device in its shape, and the
-/// parameter keeps whether it requires a gradient.
-pub(crate) fn set_values<M: Module>(module: M, values: HashMap<ParamId, Tensor<1>>) -> M {
-    struct Set(HashMap<ParamId, Tensor<1>>);
-    impl ModuleMapper for Set {
-        fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
-            let Some(value) = self.0.remove(&param.id) else {
-                return param;
-            };
-            let data = value.into_data();
-            param.map(|old| {
-                let dims: [usize; D] = shape::<D>(&old.dims());
-                let require_grad = old.is_require_grad();
-                Tensor::<1>::from_data(data, &old.device())
-                    .reshape(dims)
-                    .set_require_grad(require_grad)
-            })
-        }
-    }
-    module.map(&mut Set(values))
-}
-
 /// Greedy balanced assignment of entries (by size) to `owners` ranks: largest first, to the
 /// least-loaded owner (ties: lower rank, then module order), deterministic — as PyTorch's
 /// `ZeroRedundancyOptimizer` partitions parameters.
@@ -258,10 +216,6 @@ struct Register<'a> {
     slots: &'a Slots,
     tensors: Vec<Option<Tensor<1>>>,
     grads: GradientsParams,
-}
-
-fn shape<const D: usize>(dims: &[usize]) -> [usize; D] {
-    dims.try_into().expect("a parameter keeps its rank")
 }
 
 impl ModuleVisitor for Register<'_> {

@@ -1,17 +1,34 @@
-//! The one place that touches burn's autodiff and module internals. burn's API churns between
-//! minors; when it does, these files are what change.
+//! The one place that touches burn's internals: autodiff, gradients, the module visitor and
+//! mapper, optimizers and their state, the store. burn's API churns between minors; when it
+//! does, these files are what change (`.ci/check-adapter` keeps those imports here).
 //!
 //! - [`autodiff`]: leaves, seeded backward, input gradients, accumulation, the optimizer step;
-//! - [`grads`]: a stage's gradients, parameters and buffers as rank-1 tensors for collectives.
+//! - [`grads`]: a stage's gradients, parameters and buffers as rank-1 tensors for collectives;
+//! - [`names`]: parameter ids and full-model names;
+//! - [`values`]: parameter values, read and set by id;
+//! - [`tied`]: tied parameters' gradients summed;
+//! - [`optimizer`]: burn's optimizers behind [`OptimizerConfig`](crate::OptimizerConfig)
+//!   (its `init` and `From` impls live there);
+//! - [`optim_state`]: optimizer state out of and into burn's optimizer, entry by entry;
+//! - [`store`]: model weights to and from safetensors bytes.
 
 mod autodiff;
 mod grads;
+mod names;
+mod optim_state;
+mod optimizer;
+mod store;
+mod tied;
+mod values;
 
 pub(crate) use autodiff::{
-    Accumulator, backward_loss, backward_seeded, input_grad, leaf, optimizer_state_bytes, scalar,
-    step,
+    Accumulator, Grads, backward_loss, backward_seeded, input_grad, leaf, optimizer_state_bytes,
+    scalar, step,
 };
-/// A stage's parameter gradients, by parameter (burn's container).
-pub(crate) type Grads = burn::optim::GradientsParams;
-
-pub(crate) use grads::{Buffers, Slots, assign_owners, owners_of, set_values, value_of};
+pub(crate) use grads::{Buffers, Slots, assign_owners, owners_of};
+pub(crate) use names::{ParamId, named_parameters};
+pub(crate) use optim_state::{StateScalar, StateTensor, export_state, import_state};
+pub(crate) use optimizer::{AdamConfig, AdamWConfig, ModuleOptimizer, SgdConfig, sgd_momentum};
+pub(crate) use store::{apply_safetensors, save_safetensors};
+pub(crate) use tied::sum_tied_gradients;
+pub(crate) use values::{float_values, set_values, value_of};

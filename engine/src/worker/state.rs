@@ -2,12 +2,11 @@
 
 use std::sync::Arc;
 
-use burn::optim::ModuleOptimizer;
 use burn::prelude::*;
 use pipetrain_schedules::WorkerId;
 use rayon::ThreadPool;
 
-use crate::adapter::{self, Accumulator};
+use crate::adapter::{self, Accumulator, ModuleOptimizer};
 use crate::layer::Layer;
 use crate::optimizer::OptimizerConfig;
 use crate::pool;

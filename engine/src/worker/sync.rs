@@ -7,7 +7,6 @@ use burn::prelude::*;
 use super::interpreter::{Failure, Worker};
 use crate::adapter::{self, Buffers, Grads, Slots};
 use crate::layer::Layer;
-use crate::tie;
 use crate::zero::Sharded;
 
 /// Gradients after the all-reduce, waiting for the optimizer step.
@@ -24,7 +23,8 @@ impl<L: Layer> Worker<'_, L> {
         let mut grads = self.state.grads.take();
         if !self.tie_slots.is_empty() {
             let device = self.state.device.clone().inner();
-            grads = tie::sum_gradients(grads, self.tie_slots, &mut self.links.ties, &device)?;
+            grads =
+                adapter::sum_tied_gradients(grads, self.tie_slots, &mut self.links.ties, &device)?;
         }
         self.reduced = Some(if self.links.collective.size() > 1 {
             let reduced = self.all_reduce_grads(grads)?;

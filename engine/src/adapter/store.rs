@@ -1,0 +1,70 @@
+//! Model weights to and from safetensors bytes, through burn's store: tensors named over the
+//! whole layer sequence with enum variants skipped (see [`names`](super::names)).
+
+use burn::module::Module;
+use burn::store::{ApplyError, ModuleSnapshot, PyTorchToBurnAdapter, SafetensorsStore};
+
+/// `model`'s tensors as the bytes of a safetensors file.
+pub(crate) fn save_safetensors<M: Module>(model: &M) -> Result<Vec<u8>, String> {
+    let mut store = SafetensorsStore::from_bytes(None).skip_enum_variants(true);
+    model.save_into(&mut store).map_err(|e| e.to_string())?;
+    store.get_bytes().map_err(|e| e.to_string())
+}
+
+/// What applying a file to a model found, besides the tensors that were applied.
+pub(crate) struct Applied {
+    /// Tensors that do not fit their parameter: (name, how they differ).
+    pub errors: Vec<(String, String)>,
+    /// Parameters the file lacks: (name, the container type that holds them, or empty).
+    pub missing: Vec<(String, String)>,
+    /// Tensors of the file that matched no parameter.
+    pub unused: Vec<String>,
+}
+
+/// Applies the tensors of the safetensors file `bytes` to `model`, checking shapes and types;
+/// with `pytorch`, through burn's PyTorch adapter (Linear weights transposed, norm
+/// `weight`/`bias` read as `gamma`/`beta`). A missing tensor is reported, not an error. `Err` if
+/// the file cannot be read at all.
+pub(crate) fn apply_safetensors<M: Module>(
+    model: &mut M,
+    bytes: Vec<u8>,
+    pytorch: bool,
+) -> Result<Applied, String> {
+    let mut store = SafetensorsStore::from_bytes(Some(bytes))
+        .skip_enum_variants(true)
+        .allow_partial(true) // missing tensors are reported by the caller, by name
+        .validate(true);
+    if pytorch {
+        store = store.with_from_adapter(PyTorchToBurnAdapter);
+    }
+    let result = model.load_from(&mut store).map_err(|e| e.to_string())?;
+    let errors = result
+        .errors
+        .into_iter()
+        .map(|error| match error {
+            ApplyError::ShapeMismatch {
+                path,
+                expected,
+                found,
+            } => (
+                path,
+                format!("the model's shape is {expected:?}, the file's {found:?}"),
+            ),
+            ApplyError::DTypeMismatch {
+                path,
+                expected,
+                found,
+            } => (
+                path,
+                format!("the model's type is {expected:?}, the file's {found:?}"),
+            ),
+            ApplyError::AdapterError { path, message }
+            | ApplyError::LoadError { path, message } => (path, message),
+        })
+        .collect();
+    Ok(Applied {
+        errors,
+        missing: result.missing,
+        unused: result.unused,
+    })
+}

@@ -1,0 +1,81 @@
+//! Parameter values: read one by id, set some by id, or read them all (for verification).
+
+use std::collections::HashMap;
+
+use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
+use burn::prelude::*;
+
+/// The value of parameter `id` of `module` (plain, flattened to rank 1) and its shape.
+pub(crate) fn value_of<M: Module>(module: &M, id: ParamId) -> Option<(Tensor<1>, Vec<usize>)> {
+    struct Find {
+        id: ParamId,
+        found: Option<(Tensor<1>, Vec<usize>)>,
+    }
+    impl ModuleVisitor for Find {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            if param.id == self.id {
+                let value = param.val().inner();
+                let dims = value.dims().to_vec();
+                let n: usize = dims.iter().product();
+                self.found = Some((value.reshape([n]), dims));
+            }
+        }
+    }
+    let mut find = Find { id, found: None };
+    module.visit(&mut find);
+    find.found
+}
+
+/// `module` with the parameters named in `values` set to them: each value (rank 1, as many
+/// elements as the parameter) is copied onto the parameter's device in its shape, and the
+/// parameter keeps whether it requires a gradient.
+pub(crate) fn set_values<M: Module>(module: M, values: HashMap<ParamId, Tensor<1>>) -> M {
+    struct Set(HashMap<ParamId, Tensor<1>>);
+    impl ModuleMapper for Set {
+        fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+            let Some(value) = self.0.remove(&param.id) else {
+                return param;
+            };
+            let data = value.into_data();
+            param.map(|old| {
+                let dims: [usize; D] = shape::<D>(&old.dims());
+                let require_grad = old.is_require_grad();
+                Tensor::<1>::from_data(data, &old.device())
+                    .reshape(dims)
+                    .set_require_grad(require_grad)
+            })
+        }
+    }
+    module.map(&mut Set(values))
+}
+
+/// Every float parameter of `module`, flattened to `f32`, in visiting order; with
+/// `trainable_only`, only those that require a gradient (no buffers).
+pub(crate) fn float_values<M: Module>(module: &M, trainable_only: bool) -> Vec<Vec<f32>> {
+    struct Collect {
+        values: Vec<Vec<f32>>,
+        trainable_only: bool,
+    }
+    impl ModuleVisitor for Collect {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            let value = param.val();
+            if self.trainable_only && !value.is_require_grad() {
+                return;
+            }
+            let values = value.inner().into_data().convert::<f32>();
+            self.values
+                .push(values.try_to_vec::<f32>().expect("f32 parameter data"));
+        }
+    }
+    let mut c = Collect {
+        values: Vec::new(),
+        trainable_only,
+    };
+    module.visit(&mut c);
+    c.values
+}
+
+/// `dims` as a rank-`D` shape.
+pub(super) fn shape<const D: usize>(dims: &[usize]) -> [usize; D] {
+    dims.try_into().expect("a parameter keeps its rank")
+}

@@ -1,0 +1,101 @@
+//! [`CheckpointError`]: why a checkpoint could not be written or read.
+
+use std::path::{Path, PathBuf};
+
+/// Why a checkpoint could not be written or read.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    /// The file system refused.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Not a readable safetensors file, or not one pipetrain wrote.
+    #[error("{}: not a readable checkpoint or safetensors weights file: {reason}", path.display())]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A safetensors file without pipetrain's metadata: plain weights (e.g. a PyTorch state
+    /// dict), usable with [`init_from`](super::init_from) but not to resume.
+    #[error(
+        "{}: a weights file, not a pipetrain checkpoint (no optimizer state or step); start \
+         from it with `init_from` instead",
+        path.display()
+    )]
+    NotACheckpoint {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The model has a parameter the file lacks.
+    #[error("{}: tensor `{tensor}` is missing (the model expects it{detail})", path.display())]
+    Missing {
+        /// The file.
+        path: PathBuf,
+        /// The parameter's full-model name.
+        tensor: String,
+        /// More context.
+        detail: String,
+    },
+    /// A tensor's shape or type does not fit the model.
+    #[error("{}: tensor `{tensor}` does not fit the model: {reason}", path.display())]
+    Mismatch {
+        /// The file.
+        path: PathBuf,
+        /// The tensor's name.
+        tensor: String,
+        /// How it differs.
+        reason: String,
+    },
+    /// The file has a tensor the model does not: a different model, or a renamed layer.
+    #[error(
+        "{}: tensor `{tensor}` matches no parameter of the model (a different model or layer \
+         order?)",
+        path.display()
+    )]
+    Unexpected {
+        /// The file.
+        path: PathBuf,
+        /// The tensor's name.
+        tensor: String,
+    },
+    /// The optimizer state was saved for another optimizer.
+    #[error(
+        "{}: the optimizer state is for `{saved}`, but this run uses `{current}`; resume with \
+         the same optimizer (or start fresh with `init_from` to take only the weights)",
+        path.display()
+    )]
+    Optimizer {
+        /// The file.
+        path: PathBuf,
+        /// The saved optimizer.
+        saved: String,
+        /// This run's.
+        current: String,
+    },
+}
+
+/// A checkpoint operation's result.
+pub(super) type Result<T> = std::result::Result<T, CheckpointError>;
+
+/// The I/O error on `path` as a [`CheckpointError`].
+pub(super) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CheckpointError + '_ {
+    move |source| CheckpointError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// `path` is not a readable checkpoint, for `reason`.
+pub(super) fn corrupt(path: &Path, reason: impl std::fmt::Display) -> CheckpointError {
+    CheckpointError::Corrupt {
+        path: path.to_path_buf(),
+        reason: reason.to_string(),
+    }
+}

@@ -1,0 +1,192 @@
+//! Reading checkpoints: [`Checkpoint`] (resume: weights, optimizer state, progress) and
+//! [`init_from`] (start from weights only).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use safetensors::tensor::SafeTensors;
+
+use super::error::{CheckpointError, Result, corrupt, io};
+use super::format::{
+    FORMAT, FORMAT_KEY, OPTIMIZER_KEY, OPTIMIZER_PREFIX, PROGRESS_KEY, Progress, SCALARS_KEY,
+};
+use super::state::OptimizerState;
+use crate::adapter::{self, ParamId, StateTensor};
+use crate::layer::Layer;
+use crate::worker::WorkerState;
+
+/// A checkpoint read from disk.
+pub struct Checkpoint {
+    path: PathBuf,
+    bytes: Vec<u8>,
+    progress: Progress,
+    optimizer: OptimizerState,
+}
+
+impl Checkpoint {
+    /// Reads and checks the file (header, metadata, optimizer entries).
+    pub fn read(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(io(path))?;
+        let (_, metadata) = SafeTensors::read_metadata(&bytes).map_err(|e| corrupt(path, e))?;
+        let meta = metadata.metadata().clone().unwrap_or_default();
+        match meta.get(FORMAT_KEY) {
+            Some(v) if v == FORMAT => {}
+            Some(v) => {
+                return Err(corrupt(
+                    path,
+                    format!("format version {v}, expected {FORMAT}"),
+                ));
+            }
+            None => {
+                return Err(CheckpointError::NotACheckpoint {
+                    path: path.to_path_buf(),
+                });
+            }
+        }
+        let field = |key: &str| {
+            meta.get(key)
+                .ok_or_else(|| corrupt(path, format!("metadata `{key}` is missing")))
+        };
+        let progress: Progress = serde_json::from_str(field(PROGRESS_KEY)?)
+            .map_err(|e| corrupt(path, format!("metadata `{PROGRESS_KEY}`: {e}")))?;
+        let scalars = serde_json::from_str(field(SCALARS_KEY)?)
+            .map_err(|e| corrupt(path, format!("metadata `{SCALARS_KEY}`: {e}")))?;
+        let mut state = OptimizerState {
+            optimizer: field(OPTIMIZER_KEY)?.clone(),
+            tensors: BTreeMap::new(),
+            scalars,
+        };
+        let tensors = SafeTensors::deserialize(&bytes).map_err(|e| corrupt(path, e))?;
+        for (name, view) in tensors.tensors() {
+            let Some(rest) = name.strip_prefix(OPTIMIZER_PREFIX) else {
+                continue;
+            };
+            let (param, key) = rest
+                .rsplit_once('/')
+                .ok_or_else(|| CheckpointError::Mismatch {
+                    path: path.to_path_buf(),
+                    tensor: name.clone(),
+                    reason: "an optimizer tensor is named `__optimizer__/<param>/<key>`".into(),
+                })?;
+            let tensor =
+                StateTensor::from_safetensors(&view).ok_or_else(|| CheckpointError::Mismatch {
+                    path: path.to_path_buf(),
+                    tensor: name.clone(),
+                    reason: format!("unsupported type {:?}", view.dtype()),
+                })?;
+            state
+                .tensors
+                .entry(param.to_string())
+                .or_default()
+                .insert(key.to_string(), tensor);
+        }
+        Ok(Self {
+            path: path.to_path_buf(),
+            bytes,
+            progress,
+            optimizer: state,
+        })
+    }
+
+    /// The run's progress when it was saved.
+    pub fn progress(&self) -> &Progress {
+        &self.progress
+    }
+
+    /// The optimizer the state was saved for (e.g. `adam`).
+    pub fn optimizer(&self) -> &str {
+        &self.optimizer.optimizer
+    }
+
+    /// Whether the optimizer state was saved for `optimizer` (this run's); the error names both.
+    pub fn check_optimizer(&self, optimizer: &str) -> Result<()> {
+        if self.optimizer.optimizer != optimizer {
+            return Err(CheckpointError::Optimizer {
+                path: self.path.clone(),
+                saved: self.optimizer.optimizer.clone(),
+                current: optimizer.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// `model` (the whole layer sequence) with every parameter replaced by the checkpoint's.
+    pub fn load_model<L: Layer>(&self, model: Vec<L>) -> Result<Vec<L>> {
+        apply(&self.path, model, self.bytes.clone(), false)
+    }
+
+    /// Loads `worker`'s optimizer state (the entries of the parameters it holds; with ZeRO-1,
+    /// `replicas` > 1, only those it owns); its first layer is model layer `offset`.
+    /// `optimizer` names this run's optimizer, which must be the saved one.
+    pub fn load_optimizer<L: Layer>(
+        &self,
+        worker: &mut WorkerState<L>,
+        offset: usize,
+        optimizer: &str,
+        zero_replicas: Option<usize>,
+    ) -> Result<()> {
+        self.check_optimizer(optimizer)?;
+        let owners = zero_replicas.map(|r| adapter::owners_of(&worker.layers, r));
+        let rank = worker.id.replica.index();
+        let keep = |id: ParamId| {
+            owners
+                .as_ref()
+                .is_none_or(|o| o.get(&id).is_none_or(|&owner| owner == rank))
+        };
+        self.optimizer
+            .restore(&mut worker.optimizer, &worker.layers, offset, &keep)
+            .map_err(|reason| corrupt(&self.path, format!("optimizer state: {reason}")))
+    }
+}
+
+/// Initial weights for `model` (the whole layer sequence) from a safetensors file: every
+/// parameter must be present with its shape, and every tensor must be used (extra tensors are
+/// an error, like PyTorch's `load_state_dict(strict=True)`). With `pytorch`, the file is a
+/// PyTorch state dict: Linear weights are transposed (`[out, in]` → burn's `[in, out]`) and
+/// norm `weight`/`bias` read as `gamma`/`beta`, as burn's PyTorch adapter does. A pipetrain
+/// checkpoint works too (its optimizer state is ignored).
+pub fn init_from<L: Layer>(path: impl AsRef<Path>, model: Vec<L>, pytorch: bool) -> Result<Vec<L>> {
+    let path = path.as_ref();
+    let bytes = std::fs::read(path).map_err(io(path))?;
+    SafeTensors::read_metadata(&bytes).map_err(|e| corrupt(path, e))?;
+    apply(path, model, bytes, pytorch)
+}
+
+/// `model` with the tensors of the safetensors `bytes` (read from `path`) applied, checked
+/// strictly (see [`init_from`]).
+fn apply<L: Layer>(path: &Path, model: Vec<L>, bytes: Vec<u8>, pytorch: bool) -> Result<Vec<L>> {
+    let mut model: Vec<L> = model.iter().map(|l| l.valid()).collect();
+    // The store lets missing tensors through: they are reported below, by name.
+    let applied =
+        adapter::apply_safetensors(&mut model, bytes, pytorch).map_err(|e| corrupt(path, e))?;
+    if let Some((tensor, reason)) = applied.errors.into_iter().next() {
+        return Err(CheckpointError::Mismatch {
+            path: path.to_path_buf(),
+            tensor,
+            reason,
+        });
+    }
+    if let Some((tensor, container)) = applied.missing.first() {
+        return Err(CheckpointError::Missing {
+            path: path.to_path_buf(),
+            tensor: tensor.clone(),
+            detail: if container.is_empty() {
+                String::new()
+            } else {
+                format!(" in a {container}")
+            },
+        });
+    }
+    if let Some(tensor) = applied
+        .unused
+        .iter()
+        .find(|t| !t.starts_with(OPTIMIZER_PREFIX))
+    {
+        return Err(CheckpointError::Unexpected {
+            path: path.to_path_buf(),
+            tensor: tensor.clone(),
+        });
+    }
+    Ok(model)
+}

@@ -1,0 +1,29 @@
+//! Layout-independent checkpoints: one safetensors file with the full model's weights under
+//! their full-model names, the optimizer state keyed by the same names, and the run's progress.
+//!
+//! - **Names.** Weights are named as burn's store names the whole layer sequence, enum variants
+//!   skipped: `"{layer}.{field}…"`, e.g. `3.linear.weight` — the names of a PyTorch
+//!   `nn.Sequential` state dict. Stage and replica boundaries appear nowhere, so a run saved at
+//!   2 replicas × 2 stages resumes at 4 × 1 or 1 × 1.
+//! - **Optimizer state** is stored as `__optimizer__/{name}/{key}` tensors, plus the per-parameter
+//!   scalars (for example Adam's step count) in the metadata, all keyed by parameter name; on
+//!   load each worker takes the entries of the parameters it holds. Replicas are merged (with
+//!   ZeRO-1 each holds a disjoint share).
+//! - **Atomic writes.** The file is written to `{path}.tmp`, flushed and fsynced, then renamed
+//!   over `path` (and the directory fsynced): a kill during a write leaves the previous
+//!   checkpoint intact.
+//! - **Errors name the tensor.** A missing tensor, a shape mismatch, an unexpected tensor or a
+//!   corrupt file is an error that names the file and the tensor; nothing is loaded partly.
+
+mod atomic;
+mod error;
+mod format;
+mod load;
+mod save;
+mod state;
+
+pub use error::CheckpointError;
+pub use format::{OPTIMIZER_PREFIX, Progress};
+pub use load::{Checkpoint, init_from};
+pub use save::{save, save_model};
+pub use state::OptimizerState;

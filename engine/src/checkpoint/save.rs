@@ -1,0 +1,113 @@
+//! Writing checkpoints: [`save`] (a running pipeline) and [`save_model`] (a model not stepped
+//! yet).
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use safetensors::tensor::{SafeTensors, TensorView};
+use serde::Serialize;
+
+use super::atomic::write_atomically;
+use super::error::{Result, corrupt};
+use super::format::{
+    FORMAT, FORMAT_KEY, OPTIMIZER_KEY, OPTIMIZER_PREFIX, PROGRESS_KEY, Progress, SCALARS_KEY,
+};
+use super::state::OptimizerState;
+use crate::adapter;
+use crate::layer::Layer;
+use crate::worker::WorkerState;
+
+/// Writes a checkpoint of the model whose stages are `workers` (any replicas, replica-major;
+/// weights are taken from replica 0, optimizer state merged over all), atomically.
+pub fn save<L: Layer>(
+    path: &Path,
+    workers: &[WorkerState<L>],
+    stages: usize,
+    optimizer: &str,
+    progress: &Progress,
+) -> Result<()> {
+    let model: Vec<L> = workers
+        .iter()
+        .take(stages)
+        .flat_map(|w| w.layers.iter().map(|l| l.valid()))
+        .collect();
+    let mut state = OptimizerState {
+        optimizer: optimizer.to_string(),
+        ..Default::default()
+    };
+    for w in workers {
+        let offset: usize = workers
+            .iter()
+            .take(stages)
+            .take(w.id.stage.index())
+            .map(|u| u.layers.len())
+            .sum();
+        state
+            .absorb(&w.optimizer, &w.layers, offset)
+            .map_err(|reason| corrupt(path, format!("optimizer state of {}: {reason}", w.id)))?;
+    }
+    write(path, &model, &state, progress)
+}
+
+/// Writes a checkpoint of `model` (the whole layer sequence) with no optimizer state yet (a
+/// run that has not stepped), atomically.
+pub fn save_model<L: Layer>(
+    path: &Path,
+    model: &[L],
+    optimizer: &str,
+    progress: &Progress,
+) -> Result<()> {
+    let state = OptimizerState {
+        optimizer: optimizer.to_string(),
+        ..Default::default()
+    };
+    write(path, model, &state, progress)
+}
+
+/// Writes `model` (the whole layer sequence), `state` and `progress` to `path`, atomically.
+fn write<L: Layer>(
+    path: &Path,
+    model: &[L],
+    state: &OptimizerState,
+    progress: &Progress,
+) -> Result<()> {
+    let model: Vec<L> = model.to_vec();
+    let weights = adapter::save_safetensors(&model)
+        .map_err(|e| corrupt(path, format!("serializing the model: {e}")))?;
+    let weights = SafeTensors::deserialize(&weights)
+        .map_err(|e| corrupt(path, format!("serializing the model: {e}")))?;
+
+    let mut views: Vec<(String, TensorView<'_>)> = Vec::new();
+    for (name, view) in weights.tensors() {
+        views.push((name, view));
+    }
+    for (name, entries) in &state.tensors {
+        for (key, t) in entries {
+            let dtype = t.safetensors_dtype().map_err(|dtype| {
+                corrupt(
+                    path,
+                    format!("optimizer state `{name}/{key}` has unsupported type {dtype}"),
+                )
+            })?;
+            let view = TensorView::new(dtype, t.shape.clone(), &t.bytes)
+                .map_err(|e| corrupt(path, format!("optimizer state `{name}/{key}`: {e}")))?;
+            views.push((format!("{OPTIMIZER_PREFIX}{name}/{key}"), view));
+        }
+    }
+    let metadata: HashMap<String, String> = [
+        (FORMAT_KEY.to_string(), FORMAT.to_string()),
+        (PROGRESS_KEY.to_string(), to_json(progress)),
+        (OPTIMIZER_KEY.to_string(), state.optimizer.clone()),
+        (SCALARS_KEY.to_string(), to_json(&state.scalars)),
+    ]
+    .into_iter()
+    .collect();
+    let bytes = safetensors::serialize(views, Some(metadata))
+        .map_err(|e| corrupt(path, format!("serializing: {e}")))?;
+    write_atomically(path, &bytes)
+}
+
+/// JSON of plain data (maps of strings and numbers always serialize).
+fn to_json<T: Serialize>(value: &T) -> String {
+    serde_json::to_string(value).expect("plain data serializes")
+}

@@ -1,0 +1,44 @@
+//! Why a collective failed.
+
+use std::ops::Range;
+
+/// Why a collective failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CollectiveError {
+    /// Another worker failed and the step is ending.
+    #[error("aborted: another worker failed")]
+    Aborted,
+    /// A member went away without an error of its own.
+    #[error("member {peer} of the {size}-member group hung up")]
+    Disconnected {
+        /// The peer's rank in the group.
+        peer: usize,
+        /// Group size.
+        size: usize,
+    },
+    /// Members disagree on the buffer: they hold different models or different gradients.
+    #[error(
+        "member {peer} sent {got} values for rank {rank}'s range, which holds {expected}; the \
+         replicas of a stage must hold the same parameters"
+    )]
+    Mismatch {
+        /// The sender's rank.
+        peer: usize,
+        /// This member's rank.
+        rank: usize,
+        /// Values expected.
+        expected: usize,
+        /// Values received.
+        got: usize,
+    },
+    /// `bounds` does not split the buffer into one range per member.
+    #[error("bounds {bounds:?} do not split {len} values into {size} consecutive ranges")]
+    Bounds {
+        /// The ranges given.
+        bounds: Vec<Range<usize>>,
+        /// Buffer length.
+        len: usize,
+        /// Group size.
+        size: usize,
+    },
+}
