@@ -13,12 +13,17 @@ use burn::prelude::*;
 use pipetrain::{CheckpointError, Error, OptimizerConfig, Pipeline, Remat, ScheduleKind};
 use pipetrain_models::{MlpConfig, MlpLayer, synthetic};
 
+/// burn-flex keeps one random seed per process: tests running at once must not reseed between
+/// another test's seed and its initialisation.
+static SEEDED: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 const WIDTH: usize = 8;
 const CLASSES: usize = 3;
 const BATCH: usize = 8;
 
 fn model() -> Vec<MlpLayer> {
     let device = Device::flex();
+    let _seeded = SEEDED.lock().unwrap_or_else(|e| e.into_inner());
     device.seed(11);
     MlpConfig::new(WIDTH, 3, CLASSES).init(&device) // 4 layers
 }

@@ -19,6 +19,10 @@ use pipetrain::{
 use pipetrain_models::{MlpConfig, MlpLayer, synthetic};
 use pipetrain_schedules::ActionKind;
 
+/// burn-flex keeps one random seed per process: tests running at once must not reseed between
+/// another test's seed and its initialisation.
+static SEEDED: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 const STEPS: u64 = 3;
 const BATCH: usize = 12; // splits into r ∈ {1,2,3} × m = 2
 const MICRO_BATCHES: usize = 2;
@@ -45,6 +49,7 @@ impl Mode {
 
 fn model() -> Vec<MlpLayer> {
     let device = Device::flex();
+    let _seeded = SEEDED.lock().unwrap_or_else(|e| e.into_inner());
     device.seed(SEED);
     MlpConfig::new(WIDTH, 3, CLASSES).init(&device) // 4 layers
 }
@@ -330,8 +335,11 @@ fn failure_in_replica_one_names_it_and_wakes_the_collective() {
 fn batch_norm_replicas_stay_identical_and_train_like_one_device() {
     use pipetrain_models::ResNetConfig;
     let device = Device::flex();
-    device.seed(4);
-    let init = ResNetConfig::new(4, 2, 3).with_image(3, 8).init(&device);
+    let init = {
+        let _seeded = SEEDED.lock().unwrap_or_else(|e| e.into_inner());
+        device.seed(4);
+        ResNetConfig::new(4, 2, 3).with_image(3, 8).init(&device)
+    };
     let batches: Vec<Batch> = (0..3)
         .map(|i| synthetic::images(6, i, 8, 3, 8, 3, &device))
         .collect();

@@ -11,6 +11,10 @@ use pipetrain::partitioner::Partition;
 use pipetrain::{CrossEntropy, OptimizerConfig, Pipeline, Remat, ScheduleKind};
 use pipetrain_models::{MlpConfig, MlpLayer, synthetic};
 
+/// burn-flex keeps one random seed per process: tests running at once must not reseed between
+/// another test's seed and its initialisation.
+static SEEDED: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 const STEPS: u64 = 3;
 const BATCH: usize = 16;
 const WIDTH: usize = 8;
@@ -18,6 +22,7 @@ const CLASSES: usize = 3;
 const SEED: u64 = 2026;
 
 fn model(device: &Device) -> Vec<MlpLayer> {
+    let _seeded = SEEDED.lock().unwrap_or_else(|e| e.into_inner());
     device.seed(SEED);
     MlpConfig::new(WIDTH, 5, CLASSES).init(device) // 6 layers
 }

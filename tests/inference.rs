@@ -6,8 +6,13 @@ use pipetrain::engine::{Cause, EngineError};
 use pipetrain::{Activation, Error, Layer, Pipeline, Remat};
 use pipetrain_models::{MlpConfig, MlpLayer, synthetic};
 
+/// burn-flex keeps one random seed per process: tests running at once must not reseed between
+/// another test's seed and its initialisation.
+static SEEDED: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn model() -> Vec<MlpLayer> {
     let device = Device::flex();
+    let _seeded = SEEDED.lock().unwrap_or_else(|e| e.into_inner());
     device.seed(21);
     MlpConfig::new(8, 3, 4).init(&device)
 }

@@ -7,6 +7,10 @@ use pipetrain::engine::{SingleDevice, difference};
 use pipetrain::{CrossEntropy, OptimizerConfig, Pipeline, Remat, ScheduleKind, Tie};
 use pipetrain_models::{GptConfig, GptLayer, synthetic};
 
+/// burn-flex keeps one random seed per process: tests running at once must not reseed between
+/// another test's seed and its initialisation.
+static SEEDED: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 const VOCAB: usize = 16;
 const CONTEXT: usize = 8;
 const BATCH: usize = 8;
@@ -17,6 +21,7 @@ fn config() -> GptConfig {
 
 fn model() -> Vec<GptLayer> {
     let device = Device::flex();
+    let _seeded = SEEDED.lock().unwrap_or_else(|e| e.into_inner());
     device.seed(5);
     config().init(&device)
 }

@@ -11,6 +11,10 @@ use pipetrain_engine::{
 use pipetrain_models::{Batch, GptConfig, GptLayer, synthetic};
 use pipetrain_schedules::ScheduleKind;
 
+/// burn-flex keeps one random seed per process: tests running at once must not reseed between
+/// another test's seed and its initialisation.
+static SEEDED: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 const SEED: u64 = 2026;
 const VOCAB: usize = 16;
 const CONTEXT: usize = 8;
@@ -18,6 +22,7 @@ const BATCH: usize = 4;
 
 /// vocab 16, context 8, d_model 16, 2 heads, 2 blocks.
 fn model(device: &Device) -> Vec<GptLayer> {
+    let _seeded = SEEDED.lock().unwrap_or_else(|e| e.into_inner());
     device.seed(SEED);
     GptConfig::new(VOCAB, CONTEXT, 16, 2, 2).init(device)
 }

@@ -10,6 +10,10 @@ use pipetrain_engine::{
 use pipetrain_models::{Batch, ResNetConfig, ResNetLayer, synthetic};
 use pipetrain_schedules::ScheduleKind;
 
+/// burn-flex keeps one random seed per process: tests running at once must not reseed between
+/// another test's seed and its initialisation.
+static SEEDED: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 const SEED: u64 = 2026;
 const CLASSES: usize = 3;
 const IN_CHANNELS: usize = 2;
@@ -24,6 +28,7 @@ fn config() -> ResNetConfig {
 }
 
 fn model(device: &Device) -> Vec<ResNetLayer> {
+    let _seeded = SEEDED.lock().unwrap_or_else(|e| e.into_inner());
     device.seed(SEED);
     config().init(device)
 }
