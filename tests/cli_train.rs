@@ -149,12 +149,19 @@ fn zero_micro_batches_is_rejected() {
 fn unknown_schedule_is_named() {
     let stderr = train_failure(&tiny(&["--stages", "2", "--schedule", "zb"]));
     assert!(stderr.contains("zb"), "{stderr}");
+    assert!(
+        stderr.contains("--schedule") && stderr.contains("gpipe") && stderr.contains("1f1b"),
+        "the flag and the allowed values: {stderr}"
+    );
 }
 
 #[test]
 fn unknown_remat_mode_is_named() {
     let stderr = train_failure(&tiny(&["--stages", "2", "--remat", "sometimes"]));
     assert!(stderr.contains("sometimes"), "{stderr}");
+    for mode in ["never", "except_last", "always"] {
+        assert!(stderr.contains(mode), "the allowed values: {stderr}");
+    }
 }
 
 #[test]

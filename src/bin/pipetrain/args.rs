@@ -4,6 +4,10 @@
 use std::path::PathBuf;
 
 use clap::ValueEnum;
+use pipetrain::Remat;
+
+use crate::remat::RematArg;
+use crate::schedule::ScheduleArg;
 
 /// Which model to train.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
@@ -83,11 +87,11 @@ Examples:
 
 impl TrainArgs {
     /// `--remat`, or its default for the model.
-    pub fn remat(&self) -> &str {
-        match (&self.remat, self.model) {
-            (Some(r), _) => r,
-            (None, ModelKind::Resnet) => "never",
-            (None, _) => "except_last",
+    pub fn remat(&self) -> Remat {
+        match (self.remat, self.model) {
+            (Some(r), _) => r.into(),
+            (None, ModelKind::Resnet) => Remat::Never,
+            (None, _) => Remat::ExceptLast,
         }
     }
 }
@@ -168,13 +172,13 @@ pub struct TrainArgs {
     /// Mini-batch size (rows per step).
     #[arg(long, default_value_t = 256)]
     pub batch: usize,
-    /// Schedule: gpipe or 1f1b.
-    #[arg(long, default_value = "1f1b")]
-    pub schedule: String,
-    /// Re-materialization: never, except_last or always. Default: except_last, or never for
-    /// --model resnet (batch norm needs it).
-    #[arg(long)]
-    pub remat: Option<String>,
+    /// Pipeline schedule.
+    #[arg(long, value_enum, default_value_t, ignore_case = true)]
+    pub schedule: ScheduleArg,
+    /// Re-materialization. Default: except_last, or never for --model resnet (batch norm needs
+    /// it; other modes are refused with it).
+    #[arg(long, value_enum, ignore_case = true)]
+    pub remat: Option<RematArg>,
     /// Optimizer.
     #[arg(long, value_enum, default_value_t)]
     pub optimizer: OptimizerKind,

@@ -16,6 +16,8 @@ mod plan;
 mod plot;
 mod profile;
 mod progress;
+mod remat;
+mod schedule;
 mod summary;
 mod trace;
 mod train;

@@ -29,6 +29,8 @@ use pipetrain_schedules::{
 };
 use serde::Serialize;
 
+use crate::schedule::ScheduleArg;
+
 /// Arguments of `pipetrain plan`.
 #[derive(clap::Args, Debug)]
 pub struct PlanArgs {
@@ -38,9 +40,9 @@ pub struct PlanArgs {
     /// Micro-batches per training step (m); m < p is allowed.
     #[arg(long, default_value_t = 8)]
     pub micro_batches: usize,
-    /// Schedule: gpipe (fill-drain) or 1f1b (PipeDream-Flush).
-    #[arg(long, default_value = "1f1b")]
-    pub schedule: ScheduleKind,
+    /// Pipeline schedule.
+    #[arg(long, value_enum, default_value_t, ignore_case = true)]
+    pub schedule: ScheduleArg,
     /// Time of one micro-batch's forward on one stage.
     #[arg(long, default_value_t = 1.0, value_name = "F", value_parser = parse_cost, allow_negative_numbers = true)]
     pub forward_cost: f64,
@@ -180,13 +182,14 @@ struct StageReport {
 impl Report {
     fn build(args: &PlanArgs) -> Result<Self, Box<dyn std::error::Error>> {
         let costs = costs(args)?;
-        let compute = args.schedule.plan(args.stages, args.micro_batches)?;
+        let schedule = ScheduleKind::from(args.schedule);
+        let compute = schedule.plan(args.stages, args.micro_batches)?;
         let plan = lower(&compute, Lowering::default());
         // `simulate` validates the plan first: an invalid one is an error here, not a hang.
         let sim: Simulation = simulate(&plan, &costs)?;
         let (p, m) = (args.stages, args.micro_batches);
         Ok(Self {
-            schedule: args.schedule.to_string(),
+            schedule: schedule.to_string(),
             stages: p,
             micro_batches: m,
             costs: CostsReport {

@@ -66,8 +66,8 @@ struct Settings<'a> {
 
 /// Checks the flags, opens the data, builds the model and trains it.
 fn train(args: &TrainArgs, metrics: Option<Metrics>) -> Result<ExitCode, BoxError> {
-    let schedule: ScheduleKind = args.schedule.parse()?;
-    let remat: Remat = args.remat().parse()?;
+    let schedule = ScheduleKind::from(args.schedule);
+    let remat: Remat = args.remat();
     // Output files are written at the end: a missing directory must fail now, not after training.
     for (flag, path) in [("--checkpoint", &args.checkpoint), ("--plot", &args.plot)] {
         if let Some(path) = path {
