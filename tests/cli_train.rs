@@ -3,11 +3,12 @@
 //! steps) so the debug build finishes in seconds.
 
 mod common;
-use common::{failure, max_rel_diff, success};
+use common::{USAGE, failure_with, max_rel_diff, success};
 
-/// Stderr of a `pipetrain train <args>` run that must fail.
+/// Stderr of a `pipetrain train <args>` run that must be refused as a usage error (exit 2):
+/// every failure here is the command line's.
 fn train_failure(args: &[&str]) -> String {
-    failure(&[&["train"], args].concat())
+    failure_with(USAGE, &[&["train"], args].concat())
 }
 
 /// Tiny model and data, then `extra`.
