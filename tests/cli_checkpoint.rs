@@ -4,7 +4,7 @@
 //! state dict, evaluate a checkpoint.
 
 mod common;
-use common::{failure, scratch, success, write_safetensors};
+use common::{USAGE, failure_with, scratch, success, write_safetensors};
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -130,12 +130,16 @@ fn resume_continues_bit_for_bit_and_under_another_layout() {
     }
 
     // Another optimizer is refused.
-    let e = failure(&[&MODEL[..], &["sgd", "--steps", "4", "--resume", &p("half")]].concat());
+    let e = failure_with(
+        USAGE,
+        &[&MODEL[..], &["sgd", "--steps", "4", "--resume", &p("half")]].concat(),
+    );
     assert!(e.contains("`adam`") && e.contains("`sgd`"), "{e}");
     // Within one family too: plain SGD state cannot continue as SGD with momentum.
     let sgd = p("sgd");
     success(&[&MODEL[..], &["sgd", "--steps", "1", "--checkpoint", &sgd]].concat());
-    let e = failure(
+    let e = failure_with(
+        USAGE,
         &[
             &MODEL[..],
             &["sgd-momentum", "--steps", "2", "--resume", &sgd],
@@ -147,7 +151,8 @@ fn resume_continues_bit_for_bit_and_under_another_layout() {
         "{e}"
     );
     // Another seed means other batches: refused, naming the flag.
-    let e = failure(
+    let e = failure_with(
+        USAGE,
         &[
             &MODEL[..],
             &[
@@ -167,10 +172,13 @@ fn resume_continues_bit_for_bit_and_under_another_layout() {
         "{e}"
     );
     // Already there.
-    let e = failure(&adam(&["--steps", "2", "--resume", &p("half")]));
+    let e = failure_with(USAGE, &adam(&["--steps", "2", "--resume", &p("half")]));
     assert!(e.contains("at step 2 already"), "{e}");
     // --verify cannot follow a resume.
-    let e = failure(&adam(&["--steps", "4", "--resume", &p("half"), "--verify"]));
+    let e = failure_with(
+        USAGE,
+        &adam(&["--steps", "4", "--resume", &p("half"), "--verify"]),
+    );
     assert!(e.contains("--verify"), "{e}");
 
     // eval takes a checkpoint's weights.
@@ -242,7 +250,10 @@ fn init_from_a_pytorch_state_dict_and_errors_name_the_tensor() {
 
     let bad = d.join("bad.safetensors");
     write_safetensors(&bad, &weights[..3]);
-    let e = failure(&[&["train"], &mlp[..], &["--init", bad.to_str().unwrap()]].concat());
+    let e = failure_with(
+        USAGE,
+        &[&["train"], &mlp[..], &["--init", bad.to_str().unwrap()]].concat(),
+    );
     assert!(
         e.contains("`1.bias`") && e.contains("bad.safetensors"),
         "{e}"
@@ -281,27 +292,36 @@ fn gpt_with_tied_embeddings_verifies_across_two_stages() {
         "--verify",
     ]);
     assert!(out.contains("verify: max_rel_diff="), "{out}");
-    let e = failure(&["train", "--tie-embeddings", "--width", "8", "--steps", "1"]);
+    let e = failure_with(
+        USAGE,
+        &["train", "--tie-embeddings", "--width", "8", "--steps", "1"],
+    );
     assert!(e.contains("--model gpt"), "{e}");
 }
 
 #[test]
 fn bad_checkpoint_paths_fail_before_training_naming_the_flag() {
-    let e = failure(&[
-        "train",
-        "--steps",
-        "1",
-        "--checkpoint",
-        "/nonexistent-dir/run.st",
-    ]);
+    let e = failure_with(
+        USAGE,
+        &[
+            "train",
+            "--steps",
+            "1",
+            "--checkpoint",
+            "/nonexistent-dir/run.st",
+        ],
+    );
     assert!(
         e.contains("--checkpoint")
             && e.contains("/nonexistent-dir")
             && e.contains("does not exist"),
         "{e}"
     );
-    let e = failure(&["train", "--steps", "2", "--resume", "/nonexistent.st"]);
+    let e = failure_with(
+        USAGE,
+        &["train", "--steps", "2", "--resume", "/nonexistent.st"],
+    );
     assert!(e.contains("--resume /nonexistent.st: no such file"), "{e}");
-    let e = failure(&["eval", "--init", "/nonexistent.st"]);
+    let e = failure_with(USAGE, &["eval", "--init", "/nonexistent.st"]);
     assert!(e.contains("--init") && e.contains("/nonexistent.st"), "{e}");
 }

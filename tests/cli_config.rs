@@ -2,7 +2,7 @@
 //! and the worked examples of `pipetrain train --help`.
 
 mod common;
-use common::{failure, pipetrain, scratch, success};
+use common::{USAGE, failure_with, pipetrain, scratch, success};
 
 use std::path::PathBuf;
 
@@ -73,7 +73,7 @@ fn no_verify_turns_off_a_verify_from_the_file() {
 #[test]
 fn unknown_key_names_the_key_and_the_file() {
     let (_dir, path) = config("config-unknown", "steps = 1\nmicro_batchez = 4\n");
-    let stderr = failure(&["train", "--config", path.to_str().unwrap()]);
+    let stderr = failure_with(USAGE, &["train", "--config", path.to_str().unwrap()]);
     assert!(
         stderr.contains("micro_batchez") && stderr.contains(path.to_str().unwrap()),
         "{stderr}"

@@ -2,7 +2,7 @@
 //! and a PNG of the loss curve.
 
 mod common;
-use common::{failure, scratch, success};
+use common::{USAGE, failure_with, scratch, success};
 
 /// Trains 3 optimizer steps of 2 replicas × 2 stages with accumulation 2, writing `file`.
 fn run_with(file: &std::path::Path, extra: &[&str]) -> String {
@@ -106,7 +106,10 @@ fn jsonl_has_one_object_per_optimizer_step_and_the_plot_is_a_png() {
 
 #[test]
 fn unknown_metrics_format_names_the_path() {
-    let stderr = failure(&["train", "--steps", "1", "--metrics", "run.parquet"]);
+    let stderr = failure_with(
+        USAGE,
+        &["train", "--steps", "1", "--metrics", "run.parquet"],
+    );
     assert!(
         stderr.contains("run.parquet") && stderr.contains(".csv"),
         "{stderr}"

@@ -3,7 +3,7 @@
 //! write train and report held-out accuracy / perplexity; `pipetrain eval` evaluates.
 
 mod common;
-use common::{failure, max_rel_diff, scratch, success};
+use common::{USAGE, failure_with, max_rel_diff, scratch, success};
 
 use std::collections::HashMap;
 
@@ -98,9 +98,12 @@ fn resnet_defaults_to_remat_never_and_refuses_another_mode() {
         "1",
     ]);
     assert!(stdout.contains("remat never"), "{stdout}");
-    let stderr = failure(&[
-        "train", "--model", "resnet", "--remat", "always", "--steps", "1",
-    ]);
+    let stderr = failure_with(
+        USAGE,
+        &[
+            "train", "--model", "resnet", "--remat", "always", "--steps", "1",
+        ],
+    );
     assert!(
         stderr.contains("--remat never") && stderr.contains("always"),
         "{stderr}"
@@ -287,7 +290,10 @@ fn text_file_trains_the_gpt_and_reports_perplexity() {
 
 #[test]
 fn unknown_data_kind_is_named() {
-    let stderr = failure(&["train", "--data", "imagenet:/data", "--steps", "1"]);
+    let stderr = failure_with(
+        USAGE,
+        &["train", "--data", "imagenet:/data", "--steps", "1"],
+    );
     assert!(stderr.contains("imagenet:/data"), "{stderr}");
 }
 

@@ -21,10 +21,12 @@ fn json_of(args: &[&str]) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}):\n{text}"))
 }
 
-/// Runs `pipetrain plan <args>`, expects failure and returns stderr.
+/// Runs `pipetrain plan <args>`, expects it refused as a usage error (exit 2: every failure
+/// here is the command line's) and returns stderr.
 fn stderr_of_failure(args: &[&str]) -> String {
     let args = plan(args);
     let out = common::pipetrain(&args);
+    assert_eq!(out.status.code(), Some(common::USAGE), "{args:?}: {out:?}");
     let stdout = out.stdout.clone();
     let stderr = common::stderr_of_failure(&args, out);
     assert!(stdout.is_empty(), "a failure prints nothing on stdout");

@@ -3,11 +3,12 @@
 //! steps) so the debug build finishes in seconds.
 
 mod common;
-use common::{failure, max_rel_diff, success};
+use common::{USAGE, failure_with, max_rel_diff, success};
 
-/// Stderr of a `pipetrain train <args>` run that must fail.
+/// Stderr of a `pipetrain train <args>` run that must be refused as a usage error (exit 2):
+/// every failure here is the command line's.
 fn train_failure(args: &[&str]) -> String {
-    failure(&[&["train"], args].concat())
+    failure_with(USAGE, &[&["train"], args].concat())
 }
 
 /// Tiny model and data, then `extra`.
@@ -149,12 +150,19 @@ fn zero_micro_batches_is_rejected() {
 fn unknown_schedule_is_named() {
     let stderr = train_failure(&tiny(&["--stages", "2", "--schedule", "zb"]));
     assert!(stderr.contains("zb"), "{stderr}");
+    assert!(
+        stderr.contains("--schedule") && stderr.contains("gpipe") && stderr.contains("1f1b"),
+        "the flag and the allowed values: {stderr}"
+    );
 }
 
 #[test]
 fn unknown_remat_mode_is_named() {
     let stderr = train_failure(&tiny(&["--stages", "2", "--remat", "sometimes"]));
     assert!(stderr.contains("sometimes"), "{stderr}");
+    for mode in ["never", "except_last", "always"] {
+        assert!(stderr.contains(mode), "the allowed values: {stderr}");
+    }
 }
 
 #[test]

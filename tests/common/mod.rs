@@ -54,6 +54,27 @@ pub fn stderr_of_failure(args: &[&str], out: Output) -> String {
     stderr
 }
 
+/// Exit code of a run that started and failed (the table under `pipetrain --help`).
+pub const RUNTIME: i32 = 1;
+/// Exit code of a command line refused before anything was trained.
+pub const USAGE: i32 = 2;
+/// Exit code of a `--verify` whose difference is above the tolerance.
+pub const VERIFY_FAILED: i32 = 3;
+
+/// Stderr of a `pipetrain <args>` run that must fail with exit code `code` and say why.
+pub fn failure_with(code: i32, args: &[&str]) -> String {
+    let out = pipetrain(args);
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "pipetrain {args:?}: exit code {code} expected, got {}:\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stderr_of_failure(args, out)
+}
+
 /// Stdout of a `pipetrain <args>` run that must succeed.
 pub fn success(args: &[&str]) -> String {
     stdout_of_success(args, pipetrain(args))

@@ -4,6 +4,11 @@
 use std::path::PathBuf;
 
 use clap::ValueEnum;
+use pipetrain::Remat;
+
+use crate::exit::Exit;
+use crate::remat::RematArg;
+use crate::schedule::ScheduleArg;
 
 /// Which model to train.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
@@ -39,7 +44,7 @@ Examples:
   # MLP-8x1024 on 2 stages, 1F1B, 20 steps (train is the default command)
   pipetrain --stages 2 --micro-batches 8
 
-  # check against single-device training on the same data (exit 1 if max_rel_diff > 1e-5)
+  # check against single-device training on the same data (exit 3 if max_rel_diff > 1e-5)
   pipetrain train --stages 3 --micro-batches 4 --schedule gpipe --width 64 --steps 5 --verify
   pipetrain train --stages 2 --balance 5,4 --remat never --optimizer adam --lr 1e-3
 
@@ -81,20 +86,35 @@ Examples:
   pipetrain train --data tensors:data.safetensors --classes 3
   pipetrain eval --data mnist:data/mnist --width 784 --seed 0";
 
+/// What `pipetrain train --help` shows after the flags: the worked examples and the exit codes.
+fn after_help() -> String {
+    format!("{EXAMPLES}\n\n{}", Exit::table())
+}
+
 impl TrainArgs {
     /// `--remat`, or its default for the model.
-    pub fn remat(&self) -> &str {
-        match (&self.remat, self.model) {
-            (Some(r), _) => r,
-            (None, ModelKind::Resnet) => "never",
-            (None, _) => "except_last",
+    pub fn remat(&self) -> Remat {
+        match (self.remat, self.model) {
+            (Some(r), _) => r.into(),
+            (None, ModelKind::Resnet) => Remat::Never,
+            (None, _) => Remat::ExceptLast,
         }
+    }
+}
+
+/// clap's parser for `--verify-tolerance`: a finite number >= 0 (clap names the flag).
+fn parse_tolerance(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+        _ => Err(format!(
+            "`{text}` is not a finite number >= 0; give a relative difference such as 1e-5"
+        )),
     }
 }
 
 /// Arguments of `pipetrain train`.
 #[derive(clap::Args, Debug, Default)]
-#[command(after_help = EXAMPLES)]
+#[command(after_help = after_help())]
 pub struct TrainArgs {
     /// Read flags from a TOML file (keys are flag names, with `-` or `_`; arrays are
     /// comma-joined; `true` sets a switch). Flags on the command line override the file.
@@ -168,13 +188,13 @@ pub struct TrainArgs {
     /// Mini-batch size (rows per step).
     #[arg(long, default_value_t = 256)]
     pub batch: usize,
-    /// Schedule: gpipe or 1f1b.
-    #[arg(long, default_value = "1f1b")]
-    pub schedule: String,
-    /// Re-materialization: never, except_last or always. Default: except_last, or never for
-    /// --model resnet (batch norm needs it).
-    #[arg(long)]
-    pub remat: Option<String>,
+    /// Pipeline schedule.
+    #[arg(long, value_enum, default_value_t, ignore_case = true)]
+    pub schedule: ScheduleArg,
+    /// Re-materialization. Default: except_last, or never for --model resnet (batch norm needs
+    /// it; other modes are refused with it).
+    #[arg(long, value_enum, ignore_case = true)]
+    pub remat: Option<RematArg>,
     /// Optimizer.
     #[arg(long, value_enum, default_value_t)]
     pub optimizer: OptimizerKind,
@@ -195,9 +215,18 @@ pub struct TrainArgs {
     #[arg(long, default_value = "cpu")]
     pub device: crate::device::DeviceSpec,
     /// Also train a single-device copy on the same data and compare the weights at the end;
-    /// prints `verify: max_rel_diff=<x>` and fails if x > 1e-5.
+    /// prints `verify: max_rel_diff=<x>` and exits with 3 if x > --verify-tolerance.
     #[arg(long, overrides_with = "no_verify")]
     pub verify: bool,
+    /// Largest `max_rel_diff` that `--verify` accepts.
+    #[arg(
+        long,
+        default_value_t = 1e-5,
+        value_name = "X",
+        value_parser = parse_tolerance,
+        allow_negative_numbers = true
+    )]
+    pub verify_tolerance: f64,
     /// Turn `--verify` off again (e.g. over `verify = true` in a --config file).
     #[arg(long, overrides_with = "verify")]
     pub no_verify: bool,

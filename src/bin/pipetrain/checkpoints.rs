@@ -12,9 +12,8 @@ use clap::ValueEnum;
 use pipetrain::{Checkpoint, CheckpointError, Layer, Pipeline};
 
 use crate::args::TrainArgs;
+use crate::failure::Failure;
 use crate::model::Model;
-
-type BoxError = Box<dyn std::error::Error>;
 
 /// The settings a resumed run must share with the saved one, by flag name.
 pub struct RunIdentity {
@@ -62,36 +61,35 @@ pub const DATA_POSITION: &str = "data-position";
 /// position.
 ///
 /// # Errors
-/// The file does not load, was saved by a run with other data/model flags, or is already at
-/// `steps` or beyond.
+/// Runtime: the file does not load. Usage: it does not fit the model, was saved by a run with
+/// other data/model/optimizer flags, or is already at `steps` or beyond.
 pub fn resume<L: Layer>(
     pipeline: &mut Pipeline<L>,
     path: &Path,
     run: &RunIdentity,
     steps: u64,
-) -> Result<(u64, Option<String>), BoxError> {
-    let progress = pipeline
-        .load_checkpoint(path)
-        .map_err(|e| format!("--resume: {e}"))?;
+) -> Result<(u64, Option<String>), Failure> {
+    let progress = pipeline.load_checkpoint(path).map_err(|e| match e {
+        pipetrain::Error::Checkpoint(e) => failure("--resume", e),
+        other => Failure::runtime(format!("--resume: {other}")),
+    })?;
     for (flag, value) in &run.entries {
         let saved = progress.extra.get(flag).map(String::as_str).unwrap_or("?");
         if saved != value {
-            return Err(format!(
+            return Err(Failure::usage(format!(
                 "--resume {}: the run was saved with --{flag} {saved}, this one has --{flag} \
                  {value}; resume with the same --{flag} (the batches depend on it)",
                 path.display()
-            )
-            .into());
+            )));
         }
     }
     if progress.step >= steps {
-        return Err(format!(
+        return Err(Failure::usage(format!(
             "--resume {}: the checkpoint is at step {} already; --steps {steps} is the total, \
              give more to continue",
             path.display(),
             progress.step
-        )
-        .into());
+        )));
     }
     let position = progress.extra.get(DATA_POSITION).cloned();
     println!(
@@ -110,8 +108,9 @@ pub fn resume<L: Layer>(
 /// safetensors file read as a PyTorch state dict.
 ///
 /// # Errors
-/// The file is unreadable or does not fit the model (the error names the tensor).
-pub fn init<L: Layer>(path: &Path, layers: Vec<L>) -> Result<Vec<L>, BoxError> {
+/// The file is unreadable (runtime) or does not fit the model (usage; the error names the
+/// tensor).
+pub fn init<L: Layer>(path: &Path, layers: Vec<L>) -> Result<Vec<L>, Failure> {
     let loaded = match Checkpoint::read(path) {
         Ok(checkpoint) => checkpoint.load_model(layers),
         Err(CheckpointError::NotACheckpoint { .. }) => {
@@ -119,5 +118,20 @@ pub fn init<L: Layer>(path: &Path, layers: Vec<L>) -> Result<Vec<L>, BoxError> {
         }
         Err(e) => Err(e),
     };
-    loaded.map_err(|e| format!("--init: {e}").into())
+    loaded.map_err(|e| failure("--init", e))
+}
+
+/// `error` of reading the file of `flag`: a readable file that does not belong to this command
+/// line (weights that do not fit the model, another optimizer's state, plain weights given to
+/// `--resume`) is a usage error; an unreadable or corrupt file a runtime one.
+fn failure(flag: &str, error: CheckpointError) -> Failure {
+    let message = format!("{flag}: {error}");
+    match error {
+        CheckpointError::NotACheckpoint { .. }
+        | CheckpointError::Missing { .. }
+        | CheckpointError::Mismatch { .. }
+        | CheckpointError::Unexpected { .. }
+        | CheckpointError::Optimizer { .. } => Failure::usage(message),
+        _ => Failure::runtime(message),
+    }
 }

@@ -12,9 +12,11 @@ use std::sync::Arc;
 use burn::prelude::*;
 use pipetrain::Batch;
 use pipetrain_data::{
-    DataSpec, Dataset, InMemory, Loader, LoaderConfig, Position, Subset, Values, collate, split,
+    DataError, DataSpec, Dataset, InMemory, Loader, LoaderConfig, Position, Subset, Values,
+    collate, split,
 };
 
+use crate::failure::Failure;
 use crate::model::Model;
 
 /// Synthetic held-out batches start at this batch index, far beyond any run's training batches.
@@ -55,20 +57,39 @@ impl Data {
     /// Loads `spec` (nothing for `synthetic`), holds out `held_out` of it, and batches the rest
     /// in mini-batches of `batch` examples shuffled with `seed`. `context` is the window length
     /// of `text:` data.
+    ///
+    /// # Errors
+    /// Usage: a spec that does not parse, a file or directory that does not exist or holds no
+    /// data set, a `--context`, `--held-out` or `--batch` the data cannot satisfy. Runtime: the
+    /// files are unreadable or corrupt.
     pub fn open(
         spec: &str,
         held_out: f64,
         batch: usize,
         seed: u64,
         context: usize,
-    ) -> Result<Self, String> {
-        let spec: DataSpec = spec.parse().map_err(|e| format!("--data: {e}"))?;
-        if spec.is_synthetic() {
-            return Ok(Data::Synthetic { seed });
+    ) -> Result<Self, Failure> {
+        let spec: DataSpec = spec
+            .parse()
+            .map_err(|e| Failure::usage(format!("--data: {e}")))?;
+        let path = match &spec {
+            DataSpec::Synthetic => return Ok(Data::Synthetic { seed }),
+            DataSpec::Mnist(dir) | DataSpec::Cifar10(dir) => dir,
+            DataSpec::Text(file) | DataSpec::Tensors(file) => file,
+        };
+        if !path.exists() {
+            return Err(Failure::usage(format!(
+                "--data {spec}: {} does not exist",
+                path.display()
+            )));
         }
-        let data = spec
-            .load(context)
-            .map_err(|e| format!("--data {spec}: {e}"))?;
+        let data = spec.load(context).map_err(|e| {
+            let message = format!("--data {spec}: {e}");
+            match e {
+                DataError::NoFiles { .. } | DataError::TooShort { .. } => Failure::usage(message),
+                _ => Failure::runtime(message),
+            }
+        })?;
         let classes = match data.targets() {
             Values::Int(labels) => labels.iter().copied().max().map_or(0, |m| m as usize + 1),
             Values::Float(_) => 0,
@@ -79,13 +100,13 @@ impl Data {
             classes,
         };
         let (train, held) = split(Arc::new(data), held_out)
-            .map_err(|e| format!("--data {spec} --held-out {held_out}: {e}"))?;
+            .map_err(|e| Failure::usage(format!("--data {spec} --held-out {held_out}: {e}")))?;
         let loader = LoaderConfig {
             seed,
             ..LoaderConfig::new(batch)
         }
         .build(train)
-        .map_err(|e| format!("--data {spec} --batch {batch}: {e}"))?;
+        .map_err(|e| Failure::usage(format!("--data {spec} --batch {batch}: {e}")))?;
         Ok(Data::Loaded {
             spec,
             train: Box::new(loader),

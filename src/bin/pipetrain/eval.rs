@@ -2,14 +2,16 @@
 //! `pipetrain train` and the whole of `pipetrain eval`.
 
 use std::fmt;
-use std::process::ExitCode;
 
 use pipetrain::engine::Activation;
 use pipetrain::{Batch, CrossEntropy, Layer, Loss};
 
 use crate::args::TrainArgs;
 use crate::data::Data;
+use crate::exit::Exit;
+use crate::failure::Failure;
 use crate::model::Model;
+use crate::paths;
 
 /// The result of evaluating a model on held-out batches.
 #[derive(Clone, Copy, Debug)]
@@ -113,10 +115,7 @@ fn evaluate_layers<L: Layer>(
 }
 
 /// The weights to evaluate: `--init FILE` (a checkpoint or a state dict), else the fresh init.
-fn weights<L: Layer>(
-    args: &TrainArgs,
-    layers: Vec<L>,
-) -> Result<Vec<L>, Box<dyn std::error::Error>> {
+fn weights<L: Layer>(args: &TrainArgs, layers: Vec<L>) -> Result<Vec<L>, Failure> {
     match &args.init {
         Some(path) => crate::checkpoints::init(path, layers),
         None => Ok(layers),
@@ -128,14 +127,16 @@ fn weights<L: Layer>(
 /// result.
 ///
 /// # Errors
-/// Bad flags or data, or a forward error.
-pub fn run(args: &TrainArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
-    let device = args.device.device()?;
+/// Bad flags, or data or weights that do not fit them (usage); unreadable data or weights, or
+/// a forward error (runtime).
+pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
+    paths::inputs_exist(&[("--init", &args.init)]).map_err(Failure::usage)?;
+    let device = args.device.device().map_err(Failure::usage)?;
     device.seed(args.seed);
     // Nothing trains: the training loader is built with batches of 1, so that a --batch larger
     // than the training split is no error here (it only sizes the held-out chunks).
     let data = Data::open(&args.data, args.held_out, 1, args.seed, args.context)?;
-    let model = Model::from_args(args, data.shapes())?;
+    let model = Model::from_args(args, data.shapes()).map_err(Failure::usage)?;
     let held_out = data.held_out(&model, args.batch, &device)?;
     let lm = model.is_language_model();
     let evaluation = match model {
@@ -148,5 +149,5 @@ pub fn run(args: &TrainArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
     }
     println!("eval: {} on {}", model.describe(), data.describe());
     println!("held-out {evaluation}");
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }

@@ -1,8 +1,11 @@
-//! The `pipetrain` command line: `train` (the default command), `eval` and `plan`.
+//! The `pipetrain` command line: `train` (the default command), `eval` and `plan`. Its exit
+//! codes are [`exit::Exit`]'s.
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+use crate::exit::Exit;
 
 mod args;
 mod checkpoints;
@@ -10,12 +13,17 @@ mod config;
 mod data;
 mod device;
 mod eval;
+mod exit;
+mod failure;
 mod metrics;
 mod model;
+mod paths;
 mod plan;
 mod plot;
 mod profile;
 mod progress;
+mod remat;
+mod schedule;
 mod summary;
 mod trace;
 mod train;
@@ -53,18 +61,35 @@ enum Command {
     #[command(args_override_self = true)]
     Eval(args::TrainArgs),
     /// Print a schedule's plan: grid, simulated bubble and peak stash per stage.
+    #[command(after_help = Exit::table())]
     Plan(plan::PlanArgs),
 }
 
 fn main() -> ExitCode {
-    let argv = match config::expand(std::env::args_os().collect()) {
+    run(std::env::args_os().collect()).into()
+}
+
+/// Runs the command `argv` names and says how it ended; every error is printed here.
+fn run(argv: Vec<std::ffi::OsString>) -> Exit {
+    let argv = match config::expand(argv) {
         Ok(argv) => argv,
         Err(error) => {
             eprintln!("error: {error}");
-            return ExitCode::FAILURE;
+            return Exit::Usage;
         }
     };
-    let cli = Cli::parse_from(argv);
+    let cli = match Cli::try_parse_from(argv) {
+        Ok(cli) => cli,
+        Err(error) => {
+            // Usage errors, and also `--help` / `--version`, which print to stdout and succeed.
+            let _ = error.print();
+            return if error.use_stderr() {
+                Exit::Usage
+            } else {
+                Exit::Success
+            };
+        }
+    };
     let result = match cli.command {
         Some(Command::Plan(args)) => plan::run(&args),
         Some(Command::Train(args)) => train::run(&args),
@@ -72,10 +97,10 @@ fn main() -> ExitCode {
         None => train::run(&cli.train),
     };
     match result {
-        Ok(code) => code,
-        Err(error) => {
-            eprintln!("error: {error}");
-            ExitCode::FAILURE
+        Ok(exit) => exit,
+        Err(failure) => {
+            eprintln!("error: {failure}");
+            failure.exit()
         }
     }
 }

@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
+use crate::failure::Failure;
+
 /// One optimizer step's row.
 #[derive(Clone, Debug, Default)]
 pub struct Row {
@@ -75,19 +77,21 @@ impl Metrics {
     /// Creates `path`; its extension picks the format.
     ///
     /// # Errors
-    /// An extension other than `.csv` or `.jsonl`, or a file that cannot be created.
-    pub fn create(path: &Path) -> Result<Self, String> {
+    /// An extension other than `.csv` or `.jsonl` (usage), or a file that cannot be created
+    /// (runtime).
+    pub fn create(path: &Path) -> Result<Self, Failure> {
         let format = match path.extension().and_then(|e| e.to_str()) {
             Some("csv") => Format::Csv,
             Some("jsonl") => Format::Jsonl,
             _ => {
-                return Err(format!(
+                return Err(Failure::usage(format!(
                     "--metrics {}: unknown format; name the file *.csv or *.jsonl",
                     path.display()
-                ));
+                )));
             }
         };
-        let file = File::create(path).map_err(|e| format!("--metrics {}: {e}", path.display()))?;
+        let file = File::create(path)
+            .map_err(|e| Failure::runtime(format!("--metrics {}: {e}", path.display())))?;
         Ok(Self {
             path: path.to_path_buf(),
             format,

@@ -2,8 +2,8 @@
 //! its synthetic batches, and how its inputs and its single-device reference look.
 
 use burn::prelude::*;
-use pipetrain::Batch;
 use pipetrain::engine::{Activation, ActivationError};
+use pipetrain::{Batch, Remat};
 use pipetrain_models::{GptConfig, MlpConfig, ResNetConfig, synthetic};
 
 use crate::args::{ModelKind, TrainArgs};
@@ -55,7 +55,7 @@ impl Model {
                     })?,
                 };
                 let remat = args.remat();
-                if remat != "never" {
+                if remat != Remat::Never {
                     return Err(format!(
                         "--model resnet needs --remat never (batch norm: re-materialization's \
                          first forward uses running statistics), got --remat {remat}"

@@ -22,12 +22,15 @@
 //! ```
 
 use std::io::{self, Write as _};
-use std::process::ExitCode;
 
 use pipetrain_schedules::{
     Costs, Lowering, ScheduleKind, Simulation, StageId, lower, render, simulate,
 };
 use serde::Serialize;
+
+use crate::exit::Exit;
+use crate::failure::Failure;
+use crate::schedule::ScheduleArg;
 
 /// Arguments of `pipetrain plan`.
 #[derive(clap::Args, Debug)]
@@ -38,9 +41,9 @@ pub struct PlanArgs {
     /// Micro-batches per training step (m); m < p is allowed.
     #[arg(long, default_value_t = 8)]
     pub micro_batches: usize,
-    /// Schedule: gpipe (fill-drain) or 1f1b (PipeDream-Flush).
-    #[arg(long, default_value = "1f1b")]
-    pub schedule: ScheduleKind,
+    /// Pipeline schedule.
+    #[arg(long, value_enum, default_value_t, ignore_case = true)]
+    pub schedule: ScheduleArg,
     /// Time of one micro-batch's forward on one stage.
     #[arg(long, default_value_t = 1.0, value_name = "F", value_parser = parse_cost, allow_negative_numbers = true)]
     pub forward_cost: f64,
@@ -83,7 +86,11 @@ pub enum PlanError {
 }
 
 /// Runs `pipetrain plan`.
-pub fn run(args: &PlanArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
+///
+/// # Errors
+/// A shape or cost the schedule refuses (usage); a plan that fails to simulate, or stdout that
+/// cannot be written (runtime).
+pub fn run(args: &PlanArgs) -> Result<Exit, Failure> {
     let report = Report::build(args)?;
     let text = match args.format {
         Format::Text => report.text(),
@@ -91,8 +98,8 @@ pub fn run(args: &PlanArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
     };
     match io::stdout().lock().write_all(text.as_bytes()) {
         // `pipetrain plan | head` is not an error.
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
-        other => other.map(|()| ExitCode::SUCCESS).map_err(Into::into),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(Exit::Success),
+        other => other.map(|()| Exit::Success).map_err(Into::into),
     }
 }
 
@@ -178,15 +185,19 @@ struct StageReport {
 }
 
 impl Report {
-    fn build(args: &PlanArgs) -> Result<Self, Box<dyn std::error::Error>> {
-        let costs = costs(args)?;
-        let compute = args.schedule.plan(args.stages, args.micro_batches)?;
+    fn build(args: &PlanArgs) -> Result<Self, Failure> {
+        let costs = costs(args).map_err(Failure::usage)?;
+        let schedule = ScheduleKind::from(args.schedule);
+        // The schedule refuses only shapes (zero stages or micro-batches): the flags' fault.
+        let compute = schedule
+            .plan(args.stages, args.micro_batches)
+            .map_err(Failure::usage)?;
         let plan = lower(&compute, Lowering::default());
         // `simulate` validates the plan first: an invalid one is an error here, not a hang.
         let sim: Simulation = simulate(&plan, &costs)?;
         let (p, m) = (args.stages, args.micro_batches);
         Ok(Self {
-            schedule: args.schedule.to_string(),
+            schedule: schedule.to_string(),
             stages: p,
             micro_batches: m,
             costs: CostsReport {

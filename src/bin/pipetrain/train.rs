@@ -6,7 +6,6 @@
 //! loss curve), `--verify` (a single-device copy trained on the same batches) and, at the end,
 //! the held-out accuracy or perplexity.
 
-use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use burn::prelude::*;
@@ -19,23 +18,33 @@ use crate::args::{OptimizerKind, TrainArgs};
 use crate::checkpoints;
 use crate::data::Data;
 use crate::eval::{Evaluation, evaluate};
+use crate::exit::Exit;
+use crate::failure::Failure;
 use crate::metrics::{Metrics, Row};
 use crate::model::Model;
+use crate::paths;
 use crate::profile::Profile;
 use crate::progress::Progress;
 use crate::summary;
 
-/// Largest `verify: max_rel_diff` accepted.
-const VERIFY_TOLERANCE: f64 = 1e-5;
-
-/// What every run error becomes.
-type BoxError = Box<dyn std::error::Error>;
-
 /// Runs `pipetrain train`, recording a chrome trace around the run when `--profile` is given.
+/// Returns [`Exit::VerifyFailed`] when `--verify` finds the weights apart, else
+/// [`Exit::Success`].
 ///
 /// # Errors
-/// Bad flags or data, a failed step, or an output file that cannot be written.
-pub fn run(args: &TrainArgs) -> Result<ExitCode, BoxError> {
+/// Bad flags (usage), or bad data, a failed step, or an output file that cannot be written
+/// (runtime).
+pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
+    // Output files are written at the end: a missing directory must fail now, not after training.
+    paths::output_dirs_exist(&[
+        ("--checkpoint", &args.checkpoint),
+        ("--plot", &args.plot),
+        ("--metrics", &args.metrics),
+        ("--profile", &args.profile),
+    ])
+    .map_err(Failure::usage)?;
+    paths::inputs_exist(&[("--resume", &args.resume), ("--init", &args.init)])
+        .map_err(Failure::usage)?;
     let metrics = args.metrics.as_deref().map(Metrics::create).transpose()?;
     let profile = args.profile.as_deref().map(Profile::start).transpose()?;
     let result = train(args, metrics);
@@ -65,52 +74,34 @@ struct Settings<'a> {
 }
 
 /// Checks the flags, opens the data, builds the model and trains it.
-fn train(args: &TrainArgs, metrics: Option<Metrics>) -> Result<ExitCode, BoxError> {
-    let schedule: ScheduleKind = args.schedule.parse()?;
-    let remat: Remat = args.remat().parse()?;
-    // Output files are written at the end: a missing directory must fail now, not after training.
-    for (flag, path) in [("--checkpoint", &args.checkpoint), ("--plot", &args.plot)] {
-        if let Some(path) = path {
-            let dir = path
-                .parent()
-                .filter(|d| !d.as_os_str().is_empty())
-                .unwrap_or(std::path::Path::new("."));
-            if !dir.is_dir() {
-                return Err(format!(
-                    "{flag} {}: directory {} does not exist; create it or choose another path",
-                    path.display(),
-                    dir.display()
-                )
-                .into());
-            }
-        }
-    }
-    for (flag, path) in [("--resume", &args.resume), ("--init", &args.init)] {
-        if let Some(path) = path.as_ref().filter(|p| !p.is_file()) {
-            return Err(format!("{flag} {}: no such file", path.display()).into());
-        }
-    }
+fn train(args: &TrainArgs, metrics: Option<Metrics>) -> Result<Exit, Failure> {
+    let schedule = ScheduleKind::from(args.schedule);
+    let remat: Remat = args.remat();
     if args.batch == 0 {
-        return Err("--batch 0: must be at least 1".into());
+        return Err(Failure::usage("--batch 0: must be at least 1"));
     }
     let parts = args.micro_batches * args.replicas;
     if parts > 0 && args.batch % parts != 0 {
-        return Err(format!(
+        return Err(Failure::usage(format!(
             "--batch {} does not split into --replicas {} × --micro-batches {} equal \
              micro-batches; use a batch that is a multiple of {parts}",
             args.batch, args.replicas, args.micro_batches
-        )
-        .into());
+        )));
     }
     if !(args.bucket_mb.is_finite() && args.bucket_mb > 0.0) {
-        return Err(format!(
+        return Err(Failure::usage(format!(
             "--bucket-mb {}: must be a positive size in MiB",
             args.bucket_mb
-        )
-        .into());
+        )));
     }
     if args.steps == 0 {
-        return Err("--steps 0: train at least one step".into());
+        return Err(Failure::usage("--steps 0: train at least one step"));
+    }
+    if args.resume.is_some() && args.verify {
+        return Err(Failure::usage(
+            "--verify compares against single-device training from step 0, so it cannot \
+             follow --resume; verify the run that wrote the checkpoint instead",
+        ));
     }
     let (optimizer, optimizer_name) = match args.optimizer {
         OptimizerKind::Sgd => (OptimizerConfig::sgd(), "sgd"),
@@ -125,23 +116,18 @@ fn train(args: &TrainArgs, metrics: Option<Metrics>) -> Result<ExitCode, BoxErro
         args.seed,
         args.context,
     )?;
-    let model = Model::from_args(args, data.shapes())?;
-    let device = args.device.device()?;
+    let model = Model::from_args(args, data.shapes()).map_err(Failure::usage)?;
+    let device = args.device.device().map_err(Failure::usage)?;
     device.seed(args.seed);
     let ties = match (&model, args.tie_embeddings) {
         (Model::Gpt(c), true) => vec![c.tie_embeddings()],
         (_, true) => {
-            return Err("--tie-embeddings ties a GPT's embeddings: use it with --model gpt".into());
+            return Err(Failure::usage(
+                "--tie-embeddings ties a GPT's embeddings: use it with --model gpt",
+            ));
         }
         (_, false) => Vec::new(),
     };
-    if args.resume.is_some() && args.verify {
-        return Err(
-            "--verify compares against single-device training from step 0, so it cannot \
-                    follow --resume; verify the run that wrote the checkpoint instead"
-                .into(),
-        );
-    }
     let settings = Settings {
         args,
         schedule,
@@ -205,7 +191,7 @@ fn train_with<L: Layer>(
     s: &Settings<'_>,
     layers: Vec<L>,
     mut metrics: Option<Metrics>,
-) -> Result<ExitCode, BoxError> {
+) -> Result<Exit, Failure> {
     let args = s.args;
     let params: usize = layers.iter().map(|l| l.num_params()).sum();
     let layers = match &args.init {
@@ -248,7 +234,7 @@ fn train_with<L: Layer>(
     for tie in &s.ties {
         builder = builder.tie(tie.clone());
     }
-    let mut pipeline = builder.build()?;
+    let mut pipeline = builder.build().map_err(Failure::of_build)?;
     let run = checkpoints::RunIdentity::of(args, &s.model);
     let k = args.accumulate.max(1);
     let first_step = match &args.resume {
@@ -256,13 +242,12 @@ fn train_with<L: Layer>(
             let (step, saved) = checkpoints::resume(&mut pipeline, path, &run, args.steps)?;
             let expected = s.data.position(step * k as u64);
             if saved.as_ref().is_some_and(|p| *p != expected) {
-                return Err(format!(
+                return Err(Failure::usage(format!(
                     "--resume {}: the checkpoint's next data is {}, this data gives {expected} \
                      at step {step}; the dataset changed",
                     path.display(),
                     saved.unwrap_or_default()
-                )
-                .into());
+                )));
             }
             step
         }
@@ -408,9 +393,9 @@ fn train_with<L: Layer>(
             losses.len()
         );
     }
-    let mut code = ExitCode::SUCCESS;
+    let mut exit = Exit::Success;
     if let Some(single) = reference {
-        code = verify(&pipeline, &single);
+        exit = verify(&pipeline, &single, args.verify_tolerance);
     }
     let held_out = s.data.held_out(&s.model, args.batch, &s.device)?;
     let evaluation: Evaluation = evaluate(
@@ -419,21 +404,22 @@ fn train_with<L: Layer>(
         s.model.is_language_model(),
     )?;
     println!("held-out {evaluation}");
-    Ok(code)
+    Ok(exit)
 }
 
 /// Compares the pipeline's weights (every replica's) with the single-device copy's and prints
-/// `verify: max_rel_diff=<x>`; failure if they differ by more than [`VERIFY_TOLERANCE`].
+/// `verify: max_rel_diff=<x>`; [`Exit::VerifyFailed`] if they differ by more than `tolerance`
+/// (`--verify-tolerance`), or if the replicas differ from each other.
 ///
 /// Replicas must hold identical parameters and buffers. With batch norm and several replicas
 /// the running statistics are replica 0's (broadcast, as DDP does), which no single-device run
 /// reproduces: then only the trained parameters are compared, and the output says so.
-fn verify<L: Layer>(pipeline: &Pipeline<L>, single: &SingleDevice<L>) -> ExitCode {
+fn verify<L: Layer>(pipeline: &Pipeline<L>, single: &SingleDevice<L>, tolerance: f64) -> Exit {
     let replica0 = pipeline.parameters();
     for r in 1..pipeline.replicas() {
         if pipeline.replica_parameters(r) != replica0 {
             eprintln!("verify FAILED: replica {r} holds different weights than replica 0");
-            return ExitCode::FAILURE;
+            return Exit::VerifyFailed;
         }
     }
     let (ours, theirs) = (
@@ -453,13 +439,17 @@ fn verify<L: Layer>(pipeline: &Pipeline<L>, single: &SingleDevice<L>) -> ExitCod
     println!("verify: max_rel_diff={:.3e}", d.max_relative);
     println!(
         "  (max over parameter tensors of ||w_pipe - w_single||_2 / ||w_single||_2; max abs \
-         diff {:.3e}; tolerance {VERIFY_TOLERANCE:e})",
+         diff {:.3e}; tolerance {tolerance:e})",
         d.max_absolute
     );
     // NaN fails too.
-    if d.max_relative.is_nan() || d.max_relative > VERIFY_TOLERANCE {
-        eprintln!("verify FAILED: pipelined weights differ from single-device training");
-        return ExitCode::FAILURE;
+    if d.max_relative.is_nan() || d.max_relative > tolerance {
+        eprintln!(
+            "verify FAILED: pipelined weights differ from single-device training \
+             (max_rel_diff {:.3e} > tolerance {tolerance:e})",
+            d.max_relative
+        );
+        return Exit::VerifyFailed;
     }
-    ExitCode::SUCCESS
+    Exit::Success
 }
