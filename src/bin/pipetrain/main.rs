@@ -15,6 +15,7 @@ mod device;
 mod eval;
 mod exit;
 mod failure;
+mod flags;
 mod metrics;
 mod model;
 mod paths;
@@ -99,7 +100,8 @@ fn run(argv: Vec<std::ffi::OsString>) -> Exit {
     match result {
         Ok(exit) => exit,
         Err(failure) => {
-            eprintln!("error: {failure}");
+            // The library names its API (`.stages(1)`); the user typed flags (`--stages 1`).
+            eprintln!("error: {}", flags::to_flags(&failure.to_string()));
             failure.exit()
         }
     }
