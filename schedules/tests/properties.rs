@@ -111,10 +111,10 @@ fn plan_text_round_trips() {
 #[test]
 fn zero_stages_or_micro_batches_are_errors_with_a_remedy() {
     let e = ScheduleKind::GPipe.plan(0, 4).unwrap_err().to_string();
-    assert!(e.contains("stages = 0") && e.contains("--stages 1"), "{e}");
+    assert!(e.contains("stages = 0") && e.contains(".stages(1)"), "{e}");
     let e = ScheduleKind::OneFOneB.plan(2, 0).unwrap_err().to_string();
     assert!(
-        e.contains("micro_batches = 0") && e.contains("--micro-batches"),
+        e.contains("micro_batches = 0") && e.contains(".micro_batches(1)"),
         "{e}"
     );
     let e = "zb".parse::<ScheduleKind>().unwrap_err().to_string();

@@ -27,10 +27,7 @@ pub fn to_flags(message: &str) -> String {
         out.push_str(&rest[..dot]);
         let after = &rest[dot + 1..];
         for (method, flag) in METHODS {
-            let Some(args) = after
-                .strip_prefix(method)
-                .and_then(|a| a.strip_prefix('('))
-            else {
+            let Some(args) = after.strip_prefix(method).and_then(|a| a.strip_prefix('(')) else {
                 continue;
             };
             if let Some(close) = args.find(')') {

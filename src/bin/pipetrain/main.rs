@@ -28,6 +28,7 @@ mod schedule;
 mod summary;
 mod trace;
 mod train;
+mod verify;
 
 // mimalloc as the binary's allocator: burn-flex allocates a fresh buffer per op; the system
 // allocator costs ~40 % of MLP throughput on this workload (DESIGN.md, measured).

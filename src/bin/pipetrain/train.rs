@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use burn::prelude::*;
-use pipetrain::engine::{Activation, SingleDevice, difference};
+use pipetrain::engine::{Activation, SingleDevice};
 use pipetrain::{
     Batch, CrossEntropy, Layer, OptimizerConfig, Pipeline, Remat, ScheduleKind, StepReport, Tie,
 };
@@ -395,7 +395,7 @@ fn train_with<L: Layer>(
     }
     let mut exit = Exit::Success;
     if let Some(single) = reference {
-        exit = verify(&pipeline, &single, args.verify_tolerance);
+        exit = crate::verify::verify(&pipeline, &single, args.verify_tolerance);
     }
     let held_out = s.data.held_out(&s.model, args.batch, &s.device)?;
     let evaluation: Evaluation = evaluate(
@@ -405,51 +405,4 @@ fn train_with<L: Layer>(
     )?;
     println!("held-out {evaluation}");
     Ok(exit)
-}
-
-/// Compares the pipeline's weights (every replica's) with the single-device copy's and prints
-/// `verify: max_rel_diff=<x>`; [`Exit::VerifyFailed`] if they differ by more than `tolerance`
-/// (`--verify-tolerance`), or if the replicas differ from each other.
-///
-/// Replicas must hold identical parameters and buffers. With batch norm and several replicas
-/// the running statistics are replica 0's (broadcast, as DDP does), which no single-device run
-/// reproduces: then only the trained parameters are compared, and the output says so.
-fn verify<L: Layer>(pipeline: &Pipeline<L>, single: &SingleDevice<L>, tolerance: f64) -> Exit {
-    let replica0 = pipeline.parameters();
-    for r in 1..pipeline.replicas() {
-        if pipeline.replica_parameters(r) != replica0 {
-            eprintln!("verify FAILED: replica {r} holds different weights than replica 0");
-            return Exit::VerifyFailed;
-        }
-    }
-    let (ours, theirs) = (
-        pipeline.trainable_parameters(),
-        single.trainable_parameters(),
-    );
-    let buffers = replica0.len() > ours.len();
-    let d = if buffers && pipeline.replicas() > 1 {
-        println!(
-            "verify: comparing trained parameters only: the batch-norm running statistics are \
-             replica 0's, broadcast to every replica"
-        );
-        difference(&ours, &theirs)
-    } else {
-        difference(&replica0, &single.parameters())
-    };
-    println!("verify: max_rel_diff={:.3e}", d.max_relative);
-    println!(
-        "  (max over parameter tensors of ||w_pipe - w_single||_2 / ||w_single||_2; max abs \
-         diff {:.3e}; tolerance {tolerance:e})",
-        d.max_absolute
-    );
-    // NaN fails too.
-    if d.max_relative.is_nan() || d.max_relative > tolerance {
-        eprintln!(
-            "verify FAILED: pipelined weights differ from single-device training \
-             (max_rel_diff {:.3e} > tolerance {tolerance:e})",
-            d.max_relative
-        );
-        return Exit::VerifyFailed;
-    }
-    Exit::Success
 }

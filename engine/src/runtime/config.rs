@@ -1,0 +1,51 @@
+//! What a [`Runtime`](super::Runtime) runs: the schedule, the step's settings, data
+//! parallelism and ties.
+
+use std::sync::Arc;
+
+use pipetrain_schedules::ScheduleKind;
+
+use crate::loss::Loss;
+use crate::remat::Remat;
+use crate::tie::Tie;
+
+/// How replicas combine their gradients.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DataParallel {
+    /// Bytes per all-reduce bucket (PyTorch DDP's default: 25 MiB). The gradients of a stage
+    /// are reduced bucket by bucket, in a fixed order.
+    pub bucket_bytes: usize,
+    /// ZeRO stage 1: optimizer state sharded across the replicas of each stage.
+    pub zero: bool,
+    /// Batches whose gradients are summed before one optimizer step (DDP's `no_sync`).
+    pub accumulation: usize,
+}
+
+impl Default for DataParallel {
+    fn default() -> Self {
+        Self {
+            bucket_bytes: 25 << 20,
+            zero: false,
+            accumulation: 1,
+        }
+    }
+}
+
+/// What the runtime runs: the schedule, the step's settings and the tied parameters.
+#[derive(Clone)]
+pub struct RuntimeConfig {
+    /// The schedule of every step.
+    pub schedule: ScheduleKind,
+    /// Micro-batches per replica per step (m).
+    pub micro_batches: usize,
+    /// Learning rate of the optimizer steps.
+    pub learning_rate: f64,
+    /// Re-materialization mode.
+    pub remat: Remat,
+    /// The loss on the last stage.
+    pub loss: Arc<dyn Loss>,
+    /// How replicas combine their gradients.
+    pub data_parallel: DataParallel,
+    /// Tied parameters (see [`Tie`]).
+    pub ties: Vec<Tie>,
+}

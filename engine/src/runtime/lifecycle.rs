@@ -1,0 +1,287 @@
+//! The [`Runtime`] itself: its parts, how it starts and connects, checkpoints, and what it
+//! tells about itself.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::thread::ThreadId;
+
+use pipetrain_schedules::{Lowering, Plan, StageId, WorkerId, lower, validate};
+
+use super::config::RuntimeConfig;
+use super::step::died;
+use crate::abort::Abort;
+use crate::checkpoint::{self, Checkpoint, Progress};
+use crate::error::{EngineError, Result};
+use crate::fabric::{ChannelFabric, Fabric, TieLink};
+use crate::layer::Layer;
+use crate::thread::WorkerThread;
+use crate::tie::TiePlan;
+use crate::workers::Workers;
+
+/// The plans a runtime interprets.
+pub(super) struct Plans {
+    /// A step that ends with the all-reduce and the optimizer step.
+    pub step: Arc<Plan>,
+    /// A non-final step of an accumulation: no all-reduce, no optimizer step.
+    pub accumulating: Arc<Plan>,
+}
+
+/// Persistent workers running steps of a lowered plan.
+///
+/// ```
+/// use std::sync::Arc;
+/// use burn::nn::{Linear, LinearConfig};
+/// use burn::prelude::*;
+/// use pipetrain_engine::*;
+/// use pipetrain_partitioner::Partition;
+/// use pipetrain_schedules::ScheduleKind;
+///
+/// #[derive(Module, Debug)]
+/// struct Dense { linear: Linear }
+/// impl Layer for Dense {
+///     fn forward(&self, x: Activation) -> Result<Activation, ActivationError> {
+///         Ok(self.linear.forward(x.float::<2>()?).into())
+///     }
+/// }
+/// let device = Device::flex();
+/// let model = vec![
+///     Dense { linear: LinearConfig::new(4, 8).init(&device) },
+///     Dense { linear: LinearConfig::new(8, 2).init(&device) },
+/// ];
+/// let world = World::new(2, 2)?; // 2 replicas × 2 stages
+/// let workers = Workers::build(world, Partition::from_balance(&[1, 1], 2)?, &model, &[device.clone()], &OptimizerConfig::sgd(), 1)?;
+/// let config = RuntimeConfig {
+///     schedule: ScheduleKind::OneFOneB,
+///     micro_batches: 2,
+///     learning_rate: 0.1,
+///     remat: Remat::Never,
+///     loss: Arc::new(Mse),
+///     data_parallel: DataParallel::default(),
+///     ties: Vec::new(),
+/// };
+/// let mut runtime = Runtime::new(workers, config)?;
+/// let batch = Batch {
+///     inputs: Tensor::<2>::ones([8, 4], &device).into(),
+///     targets: Tensor::<2>::zeros([8, 2], &device).into(),
+/// };
+/// let first = runtime.step(&batch)?;
+/// let second = runtime.step(&batch)?;
+/// assert!(second.loss < first.loss);
+/// assert_eq!(runtime.into_workers().into_model().len(), 2);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Runtime<L: Layer> {
+    pub(super) workers: Workers<L>,
+    /// One per local worker, in `world.local()` order.
+    pub(super) threads: Vec<WorkerThread<L>>,
+    pub(super) plans: Plans,
+    pub(super) config: RuntimeConfig,
+    pub(super) tie_plan: TiePlan,
+    pub(super) fabric: Box<dyn Fabric>,
+    /// The current links' abort signal: fresh with every connection.
+    pub(super) abort: Arc<Abort>,
+    /// Batches accumulated since the last optimizer step.
+    pub(super) pending: usize,
+    pub(super) optimizer_steps: u64,
+    pub(super) poisoned: bool,
+    /// A worker thread died with its state: nothing can be recovered.
+    pub(super) lost: bool,
+}
+
+impl<L: Layer> Runtime<L> {
+    /// Starts one thread per local worker, connected by in-process channels ([`ChannelFabric`]).
+    pub fn new(workers: Workers<L>, config: RuntimeConfig) -> Result<Self> {
+        Self::with_fabric(workers, config, Box::new(ChannelFabric))
+    }
+
+    /// Like [`new`](Self::new), with the workers connected by `fabric`.
+    pub fn with_fabric(
+        workers: Workers<L>,
+        config: RuntimeConfig,
+        fabric: Box<dyn Fabric>,
+    ) -> Result<Self> {
+        let stages = workers.world().stages();
+        let unlowered = config.schedule.plan(stages, config.micro_batches)?;
+        let step = lower(&unlowered, Lowering::default());
+        validate(&step)?;
+        let accumulating = lower(
+            &unlowered,
+            Lowering {
+                all_reduce: false,
+                optimizer_step: false,
+            },
+        );
+        validate(&accumulating)?;
+        let threads = workers
+            .world()
+            .local()
+            .iter()
+            .map(|&id| WorkerThread::spawn(id))
+            .collect::<Result<Vec<_>>>()?;
+        let mut runtime = Self {
+            tie_plan: TiePlan::new(&config.ties, workers.states(), stages)?,
+            workers,
+            threads,
+            plans: Plans {
+                step: Arc::new(step),
+                accumulating: Arc::new(accumulating),
+            },
+            config,
+            fabric,
+            abort: Arc::new(Abort::new()),
+            pending: 0,
+            optimizer_steps: 0,
+            poisoned: false,
+            lost: false,
+        };
+        runtime.connect()?;
+        Ok(runtime)
+    }
+
+    /// Fresh links for every worker, with a fresh abort signal.
+    pub(super) fn connect(&mut self) -> Result<()> {
+        let world = self.workers.world().clone();
+        let ties: Vec<TieLink> = self
+            .tie_plan
+            .links()
+            .into_iter()
+            .map(|(tie, low, high)| TieLink {
+                tie,
+                low: StageId::from(low),
+                high: StageId::from(high),
+            })
+            .collect();
+        self.abort = Arc::new(Abort::new());
+        let links = self.fabric.connect(&world, &ties, &self.abort)?;
+        for (thread, links) in self.threads.iter().zip(links) {
+            let slots = self.tie_plan.slots(thread.worker().stage.index());
+            if !thread.connect(links, slots) {
+                self.lost = true;
+                return Err(died(thread.worker(), "its thread is gone"));
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn usable(&self) -> Result<()> {
+        if self.poisoned || self.lost {
+            return Err(EngineError::Poisoned);
+        }
+        Ok(())
+    }
+
+    /// Saves the whole model (replica 0's weights under full-model names), every worker's
+    /// optimizer state and `progress.extra` (the step count is the runtime's) to one safetensors
+    /// file, atomically (see [`checkpoint`]). Refused in the middle of an accumulation.
+    pub fn save_checkpoint(
+        &self,
+        path: &Path,
+        extra: std::collections::BTreeMap<String, String>,
+    ) -> Result<()> {
+        if self.pending > 0 {
+            return Err(EngineError::MidAccumulation {
+                pending: self.pending,
+                accumulation: self.config.data_parallel.accumulation,
+            });
+        }
+        let progress = Progress {
+            step: self.optimizer_steps,
+            extra,
+        };
+        let w = &self.workers;
+        checkpoint::save(
+            path,
+            w.states(),
+            w.world().stages(),
+            w.optimizer().name(),
+            &progress,
+        )?;
+        Ok(())
+    }
+
+    /// Loads `checkpoint` (saved under any layout): weights into every replica, each worker's
+    /// optimizer state, the step count; ties are placed again and the workers get fresh links.
+    /// Nothing changes if the weights do not fit; a failure after that leaves the runtime
+    /// poisoned rather than half loaded. Also makes a runtime usable again after a failed step.
+    pub fn load_checkpoint(&mut self, checkpoint: &Checkpoint) -> Result<()> {
+        if self.lost {
+            return Err(EngineError::Poisoned);
+        }
+        let name = self.workers.optimizer().name();
+        checkpoint.check_optimizer(name)?;
+        let loaded = checkpoint.load_model(self.workers.model())?;
+        let zero = self
+            .config
+            .data_parallel
+            .zero
+            .then_some(self.workers.world().replicas());
+        let partition = self.workers.partition().clone();
+        // The weights fit; from here on the workers change: a failure poisons.
+        self.poisoned = true;
+        for w in self.workers.iter_mut() {
+            let range = partition.range(w.id().stage);
+            w.set_layers(loaded[range.clone()].to_vec());
+            checkpoint.load_optimizer(w, range.start, name, zero)?;
+        }
+        let stages = self.workers.world().stages();
+        self.tie_plan = TiePlan::new(&self.config.ties, self.workers.states(), stages)?;
+        self.connect()?;
+        self.optimizer_steps = checkpoint.progress().step;
+        self.pending = 0;
+        self.poisoned = false;
+        Ok(())
+    }
+
+    /// The workers (their states between steps).
+    pub fn workers(&self) -> &Workers<L> {
+        &self.workers
+    }
+
+    /// The lowered plan of a step that ends with the optimizer step.
+    pub fn plan(&self) -> &Plan {
+        &self.plans.step
+    }
+
+    /// What the runtime runs.
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.config
+    }
+
+    /// Batches accumulated since the last optimizer step.
+    pub fn pending(&self) -> usize {
+        self.pending
+    }
+
+    /// Optimizer steps taken (restored by [`load_checkpoint`](Self::load_checkpoint)).
+    pub fn optimizer_steps(&self) -> u64 {
+        self.optimizer_steps
+    }
+
+    /// Steps taken: optimizer steps × k plus the batches pending.
+    pub fn steps(&self) -> u64 {
+        self.optimizer_steps * self.config.data_parallel.accumulation.max(1) as u64
+            + self.pending as u64
+    }
+
+    /// Whether a failed step left the runtime unusable (until a checkpoint is loaded).
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned || self.lost
+    }
+
+    /// Each local worker's thread (stable for the runtime's life).
+    pub fn threads(&self) -> Vec<(WorkerId, ThreadId)> {
+        self.threads
+            .iter()
+            .filter_map(|t| Some((t.worker(), t.thread_id()?)))
+            .collect()
+    }
+
+    /// Stops and joins every worker thread, and gives the workers back.
+    pub fn into_workers(self) -> Workers<L> {
+        let Self {
+            workers, threads, ..
+        } = self;
+        drop(threads);
+        workers
+    }
+}

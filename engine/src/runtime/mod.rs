@@ -1,0 +1,20 @@
+//! The runtime: owns the workers, their persistent threads, the plans and the fabric, and runs
+//! steps.
+//!
+//! A step as data: the batch is cut into replicas × micro-batches ([`Batch::shard`](crate::Batch::shard)), each
+//! worker's thread is lent its state with its share (stage 0 the inputs, the last stage the
+//! targets), walks its lowered program (receive → compute → send; all-reduce and optimizer step
+//! at the end) and hands the state back with its report. The loss is scaled here, once:
+//! every micro-batch loss by 1/(m·R·k), so that the summed gradients are the mean gradient of
+//! the k accumulated batches, and the reported loss is the batch's true mean.
+//!
+//! First error wins (see [`crate::abort`]): the step returns the first failure once every
+//! worker has handed its state back; the runtime then refuses to go on
+//! ([`EngineError::Poisoned`](crate::EngineError::Poisoned)) until a checkpoint is loaded.
+
+mod config;
+mod lifecycle;
+mod step;
+
+pub use config::{DataParallel, RuntimeConfig};
+pub use lifecycle::Runtime;

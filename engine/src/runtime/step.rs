@@ -1,0 +1,237 @@
+//! Running: a training step and an inference pass. Each lends the workers' states to their
+//! threads with a job and takes every state back.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use pipetrain_schedules::{Plan, ReplicaId, StageId, WorkerId, inference, validate_inference};
+
+use super::lifecycle::Runtime;
+use crate::activation::Activation;
+use crate::batch::{Batch, Shard};
+use crate::error::{EngineError, Result};
+use crate::layer::Layer;
+use crate::remat::Remat;
+use crate::report::StepOutcome;
+use crate::thread::Job;
+use crate::worker::{Feed, Finished, StepContext, WorkerState};
+
+impl<L: Layer> Runtime<L> {
+    /// One training step on `batch`: replica r takes the r-th of R contiguous shards, cut into m
+    /// micro-batches; forward and backward through the pipeline; each stage's gradients summed
+    /// over the replicas; one optimizer step per worker (every k-th call with accumulation k).
+    /// Equal to one full-batch step on one device.
+    pub fn step(&mut self, batch: &Batch) -> Result<StepOutcome> {
+        self.usable()?;
+        let world = self.workers.world();
+        let shards = batch.shard(world.replicas(), self.config.micro_batches)?;
+        let k = self.config.data_parallel.accumulation.max(1);
+        let optimizer_step = self.pending + 1 == k;
+        let plan = if optimizer_step {
+            Arc::clone(&self.plans.step)
+        } else {
+            Arc::clone(&self.plans.accumulating)
+        };
+        let dp = self.config.data_parallel;
+        let ctx = StepContext {
+            stages: world.stages(),
+            micro_batches: self.config.micro_batches,
+            learning_rate: self.config.learning_rate,
+            remat: self.config.remat,
+            loss: Some(Arc::clone(&self.config.loss)),
+            loss_scale: 1.0 / (self.config.micro_batches * world.replicas() * k) as f64,
+            abort: Arc::clone(&self.abort),
+            start: Instant::now(),
+            bucket_elems: (dp.bucket_bytes / std::mem::size_of::<f32>()).max(1),
+            zero: dp.zero,
+        };
+        let feeds = feeds(world.local(), world.stages(), shards, true);
+        let (finished, ctx) = self
+            .launch(feeds, plan, ctx)
+            .inspect_err(|_| self.poisoned = true)?;
+        let wall = ctx.start.elapsed();
+        // The engine scaled each micro-batch loss by 1/(m·R·k): this batch's mean is k × the sum.
+        let loss = finished.iter().map(|f| f.loss).sum::<f64>() * k as f64;
+        self.pending = if optimizer_step { 0 } else { self.pending + 1 };
+        self.optimizer_steps += u64::from(optimizer_step);
+        Ok(StepOutcome {
+            loss,
+            samples: batch.len(),
+            wall,
+            optimizer_step,
+            workers: finished.into_iter().map(|f| f.report).collect(),
+        })
+    }
+
+    /// Inference without autodiff: the batch is cut like a training batch — into R shards of m
+    /// micro-batches — and streamed through the stages (stage s forwards micro-batch i while
+    /// stage s+1 forwards i−1). A batch that does not split into R × m runs on replica 0 alone,
+    /// in m micro-batches if it splits into those, else as one. Outputs come back in row order,
+    /// on replica 0's last-stage device.
+    pub fn infer(&mut self, inputs: Activation) -> Result<Activation> {
+        self.usable()?;
+        let world = self.workers.world().clone();
+        if !world.is_whole() {
+            return Err(EngineError::World(
+                "inference gathers every replica's outputs in one process; run it where the \
+                 whole world is local"
+                    .into(),
+            ));
+        }
+        let rows = inputs.batch_size();
+        let (r, m) = (world.replicas(), self.config.micro_batches);
+        let (replicas, parts) = if rows % (r * m) == 0 {
+            (r, m)
+        } else if rows % m == 0 {
+            (1, m)
+        } else {
+            (1, 1)
+        };
+        let plan = inference(world.stages(), parts)?;
+        validate_inference(&plan)?;
+        let mut shards = Vec::with_capacity(replicas);
+        for shard in inputs.detach().split(replicas)? {
+            shards.push(Shard {
+                inputs: shard.split(parts)?,
+                targets: Vec::new(),
+            });
+        }
+        let active: Vec<WorkerId> = world
+            .local()
+            .iter()
+            .copied()
+            .filter(|id| id.replica.index() < replicas)
+            .collect();
+        let ctx = StepContext {
+            stages: world.stages(),
+            micro_batches: parts,
+            learning_rate: 0.0,
+            remat: Remat::Never,
+            loss: None,
+            loss_scale: 0.0,
+            abort: Arc::clone(&self.abort),
+            start: Instant::now(),
+            bucket_elems: 1,
+            zero: false,
+        };
+        let feeds = feeds(&active, world.stages(), shards, false);
+        // A failed inference changes no state, but may leave messages in flight: fresh links.
+        let (finished, _) = match self.launch(feeds, Arc::new(plan), ctx) {
+            Ok(done) => done,
+            Err(error) => {
+                self.connect()?;
+                return Err(error);
+            }
+        };
+        let last = WorkerId::new(ReplicaId(0), StageId::from(world.stages() - 1));
+        let device = self
+            .workers
+            .get(last)
+            .expect("the whole world is local")
+            .device()
+            .clone()
+            .inner();
+        let outputs = finished
+            .into_iter()
+            .filter(|f| world.is_last(f.report.worker))
+            .flat_map(|f| {
+                let mut outputs = f.outputs;
+                outputs.sort_by_key(|(mb, _)| *mb);
+                outputs.into_iter().map(|(_, a)| a.to_device(&device))
+            })
+            .collect();
+        Ok(Activation::cat(outputs)?)
+    }
+
+    /// Lends each worker with a feed its state and a job, then takes every state back. Returns
+    /// what the workers finished with (replica-major), or the step's first failure.
+    fn launch(
+        &mut self,
+        mut feeds: Vec<(WorkerId, Feed)>,
+        plan: Arc<Plan>,
+        ctx: StepContext,
+    ) -> Result<(Vec<Finished>, Arc<StepContext>)> {
+        let ctx = Arc::new(ctx);
+        let mut states: Vec<Option<WorkerState<L>>> =
+            self.workers.take_states().into_iter().map(Some).collect();
+        let mut lent = Vec::with_capacity(feeds.len());
+        for (thread, state) in self.threads.iter().zip(states.iter_mut()) {
+            let Some(at) = feeds.iter().position(|(id, _)| *id == thread.worker()) else {
+                continue;
+            };
+            let (_, feed) = feeds.swap_remove(at);
+            let job = Job {
+                plan: Arc::clone(&plan),
+                feed,
+                ctx: Arc::clone(&ctx),
+            };
+            let owned = state.take().expect("every state is home between steps");
+            match thread.run(owned, job) {
+                Ok(()) => lent.push(thread.worker()),
+                Err(back) => {
+                    *state = Some(*back);
+                    ctx.abort.fail(died(thread.worker(), "its thread is gone"));
+                }
+            }
+        }
+        let mut finished = Vec::with_capacity(lent.len());
+        for (thread, state) in self.threads.iter().zip(states.iter_mut()) {
+            if !lent.contains(&thread.worker()) {
+                continue;
+            }
+            match thread.reply() {
+                Some(reply) => {
+                    *state = Some(*reply.state);
+                    match reply.finished {
+                        Some(f) => finished.push(f),
+                        None if ctx.abort.is_aborted() => {}
+                        None => unreachable!("a worker that stops early has recorded why"),
+                    }
+                }
+                None => {
+                    self.lost = true;
+                    ctx.abort
+                        .fail(died(thread.worker(), "its thread died during the step"));
+                }
+            }
+        }
+        self.workers.restore(states.into_iter().flatten().collect());
+        match ctx.abort.take_error() {
+            Some(error) => Err(error),
+            None => Ok((finished, ctx)),
+        }
+    }
+}
+
+/// Each worker's share of the data: stage 0 the inputs of its replica's shard, the last stage
+/// the targets (when `train`). Workers of replicas without a shard get nothing (no job).
+fn feeds(
+    workers: &[WorkerId],
+    stages: usize,
+    shards: Vec<Shard>,
+    train: bool,
+) -> Vec<(WorkerId, Feed)> {
+    let mut out = Vec::with_capacity(workers.len());
+    for &id in workers {
+        let Some(shard) = shards.get(id.replica.index()) else {
+            continue;
+        };
+        let mut feed = Feed::default();
+        if id.stage.index() == 0 {
+            feed.inputs = shard.inputs.iter().cloned().map(Some).collect();
+        }
+        if train && id.stage.index() + 1 == stages {
+            feed.targets = shard.targets.iter().cloned().map(Some).collect();
+        }
+        out.push((id, feed));
+    }
+    out
+}
+
+pub(super) fn died(id: WorkerId, message: &str) -> EngineError {
+    EngineError::WorkerDied {
+        replica: id.replica,
+        stage: id.stage,
+        message: message.to_string(),
+    }
+}
