@@ -82,7 +82,7 @@ pub struct PipelineBuilder<L: Layer> {
     devices: Vec<Device>,
     threads: Option<usize>,
     replicas: usize,
-    accumulate: usize,
+    accumulation: usize,
     zero: u8,
     bucket_bytes: usize,
     ties: Vec<Tie>,
@@ -103,7 +103,7 @@ impl<L: Layer> Default for PipelineBuilder<L> {
             devices: Vec::new(),
             threads: None,
             replicas: 1,
-            accumulate: 1,
+            accumulation: 1,
             zero: 0,
             bucket_bytes: DataParallel::default().bucket_bytes,
             ties: Vec::new(),
@@ -180,8 +180,8 @@ impl<L: Layer> PipelineBuilder<L> {
     /// [`train_step`](Pipeline::train_step) calls are summed, with no all-reduce, and the
     /// optimizer steps on the k-th (PyTorch DDP's `no_sync`). k calls on batches b₁…b_k equal one
     /// step on their concatenation.
-    pub fn accumulate(mut self, k: usize) -> Self {
-        self.accumulate = k;
+    pub fn accumulation(mut self, k: usize) -> Self {
+        self.accumulation = k;
         self
     }
 
@@ -269,8 +269,8 @@ impl<L: Layer> PipelineBuilder<L> {
         if self.replicas == 0 {
             return config("replicas = 0: use .replicas(1) for no data parallelism");
         }
-        if self.accumulate == 0 {
-            return config("accumulate = 0: use .accumulate(1) to step after every batch");
+        if self.accumulation == 0 {
+            return config("accumulation = 0: use .accumulation(1) to step after every batch");
         }
         if self.zero > 1 {
             return config(format!(
@@ -320,7 +320,7 @@ impl<L: Layer> PipelineBuilder<L> {
                 data_parallel: DataParallel {
                     bucket_bytes: self.bucket_bytes,
                     zero: self.zero == 1,
-                    accumulation: self.accumulate,
+                    accumulation: self.accumulation,
                 },
                 ties,
             },

@@ -200,7 +200,7 @@ impl<L: Layer> Pipeline<L> {
     /// One training step on `batch`: replica i takes the i-th of `replicas` contiguous shards,
     /// split into m micro-batches; forward and backward through the pipeline; the stages'
     /// gradients are summed over the replicas; one optimizer step per worker. Equal to one
-    /// full-batch step on one device. With [`accumulate(k)`](crate::PipelineBuilder::accumulate)
+    /// full-batch step on one device. With [`accumulation(k)`](crate::PipelineBuilder::accumulation)
     /// only every k-th call all-reduces and steps ([`StepReport::optimizer_step`]).
     pub fn train_step(&mut self, batch: &Batch) -> Result<StepReport> {
         if self.runtime().is_none() {

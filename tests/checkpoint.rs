@@ -183,7 +183,7 @@ fn accumulation_in_progress_is_not_saved() {
         .layers(model())
         .stages(2)
         .micro_batches(2)
-        .accumulate(2)
+        .accumulation(2)
         .build()
         .unwrap();
     p.train_step(&batch(0)).unwrap();

@@ -100,7 +100,7 @@ fn data_parallel(
         .remat(Remat::Never)
         .optimizer(OptimizerConfig::adam())
         .learning_rate(LR)
-        .accumulate(mode.accumulation())
+        .accumulation(mode.accumulation())
         .zero(u8::from(mode == Mode::Zero1))
         .bucket_bytes(64) // several buckets even for this tiny model
         .threads_per_worker(1)
@@ -243,7 +243,7 @@ fn bad_data_parallel_settings_are_refused() {
         Ok(_) => panic!("accepted"),
     };
     assert!(err(Pipeline::builder().replicas(0)).contains("replicas = 0"));
-    assert!(err(Pipeline::builder().accumulate(0)).contains("accumulate = 0"));
+    assert!(err(Pipeline::builder().accumulation(0)).contains("accumulation = 0"));
     assert!(err(Pipeline::builder().zero(2)).contains("ZeRO stage 2"));
     assert!(err(Pipeline::builder().bucket_bytes(2)).contains("2 bytes"));
 }

@@ -100,6 +100,21 @@ fn worker_threads() -> Vec<String> {
     names
 }
 
+/// Dropping a pipeline joins its worker threads; the kernel lists a joined thread in /proc for
+/// a moment longer (join returns when the exiting thread clears its id, before the kernel
+/// releases it), so look again for a while.
+fn assert_no_worker_threads() {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !worker_threads().is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(
+        worker_threads().is_empty(),
+        "worker threads outlive the pipeline: {:?}",
+        worker_threads()
+    );
+}
+
 fn run_tripped(
     stage_of_trip: usize,
     micro_batch: usize,
@@ -142,11 +157,7 @@ fn run_tripped(
     );
     // None outlives the pipeline.
     drop(pipeline);
-    assert!(
-        worker_threads().is_empty(),
-        "worker threads outlive the pipeline: {:?}",
-        worker_threads()
-    );
+    assert_no_worker_threads();
     (err, elapsed)
 }
 
@@ -219,7 +230,7 @@ fn a_shape_mismatch_between_stages_names_both_stages_and_shapes() {
         "{err}"
     );
     drop(pipeline);
-    assert!(worker_threads().is_empty(), "{:?}", worker_threads());
+    assert_no_worker_threads();
 }
 
 #[test]

@@ -140,14 +140,10 @@ fn worker_threads_persist_across_steps_and_end_with_the_runtime() {
 
     let model = runtime.into_workers().into_model();
     assert_eq!(model.len(), 3);
-    // The worker threads are joined: gone at once. Their compute pools end with the states
-    // (rayon ends its threads asynchronously): give them a moment.
-    let workers_left: Vec<_> = worker_threads()
-        .into_iter()
-        .filter(|(_, name)| name.len() <= "pipetrain-r0s0".len())
-        .collect();
-    assert!(workers_left.is_empty(), "{workers_left:?}");
     drop(model);
+    // The worker threads are joined (the kernel lists a joined thread for a moment longer) and
+    // their compute pools end with the states (rayon ends its threads asynchronously): look
+    // again for a while.
     let deadline = Instant::now() + Duration::from_secs(10);
     while !worker_threads().is_empty() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));

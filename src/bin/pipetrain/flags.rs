@@ -7,7 +7,7 @@ const METHODS: &[(&str, &str)] = &[
     ("balance", "--balance"),
     ("micro_batches", "--micro-batches"),
     ("replicas", "--replicas"),
-    ("accumulate", "--accumulate"),
+    ("accumulation", "--accumulate"),
     ("zero", "--zero"),
     ("learning_rate", "--lr"),
     ("threads_per_worker", "--threads"),

@@ -218,7 +218,7 @@ fn train_with<L: Layer>(
         .learning_rate(args.lr)
         .loss(CrossEntropy)
         .replicas(args.replicas)
-        .accumulate(args.accumulate)
+        .accumulation(args.accumulate)
         .zero(args.zero)
         .bucket_bytes((args.bucket_mb * (1u64 << 20) as f64) as usize);
     builder = match (&args.balance, args.stages) {
