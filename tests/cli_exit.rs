@@ -3,19 +3,7 @@
 //! test); and the table under `--help` is the README's.
 
 mod common;
-use common::{RUNTIME, USAGE, VERIFY_FAILED, failure_with, pipetrain, scratch, success};
-
-/// Tiny model and data: `pipetrain train <TINY> ...` finishes in a second.
-const TINY: [&str; 8] = [
-    "--width",
-    "16",
-    "--hidden-layers",
-    "2",
-    "--batch",
-    "16",
-    "--steps",
-    "1",
-];
+use common::{RUNTIME, TINY, USAGE, VERIFY_FAILED, failure_with, pipetrain, scratch, success};
 
 /// `pipetrain train <TINY> <extra>`.
 fn train<'a>(extra: &[&'a str]) -> Vec<&'a str> {

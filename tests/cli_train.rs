@@ -13,17 +13,7 @@ fn train_failure(args: &[&str]) -> String {
 
 /// Tiny model and data, then `extra`.
 fn tiny<'a>(extra: &[&'a str]) -> Vec<&'a str> {
-    let base = [
-        "--width",
-        "16",
-        "--hidden-layers",
-        "2",
-        "--batch",
-        "16",
-        "--steps",
-        "1",
-    ];
-    [&base[..], extra].concat()
+    [&common::TINY[..], extra].concat()
 }
 
 /// Runs `pipetrain train <args> --verify`, expects success and returns the parsed

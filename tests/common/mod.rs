@@ -12,6 +12,18 @@ use safetensors::tensor::{Dtype, TensorView};
 /// Largest `verify: max_rel_diff` accepted (the CLI's own tolerance).
 pub const TOLERANCE: f64 = 1e-5;
 
+/// Tiny model and data: `pipetrain train <TINY> ...` finishes in a second.
+pub const TINY: [&str; 8] = [
+    "--width",
+    "16",
+    "--hidden-layers",
+    "2",
+    "--batch",
+    "16",
+    "--steps",
+    "1",
+];
+
 /// A fresh directory for one test's files, removed when dropped (also when the test fails).
 pub fn scratch(name: &str) -> tempfile::TempDir {
     tempfile::Builder::new()
