@@ -2,7 +2,7 @@
 //! initial weights from a PyTorch-style state dict.
 
 mod common;
-use common::{scratch, write_safetensors};
+use common::{scratch, seeded, write_safetensors};
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -13,19 +13,12 @@ use burn::prelude::*;
 use pipetrain::{CheckpointError, Error, OptimizerConfig, Pipeline, Remat, ScheduleKind};
 use pipetrain_models::{MlpConfig, MlpLayer, synthetic};
 
-/// burn-flex keeps one random seed per process: tests running at once must not reseed between
-/// another test's seed and its initialisation.
-static SEEDED: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 const WIDTH: usize = 8;
 const CLASSES: usize = 3;
 const BATCH: usize = 8;
 
 fn model() -> Vec<MlpLayer> {
-    let device = Device::flex();
-    let _seeded = SEEDED.lock().unwrap_or_else(|e| e.into_inner());
-    device.seed(11);
-    MlpConfig::new(WIDTH, 3, CLASSES).init(&device) // 4 layers
+    seeded(11, |device| MlpConfig::new(WIDTH, 3, CLASSES).init(device)) // 4 layers
 }
 
 fn batch(i: u64) -> pipetrain::Batch {
@@ -200,7 +193,7 @@ fn accumulation_in_progress_is_not_saved() {
 fn init_from_a_pytorch_state_dict() {
     let tmp = scratch("ckpt");
     let path = tmp.path().join("torch.safetensors");
-    let layers = MlpConfig::new(2, 1, 3).init(&Device::flex()); // fc0: 2→2, head: 2→3
+    let layers = seeded(1, |d| MlpConfig::new(2, 1, 3).init(d)); // fc0: 2→2, head: 2→3
     // PyTorch layout: weight[out][in] = 10·out + in.
     let w0: Vec<f32> = (0..2)
         .flat_map(|o| (0..2).map(move |i| (10 * o + i) as f32))
@@ -230,7 +223,7 @@ fn init_from_a_pytorch_state_dict() {
 fn mismatched_and_corrupt_files_name_the_tensor() {
     let tmp = scratch("ckpt");
     let d = tmp.path().to_path_buf();
-    let layers = || MlpConfig::new(2, 1, 3).init(&Device::flex());
+    let layers = || seeded(1, |d| MlpConfig::new(2, 1, 3).init(d));
     let init = |path: &PathBuf| {
         pipetrain::engine::checkpoint::init_from(path, layers(), true)
             .map(|_| ())

@@ -10,6 +10,8 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use burn::nn::{Linear, LinearConfig};
+mod common;
+
 use burn::prelude::*;
 use pipetrain::engine::{Cause, EngineError, SingleDevice, difference};
 use pipetrain::{
@@ -18,10 +20,6 @@ use pipetrain::{
 };
 use pipetrain_models::{MlpConfig, MlpLayer, synthetic};
 use pipetrain_schedules::ActionKind;
-
-/// burn-flex keeps one random seed per process: tests running at once must not reseed between
-/// another test's seed and its initialisation.
-static SEEDED: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 const STEPS: u64 = 3;
 const BATCH: usize = 12; // splits into r ∈ {1,2,3} × m = 2
@@ -48,10 +46,9 @@ impl Mode {
 }
 
 fn model() -> Vec<MlpLayer> {
-    let device = Device::flex();
-    let _seeded = SEEDED.lock().unwrap_or_else(|e| e.into_inner());
-    device.seed(SEED);
-    MlpConfig::new(WIDTH, 3, CLASSES).init(&device) // 4 layers
+    common::seeded(SEED, |device| {
+        MlpConfig::new(WIDTH, 3, CLASSES).init(device)
+    }) // 4 layers
 }
 
 fn batch(index: u64) -> Batch {
@@ -180,7 +177,7 @@ fn runs_repeat_bit_for_bit_and_zero_equals_plain() {
 fn zero_one_shards_optimizer_state() {
     let build = |zero| {
         let mut p = Pipeline::builder()
-            .layers(MlpConfig::new(16, 3, 4).init(&Device::flex()))
+            .layers(common::seeded(1, |d| MlpConfig::new(16, 3, 4).init(d)))
             .balance([2, 2])
             .replicas(2)
             .micro_batches(2)
@@ -275,12 +272,14 @@ fn failure_in_replica_one_names_it_and_wakes_the_collective() {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         let device = Device::flex();
-        let layers: Vec<Sentinel> = [(4, 4), (4, 4), (4, 2)]
-            .iter()
-            .map(|&(a, b)| Sentinel {
-                linear: LinearConfig::new(a, b).init(&device),
-            })
-            .collect();
+        let layers: Vec<Sentinel> = common::seeded(2, |device| {
+            [(4, 4), (4, 4), (4, 2)]
+                .iter()
+                .map(|&(a, b)| Sentinel {
+                    linear: LinearConfig::new(a, b).init(device),
+                })
+                .collect()
+        });
         let mut pipeline = Pipeline::builder()
             .layers(layers)
             .balance([1, 2])
@@ -335,11 +334,7 @@ fn failure_in_replica_one_names_it_and_wakes_the_collective() {
 fn batch_norm_replicas_stay_identical_and_train_like_one_device() {
     use pipetrain_models::ResNetConfig;
     let device = Device::flex();
-    let init = {
-        let _seeded = SEEDED.lock().unwrap_or_else(|e| e.into_inner());
-        device.seed(4);
-        ResNetConfig::new(4, 2, 3).with_image(3, 8).init(&device)
-    };
+    let init = common::seeded(4, |d| ResNetConfig::new(4, 2, 3).with_image(3, 8).init(d));
     let batches: Vec<Batch> = (0..3)
         .map(|i| synthetic::images(6, i, 8, 3, 8, 3, &device))
         .collect();

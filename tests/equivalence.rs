@@ -5,15 +5,13 @@
 //! within 1e-5 (norm-wise relative) of single-device training, and GPipe and 1F1B at the same
 //! m are bitwise equal.
 
+mod common;
+
 use burn::prelude::*;
 use pipetrain::engine::{SingleDevice, difference};
 use pipetrain::partitioner::Partition;
 use pipetrain::{CrossEntropy, OptimizerConfig, Pipeline, Remat, ScheduleKind};
 use pipetrain_models::{MlpConfig, MlpLayer, synthetic};
-
-/// burn-flex keeps one random seed per process: tests running at once must not reseed between
-/// another test's seed and its initialisation.
-static SEEDED: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 const STEPS: u64 = 3;
 const BATCH: usize = 16;
@@ -21,10 +19,8 @@ const WIDTH: usize = 8;
 const CLASSES: usize = 3;
 const SEED: u64 = 2026;
 
-fn model(device: &Device) -> Vec<MlpLayer> {
-    let _seeded = SEEDED.lock().unwrap_or_else(|e| e.into_inner());
-    device.seed(SEED);
-    MlpConfig::new(WIDTH, 5, CLASSES).init(device) // 6 layers
+fn model() -> Vec<MlpLayer> {
+    common::seeded(SEED, |d| MlpConfig::new(WIDTH, 5, CLASSES).init(d)) // 6 layers
 }
 
 fn batches(device: &Device) -> Vec<pipetrain::Batch> {
@@ -102,7 +98,7 @@ fn pipelined(
 #[test]
 fn every_schedule_stage_count_and_micro_batch_count_matches_single_device() {
     let device = Device::flex();
-    let init = model(&device);
+    let init = model();
     let data = batches(&device);
     let mut worst = 0f64;
     for (name, optimizer, lr) in optimizers() {
@@ -154,7 +150,7 @@ fn every_schedule_stage_count_and_micro_batch_count_matches_single_device() {
 #[test]
 fn remat_modes_are_bitwise_equal_and_sgd_momentum_and_adamw_match() {
     let device = Device::flex();
-    let init = model(&device);
+    let init = model();
     let data = batches(&device);
     for (name, optimizer, lr) in [
         (

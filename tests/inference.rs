@@ -1,20 +1,15 @@
 //! `Pipeline::forward`: inference streamed through the stages (and replicas) equals running the
 //! whole model on one device, in the batch's row order, for any batch size.
 
+mod common;
+
 use burn::prelude::*;
 use pipetrain::engine::{Cause, EngineError};
 use pipetrain::{Activation, Error, Layer, Pipeline, Remat};
 use pipetrain_models::{MlpConfig, MlpLayer, synthetic};
 
-/// burn-flex keeps one random seed per process: tests running at once must not reseed between
-/// another test's seed and its initialisation.
-static SEEDED: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 fn model() -> Vec<MlpLayer> {
-    let device = Device::flex();
-    let _seeded = SEEDED.lock().unwrap_or_else(|e| e.into_inner());
-    device.seed(21);
-    MlpConfig::new(8, 3, 4).init(&device)
+    common::seeded(21, |d| MlpConfig::new(8, 3, 4).init(d))
 }
 
 /// The whole model, one layer after another, no pipeline.

@@ -2,14 +2,12 @@
 //! projection (last stage) are one parameter trains exactly like single-device training with
 //! the same tie, and the two copies stay equal bit for bit.
 
+mod common;
+
 use burn::prelude::*;
 use pipetrain::engine::{SingleDevice, difference};
 use pipetrain::{CrossEntropy, OptimizerConfig, Pipeline, Remat, ScheduleKind, Tie};
 use pipetrain_models::{GptConfig, GptLayer, synthetic};
-
-/// burn-flex keeps one random seed per process: tests running at once must not reseed between
-/// another test's seed and its initialisation.
-static SEEDED: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 const VOCAB: usize = 16;
 const CONTEXT: usize = 8;
@@ -20,10 +18,7 @@ fn config() -> GptConfig {
 }
 
 fn model() -> Vec<GptLayer> {
-    let device = Device::flex();
-    let _seeded = SEEDED.lock().unwrap_or_else(|e| e.into_inner());
-    device.seed(5);
-    config().init(&device)
+    common::seeded(5, |d| config().init(d))
 }
 
 fn batch(i: u64) -> pipetrain::Batch {

@@ -7,7 +7,22 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Command, Output};
 
+use burn::prelude::Device;
 use safetensors::tensor::{Dtype, TensorView};
+
+/// burn-flex keeps one random generator per process, shared by every test of a test binary.
+static RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Seeds burn's generator with `seed` and runs `init` (which draws from it, e.g. initialises a
+/// model) while no other test of this binary can reseed or draw. Every initialisation in a test
+/// binary that compares weights goes through here: a test that draws without the lock moves
+/// another test's stream between its seed and its draw.
+pub fn seeded<T>(seed: u64, init: impl FnOnce(&Device) -> T) -> T {
+    let _rng = RNG.lock().unwrap_or_else(|e| e.into_inner());
+    let device = Device::flex();
+    device.seed(seed);
+    init(&device)
+}
 
 /// Largest `verify: max_rel_diff` accepted (the CLI's own tolerance).
 pub const TOLERANCE: f64 = 1e-5;
