@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use burn::prelude::*;
 use pipetrain_engine::{
-    CrossEntropy, DataParallel, Layer, Loss, OptimizerConfig, Remat, RuntimeConfig, Tie, pool,
+    Backward, CrossEntropy, DataParallel, Layer, Loss, OptimizerConfig, Remat, RuntimeConfig, Tie,
+    pool,
 };
 use pipetrain_partitioner::Partition;
 use pipetrain_schedules::{Lowering, ScheduleKind, lower, validate};
@@ -76,6 +77,7 @@ pub struct PipelineBuilder<L: Layer> {
     micro_batches: usize,
     schedule: ScheduleKind,
     remat: Remat,
+    backward: Backward,
     optimizer: OptimizerConfig,
     learning_rate: f64,
     loss: Arc<dyn Loss>,
@@ -97,6 +99,7 @@ impl<L: Layer> Default for PipelineBuilder<L> {
             micro_batches: 1,
             schedule: ScheduleKind::OneFOneB,
             remat: Remat::ExceptLast,
+            backward: Backward::default(),
             optimizer: OptimizerConfig::sgd(),
             learning_rate: 0.01,
             loss: Arc::new(CrossEntropy),
@@ -146,6 +149,17 @@ impl<L: Layer> PipelineBuilder<L> {
     /// Activation re-materialization.
     pub fn remat(mut self, remat: Remat) -> Self {
         self.remat = remat;
+        self
+    }
+
+    /// Fused or split backward. The default splits the backward of the layers that describe
+    /// themselves as [`Dense`](crate::Dense) (the built-in MLP's): their input gradients go
+    /// upstream at once and their weight gradients are computed once per step over all its
+    /// micro-batches, which is what makes small micro-batches cheap.
+    /// `Backward::Split { weight_group: k }` computes them every `k` micro-batches instead
+    /// (less memory held), `Backward::Fused` runs every layer's backward through autodiff.
+    pub fn backward(mut self, backward: Backward) -> Self {
+        self.backward = backward;
         self
     }
 
@@ -323,6 +337,7 @@ impl<L: Layer> PipelineBuilder<L> {
                     accumulation: self.accumulation,
                 },
                 ties,
+                backward: self.backward,
             },
             optimizer: self.optimizer,
             devices,

@@ -104,9 +104,11 @@ impl<L: Layer> Pipeline<L> {
         self.config.runtime.schedule
     }
 
-    /// The lowered plan every worker interprets.
+    /// The lowered plan every worker interprets: the schedule's, and once the pipeline has
+    /// started (its split is known), with the backward split on the stages that hold
+    /// [dense](crate::Dense) layers (see [`Backward`](crate::Backward)).
     pub fn plan(&self) -> &Plan {
-        &self.plan
+        self.runtime().map(|r| r.plan()).unwrap_or(&self.plan)
     }
 
     /// The stage split (None until measured on the first batch).

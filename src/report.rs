@@ -20,6 +20,9 @@ pub struct StageReport {
     pub predicted_bubble_fraction: f64,
     /// Most micro-batches stashed at once.
     pub peak_stash: usize,
+    /// Most bytes held at once for deferred weight gradients (split backward; see
+    /// [`Backward`](crate::Backward)).
+    pub peak_deferred_bytes: usize,
     /// When the worker's all-reduce ran, as offsets from the step's start.
     pub all_reduce: Option<(Duration, Duration)>,
 }
@@ -80,6 +83,7 @@ impl StepReport {
                     .copied()
                     .unwrap_or(0.0),
                 peak_stash: w.peak_stash,
+                peak_deferred_bytes: w.peak_deferred_bytes,
                 all_reduce: w.all_reduce,
             })
             .collect();

@@ -1,16 +1,16 @@
 //! The main test: a pipelined step equals a single-device step on the same init and data.
 //!
 //! Sweep: schedule {gpipe, 1f1b} × stages {1,2,3,4} × micro-batches {1,2,4,8} (m < p included)
-//! × remat {never, always} × optimizer {SGD, Adam}. After 3 steps every parameter tensor is
-//! within 1e-5 (norm-wise relative) of single-device training, and GPipe and 1F1B at the same
-//! m are bitwise equal.
+//! × remat {never, always} × backward {split, fused} × optimizer {SGD, Adam}. After 3 steps
+//! every parameter tensor is within 1e-5 (norm-wise relative) of single-device training, and
+//! GPipe and 1F1B at the same m are bitwise equal.
 
 mod common;
 
 use burn::prelude::*;
 use pipetrain::engine::{SingleDevice, difference};
 use pipetrain::partitioner::Partition;
-use pipetrain::{CrossEntropy, OptimizerConfig, Pipeline, Remat, ScheduleKind};
+use pipetrain::{Backward, CrossEntropy, OptimizerConfig, Pipeline, Remat, ScheduleKind};
 use pipetrain_models::{MlpConfig, MlpLayer, synthetic};
 
 const STEPS: u64 = 3;
@@ -35,6 +35,7 @@ struct Case {
     stages: usize,
     micro_batches: usize,
     remat: Remat,
+    backward: Backward,
 }
 
 /// An optimizer under test: name, config, learning rate.
@@ -75,6 +76,7 @@ fn pipelined(
         stages,
         micro_batches,
         remat,
+        backward,
     } = case;
     let balance = Partition::even(init.len(), stages).unwrap().balance();
     let mut pipeline = Pipeline::builder()
@@ -83,6 +85,7 @@ fn pipelined(
         .micro_batches(micro_batches)
         .schedule(schedule)
         .remat(remat)
+        .backward(backward)
         .optimizer(optimizer)
         .learning_rate(lr)
         .threads_per_worker(1)
@@ -110,7 +113,10 @@ fn every_schedule_stage_count_and_micro_batch_count_matches_single_device() {
         );
         for stages in 1..=4 {
             for micro_batches in [1, 2, 4, 8] {
-                for remat in [Remat::Never, Remat::Always] {
+                for (remat, backward) in [Remat::Never, Remat::Always]
+                    .into_iter()
+                    .flat_map(|r| [(r, Backward::default()), (r, Backward::Fused)])
+                {
                     let mut by_schedule = Vec::new();
                     for schedule in ScheduleKind::ALL {
                         let case = Case {
@@ -118,13 +124,14 @@ fn every_schedule_stage_count_and_micro_batch_count_matches_single_device() {
                             stages,
                             micro_batches,
                             remat,
+                            backward,
                         };
                         let got = pipelined(&init, optimizer(), lr, &data, case);
                         let d = difference(&got, &expected);
                         assert!(
                             d.max_relative <= 1e-5,
-                            "{name} {schedule} p={stages} m={micro_batches} remat={remat}: \
-                             max_rel_diff {:.3e} (max abs {:.3e})",
+                            "{name} {schedule} p={stages} m={micro_batches} remat={remat} \
+                             {backward:?}: max_rel_diff {:.3e} (max abs {:.3e})",
                             d.max_relative,
                             d.max_absolute
                         );
@@ -135,8 +142,8 @@ fn every_schedule_stage_count_and_micro_batch_count_matches_single_device() {
                     for (schedule, got) in rest {
                         assert!(
                             got == &first.1,
-                            "{name} p={stages} m={micro_batches} remat={remat}: {schedule} is not \
-                             bitwise equal to {}",
+                            "{name} p={stages} m={micro_batches} remat={remat} {backward:?}: \
+                             {schedule} is not bitwise equal to {}",
                             first.0
                         );
                     }
@@ -174,6 +181,7 @@ fn remat_modes_are_bitwise_equal_and_sgd_momentum_and_adamw_match() {
                         stages: 3,
                         micro_batches: 4,
                         remat,
+                        backward: Backward::default(),
                     },
                 )
             })

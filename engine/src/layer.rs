@@ -3,6 +3,7 @@
 use burn::module::Module;
 
 use crate::activation::{Activation, ActivationError};
+use crate::dense::Dense;
 
 /// A burn [`Module`] that a pipeline can place on a stage: a forward from one [`Activation`] to
 /// the next.
@@ -36,4 +37,14 @@ pub trait Layer: Module + 'static {
     /// Forward of one micro-batch. Called with autodiff tensors while training, plain tensors
     /// for inference and re-materialization's first pass.
     fn forward(&self, input: Activation) -> Result<Activation, ActivationError>;
+
+    /// This layer as a [`Dense`] layer (`y = f(x·W + b)`), when it is one: training then runs it
+    /// without autodiff and splits its backward into an input gradient, sent upstream at once,
+    /// and a weight gradient computed once for a group of micro-batches (see
+    /// [`crate::dense`]). It must describe exactly what [`forward`](Layer::forward) computes
+    /// (inference and re-materialization's first pass use `forward`); the default, `None`, keeps
+    /// the layer on the autodiff path.
+    fn dense(&self) -> Option<Dense<'_>> {
+        None
+    }
 }

@@ -39,6 +39,7 @@
 //!     loss: Arc::new(Mse),
 //!     data_parallel: DataParallel::default(),
 //!     ties: Vec::new(),
+//!     backward: Backward::default(),
 //! })?;
 //! let batch = Batch {
 //!     inputs: Tensor::<2>::ones([4, 4], &device).into(),
@@ -55,6 +56,8 @@ mod adapter;
 mod batch;
 pub mod checkpoint;
 mod collective;
+mod deferred;
+pub mod dense;
 mod error;
 mod fabric;
 mod layer;
@@ -68,6 +71,7 @@ mod remat;
 mod report;
 mod runtime;
 mod stash;
+mod tape;
 mod thread;
 mod tie;
 mod transport;
@@ -80,6 +84,7 @@ pub use abort::Abort;
 pub use activation::{Activation, ActivationError, FromActivation};
 pub use batch::{Batch, Shard};
 pub use collective::{ChannelCollective, Collective, CollectiveError, even_bounds};
+pub use dense::{Dense, DenseActivation};
 pub use error::{Cause, EngineError, Result};
 pub use fabric::{ChannelFabric, Fabric, Links, TieLink};
 pub use layer::Layer;
@@ -89,7 +94,7 @@ pub use params::{Difference, difference, parameters, trainable_parameters};
 pub use reference::SingleDevice;
 pub use remat::{ParseRematError, Remat};
 pub use report::{StepOutcome, WorkerReport};
-pub use runtime::{DataParallel, Runtime, RuntimeConfig};
+pub use runtime::{Backward, DataParallel, Runtime, RuntimeConfig};
 pub use tie::{Tie, TieError, TiePlan, equalize};
 pub use transport::{ChannelTransport, Flow, Tag, Transport, TransportError};
 pub use worker::WorkerState;

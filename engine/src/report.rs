@@ -17,6 +17,9 @@ pub struct WorkerReport {
     pub bubble_fraction: f64,
     /// Most micro-batches stashed at once.
     pub peak_stash: usize,
+    /// Most bytes held at once for deferred weight gradients (split backward: each dense
+    /// layer's input and pre-activation gradient from its `I` until its group's `W`).
+    pub peak_deferred_bytes: usize,
     /// When this worker's gradient all-reduce ran (offsets from the step's start); `None` with
     /// one replica or on a step without an all-reduce.
     pub all_reduce: Option<(Duration, Duration)>,

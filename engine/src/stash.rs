@@ -2,36 +2,23 @@
 
 use std::collections::HashMap;
 
-use burn::prelude::*;
 use pipetrain_schedules::MicroBatchId;
 
 use crate::activation::Activation;
+use crate::tape::Tape;
 
 /// The forward's product that backward needs.
 pub(crate) enum Stashed {
-    /// Forward ran with autodiff: the input leaf and the output (with its graph).
-    Graph {
-        /// The stage input (an autodiff leaf).
-        input: Activation,
-        /// The output, or on the last stage the scaled loss.
-        output: Output,
-    },
+    /// Forward ran for training: its segments and, on the last stage, the loss.
+    Tape(Tape),
     /// Re-materialized: only the plain input (and the targets on the last stage); backward
-    /// recomputes the forward with autodiff first.
+    /// recomputes the forward first.
     Input {
         /// The stage input, plain.
         input: Activation,
         /// The targets, on the last stage.
         target: Option<Activation>,
     },
-}
-
-/// A stage output with its graph.
-pub(crate) enum Output {
-    /// An inner stage's output activation.
-    Activation(Activation),
-    /// The last stage's scaled loss.
-    Loss(Tensor<1>),
 }
 
 /// Per-micro-batch storage with a high-water mark (the measured peak stash).

@@ -63,6 +63,7 @@ fn runtime(device: &Device) -> Runtime<Dense> {
         loss: Arc::new(Mse),
         data_parallel: DataParallel::default(),
         ties: Vec::new(),
+        backward: Backward::default(),
     };
     Runtime::new(workers, config).unwrap()
 }

@@ -7,7 +7,7 @@
 use burn::nn::{Linear, LinearConfig};
 use burn::prelude::*;
 use burn::tensor::activation::relu;
-use pipetrain_engine::{Activation, ActivationError, Layer};
+use pipetrain_engine::{Activation, ActivationError, Dense, Layer};
 
 /// The shape of an MLP.
 ///
@@ -102,5 +102,12 @@ impl Layer for MlpLayer {
             MlpLayer::Head(l) => l.forward(x),
         }
         .into())
+    }
+
+    fn dense(&self) -> Option<Dense<'_>> {
+        Some(match self {
+            MlpLayer::Block(b) => Dense::linear(&b.linear).relu(),
+            MlpLayer::Head(l) => Dense::linear(l),
+        })
     }
 }

@@ -34,6 +34,7 @@ mod one_f_one_b;
 mod plan;
 pub mod render;
 mod simulate;
+mod split;
 mod validate;
 
 pub use action::{Action, ActionKind};

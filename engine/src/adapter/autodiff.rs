@@ -4,12 +4,14 @@
 use burn::module::Module;
 use burn::optim::{GradientsAccumulator, GradientsParams, ModuleOptimizer};
 use burn::prelude::*;
-use burn::tensor::Gradients;
 
 use crate::activation::{Activation, ActivationError};
 
 /// A stage's parameter gradients, by parameter (burn's container).
 pub(crate) type Grads = GradientsParams;
+
+/// The gradients of one backward pass, by tensor (burn's autodiff container).
+pub(crate) type Gradients = burn::tensor::Gradients;
 
 /// A received (plain) activation as the leaf of this stage's graph. Float inputs of stages that
 /// must send an input gradient upstream require grad; int inputs (token ids) stay plain.
@@ -89,9 +91,21 @@ impl<M: Module> Accumulator<M> {
         }
     }
 
+    /// Adds the parameter gradients of one backward pass through `module`'s graph.
     pub(crate) fn add(&mut self, module: &M, grads: Gradients) {
         self.inner
             .accumulate(module, GradientsParams::from_grads(grads, module));
+    }
+
+    /// Adds parameter gradients computed by hand (the dense layers' `W`).
+    pub(crate) fn add_params(&mut self, module: &M, grads: GradientsParams) {
+        if !grads.is_empty() {
+            self.inner.accumulate(module, grads);
+        }
+    }
+
+    /// One more micro-batch's backward has run.
+    pub(crate) fn count_micro_batch(&mut self) {
         self.micro_batches += 1;
     }
 
@@ -124,6 +138,19 @@ pub(crate) fn step<M: Module + Default>(
 ) {
     let current = std::mem::take(module);
     *module = optimizer.step(learning_rate, current, grads);
+}
+
+/// Registers a dense layer's weight (and bias) gradient for `linear`'s parameters.
+pub(crate) fn register_dense(
+    grads: &mut GradientsParams,
+    linear: &burn::nn::Linear,
+    weight: Tensor<2>,
+    bias: Option<Tensor<1>>,
+) {
+    grads.register(linear.weight.id, weight);
+    if let (Some(param), Some(bias)) = (&linear.bias, bias) {
+        grads.register(param.id, bias);
+    }
 }
 
 /// A scalar loss value for reporting.

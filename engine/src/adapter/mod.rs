@@ -22,8 +22,8 @@ mod tied;
 mod values;
 
 pub(crate) use autodiff::{
-    Accumulator, Grads, backward_loss, backward_seeded, input_grad, leaf, optimizer_state_bytes,
-    scalar, step,
+    Accumulator, Gradients, Grads, backward_loss, backward_seeded, input_grad, leaf,
+    optimizer_state_bytes, register_dense, scalar, step,
 };
 pub(crate) use grads::{Buffers, Slots, assign_owners, owners_of};
 pub(crate) use names::{ParamId, named_parameters};

@@ -31,6 +31,35 @@ impl Default for DataParallel {
     }
 }
 
+/// How a step's backward runs.
+///
+/// ```
+/// use pipetrain_engine::Backward;
+/// assert_eq!(Backward::default(), Backward::Split { weight_group: 0 });
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backward {
+    /// One backward (`B`) per micro-batch: autodiff computes input and weight gradients
+    /// together, for every layer.
+    Fused,
+    /// The [dense](crate::dense) layers run by hand with a split backward: `I` computes the
+    /// input gradient at once, `W` the weight gradients, deferred and computed together for
+    /// each group of `weight_group` micro-batches (`0`: all of the step's, the fastest; smaller
+    /// groups hold fewer inputs and gradients, see
+    /// [`WorkerReport::peak_deferred_bytes`](crate::WorkerReport::peak_deferred_bytes)). Other
+    /// layers keep the autodiff path; a stage without dense layers keeps `B`.
+    Split {
+        /// Micro-batches per weight-gradient pass; `0` for all of the step's.
+        weight_group: usize,
+    },
+}
+
+impl Default for Backward {
+    fn default() -> Self {
+        Backward::Split { weight_group: 0 }
+    }
+}
+
 /// What the runtime runs: the schedule, the step's settings and the tied parameters.
 #[derive(Clone)]
 pub struct RuntimeConfig {
@@ -48,4 +77,6 @@ pub struct RuntimeConfig {
     pub data_parallel: DataParallel,
     /// Tied parameters (see [`Tie`]).
     pub ties: Vec<Tie>,
+    /// Fused or split backward.
+    pub backward: Backward,
 }

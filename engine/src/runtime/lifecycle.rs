@@ -7,7 +7,7 @@ use std::thread::ThreadId;
 
 use pipetrain_schedules::{Lowering, Plan, StageId, WorkerId, lower, validate};
 
-use super::config::RuntimeConfig;
+use super::config::{Backward, RuntimeConfig};
 use super::step::died;
 use crate::abort::Abort;
 use crate::checkpoint::{self, Checkpoint, Progress};
@@ -58,6 +58,7 @@ pub(super) struct Plans {
 ///     loss: Arc::new(Mse),
 ///     data_parallel: DataParallel::default(),
 ///     ties: Vec::new(),
+///     backward: Backward::default(),
 /// };
 /// let mut runtime = Runtime::new(workers, config)?;
 /// let batch = Batch {
@@ -101,7 +102,18 @@ impl<L: Layer> Runtime<L> {
         fabric: Box<dyn Fabric>,
     ) -> Result<Self> {
         let stages = workers.world().stages();
-        let unlowered = config.schedule.plan(stages, config.micro_batches)?;
+        let mut unlowered = config.schedule.plan(stages, config.micro_batches)?;
+        if matches!(config.backward, Backward::Split { .. }) {
+            // Split the stages that hold a dense layer; the others keep `B`.
+            let dense: Vec<bool> = (0..stages)
+                .map(|s| {
+                    workers.states().iter().any(|w| {
+                        w.id.stage.index() == s && w.layers.iter().any(|l| l.dense().is_some())
+                    })
+                })
+                .collect();
+            unlowered = unlowered.split_backward(|s| dense[s.index()]);
+        }
         let step = lower(&unlowered, Lowering::default());
         validate(&step)?;
         let accumulating = lower(

@@ -16,5 +16,5 @@ mod config;
 mod lifecycle;
 mod step;
 
-pub use config::{DataParallel, RuntimeConfig};
+pub use config::{Backward, DataParallel, RuntimeConfig};
 pub use lifecycle::Runtime;

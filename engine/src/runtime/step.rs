@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use pipetrain_schedules::{Plan, ReplicaId, StageId, WorkerId, inference, validate_inference};
 
+use super::config::Backward;
 use super::lifecycle::Runtime;
 use crate::activation::Activation;
 use crate::batch::{Batch, Shard};
@@ -44,6 +45,11 @@ impl<L: Layer> Runtime<L> {
             start: Instant::now(),
             bucket_elems: (dp.bucket_bytes / std::mem::size_of::<f32>()).max(1),
             zero: dp.zero,
+            split: matches!(self.config.backward, Backward::Split { .. }),
+            weight_group: match self.config.backward {
+                Backward::Split { weight_group } => weight_group,
+                Backward::Fused => 0,
+            },
         };
         let feeds = feeds(world.local(), world.stages(), shards, true);
         let (finished, ctx) = self
@@ -113,6 +119,8 @@ impl<L: Layer> Runtime<L> {
             start: Instant::now(),
             bucket_elems: 1,
             zero: false,
+            split: false,
+            weight_group: 0,
         };
         let feeds = feeds(&active, world.stages(), shards, false);
         // A failed inference changes no state, but may leave messages in flight: fresh links.

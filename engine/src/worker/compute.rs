@@ -5,11 +5,15 @@ use burn::prelude::*;
 use pipetrain_schedules::MicroBatchId;
 
 use super::interpreter::{Failure, Worker};
+use std::ops::Range;
+
 use crate::activation::Activation;
 use crate::adapter;
+use crate::dense;
 use crate::error::Cause;
 use crate::layer::Layer;
-use crate::stash::{Output, Stashed};
+use crate::stash::Stashed;
+use crate::tape::{self, Saved, Segment, Tape};
 use crate::transport::{Flow, Tag};
 
 impl<L: Layer> Worker<'_, L> {
@@ -108,84 +112,198 @@ impl<L: Layer> Worker<'_, L> {
             // On the last stage the output feeds only its own backward: nothing to do until then.
             self.stash.put(mb, Stashed::Input { input, target });
         } else {
-            let stashed = self.forward_with_graph(mb, input, target)?;
+            let stashed = self.forward_tape(mb, input, target)?;
             self.stash.put(mb, stashed);
         }
         Ok(())
     }
 
-    fn forward_with_graph(
+    /// The training forward of one micro-batch, segment by segment (see [`crate::tape`]); an
+    /// inner stage's output is queued for sending.
+    fn forward_tape(
         &mut self,
         mb: MicroBatchId,
         input: Activation,
         target: Option<Activation>,
     ) -> Result<Stashed, Failure> {
-        let leaf = adapter::leaf(input, !self.is_first());
         let layers = std::mem::take(&mut self.state.layers);
-        let out = self.forward_layers(&layers, leaf.clone());
+        let tape = self.record(&layers, input, target, mb);
         self.state.layers = layers;
-        let out = out?;
-        let output = match target {
-            Some(target) => Output::Loss(self.scaled_loss(out, target)?),
+        Ok(Stashed::Tape(tape?))
+    }
+
+    fn record(
+        &mut self,
+        layers: &[L],
+        input: Activation,
+        target: Option<Activation>,
+        mb: MicroBatchId,
+    ) -> Result<Tape, Failure> {
+        let mut segments = Vec::new();
+        let mut x = input;
+        for (i, run) in tape::runs(layers, self.ctx.split).into_iter().enumerate() {
+            // Stage 0's input is data: no gradient flows to it.
+            let input_grad = i > 0 || !self.is_first();
+            let part = &layers[run.layers.clone()];
+            if run.dense {
+                let (out, segment) = self.forward_dense(part, run.layers, x, input_grad)?;
+                segments.push(segment);
+                x = out;
+            } else {
+                let leaf = adapter::leaf(x.detach(), input_grad);
+                let out = self.forward_layers(part, leaf.clone())?;
+                segments.push(Segment::Graph {
+                    input: leaf,
+                    output: out.clone(),
+                });
+                x = out;
+            }
+        }
+        let loss = match target {
+            Some(target) => {
+                // A dense last segment ends in a plain tensor: the loss starts a graph of its own.
+                let leaf = match segments.last() {
+                    Some(Segment::Dense { .. }) => Some(adapter::leaf(x.clone(), true)),
+                    _ => None,
+                };
+                let output = leaf.clone().unwrap_or(x);
+                Some((self.scaled_loss(output, target)?, leaf))
+            }
             None => {
                 self.outgoing.insert(
                     Tag {
                         flow: Flow::Activation,
                         micro_batch: mb,
                     },
-                    out.clone().detach(),
+                    x.detach(),
                 );
-                Output::Activation(out)
+                None
             }
         };
-        Ok(Stashed::Graph {
-            input: leaf,
-            output,
-        })
+        Ok(Tape { segments, loss })
     }
 
+    /// Dense layers by hand, keeping each layer's input and output for the backward.
+    fn forward_dense(
+        &mut self,
+        layers: &[L],
+        range: Range<usize>,
+        input: Activation,
+        input_grad: bool,
+    ) -> Result<(Activation, Segment), Failure> {
+        let shown = input.to_string();
+        let layer_error = |error| {
+            Failure::Cause(Cause::Layer {
+                error,
+                input: shown.clone(),
+                from: String::new(),
+            })
+        };
+        let (mut x, lead) = dense::to_rows(input.detach()).map_err(layer_error)?;
+        let mut saved = Vec::with_capacity(layers.len());
+        for layer in layers {
+            let dense = layer.dense().expect("a dense run holds dense layers");
+            let y = dense.forward(x.clone()).map_err(layer_error)?;
+            saved.push(Saved {
+                input: x,
+                output: y.clone(),
+            });
+            x = y;
+        }
+        let out = dense::from_rows(x, &lead);
+        Ok((
+            out,
+            Segment::Dense {
+                layers: range,
+                saved,
+                lead,
+                input_grad,
+            },
+        ))
+    }
+
+    /// Backward of one micro-batch (`B`, or `I` when the backward is split): the input gradient,
+    /// queued for sending upstream, and the parameter gradients of the layers on the autodiff
+    /// path; the dense layers' weight gradients wait for `W` ([`Self::backward_weight`]).
     pub(super) fn backward(&mut self, mb: MicroBatchId) -> Result<(), Failure> {
         let stashed = self
             .stash
             .take(mb)
             .expect("validated: forward before backward");
-        let (input, output) = match stashed {
-            Stashed::Graph { input, output } => (input, output),
-            Stashed::Input { input, target } => match self.forward_with_graph(mb, input, target)? {
-                Stashed::Graph { input, output } => {
+        let tape = match stashed {
+            Stashed::Tape(tape) => tape,
+            Stashed::Input { input, target } => match self.forward_tape(mb, input, target)? {
+                Stashed::Tape(tape) => {
                     // The recomputed output was queued for sending again; it was sent already.
                     self.outgoing.remove(&Tag {
                         flow: Flow::Activation,
                         micro_batch: mb,
                     });
-                    (input, output)
+                    tape
                 }
-                Stashed::Input { .. } => unreachable!("forward_with_graph stashes a graph"),
+                Stashed::Input { .. } => unreachable!("forward_tape records a tape"),
             },
         };
-        let grads = match output {
-            Output::Loss(loss) => {
+        let mut upstream = match tape.loss {
+            Some((loss, leaf)) => {
                 self.loss += adapter::scalar(&loss);
-                adapter::backward_loss(&loss)
+                let grads = adapter::backward_loss(&loss);
+                match leaf {
+                    Some(leaf) => Upstream::Grad(
+                        adapter::input_grad(&leaf, &grads).expect("the loss leaf requires grad"),
+                    ),
+                    None => Upstream::Graph(grads),
+                }
             }
-            Output::Activation(out) => {
-                let grad = self
-                    .received
+            None => Upstream::Grad(
+                self.received
                     .remove(&Tag {
                         flow: Flow::Gradient,
                         micro_batch: mb,
                     })
-                    .expect("validated: gradient received before backward");
-                adapter::backward_seeded(&out, grad)
-                    .map_err(|e| Failure::Cause(Cause::Gradient(e)))?
-            }
+                    .expect("validated: gradient received before backward"),
+            ),
         };
+        let mut segments = tape.segments;
+        let mut input_grad = None;
+        while let Some(segment) = segments.pop() {
+            input_grad = match segment {
+                Segment::Graph { input, output } => {
+                    let grads = match upstream {
+                        Upstream::Graph(grads) => grads,
+                        Upstream::Grad(grad) => adapter::backward_seeded(&output, grad)
+                            .map_err(|e| Failure::Cause(Cause::Gradient(e)))?,
+                    };
+                    let grad = adapter::input_grad(&input, &grads);
+                    self.state.grads.add(&self.state.layers, grads);
+                    grad
+                }
+                Segment::Dense {
+                    layers,
+                    saved,
+                    lead,
+                    input_grad,
+                } => {
+                    let Upstream::Grad(grad) = upstream else {
+                        unreachable!("a dense segment's gradient is a tensor")
+                    };
+                    self.backward_dense(mb, layers, saved, grad, input_grad)?
+                        .map(|g| dense::from_rows(g, &lead))
+                }
+            };
+            upstream = match &input_grad {
+                Some(grad) => Upstream::Grad(grad.clone()),
+                None => break,
+            };
+        }
+        self.state.grads.count_micro_batch();
         if !self.is_first() {
-            let grad = adapter::input_grad(&input, &grads).ok_or_else(|| {
-                Failure::Cause(Cause::Unsupported(format!(
-                    "no gradient reached this stage's input ({input}); the stage's output does \
-                     not depend on it"
-                )))
+            let grad = input_grad.ok_or_else(|| {
+                Failure::Cause(Cause::Unsupported(
+                    "no gradient reached this stage's input; the stage's output does not \
+                     depend on it"
+                        .to_string(),
+                ))
             })?;
             self.outgoing.insert(
                 Tag {
@@ -195,7 +313,56 @@ impl<L: Layer> Worker<'_, L> {
                 grad,
             );
         }
-        self.state.grads.add(&self.state.layers, grads);
         Ok(())
     }
+
+    /// The input gradients of a dense segment, last layer first; each layer's input and
+    /// pre-activation gradient wait for `W`.
+    fn backward_dense(
+        &mut self,
+        mb: MicroBatchId,
+        layers: Range<usize>,
+        saved: Vec<Saved>,
+        grad: Activation,
+        input_grad: bool,
+    ) -> Result<Option<Tensor<2>>, Failure> {
+        let (mut grad, _) = dense::to_rows(grad).map_err(|e| Failure::Cause(Cause::Gradient(e)))?;
+        let first = layers.start;
+        for (i, Saved { input, output }) in layers.zip(saved).rev() {
+            let dense = self.state.layers[i].dense().expect("a dense layer");
+            let pre = dense.pre_activation_grad(&output, grad);
+            let wanted = i > first || input_grad;
+            let next = wanted.then(|| dense.input_grad(pre.clone()));
+            self.deferred.put(mb, i, input, pre);
+            match next {
+                Some(next) => grad = next,
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(grad))
+    }
+
+    /// `W`: the weight gradients of the dense layers, once `mb` completes its group.
+    pub(super) fn backward_weight(&mut self, mb: MicroBatchId) -> Result<(), Failure> {
+        let Some(group) = self.deferred.release(mb) else {
+            return Ok(());
+        };
+        let mut grads = adapter::Grads::new();
+        for (i, inputs, pre) in group.layers {
+            let dense = self.state.layers[i].dense().expect("a dense layer");
+            let (weight, bias) = dense.weight_grads(inputs, pre);
+            adapter::register_dense(&mut grads, dense.linear_module(), weight, bias);
+        }
+        self.state.grads.add_params(&self.state.layers, grads);
+        Ok(())
+    }
+}
+
+/// The gradient flowing into a segment from above: a tensor, or the graph's own gradients when
+/// the segment's output fed the loss directly.
+// One value at a time, on the stack of one backward.
+#[allow(clippy::large_enum_variant)]
+enum Upstream {
+    Grad(Activation),
+    Graph(adapter::Gradients),
 }

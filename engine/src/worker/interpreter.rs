@@ -16,6 +16,7 @@ use super::sync::Reduced;
 use crate::abort::Abort;
 use crate::activation::Activation;
 use crate::collective::CollectiveError;
+use crate::deferred::Deferred;
 use crate::error::{Cause, EngineError, panic_message};
 use crate::fabric::Links;
 use crate::layer::Layer;
@@ -42,6 +43,10 @@ pub(crate) struct StepContext {
     pub bucket_elems: usize,
     /// ZeRO-1: each replica keeps optimizer state for its own share of the parameters.
     pub zero: bool,
+    /// Split backward: dense layers run by hand, their weight gradients deferred to `W`.
+    pub split: bool,
+    /// Micro-batches whose deferred weight gradients are computed together (0: the step's).
+    pub weight_group: usize,
 }
 
 /// What a worker that finished its program hands back.
@@ -95,6 +100,7 @@ pub(crate) struct Worker<'a, L: Layer> {
     pub(super) all_reduce: Option<(Duration, Duration)>,
     pub(super) backward_end: Option<Duration>,
     pub(super) stash: Stash,
+    pub(super) deferred: Deferred,
     pub(super) received: HashMap<Tag, Activation>,
     pub(super) outgoing: HashMap<Tag, Activation>,
     /// The layers without autodiff, cached until the next optimizer step.
@@ -124,6 +130,7 @@ impl<'a, L: Layer> Worker<'a, L> {
             all_reduce: None,
             backward_end: None,
             stash: Stash::default(),
+            deferred: Deferred::new(ctx.weight_group, ctx.micro_batches),
             received: HashMap::new(),
             outgoing: HashMap::new(),
             valid: None,
@@ -198,6 +205,7 @@ impl<'a, L: Layer> Worker<'a, L> {
                 idle.as_secs_f64() / wall.as_secs_f64()
             },
             peak_stash: self.stash.peak(),
+            peak_deferred_bytes: self.deferred.peak_bytes(),
             all_reduce: self.all_reduce,
             backward_end: self.backward_end,
         };
@@ -235,13 +243,13 @@ impl<'a, L: Layer> Worker<'a, L> {
             ActionKind::Forward => self.forward(action.mb())?,
             ActionKind::Backward => {
                 self.backward(action.mb())?;
+                self.backward_weight(action.mb())?;
                 self.backward_end = Some(self.ctx.start.elapsed());
             }
-            ActionKind::BackwardInput | ActionKind::BackwardWeight => {
-                return Err(Failure::Cause(Cause::Unsupported(format!(
-                    "{} is not supported by this engine yet (zero-bubble schedules)",
-                    action.kind
-                ))));
+            ActionKind::BackwardInput => self.backward(action.mb())?,
+            ActionKind::BackwardWeight => {
+                self.backward_weight(action.mb())?;
+                self.backward_end = Some(self.ctx.start.elapsed());
             }
             ActionKind::AllReduce => self.all_reduce()?,
             ActionKind::OptimizerStep => self.optimizer_step()?,

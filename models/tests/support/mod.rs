@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use burn::prelude::*;
 use pipetrain_engine::{
-    Batch, CrossEntropy, DataParallel, OptimizerConfig, Remat, Runtime, RuntimeConfig, Workers,
-    World, parameters,
+    Backward, Batch, CrossEntropy, DataParallel, OptimizerConfig, Remat, Runtime, RuntimeConfig,
+    Workers, World, parameters,
 };
 use pipetrain_partitioner::Partition;
 use pipetrain_schedules::ScheduleKind;
@@ -35,6 +35,7 @@ pub fn two_stages<L: pipetrain_engine::Layer>(
         loss: Arc::new(CrossEntropy),
         data_parallel: DataParallel::default(),
         ties: Vec::new(),
+        backward: Backward::default(),
     };
     let mut runtime = Runtime::new(workers, config).unwrap();
     let losses = data

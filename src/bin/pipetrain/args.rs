@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::ValueEnum;
 use pipetrain::Remat;
 
+use crate::backward::BackwardArg;
 use crate::exit::Exit;
 use crate::remat::RematArg;
 use crate::schedule::ScheduleArg;
@@ -195,6 +196,15 @@ pub struct TrainArgs {
     /// it; other modes are refused with it).
     #[arg(long, value_enum, ignore_case = true)]
     pub remat: Option<RematArg>,
+    /// Backward: split runs the dense layers (the MLP's) by hand, sending input gradients
+    /// upstream at once and computing weight gradients once per --weight-group micro-batches;
+    /// fused runs every layer's backward through autodiff.
+    #[arg(long, value_enum, default_value_t, ignore_case = true)]
+    pub backward: BackwardArg,
+    /// Micro-batches whose weight gradients are computed together with --backward split
+    /// (0: all of the step's, the fastest; smaller holds less memory).
+    #[arg(long, default_value_t = 0)]
+    pub weight_group: usize,
     /// Optimizer.
     #[arg(long, value_enum, default_value_t)]
     pub optimizer: OptimizerKind,

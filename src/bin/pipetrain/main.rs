@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 use crate::exit::Exit;
 
 mod args;
+mod backward;
 mod checkpoints;
 mod config;
 mod data;

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use burn::prelude::*;
 use pipetrain::engine::{Activation, SingleDevice};
 use pipetrain::{
-    Batch, CrossEntropy, Layer, OptimizerConfig, Pipeline, Remat, ScheduleKind, StepReport, Tie,
+    Backward, Batch, CrossEntropy, Layer, OptimizerConfig, Pipeline, Remat, ScheduleKind,
+    StepReport, Tie,
 };
 
 use crate::args::{OptimizerKind, TrainArgs};
@@ -214,6 +215,7 @@ fn train_with<L: Layer>(
         .micro_batches(args.micro_batches)
         .schedule(s.schedule)
         .remat(s.remat)
+        .backward(args.backward.with_group(args.weight_group))
         .optimizer(s.optimizer.clone())
         .learning_rate(args.lr)
         .loss(CrossEntropy)
@@ -256,7 +258,7 @@ fn train_with<L: Layer>(
 
     println!(
         "pipetrain: {} ({params} params), {} replicas × {} stages, {} micro-batches of {}, \
-         {}, remat {}, {} lr {}, {} threads/worker on {}",
+         {}, remat {}, {} backward, {} lr {}, {} threads/worker on {}",
         s.model.describe(),
         pipeline.replicas(),
         pipeline.stages(),
@@ -264,6 +266,11 @@ fn train_with<L: Layer>(
         args.batch / (args.micro_batches * args.replicas).max(1),
         s.schedule,
         s.remat,
+        match args.backward.with_group(args.weight_group) {
+            Backward::Fused => "fused".to_string(),
+            Backward::Split { weight_group: 0 } => "split".to_string(),
+            Backward::Split { weight_group } => format!("split (weight group {weight_group})"),
+        },
         s.optimizer_name,
         args.lr,
         pipeline.threads_per_worker(),

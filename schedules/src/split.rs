@@ -1,0 +1,54 @@
+//! Split backward: a plan's full backward `B` becomes an input-gradient pass `I` and a
+//! weight-gradient pass `W`.
+//!
+//! `I` computes what the upstream stage waits for; `W` computes the parameter gradients, which
+//! only the all-reduce and the optimizer step need. Splitting in place (`I(j)` then `W(j)` where
+//! `B(j)` was) changes no data flow and no order: an engine may still defer or batch the `W`s
+//! (pipetrain computes the weight gradients of a group of micro-batches in one pass), and
+//! zero-bubble schedules move the `W`s into the bubbles.
+
+use crate::action::{Action, ActionKind};
+use crate::id::StageId;
+use crate::plan::Plan;
+
+impl Plan {
+    /// This plan with each `B(j)` of the stages `split` selects replaced by `I(j)` followed by
+    /// `W(j)`; other stages and actions are unchanged. Split before lowering: the lowering then
+    /// sends each input gradient right after its `I`.
+    ///
+    /// ```
+    /// use pipetrain_schedules::{ScheduleKind, StageId, validate, lower, Lowering};
+    /// let plan = ScheduleKind::OneFOneB.plan(2, 2)?;
+    /// let split = plan.split_backward(|_| true);
+    /// assert_eq!(
+    ///     split.program(StageId(1)).iter().map(|a| a.to_string()).collect::<Vec<_>>(),
+    ///     ["1F0", "1I0", "1W0", "1F1", "1I1", "1W1"],
+    /// );
+    /// validate(&lower(&split, Lowering::default()))?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn split_backward(&self, split: impl Fn(StageId) -> bool) -> Plan {
+        let programs = self
+            .programs()
+            .iter()
+            .enumerate()
+            .map(|(s, program)| {
+                let stage = StageId::from(s);
+                if !split(stage) {
+                    return program.clone();
+                }
+                program
+                    .iter()
+                    .flat_map(|&a| match a.kind {
+                        ActionKind::Backward => vec![
+                            Action::new(a.stage, ActionKind::BackwardInput, a.mb()),
+                            Action::new(a.stage, ActionKind::BackwardWeight, a.mb()),
+                        ],
+                        _ => vec![a],
+                    })
+                    .collect()
+            })
+            .collect();
+        Plan::new(self.stages(), self.micro_batches(), programs)
+    }
+}
