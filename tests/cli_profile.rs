@@ -54,8 +54,12 @@ fn check_trace(replicas: usize, stages: usize, m: usize, steps: usize) {
     let leftovers: Vec<_> = std::fs::read_dir(dir).unwrap().collect();
     assert_eq!(leftovers.len(), 1, "only the trace is left: {leftovers:?}");
 
+    // The MLP's layers are dense: every stage runs the split backward (I and W for B).
     let plan = lower(
-        &ScheduleKind::OneFOneB.plan(stages, m).unwrap(),
+        &ScheduleKind::OneFOneB
+            .plan(stages, m)
+            .unwrap()
+            .split_backward(|_| true),
         Lowering::default(),
     );
     let actions: Vec<&Value> = events

@@ -186,6 +186,10 @@ fn assert_failed(err: &Error, stage: u32, micro_batch: u32, action: &str) {
     assert!(text.contains("tripwire"), "{text}");
 }
 
+/// A failed step ends well within this (about a second on an idle machine; the margin is for
+/// CI machines whose cores other jobs share). A worker left waiting would never end.
+const ENDS_WITHIN: Duration = Duration::from_secs(10);
+
 #[test]
 fn a_panic_in_forward_ends_the_step_naming_stage_micro_batch_and_action() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -193,10 +197,7 @@ fn a_panic_in_forward_ends_the_step_naming_stage_micro_batch_and_action() {
         for (stage, mb) in [(0, 0), (0, 2), (1, 1), (1, 3)] {
             let (err, elapsed) = run_tripped(stage, mb, false, schedule);
             assert_failed(&err, stage as u32, mb as u32, &format!("{stage}F{mb}"));
-            assert!(
-                elapsed < Duration::from_secs(1),
-                "{schedule}: took {elapsed:?}"
-            );
+            assert!(elapsed < ENDS_WITHIN, "{schedule}: took {elapsed:?}");
         }
     }
 }
@@ -208,10 +209,7 @@ fn a_panic_in_backward_ends_the_step_naming_stage_micro_batch_and_action() {
         for (stage, mb) in [(0, 1), (1, 0), (1, 3)] {
             let (err, elapsed) = run_tripped(stage, mb, true, schedule);
             assert_failed(&err, stage as u32, mb as u32, &format!("{stage}B{mb}"));
-            assert!(
-                elapsed < Duration::from_secs(1),
-                "{schedule}: took {elapsed:?}"
-            );
+            assert!(elapsed < ENDS_WITHIN, "{schedule}: took {elapsed:?}");
         }
     }
 }

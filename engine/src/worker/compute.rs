@@ -75,15 +75,33 @@ impl<L: Layer> Worker<'_, L> {
         Ok(loss.mul_scalar(self.ctx.loss_scale))
     }
 
-    /// The stage's layers without autodiff (cached until the next optimizer step).
+    /// The stage's forward without autodiff: the layers' `valid()` copies (cached until the next
+    /// optimizer step), and with a split backward the dense layers by hand exactly as a
+    /// training forward runs them (so a re-materialized forward sends the same bits).
     fn forward_plain(&mut self, input: Activation) -> Result<Activation, Failure> {
         let valid = self
             .valid
             .get_or_insert_with(|| self.state.layers.iter().map(|l| l.valid()).collect());
         let valid = std::mem::take(valid);
-        let out = self.forward_layers(&valid, input);
+        let out = self.forward_runs_plain(&valid, input);
         self.valid = Some(valid);
         Ok(out?.detach())
+    }
+
+    fn forward_runs_plain(
+        &mut self,
+        valid: &[L],
+        mut x: Activation,
+    ) -> Result<Activation, Failure> {
+        for run in tape::runs(valid, self.ctx.split) {
+            let part = &valid[run.layers.clone()];
+            x = if run.dense {
+                self.forward_dense(part, run.layers, x, false)?.0
+            } else {
+                self.forward_layers(part, x)?
+            };
+        }
+        Ok(x)
     }
 
     pub(super) fn forward(&mut self, mb: MicroBatchId) -> Result<(), Failure> {
@@ -146,8 +164,13 @@ impl<L: Layer> Worker<'_, L> {
             let input_grad = i > 0 || !self.is_first();
             let part = &layers[run.layers.clone()];
             if run.dense {
-                let (out, segment) = self.forward_dense(part, run.layers, x, input_grad)?;
-                segments.push(segment);
+                let (out, saved, lead) = self.forward_dense(part, run.layers.clone(), x, true)?;
+                segments.push(Segment::Dense {
+                    layers: run.layers,
+                    saved,
+                    lead,
+                    input_grad,
+                });
                 x = out;
             } else {
                 let leaf = adapter::leaf(x.detach(), input_grad);
@@ -183,14 +206,15 @@ impl<L: Layer> Worker<'_, L> {
         Ok(Tape { segments, loss })
     }
 
-    /// Dense layers by hand, keeping each layer's input and output for the backward.
+    /// Dense layers `range` of the stage (`layers`, the same layers or their `valid()` copies)
+    /// by hand; with `save`, each layer's input and output for the backward.
     fn forward_dense(
         &mut self,
         layers: &[L],
         range: Range<usize>,
         input: Activation,
-        input_grad: bool,
-    ) -> Result<(Activation, Segment), Failure> {
+        save: bool,
+    ) -> Result<(Activation, Vec<Saved>, Vec<usize>), Failure> {
         let shown = input.to_string();
         let layer_error = |error| {
             Failure::Cause(Cause::Layer {
@@ -200,26 +224,27 @@ impl<L: Layer> Worker<'_, L> {
             })
         };
         let (mut x, lead) = dense::to_rows(input.detach()).map_err(layer_error)?;
-        let mut saved = Vec::with_capacity(layers.len());
-        for layer in layers {
+        let mut saved = Vec::with_capacity(if save { layers.len() } else { 0 });
+        for (i, layer) in range.zip(layers) {
             let dense = layer.dense().expect("a dense run holds dense layers");
-            let y = dense.forward(x.clone()).map_err(layer_error)?;
-            saved.push(Saved {
-                input: x,
-                output: y.clone(),
+            let [rows, _] = x.dims();
+            let transposed = dense.prefers_transposed(rows).then(|| {
+                self.transposed
+                    .entry(i)
+                    .or_insert_with(|| dense.transposed_weight())
             });
+            let y = dense
+                .forward(x.clone(), transposed.map(|t| &*t))
+                .map_err(layer_error)?;
+            if save {
+                saved.push(Saved {
+                    input: x,
+                    output: y.clone(),
+                });
+            }
             x = y;
         }
-        let out = dense::from_rows(x, &lead);
-        Ok((
-            out,
-            Segment::Dense {
-                layers: range,
-                saved,
-                lead,
-                input_grad,
-            },
-        ))
+        Ok((dense::from_rows(x, &lead), saved, lead))
     }
 
     /// Backward of one micro-batch (`B`, or `I` when the backward is split): the input gradient,

@@ -96,6 +96,7 @@ impl<L: Layer> Worker<'_, L> {
             self.broadcast_buffers()?;
         }
         self.valid = None;
+        self.transposed.clear();
         Ok(())
     }
 
