@@ -146,6 +146,54 @@ fn unknown_schedule_is_named() {
     );
 }
 
+/// `--backward split` (the default) and `fused` both match single-device training; the split
+/// run says so in its header and reports what its deferred weight gradients held, more with a
+/// larger `--weight-group`.
+#[test]
+fn split_and_fused_backward_match_single_device_and_report_deferred_bytes() {
+    // "deferred W 1.5 KiB" → bytes.
+    let deferred = |stdout: &str| -> Vec<f64> {
+        stdout
+            .lines()
+            .filter_map(|l| l.split("deferred W ").nth(1))
+            .map(|v| {
+                let (value, unit) = v.trim().split_once(' ').unwrap();
+                let scale = match unit {
+                    "B" => 1.0,
+                    "KiB" => 1024.0,
+                    "MiB" => 1024.0 * 1024.0,
+                    other => panic!("unit {other}"),
+                };
+                value.parse::<f64>().unwrap() * scale
+            })
+            .collect()
+    };
+    let base = ["--stages", "2", "--micro-batches", "4"];
+    let (d, whole) = verified_run(&tiny(&base));
+    assert!(d <= common::TOLERANCE, "{d}");
+    assert!(whole.contains("split backward"), "{whole}");
+    let (d, pairs) = verified_run(&tiny(&[&base[..], &["--weight-group", "2"]].concat()));
+    assert!(d <= common::TOLERANCE, "{d}");
+    assert!(pairs.contains("split (weight group 2) backward"), "{pairs}");
+    let (whole, pairs) = (deferred(&whole), deferred(&pairs));
+    assert_eq!(whole.len(), 2, "one line per stage");
+    assert!(
+        whole.iter().zip(&pairs).all(|(w, p)| w > p && *p > 0.0),
+        "{whole:?} vs {pairs:?}"
+    );
+    let (d, fused) = verified_run(&tiny(&[&base[..], &["--backward", "fused"]].concat()));
+    assert!(d <= common::TOLERANCE, "{d}");
+    assert!(
+        fused.contains("fused backward") && !fused.contains("deferred W"),
+        "{fused}"
+    );
+    let stderr = train_failure(&tiny(&["--backward", "halfway"]));
+    assert!(
+        stderr.contains("halfway") && stderr.contains("split") && stderr.contains("fused"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn unknown_remat_mode_is_named() {
     let stderr = train_failure(&tiny(&["--stages", "2", "--remat", "sometimes"]));

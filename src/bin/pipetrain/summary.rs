@@ -12,8 +12,13 @@ pub fn print_bubbles(report: &StepReport, replicas: usize) {
         } else {
             s.worker.stage.to_string()
         };
+        // The split backward's deferred weight-gradient inputs, when there are any.
+        let deferred = match s.peak_deferred_bytes {
+            0 => String::new(),
+            bytes => format!("  deferred W {}", human_bytes(bytes)),
+        };
         println!(
-            "  {worker}  measured {:>5.1}%  simulated {:>5.1}%  compute {:>8.2} ms  peak stash {}",
+            "  {worker}  measured {:>5.1}%  simulated {:>5.1}%  compute {:>8.2} ms  peak stash {}{deferred}",
             100.0 * s.bubble_fraction,
             100.0 * s.predicted_bubble_fraction,
             s.compute.as_secs_f64() * 1e3,
