@@ -63,7 +63,7 @@ fn main() {
         "| rows × m | fwd x·W | fwd (Wᵀ·xᵀ)ᵀ | dX dY·Wᵀ | dX (W·dYᵀ)ᵀ | dW per mb + sum | dW batched |"
     );
     println!("|---|---|---|---|---|---|---|");
-    for m in [1usize, 8, 32] {
+    for m in [1usize, 2, 4, 8, 32] {
         let rows = STEP_ROWS / m;
         let xs: Vec<Tensor<2>> = (0..m).map(|_| random([rows, WIDTH])).collect();
         let dys: Vec<Tensor<2>> = (0..m).map(|_| random([rows, WIDTH])).collect();

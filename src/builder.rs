@@ -43,7 +43,8 @@ pub(crate) struct Config {
     pub threads: usize,
 }
 
-/// Builds a [`Pipeline`]. Defaults: 1 stage, 1 micro-batch, 1F1B, `Remat::ExceptLast`, SGD at
+/// Builds a [`Pipeline`]. Defaults: 1 stage, 1 micro-batch, 1F1B, `Remat::ExceptLast`, split
+/// backward for dense layers ([`Backward::Split`], weight gradients once per step), SGD at
 /// learning rate 0.01, cross-entropy loss, CPU (`Device::flex()`), threads per worker =
 /// cores / workers.
 ///
