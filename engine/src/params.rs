@@ -28,7 +28,18 @@ pub struct Difference {
     pub max_absolute: f64,
 }
 
-/// Compares `actual` with `reference` (same structure required).
+/// Compares `actual` with `reference` (same structure required). A NaN anywhere (in either,
+/// or from `∞ − ∞`) makes both maxima NaN, which no tolerance accepts.
+///
+/// ```
+/// use pipetrain_engine::difference;
+/// let d = difference(&[vec![1.0, 2.0]], &[vec![1.0, 2.0]]);
+/// assert_eq!(d.max_relative, 0.0);
+/// let diverged = difference(&[vec![f32::NAN, 2.0]], &[vec![1.0, 2.0]]);
+/// assert!(diverged.max_relative.is_nan() && diverged.max_absolute.is_nan());
+/// let both = difference(&[vec![f32::INFINITY]], &[vec![f32::INFINITY]]);
+/// assert!(both.max_relative.is_nan());
+/// ```
 ///
 /// # Panics
 /// If the structures differ (different models).
@@ -49,9 +60,19 @@ pub fn difference(actual: &[Vec<f32>], reference: &[Vec<f32>]) -> Difference {
             let e = f64::from(x) - f64::from(y);
             diff2 += e * e;
             norm2 += f64::from(y) * f64::from(y);
-            d.max_absolute = d.max_absolute.max(e.abs());
+            d.max_absolute = max_or_nan(d.max_absolute, e.abs());
         }
-        d.max_relative = d.max_relative.max(diff2.sqrt() / norm2.sqrt().max(1e-12));
+        d.max_relative = max_or_nan(d.max_relative, diff2.sqrt() / norm2.sqrt().max(1e-12));
     }
     d
+}
+
+/// The larger of `a` and `b`, or NaN if either is: a diverged weight (NaN, or ∞ − ∞) must not
+/// vanish from the maximum as it does with `f64::max`.
+fn max_or_nan(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.max(b)
+    }
 }
