@@ -11,10 +11,14 @@ const METHODS: &[(&str, &str)] = &[
     ("zero", "--zero"),
     ("learning_rate", "--lr"),
     ("threads_per_worker", "--threads"),
+    ("memory_budget", "--memory-budget"),
 ];
 
 /// Library functions and the flags that call them.
-const FUNCTIONS: &[(&str, &str)] = &[("`init_from`", "--init")];
+const FUNCTIONS: &[(&str, &str)] = &[
+    ("`init_from`", "--init"),
+    ("`Remat::Always`", "--remat always"),
+];
 
 /// `message` with every builder call and library function it names replaced by the flag that
 /// does the same.

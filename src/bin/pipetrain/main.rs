@@ -1,4 +1,4 @@
-//! The `pipetrain` command line: `train` (the default command), `eval` and `plan`. Its exit
+//! The `pipetrain` command line: `train` (the default command), `eval`, `plan` and `bench`. Its exit
 //! codes are [`exit::Exit`]'s.
 
 use std::process::ExitCode;
@@ -8,6 +8,8 @@ use clap::{Parser, Subcommand};
 use crate::exit::Exit;
 
 mod args;
+mod bench;
+mod bytes;
 mod checkpoints;
 mod config;
 mod data;
@@ -65,6 +67,10 @@ enum Command {
     /// Print a schedule's plan: grid, simulated bubble and peak stash per stage.
     #[command(after_help = Exit::table())]
     Plan(plan::PlanArgs),
+    /// Measure the experiment table (single device, data parallel, model parallel, GPipe and
+    /// 1F1B at several micro-batch counts, hybrid, ZeRO-1) as a markdown document, optionally
+    /// against the PyTorch peers in the same run.
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -96,6 +102,7 @@ fn run(argv: Vec<std::ffi::OsString>) -> Exit {
         Some(Command::Plan(args)) => plan::run(&args),
         Some(Command::Train(args)) => train::run(&args),
         Some(Command::Eval(args)) => eval::run(&args),
+        Some(Command::Bench(args)) => bench::run(&args),
         None => train::run(&cli.train),
     };
     match result {
