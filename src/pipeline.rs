@@ -4,7 +4,9 @@
 use pipetrain_engine::checkpoint::Checkpoint;
 use pipetrain_engine::{Activation, Batch, Layer, Runtime, Workers, World, profile};
 use pipetrain_partitioner::{LayerCost, Partition, PartitionError, partition_by_time};
-use pipetrain_schedules::{Costs, Plan, ReplicaId, ScheduleKind, StageId, WorkerId, simulate};
+use pipetrain_schedules::{
+    Costs, Lowering, Plan, ReplicaId, ScheduleKind, StageId, WorkerId, lower, simulate,
+};
 
 use crate::builder::{Config, PipelineBuilder, Split};
 use crate::error::{Error, Result};
@@ -188,7 +190,7 @@ impl<L: Layer> Pipeline<L> {
         let partition = match self.config.memory_budget {
             None => partition_by_time(&costs, stages, None)?,
             Some(budget) => {
-                let in_flight = self.in_flight(stages)?;
+                let in_flight = self.in_flight(stages, self.micro_batches())?;
                 let remat = self.config.runtime.remat;
                 let slots = memory::optimizer_slots(&self.config.optimizer);
                 let stashed = memory::charged_micro_batches(remat, in_flight);
@@ -200,9 +202,10 @@ impl<L: Layer> Pipeline<L> {
         self.start(partition, Some(&costs))
     }
 
-    /// Most micro-batches any stage of the plan stashes at once.
-    fn in_flight(&self, stages: usize) -> Result<usize> {
-        let simulated = simulate(&self.plan, &Costs::uniform(stages, 1.0, 2.0))?;
+    /// Most micro-batches any stage stashes at once under this schedule with `m` micro-batches.
+    fn in_flight(&self, stages: usize, m: usize) -> Result<usize> {
+        let plan = lower(&self.schedule().plan(stages, m)?, Lowering::default());
+        let simulated = simulate(&plan, &Costs::uniform(stages, 1.0, 2.0))?;
         Ok(simulated
             .stages
             .iter()
@@ -239,7 +242,12 @@ impl<L: Layer> Pipeline<L> {
         if self.config.runtime.remat == pipetrain_engine::Remat::Never && in_flight > 1 {
             remedies.push("re-materialization (`Remat::Always`)".to_string());
         }
-        if rows > 1 {
+        // Twice the micro-batches halves each one; it helps where the schedule then stashes
+        // fewer than twice as many (1F1B's p, not GPipe's m).
+        let fewer = self
+            .in_flight(stages, 2 * m)
+            .is_ok_and(|doubled| doubled < 2 * in_flight);
+        if rows > 1 && fewer {
             remedies.push(format!(
                 "smaller micro-batches (.micro_batches({}), if the batch splits into that many)",
                 2 * m

@@ -3,24 +3,16 @@
 //! timing is asserted: only that the measurements are real numbers.
 
 mod common;
-use common::{USAGE, failure_with, pipetrain, scratch, success};
+use common::{TINY, USAGE, failure_with, pipetrain, scratch, success};
 
-/// A tiny table: runs in seconds in the dev profile.
-const TINY_BENCH: [&str; 13] = [
-    "bench",
-    "--width",
-    "16",
-    "--hidden-layers",
-    "2",
-    "--batch",
-    "16",
-    "--steps",
-    "2",
-    "--warmup",
-    "1",
-    "--micro-batches",
-    "1,4",
-];
+/// `pipetrain bench` on the tiny model, 2 measured steps after 1 warm-up, m ∈ {1, 4}: runs in
+/// seconds in the dev profile.
+fn tiny_bench() -> Vec<&'static str> {
+    let mut args = vec!["bench"];
+    args.extend(TINY);
+    args.extend(["--steps", "2", "--warmup", "1", "--micro-batches", "1,4"]);
+    args
+}
 
 /// The table's rows: header cells, then each row's cells.
 fn table(document: &str) -> (Vec<String>, Vec<Vec<String>>) {
@@ -65,7 +57,7 @@ fn the_table_has_every_configuration_with_real_numbers() {
     let dir = scratch("bench");
     let out = dir.path().join("bench.md");
     let out = out.to_str().expect("a UTF-8 path");
-    let mut args = TINY_BENCH.to_vec();
+    let mut args = tiny_bench();
     args.extend(["--compare-pytorch", "/bin/false", "--out", out]);
     let document = success(&args);
     assert_eq!(
@@ -154,7 +146,7 @@ fn the_table_has_every_configuration_with_real_numbers() {
 
 #[test]
 fn only_keeps_the_matching_rows_and_their_references() {
-    let mut args = TINY_BENCH.to_vec();
+    let mut args = tiny_bench();
     args.extend(["--only", "1f1b"]);
     let (_, rows) = table(&success(&args));
     let labels: Vec<&str> = rows.iter().map(|r| r[0].as_str()).collect();
@@ -204,7 +196,7 @@ fn a_batch_that_does_not_split_is_a_usage_error() {
 #[test]
 fn missing_peer_scripts_say_what_to_pass() {
     let dir = scratch("bench-peers");
-    let mut args = TINY_BENCH.to_vec();
+    let mut args = tiny_bench();
     let peers = dir.path().to_str().expect("a UTF-8 path");
     args.extend([
         "--only",

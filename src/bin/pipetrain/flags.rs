@@ -75,6 +75,16 @@ mod tests {
     }
 
     #[test]
+    fn memory_budget_remedies_become_flags() {
+        assert_eq!(
+            to_flags(
+                "give at least .memory_budget(20992), or re-materialization (`Remat::Always`)"
+            ),
+            "give at least --memory-budget 20992, or re-materialization (--remat always)"
+        );
+    }
+
+    #[test]
     fn other_text_is_unchanged() {
         for text in ["3.5 s. a.b(c) .unknown(2)", "file.safetensors: bad", "end."] {
             assert_eq!(to_flags(text), text);

@@ -70,6 +70,7 @@ enum Command {
     /// Measure the experiment table (single device, data parallel, model parallel, GPipe and
     /// 1F1B at several micro-batch counts, hybrid, ZeRO-1) as a markdown document, optionally
     /// against the PyTorch peers in the same run.
+    #[command(args_override_self = true)]
     Bench(bench::BenchArgs),
 }
 
