@@ -82,6 +82,8 @@ fn check(args: &BenchArgs) -> Result<(), String> {
         ("--threads", args.threads),
         ("--width", args.width),
         ("--classes", args.classes),
+        // The 2-stage rows need 2 layers: a hidden block and the head.
+        ("--hidden-layers", args.hidden_layers),
     ] {
         if value == 0 {
             return Err(format!("{flag} 0: give at least 1"));
