@@ -151,12 +151,12 @@ fn pipeline(replicas: usize, stages: usize, m: usize, schedule: ScheduleKind, ze
     }
 }
 
-fn peer(script: &'static str, what: &'static str, args: &[String]) -> Option<Peer> {
-    Some(Peer {
+fn peer(script: &'static str, what: &'static str, args: &[String]) -> Peer {
+    Peer {
         script,
         args: args.to_vec(),
         what,
-    })
+    }
 }
 
 /// The single-device row with micro-batches of `rows` rows.
@@ -167,11 +167,11 @@ pub fn single(batch: usize, rows: usize, threads: usize) -> Row {
         group: "single device",
         name: format!("1 worker, m={m} ({rows} rows)"),
         shape: pipeline(1, 1, m, ScheduleKind::GPipe, false),
-        peer: peer(
+        peer: Some(peer(
             "bench_single.py",
             "one process, gradients accumulated over m micro-batches",
             &["--threads".into(), threads, "--m".into(), m.to_string()],
-        ),
+        )),
     }
 }
 
@@ -198,17 +198,17 @@ pub fn rows(ms: &[usize], threads: usize) -> Vec<Row> {
             group: "data parallel",
             name: "2 replicas x 1 stage, m=1".into(),
             shape: pipeline(2, 1, 1, ScheduleKind::OneFOneB, false),
-            peer: peer(
+            peer: Some(peer(
                 "bench_ddp.py",
                 "DistributedDataParallel, 2 gloo ranks",
                 &["--threads".into(), t.clone()],
-            ),
+            )),
         },
         Row {
             group: "model parallel",
             name: "2 stages, m=1".into(),
             shape: pipeline(1, 2, 1, ScheduleKind::GPipe, false),
-            peer: peer(
+            peer: Some(peer(
                 "bench_pipe.py",
                 "torch.distributed.pipelining, 2 ranks",
                 &[
@@ -219,7 +219,7 @@ pub fn rows(ms: &[usize], threads: usize) -> Vec<Row> {
                     "--threads".into(),
                     t.clone(),
                 ],
-            ),
+            )),
         },
     ];
     let schedules = [
@@ -231,22 +231,27 @@ pub fn rows(ms: &[usize], threads: usize) -> Vec<Row> {
             if m == 1 && schedule == ScheduleKind::GPipe {
                 continue; // the model-parallel row
             }
+            // torch.distributed.pipelining's 1F1B needs at least as many micro-batches as
+            // stages; it refuses m = 1.
+            let comparable = schedule == ScheduleKind::GPipe || m >= 2;
             rows.push(Row {
                 group: "pipelined",
                 name: format!("{name}, 2 stages, m={m}"),
                 shape: pipeline(1, 2, m, schedule, false),
-                peer: peer(
-                    "bench_pipe.py",
-                    "torch.distributed.pipelining, 2 ranks",
-                    &[
-                        "--schedule".into(),
-                        flag.into(),
-                        "--m".into(),
-                        m.to_string(),
-                        "--threads".into(),
-                        t.clone(),
-                    ],
-                ),
+                peer: comparable.then(|| {
+                    peer(
+                        "bench_pipe.py",
+                        "torch.distributed.pipelining, 2 ranks",
+                        &[
+                            "--schedule".into(),
+                            flag.into(),
+                            "--m".into(),
+                            m.to_string(),
+                            "--threads".into(),
+                            t.clone(),
+                        ],
+                    )
+                }),
             });
         }
     }
@@ -283,6 +288,20 @@ mod tests {
         }
         // GPipe at m = 4, 8, 32 (m = 1 is the model-parallel row), 1F1B at all four.
         assert_eq!(rows.iter().filter(|r| r.group == "pipelined").count(), 7);
+        // Every row with a PyTorch counterpart but 1F1B at m = 1, which torch refuses.
+        let no_peer: Vec<_> = rows
+            .iter()
+            .filter(|r| r.peer.is_none())
+            .map(Row::label)
+            .collect();
+        assert_eq!(
+            no_peer,
+            [
+                "pipelined: 1F1B, 2 stages, m=1",
+                "hybrid: 2 replicas x 2 stages, 1F1B, m=4",
+                "ZeRO-1: 2 replicas x 1 stage, m=1, optimizer state sharded"
+            ]
+        );
         let labels: Vec<_> = rows.iter().map(Row::label).collect();
         let unique: std::collections::HashSet<_> = labels.iter().collect();
         assert_eq!(unique.len(), labels.len(), "{labels:?}");
