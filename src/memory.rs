@@ -21,11 +21,13 @@
 
 use std::fmt;
 
-use pipetrain_engine::{Activation, Layer, OptimizerConfig, Remat};
+use burn::prelude::Device;
+use pipetrain_engine::{Activation, Layer, OptimizerConfig, Remat, Workers};
 use pipetrain_partitioner::LayerCost;
-use pipetrain_schedules::WorkerId;
+use pipetrain_schedules::{ReplicaId, WorkerId};
 
 use crate::error::Result;
+use crate::report::StepReport;
 
 /// Bytes of one f32.
 const F32: u64 = 4;
@@ -131,6 +133,51 @@ pub fn layer_memory<L: Layer>(layers: &[L], sample: &Activation) -> Result<Vec<L
 /// counted at 4 too).
 fn activation_bytes(a: &Activation) -> u64 {
     a.dims().iter().product::<usize>() as u64 * F32
+}
+
+/// Each worker's memory at the peak of `report`'s step, replica-major: `sample` (one
+/// micro-batch) is forwarded stage by stage through replica 0's layers (each stage's input is
+/// the previous stage's output, moved to that stage's device) to measure every layer's output;
+/// the optimizer state is each worker's own serialized size.
+pub(crate) fn of_workers<L: Layer>(
+    workers: &Workers<L>,
+    sample: &Activation,
+    devices: &[Device],
+    remat: Remat,
+    report: &StepReport,
+) -> Result<Vec<WorkerMemory>> {
+    let mut per_stage = Vec::new();
+    let mut x = sample.clone();
+    for (stage, worker) in workers.replica(ReplicaId(0)).enumerate() {
+        let layers: Vec<L> = worker.layers().iter().map(|l| l.valid()).collect();
+        x = x.to_device(&devices[stage]);
+        let held = layer_memory(&layers, &x)?;
+        for layer in &layers {
+            x = layer.forward(x)?;
+        }
+        per_stage.push(held);
+    }
+    Ok(workers
+        .iter()
+        .map(|w| {
+            let held = &per_stage[w.id().stage.index()];
+            let parameters: u64 = held.iter().map(|l| l.parameters).sum();
+            let stashed = report
+                .workers
+                .iter()
+                .find(|r| r.worker == w.id())
+                .map_or(0, |r| r.peak_stash);
+            let charged = charged_micro_batches(remat, stashed).min(stashed as u64);
+            WorkerMemory {
+                worker: w.id(),
+                parameters,
+                gradients: parameters,
+                optimizer_state: w.optimizer_state_bytes() as u64,
+                stashed_micro_batches: stashed,
+                stash: held.iter().map(|l| l.activation * charged).sum(),
+            }
+        })
+        .collect())
 }
 
 /// Micro-batches whose outputs each layer is charged for (see the module docs).

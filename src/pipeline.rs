@@ -278,47 +278,13 @@ impl<L: Layer> Pipeline<L> {
         let (Some(runtime), Some(sample)) = (self.runtime(), &self.sample) else {
             return Ok(Vec::new());
         };
-        let workers = runtime.workers();
-        // Stage by stage through replica 0: each stage's input is the previous stage's output.
-        let mut per_stage = Vec::with_capacity(self.stages());
-        let mut x = sample.clone();
-        for (stage, worker) in workers.replica(ReplicaId(0)).enumerate() {
-            let layers: Vec<L> = worker.layers().iter().map(|l| l.valid()).collect();
-            x = x.to_device(&self.config.devices[stage]);
-            let held = memory::layer_memory(&layers, &x)?;
-            for layer in &layers {
-                x = layer.forward(x)?;
-            }
-            per_stage.push(held);
-        }
-        let stash_of = |stage: usize, stashed: usize| -> u64 {
-            let charged = memory::charged_micro_batches(self.config.runtime.remat, stashed)
-                .min(stashed as u64);
-            per_stage[stage]
-                .iter()
-                .map(|l| l.activation * charged)
-                .sum()
-        };
-        Ok(workers
-            .iter()
-            .map(|w| {
-                let stage = w.id().stage.index();
-                let parameters: u64 = per_stage[stage].iter().map(|l| l.parameters).sum();
-                let stashed = report
-                    .workers
-                    .iter()
-                    .find(|r| r.worker == w.id())
-                    .map_or(0, |r| r.peak_stash);
-                WorkerMemory {
-                    worker: w.id(),
-                    parameters,
-                    gradients: parameters,
-                    optimizer_state: w.optimizer_state_bytes() as u64,
-                    stashed_micro_batches: stashed,
-                    stash: stash_of(stage, stashed),
-                }
-            })
-            .collect())
+        memory::of_workers(
+            runtime.workers(),
+            sample,
+            &self.config.devices,
+            self.config.runtime.remat,
+            report,
+        )
     }
 
     fn runtime(&self) -> Option<&Runtime<L>> {
