@@ -185,7 +185,15 @@ impl<L: Layer> Pipeline<L> {
             return Ok(());
         };
         let stages = *stages;
-        let sample = micro_batch(inputs, self.replicas() * self.micro_batches())?;
+        // A training batch splits into replicas × m; an inference batch given to `forward`
+        // first may split only into m micro-batches (it then runs on replica 0) or not at all.
+        let (r, m) = (self.replicas(), self.micro_batches());
+        let rows = inputs.batch_size();
+        let parts = [r * m, m, 1]
+            .into_iter()
+            .find(|&p| rows % p == 0)
+            .unwrap_or(1);
+        let sample = micro_batch(inputs, parts)?;
         let costs = profile::layer_costs(layers, &sample, &self.config.devices[0], 5)?;
         let partition = match self.config.memory_budget {
             None => partition_by_time(&costs, stages, None)?,

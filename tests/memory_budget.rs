@@ -153,3 +153,14 @@ fn a_budget_with_a_fixed_balance_or_zero_bytes_is_refused() {
         .expect("a zero budget is refused");
     assert!(err.to_string().contains("0 bytes"), "{err}");
 }
+
+#[test]
+fn forward_before_training_makes_the_split_on_a_batch_of_any_size() {
+    // 5 rows split into neither 8 micro-batches nor fewer: the layers are measured on all 5.
+    let mut p = pipeline(Some(22_000), Remat::Never, 2);
+    let inputs = synthetic::classification(3, 1, 5, 64, 64, &Device::flex()).inputs;
+    let out = p.forward(inputs).expect("inference on 5 rows");
+    assert_eq!(out.dims(), vec![5, 64]);
+    assert_eq!(p.stages(), 2);
+    assert!(p.partition().is_some());
+}
