@@ -41,6 +41,8 @@ pub(crate) struct Config {
     pub devices: Vec<Device>,
     /// Compute threads per worker.
     pub threads: usize,
+    /// Bytes each worker may hold ([`crate::memory`]); the split must fit.
+    pub memory_budget: Option<u64>,
 }
 
 /// Builds a [`Pipeline`]. Defaults: 1 stage, 1 micro-batch, 1F1B, `Remat::ExceptLast`, split
@@ -89,6 +91,7 @@ pub struct PipelineBuilder<L: Layer> {
     zero: u8,
     bucket_bytes: usize,
     ties: Vec<Tie>,
+    memory_budget: Option<u64>,
 }
 
 impl<L: Layer> Default for PipelineBuilder<L> {
@@ -111,6 +114,7 @@ impl<L: Layer> Default for PipelineBuilder<L> {
             zero: 0,
             bucket_bytes: DataParallel::default().bucket_bytes,
             ties: Vec::new(),
+            memory_budget: None,
         }
     }
 }
@@ -238,6 +242,18 @@ impl<L: Layer> PipelineBuilder<L> {
         self
     }
 
+    /// The bytes each worker may hold: parameters, gradients, optimizer state and stashed
+    /// activations, counted as [`crate::memory`] describes from the layers' parameter counts and
+    /// their outputs measured on the first batch. The split is then the fastest one (balance by
+    /// measured time) whose every stage fits; with one stage, the whole model must fit. If none
+    /// fits, the first step fails with [`Error::MemoryBudget`](crate::Error::MemoryBudget),
+    /// naming the least budget that would fit and the other remedies. Not with
+    /// [`balance`](Self::balance), which fixes the split.
+    pub fn memory_budget(mut self, bytes: u64) -> Self {
+        self.memory_budget = Some(bytes);
+        self
+    }
+
     /// Validates every setting and builds the pipeline. No thread runs before this succeeds.
     pub fn build(self) -> Result<Pipeline<L>> {
         let Some(layers) = self.layers else {
@@ -257,6 +273,9 @@ impl<L: Layer> PipelineBuilder<L> {
                 }
                 Split::Fixed(Partition::from_balance(balance, n)?)
             }
+            (None, None) | (None, Some(1)) if self.memory_budget.is_some() => {
+                Split::Measured { stages: 1 }
+            }
             (None, None) | (None, Some(1)) => Split::Fixed(Partition::from_balance(&[n], n)?),
             (None, Some(0)) => {
                 return config("stages = 0: a pipeline needs at least one stage (use .stages(1))");
@@ -270,6 +289,22 @@ impl<L: Layer> PipelineBuilder<L> {
             (None, Some(p)) => Split::Measured { stages: p },
         };
         let stages = split.stages();
+        match (self.memory_budget, &self.balance) {
+            (Some(0), _) => {
+                return config(
+                    "memory budget of 0 bytes: no worker can hold a layer; give the bytes each \
+                     worker may hold, e.g. .memory_budget(1 << 30)",
+                );
+            }
+            (Some(budget), Some(balance)) => {
+                return config(format!(
+                    "a memory budget ({budget} bytes) chooses the split, but balance {balance:?} \
+                     fixes it; drop one of them (e.g. keep .stages({}) with the budget)",
+                    balance.len()
+                ));
+            }
+            _ => {}
+        }
         if self.micro_batches == 0 {
             return config(
                 "micro_batches = 0: each step needs at least one micro-batch (use .micro_batches(1))",
@@ -345,6 +380,7 @@ impl<L: Layer> PipelineBuilder<L> {
             threads: self
                 .threads
                 .unwrap_or_else(|| pool::threads_per_worker(workers)),
+            memory_budget: self.memory_budget,
         };
         Pipeline::new(config, layers, plan)
     }

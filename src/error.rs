@@ -1,10 +1,14 @@
 //! The facade's error type: configuration errors (found before any thread starts) and
 //! everything the crates below return.
 
+use std::ops::Range;
+
 use pipetrain_engine::EngineError;
 use pipetrain_engine::checkpoint::CheckpointError;
 use pipetrain_partitioner::PartitionError;
-use pipetrain_schedules::ScheduleError;
+use pipetrain_schedules::{ScheduleError, StageId};
+
+use crate::memory::Bytes;
 
 /// Everything `pipetrain` can return.
 #[derive(Debug, thiserror::Error)]
@@ -28,6 +32,32 @@ pub enum Error {
     /// A checkpoint could not be written or read.
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
+    /// No split into the asked number of stages fits
+    /// [`memory_budget`](crate::PipelineBuilder::memory_budget).
+    #[error(
+        "memory budget {budget} per worker is too small for {stages} stage(s) at \
+         {micro_batches} micro-batch(es): the split that needs least still needs {smallest} \
+         on {stage} (layers {layers:?}: parameters, gradients, optimizer state and stashed \
+         activations); give at least .memory_budget({smallest_bytes}), or {remedy}"
+    )]
+    MemoryBudget {
+        /// The budget, per worker.
+        budget: Bytes,
+        /// The least budget any split into `stages` stages fits.
+        smallest: Bytes,
+        /// `smallest` in bytes, as `memory_budget` takes it.
+        smallest_bytes: u64,
+        /// Stages asked for.
+        stages: usize,
+        /// Micro-batches per step.
+        micro_batches: usize,
+        /// The fullest stage of the split that needs least.
+        stage: StageId,
+        /// Its layers.
+        layers: Range<usize>,
+        /// What else would make it fit: more stages, re-materialization, smaller micro-batches.
+        remedy: String,
+    },
 }
 
 impl From<EngineError> for Error {

@@ -33,6 +33,7 @@
 mod builder;
 mod checkpoint;
 mod error;
+pub mod memory;
 mod pipeline;
 mod report;
 

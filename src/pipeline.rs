@@ -3,11 +3,14 @@
 
 use pipetrain_engine::checkpoint::Checkpoint;
 use pipetrain_engine::{Activation, Batch, Layer, Runtime, Workers, World, profile};
-use pipetrain_partitioner::{LayerCost, Partition, partition_by_time};
-use pipetrain_schedules::{Costs, Plan, ReplicaId, ScheduleKind, StageId, WorkerId, simulate};
+use pipetrain_partitioner::{LayerCost, Partition, PartitionError, partition_by_time};
+use pipetrain_schedules::{
+    Costs, Lowering, Plan, ReplicaId, ScheduleKind, StageId, WorkerId, lower, simulate,
+};
 
 use crate::builder::{Config, PipelineBuilder, Split};
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::memory::{self, Bytes, WorkerMemory};
 use crate::report::StepReport;
 
 pub(crate) enum State<L: Layer> {
@@ -49,6 +52,9 @@ pub struct Pipeline<L: Layer> {
     plan: Plan,
     pub(crate) state: State<L>,
     predicted: Vec<f64>,
+    /// The first micro-batch of replica 0's shard of the first batch: what
+    /// [`worker_memory`](Self::worker_memory) measures activations on.
+    sample: Option<Activation>,
 }
 
 impl<L: Layer> Pipeline<L> {
@@ -66,6 +72,7 @@ impl<L: Layer> Pipeline<L> {
                 restore: None,
             },
             predicted: Vec::new(),
+            sample: None,
         };
         if let Split::Fixed(partition) = &pipeline.config.split {
             let partition = partition.clone();
@@ -172,17 +179,122 @@ impl<L: Layer> Pipeline<L> {
     }
 
     /// Before the first step of a measured split: checks the batch splits, measures per-layer
-    /// costs on one micro-batch and splits by time.
+    /// costs on one micro-batch and splits by time, under the memory budget if there is one.
     fn start_on(&mut self, inputs: &Activation) -> Result<()> {
         let (State::Pending { layers, .. }, Split::Measured { stages }) =
             (&self.state, &self.config.split)
         else {
             return Ok(());
         };
-        let sample = inputs.clone().split(self.micro_batches())?.swap_remove(0);
+        let stages = *stages;
+        // A training batch splits into replicas × m; an inference batch given to `forward`
+        // first may split only into m micro-batches (it then runs on replica 0) or not at all.
+        let (r, m) = (self.replicas(), self.micro_batches());
+        let rows = inputs.batch_size();
+        let parts = [r * m, m, 1]
+            .into_iter()
+            .find(|&p| rows % p == 0)
+            .unwrap_or(1);
+        let sample = micro_batch(inputs, parts)?;
         let costs = profile::layer_costs(layers, &sample, &self.config.devices[0], 5)?;
-        let partition = partition_by_time(&costs, *stages, None)?;
+        let partition = match self.config.memory_budget {
+            None => partition_by_time(&costs, stages, None)?,
+            Some(budget) => {
+                let in_flight = self.in_flight(stages, self.micro_batches())?;
+                let remat = self.config.runtime.remat;
+                let slots = memory::optimizer_slots(&self.config.optimizer);
+                let stashed = memory::charged_micro_batches(remat, in_flight);
+                let budgeted = memory::budget_costs(&costs, slots, stashed);
+                partition_by_time(&budgeted, stages, Some(budget))
+                    .map_err(|e| self.over_budget(e, costs.len(), sample.batch_size(), in_flight))?
+            }
+        };
         self.start(partition, Some(&costs))
+    }
+
+    /// Most micro-batches any stage stashes at once under this schedule with `m` micro-batches.
+    fn in_flight(&self, stages: usize, m: usize) -> Result<usize> {
+        let plan = lower(&self.schedule().plan(stages, m)?, Lowering::default());
+        let simulated = simulate(&plan, &Costs::uniform(stages, 1.0, 2.0))?;
+        Ok(simulated
+            .stages
+            .iter()
+            .map(|s| s.peak_stash)
+            .max()
+            .unwrap_or(1))
+    }
+
+    /// The partitioner's [`PartitionError::OverBudget`] as the user's
+    /// [`Error::MemoryBudget`], with the remedies that apply here.
+    fn over_budget(
+        &self,
+        error: PartitionError,
+        layers: usize,
+        rows: usize,
+        in_flight: usize,
+    ) -> Error {
+        let PartitionError::OverBudget {
+            stage,
+            layers: range,
+            needed,
+            budget,
+            ..
+        } = error
+        else {
+            return error.into();
+        };
+        let stages = self.stages();
+        let m = self.micro_batches();
+        let mut remedies = Vec::new();
+        if stages < layers {
+            remedies.push(format!("more stages (.stages({}))", stages + 1));
+        }
+        if self.config.runtime.remat == pipetrain_engine::Remat::Never && in_flight > 1 {
+            remedies.push("re-materialization (`Remat::Always`)".to_string());
+        }
+        // Twice the micro-batches halves each one; it helps where the schedule then stashes
+        // fewer than twice as many (1F1B's p, not GPipe's m).
+        let fewer = self
+            .in_flight(stages, 2 * m)
+            .is_ok_and(|doubled| doubled < 2 * in_flight);
+        if rows > 1 && fewer {
+            remedies.push(format!(
+                "smaller micro-batches (.micro_batches({}), if the batch splits into that many)",
+                2 * m
+            ));
+        }
+        let remedy = match remedies.len() {
+            0 => "a smaller model".to_string(),
+            _ => remedies.join(", or "),
+        };
+        Error::MemoryBudget {
+            budget: Bytes(budget),
+            smallest: Bytes(needed),
+            smallest_bytes: needed,
+            stages,
+            micro_batches: m,
+            stage,
+            layers: range,
+            remedy,
+        }
+    }
+
+    /// Each worker's memory at the peak of `report`'s step, replica-major: parameters,
+    /// gradients, optimizer state (the optimizer's serialized bytes) and `peak_stash`
+    /// micro-batches of activations, as [`crate::memory`] counts them (activations measured by a
+    /// forward pass of the first training batch's first micro-batch). Empty before the first
+    /// [`train_step`](Self::train_step).
+    pub fn worker_memory(&self, report: &StepReport) -> Result<Vec<WorkerMemory>> {
+        let (Some(runtime), Some(sample)) = (self.runtime(), &self.sample) else {
+            return Ok(Vec::new());
+        };
+        memory::of_workers(
+            runtime.workers(),
+            sample,
+            &self.config.devices,
+            self.config.runtime.remat,
+            report,
+        )
     }
 
     fn runtime(&self) -> Option<&Runtime<L>> {
@@ -212,6 +324,10 @@ impl<L: Layer> Pipeline<L> {
         let runtime = self.runtime_mut();
         let step = runtime.steps();
         let outcome = runtime.step(batch)?;
+        if self.sample.is_none() {
+            let parts = self.replicas() * self.micro_batches();
+            self.sample = Some(micro_batch(&batch.inputs, parts)?);
+        }
         Ok(StepReport::from_outcome(step, outcome, &self.predicted))
     }
 
@@ -280,4 +396,9 @@ impl<L: Layer> Pipeline<L> {
             .and_then(|r| r.workers().get(WorkerId::new(ReplicaId(0), stage)))
             .map_or(&[], |w| w.layers())
     }
+}
+
+/// The first of `parts` equal row slices of `inputs`.
+fn micro_batch(inputs: &Activation, parts: usize) -> Result<Activation> {
+    Ok(inputs.clone().split(parts)?.swap_remove(0))
 }

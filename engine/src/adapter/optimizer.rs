@@ -20,6 +20,20 @@ impl OptimizerConfig {
             OptimizerConfig::AdamW(c) => c.init(),
         }
     }
+
+    /// Parameter-sized state slots the optimizer keeps per parameter it updates: 0 for plain
+    /// SGD, 1 for SGD with momentum, 2 for Adam and AdamW (first and second moments).
+    pub fn state_slots(&self) -> u64 {
+        match self {
+            OptimizerConfig::Sgd(c) => {
+                // burn keeps `SgdConfig::momentum` private; its serialized form shows it.
+                let json = serde_json::to_value(c).ok();
+                let momentum = json.as_ref().and_then(|j| j.get("momentum"));
+                u64::from(momentum.is_some_and(|m| !m.is_null()))
+            }
+            OptimizerConfig::Adam(_) | OptimizerConfig::AdamW(_) => 2,
+        }
+    }
 }
 
 impl From<SgdConfig> for OptimizerConfig {

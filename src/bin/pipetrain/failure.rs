@@ -38,14 +38,17 @@ impl Failure {
     }
 
     /// An error of `Pipeline::builder().build()`: a refused configuration (bad settings, stage
-    /// split, plan or tie; the builder finds these before any thread starts) is a usage error,
-    /// anything else (an engine error while measuring the layers) a runtime one.
+    /// split, plan, tie or memory budget; found before any thread starts, or on the first step,
+    /// which makes a measured split) is a usage error, anything else (an engine error while
+    /// measuring the layers or training) a runtime one.
     pub fn of_build(error: pipetrain::Error) -> Self {
         use pipetrain::Error;
         match error {
-            Error::Config(_) | Error::Partition(_) | Error::Schedule(_) | Error::Tie(_) => {
-                Self::usage(error)
-            }
+            Error::Config(_)
+            | Error::Partition(_)
+            | Error::Schedule(_)
+            | Error::Tie(_)
+            | Error::MemoryBudget { .. } => Self::usage(error),
             other => Self::runtime(other),
         }
     }

@@ -11,10 +11,14 @@ const METHODS: &[(&str, &str)] = &[
     ("zero", "--zero"),
     ("learning_rate", "--lr"),
     ("threads_per_worker", "--threads"),
+    ("memory_budget", "--memory-budget"),
 ];
 
 /// Library functions and the flags that call them.
-const FUNCTIONS: &[(&str, &str)] = &[("`init_from`", "--init")];
+const FUNCTIONS: &[(&str, &str)] = &[
+    ("`init_from`", "--init"),
+    ("`Remat::Always`", "--remat always"),
+];
 
 /// `message` with every builder call and library function it names replaced by the flag that
 /// does the same.
@@ -67,6 +71,16 @@ mod tests {
         assert_eq!(
             to_flags("start from it with `init_from` instead"),
             "start from it with --init instead"
+        );
+    }
+
+    #[test]
+    fn memory_budget_remedies_become_flags() {
+        assert_eq!(
+            to_flags(
+                "give at least .memory_budget(20992), or re-materialization (`Remat::Always`)"
+            ),
+            "give at least --memory-budget 20992, or re-materialization (--remat always)"
         );
     }
 

@@ -1,4 +1,4 @@
-//! The `pipetrain` command line: `train` (the default command), `eval` and `plan`. Its exit
+//! The `pipetrain` command line: `train` (the default command), `eval`, `plan` and `bench`. Its exit
 //! codes are [`exit::Exit`]'s.
 
 use std::process::ExitCode;
@@ -9,6 +9,8 @@ use crate::exit::Exit;
 
 mod args;
 mod backward;
+mod bench;
+mod bytes;
 mod checkpoints;
 mod config;
 mod data;
@@ -66,6 +68,11 @@ enum Command {
     /// Print a schedule's plan: grid, simulated bubble and peak stash per stage.
     #[command(after_help = Exit::table())]
     Plan(plan::PlanArgs),
+    /// Measure the experiment table (single device, data parallel, model parallel, GPipe and
+    /// 1F1B at several micro-batch counts, hybrid, ZeRO-1) as a markdown document, optionally
+    /// against the PyTorch peers in the same run.
+    #[command(args_override_self = true)]
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -97,6 +104,7 @@ fn run(argv: Vec<std::ffi::OsString>) -> Exit {
         Some(Command::Plan(args)) => plan::run(&args),
         Some(Command::Train(args)) => train::run(&args),
         Some(Command::Eval(args)) => eval::run(&args),
+        Some(Command::Bench(args)) => bench::run(&args),
         None => train::run(&cli.train),
     };
     match result {

@@ -233,6 +233,9 @@ fn train_with<L: Layer>(
     if let Some(t) = args.threads {
         builder = builder.threads_per_worker(t);
     }
+    if let Some(bytes) = args.memory_budget {
+        builder = builder.memory_budget(bytes);
+    }
     for tie in &s.ties {
         builder = builder.tie(tie.clone());
     }
@@ -298,7 +301,7 @@ fn train_with<L: Layer>(
         let mut totals = StepTotals::default();
         let mut report = None;
         for batch in &batches {
-            let r = pipeline.train_step(batch)?;
+            let r = pipeline.train_step(batch).map_err(Failure::of_build)?;
             totals.add(&r, k);
             report = Some(r);
         }

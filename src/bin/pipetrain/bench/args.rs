@@ -1,0 +1,69 @@
+//! The flags of `pipetrain bench`.
+
+use std::path::PathBuf;
+
+/// The default interpreter for `--compare-pytorch` given without a value.
+pub const DEFAULT_PYTHON: &str = "/tmp/peer-venv/bin/python";
+
+/// Worked examples shown under `pipetrain bench --help`.
+const EXAMPLES: &str = "\
+Examples:
+  # the whole table for MLP-8x1024, batch 256 (release build: cargo build --release)
+  pipetrain bench --out docs/benchmarks.md
+
+  # against PyTorch in the same run (peers from ../shared/peers, venv at /tmp/peer-venv)
+  pipetrain bench --compare-pytorch --reps 2
+  pipetrain bench --compare-pytorch /usr/bin/python3 --peers /path/to/peers
+
+  # a few rows of a small model, quickly
+  pipetrain bench --only 1f1b --width 256 --steps 4
+  pipetrain bench --width 16 --hidden-layers 2 --batch 32 --steps 2 --warmup 1";
+
+/// Arguments of `pipetrain bench`.
+#[derive(clap::Args, Debug)]
+#[command(after_help = EXAMPLES)]
+pub struct BenchArgs {
+    /// MLP: hidden width (also the input dimension, as the peers' workload).
+    #[arg(long, default_value_t = 1024)]
+    pub width: usize,
+    /// MLP: hidden Linear+ReLU blocks.
+    #[arg(long, default_value_t = 8)]
+    pub hidden_layers: usize,
+    /// Output classes.
+    #[arg(long, default_value_t = 10)]
+    pub classes: usize,
+    /// Mini-batch size (rows per step), split over replicas and micro-batches.
+    #[arg(long, default_value_t = 256)]
+    pub batch: usize,
+    /// Measured steps per row and repetition (after the warm-up).
+    #[arg(long, default_value_t = 8)]
+    pub steps: usize,
+    /// Untimed warm-up steps before the measured ones.
+    #[arg(long, default_value_t = 2)]
+    pub warmup: usize,
+    /// Repetitions of the whole table; each row's statistics pool the steps of every repetition.
+    #[arg(long, default_value_t = 1)]
+    pub reps: usize,
+    /// Micro-batch counts of the pipelined rows.
+    #[arg(long, value_delimiter = ',', default_value = "1,4,8,32")]
+    pub micro_batches: Vec<usize>,
+    /// Compute threads per worker (the peers' workload: 1).
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Only the rows whose name contains this text (and the single-device and independent-worker
+    /// rows their limits are computed from).
+    #[arg(long, value_name = "TEXT")]
+    pub only: Option<String>,
+    /// Also run the PyTorch peers with this Python (default /tmp/peer-venv/bin/python), row by
+    /// row alternating with ours, and add a PyTorch and a ratio column.
+    #[arg(long, value_name = "PYTHON", num_args = 0..=1, default_missing_value = DEFAULT_PYTHON)]
+    pub compare_pytorch: Option<PathBuf>,
+    /// The PyTorch peer scripts (bench_single.py, bench_ddp.py, bench_pipe.py). Default: the
+    /// first of ../shared/peers beside the repository, shared/peers inside it, found from the
+    /// current directory and from the binary's location.
+    #[arg(long, value_name = "DIR")]
+    pub peers: Option<PathBuf>,
+    /// Also write the markdown document to this file.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}

@@ -1,0 +1,320 @@
+//! The configurations the table measures, one [`Row`] each. To add a row (e.g. split
+//! backward), push it in [`rows`]: its limit, ceiling, memory and peer follow from its fields.
+
+use pipetrain::ScheduleKind;
+
+use super::args::BenchArgs;
+
+/// The model and data every row trains: MLP-`hidden`x`width` on `batch` rows, SGD at 0.01,
+/// remat never, `threads` compute threads per worker (the PyTorch peers' workload).
+#[derive(Clone, Copy, Debug)]
+pub struct Workload {
+    /// Hidden width and input dimension.
+    pub width: usize,
+    /// Hidden Linear+ReLU blocks.
+    pub hidden: usize,
+    /// Output classes.
+    pub classes: usize,
+    /// Rows per step.
+    pub batch: usize,
+    /// Compute threads per worker.
+    pub threads: usize,
+    /// Untimed steps.
+    pub warmup: usize,
+    /// Measured steps.
+    pub steps: usize,
+}
+
+impl Workload {
+    /// The workload `args` describe.
+    pub fn of(args: &BenchArgs) -> Self {
+        Self {
+            width: args.width,
+            hidden: args.hidden_layers,
+            classes: args.classes,
+            batch: args.batch,
+            threads: args.threads,
+            warmup: args.warmup,
+            steps: args.steps,
+        }
+    }
+
+    /// `MLP-8x1024, batch 256`.
+    pub fn name(&self) -> String {
+        format!("MLP-{}x{}, batch {}", self.hidden, self.width, self.batch)
+    }
+}
+
+/// What a row runs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Shape {
+    /// One pipeline of `replicas × stages` workers.
+    Pipeline {
+        /// Data-parallel replicas.
+        replicas: usize,
+        /// Stages.
+        stages: usize,
+        /// Micro-batches per step.
+        micro_batches: usize,
+        /// Schedule.
+        schedule: ScheduleKind,
+        /// ZeRO-1 optimizer-state sharding.
+        zero: bool,
+    },
+    /// `workers` independent 1-stage pipelines stepping at once on their own threads, each on
+    /// the whole batch in `micro_batches` micro-batches, with no communication: what that many
+    /// workers reach on this machine with no bubble (they share its memory bandwidth and caches).
+    Independent {
+        /// Concurrent pipelines.
+        workers: usize,
+        /// Micro-batches per step of each.
+        micro_batches: usize,
+    },
+}
+
+impl Shape {
+    /// Workers the row keeps busy.
+    pub fn workers(&self) -> usize {
+        match *self {
+            Shape::Pipeline {
+                replicas, stages, ..
+            } => replicas * stages,
+            Shape::Independent { workers, .. } => workers,
+        }
+    }
+
+    /// Micro-batches per worker per step, each of `batch / (replicas × m)` rows: the 1-worker
+    /// configuration with micro-batches of the same rows is `batch / rows` micro-batches.
+    pub fn rows_per_micro_batch(&self, batch: usize) -> usize {
+        match *self {
+            Shape::Pipeline {
+                replicas,
+                micro_batches,
+                ..
+            } => batch / (replicas * micro_batches).max(1),
+            Shape::Independent { micro_batches, .. } => batch / micro_batches.max(1),
+        }
+    }
+
+    /// The fill-drain bound m/(m+p−1) of the pipeline's bubble (1 for a single stage).
+    pub fn bubble_bound(&self) -> f64 {
+        match *self {
+            Shape::Pipeline {
+                stages,
+                micro_batches,
+                ..
+            } => micro_batches as f64 / (micro_batches + stages - 1) as f64,
+            Shape::Independent { .. } => 1.0,
+        }
+    }
+}
+
+/// A PyTorch peer run: one of the scripts in the peers folder and its arguments (the workload's
+/// `--width --layers --batch --steps --warmup` are added).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Peer {
+    /// Script file name, e.g. `bench_pipe.py`.
+    pub script: &'static str,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// What the peer is, for the notes.
+    pub what: &'static str,
+}
+
+/// One row of the table.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    /// Section of the table: `single device`, `data parallel`, `pipelined`, …
+    pub group: &'static str,
+    /// Name within it, e.g. `1F1B, 2 stages, m=8`; `--only` matches `group: name`.
+    pub name: String,
+    /// What it runs.
+    pub shape: Shape,
+    /// The PyTorch counterpart, if there is one.
+    pub peer: Option<Peer>,
+}
+
+impl Row {
+    /// `group: name`.
+    pub fn label(&self) -> String {
+        format!("{}: {}", self.group, self.name)
+    }
+}
+
+fn pipeline(replicas: usize, stages: usize, m: usize, schedule: ScheduleKind, zero: bool) -> Shape {
+    Shape::Pipeline {
+        replicas,
+        stages,
+        micro_batches: m,
+        schedule,
+        zero,
+    }
+}
+
+fn peer(script: &'static str, what: &'static str, args: &[String]) -> Peer {
+    Peer {
+        script,
+        args: args.to_vec(),
+        what,
+    }
+}
+
+/// The single-device row with micro-batches of `rows` rows.
+pub fn single(batch: usize, rows: usize, threads: usize) -> Row {
+    let m = batch / rows.max(1);
+    let threads = threads.to_string();
+    Row {
+        group: "single device",
+        name: format!("1 worker, m={m} ({rows} rows)"),
+        shape: pipeline(1, 1, m, ScheduleKind::GPipe, false),
+        peer: Some(peer(
+            "bench_single.py",
+            "one process, gradients accumulated over m micro-batches",
+            &["--threads".into(), threads, "--m".into(), m.to_string()],
+        )),
+    }
+}
+
+/// The row of `workers` independent workers with micro-batches of `rows` rows.
+pub fn independent(batch: usize, workers: usize, rows: usize) -> Row {
+    let m = batch / rows.max(1);
+    Row {
+        group: "independent workers",
+        name: format!("{workers} x 1 worker, no communication, m={m} ({rows} rows)"),
+        shape: Shape::Independent {
+            workers,
+            micro_batches: m,
+        },
+        peer: None,
+    }
+}
+
+/// The table's configurations for `ms` micro-batch counts, in order (single-device and
+/// independent-worker reference rows are added by the command where limits need them).
+pub fn rows(ms: &[usize], threads: usize) -> Vec<Row> {
+    let t = threads.to_string();
+    let mut rows = vec![
+        Row {
+            group: "data parallel",
+            name: "2 replicas x 1 stage, m=1".into(),
+            shape: pipeline(2, 1, 1, ScheduleKind::OneFOneB, false),
+            peer: Some(peer(
+                "bench_ddp.py",
+                "DistributedDataParallel, 2 gloo ranks",
+                &["--threads".into(), t.clone()],
+            )),
+        },
+        Row {
+            group: "model parallel",
+            name: "2 stages, m=1".into(),
+            shape: pipeline(1, 2, 1, ScheduleKind::GPipe, false),
+            peer: Some(peer(
+                "bench_pipe.py",
+                "torch.distributed.pipelining, 2 ranks",
+                &[
+                    "--schedule".into(),
+                    "gpipe".into(),
+                    "--m".into(),
+                    "1".into(),
+                    "--threads".into(),
+                    t.clone(),
+                ],
+            )),
+        },
+    ];
+    let schedules = [
+        (ScheduleKind::GPipe, "GPipe", "gpipe"),
+        (ScheduleKind::OneFOneB, "1F1B", "1f1b"),
+    ];
+    for (schedule, name, flag) in schedules {
+        for &m in ms {
+            if m == 1 && schedule == ScheduleKind::GPipe {
+                continue; // the model-parallel row
+            }
+            // torch.distributed.pipelining's 1F1B needs at least as many micro-batches as
+            // stages; it refuses m = 1.
+            let comparable = schedule == ScheduleKind::GPipe || m >= 2;
+            rows.push(Row {
+                group: "pipelined",
+                name: format!("{name}, 2 stages, m={m}"),
+                shape: pipeline(1, 2, m, schedule, false),
+                peer: comparable.then(|| {
+                    peer(
+                        "bench_pipe.py",
+                        "torch.distributed.pipelining, 2 ranks",
+                        &[
+                            "--schedule".into(),
+                            flag.into(),
+                            "--m".into(),
+                            m.to_string(),
+                            "--threads".into(),
+                            t.clone(),
+                        ],
+                    )
+                }),
+            });
+        }
+    }
+    rows.push(Row {
+        group: "hybrid",
+        name: "2 replicas x 2 stages, 1F1B, m=4".into(),
+        shape: pipeline(2, 2, 4, ScheduleKind::OneFOneB, false),
+        peer: None,
+    });
+    rows.push(Row {
+        group: "ZeRO-1",
+        name: "2 replicas x 1 stage, m=1, optimizer state sharded".into(),
+        shape: pipeline(2, 1, 1, ScheduleKind::OneFOneB, true),
+        peer: None,
+    });
+    rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_has_every_kind_of_row() {
+        let rows = rows(&[1, 4, 8, 32], 1);
+        for group in [
+            "data parallel",
+            "model parallel",
+            "pipelined",
+            "hybrid",
+            "ZeRO-1",
+        ] {
+            assert!(rows.iter().any(|r| r.group == group), "{group}");
+        }
+        // GPipe at m = 4, 8, 32 (m = 1 is the model-parallel row), 1F1B at all four.
+        assert_eq!(rows.iter().filter(|r| r.group == "pipelined").count(), 7);
+        // Every row with a PyTorch counterpart but 1F1B at m = 1, which torch refuses.
+        let no_peer: Vec<_> = rows
+            .iter()
+            .filter(|r| r.peer.is_none())
+            .map(Row::label)
+            .collect();
+        assert_eq!(
+            no_peer,
+            [
+                "pipelined: 1F1B, 2 stages, m=1",
+                "hybrid: 2 replicas x 2 stages, 1F1B, m=4",
+                "ZeRO-1: 2 replicas x 1 stage, m=1, optimizer state sharded"
+            ]
+        );
+        let labels: Vec<_> = rows.iter().map(Row::label).collect();
+        let unique: std::collections::HashSet<_> = labels.iter().collect();
+        assert_eq!(unique.len(), labels.len(), "{labels:?}");
+    }
+
+    #[test]
+    fn limits_come_from_rows_per_micro_batch_and_the_bubble() {
+        let hybrid = pipeline(2, 2, 4, ScheduleKind::OneFOneB, false);
+        assert_eq!(hybrid.workers(), 4);
+        assert_eq!(hybrid.rows_per_micro_batch(256), 32);
+        assert_eq!(hybrid.bubble_bound(), 0.8);
+        let pair = independent(256, 2, 32).shape;
+        assert_eq!((pair.workers(), pair.rows_per_micro_batch(256)), (2, 32));
+        assert_eq!(single(256, 8, 1).name, "1 worker, m=32 (8 rows)");
+    }
+}

@@ -1,0 +1,163 @@
+//! Running one configuration in this process, fresh: a new pipeline from the same seeded
+//! init, warm-up steps, then measured steps timed around `train_step` (wall clock, as the
+//! peers time theirs).
+
+use std::time::Instant;
+
+use burn::prelude::*;
+use pipetrain::{Batch, OptimizerConfig, Pipeline, Remat};
+use pipetrain_models::{MlpConfig, MlpLayer, synthetic};
+
+use super::configs::{Shape, Workload};
+use super::probe::CpuSnapshot;
+
+/// Seed of the model init (every row starts from the same weights).
+const INIT_SEED: u64 = 0;
+/// Seed of the synthetic data (the peers' `DATA_SEED`; the generators differ, so the rows are
+/// the same data for us, other data for them).
+const DATA_SEED: u64 = 1234;
+/// Distinct batches, cycled (the peers' `NUM_BATCHES`).
+const BATCHES: u64 = 5;
+
+/// What one run of a row measured.
+#[derive(Clone, Debug, Default)]
+pub struct Measured {
+    /// Samples per second of each measured step.
+    pub rates: Vec<f64>,
+    /// The mean loss of the last step.
+    pub loss: f64,
+    /// The largest worker's memory (parameters, gradients, optimizer state, peak stash) in
+    /// bytes, as `Pipeline::worker_memory` counts it.
+    pub peak_memory: u64,
+    /// Cores the other processes of the machine kept busy during the measured steps.
+    pub others: Option<f64>,
+}
+
+impl Measured {
+    /// This run's rates and the other's, the later run's loss and memory, the busier reading.
+    pub fn merge(&mut self, other: Measured) {
+        self.rates.extend(other.rates);
+        self.loss = other.loss;
+        self.peak_memory = self.peak_memory.max(other.peak_memory);
+        self.others = match (self.others, other.others) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+    }
+}
+
+/// Runs `shape` on `workload` once, from scratch.
+pub fn run(shape: &Shape, workload: &Workload) -> pipetrain::Result<Measured> {
+    let device = Device::flex();
+    let data: Vec<Batch> = (0..BATCHES)
+        .map(|k| {
+            synthetic::classification(
+                DATA_SEED,
+                k,
+                workload.batch,
+                workload.width,
+                workload.classes,
+                &device,
+            )
+        })
+        .collect();
+    let copies = match *shape {
+        Shape::Pipeline { .. } => 1,
+        Shape::Independent { workers, .. } => workers,
+    };
+    let mut pipelines = (0..copies)
+        .map(|_| build(shape, workload, &device))
+        .collect::<pipetrain::Result<Vec<_>>>()?;
+    let mut measured = Measured::default();
+    let mut start = None;
+    for step in 0..workload.warmup + workload.steps {
+        let batch = &data[step % BATCHES as usize];
+        if step == workload.warmup {
+            start = Some(CpuSnapshot::now());
+        }
+        let t = Instant::now();
+        let reports = std::thread::scope(|s| {
+            let handles: Vec<_> = pipelines
+                .iter_mut()
+                .map(|p| s.spawn(move || p.train_step(batch)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("a bench pipeline panicked"))
+                .collect::<pipetrain::Result<Vec<_>>>()
+        })?;
+        let seconds = t.elapsed().as_secs_f64().max(1e-12);
+        if step >= workload.warmup {
+            measured
+                .rates
+                .push((copies * workload.batch) as f64 / seconds);
+        }
+        measured.loss = reports[0].loss;
+        if step + 1 == workload.warmup + workload.steps {
+            for (pipeline, report) in pipelines.iter().zip(&reports) {
+                let workers = pipeline.worker_memory(report)?;
+                let peak = workers.iter().map(|w| w.total()).max().unwrap_or(0);
+                measured.peak_memory = measured.peak_memory.max(peak);
+            }
+        }
+    }
+    if let Some(start) = start {
+        measured.others = start.others_until(&CpuSnapshot::now());
+    }
+    Ok(measured)
+}
+
+/// A fresh pipeline for `shape` (one of the copies of an independent row): seeded init, the
+/// hidden blocks split evenly over the stages and the head on the last one, like the peers.
+fn build(shape: &Shape, w: &Workload, device: &Device) -> pipetrain::Result<Pipeline<MlpLayer>> {
+    let (replicas, stages, m, schedule, zero) = match *shape {
+        Shape::Pipeline {
+            replicas,
+            stages,
+            micro_batches,
+            schedule,
+            zero,
+        } => (replicas, stages, micro_batches, schedule, zero),
+        Shape::Independent { micro_batches, .. } => {
+            (1, 1, micro_batches, pipetrain::ScheduleKind::GPipe, false)
+        }
+    };
+    device.seed(INIT_SEED);
+    let layers = MlpConfig::new(w.width, w.hidden, w.classes).init(device);
+    Pipeline::builder()
+        .layers(layers)
+        .balance(balance(w.hidden, stages))
+        .micro_batches(m)
+        .schedule(schedule)
+        .remat(Remat::Never)
+        .optimizer(OptimizerConfig::sgd())
+        .learning_rate(0.01)
+        .threads_per_worker(w.threads)
+        .replicas(replicas)
+        .zero(u8::from(zero))
+        .build()
+}
+
+/// `hidden` blocks over `stages` stages (the first ones take the remainder), plus the head on
+/// the last stage: [4, 5] for MLP-8 on 2 stages, as the peers split it.
+fn balance(hidden: usize, stages: usize) -> Vec<usize> {
+    let stages = stages.max(1);
+    let mut balance: Vec<usize> = (0..stages)
+        .map(|s| hidden / stages + usize::from(s < hidden % stages))
+        .collect();
+    *balance.last_mut().expect("at least one stage") += 1;
+    balance
+}
+
+#[cfg(test)]
+mod tests {
+    use super::balance;
+
+    #[test]
+    fn hidden_blocks_evenly_and_the_head_last() {
+        assert_eq!(balance(8, 1), vec![9]);
+        assert_eq!(balance(8, 2), vec![4, 5]);
+        assert_eq!(balance(7, 2), vec![4, 4]);
+        assert_eq!(balance(2, 2), vec![1, 2]);
+    }
+}

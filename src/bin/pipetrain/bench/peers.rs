@@ -1,0 +1,193 @@
+//! The PyTorch peers (`bench_single.py`, `bench_ddp.py`, `bench_pipe.py` of the peers folder):
+//! found, checked for torch, run one row at a time, their `RESULT {json}` line read back.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::configs::{Peer, Workload};
+
+/// How to get a Python that can run the peers.
+pub const HOW_TO_GET_TORCH: &str = "python3 -m venv /tmp/peer-venv && \
+     /tmp/peer-venv/bin/pip install torch numpy safetensors torchgpipe";
+
+/// The longest one peer run may take before it is stopped (a stuck gloo rendezvous).
+const PEER_TIMEOUT: Duration = Duration::from_secs(900);
+
+/// A Python that imports torch, and the folder of the peer scripts.
+#[derive(Clone, Debug)]
+pub struct Peers {
+    python: PathBuf,
+    dir: PathBuf,
+    /// `torch.__version__`.
+    pub torch: String,
+}
+
+/// What one peer run measured (samples/s over its timed steps).
+#[derive(Clone, Copy, Debug)]
+pub struct PeerResult {
+    /// Median over its steps.
+    pub median: f64,
+    /// Slowest step.
+    pub min: f64,
+    /// Fastest step.
+    pub max: f64,
+    /// Cores used by processes other than the peer's ranks meanwhile (its own `foreign_cores`).
+    pub others: Option<f64>,
+}
+
+impl Peers {
+    /// Checks that `python` imports torch and that the peer scripts are in `dir` (or in the
+    /// default places). `Err` is the sentence to print instead of the PyTorch column.
+    pub fn find(python: &Path, dir: Option<&Path>) -> Result<Self, String> {
+        let dir = match dir {
+            Some(dir) if dir.join("common.py").is_file() => dir.to_path_buf(),
+            Some(dir) => {
+                return Err(format!(
+                    "--peers {}: no common.py there; give the folder that holds bench_single.py, \
+                     bench_ddp.py, bench_pipe.py and common.py",
+                    dir.display()
+                ));
+            }
+            None => default_dir().ok_or_else(|| {
+                "no PyTorch peer scripts found (looked for shared/peers/common.py in every folder \
+                 above the current directory, the binary and the source tree); pass --peers DIR, \
+                 the folder holding bench_single.py, bench_ddp.py and bench_pipe.py (in this \
+                 project: ../shared/peers beside the repository)"
+                    .to_string()
+            })?,
+        };
+        let out = Command::new(python)
+            .args(["-c", "import torch, numpy; print(torch.__version__)"])
+            .stdin(Stdio::null())
+            .output();
+        match out {
+            Ok(out) if out.status.success() => Ok(Self {
+                python: python.to_path_buf(),
+                dir,
+                torch: String::from_utf8_lossy(&out.stdout).trim().to_string(),
+            }),
+            Ok(_) | Err(_) => Err(format!(
+                "{} cannot import torch and numpy, so no PyTorch column; to get them: {HOW_TO_GET_TORCH} \
+                 (then --compare-pytorch uses /tmp/peer-venv/bin/python by default)",
+                python.display()
+            )),
+        }
+    }
+
+    /// The peer scripts' folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Runs `peer` on `workload`: `--width --layers --batch --steps --warmup` are the workload's.
+    pub fn run(&self, peer: &Peer, w: &Workload) -> Result<PeerResult, String> {
+        let mut child = Command::new(&self.python)
+            .arg(peer.script)
+            .args(&peer.args)
+            .args(["--width", &w.width.to_string()])
+            .args(["--layers", &w.hidden.to_string()])
+            .args(["--batch", &w.batch.to_string()])
+            .args(["--steps", &w.steps.to_string()])
+            .args(["--warmup", &w.warmup.to_string()])
+            .current_dir(&self.dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("{} {}: {e}", self.python.display(), peer.script))?;
+        let started = Instant::now();
+        while child.try_wait().map_err(|e| e.to_string())?.is_none() {
+            if started.elapsed() > PEER_TIMEOUT {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "{} did not finish in {} s; stopped",
+                    peer.script,
+                    PEER_TIMEOUT.as_secs()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let out = child.wait_with_output().map_err(|e| e.to_string())?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        parse_result(&stdout).ok_or_else(|| {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let last = stderr.lines().rev().find(|l| !l.trim().is_empty());
+            format!(
+                "{} {} printed no RESULT line ({}): {}",
+                peer.script,
+                peer.args.join(" "),
+                out.status,
+                last.unwrap_or("no error output")
+            )
+        })
+    }
+}
+
+/// The `RESULT {json}` line of a peer's output.
+fn parse_result(stdout: &str) -> Option<PeerResult> {
+    let line = stdout
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("RESULT "))?;
+    let json: serde_json::Value = serde_json::from_str(line).ok()?;
+    let number = |key: &str| json.get(key).and_then(serde_json::Value::as_f64);
+    Some(PeerResult {
+        median: number("tput_median")?,
+        min: number("tput_min")?,
+        max: number("tput_max")?,
+        others: number("foreign_cores"),
+    })
+}
+
+/// `shared/peers` in the nearest folder above the current directory, the binary or this
+/// source tree that has one.
+fn default_dir() -> Option<PathBuf> {
+    let starts = [
+        std::env::current_dir().ok(),
+        std::env::current_exe().ok(),
+        Some(PathBuf::from(env!("CARGO_MANIFEST_DIR"))),
+    ];
+    starts.into_iter().flatten().find_map(|start| {
+        start
+            .ancestors()
+            .map(|a| a.join("shared").join("peers"))
+            .find(|d| d.join("common.py").is_file())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_result_line() {
+        let out = "warming up\nRESULT {\"tput_median\": 1609.5, \"tput_min\": 1500, \
+                   \"tput_max\": 1700.25, \"foreign_cores\": 0.5}\nsingle ...\n";
+        let r = parse_result(out).expect("a result");
+        assert_eq!(
+            (r.median, r.min, r.max, r.others),
+            (1609.5, 1500.0, 1700.25, Some(0.5))
+        );
+        assert!(parse_result("no result\n").is_none());
+        assert!(parse_result("RESULT {\"tput_min\": 1}\n").is_none());
+    }
+
+    #[test]
+    fn a_python_without_torch_gets_the_how_to() {
+        let dir = tempfile_dir();
+        std::fs::write(dir.join("common.py"), "").unwrap();
+        let err = Peers::find(Path::new("/bin/false"), Some(&dir)).unwrap_err();
+        assert!(err.contains(HOW_TO_GET_TORCH), "{err}");
+        let err = Peers::find(Path::new("/bin/false"), Some(&dir.join("nowhere"))).unwrap_err();
+        assert!(err.contains("--peers") && err.contains("nowhere"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn tempfile_dir() -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("pipetrain-peers-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+}

@@ -1,0 +1,236 @@
+//! Memory per worker: what a stage's layers hold, in bytes, and the accounting behind
+//! [`PipelineBuilder::memory_budget`](crate::PipelineBuilder::memory_budget) and
+//! [`Pipeline::worker_memory`](crate::Pipeline::worker_memory).
+//!
+//! ## What is counted
+//!
+//! Per layer, f32 everywhere:
+//! - **parameters**: 4 bytes per parameter;
+//! - **gradients**: as many again (the gradient accumulated over a step's micro-batches);
+//! - **optimizer state**: 0 for plain SGD, one parameter-sized slot for SGD with momentum, two
+//!   for Adam and AdamW (first and second moments);
+//! - **stash**: the layer's output for one micro-batch (measured on a real micro-batch), times
+//!   the micro-batches in flight. Without re-materialization the autodiff graph keeps every
+//!   layer's output of every stashed micro-batch; with it, only the micro-batch being
+//!   re-materialized keeps its outputs, so each layer is charged one micro-batch. The stage
+//!   input a re-materialized micro-batch keeps (one activation per stage boundary) and the
+//!   transient buffers of one op are not in the per-layer sum.
+//!
+//! Not counted: the allocator's slack, the transport's in-flight copies, burn's per-op
+//! temporaries. The numbers are a model of what the engine holds, not a resident-set reading.
+
+use std::fmt;
+
+use burn::prelude::Device;
+use pipetrain_engine::{Activation, Layer, OptimizerConfig, Remat, Workers};
+use pipetrain_partitioner::LayerCost;
+use pipetrain_schedules::{ReplicaId, WorkerId};
+
+use crate::error::Result;
+use crate::report::StepReport;
+
+/// Bytes of one f32.
+const F32: u64 = 4;
+
+/// Parameter-sized state slots `optimizer` keeps per parameter: 0 (SGD), 1 (SGD with
+/// momentum), 2 (Adam, AdamW).
+///
+/// ```
+/// use pipetrain::{OptimizerConfig, memory::optimizer_slots};
+/// assert_eq!(optimizer_slots(&OptimizerConfig::sgd()), 0);
+/// assert_eq!(optimizer_slots(&OptimizerConfig::sgd_momentum(0.9)), 1);
+/// assert_eq!(optimizer_slots(&OptimizerConfig::adam()), 2);
+/// ```
+pub fn optimizer_slots(optimizer: &OptimizerConfig) -> u64 {
+    optimizer.state_slots()
+}
+
+/// What one layer holds, in bytes (see the module docs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LayerMemory {
+    /// Parameter bytes.
+    pub parameters: u64,
+    /// The layer's output for one micro-batch, in bytes.
+    pub activation: u64,
+}
+
+impl LayerMemory {
+    /// The bytes one worker holding this layer needs: parameters, gradients, `slots`
+    /// optimizer-state slots, and `stashed` micro-batches of its output.
+    pub fn total(&self, slots: u64, stashed: u64) -> u64 {
+        self.parameters
+            .saturating_mul(2 + slots)
+            .saturating_add(self.activation.saturating_mul(stashed))
+    }
+}
+
+/// One worker's memory at the peak of a step (see the module docs for what is counted).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkerMemory {
+    /// Which worker.
+    pub worker: WorkerId,
+    /// Parameter bytes of its layers.
+    pub parameters: u64,
+    /// Gradient bytes (as many as the parameters).
+    pub gradients: u64,
+    /// Optimizer-state bytes, as the optimizer serializes them (with ZeRO-1 only its share).
+    pub optimizer_state: u64,
+    /// Most micro-batches stashed at once in the step.
+    pub stashed_micro_batches: usize,
+    /// Bytes of those micro-batches' activations.
+    pub stash: u64,
+}
+
+impl WorkerMemory {
+    /// Everything counted.
+    pub fn total(&self) -> u64 {
+        self.parameters + self.gradients + self.optimizer_state + self.stash
+    }
+}
+
+/// A byte count printed with a binary unit: `512 B`, `1.5 KiB`, `3.25 MiB`, `2.00 GiB`.
+///
+/// ```
+/// use pipetrain::memory::Bytes;
+/// assert_eq!(Bytes(512).to_string(), "512 B");
+/// assert_eq!(Bytes(3 << 20).to_string(), "3.00 MiB");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bytes(pub u64);
+
+impl fmt::Display for Bytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+        if self.0 < 1024 {
+            return write!(f, "{} B", self.0);
+        }
+        let mut value = self.0 as f64 / 1024.0;
+        let mut unit = 0;
+        while value >= 1024.0 && unit + 1 < UNITS.len() {
+            value /= 1024.0;
+            unit += 1;
+        }
+        write!(f, "{value:.2} {}", UNITS[unit])
+    }
+}
+
+/// Per-layer memory of `layers`: parameter bytes, and output bytes measured by a forward pass
+/// (no autodiff) of `sample`, one micro-batch, through the layers in order.
+pub fn layer_memory<L: Layer>(layers: &[L], sample: &Activation) -> Result<Vec<LayerMemory>> {
+    let mut x = sample.clone().detach();
+    let mut out = Vec::with_capacity(layers.len());
+    for layer in layers {
+        x = layer.forward(x)?;
+        out.push(LayerMemory {
+            parameters: layer.num_params() as u64 * F32,
+            activation: activation_bytes(&x),
+        });
+    }
+    Ok(out)
+}
+
+/// Bytes of one activation (4 per element: f32 floats, token ids stored as 32-bit or wider are
+/// counted at 4 too).
+fn activation_bytes(a: &Activation) -> u64 {
+    a.dims().iter().product::<usize>() as u64 * F32
+}
+
+/// Each worker's memory at the peak of `report`'s step, replica-major: `sample` (one
+/// micro-batch) is forwarded stage by stage through replica 0's layers (each stage's input is
+/// the previous stage's output, moved to that stage's device) to measure every layer's output;
+/// the optimizer state is each worker's own serialized size.
+pub(crate) fn of_workers<L: Layer>(
+    workers: &Workers<L>,
+    sample: &Activation,
+    devices: &[Device],
+    remat: Remat,
+    report: &StepReport,
+) -> Result<Vec<WorkerMemory>> {
+    let mut per_stage = Vec::new();
+    let mut x = sample.clone();
+    for (stage, worker) in workers.replica(ReplicaId(0)).enumerate() {
+        let layers: Vec<L> = worker.layers().iter().map(|l| l.valid()).collect();
+        x = x.to_device(&devices[stage]);
+        let held = layer_memory(&layers, &x)?;
+        for layer in &layers {
+            x = layer.forward(x)?;
+        }
+        per_stage.push(held);
+    }
+    Ok(workers
+        .iter()
+        .map(|w| {
+            let held = &per_stage[w.id().stage.index()];
+            let parameters: u64 = held.iter().map(|l| l.parameters).sum();
+            let stashed = report
+                .workers
+                .iter()
+                .find(|r| r.worker == w.id())
+                .map_or(0, |r| r.peak_stash);
+            let charged = charged_micro_batches(remat, stashed).min(stashed as u64);
+            WorkerMemory {
+                worker: w.id(),
+                parameters,
+                gradients: parameters,
+                optimizer_state: w.optimizer_state_bytes() as u64,
+                stashed_micro_batches: stashed,
+                stash: held.iter().map(|l| l.activation * charged).sum(),
+            }
+        })
+        .collect())
+}
+
+/// Micro-batches whose outputs each layer is charged for (see the module docs).
+pub(crate) fn charged_micro_batches(remat: Remat, in_flight: usize) -> u64 {
+    match remat {
+        Remat::Never => in_flight as u64,
+        Remat::ExceptLast | Remat::Always => 1,
+    }
+}
+
+/// `costs` (from the profiling pass: parameter and output bytes per layer) with their memory
+/// replaced by the whole per-layer accounting, as the partitioner's budget compares it.
+pub(crate) fn budget_costs(costs: &[LayerCost], slots: u64, stashed: u64) -> Vec<LayerCost> {
+    costs
+        .iter()
+        .map(|c| {
+            c.with_memory(
+                c.param_bytes.saturating_mul(2 + slots),
+                c.activation_bytes.saturating_mul(stashed),
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_pick_the_largest_unit_below() {
+        assert_eq!(Bytes(0).to_string(), "0 B");
+        assert_eq!(Bytes(1023).to_string(), "1023 B");
+        assert_eq!(Bytes(1536).to_string(), "1.50 KiB");
+        assert_eq!(Bytes(2 << 30).to_string(), "2.00 GiB");
+    }
+
+    #[test]
+    fn a_layer_holds_weights_gradients_state_and_stash() {
+        let layer = LayerMemory {
+            parameters: 100,
+            activation: 10,
+        };
+        assert_eq!(layer.total(0, 0), 200);
+        assert_eq!(layer.total(2, 3), 430);
+        let costs = budget_costs(&[LayerCost::new(1.0, 2.0).with_memory(100, 10)], 2, 3);
+        assert_eq!(costs[0].memory(), 430);
+        assert_eq!((costs[0].forward, costs[0].backward), (1.0, 2.0));
+    }
+
+    #[test]
+    fn remat_charges_one_micro_batch() {
+        assert_eq!(charged_micro_batches(Remat::Never, 8), 8);
+        assert_eq!(charged_micro_batches(Remat::Always, 8), 1);
+        assert_eq!(charged_micro_batches(Remat::ExceptLast, 8), 1);
+    }
+}

@@ -1,0 +1,61 @@
+//! `pipetrain train --memory-budget SIZE`: sizes parse, and a budget nothing fits ends with a
+//! usage error in the CLI's words.
+
+mod common;
+use common::{TINY, USAGE, failure_with, success};
+
+#[test]
+fn sizes_in_bytes_and_binary_units_are_accepted() {
+    for size in ["1GiB", "1048576", "512 MiB", "1.5GiB"] {
+        let args: Vec<&str> = TINY
+            .iter()
+            .copied()
+            .chain(["--stages", "2", "--memory-budget", size])
+            .collect();
+        success(&args);
+    }
+}
+
+#[test]
+fn a_malformed_size_is_a_usage_error() {
+    for size in ["2GB", "lots", "0"] {
+        let args: Vec<&str> = TINY
+            .iter()
+            .copied()
+            .chain(["--memory-budget", size])
+            .collect();
+        let err = failure_with(USAGE, &args);
+        assert!(
+            err.contains("--memory-budget") && err.contains(size),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn an_infeasible_budget_names_the_flags_to_change() {
+    let args: Vec<&str> = TINY
+        .iter()
+        .copied()
+        .chain([
+            "--stages",
+            "2",
+            "--micro-batches",
+            "2",
+            "--remat",
+            "never",
+            "--memory-budget",
+            "1KiB",
+        ])
+        .collect();
+    let err = failure_with(USAGE, &args);
+    for part in [
+        "memory budget 1.00 KiB",
+        "--memory-budget ",
+        "--stages 3",
+        "--remat always",
+        "--micro-batches 4",
+    ] {
+        assert!(err.contains(part), "`{part}` missing from: {err}");
+    }
+}

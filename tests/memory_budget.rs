@@ -1,0 +1,166 @@
+//! `.memory_budget(bytes)`: the split the budget forces, the error when nothing fits, and the
+//! per-worker accounting `Pipeline::worker_memory` reports.
+//!
+//! The model is chosen so that the numbers are exact: MLP with input 64, width 8, 3 hidden
+//! blocks, 64 classes; batch 64 in 8 micro-batches of 8 rows, GPipe (8 micro-batches stashed on
+//! every stage), remat never, SGD (no state). Per layer (parameters × 4 bytes × 2 for the
+//! gradient, + output bytes × 8 stashed micro-batches):
+//!
+//! ```text
+//! layer   params  weights+grads  output/mb  stash   total
+//! fc0     520     4160           256        2048     6208
+//! fc1     72      576            256        2048     2624
+//! fc2     72      576            256        2048     2624
+//! head    576     4608           2048       16384   20992
+//! ```
+//! Splits into 2 stages (largest stage): [2, 2] 23616 (the fastest: it is what balance by time
+//! picks), [3, 1] 20992, [1, 3] 26240. So 22000 bytes forces [3, 1] and 20000 fits nothing: the
+//! least budget is 20992, the head alone.
+
+mod common;
+
+use burn::prelude::*;
+use pipetrain::memory::Bytes;
+use pipetrain::{Error, OptimizerConfig, Pipeline, Remat, ScheduleKind};
+use pipetrain_models::{MlpConfig, MlpLayer, synthetic};
+
+fn model() -> Vec<MlpLayer> {
+    common::seeded(7, |device| {
+        MlpConfig::new(8, 3, 64).with_input(64).init(device)
+    })
+}
+
+fn pipeline(budget: Option<u64>, remat: Remat, stages: usize) -> Pipeline<MlpLayer> {
+    let mut builder = Pipeline::builder()
+        .layers(model())
+        .stages(stages)
+        .micro_batches(8)
+        .schedule(ScheduleKind::GPipe)
+        .remat(remat)
+        .optimizer(OptimizerConfig::sgd());
+    if let Some(bytes) = budget {
+        builder = builder.memory_budget(bytes);
+    }
+    builder.build().expect("a valid configuration")
+}
+
+fn batch() -> pipetrain::Batch {
+    synthetic::classification(3, 0, 64, 64, 64, &Device::flex())
+}
+
+#[test]
+fn a_budget_forces_another_split_than_time_alone() {
+    let mut fastest = pipeline(None, Remat::Never, 2);
+    fastest.train_step(&batch()).expect("a step");
+    assert_eq!(fastest.partition().expect("split").balance(), vec![2, 2]);
+
+    let mut budgeted = pipeline(Some(22_000), Remat::Never, 2);
+    let report = budgeted
+        .train_step(&batch())
+        .expect("a step within the budget");
+    assert_eq!(budgeted.partition().expect("split").balance(), vec![3, 1]);
+    // The accounting the budget used is what the workers report after the step.
+    let memory = budgeted.worker_memory(&report).expect("worker memory");
+    let totals: Vec<u64> = memory.iter().map(|w| w.total()).collect();
+    assert_eq!(memory[0].stashed_micro_batches, 8);
+    assert_eq!(memory[1].stash, 16_384);
+    assert_eq!(memory[1].parameters, 576 * 4);
+    // SGD without momentum keeps no per-parameter state: its serialized record is a header per
+    // parameter tensor (2 per layer), well under 128 bytes each.
+    assert!(memory[0].optimizer_state <= 6 * 128, "{memory:?}");
+    assert!(memory[1].optimizer_state <= 2 * 128, "{memory:?}");
+    // Beside that record, the totals are the table's stage sums.
+    assert_eq!(totals[0] - memory[0].optimizer_state, 11_456, "{memory:?}");
+    assert_eq!(totals[1] - memory[1].optimizer_state, 20_992, "{memory:?}");
+}
+
+#[test]
+fn an_infeasible_budget_names_the_least_one_and_the_remedies() {
+    let mut p = pipeline(Some(20_000), Remat::Never, 2);
+    let err = p
+        .train_step(&batch())
+        .expect_err("nothing fits 20000 bytes");
+    let msg = err.to_string();
+    let Error::MemoryBudget {
+        smallest_bytes,
+        budget,
+        stages,
+        ref layers,
+        ..
+    } = err
+    else {
+        panic!("a MemoryBudget error expected, got {msg}");
+    };
+    assert_eq!((smallest_bytes, budget, stages), (20_992, Bytes(20_000), 2));
+    assert_eq!(*layers, 3..4, "{msg}");
+    for part in [
+        "19.53 KiB",
+        ".memory_budget(20992)",
+        ".stages(3)",
+        "Remat::Always",
+    ] {
+        assert!(msg.contains(part), "`{part}` missing from: {msg}");
+    }
+    // Under GPipe all m micro-batches are stashed: smaller ones hold as many rows in all.
+    assert!(!msg.contains(".micro_batches("), "{msg}");
+}
+
+#[test]
+fn re_materialization_is_a_remedy_that_works() {
+    // With remat each layer is charged one micro-batch: the head needs 4608 + 2048 bytes.
+    let mut p = pipeline(Some(20_000), Remat::Always, 2);
+    p.train_step(&batch())
+        .expect("fits with re-materialization");
+    assert_eq!(p.stages(), 2);
+}
+
+#[test]
+fn one_stage_must_hold_the_whole_model() {
+    // Sum of the per-layer totals: 6208 + 2624 + 2624 + 20992.
+    let mut p = pipeline(Some(32_000), Remat::Never, 1);
+    let err = p
+        .train_step(&batch())
+        .expect_err("the whole model needs 32448 bytes");
+    assert!(
+        matches!(
+            err,
+            Error::MemoryBudget {
+                smallest_bytes: 32_448,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let mut p = pipeline(Some(32_448), Remat::Never, 1);
+    p.train_step(&batch()).expect("exactly enough");
+}
+
+#[test]
+fn a_budget_with_a_fixed_balance_or_zero_bytes_is_refused() {
+    let err = Pipeline::builder()
+        .layers(model())
+        .balance([2, 2])
+        .memory_budget(1 << 20)
+        .build()
+        .err()
+        .expect("balance and budget together are refused");
+    assert!(err.to_string().contains("drop one"), "{err}");
+    let err = Pipeline::builder()
+        .layers(model())
+        .memory_budget(0)
+        .build()
+        .err()
+        .expect("a zero budget is refused");
+    assert!(err.to_string().contains("0 bytes"), "{err}");
+}
+
+#[test]
+fn forward_before_training_makes_the_split_on_a_batch_of_any_size() {
+    // 5 rows split into neither 8 micro-batches nor fewer: the layers are measured on all 5.
+    let mut p = pipeline(Some(22_000), Remat::Never, 2);
+    let inputs = synthetic::classification(3, 1, 5, 64, 64, &Device::flex()).inputs;
+    let out = p.forward(inputs).expect("inference on 5 rows");
+    assert_eq!(out.dims(), vec![5, 64]);
+    assert_eq!(p.stages(), 2);
+    assert!(p.partition().is_some());
+}
