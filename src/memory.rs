@@ -16,7 +16,13 @@
 //!   input a re-materialized micro-batch keeps (one activation per stage boundary) and the
 //!   transient buffers of one op are not in the per-layer sum.
 //!
-//! Not counted: the allocator's slack, the transport's in-flight copies, burn's per-op
+//! - **deferred** (reported per worker after a step, not in the budget's per-layer model): with
+//!   the split backward, each dense layer's input and pre-activation gradient of every
+//!   micro-batch of a weight-gradient group, held from its `I` to its group's `W`, as measured
+//!   by the step. `Backward::Split { weight_group }` bounds it.
+//!
+//! Not counted: the allocator's slack, the split backward's per-step `Wᵀ` copies of dense layers
+//! run on few rows, the transport's in-flight copies, burn's per-op
 //! temporaries. The numbers are a model of what the engine holds, not a resident-set reading.
 
 use std::fmt;
@@ -79,12 +85,15 @@ pub struct WorkerMemory {
     pub stashed_micro_batches: usize,
     /// Bytes of those micro-batches' activations.
     pub stash: u64,
+    /// Most bytes held at once for deferred weight gradients (split backward), as measured by
+    /// the step ([`StageReport::peak_deferred_bytes`](crate::StageReport::peak_deferred_bytes)).
+    pub deferred: u64,
 }
 
 impl WorkerMemory {
     /// Everything counted.
     pub fn total(&self) -> u64 {
-        self.parameters + self.gradients + self.optimizer_state + self.stash
+        self.parameters + self.gradients + self.optimizer_state + self.stash + self.deferred
     }
 }
 
@@ -162,11 +171,8 @@ pub(crate) fn of_workers<L: Layer>(
         .map(|w| {
             let held = &per_stage[w.id().stage.index()];
             let parameters: u64 = held.iter().map(|l| l.parameters).sum();
-            let stashed = report
-                .workers
-                .iter()
-                .find(|r| r.worker == w.id())
-                .map_or(0, |r| r.peak_stash);
+            let reported = report.workers.iter().find(|r| r.worker == w.id());
+            let stashed = reported.map_or(0, |r| r.peak_stash);
             let charged = charged_micro_batches(remat, stashed).min(stashed as u64);
             WorkerMemory {
                 worker: w.id(),
@@ -175,6 +181,7 @@ pub(crate) fn of_workers<L: Layer>(
                 optimizer_state: w.optimizer_state_bytes() as u64,
                 stashed_micro_batches: stashed,
                 stash: held.iter().map(|l| l.activation * charged).sum(),
+                deferred: reported.map_or(0, |r| r.peak_deferred_bytes as u64),
             }
         })
         .collect())

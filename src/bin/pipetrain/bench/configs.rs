@@ -1,7 +1,7 @@
 //! The configurations the table measures, one [`Row`] each. To add a row (e.g. split
 //! backward), push it in [`rows`]: its limit, ceiling, memory and peer follow from its fields.
 
-use pipetrain::ScheduleKind;
+use pipetrain::{Backward, ScheduleKind};
 
 use super::args::BenchArgs;
 
@@ -60,6 +60,8 @@ pub enum Shape {
         schedule: ScheduleKind,
         /// ZeRO-1 optimizer-state sharding.
         zero: bool,
+        /// Split (the default) or fused backward.
+        backward: Backward,
     },
     /// `workers` independent 1-stage pipelines stepping at once on their own threads, each on
     /// the whole batch in `micro_batches` micro-batches, with no communication: what that many
@@ -148,6 +150,29 @@ fn pipeline(replicas: usize, stages: usize, m: usize, schedule: ScheduleKind, ze
         micro_batches: m,
         schedule,
         zero,
+        backward: Backward::default(),
+    }
+}
+
+/// `shape` (a pipeline) with another backward.
+fn with_backward(shape: Shape, backward: Backward) -> Shape {
+    match shape {
+        Shape::Pipeline {
+            replicas,
+            stages,
+            micro_batches,
+            schedule,
+            zero,
+            ..
+        } => Shape::Pipeline {
+            replicas,
+            stages,
+            micro_batches,
+            schedule,
+            zero,
+            backward,
+        },
+        other => other,
     }
 }
 
@@ -267,6 +292,38 @@ pub fn rows(ms: &[usize], threads: usize) -> Vec<Row> {
         shape: pipeline(2, 1, 1, ScheduleKind::OneFOneB, true),
         peer: None,
     });
+    // The split backward against autodiff's fused one, and its weight-gradient groups (memory
+    // against speed), at the largest micro-batch count.
+    if let Some(&m) = ms.iter().max().filter(|&&m| m > 1) {
+        let fused = Backward::Fused;
+        rows.push(Row {
+            group: "backward",
+            name: format!("1 worker, m={m}, fused (autodiff)"),
+            shape: with_backward(pipeline(1, 1, m, ScheduleKind::GPipe, false), fused),
+            peer: None,
+        });
+        rows.push(Row {
+            group: "backward",
+            name: format!("1F1B, 2 stages, m={m}, fused (autodiff)"),
+            shape: with_backward(pipeline(1, 2, m, ScheduleKind::OneFOneB, false), fused),
+            peer: None,
+        });
+        let mut groups = vec![1, m / 4];
+        groups.dedup();
+        for group in groups.into_iter().filter(|&g| g >= 1 && g < m) {
+            rows.push(Row {
+                group: "backward",
+                name: format!("1F1B, 2 stages, m={m}, split, weight group {group}"),
+                shape: with_backward(
+                    pipeline(1, 2, m, ScheduleKind::OneFOneB, false),
+                    Backward::Split {
+                        weight_group: group,
+                    },
+                ),
+                peer: None,
+            });
+        }
+    }
     rows
 }
 
@@ -283,15 +340,31 @@ mod tests {
             "pipelined",
             "hybrid",
             "ZeRO-1",
+            "backward",
         ] {
             assert!(rows.iter().any(|r| r.group == group), "{group}");
         }
+        // Fused at m = 32 on 1 worker and 2 stages; split with weight groups of 1 and 8.
+        let backward: Vec<_> = rows
+            .iter()
+            .filter(|r| r.group == "backward")
+            .map(|r| r.name.as_str())
+            .collect();
+        assert_eq!(
+            backward,
+            [
+                "1 worker, m=32, fused (autodiff)",
+                "1F1B, 2 stages, m=32, fused (autodiff)",
+                "1F1B, 2 stages, m=32, split, weight group 1",
+                "1F1B, 2 stages, m=32, split, weight group 8",
+            ]
+        );
         // GPipe at m = 4, 8, 32 (m = 1 is the model-parallel row), 1F1B at all four.
         assert_eq!(rows.iter().filter(|r| r.group == "pipelined").count(), 7);
         // Every row with a PyTorch counterpart but 1F1B at m = 1, which torch refuses.
         let no_peer: Vec<_> = rows
             .iter()
-            .filter(|r| r.peer.is_none())
+            .filter(|r| r.peer.is_none() && r.group != "backward")
             .map(Row::label)
             .collect();
         assert_eq!(

@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use burn::prelude::*;
-use pipetrain::{Batch, OptimizerConfig, Pipeline, Remat};
+use pipetrain::{Backward, Batch, OptimizerConfig, Pipeline, Remat};
 use pipetrain_models::{MlpConfig, MlpLayer, synthetic};
 
 use super::configs::{Shape, Workload};
@@ -110,17 +110,23 @@ pub fn run(shape: &Shape, workload: &Workload) -> pipetrain::Result<Measured> {
 /// A fresh pipeline for `shape` (one of the copies of an independent row): seeded init, the
 /// hidden blocks split evenly over the stages and the head on the last one, like the peers.
 fn build(shape: &Shape, w: &Workload, device: &Device) -> pipetrain::Result<Pipeline<MlpLayer>> {
-    let (replicas, stages, m, schedule, zero) = match *shape {
+    let (replicas, stages, m, schedule, zero, backward) = match *shape {
         Shape::Pipeline {
             replicas,
             stages,
             micro_batches,
             schedule,
             zero,
-        } => (replicas, stages, micro_batches, schedule, zero),
-        Shape::Independent { micro_batches, .. } => {
-            (1, 1, micro_batches, pipetrain::ScheduleKind::GPipe, false)
-        }
+            backward,
+        } => (replicas, stages, micro_batches, schedule, zero, backward),
+        Shape::Independent { micro_batches, .. } => (
+            1,
+            1,
+            micro_batches,
+            pipetrain::ScheduleKind::GPipe,
+            false,
+            Backward::default(),
+        ),
     };
     device.seed(INIT_SEED);
     let layers = MlpConfig::new(w.width, w.hidden, w.classes).init(device);
@@ -130,6 +136,7 @@ fn build(shape: &Shape, w: &Workload, device: &Device) -> pipetrain::Result<Pipe
         .micro_batches(m)
         .schedule(schedule)
         .remat(Remat::Never)
+        .backward(backward)
         .optimizer(OptimizerConfig::sgd())
         .learning_rate(0.01)
         .threads_per_worker(w.threads)

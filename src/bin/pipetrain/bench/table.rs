@@ -218,7 +218,8 @@ fn notes(with_peers: bool, lines: &[Line]) -> String {
          - **peak memory / worker**: the largest worker's parameters + gradients + optimizer \
          state (its serialized bytes; with ZeRO-1 the worker's share) + stash (the most \
          micro-batches it held at once in the last step × its layers' outputs for one \
-         micro-batch, measured on the first batch) — the accounting of \
+         micro-batch, measured on the first batch) + the split backward's deferred weight-gradient \
+         inputs (measured by the step) — the accounting of \
          `Pipeline::worker_memory` and `--memory-budget`; not a resident-set reading (no \
          allocator slack, no per-op temporaries, no transport buffers).\n\
          - **final loss**: mean loss of the last step (the same data and init for every row).\n\
