@@ -28,6 +28,13 @@ impl Checkpoint {
     pub fn read(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
         let bytes = std::fs::read(path).map_err(io(path))?;
+        Self::from_bytes(path, bytes)
+    }
+
+    /// Checks a checkpoint's `bytes` as [`read`](Self::read) does (for one read elsewhere, for
+    /// example broadcast from another process); `path` names it in errors.
+    pub fn from_bytes(path: impl AsRef<Path>, bytes: Vec<u8>) -> Result<Self> {
+        let path = path.as_ref();
         let (_, metadata) = SafeTensors::read_metadata(&bytes).map_err(|e| corrupt(path, e))?;
         let meta = metadata.metadata().clone().unwrap_or_default();
         match meta.get(FORMAT_KEY) {
@@ -87,6 +94,11 @@ impl Checkpoint {
             progress,
             optimizer: state,
         })
+    }
+
+    /// The file's bytes, as read.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
     }
 
     /// The run's progress when it was saved.

@@ -39,4 +39,5 @@ mod packing;
 pub use channel::ChannelCollective;
 pub use error::CollectiveError;
 pub use group::Collective;
+pub(crate) use packing::check_bounds;
 pub use packing::even_bounds;

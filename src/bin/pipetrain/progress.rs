@@ -11,6 +11,8 @@ pub enum Progress {
     Bar(ProgressBar),
     /// One line per step on stdout.
     Lines,
+    /// Nothing: a process other than rank 0 of a multi-process run.
+    Silent,
 }
 
 impl Progress {
@@ -37,6 +39,7 @@ impl Progress {
                 bar.inc(1);
             }
             Progress::Lines => println!("{line}"),
+            Progress::Silent => {}
         }
     }
 
@@ -45,6 +48,7 @@ impl Progress {
         match self {
             Progress::Bar(bar) => bar.println(line),
             Progress::Lines => println!("{line}"),
+            Progress::Silent => {}
         }
     }
 

@@ -1,0 +1,36 @@
+//! A multi-process runtime's share of a checkpoint.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::lifecycle::Runtime;
+use crate::checkpoint::{self, Progress};
+use crate::error::{EngineError, Result};
+use crate::layer::Layer;
+
+impl<L: Layer> Runtime<L> {
+    /// This process's part of a checkpoint: the weights of the stages its workers hold and
+    /// their optimizer state (see [`checkpoint::save_part`]); one process merges every part
+    /// with [`checkpoint::write_parts`]. `path` names the checkpoint in errors. Refused in the
+    /// middle of an accumulation, as [`save_checkpoint`](Self::save_checkpoint).
+    pub fn checkpoint_part(&self, path: &Path, extra: BTreeMap<String, String>) -> Result<Vec<u8>> {
+        if self.pending > 0 {
+            return Err(EngineError::MidAccumulation {
+                pending: self.pending,
+                accumulation: self.config.data_parallel.accumulation,
+            });
+        }
+        let progress = Progress {
+            step: self.optimizer_steps,
+            extra,
+        };
+        let w = &self.workers;
+        Ok(checkpoint::save_part(
+            path,
+            w.states(),
+            w.partition(),
+            w.optimizer().name(),
+            &progress,
+        )?)
+    }
+}
