@@ -128,6 +128,29 @@ impl Checkpoint {
         apply(&self.path, model, self.bytes.clone(), false)
     }
 
+    /// `layers` (model layers `offset` … `offset + layers.len() − 1`, for example one stage)
+    /// with every parameter replaced by the checkpoint's: a process that holds only some
+    /// stages loads them without the whole model. Checked as strictly as
+    /// [`load_model`](Self::load_model) within those layers.
+    pub fn load_layers<L: Layer>(&self, layers: Vec<L>, offset: usize) -> Result<Vec<L>> {
+        let file = SafeTensors::deserialize(&self.bytes).map_err(|e| corrupt(&self.path, e))?;
+        let range = offset..offset + layers.len();
+        let mut views = Vec::new();
+        for (name, view) in file.tensors() {
+            let Some((index, rest)) = name.split_once('.') else {
+                continue;
+            };
+            match index.parse::<usize>() {
+                Ok(i) if range.contains(&i) => {
+                    views.push((format!("{}.{rest}", i - offset), view));
+                }
+                _ => {}
+            }
+        }
+        let bytes = safetensors::serialize(views, None).map_err(|e| corrupt(&self.path, e))?;
+        apply(&self.path, layers, bytes, false)
+    }
+
     /// Loads `worker`'s optimizer state (the entries of the parameters it holds; with ZeRO-1,
     /// `replicas` > 1, only those it owns); its first layer is model layer `offset`.
     /// `optimizer` names this run's optimizer, which must be the saved one.

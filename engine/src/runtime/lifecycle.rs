@@ -209,7 +209,20 @@ impl<L: Layer> Runtime<L> {
         }
         let name = self.workers.optimizer().name();
         checkpoint.check_optimizer(name)?;
-        let loaded = checkpoint.load_model(self.workers.model())?;
+        // The whole model when it is here; else (a multi-process run) each local stage alone.
+        let whole = self.workers.world().is_whole();
+        let loaded = match whole {
+            true => checkpoint.load_model(self.workers.model())?,
+            false => Vec::new(),
+        };
+        let mut stages: Vec<Vec<L>> = Vec::new();
+        for w in self.workers.iter() {
+            let range = self.workers.partition().range(w.id().stage);
+            stages.push(match whole {
+                true => loaded[range].to_vec(),
+                false => checkpoint.load_layers(w.layers().to_vec(), range.start)?,
+            });
+        }
         let zero = self
             .config
             .data_parallel
@@ -218,9 +231,9 @@ impl<L: Layer> Runtime<L> {
         let partition = self.workers.partition().clone();
         // The weights fit; from here on the workers change: a failure poisons.
         self.poisoned = true;
-        for w in self.workers.iter_mut() {
+        for (w, layers) in self.workers.iter_mut().zip(stages) {
             let range = partition.range(w.id().stage);
-            w.set_layers(loaded[range.clone()].to_vec());
+            w.set_layers(layers);
             checkpoint.load_optimizer(w, range.start, name, zero)?;
         }
         let stages = self.workers.world().stages();

@@ -277,9 +277,12 @@ fn train_with<L: Layer>(
         None => 0,
     };
 
-    let progress = match leader {
-        true => Progress::new(args.steps),
-        false => Progress::Silent,
+    // Under MPI, plain lines from rank 0 (mpirun gives ranks a pseudo-terminal but forwards no
+    // bar), nothing from the others.
+    let progress = match (dist, leader) {
+        (None, _) => Progress::new(args.steps),
+        (Some(_), true) => Progress::Lines,
+        (Some(_), false) => Progress::Silent,
     };
     progress.println(&format!(
         "pipetrain: {} ({params} params), {} replicas × {} stages, {} micro-batches of {}, \
