@@ -50,13 +50,21 @@ fn text(out: &Output) -> String {
 /// Stdout of an MPI job that must succeed.
 fn mpi_success(np: usize, args: &[&str]) -> String {
     let out = mpirun(np, &[], args).output().expect("mpirun runs");
-    assert!(out.status.success(), "mpirun -np {np} {args:?}: {}", text(&out));
+    assert!(
+        out.status.success(),
+        "mpirun -np {np} {args:?}: {}",
+        text(&out)
+    );
     String::from_utf8(out.stdout).expect("UTF-8")
 }
 
 /// TINY, 3 steps of 4 micro-batches, a fixed split, a checkpoint at `checkpoint`.
 fn job(checkpoint: &Path, extra: &[&str]) -> Vec<String> {
-    let mut args: Vec<String> = ["train"].iter().chain(&TINY).map(|s| s.to_string()).collect();
+    let mut args: Vec<String> = ["train"]
+        .iter()
+        .chain(&TINY)
+        .map(|s| s.to_string())
+        .collect();
     args.extend(
         [
             "--micro-batches",
@@ -92,7 +100,12 @@ fn contents(path: &Path) -> Contents {
         .map(|(n, v)| (n, v.data().to_vec()))
         .collect();
     let (_, header) = SafeTensors::read_metadata(&bytes).unwrap();
-    let meta = header.metadata().clone().unwrap_or_default().into_iter().collect();
+    let meta = header
+        .metadata()
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
     (tensors, meta)
 }
 
@@ -141,7 +154,16 @@ fn two_ranks_two_stages_verify_and_match_the_in_process_run() {
 fn four_ranks_two_by_two_verify_and_match_the_in_process_run() {
     same_as_in_process(
         4,
-        &["--stages", "2", "--balance", "2,1", "--replicas", "2", "--zero", "1"],
+        &[
+            "--stages",
+            "2",
+            "--balance",
+            "2,1",
+            "--replicas",
+            "2",
+            "--zero",
+            "1",
+        ],
         &[],
     );
 }
@@ -177,10 +199,14 @@ fn launcher_variables_that_disagree_with_mpi_exit_2() {
     let _job = lock();
     for (variable, value) in [("SLURM_NTASKS", "3"), ("RANK", "7")] {
         let assignment = format!("{variable}={value}");
-        let out = mpirun(4, &["-x", &assignment], &["train", "--stages", "2", "--replicas", "2"])
-            .args(TINY)
-            .output()
-            .expect("mpirun runs");
+        let out = mpirun(
+            4,
+            &["-x", &assignment],
+            &["train", "--stages", "2", "--replicas", "2"],
+        )
+        .args(TINY)
+        .output()
+        .expect("mpirun runs");
         assert_eq!(out.status.code(), Some(2), "{}", text(&out));
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
@@ -194,7 +220,11 @@ fn launcher_variables_that_disagree_with_mpi_exit_2() {
         .output()
         .expect("mpirun runs");
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("mpirun -np 4"), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("mpirun -np 4"),
+        "{}",
+        text(&out)
+    );
 }
 
 /// The pid of the rank-`rank` process whose command line mentions `marker`.
@@ -226,7 +256,15 @@ fn a_rank_killed_mid_run_ends_the_job_and_the_last_checkpoint_loads() {
     let layout = ["--stages", "2", "--balance", "2,1", "--replicas", "2"];
     let mut args = job(&checkpoint, &layout);
     args.extend(
-        ["--steps", "1000000", "--checkpoint-every", "1", "--comm-timeout", "10"].map(String::from),
+        [
+            "--steps",
+            "1000000",
+            "--checkpoint-every",
+            "1",
+            "--comm-timeout",
+            "10",
+        ]
+        .map(String::from),
     );
     let mut child = mpirun(4, &[], &refs(&args))
         .stdout(Stdio::piped())
@@ -235,7 +273,10 @@ fn a_rank_killed_mid_run_ends_the_job_and_the_last_checkpoint_loads() {
         .expect("mpirun starts");
     let started = Instant::now();
     while !checkpoint.exists() {
-        assert!(started.elapsed() < Duration::from_secs(120), "no checkpoint written");
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "no checkpoint written"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     let marker = checkpoint.display().to_string();
@@ -260,8 +301,8 @@ fn a_rank_killed_mid_run_ends_the_job_and_the_last_checkpoint_loads() {
     assert!(all.contains("rank 2"), "the failed rank is named: {all}");
     // The last checkpoint is whole: it loads, and training goes on from it in one process.
     let (_, meta) = contents(&checkpoint);
-    let step: u64 = serde_json::from_str::<serde_json::Value>(&meta["pipetrain.progress"])
-        .unwrap()["step"]
+    let step: u64 = serde_json::from_str::<serde_json::Value>(&meta["pipetrain.progress"]).unwrap()
+        ["step"]
         .as_u64()
         .unwrap();
     let mut resume = job(&dir.path().join("after.st"), &layout);
@@ -272,7 +313,10 @@ fn a_rank_killed_mid_run_ends_the_job_and_the_last_checkpoint_loads() {
         (step + 1).to_string(),
     ]);
     let out = success(&refs(&resume));
-    assert!(out.contains(&format!("resumed: {marker} at step {step}")), "{out}");
+    assert!(
+        out.contains(&format!("resumed: {marker} at step {step}")),
+        "{out}"
+    );
 }
 
 /// Two network namespaces joined by a veth pair stand in for two hosts; `mpirun` runs in the
@@ -330,8 +374,11 @@ impl Hosts {
             .args(["+x", &agent.display().to_string()])
             .status()
             .map_err(|e| e.to_string())?;
-        std::fs::write(dir.join("hostfile"), "10.79.0.1 slots=2\n10.79.0.2 slots=2\n")
-            .map_err(|e| e.to_string())?;
+        std::fs::write(
+            dir.join("hostfile"),
+            "10.79.0.1 slots=2\n10.79.0.2 slots=2\n",
+        )
+        .map_err(|e| e.to_string())?;
         Ok(hosts)
     }
 }
@@ -356,7 +403,10 @@ fn two_by_two_across_two_hosts_verifies() {
         }
     };
     let checkpoint = dir.path().join("hosts.st");
-    let mut args = job(&checkpoint, &["--stages", "2", "--balance", "2,1", "--replicas", "2"]);
+    let mut args = job(
+        &checkpoint,
+        &["--stages", "2", "--balance", "2,1", "--replicas", "2"],
+    );
     args.push("--verify".into());
     let hostfile = hosts.dir.join("hostfile").display().to_string();
     let agent = hosts.dir.join("ns-rsh").display().to_string();
@@ -383,7 +433,10 @@ fn two_by_two_across_two_hosts_verifies() {
     let program = command.get_program().to_owned();
     let rest: Vec<_> = command.get_args().map(|a| a.to_owned()).collect();
     let mut inside = Command::new("ip");
-    inside.args(["netns", "exec", &hosts.names[0]]).arg(program).args(rest);
+    inside
+        .args(["netns", "exec", &hosts.names[0]])
+        .arg(program)
+        .args(rest);
     for (k, v) in command.get_envs() {
         if let Some(v) = v {
             inside.env(k, v);

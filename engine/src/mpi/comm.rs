@@ -63,8 +63,9 @@ pub struct Identity {
     pub rank: usize,
     /// Size of `MPI_COMM_WORLD`.
     pub size: usize,
-    /// Rank among the processes of this node (`MPI_Comm_split_type(SHARED)`).
-    pub local_rank: usize,
+    /// Rank among the processes of this node, as the launcher says
+    /// (`OMPI_COMM_WORLD_LOCAL_RANK`, `MPI_LOCALRANKID` or `PMI_LOCAL_RANK`), if it does.
+    pub local_rank: Option<usize>,
 }
 
 /// A handle on the communication thread (cheap to clone; every clone talks to the same thread).
@@ -281,7 +282,15 @@ fn serve(rx: Receiver<Command>, ready: Sender<Result<Identity, MpiError>>, timeo
         return;
     }
     let world = universe.world();
-    let local_rank = world.split_shared(world.rank()).rank() as usize;
+    // The launcher's node-local rank (Open MPI, MPICH). Not MPI_Comm_split_type(SHARED): on
+    // hosts that share a host name (containers, network namespaces) it hung.
+    let local_rank = [
+        "OMPI_COMM_WORLD_LOCAL_RANK",
+        "MPI_LOCALRANKID",
+        "PMI_LOCAL_RANK",
+    ]
+    .iter()
+    .find_map(|v| std::env::var(v).ok()?.trim().parse().ok());
     let identity = Identity {
         rank: world.rank() as usize,
         size: world.size() as usize,

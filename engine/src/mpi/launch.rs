@@ -122,22 +122,23 @@ const VARIABLES: [(&str, &str); 6] = [
 /// ```
 /// use pipetrain_engine::mpi::check_environment;
 /// let env = |k: &str| (k == "RANK").then(|| "2".to_string());
-/// assert!(check_environment(2, 4, 0, env).is_ok());
-/// let err = check_environment(1, 4, 0, env).unwrap_err();
+/// assert!(check_environment(2, 4, None, env).is_ok());
+/// let err = check_environment(1, 4, None, env).unwrap_err();
 /// assert!(err.to_string().contains("RANK=2"), "{err}");
 /// ```
 pub fn check_environment(
     rank: usize,
     size: usize,
-    local_rank: usize,
+    local_rank: Option<usize>,
     var: impl Fn(&str) -> Option<String>,
 ) -> Result<(), MpiError> {
     for (variable, what) in VARIABLES {
         let Some(value) = var(variable) else { continue };
-        let mpi = match what {
-            "rank" => rank,
-            "world size" => size,
-            _ => local_rank,
+        let mpi = match (what, local_rank) {
+            ("rank", _) => rank,
+            ("world size", _) => size,
+            (_, Some(local)) => local,
+            (_, None) => continue,
         };
         if value.trim().parse::<usize>().ok() != Some(mpi) {
             return Err(MpiError::Environment {
@@ -189,11 +190,11 @@ mod tests {
             ("SLURM_NTASKS", "4"),
             ("SLURM_LOCALID", "1"),
         ]);
-        assert!(check_environment(1, 4, 1, slurm).is_ok());
-        let err = check_environment(1, 2, 1, slurm).unwrap_err();
+        assert!(check_environment(1, 4, Some(1), slurm).is_ok());
+        let err = check_environment(1, 2, Some(1), slurm).unwrap_err();
         assert!(err.to_string().contains("SLURM_NTASKS=4"), "{err}");
         let torch = env(&[("LOCAL_RANK", "x")]);
-        assert!(check_environment(0, 1, 0, torch).is_err());
-        assert!(check_environment(5, 8, 1, env(&[])).is_ok());
+        assert!(check_environment(0, 1, Some(0), torch).is_err());
+        assert!(check_environment(5, 8, Some(1), env(&[])).is_ok());
     }
 }
