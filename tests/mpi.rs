@@ -429,7 +429,7 @@ fn two_by_two_across_two_hosts_verifies() {
         "oob_tcp_if_include",
         "10.79.0.0/24",
     ];
-    let mut command = mpirun(4, &mpi, &refs(&args));
+    let command = mpirun(4, &mpi, &refs(&args));
     let program = command.get_program().to_owned();
     let rest: Vec<_> = command.get_args().map(|a| a.to_owned()).collect();
     let mut inside = Command::new("ip");

@@ -39,5 +39,6 @@ mod packing;
 pub use channel::ChannelCollective;
 pub use error::CollectiveError;
 pub use group::Collective;
+#[cfg(feature = "mpi")]
 pub(crate) use packing::check_bounds;
 pub use packing::even_bounds;

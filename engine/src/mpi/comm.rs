@@ -68,6 +68,9 @@ pub struct Identity {
     pub local_rank: Option<usize>,
 }
 
+/// Control messages by (call, sender rank).
+type Early = HashMap<(u32, u32), Vec<u8>>;
+
 /// A handle on the communication thread (cheap to clone; every clone talks to the same thread).
 #[derive(Clone)]
 pub struct Comm {
@@ -76,7 +79,7 @@ pub struct Comm {
     timeout: Duration,
     control: Receiver<Envelope>,
     /// Control messages that came before they were awaited, by (call, sender).
-    early: Arc<std::sync::Mutex<HashMap<(u32, u32), Vec<u8>>>>,
+    early: Arc<std::sync::Mutex<Early>>,
     control_calls: Arc<AtomicU32>,
     thread: Arc<std::sync::Mutex<Option<JoinHandle<()>>>>,
 }

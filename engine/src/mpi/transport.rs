@@ -43,7 +43,8 @@ impl MpiTransport {
         WorkerId::new(self.me.replica, StageId::from(stage))
     }
 
-    fn from_stage(&self, flow: Flow) -> StageId {
+    /// The neighbour messages of `flow` come from.
+    fn sender(&self, flow: Flow) -> StageId {
         let s = self.me.stage.index();
         StageId::from(match flow {
             Flow::Activation => s.saturating_sub(1),
@@ -81,7 +82,7 @@ impl Transport for MpiTransport {
     }
 
     fn recv(&mut self, tag: Tag) -> Result<Activation, TransportError> {
-        let peer = self.from_stage(tag.flow);
+        let peer = self.sender(tag.flow);
         let key = (flow_key(tag.flow), tag.micro_batch.index() as u32);
         match self.inbox.take(key.0, key.1) {
             Ok(envelope) => activation_from(&envelope.body, &self.device)

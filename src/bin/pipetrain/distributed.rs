@@ -146,7 +146,7 @@ impl Distributed {
         extra: std::collections::BTreeMap<String, String>,
     ) -> Result<Option<Vec<Vec<u8>>>, Failure> {
         let part = pipeline.checkpoint_part(path, extra)?;
-        Ok(self.link.gather(part)?)
+        self.link.gather(part)
     }
 
     /// Writes one checkpoint at `path` from every process's part (rank 0 writes it,
@@ -254,10 +254,10 @@ mod link {
                 Ok(_) => Vec::new(),
                 Err(e) => format!("rank {}: {e}", id.rank).into_bytes(),
             };
-            let verdict = match comm.gather(mine).map_err(Failure::runtime)? {
-                Some(all) => Some(all.into_iter().find(|e| !e.is_empty()).unwrap_or_default()),
-                None => None,
-            };
+            let verdict = comm
+                .gather(mine)
+                .map_err(Failure::runtime)?
+                .map(|all| all.into_iter().find(|e| !e.is_empty()).unwrap_or_default());
             let verdict = comm.broadcast(verdict).map_err(Failure::runtime)?;
             if !verdict.is_empty() {
                 comm.shutdown(true);
