@@ -33,12 +33,13 @@
 
 mod channel;
 mod error;
+mod exchange;
 mod group;
 mod packing;
 
 pub use channel::ChannelCollective;
 pub use error::CollectiveError;
-pub use group::Collective;
 #[cfg(feature = "mpi")]
-pub(crate) use packing::check_bounds;
+pub(crate) use exchange::{Exchange, all_gather, reduce_scatter};
+pub use group::Collective;
 pub use packing::even_bounds;

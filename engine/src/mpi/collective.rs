@@ -12,13 +12,14 @@ use std::ops::Range;
 use super::comm::Comm;
 use super::inbox::{Inbox, Wait};
 use super::wire::{Envelope, Route, f32_bytes, f32_values};
-use crate::collective::{Collective, CollectiveError, check_bounds};
+use crate::collective::{Collective, CollectiveError, Exchange, all_gather, reduce_scatter};
 
 /// One member of a group: its rank, and each member's (process, worker rank in the world).
 pub struct MpiCollective {
     rank: usize,
     members: Vec<(usize, u32)>,
     channel: u32,
+    epoch: u32,
     comm: Comm,
     inbox: Inbox,
     /// Calls made so far: every member makes the same calls in the same order, so the count
@@ -31,6 +32,7 @@ impl MpiCollective {
         rank: usize,
         members: Vec<(usize, u32)>,
         channel: u32,
+        epoch: u32,
         comm: Comm,
         inbox: Inbox,
     ) -> Self {
@@ -38,6 +40,7 @@ impl MpiCollective {
             rank,
             members,
             channel,
+            epoch,
             comm,
             inbox,
             calls: 0,
@@ -50,6 +53,7 @@ impl MpiCollective {
             route: Route {
                 to: worker,
                 channel: self.channel,
+                epoch: self.epoch,
             },
             a: self.calls,
             b: self.rank as u32,
@@ -110,27 +114,8 @@ impl Collective for MpiCollective {
         data: &[f32],
         bounds: &[Range<usize>],
     ) -> Result<Vec<f32>, CollectiveError> {
-        check_bounds(bounds, data.len(), self.size())?;
         self.calls += 1;
-        for (peer, range) in bounds.iter().enumerate() {
-            if peer != self.rank {
-                self.send(peer, &data[range.clone()])?;
-            }
-        }
-        let mine = bounds[self.rank].clone();
-        let mut sum: Option<Vec<f32>> = None;
-        for peer in 0..self.size() {
-            let contribution = if peer == self.rank {
-                data[mine.clone()].to_vec()
-            } else {
-                self.recv(peer, mine.len())?
-            };
-            match sum.as_mut() {
-                None => sum = Some(contribution),
-                Some(acc) => acc.iter_mut().zip(&contribution).for_each(|(a, c)| *a += c),
-            }
-        }
-        Ok(sum.unwrap_or_default())
+        reduce_scatter(self, data, bounds)
     }
 
     fn all_gather(
@@ -138,18 +123,25 @@ impl Collective for MpiCollective {
         data: &mut [f32],
         bounds: &[Range<usize>],
     ) -> Result<(), CollectiveError> {
-        check_bounds(bounds, data.len(), self.size())?;
         self.calls += 1;
-        let mine = data[bounds[self.rank].clone()].to_vec();
-        for peer in (0..self.size()).filter(|&p| p != self.rank) {
-            self.send(peer, &mine)?;
-        }
-        for (peer, range) in bounds.iter().enumerate() {
-            if peer != self.rank {
-                let values = self.recv(peer, range.len())?;
-                data[range.clone()].copy_from_slice(&values);
-            }
-        }
-        Ok(())
+        all_gather(self, data, bounds)
+    }
+}
+
+impl Exchange for MpiCollective {
+    fn me(&self) -> usize {
+        self.rank
+    }
+
+    fn members(&self) -> usize {
+        self.members.len()
+    }
+
+    fn send_values(&mut self, peer: usize, values: &[f32]) -> Result<(), CollectiveError> {
+        self.send(peer, values)
+    }
+
+    fn recv_values(&mut self, peer: usize, expected: usize) -> Result<Vec<f32>, CollectiveError> {
+        self.recv(peer, expected)
     }
 }

@@ -31,7 +31,7 @@ use mpi::point_to_point::{Destination, MatchedReceiveVec, Source};
 use mpi::topology::{Communicator, SimpleCommunicator};
 
 use super::error::MpiError;
-use super::wire::{Envelope, PROCESS, Route, TAG, channel};
+use super::wire::{Envelope, Route, TAG, channel};
 use crate::abort::Abort;
 use crate::error::EngineError;
 
@@ -107,13 +107,7 @@ impl Comm {
             control_calls: Arc::new(AtomicU32::new(0)),
             thread: Arc::new(std::sync::Mutex::new(Some(thread))),
         };
-        comm.register(
-            Route {
-                to: PROCESS,
-                channel: channel::CONTROL,
-            },
-            inbox,
-        )?;
+        comm.register(Route::process(channel::CONTROL), inbox)?;
         Ok(comm)
     }
 
@@ -187,10 +181,7 @@ impl Comm {
 
     fn control_envelope(&self, call: u32, body: Vec<u8>) -> Envelope {
         Envelope {
-            route: Route {
-                to: PROCESS,
-                channel: channel::CONTROL,
-            },
+            route: Route::process(channel::CONTROL),
             a: call,
             b: self.identity.rank as u32,
             from: self.identity.rank as u32,
@@ -369,6 +360,13 @@ impl Server {
             Command::Send { to, envelope } if to == self.rank => self.deliver(envelope),
             Command::Send { to, envelope } => self.queue.push_back((to, envelope)),
             Command::Register { route, inbox } => {
+                // The same inbox of an older connection is gone.
+                self.routes.retain(|r, _| {
+                    (r.to, r.channel) != (route.to, route.channel) || r.epoch >= route.epoch
+                });
+                self.unrouted.retain(|r, _| {
+                    (r.to, r.channel) != (route.to, route.channel) || r.epoch >= route.epoch
+                });
                 for envelope in self.unrouted.remove(&route).unwrap_or_default() {
                     let _ = inbox.send(envelope);
                 }
@@ -400,11 +398,7 @@ impl Server {
             let message = String::from_utf8_lossy(&envelope.body).into_owned();
             self.peer_failed(envelope.from as usize, message);
             // The launcher may be waiting in a broadcast or gather: it learns of it too.
-            let control = Route {
-                to: PROCESS,
-                channel: channel::CONTROL,
-            };
-            if let Some(inbox) = self.routes.get(&control) {
+            if let Some(inbox) = self.routes.get(&Route::process(channel::CONTROL)) {
                 let _ = inbox.send(envelope);
             }
             return;
@@ -470,10 +464,7 @@ impl Server {
     fn tell(&mut self, message: String) {
         for to in (0..self.world.size() as usize).filter(|&p| p != self.rank) {
             let envelope = Envelope {
-                route: Route {
-                    to: PROCESS,
-                    channel: channel::FAILURE,
-                },
+                route: Route::process(channel::FAILURE),
                 a: 0,
                 b: 0,
                 from: self.rank as u32,

@@ -23,12 +23,18 @@ use crate::world::World;
 pub struct MpiFabric {
     comm: Comm,
     layout: Layout,
+    /// Connections made so far: each has its own routes.
+    epoch: u32,
 }
 
 impl MpiFabric {
     /// A fabric for the workers `layout` gives this process, over `comm`.
     pub fn new(comm: Comm, layout: Layout) -> Self {
-        Self { comm, layout }
+        Self {
+            comm,
+            layout,
+            epoch: 0,
+        }
     }
 
     /// The inbox for `route`, registered with the communication thread.
@@ -55,6 +61,7 @@ impl MpiFabric {
         let route = Route {
             to: world.rank(me) as u32,
             channel,
+            epoch: self.epoch,
         };
         let members = members
             .iter()
@@ -64,6 +71,7 @@ impl MpiFabric {
             rank,
             members,
             channel,
+            self.epoch,
             self.comm.clone(),
             self.inbox(route, abort)?,
         ))
@@ -94,6 +102,7 @@ impl Fabric for MpiFabric {
                 world.stages()
             )));
         }
+        self.epoch += 1;
         self.comm
             .watch(abort)
             .map_err(|e| EngineError::World(e.to_string()))?;
@@ -102,9 +111,11 @@ impl Fabric for MpiFabric {
             let route = Route {
                 to: world.rank(id) as u32,
                 channel: channel::TRANSPORT,
+                epoch: self.epoch,
             };
             let transport = MpiTransport::new(
                 id,
+                self.epoch,
                 self.comm.clone(),
                 self.layout.clone(),
                 self.inbox(route, abort)?,

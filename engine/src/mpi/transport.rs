@@ -14,6 +14,7 @@ use crate::transport::{Flow, Tag, Transport, TransportError};
 /// One worker's transport: messages keyed by (flow, micro-batch), as the in-process one.
 pub struct MpiTransport {
     me: WorkerId,
+    epoch: u32,
     comm: Comm,
     layout: Layout,
     inbox: Inbox,
@@ -21,9 +22,10 @@ pub struct MpiTransport {
 }
 
 impl MpiTransport {
-    pub(crate) fn new(me: WorkerId, comm: Comm, layout: Layout, inbox: Inbox) -> Self {
+    pub(crate) fn new(me: WorkerId, epoch: u32, comm: Comm, layout: Layout, inbox: Inbox) -> Self {
         Self {
             me,
+            epoch,
             comm,
             layout,
             inbox,
@@ -67,6 +69,7 @@ impl Transport for MpiTransport {
             route: Route {
                 to: peer.rank(self.layout.stages()) as u32,
                 channel: channel::TRANSPORT,
+                epoch: self.epoch,
             },
             a: flow_key(tag.flow),
             b: tag.micro_batch.index() as u32,

@@ -2,10 +2,13 @@
 //! which local inbox it goes to.
 //!
 //! ```text
-//!   u32 LE × 5: to (worker rank, or PROCESS) · channel · a · b · from (process rank) | body
+//!   u32 LE × 6: to (worker rank, or PROCESS) · channel · epoch · a · b · from (process rank) | body
 //! ```
-//! The (to, channel) pair is a [`Route`]: a worker's transport, its stage-group collective, a
-//! tie pair, or the process itself (control messages, failure notices). `a` and `b` key the
+//! The (to, channel, epoch) triple is a [`Route`]: a worker's transport, its stage-group collective, a
+//! tie pair, or the process itself (control messages, failure notices). The epoch counts the
+//! fabric's connections (every process connects the same number of times: at start and after
+//! each checkpoint load), so a message sent over fresh links is never delivered to the stale
+//! inbox of links being replaced. `a` and `b` key the
 //! message inside its inbox: (flow, micro-batch) for the transport, (call, member) for a
 //! collective. Bodies are plain little-endian values.
 
@@ -45,6 +48,19 @@ pub(crate) struct Route {
     pub to: u32,
     /// What it is for (see [`channel`]).
     pub channel: u32,
+    /// The connection it belongs to (0 for process routes).
+    pub epoch: u32,
+}
+
+impl Route {
+    /// The process's own route for `channel`.
+    pub fn process(channel: u32) -> Self {
+        Self {
+            to: PROCESS,
+            channel,
+            epoch: 0,
+        }
+    }
 }
 
 /// One message, decoded.
@@ -62,13 +78,14 @@ pub(crate) struct Envelope {
     pub body: Vec<u8>,
 }
 
-const HEADER: usize = 5 * 4;
+const HEADER: usize = 6 * 4;
 
 impl Envelope {
     /// The bytes on the wire.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(HEADER + self.body.len());
-        for v in [self.route.to, self.route.channel, self.a, self.b, self.from] {
+        let r = self.route;
+        for v in [r.to, r.channel, r.epoch, self.a, self.b, self.from] {
             out.extend_from_slice(&v.to_le_bytes());
         }
         out.extend_from_slice(&self.body);
@@ -84,10 +101,11 @@ impl Envelope {
             )));
         }
         let word = |i: usize| u32::from_le_bytes(bytes[4 * i..4 * i + 4].try_into().expect("4"));
-        let (to, channel, a, b, from) = (word(0), word(1), word(2), word(3), word(4));
+        let (to, channel, epoch) = (word(0), word(1), word(2));
+        let (a, b, from) = (word(3), word(4), word(5));
         let body = bytes.split_off(HEADER);
         Ok(Self {
-            route: Route { to, channel },
+            route: Route { to, channel, epoch },
             a,
             b,
             from,
@@ -213,6 +231,7 @@ mod tests {
             route: Route {
                 to: 3,
                 channel: channel::tie(1),
+                epoch: 2,
             },
             a: 1,
             b: 9,

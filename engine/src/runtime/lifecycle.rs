@@ -178,16 +178,7 @@ impl<L: Layer> Runtime<L> {
         path: &Path,
         extra: std::collections::BTreeMap<String, String>,
     ) -> Result<()> {
-        if self.pending > 0 {
-            return Err(EngineError::MidAccumulation {
-                pending: self.pending,
-                accumulation: self.config.data_parallel.accumulation,
-            });
-        }
-        let progress = Progress {
-            step: self.optimizer_steps,
-            extra,
-        };
+        let progress = self.progress(extra)?;
         let w = &self.workers;
         checkpoint::save(
             path,
@@ -197,6 +188,24 @@ impl<L: Layer> Runtime<L> {
             &progress,
         )?;
         Ok(())
+    }
+
+    /// The progress a checkpoint saves now, with `extra`; refused in the middle of an
+    /// accumulation.
+    pub(super) fn progress(
+        &self,
+        extra: std::collections::BTreeMap<String, String>,
+    ) -> Result<Progress> {
+        if self.pending > 0 {
+            return Err(EngineError::MidAccumulation {
+                pending: self.pending,
+                accumulation: self.config.data_parallel.accumulation,
+            });
+        }
+        Ok(Progress {
+            step: self.optimizer_steps,
+            extra,
+        })
     }
 
     /// Loads `checkpoint` (saved under any layout): weights into every replica, each worker's

@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::lifecycle::Runtime;
-use crate::checkpoint::{self, Progress};
-use crate::error::{EngineError, Result};
+use crate::checkpoint;
+use crate::error::Result;
 use crate::layer::Layer;
 
 impl<L: Layer> Runtime<L> {
@@ -14,16 +14,7 @@ impl<L: Layer> Runtime<L> {
     /// with [`checkpoint::write_parts`]. `path` names the checkpoint in errors. Refused in the
     /// middle of an accumulation, as [`save_checkpoint`](Self::save_checkpoint).
     pub fn checkpoint_part(&self, path: &Path, extra: BTreeMap<String, String>) -> Result<Vec<u8>> {
-        if self.pending > 0 {
-            return Err(EngineError::MidAccumulation {
-                pending: self.pending,
-                accumulation: self.config.data_parallel.accumulation,
-            });
-        }
-        let progress = Progress {
-            step: self.optimizer_steps,
-            extra,
-        };
+        let progress = self.progress(extra)?;
         let w = &self.workers;
         Ok(checkpoint::save_part(
             path,
