@@ -63,12 +63,14 @@ pub enum TransportError {
     },
     /// Nothing came from the neighbour within the communication timeout (multi-process runs).
     #[error(
-        "{peer} sent nothing for {timeout:?} while {tag:?} was awaited; it may be dead or stuck \
+        "{peer} (MPI rank {rank}) sent nothing for {timeout:?} while {tag:?} was awaited; it may be dead or stuck \
          (raise --comm-timeout if its steps are that slow)"
     )]
     Timeout {
         /// The neighbour.
         peer: StageId,
+        /// The neighbour's process.
+        rank: usize,
         /// What was awaited.
         tag: Tag,
         /// The communication timeout.

@@ -18,12 +18,15 @@ pub enum CollectiveError {
     },
     /// Nothing came from a member within the communication timeout (multi-process runs).
     #[error(
-        "member {peer} of the {size}-member group sent nothing for {timeout:?}; it may be dead \
+        "member {peer} (MPI rank {rank}) of the {size}-member group sent nothing for {timeout:?}; \
+         it may be dead \
          or stuck (raise --comm-timeout if its steps are that slow)"
     )]
     Timeout {
         /// The peer's rank in the group.
         peer: usize,
+        /// The peer's process.
+        rank: usize,
         /// Group size.
         size: usize,
         /// The communication timeout.

@@ -69,7 +69,7 @@ impl MpiCollective {
     }
 
     fn recv(&mut self, peer: usize, expected: usize) -> Result<Vec<f32>, CollectiveError> {
-        let size = self.size();
+        let (size, process) = (self.size(), self.members[peer].0);
         let envelope = self
             .inbox
             .take(self.calls, peer as u32)
@@ -77,6 +77,7 @@ impl MpiCollective {
                 Wait::Aborted => CollectiveError::Aborted,
                 Wait::Timeout => CollectiveError::Timeout {
                     peer,
+                    rank: process,
                     size,
                     timeout: self.inbox.timeout(),
                 },

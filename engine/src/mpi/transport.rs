@@ -93,6 +93,7 @@ impl Transport for MpiTransport {
             Err(Wait::Aborted) => Err(TransportError::Aborted),
             Err(Wait::Timeout) => Err(TransportError::Timeout {
                 peer,
+                rank: self.layout.process_of(WorkerId::new(self.me.replica, peer)),
                 tag,
                 timeout: self.inbox.timeout(),
             }),
