@@ -135,7 +135,7 @@ fn same_as_in_process(np: usize, layout: &[&str], mpi_only: &[&str]) {
     args.push("--verify".into());
     let out = mpi_success(np, &refs(&args));
     assert!(max_rel_diff(&out) <= common::TOLERANCE);
-    assert!(out.contains("mpi: rank 0 runs"), "{out}");
+    assert!(out.contains(&format!("mpi: {np} processes; rank 0 runs")), "{out}");
     assert_eq!(
         out.matches("verify: max_rel_diff=").count(),
         1,

@@ -27,6 +27,7 @@ mod error;
 mod fabric;
 mod inbox;
 mod launch;
+mod server;
 mod transport;
 mod wire;
 

@@ -57,11 +57,6 @@ impl Distributed {
         Link::start(args, stages, processes)
     }
 
-    /// This process's rank.
-    pub fn rank(&self) -> usize {
-        self.rank
-    }
-
     /// Whether this process prints and writes the run's outputs (rank 0).
     pub fn is_leader(&self) -> bool {
         self.rank == 0
@@ -70,6 +65,17 @@ impl Distributed {
     /// The workers this process runs.
     pub fn local(&self) -> Vec<WorkerId> {
         self.local.clone()
+    }
+
+    /// What this process runs, for rank 0's opening lines.
+    pub fn describe(&self) -> String {
+        let workers: Vec<String> = self.local.iter().map(ToString::to_string).collect();
+        format!(
+            "mpi: {} processes; rank {} runs {}; every rank starts from rank 0's weights",
+            self.size,
+            self.rank,
+            workers.join(",")
+        )
     }
 
     /// The fabric connecting this process's workers to the others'.

@@ -19,6 +19,7 @@ mod failure;
 mod flags;
 mod metrics;
 mod model;
+mod outcome;
 mod paths;
 mod plan;
 mod plot;

@@ -16,7 +16,6 @@ use crate::args::{OptimizerKind, TrainArgs};
 use crate::checkpoints;
 use crate::data::Data;
 use crate::distributed::Distributed;
-use crate::eval::{Evaluation, evaluate};
 use crate::exit::Exit;
 use crate::failure::Failure;
 use crate::metrics::{Metrics, Row};
@@ -277,13 +276,7 @@ fn train_with<L: Layer>(
         None => 0,
     };
 
-    // Under MPI, plain lines from rank 0 (mpirun gives ranks a pseudo-terminal but forwards no
-    // bar), nothing from the others.
-    let progress = match (dist, leader) {
-        (None, _) => Progress::new(args.steps),
-        (Some(_), true) => Progress::Lines,
-        (Some(_), false) => Progress::Silent,
-    };
+    let progress = Progress::of_process(args.steps, dist.is_some(), leader);
     progress.println(&format!(
         "pipetrain: {} ({params} params), {} replicas × {} stages, {} micro-batches of {}, \
          {}, remat {}, {} lr {}, {} threads/worker on {}",
@@ -300,15 +293,7 @@ fn train_with<L: Layer>(
         args.device,
     ));
     if let Some(d) = dist {
-        progress.println(&format!(
-            "mpi: rank {} runs {}; every rank starts from rank 0's weights",
-            d.rank(),
-            d.local()
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(",")
-        ));
+        progress.println(&d.describe());
     }
     progress.println(&format!("data: {}", s.data.describe()));
     if args.accumulate > 1 || args.zero > 0 {
@@ -449,39 +434,13 @@ fn train_with<L: Layer>(
             losses.len()
         );
     }
-    let mut exit = Exit::Success;
-    if let Some(single) = reference {
-        exit = match &gathered {
-            Some(model) => crate::verify::verify_model(
-                model,
-                pipeline.replicas(),
-                &single,
-                args.verify_tolerance,
-            ),
-            None => crate::verify::verify(&pipeline, &single, args.verify_tolerance),
-        };
-    }
     let held_out = s.data.held_out(&s.model, args.batch, &s.device)?;
-    let language = s.model.is_language_model();
-    let evaluation: Evaluation = match &gathered {
-        // Under MPI the pipeline's inference would need every process: rank 0 runs the
-        // gathered model layer by layer instead.
-        Some(model) => evaluate(
-            |x| {
-                model
-                    .iter()
-                    .try_fold(x, |a, layer| layer.forward(a))
-                    .map_err(|e| e.to_string())
-            },
-            held_out,
-            language,
-        )?,
-        None => evaluate(
-            |x| pipeline.forward(x).map_err(|e| e.to_string()),
-            held_out,
-            language,
-        )?,
-    };
-    println!("held-out {evaluation}");
-    Ok(exit)
+    crate::outcome::verify_and_evaluate(
+        &mut pipeline,
+        gathered.as_deref(),
+        reference,
+        args.verify_tolerance,
+        held_out,
+        s.model.is_language_model(),
+    )
 }
