@@ -135,7 +135,10 @@ fn same_as_in_process(np: usize, layout: &[&str], mpi_only: &[&str]) {
     args.push("--verify".into());
     let out = mpi_success(np, &refs(&args));
     assert!(max_rel_diff(&out) <= common::TOLERANCE);
-    assert!(out.contains(&format!("mpi: {np} processes; rank 0 runs")), "{out}");
+    assert!(
+        out.contains(&format!("mpi: {np} processes; rank 0 runs")),
+        "{out}"
+    );
     assert_eq!(
         out.matches("verify: max_rel_diff=").count(),
         1,
@@ -175,6 +178,41 @@ fn two_workers_per_process_give_the_same_bits() {
         &["--stages", "2", "--balance", "2,1", "--replicas", "2"],
         &["--workers-per-process", "2"],
     );
+}
+
+#[test]
+fn only_rank_0_writes_outputs_and_each_rank_writes_its_trace() {
+    let _job = lock();
+    let dir = scratch("mpi-outputs");
+    let at = |name: &str| dir.path().join(name).display().to_string();
+    let mut args = job(&dir.path().join("run.st"), &["--stages", "2"]);
+    args.extend([
+        "--metrics".into(),
+        at("metrics.csv"),
+        "--profile".into(),
+        at("trace.json"),
+    ]);
+    let out = mpi_success(2, &refs(&args));
+    assert_eq!(
+        out.matches("step    3/3").count(),
+        1,
+        "only rank 0 prints:\n{out}"
+    );
+    let metrics = std::fs::read_to_string(at("metrics.csv")).unwrap();
+    assert_eq!(
+        metrics.lines().count(),
+        1 + 3,
+        "a header and 3 steps, once:\n{metrics}"
+    );
+    for rank in 0..2 {
+        let trace = std::fs::read_to_string(at(&format!("trace.rank{rank}.json"))).unwrap();
+        let events: serde_json::Value = serde_json::from_str(&trace).unwrap();
+        assert!(
+            events.as_array().is_some_and(|e| !e.is_empty()),
+            "rank {rank}'s trace"
+        );
+    }
+    assert!(!dir.path().join("trace.json").exists());
 }
 
 #[test]
@@ -225,6 +263,29 @@ fn launcher_variables_that_disagree_with_mpi_exit_2() {
         "{}",
         text(&out)
     );
+    // What a multi-process run cannot do yet is refused, not run wrong.
+    for (flags, says) in [
+        (
+            &["--model", "resnet", "--remat", "never"][..],
+            "--model resnet",
+        ),
+        (
+            &["--model", "gpt", "--tie-embeddings"][..],
+            "--tie-embeddings",
+        ),
+    ] {
+        let out = mpirun(2, &[], &["train", "--stages", "2"])
+            .args(TINY)
+            .args(flags)
+            .output()
+            .expect("mpirun runs");
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(says),
+            "{}",
+            text(&out)
+        );
+    }
 }
 
 /// The pid of the rank-`rank` process whose command line mentions `marker`.

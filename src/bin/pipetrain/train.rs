@@ -163,11 +163,8 @@ fn train(
         }
         (_, false) => Vec::new(),
     };
-    if dist.is_some() && !ties.is_empty() {
-        return Err(Failure::usage(
-            "--tie-embeddings is not supported under MPI yet (the tie plan is built from \
-             replica 0's stages in one process); run it without mpirun",
-        ));
+    if dist.is_some() {
+        crate::distributed::supported(&model, !ties.is_empty())?;
     }
     let settings = Settings {
         args,
