@@ -266,8 +266,9 @@ impl Server {
                 from: self.rank as u32,
                 body: message.clone().into_bytes(),
             };
-            // Ahead of whatever data is queued: the peers should stop, not compute.
-            self.queue.push_front((to, envelope));
+            // Behind what is queued: a broadcast already queued must arrive first, so that a peer
+            // waiting in it goes on to find the same error itself (and exits with its code).
+            self.queue.push_back((to, envelope));
         }
     }
 
