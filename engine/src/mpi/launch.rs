@@ -7,8 +7,9 @@
 //!
 //! ```
 //! use pipetrain_engine::mpi::Layout;
+//! use pipetrain_schedules::{ReplicaId, StageId, WorkerId};
 //! let layout = Layout::new(3, 4, 1, 2, 2)?; // rank 3 of 4, 1 worker each, 2 replicas × 2 stages
-//! assert_eq!(layout.local().iter().map(|w| w.to_string()).collect::<Vec<_>>(), ["r1s1"]);
+//! assert_eq!(layout.local(), [WorkerId::new(ReplicaId(1), StageId(1))]);
 //! assert!(Layout::new(0, 3, 1, 2, 2).is_err()); // 3 processes cannot hold 4 workers
 //! # Ok::<(), pipetrain_engine::mpi::MpiError>(())
 //! ```
