@@ -1,8 +1,8 @@
-//! What crosses the wire: one MPI tag, and a small header in front of every message that says
-//! which local inbox it goes to.
+//! What crosses the wire: one MPI tag, and a small header after every message's body that says
+//! which local inbox it goes to (after, not before: the body's buffer takes it without a copy).
 //!
 //! ```text
-//!   u32 LE × 6: to (worker rank, or PROCESS) · channel · epoch · a · b · from (process rank) | body
+//!   body | u32 LE × 6: to (worker rank, or PROCESS) · channel · epoch · a · b · from (process rank)
 //! ```
 //! The (to, channel, epoch) triple is a [`Route`]: a worker's transport, its stage-group collective, a
 //! tie pair, or the process itself (control messages, failure notices). The epoch counts the
@@ -81,14 +81,14 @@ pub(crate) struct Envelope {
 const HEADER: usize = 6 * 4;
 
 impl Envelope {
-    /// The bytes on the wire.
-    pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(HEADER + self.body.len());
+    /// The bytes on the wire: the body's buffer with the header appended.
+    pub fn encode(self) -> Vec<u8> {
+        let mut out = self.body;
+        out.reserve_exact(HEADER);
         let r = self.route;
         for v in [r.to, r.channel, r.epoch, self.a, self.b, self.from] {
             out.extend_from_slice(&v.to_le_bytes());
         }
-        out.extend_from_slice(&self.body);
         out
     }
 
@@ -100,10 +100,13 @@ impl Envelope {
                 bytes.len()
             )));
         }
-        let word = |i: usize| u32::from_le_bytes(bytes[4 * i..4 * i + 4].try_into().expect("4"));
+        let at = bytes.len() - HEADER;
+        let word =
+            |i: usize| u32::from_le_bytes(bytes[at + 4 * i..at + 4 * i + 4].try_into().expect("4"));
         let (to, channel, epoch) = (word(0), word(1), word(2));
         let (a, b, from) = (word(3), word(4), word(5));
-        let body = bytes.split_off(HEADER);
+        bytes.truncate(at);
+        let body = bytes;
         Ok(Self {
             route: Route { to, channel, epoch },
             a,
@@ -238,7 +241,7 @@ mod tests {
             from: 2,
             body: vec![1, 2, 3],
         };
-        let d = Envelope::decode(e.encode()).unwrap();
+        let d = Envelope::decode(e.clone().encode()).unwrap();
         assert_eq!(
             (d.route, d.a, d.b, d.from, d.body),
             (e.route, 1, 9, 2, e.body)
