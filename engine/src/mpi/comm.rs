@@ -17,7 +17,7 @@
 //! timeout fails the step. Workers wait on their inboxes with the same timeout and also watch
 //! the step's [`Abort`]. When a local worker fails, the thread tells every other process (a
 //! failure notice naming this rank and the error); a notice from another process fails the
-//! local step with [`EngineError::Peer`], so every rank stops.
+//! local step with [`EngineError::Peer`](crate::EngineError::Peer), so every rank stops.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -119,7 +119,7 @@ impl Comm {
     }
 
     /// Tells every other process that this one failed, with `message` (what it was doing and
-    /// why); their current or next step fails with [`EngineError::Peer`] naming this rank. A
+    /// why); their current or next step fails with [`EngineError::Peer`](crate::EngineError::Peer) naming this rank. A
     /// failure of a step here is told without this call.
     pub fn notify_failure(&self, message: String) {
         let _ = self.command(Command::Fail(message));
