@@ -4,10 +4,11 @@ use std::sync::Arc;
 
 use burn::prelude::*;
 use pipetrain_engine::{
-    Backward, CrossEntropy, DataParallel, Layer, Loss, OptimizerConfig, Remat, RuntimeConfig, Tie,
-    pool,
+    Backward, CrossEntropy, DataParallel, Fabric, Layer, Loss, OptimizerConfig, Remat,
+    RuntimeConfig, Tie, pool,
 };
 use pipetrain_partitioner::Partition;
+use pipetrain_schedules::WorkerId;
 use pipetrain_schedules::{Lowering, ScheduleKind, lower, validate};
 
 use crate::error::{Result, config};
@@ -43,6 +44,15 @@ pub(crate) struct Config {
     pub threads: usize,
     /// Bytes each worker may hold ([`crate::memory`]); the split must fit.
     pub memory_budget: Option<u64>,
+    /// Multi-process: the workers this process runs and what connects them to the others
+    /// (taken when the runtime starts).
+    pub distributed: Option<Distributed>,
+}
+
+/// This process's share of a multi-process world.
+pub(crate) struct Distributed {
+    pub local: Vec<WorkerId>,
+    pub fabric: Box<dyn Fabric>,
 }
 
 /// Builds a [`Pipeline`]. Defaults: 1 stage, 1 micro-batch, 1F1B, `Remat::ExceptLast`, split
@@ -92,6 +102,7 @@ pub struct PipelineBuilder<L: Layer> {
     bucket_bytes: usize,
     ties: Vec<Tie>,
     memory_budget: Option<u64>,
+    distributed: Option<Distributed>,
 }
 
 impl<L: Layer> Default for PipelineBuilder<L> {
@@ -115,6 +126,7 @@ impl<L: Layer> Default for PipelineBuilder<L> {
             bucket_bytes: DataParallel::default().bucket_bytes,
             ties: Vec::new(),
             memory_budget: None,
+            distributed: None,
         }
     }
 }
@@ -254,6 +266,15 @@ impl<L: Layer> PipelineBuilder<L> {
         self
     }
 
+    /// Multi-process runs: this process runs only the workers `local` (ids in the
+    /// `replicas × stages` world), connected to the other processes' by `fabric` (for example
+    /// `pipetrain_engine::mpi::MpiFabric`, feature `mpi`). Needs a fixed split
+    /// ([`balance`](Self::balance)): a measured one could differ between processes.
+    pub fn distributed(mut self, local: Vec<WorkerId>, fabric: Box<dyn Fabric>) -> Self {
+        self.distributed = Some(Distributed { local, fabric });
+        self
+    }
+
     /// Validates every setting and builds the pipeline. No thread runs before this succeeds.
     pub fn build(self) -> Result<Pipeline<L>> {
         let Some(layers) = self.layers else {
@@ -304,6 +325,12 @@ impl<L: Layer> PipelineBuilder<L> {
                 ));
             }
             _ => {}
+        }
+        if self.distributed.is_some() && matches!(split, Split::Measured { .. }) {
+            return config(format!(
+                "a multi-process pipeline needs a fixed split: the split measured on each \
+                 process could differ; give .balance([...]) for the {stages} stages"
+            ));
         }
         if self.micro_batches == 0 {
             return config(
@@ -381,6 +408,7 @@ impl<L: Layer> PipelineBuilder<L> {
                 .threads
                 .unwrap_or_else(|| pool::threads_per_worker(workers)),
             memory_budget: self.memory_budget,
+            distributed: self.distributed,
         };
         Pipeline::new(config, layers, plan)
     }

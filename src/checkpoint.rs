@@ -65,13 +65,38 @@ impl<L: Layer> Pipeline<L> {
         Ok(())
     }
 
+    /// This process's part of a checkpoint in a multi-process run (the weights of the stages
+    /// it runs and its workers' optimizer state): one process gathers every part and writes
+    /// the single file with [`pipetrain_engine::checkpoint::write_parts`]. `path` names the
+    /// checkpoint in errors. Refused before the split is made and in the middle of an
+    /// accumulation.
+    pub fn checkpoint_part(
+        &self,
+        path: impl AsRef<Path>,
+        extra: BTreeMap<String, String>,
+    ) -> Result<Vec<u8>> {
+        match &self.state {
+            State::Running(runtime) => Ok(runtime.checkpoint_part(path.as_ref(), extra)?),
+            State::Pending { .. } => Err(crate::error::Error::Config(
+                "no stages yet: a checkpoint part is taken after the split is made (give \
+                 .balance([...]))"
+                    .into(),
+            )),
+        }
+    }
+
     /// Loads a checkpoint written by [`save_checkpoint`](Self::save_checkpoint) under any
     /// layout: weights into every replica, each worker's optimizer state, and the step count;
     /// returns the saved progress. Nothing changes if the file does not fit (the error names the
     /// tensor); should the optimizer state then fail to load, the pipeline is left poisoned
     /// rather than half loaded. Also makes a pipeline usable again after a failed step.
     pub fn load_checkpoint(&mut self, path: impl AsRef<Path>) -> Result<Progress> {
-        let checkpoint = Checkpoint::read(path.as_ref())?;
+        self.restore(Checkpoint::read(path.as_ref())?)
+    }
+
+    /// [`load_checkpoint`](Self::load_checkpoint) of a checkpoint already read (for example
+    /// broadcast from another process: [`Checkpoint::from_bytes`]).
+    pub fn restore(&mut self, checkpoint: Checkpoint) -> Result<Progress> {
         checkpoint.check_optimizer(self.config.optimizer.name())?;
         let progress = checkpoint.progress().clone();
         match &mut self.state {

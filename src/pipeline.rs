@@ -159,8 +159,12 @@ impl<L: Layer> Pipeline<L> {
         let State::Pending { layers, restore } = &self.state else {
             return Ok(());
         };
+        let distributed = self.config.distributed.take();
         let c = &self.config;
-        let world = World::new(c.replicas, stages)?;
+        let world = match &distributed {
+            Some(d) => World::with_local(c.replicas, stages, d.local.clone())?,
+            None => World::new(c.replicas, stages)?,
+        };
         let workers = Workers::build(
             world,
             partition,
@@ -169,7 +173,10 @@ impl<L: Layer> Pipeline<L> {
             &c.optimizer,
             c.threads,
         )?;
-        let mut runtime = Runtime::new(workers, c.runtime.clone())?;
+        let mut runtime = match distributed {
+            Some(d) => Runtime::with_fabric(workers, c.runtime.clone(), d.fabric)?,
+            None => Runtime::new(workers, c.runtime.clone())?,
+        };
         if let Some(checkpoint) = restore {
             runtime.load_checkpoint(checkpoint)?;
         }

@@ -68,6 +68,25 @@ impl Abort {
         &self.watch
     }
 
+    /// The first error's message, if any, without taking it (a multi-process fabric tells the
+    /// other processes what failed here).
+    pub fn describe(&self) -> Option<String> {
+        self.first
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(ToString::to_string)
+    }
+
+    /// Whether the first error came from another process ([`EngineError::Peer`]): it need not
+    /// be told back.
+    pub fn is_from_peer(&self) -> bool {
+        matches!(
+            *self.first.lock().unwrap_or_else(|e| e.into_inner()),
+            Some(EngineError::Peer { .. })
+        )
+    }
+
     /// The first error, if any (taken: a second call returns `None`).
     pub fn take_error(&self) -> Option<EngineError> {
         self.first.lock().unwrap_or_else(|e| e.into_inner()).take()

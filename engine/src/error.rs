@@ -93,6 +93,14 @@ pub enum EngineError {
         /// Micro-batches per replica.
         micro_batches: usize,
     },
+    /// Another process of a multi-process run failed (or stopped answering): this step is over.
+    #[error("rank {rank} failed: {message}")]
+    Peer {
+        /// The failed process's rank.
+        rank: usize,
+        /// What it was doing and why it failed, as it reported (or as its silence shows).
+        message: String,
+    },
     /// The world, its devices or its workers do not fit together.
     #[error("{0}")]
     World(String),

@@ -62,6 +62,8 @@ mod error;
 mod fabric;
 mod layer;
 mod loss;
+#[cfg(feature = "mpi")]
+pub mod mpi;
 mod optimizer;
 mod params;
 pub mod pool;

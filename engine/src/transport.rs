@@ -61,6 +61,21 @@ pub enum TransportError {
         /// What was awaited or sent.
         tag: Tag,
     },
+    /// Nothing came from the neighbour within the communication timeout (multi-process runs).
+    #[error(
+        "{peer} (MPI rank {rank}) sent nothing for {timeout:?} while {tag:?} was awaited; it may be dead or stuck \
+         (raise --comm-timeout if its steps are that slow)"
+    )]
+    Timeout {
+        /// The neighbour.
+        peer: StageId,
+        /// The neighbour's process.
+        rank: usize,
+        /// What was awaited.
+        tag: Tag,
+        /// The communication timeout.
+        timeout: std::time::Duration,
+    },
     /// A neighbour sent the same tag twice.
     #[error("{peer} sent {tag:?} twice")]
     Duplicate {

@@ -28,6 +28,13 @@ impl Checkpoint {
     pub fn read(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
         let bytes = std::fs::read(path).map_err(io(path))?;
+        Self::from_bytes(path, bytes)
+    }
+
+    /// Checks a checkpoint's `bytes` as [`read`](Self::read) does (for one read elsewhere, for
+    /// example broadcast from another process); `path` names it in errors.
+    pub fn from_bytes(path: impl AsRef<Path>, bytes: Vec<u8>) -> Result<Self> {
+        let path = path.as_ref();
         let (_, metadata) = SafeTensors::read_metadata(&bytes).map_err(|e| corrupt(path, e))?;
         let meta = metadata.metadata().clone().unwrap_or_default();
         match meta.get(FORMAT_KEY) {
@@ -89,6 +96,11 @@ impl Checkpoint {
         })
     }
 
+    /// The file's bytes, as read.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
     /// The run's progress when it was saved.
     pub fn progress(&self) -> &Progress {
         &self.progress
@@ -114,6 +126,29 @@ impl Checkpoint {
     /// `model` (the whole layer sequence) with every parameter replaced by the checkpoint's.
     pub fn load_model<L: Layer>(&self, model: Vec<L>) -> Result<Vec<L>> {
         apply(&self.path, model, self.bytes.clone(), false)
+    }
+
+    /// `layers` (model layers `offset` … `offset + layers.len() − 1`, for example one stage)
+    /// with every parameter replaced by the checkpoint's: a process that holds only some
+    /// stages loads them without the whole model. Checked as strictly as
+    /// [`load_model`](Self::load_model) within those layers.
+    pub fn load_layers<L: Layer>(&self, layers: Vec<L>, offset: usize) -> Result<Vec<L>> {
+        let file = SafeTensors::deserialize(&self.bytes).map_err(|e| corrupt(&self.path, e))?;
+        let range = offset..offset + layers.len();
+        let mut views = Vec::new();
+        for (name, view) in file.tensors() {
+            let Some((index, rest)) = name.split_once('.') else {
+                continue;
+            };
+            match index.parse::<usize>() {
+                Ok(i) if range.contains(&i) => {
+                    views.push((format!("{}.{rest}", i - offset), view));
+                }
+                _ => {}
+            }
+        }
+        let bytes = safetensors::serialize(views, None).map_err(|e| corrupt(&self.path, e))?;
+        apply(&self.path, layers, bytes, false)
     }
 
     /// Loads `worker`'s optimizer state (the entries of the parameters it holds; with ZeRO-1,

@@ -19,11 +19,13 @@ mod atomic;
 mod error;
 mod format;
 mod load;
+mod part;
 mod save;
 mod state;
 
 pub use error::CheckpointError;
 pub use format::{OPTIMIZER_PREFIX, Progress};
 pub use load::{Checkpoint, init_from};
-pub use save::{save, save_model};
+pub use part::{merge_parts, save_part, write_parts};
+pub use save::{model_bytes, save, save_model};
 pub use state::OptimizerState;

@@ -64,6 +64,16 @@ pub fn save_model<L: Layer>(
     write(path, model, &state, progress)
 }
 
+/// The checkpoint bytes [`save_model`] would write (for a process that hands them to others
+/// rather than to a file).
+pub fn model_bytes<L: Layer>(model: &[L], optimizer: &str, progress: &Progress) -> Result<Vec<u8>> {
+    let state = OptimizerState {
+        optimizer: optimizer.to_string(),
+        ..Default::default()
+    };
+    encode(Path::new("(in memory)"), model, 0, &state, progress)
+}
+
 /// Writes `model` (the whole layer sequence), `state` and `progress` to `path`, atomically.
 fn write<L: Layer>(
     path: &Path,
@@ -71,7 +81,20 @@ fn write<L: Layer>(
     state: &OptimizerState,
     progress: &Progress,
 ) -> Result<()> {
-    let model: Vec<L> = model.to_vec();
+    let bytes = encode(path, model, 0, state, progress)?;
+    write_atomically(path, &bytes)
+}
+
+/// The checkpoint bytes of `layers` (whose first layer is model layer `offset`), `state` and
+/// `progress`; `path` only names the file in errors.
+pub(super) fn encode<L: Layer>(
+    path: &Path,
+    layers: &[L],
+    offset: usize,
+    state: &OptimizerState,
+    progress: &Progress,
+) -> Result<Vec<u8>> {
+    let model: Vec<L> = layers.to_vec();
     let weights = adapter::save_safetensors(&model)
         .map_err(|e| corrupt(path, format!("serializing the model: {e}")))?;
     let weights = SafeTensors::deserialize(&weights)
@@ -79,7 +102,7 @@ fn write<L: Layer>(
 
     let mut views: Vec<(String, TensorView<'_>)> = Vec::new();
     for (name, view) in weights.tensors() {
-        views.push((name, view));
+        views.push((shift(&name, offset), view));
     }
     for (name, entries) in &state.tensors {
         for (key, t) in entries {
@@ -102,9 +125,20 @@ fn write<L: Layer>(
     ]
     .into_iter()
     .collect();
-    let bytes = safetensors::serialize(views, Some(metadata))
-        .map_err(|e| corrupt(path, format!("serializing: {e}")))?;
-    write_atomically(path, &bytes)
+    safetensors::serialize(views, Some(metadata))
+        .map_err(|e| corrupt(path, format!("serializing: {e}")))
+}
+
+/// A weight's name in a stage (`0.linear.weight`) as its name in the whole model, whose layer
+/// `offset` is the stage's first (`3.linear.weight` at offset 3).
+fn shift(name: &str, offset: usize) -> String {
+    match name
+        .split_once('.')
+        .map(|(i, rest)| (i.parse::<usize>(), rest))
+    {
+        Some((Ok(i), rest)) if offset > 0 => format!("{}.{rest}", i + offset),
+        _ => name.to_string(),
+    }
 }
 
 /// JSON of plain data (maps of strings and numbers always serialize).

@@ -7,8 +7,8 @@ use burn::prelude::*;
 use crossbeam_channel::{Receiver, Sender, select, unbounded};
 
 use super::error::CollectiveError;
+use super::exchange::{Exchange, all_gather, reduce_scatter};
 use super::group::Collective;
-use super::packing::check_bounds;
 use crate::abort::Abort;
 
 /// In-process collective over crossbeam channels: one FIFO channel per ordered pair of members,
@@ -195,26 +195,7 @@ impl Collective for ChannelCollective {
         data: &[f32],
         bounds: &[Range<usize>],
     ) -> Result<Vec<f32>, CollectiveError> {
-        check_bounds(bounds, data.len(), self.size())?;
-        for (peer, range) in bounds.iter().enumerate() {
-            if peer != self.rank {
-                self.send(peer, data[range.clone()].to_vec())?;
-            }
-        }
-        let mine = bounds[self.rank].clone();
-        let mut sum: Option<Vec<f32>> = None;
-        for peer in 0..self.size() {
-            let contribution = if peer == self.rank {
-                data[mine.clone()].to_vec()
-            } else {
-                self.recv(peer, mine.len())?
-            };
-            match sum.as_mut() {
-                None => sum = Some(contribution),
-                Some(acc) => acc.iter_mut().zip(&contribution).for_each(|(a, c)| *a += c),
-            }
-        }
-        Ok(sum.unwrap_or_default())
+        reduce_scatter(self, data, bounds)
     }
 
     fn all_gather(
@@ -222,18 +203,25 @@ impl Collective for ChannelCollective {
         data: &mut [f32],
         bounds: &[Range<usize>],
     ) -> Result<(), CollectiveError> {
-        check_bounds(bounds, data.len(), self.size())?;
-        let mine = data[bounds[self.rank].clone()].to_vec();
-        for peer in (0..self.size()).filter(|&p| p != self.rank) {
-            self.send(peer, mine.clone())?;
-        }
-        for (peer, range) in bounds.iter().enumerate() {
-            if peer != self.rank {
-                let values = self.recv(peer, range.len())?;
-                data[range.clone()].copy_from_slice(&values);
-            }
-        }
-        Ok(())
+        all_gather(self, data, bounds)
+    }
+}
+
+impl Exchange for ChannelCollective {
+    fn me(&self) -> usize {
+        self.rank
+    }
+
+    fn members(&self) -> usize {
+        self.to.len()
+    }
+
+    fn send_values(&mut self, peer: usize, values: &[f32]) -> Result<(), CollectiveError> {
+        self.send(peer, values.to_vec())
+    }
+
+    fn recv_values(&mut self, peer: usize, expected: usize) -> Result<Vec<f32>, CollectiveError> {
+        self.recv(peer, expected)
     }
 }
 

@@ -16,6 +16,22 @@ pub enum CollectiveError {
         /// Group size.
         size: usize,
     },
+    /// Nothing came from a member within the communication timeout (multi-process runs).
+    #[error(
+        "member {peer} (MPI rank {rank}) of the {size}-member group sent nothing for {timeout:?}; \
+         it may be dead \
+         or stuck (raise --comm-timeout if its steps are that slow)"
+    )]
+    Timeout {
+        /// The peer's rank in the group.
+        peer: usize,
+        /// The peer's process.
+        rank: usize,
+        /// Group size.
+        size: usize,
+        /// The communication timeout.
+        timeout: std::time::Duration,
+    },
     /// Members disagree on the buffer: they hold different models or different gradients.
     #[error(
         "member {peer} sent {got} values for rank {rank}'s range, which holds {expected}; the \

@@ -33,10 +33,13 @@
 
 mod channel;
 mod error;
+mod exchange;
 mod group;
 mod packing;
 
 pub use channel::ChannelCollective;
 pub use error::CollectiveError;
+#[cfg(feature = "mpi")]
+pub(crate) use exchange::{Exchange, all_gather, reduce_scatter};
 pub use group::Collective;
 pub use packing::even_bounds;

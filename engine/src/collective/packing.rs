@@ -62,7 +62,7 @@ pub fn even_bounds(len: usize, parts: usize) -> Vec<Range<usize>> {
 }
 
 /// `Ok` if `bounds` split `len` values into `size` consecutive ranges, one per member.
-pub(super) fn check_bounds(
+pub(crate) fn check_bounds(
     bounds: &[Range<usize>],
     len: usize,
     size: usize,

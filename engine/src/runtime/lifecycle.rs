@@ -190,16 +190,7 @@ impl<L: Layer> Runtime<L> {
         path: &Path,
         extra: std::collections::BTreeMap<String, String>,
     ) -> Result<()> {
-        if self.pending > 0 {
-            return Err(EngineError::MidAccumulation {
-                pending: self.pending,
-                accumulation: self.config.data_parallel.accumulation,
-            });
-        }
-        let progress = Progress {
-            step: self.optimizer_steps,
-            extra,
-        };
+        let progress = self.progress(extra)?;
         let w = &self.workers;
         checkpoint::save(
             path,
@@ -209,6 +200,24 @@ impl<L: Layer> Runtime<L> {
             &progress,
         )?;
         Ok(())
+    }
+
+    /// The progress a checkpoint saves now, with `extra`; refused in the middle of an
+    /// accumulation.
+    pub(super) fn progress(
+        &self,
+        extra: std::collections::BTreeMap<String, String>,
+    ) -> Result<Progress> {
+        if self.pending > 0 {
+            return Err(EngineError::MidAccumulation {
+                pending: self.pending,
+                accumulation: self.config.data_parallel.accumulation,
+            });
+        }
+        Ok(Progress {
+            step: self.optimizer_steps,
+            extra,
+        })
     }
 
     /// Loads `checkpoint` (saved under any layout): weights into every replica, each worker's
@@ -221,7 +230,20 @@ impl<L: Layer> Runtime<L> {
         }
         let name = self.workers.optimizer().name();
         checkpoint.check_optimizer(name)?;
-        let loaded = checkpoint.load_model(self.workers.model())?;
+        // The whole model when it is here; else (a multi-process run) each local stage alone.
+        let whole = self.workers.world().is_whole();
+        let loaded = match whole {
+            true => checkpoint.load_model(self.workers.model())?,
+            false => Vec::new(),
+        };
+        let mut stages: Vec<Vec<L>> = Vec::new();
+        for w in self.workers.iter() {
+            let range = self.workers.partition().range(w.id().stage);
+            stages.push(match whole {
+                true => loaded[range].to_vec(),
+                false => checkpoint.load_layers(w.layers().to_vec(), range.start)?,
+            });
+        }
         let zero = self
             .config
             .data_parallel
@@ -230,9 +252,9 @@ impl<L: Layer> Runtime<L> {
         let partition = self.workers.partition().clone();
         // The weights fit; from here on the workers change: a failure poisons.
         self.poisoned = true;
-        for w in self.workers.iter_mut() {
+        for (w, layers) in self.workers.iter_mut().zip(stages) {
             let range = partition.range(w.id().stage);
-            w.set_layers(loaded[range.clone()].to_vec());
+            w.set_layers(layers);
             checkpoint.load_optimizer(w, range.start, name, zero)?;
         }
         let stages = self.workers.world().stages();

@@ -14,6 +14,7 @@
 
 mod config;
 mod lifecycle;
+mod part;
 mod step;
 
 pub use config::{Backward, DataParallel, RuntimeConfig};

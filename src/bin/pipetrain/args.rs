@@ -279,4 +279,23 @@ pub struct TrainArgs {
     /// parameter, GPT-2 style; their gradients are summed between the stages every step.
     #[arg(long, help_heading = "GPT")]
     pub tie_embeddings: bool,
+    /// Under an MPI launcher (`mpirun -np N pipetrain ...`, `srun`): workers per process, as
+    /// threads connected by channels (MPI between processes). N × this must equal replicas ×
+    /// stages.
+    #[arg(
+        long,
+        default_value_t = 1,
+        value_name = "K",
+        help_heading = "Multi-process (MPI)"
+    )]
+    pub workers_per_process: usize,
+    /// Under an MPI launcher: seconds to wait on another process before giving up on it (it
+    /// may be dead or stuck); every rank then exits non-zero naming it.
+    #[arg(
+        long,
+        default_value_t = 30.0,
+        value_name = "SECONDS",
+        help_heading = "Multi-process (MPI)"
+    )]
+    pub comm_timeout: f64,
 }

@@ -23,6 +23,15 @@ impl BackwardArg {
             BackwardArg::Fused => Backward::Fused,
         }
     }
+
+    /// For the run's banner: `split`, `split (weight group 4)` or `fused`.
+    pub fn describe(self, weight_group: usize) -> String {
+        match self.with_group(weight_group) {
+            Backward::Fused => "fused".to_string(),
+            Backward::Split { weight_group: 0 } => "split".to_string(),
+            Backward::Split { weight_group } => format!("split (weight group {weight_group})"),
+        }
+    }
 }
 
 #[cfg(test)]

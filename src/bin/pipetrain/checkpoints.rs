@@ -57,7 +57,7 @@ impl RunIdentity {
 /// step and the identity flags, which are checked).
 pub const DATA_POSITION: &str = "data-position";
 
-/// Loads `path` into `pipeline` and returns the step to continue from and the saved data
+/// Loads `path` (or `read`, its contents read already) into `pipeline` and returns the step to continue from and the saved data
 /// position.
 ///
 /// # Errors
@@ -66,10 +66,16 @@ pub const DATA_POSITION: &str = "data-position";
 pub fn resume<L: Layer>(
     pipeline: &mut Pipeline<L>,
     path: &Path,
+    read: Option<Checkpoint>,
     run: &RunIdentity,
     steps: u64,
 ) -> Result<(u64, Option<String>), Failure> {
-    let progress = pipeline.load_checkpoint(path).map_err(|e| match e {
+    let loaded = match read {
+        // Read elsewhere (a multi-process run: rank 0 read it and broadcast it).
+        Some(checkpoint) => pipeline.restore(checkpoint),
+        None => pipeline.load_checkpoint(path),
+    };
+    let progress = loaded.map_err(|e| match e {
         pipetrain::Error::Checkpoint(e) => failure("--resume", e),
         other => Failure::runtime(format!("--resume: {other}")),
     })?;

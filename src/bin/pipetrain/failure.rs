@@ -54,6 +54,14 @@ impl Failure {
     }
 
     /// The exit code that reports this failure.
+    /// The same failure (same exit code) with `message` instead.
+    pub fn with_message(self, message: String) -> Self {
+        Self {
+            exit: self.exit,
+            error: message.into(),
+        }
+    }
+
     pub fn exit(&self) -> Exit {
         self.exit
     }

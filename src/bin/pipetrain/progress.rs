@@ -11,6 +11,8 @@ pub enum Progress {
     Bar(ProgressBar),
     /// One line per step on stdout.
     Lines,
+    /// Nothing: a process other than rank 0 of a multi-process run.
+    Silent,
 }
 
 impl Progress {
@@ -28,6 +30,17 @@ impl Progress {
         Progress::Bar(bar)
     }
 
+    /// [`new`](Self::new) for a one-process run; in a multi-process one, plain lines from rank
+    /// 0 (`leader`; mpirun gives ranks a pseudo-terminal but forwards no bar) and nothing from
+    /// the others.
+    pub fn of_process(steps: u64, multi_process: bool, leader: bool) -> Self {
+        match (multi_process, leader) {
+            (false, _) => Progress::new(steps),
+            (true, true) => Progress::Lines,
+            (true, false) => Progress::Silent,
+        }
+    }
+
     /// Reports one finished step: `line` is the full log line, `loss` and `samples_per_sec`
     /// feed the bar.
     pub fn step(&self, line: &str, loss: f64, samples_per_sec: f64) {
@@ -37,6 +50,7 @@ impl Progress {
                 bar.inc(1);
             }
             Progress::Lines => println!("{line}"),
+            Progress::Silent => {}
         }
     }
 
@@ -45,6 +59,7 @@ impl Progress {
         match self {
             Progress::Bar(bar) => bar.println(line),
             Progress::Lines => println!("{line}"),
+            Progress::Silent => {}
         }
     }
 

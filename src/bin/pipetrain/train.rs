@@ -6,19 +6,16 @@
 //! loss curve), `--verify` (a single-device copy trained on the same batches) and, at the end,
 //! the held-out accuracy or perplexity.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use burn::prelude::*;
 use pipetrain::engine::{Activation, SingleDevice};
-use pipetrain::{
-    Backward, Batch, CrossEntropy, Layer, OptimizerConfig, Pipeline, Remat, ScheduleKind,
-    StepReport, Tie,
-};
+use pipetrain::{Batch, CrossEntropy, Layer, OptimizerConfig, Pipeline, Remat, ScheduleKind, Tie};
 
 use crate::args::{OptimizerKind, TrainArgs};
 use crate::checkpoints;
 use crate::data::Data;
-use crate::eval::{Evaluation, evaluate};
+use crate::distributed::Distributed;
 use crate::exit::Exit;
 use crate::failure::Failure;
 use crate::metrics::{Metrics, Row};
@@ -27,6 +24,7 @@ use crate::paths;
 use crate::profile::Profile;
 use crate::progress::Progress;
 use crate::summary;
+use crate::totals::{StepTotals, even_balance};
 
 /// Runs `pipetrain train`, recording a chrome trace around the run when `--profile` is given.
 /// Returns [`Exit::VerifyFailed`] when `--verify` finds the weights apart, else
@@ -46,15 +44,46 @@ pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
     .map_err(Failure::usage)?;
     paths::inputs_exist(&[("--resume", &args.resume), ("--init", &args.init)])
         .map_err(Failure::usage)?;
-    let metrics = args.metrics.as_deref().map(Metrics::create).transpose()?;
-    let profile = args.profile.as_deref().map(Profile::start).transpose()?;
-    let result = train(args, metrics);
-    if let (Some(profile), Some(path)) = (profile, &args.profile) {
+    // Under an MPI launcher: this process's share of the world (see `distributed`).
+    let stages = args
+        .balance
+        .as_ref()
+        .map_or(args.stages.unwrap_or(2), Vec::len);
+    let dist = Distributed::start(args, stages)?;
+    let leader = dist.as_ref().is_none_or(Distributed::is_leader);
+    let metrics = match leader {
+        true => args.metrics.as_deref().map(Metrics::create).transpose()?,
+        false => None,
+    };
+    // One trace per process: `trace.json` → `trace.rank3.json`.
+    let profile_path = match &dist {
+        Some(d) => args.profile.as_deref().map(|p| d.per_rank(p)),
+        None => args.profile.clone(),
+    };
+    let profile = profile_path.as_deref().map(Profile::start).transpose()?;
+    let result = train(args, metrics, dist.as_ref());
+    let result = match &dist {
+        Some(d) => {
+            let result = result.map_err(|f| {
+                let message = d.name(&f.to_string());
+                f.with_message(message)
+            });
+            d.finish(result.as_ref().err().map(ToString::to_string).as_deref());
+            result
+        }
+        None => result,
+    };
+    if let (Some(profile), Some(path)) = (profile, &profile_path) {
         let (slices, flows) = profile.finish()?;
-        if result.is_ok() {
+        if result.is_ok() && leader {
             println!(
-                "profile: {} ({slices} action slices, {flows} send→receive flows)",
-                path.display()
+                "profile: {} ({slices} action slices, {flows} send→receive flows{})",
+                path.display(),
+                if dist.is_some() {
+                    "; one file per rank"
+                } else {
+                    ""
+                }
             );
         }
     }
@@ -74,8 +103,13 @@ struct Settings<'a> {
     ties: Vec<Tie>,
 }
 
-/// Checks the flags, opens the data, builds the model and trains it.
-fn train(args: &TrainArgs, metrics: Option<Metrics>) -> Result<Exit, Failure> {
+/// Checks the flags, opens the data, builds the model and trains it (this process's share of
+/// it under MPI: `dist`).
+fn train(
+    args: &TrainArgs,
+    metrics: Option<Metrics>,
+    dist: Option<&Distributed>,
+) -> Result<Exit, Failure> {
     let schedule = ScheduleKind::from(args.schedule);
     let remat: Remat = args.remat();
     if args.batch == 0 {
@@ -129,6 +163,9 @@ fn train(args: &TrainArgs, metrics: Option<Metrics>) -> Result<Exit, Failure> {
         }
         (_, false) => Vec::new(),
     };
+    if dist.is_some() {
+        crate::distributed::supported(&model, !ties.is_empty())?;
+    }
     let settings = Settings {
         args,
         schedule,
@@ -141,49 +178,9 @@ fn train(args: &TrainArgs, metrics: Option<Metrics>) -> Result<Exit, Failure> {
         ties,
     };
     match model {
-        Model::Mlp(c) => train_with(&settings, c.init(&settings.device), metrics),
-        Model::ResNet(c) => train_with(&settings, c.init(&settings.device), metrics),
-        Model::Gpt(c) => train_with(&settings, c.init(&settings.device), metrics),
-    }
-}
-
-/// Sums of one optimizer step's batches.
-#[derive(Default)]
-struct StepTotals {
-    loss: f64,
-    samples: usize,
-    wall: Duration,
-    all_reduce: Duration,
-    /// `(compute, idle)` of each stage of replica 0.
-    stages: Vec<(Duration, Duration)>,
-}
-
-impl StepTotals {
-    fn add(&mut self, report: &StepReport, batches: usize) {
-        self.loss += report.loss / batches as f64;
-        self.samples += report.samples;
-        self.wall += report.wall;
-        self.all_reduce += report.all_reduce;
-        let replica0 = report
-            .workers
-            .iter()
-            .filter(|s| s.worker.replica.index() == 0);
-        for (i, s) in replica0.enumerate() {
-            if self.stages.len() <= i {
-                self.stages.push(Default::default());
-            }
-            self.stages[i].0 += s.compute;
-            self.stages[i].1 += s.idle;
-        }
-    }
-
-    fn bubble(&self) -> f64 {
-        let fractions: Vec<f64> = self
-            .stages
-            .iter()
-            .map(|(c, i)| i.as_secs_f64() / (c.as_secs_f64() + i.as_secs_f64()).max(1e-12))
-            .collect();
-        fractions.iter().sum::<f64>() / fractions.len().max(1) as f64
+        Model::Mlp(c) => train_with(&settings, c.init(&settings.device), metrics, dist),
+        Model::ResNet(c) => train_with(&settings, c.init(&settings.device), metrics, dist),
+        Model::Gpt(c) => train_with(&settings, c.init(&settings.device), metrics, dist),
     }
 }
 
@@ -192,18 +189,30 @@ fn train_with<L: Layer>(
     s: &Settings<'_>,
     layers: Vec<L>,
     mut metrics: Option<Metrics>,
+    dist: Option<&Distributed>,
 ) -> Result<Exit, Failure> {
     let args = s.args;
+    let leader = dist.is_none_or(Distributed::is_leader);
     let params: usize = layers.iter().map(|l| l.num_params()).sum();
     let layers = match &args.init {
         Some(path) => {
             let layers = checkpoints::init(path, layers)?;
-            println!("init: weights from {}", path.display());
+            if leader {
+                println!("init: weights from {}", path.display());
+            }
             layers
         }
         None => layers,
     };
-    let mut reference = match args.verify {
+    // Every process starts from rank 0's weights, whatever it initialised or loaded.
+    let layers = match dist {
+        Some(d) => d.broadcast_model(layers, s.optimizer.name())?,
+        None => layers,
+    };
+    // Under MPI, rank 0 gathers the trained model into a copy of this at the end.
+    let template = dist.map(|_| layers.clone());
+    let n_layers = layers.len();
+    let mut reference = match args.verify && leader {
         true => {
             Some(SingleDevice::new(layers.clone(), &s.device, &s.optimizer).with_ties(&s.ties)?)
         }
@@ -223,7 +232,15 @@ fn train_with<L: Layer>(
         .accumulation(args.accumulate)
         .zero(args.zero)
         .bucket_bytes((args.bucket_mb * (1u64 << 20) as f64) as usize);
-    builder = match (&args.balance, args.stages) {
+    // A multi-process run needs a split every process agrees on: without --balance, even.
+    let balance = args
+        .balance
+        .clone()
+        .or_else(|| dist.map(|_| even_balance(n_layers, args.stages.unwrap_or(2))));
+    if let Some(d) = dist {
+        builder = builder.distributed(d.local(), d.fabric());
+    }
+    builder = match (&balance, args.stages) {
         (Some(balance), stages) => {
             let b = builder.balance(balance.iter().copied());
             if let Some(p) = stages { b.stages(p) } else { b }
@@ -244,7 +261,8 @@ fn train_with<L: Layer>(
     let k = args.accumulate.max(1);
     let first_step = match &args.resume {
         Some(path) => {
-            let (step, saved) = checkpoints::resume(&mut pipeline, path, &run, args.steps)?;
+            let read = dist.map(|d| d.broadcast_checkpoint(path)).transpose()?;
+            let (step, saved) = checkpoints::resume(&mut pipeline, path, read, &run, args.steps)?;
             let expected = s.data.position(step * k as u64);
             if saved.as_ref().is_some_and(|p| *p != expected) {
                 return Err(Failure::usage(format!(
@@ -259,7 +277,8 @@ fn train_with<L: Layer>(
         None => 0,
     };
 
-    println!(
+    let progress = Progress::of_process(args.steps, dist.is_some(), leader);
+    progress.println(&format!(
         "pipetrain: {} ({params} params), {} replicas × {} stages, {} micro-batches of {}, \
          {}, remat {}, {} backward, {} lr {}, {} threads/worker on {}",
         s.model.describe(),
@@ -269,24 +288,22 @@ fn train_with<L: Layer>(
         args.batch / (args.micro_batches * args.replicas).max(1),
         s.schedule,
         s.remat,
-        match args.backward.with_group(args.weight_group) {
-            Backward::Fused => "fused".to_string(),
-            Backward::Split { weight_group: 0 } => "split".to_string(),
-            Backward::Split { weight_group } => format!("split (weight group {weight_group})"),
-        },
+        args.backward.describe(args.weight_group),
         s.optimizer_name,
         args.lr,
         pipeline.threads_per_worker(),
         args.device,
-    );
-    println!("data: {}", s.data.describe());
+    ));
+    if let Some(d) = dist {
+        progress.println(&d.describe());
+    }
+    progress.println(&format!("data: {}", s.data.describe()));
     if args.accumulate > 1 || args.zero > 0 {
-        println!(
+        progress.println(&format!(
             "  accumulate {} batches per optimizer step; ZeRO stage {}",
             args.accumulate, args.zero
-        );
+        ));
     }
-    let progress = Progress::new(args.steps);
     let started = Instant::now();
     let mut throughput = Vec::new();
     let mut losses = Vec::new();
@@ -301,7 +318,11 @@ fn train_with<L: Layer>(
         let mut totals = StepTotals::default();
         let mut report = None;
         for batch in &batches {
-            let r = pipeline.train_step(batch).map_err(Failure::of_build)?;
+            let mut r = pipeline.train_step(batch).map_err(Failure::of_build)?;
+            if let Some(d) = dist {
+                // Each process has its own last stages' share of the loss.
+                r.loss = d.total_loss(r.loss)?;
+            }
             totals.add(&r, k);
             report = Some(r);
         }
@@ -371,7 +392,10 @@ fn train_with<L: Layer>(
                     checkpoints::DATA_POSITION.to_string(),
                     s.data.position((step + 1) * k as u64),
                 );
-                pipeline.save_checkpoint(path, extra)?;
+                match dist {
+                    Some(d) => d.save_checkpoint(&pipeline, path, extra)?,
+                    None => pipeline.save_checkpoint(path, extra)?,
+                }
                 progress.println(&format!(
                     "checkpoint: {} (step {})",
                     path.display(),
@@ -383,16 +407,25 @@ fn train_with<L: Layer>(
     progress.finish();
     throughput.sort_by(f64::total_cmp);
     let median = throughput[throughput.len() / 2];
-    println!(
+    progress.println(&format!(
         "done: {} steps in {:.2}s, median {:.1} samples/s (first step excluded)",
         args.steps - first_step,
         started.elapsed().as_secs_f64(),
         median
-    );
+    ));
+    // Under MPI: the whole trained model on rank 0 (every process sends its stages).
+    let gathered = match (dist, template) {
+        (Some(d), Some(template)) => d.gather_model(&pipeline, template)?,
+        _ => None,
+    };
+    if !leader {
+        return Ok(Exit::Success);
+    }
     if let Some(report) = &last {
+        // Under MPI, rank 0's workers only.
         summary::print_bubbles(report, pipeline.replicas());
     }
-    if pipeline.replicas() > 1 {
+    if pipeline.replicas() > 1 && dist.is_none() {
         summary::print_optimizer_state(&pipeline);
     }
     if let Some(path) = &args.plot {
@@ -403,16 +436,13 @@ fn train_with<L: Layer>(
             losses.len()
         );
     }
-    let mut exit = Exit::Success;
-    if let Some(single) = reference {
-        exit = crate::verify::verify(&pipeline, &single, args.verify_tolerance);
-    }
     let held_out = s.data.held_out(&s.model, args.batch, &s.device)?;
-    let evaluation: Evaluation = evaluate(
-        |x| pipeline.forward(x).map_err(|e| e.to_string()),
+    crate::outcome::verify_and_evaluate(
+        &mut pipeline,
+        gathered.as_deref(),
+        reference,
+        args.verify_tolerance,
         held_out,
         s.model.is_language_model(),
-    )?;
-    println!("held-out {evaluation}");
-    Ok(exit)
+    )
 }

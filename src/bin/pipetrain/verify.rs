@@ -1,7 +1,8 @@
 //! `--verify`: the trust button. The pipeline's weights against a single-device copy trained on
 //! the same data from the same initial weights.
 
-use pipetrain::engine::{SingleDevice, difference};
+use burn::prelude::*;
+use pipetrain::engine::{SingleDevice, difference, parameters, trainable_parameters};
 use pipetrain::{Layer, Pipeline};
 
 use crate::exit::Exit;
@@ -14,19 +15,63 @@ use crate::exit::Exit;
 /// the running statistics are replica 0's (broadcast, as DDP does), which no single-device run
 /// reproduces: then only the trained parameters are compared, and the output says so.
 pub fn verify<L: Layer>(pipeline: &Pipeline<L>, single: &SingleDevice<L>, tolerance: f64) -> Exit {
-    let replica0 = pipeline.parameters();
-    for r in 1..pipeline.replicas() {
-        if pipeline.replica_parameters(r) != replica0 {
-            eprintln!("verify FAILED: replica {r} holds different weights than replica 0");
+    verify_parameters(
+        pipeline.replicas(),
+        (1..pipeline.replicas())
+            .map(|r| pipeline.replica_parameters(r))
+            .collect(),
+        pipeline.parameters(),
+        pipeline.trainable_parameters(),
+        single,
+        tolerance,
+    )
+}
+
+/// [`verify`] of a model gathered from the processes of a multi-process run (replica 0's
+/// stages; the processes already checked that replicas agree when they merged their parts).
+pub fn verify_model<L: Layer>(
+    model: &[L],
+    replicas: usize,
+    single: &SingleDevice<L>,
+    tolerance: f64,
+) -> Exit {
+    // On an autodiff device, as a worker's layers are: that is what tells trained parameters
+    // from buffers.
+    let device = Device::flex().autodiff();
+    let model: Vec<L> = model
+        .iter()
+        .map(|l| l.clone().to_device(&device).train())
+        .collect();
+    verify_parameters(
+        replicas,
+        Vec::new(),
+        parameters(&model),
+        trainable_parameters(&model),
+        single,
+        tolerance,
+    )
+}
+
+fn verify_parameters<L: Layer>(
+    replicas: usize,
+    others: Vec<Vec<Vec<f32>>>,
+    replica0: Vec<Vec<f32>>,
+    ours: Vec<Vec<f32>>,
+    single: &SingleDevice<L>,
+    tolerance: f64,
+) -> Exit {
+    for (r, other) in others.iter().enumerate() {
+        if *other != replica0 {
+            eprintln!(
+                "verify FAILED: replica {} holds different weights than replica 0",
+                r + 1
+            );
             return Exit::VerifyFailed;
         }
     }
-    let (ours, theirs) = (
-        pipeline.trainable_parameters(),
-        single.trainable_parameters(),
-    );
+    let theirs = single.trainable_parameters();
     let buffers = replica0.len() > ours.len();
-    let d = if buffers && pipeline.replicas() > 1 {
+    let d = if buffers && replicas > 1 {
         println!(
             "verify: comparing trained parameters only: the batch-norm running statistics are \
              replica 0's, broadcast to every replica"

@@ -1,0 +1,145 @@
+//! [`MpiFabric`]: the engine's [`Fabric`] over MPI — each local worker gets an
+//! [`MpiTransport`] to its neighbours and an [`MpiCollective`] over its stage group (and one
+//! per tie pair it holds).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use pipetrain_schedules::WorkerId;
+
+use super::collective::MpiCollective;
+use super::comm::Comm;
+use super::inbox::Inbox;
+use super::launch::Layout;
+use super::transport::MpiTransport;
+use super::wire::{Route, channel};
+use crate::abort::Abort;
+use crate::collective::Collective;
+use crate::error::{EngineError, Result};
+use crate::fabric::{Fabric, Links, TieLink};
+use crate::world::World;
+
+/// Connects this process's workers to the others' over MPI.
+pub struct MpiFabric {
+    comm: Comm,
+    layout: Layout,
+    /// Connections made so far: each has its own routes.
+    epoch: u32,
+}
+
+impl MpiFabric {
+    /// A fabric for the workers `layout` gives this process, over `comm`.
+    pub fn new(comm: Comm, layout: Layout) -> Self {
+        Self {
+            comm,
+            layout,
+            epoch: 0,
+        }
+    }
+
+    /// The inbox for `route`, registered with the communication thread.
+    fn inbox(&self, route: Route, abort: &Arc<Abort>) -> Result<Inbox> {
+        let (tx, inbox) = Inbox::new(abort, self.comm.timeout());
+        self.comm
+            .register(route, tx)
+            .map_err(|e| EngineError::World(e.to_string()))?;
+        Ok(inbox)
+    }
+
+    fn collective(
+        &self,
+        me: WorkerId,
+        members: &[WorkerId],
+        channel: u32,
+        world: &World,
+        abort: &Arc<Abort>,
+    ) -> Result<MpiCollective> {
+        let rank = members
+            .iter()
+            .position(|&m| m == me)
+            .expect("a worker is a member of its own groups");
+        let route = Route {
+            to: world.rank(me) as u32,
+            channel,
+            epoch: self.epoch,
+        };
+        let members = members
+            .iter()
+            .map(|&m| (self.layout.process_of(m), world.rank(m) as u32))
+            .collect();
+        Ok(MpiCollective::new(
+            rank,
+            members,
+            channel,
+            self.epoch,
+            self.comm.clone(),
+            self.inbox(route, abort)?,
+        ))
+    }
+}
+
+impl Fabric for MpiFabric {
+    fn connect(
+        &mut self,
+        world: &World,
+        ties: &[TieLink],
+        abort: &Arc<Abort>,
+    ) -> Result<Vec<Links>> {
+        let expected = self.layout.local();
+        if world.local() != expected.as_slice()
+            || world.replicas() != self.layout.replicas()
+            || world.stages() != self.layout.stages()
+        {
+            return Err(EngineError::World(format!(
+                "rank {} runs {:?} of {} replicas × {} stages, but the world to connect has \
+                 {:?} of {} × {}; build the workers with World::with_local(.., layout.local())",
+                self.layout.rank(),
+                expected,
+                self.layout.replicas(),
+                self.layout.stages(),
+                world.local(),
+                world.replicas(),
+                world.stages()
+            )));
+        }
+        self.epoch += 1;
+        self.comm
+            .watch(abort)
+            .map_err(|e| EngineError::World(e.to_string()))?;
+        let mut links = Vec::with_capacity(expected.len());
+        for &id in world.local() {
+            let route = Route {
+                to: world.rank(id) as u32,
+                channel: channel::TRANSPORT,
+                epoch: self.epoch,
+            };
+            let transport = MpiTransport::new(
+                id,
+                self.epoch,
+                self.comm.clone(),
+                self.layout.clone(),
+                self.inbox(route, abort)?,
+            );
+            let group: Vec<WorkerId> = world.stage_group(id.stage).collect();
+            let collective = self.collective(id, &group, channel::COLLECTIVE, world, abort)?;
+            let mut pairs: HashMap<usize, Box<dyn Collective>> = HashMap::new();
+            for link in ties
+                .iter()
+                .filter(|l| l.low == id.stage || l.high == id.stage)
+            {
+                let pair = [
+                    WorkerId::new(id.replica, link.low),
+                    WorkerId::new(id.replica, link.high),
+                ];
+                let member = self.collective(id, &pair, channel::tie(link.tie), world, abort)?;
+                pairs.insert(link.tie, Box::new(member));
+            }
+            links.push(Links {
+                transport: Box::new(transport),
+                collective: Box::new(collective),
+                ties: pairs,
+            });
+        }
+        Ok(links)
+    }
+}

@@ -1,0 +1,51 @@
+//! The end of a training run: `--verify` against the single-device copy, then the held-out
+//! evaluation, on the pipeline itself or (under MPI, on rank 0) on the model gathered from
+//! every process.
+
+use pipetrain::engine::SingleDevice;
+use pipetrain::{Batch, Layer, Pipeline};
+
+use crate::eval::{Evaluation, evaluate};
+use crate::exit::Exit;
+use crate::failure::Failure;
+
+/// Verifies (when `reference` is given) and evaluates on `held_out`; prints both. `gathered`
+/// is the trained model of a multi-process run, gathered on this process: the pipeline's own
+/// inference would need every process, so the gathered model runs layer by layer instead.
+pub fn verify_and_evaluate<L: Layer>(
+    pipeline: &mut Pipeline<L>,
+    gathered: Option<&[L]>,
+    reference: Option<SingleDevice<L>>,
+    tolerance: f64,
+    held_out: Vec<Batch>,
+    language: bool,
+) -> Result<Exit, Failure> {
+    let mut exit = Exit::Success;
+    if let Some(single) = reference {
+        exit = match gathered {
+            Some(model) => {
+                crate::verify::verify_model(model, pipeline.replicas(), &single, tolerance)
+            }
+            None => crate::verify::verify(pipeline, &single, tolerance),
+        };
+    }
+    let evaluation: Evaluation = match gathered {
+        Some(model) => evaluate(
+            |x| {
+                model
+                    .iter()
+                    .try_fold(x, |a, layer| layer.forward(a))
+                    .map_err(|e| e.to_string())
+            },
+            held_out,
+            language,
+        )?,
+        None => evaluate(
+            |x| pipeline.forward(x).map_err(|e| e.to_string()),
+            held_out,
+            language,
+        )?,
+    };
+    println!("held-out {evaluation}");
+    Ok(exit)
+}

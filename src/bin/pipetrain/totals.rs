@@ -1,0 +1,54 @@
+//! What the training loop adds up per optimizer step, and the even split a multi-process run
+//! uses when no `--balance` is given.
+
+use std::time::Duration;
+
+use pipetrain::StepReport;
+
+/// Sums of one optimizer step's batches.
+#[derive(Default)]
+pub struct StepTotals {
+    pub loss: f64,
+    pub samples: usize,
+    pub wall: Duration,
+    pub all_reduce: Duration,
+    /// `(compute, idle)` of each stage of replica 0.
+    pub stages: Vec<(Duration, Duration)>,
+}
+
+impl StepTotals {
+    pub fn add(&mut self, report: &StepReport, batches: usize) {
+        self.loss += report.loss / batches as f64;
+        self.samples += report.samples;
+        self.wall += report.wall;
+        self.all_reduce += report.all_reduce;
+        let replica0 = report
+            .workers
+            .iter()
+            .filter(|s| s.worker.replica.index() == 0);
+        for (i, s) in replica0.enumerate() {
+            if self.stages.len() <= i {
+                self.stages.push(Default::default());
+            }
+            self.stages[i].0 += s.compute;
+            self.stages[i].1 += s.idle;
+        }
+    }
+
+    pub fn bubble(&self) -> f64 {
+        let fractions: Vec<f64> = self
+            .stages
+            .iter()
+            .map(|(c, i)| i.as_secs_f64() / (c.as_secs_f64() + i.as_secs_f64()).max(1e-12))
+            .collect();
+        fractions.iter().sum::<f64>() / fractions.len().max(1) as f64
+    }
+}
+
+/// `layers` layers over `stages` stages as evenly as possible (the first stages take one more).
+pub fn even_balance(layers: usize, stages: usize) -> Vec<usize> {
+    let stages = stages.max(1);
+    (0..stages)
+        .map(|i| layers / stages + usize::from(i < layers % stages))
+        .collect()
+}

@@ -1,0 +1,511 @@
+//! pipetrain over MPI (feature `mpi`), as a user runs it: `mpirun -np N pipetrain train ...`.
+//!
+//! Each test launches Open MPI's `mpirun` with the binary. The harness sets what a root user on
+//! a small machine needs (`OMPI_ALLOW_RUN_AS_ROOT*`, oversubscription: 4 ranks on 2 cores), so
+//! nothing is left to the caller. The MPI runs are compared with the same run in one process:
+//! same checkpoint bits, `--verify` within tolerance. Tests run one at a time (a lock): four
+//! ranks per test on a small machine are enough.
+
+#![cfg(feature = "mpi")]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use common::{TINY, max_rel_diff, scratch, success};
+use safetensors::SafeTensors;
+
+/// One MPI job at a time.
+static JOB: Mutex<()> = Mutex::new(());
+
+fn lock() -> std::sync::MutexGuard<'static, ()> {
+    JOB.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `mpirun <mpi> -np <np> pipetrain <args>`, with what root and oversubscription need.
+fn mpirun(np: usize, mpi: &[&str], args: &[&str]) -> Command {
+    let mut c = Command::new("mpirun");
+    c.args(mpi)
+        .args(["-np", &np.to_string(), env!("CARGO_BIN_EXE_pipetrain")])
+        .args(args)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("OMPI_MCA_rmaps_base_oversubscribe", "1");
+    c
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "status {}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Stdout of an MPI job that must succeed.
+fn mpi_success(np: usize, args: &[&str]) -> String {
+    let out = mpirun(np, &[], args).output().expect("mpirun runs");
+    assert!(
+        out.status.success(),
+        "mpirun -np {np} {args:?}: {}",
+        text(&out)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8")
+}
+
+/// TINY, 3 steps of 4 micro-batches, a fixed split, a checkpoint at `checkpoint`.
+fn job(checkpoint: &Path, extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = ["train"]
+        .iter()
+        .chain(&TINY)
+        .map(|s| s.to_string())
+        .collect();
+    args.extend(
+        [
+            "--micro-batches",
+            "4",
+            "--steps",
+            "3",
+            "--optimizer",
+            "adam",
+            "--lr",
+            "1e-2",
+            "--checkpoint",
+        ]
+        .map(String::from),
+    );
+    args.push(checkpoint.display().to_string());
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args
+}
+
+fn refs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
+/// A checkpoint's tensors (raw bytes) and metadata.
+type Contents = (BTreeMap<String, Vec<u8>>, BTreeMap<String, String>);
+
+fn contents(path: &Path) -> Contents {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let file = SafeTensors::deserialize(&bytes).unwrap();
+    let tensors = file
+        .tensors()
+        .into_iter()
+        .map(|(n, v)| (n, v.data().to_vec()))
+        .collect();
+    let (_, header) = SafeTensors::read_metadata(&bytes).unwrap();
+    let meta = header
+        .metadata()
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    (tensors, meta)
+}
+
+/// The two checkpoints hold the same tensors, bit for bit, and the same metadata.
+fn assert_same_bits(a: &Path, b: &Path) {
+    let (ta, ma) = contents(a);
+    let (tb, mb) = contents(b);
+    assert_eq!(
+        ta.keys().collect::<Vec<_>>(),
+        tb.keys().collect::<Vec<_>>(),
+        "tensor names"
+    );
+    for (name, bytes) in &ta {
+        assert!(bytes == &tb[name], "{name} differs between {a:?} and {b:?}");
+    }
+    assert_eq!(ma, mb, "metadata");
+}
+
+/// `mpirun -np <np>` with `layout` against the same run in one process: `--verify` passes and
+/// the final checkpoints are equal bit for bit.
+fn same_as_in_process(np: usize, layout: &[&str], mpi_only: &[&str]) {
+    let _job = lock();
+    let dir = scratch("mpi");
+    let (mpi, local) = (dir.path().join("mpi.st"), dir.path().join("local.st"));
+    let mut args = job(&mpi, layout);
+    args.extend(mpi_only.iter().map(|s| s.to_string()));
+    args.push("--verify".into());
+    let out = mpi_success(np, &refs(&args));
+    assert!(max_rel_diff(&out) <= common::TOLERANCE);
+    assert!(
+        out.contains(&format!("mpi: {np} processes; rank 0 runs")),
+        "{out}"
+    );
+    assert_eq!(
+        out.matches("verify: max_rel_diff=").count(),
+        1,
+        "only rank 0 prints:\n{out}"
+    );
+    success(&refs(&job(&local, layout)));
+    assert_same_bits(&mpi, &local);
+}
+
+#[test]
+fn two_ranks_two_stages_verify_and_match_the_in_process_run() {
+    same_as_in_process(2, &["--stages", "2", "--balance", "2,1"], &[]);
+}
+
+#[test]
+fn four_ranks_two_by_two_verify_and_match_the_in_process_run() {
+    same_as_in_process(
+        4,
+        &[
+            "--stages",
+            "2",
+            "--balance",
+            "2,1",
+            "--replicas",
+            "2",
+            "--zero",
+            "1",
+        ],
+        &[],
+    );
+}
+
+#[test]
+fn two_workers_per_process_give_the_same_bits() {
+    same_as_in_process(
+        2,
+        &["--stages", "2", "--balance", "2,1", "--replicas", "2"],
+        &["--workers-per-process", "2"],
+    );
+}
+
+#[test]
+fn only_rank_0_writes_outputs_and_each_rank_writes_its_trace() {
+    let _job = lock();
+    let dir = scratch("mpi-outputs");
+    let at = |name: &str| dir.path().join(name).display().to_string();
+    let mut args = job(&dir.path().join("run.st"), &["--stages", "2"]);
+    args.extend([
+        "--metrics".into(),
+        at("metrics.csv"),
+        "--profile".into(),
+        at("trace.json"),
+    ]);
+    let out = mpi_success(2, &refs(&args));
+    assert_eq!(
+        out.matches("step    3/3").count(),
+        1,
+        "only rank 0 prints:\n{out}"
+    );
+    let metrics = std::fs::read_to_string(at("metrics.csv")).unwrap();
+    assert_eq!(
+        metrics.lines().count(),
+        1 + 3,
+        "a header and 3 steps, once:\n{metrics}"
+    );
+    for rank in 0..2 {
+        let trace = std::fs::read_to_string(at(&format!("trace.rank{rank}.json"))).unwrap();
+        let events: serde_json::Value = serde_json::from_str(&trace).unwrap();
+        assert!(
+            events.as_array().is_some_and(|e| !e.is_empty()),
+            "rank {rank}'s trace"
+        );
+    }
+    assert!(!dir.path().join("trace.json").exists());
+}
+
+#[test]
+fn resume_under_mpi_reaches_the_uninterrupted_bits() {
+    let _job = lock();
+    let dir = scratch("mpi-resume");
+    let layout = ["--stages", "2", "--balance", "2,1", "--replicas", "2"];
+    let (whole, part) = (dir.path().join("whole.st"), dir.path().join("part.st"));
+    let mut first = job(&part, &layout);
+    first.extend(["--steps".into(), "1".into()]);
+    mpi_success(4, &refs(&first));
+    let mut rest = job(&part, &layout);
+    rest.extend(["--resume".into(), part.display().to_string()]);
+    let out = mpi_success(4, &refs(&rest));
+    assert!(out.contains("step    3/3"), "{out}");
+    mpi_success(4, &refs(&job(&whole, &layout)));
+    assert_same_bits(&part, &whole);
+}
+
+#[test]
+fn launcher_variables_that_disagree_with_mpi_exit_2() {
+    let _job = lock();
+    for (variable, value) in [("SLURM_NTASKS", "3"), ("RANK", "7")] {
+        let assignment = format!("{variable}={value}");
+        let out = mpirun(
+            4,
+            &["-x", &assignment],
+            &["train", "--stages", "2", "--replicas", "2"],
+        )
+        .args(TINY)
+        .output()
+        .expect("mpirun runs");
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&format!("{assignment} disagrees with MPI")),
+            "{stderr}"
+        );
+    }
+    // And a world the processes cannot hold.
+    let out = mpirun(3, &[], &["train", "--stages", "2", "--replicas", "2"])
+        .args(TINY)
+        .output()
+        .expect("mpirun runs");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("mpirun -np 4"),
+        "{}",
+        text(&out)
+    );
+    // What a multi-process run cannot do yet is refused, not run wrong.
+    for (flags, says) in [
+        (
+            &["--model", "resnet", "--remat", "never"][..],
+            "--model resnet",
+        ),
+        (
+            &["--model", "gpt", "--tie-embeddings"][..],
+            "--tie-embeddings",
+        ),
+    ] {
+        let out = mpirun(2, &[], &["train", "--stages", "2"])
+            .args(TINY)
+            .args(flags)
+            .output()
+            .expect("mpirun runs");
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(says),
+            "{}",
+            text(&out)
+        );
+    }
+}
+
+/// The pid of the rank-`rank` process whose command line mentions `marker`.
+fn rank_pid(rank: usize, marker: &str) -> Option<u32> {
+    let wanted = format!("OMPI_COMM_WORLD_RANK={rank}");
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if !String::from_utf8_lossy(&cmdline).contains(marker)
+            || !String::from_utf8_lossy(&cmdline).starts_with(env!("CARGO_BIN_EXE_pipetrain"))
+        {
+            continue;
+        }
+        let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();
+        if environ.split(|&b| b == 0).any(|v| v == wanted.as_bytes()) {
+            return Some(pid);
+        }
+    }
+    None
+}
+
+#[test]
+fn a_rank_killed_mid_run_ends_the_job_and_the_last_checkpoint_loads() {
+    let _job = lock();
+    let dir = scratch("mpi-kill");
+    let checkpoint = dir.path().join("kill.st");
+    let layout = ["--stages", "2", "--balance", "2,1", "--replicas", "2"];
+    let mut args = job(&checkpoint, &layout);
+    args.extend(
+        [
+            "--steps",
+            "1000000",
+            "--checkpoint-every",
+            "1",
+            "--comm-timeout",
+            "10",
+        ]
+        .map(String::from),
+    );
+    let mut child = mpirun(4, &[], &refs(&args))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("mpirun starts");
+    let started = Instant::now();
+    while !checkpoint.exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "no checkpoint written"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let marker = checkpoint.display().to_string();
+    let pid = rank_pid(2, &marker).expect("rank 2 runs");
+    let killed = Instant::now();
+    let status = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    assert!(status.is_ok_and(|s| s.success()), "kill -9 {pid}");
+    let deadline = Duration::from_secs(10 + 20);
+    loop {
+        if child.try_wait().expect("waits").is_some() {
+            break;
+        }
+        if killed.elapsed() > deadline {
+            let _ = child.kill();
+            panic!("the job still runs {deadline:?} after rank 2 was killed");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = child.wait_with_output().expect("output");
+    assert!(!out.status.success(), "{}", text(&out));
+    let all = text(&out);
+    assert!(all.contains("rank 2"), "the failed rank is named: {all}");
+    // The last checkpoint is whole: it loads, and training goes on from it in one process.
+    let (_, meta) = contents(&checkpoint);
+    let step: u64 = serde_json::from_str::<serde_json::Value>(&meta["pipetrain.progress"]).unwrap()
+        ["step"]
+        .as_u64()
+        .unwrap();
+    let mut resume = job(&dir.path().join("after.st"), &layout);
+    resume.extend([
+        "--resume".into(),
+        checkpoint.display().to_string(),
+        "--steps".into(),
+        (step + 1).to_string(),
+    ]);
+    let out = success(&refs(&resume));
+    assert!(
+        out.contains(&format!("resumed: {marker} at step {step}")),
+        "{out}"
+    );
+}
+
+/// Two network namespaces joined by a veth pair stand in for two hosts; `mpirun` runs in the
+/// first and starts the second's ranks through an rsh agent that runs `ip netns exec`.
+struct Hosts {
+    dir: PathBuf,
+    names: [String; 2],
+}
+
+impl Hosts {
+    fn create(dir: &Path) -> Result<Hosts, String> {
+        let tag = std::process::id() % 10_000;
+        let names = [format!("ptmpi_a{tag}"), format!("ptmpi_b{tag}")];
+        let ip = |args: &[&str]| -> Result<(), String> {
+            let out = Command::new("ip")
+                .args(args)
+                .output()
+                .map_err(|e| format!("`ip` cannot run: {e}"))?;
+            match out.status.success() {
+                true => Ok(()),
+                false => Err(format!(
+                    "`ip {}` failed: {}",
+                    args.join(" "),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                )),
+            }
+        };
+        ip(&["netns", "add", &names[0]])?;
+        let hosts = Hosts {
+            dir: dir.to_path_buf(),
+            names: names.clone(),
+        };
+        let (a, b) = (&names[0], &names[1]);
+        let (va, vb) = (format!("pv{tag}a"), format!("pv{tag}b"));
+        ip(&["netns", "add", b])?;
+        ip(&["link", "add", &va, "type", "veth", "peer", "name", &vb])?;
+        ip(&["link", "set", &va, "netns", a])?;
+        ip(&["link", "set", &vb, "netns", b])?;
+        ip(&["-n", a, "addr", "add", "10.79.0.1/24", "dev", &va])?;
+        ip(&["-n", b, "addr", "add", "10.79.0.2/24", "dev", &vb])?;
+        for (ns, dev) in [(a, &va), (b, &vb)] {
+            ip(&["-n", ns, "link", "set", dev, "up"])?;
+            ip(&["-n", ns, "link", "set", "lo", "up"])?;
+        }
+        let rsh = format!(
+            "#!/bin/sh\n# mpirun's rsh agent: host address -> network namespace.\n\
+             while [ $# -gt 0 ]; do case \"$1\" in -*) shift;; *) break;; esac; done\n\
+             host=\"$1\"; shift\n\
+             case \"$host\" in 10.79.0.1) ns={a};; 10.79.0.2) ns={b};; *) exit 1;; esac\n\
+             exec ip netns exec \"$ns\" /bin/sh -c \"$*\"\n"
+        );
+        let agent = dir.join("ns-rsh");
+        std::fs::write(&agent, rsh).map_err(|e| e.to_string())?;
+        Command::new("chmod")
+            .args(["+x", &agent.display().to_string()])
+            .status()
+            .map_err(|e| e.to_string())?;
+        std::fs::write(
+            dir.join("hostfile"),
+            "10.79.0.1 slots=2\n10.79.0.2 slots=2\n",
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(hosts)
+    }
+}
+
+impl Drop for Hosts {
+    fn drop(&mut self) {
+        for ns in &self.names {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
+    }
+}
+
+#[test]
+fn two_by_two_across_two_hosts_verifies() {
+    let _job = lock();
+    let dir = scratch("mpi-hosts");
+    let hosts = match Hosts::create(dir.path()) {
+        Ok(hosts) => hosts,
+        Err(why) => {
+            println!("skipped: network namespaces cannot be created here ({why})");
+            return;
+        }
+    };
+    let checkpoint = dir.path().join("hosts.st");
+    let mut args = job(
+        &checkpoint,
+        &["--stages", "2", "--balance", "2,1", "--replicas", "2"],
+    );
+    args.push("--verify".into());
+    let hostfile = hosts.dir.join("hostfile").display().to_string();
+    let agent = hosts.dir.join("ns-rsh").display().to_string();
+    let mpi = [
+        "--hostfile",
+        &hostfile,
+        "--mca",
+        "plm_rsh_agent",
+        &agent,
+        "--mca",
+        "pml",
+        "ob1",
+        "--mca",
+        "btl",
+        "self,tcp",
+        "--mca",
+        "btl_tcp_if_include",
+        "10.79.0.0/24",
+        "--mca",
+        "oob_tcp_if_include",
+        "10.79.0.0/24",
+    ];
+    let command = mpirun(4, &mpi, &refs(&args));
+    let program = command.get_program().to_owned();
+    let rest: Vec<_> = command.get_args().map(|a| a.to_owned()).collect();
+    let mut inside = Command::new("ip");
+    inside
+        .args(["netns", "exec", &hosts.names[0]])
+        .arg(program)
+        .args(rest);
+    for (k, v) in command.get_envs() {
+        if let Some(v) = v {
+            inside.env(k, v);
+        }
+    }
+    let out = inside.output().expect("ip netns exec mpirun runs");
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(max_rel_diff(&stdout) <= common::TOLERANCE);
+    assert!(checkpoint.exists());
+}
