@@ -254,8 +254,8 @@ impl<L: Layer> PipelineBuilder<L> {
         self
     }
 
-    /// The bytes each worker may hold: parameters, gradients, optimizer state and stashed
-    /// activations, counted as [`crate::memory`] describes from the layers' parameter counts and
+    /// The bytes each worker may hold: parameters, gradients, optimizer state, stashed
+    /// activations and the split backward's deferred weight-gradient inputs, counted as [`crate::memory`] describes from the layers' parameter counts and
     /// their outputs measured on the first batch. The split is then the fastest one (balance by
     /// measured time) whose every stage fits; with one stage, the whole model must fit. If none
     /// fits, the first step fails with [`Error::MemoryBudget`](crate::Error::MemoryBudget),

@@ -37,8 +37,8 @@ pub enum Error {
     #[error(
         "memory budget {budget} per worker is too small for {stages} stage(s) at \
          {micro_batches} micro-batch(es): the split that needs least still needs {smallest} \
-         on {stage} (layers {layers:?}: parameters, gradients, optimizer state and stashed \
-         activations); give at least .memory_budget({smallest_bytes}), or {remedy}"
+         on {stage} (layers {layers:?}: parameters, gradients, optimizer state, stashed \
+         activations and deferred weight-gradient inputs); give at least .memory_budget({smallest_bytes}), or {remedy}"
     )]
     MemoryBudget {
         /// The budget, per worker.

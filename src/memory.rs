@@ -16,10 +16,10 @@
 //!   input a re-materialized micro-batch keeps (one activation per stage boundary) and the
 //!   transient buffers of one op are not in the per-layer sum.
 //!
-//! - **deferred** (reported per worker after a step, not in the budget's per-layer model): with
-//!   the split backward, each dense layer's input and pre-activation gradient of every
-//!   micro-batch of a weight-gradient group, held from its `I` to its group's `W`, as measured
-//!   by the step. `Backward::Split { weight_group }` bounds it.
+//! - **deferred**: with the split backward, each dense layer's input and pre-activation gradient
+//!   (its output's size) for every micro-batch of a weight-gradient group, held from its `I` to
+//!   its group's `W`; the budget models it per layer, [`Pipeline::worker_memory`] reports what
+//!   the step measured. `Backward::Split { weight_group }` bounds it.
 //!
 //! Not counted: the allocator's slack, the split backward's per-step `Wᵀ` copies of dense layers
 //! run on few rows, the transport's in-flight copies, burn's per-op
@@ -28,7 +28,7 @@
 use std::fmt;
 
 use burn::prelude::Device;
-use pipetrain_engine::{Activation, Layer, OptimizerConfig, Remat, Workers};
+use pipetrain_engine::{Activation, Backward, Layer, OptimizerConfig, Remat, Workers};
 use pipetrain_partitioner::LayerCost;
 use pipetrain_schedules::{ReplicaId, WorkerId};
 
@@ -140,7 +140,7 @@ pub fn layer_memory<L: Layer>(layers: &[L], sample: &Activation) -> Result<Vec<L
 
 /// Bytes of one activation (4 per element: f32 floats, token ids stored as 32-bit or wider are
 /// counted at 4 too).
-fn activation_bytes(a: &Activation) -> u64 {
+pub(crate) fn activation_bytes(a: &Activation) -> u64 {
     a.dims().iter().product::<usize>() as u64 * F32
 }
 
@@ -196,17 +196,57 @@ pub(crate) fn charged_micro_batches(remat: Remat, in_flight: usize) -> u64 {
 }
 
 /// `costs` (from the profiling pass: parameter and output bytes per layer) with their memory
-/// replaced by the whole per-layer accounting, as the partitioner's budget compares it.
-pub(crate) fn budget_costs(costs: &[LayerCost], slots: u64, stashed: u64) -> Vec<LayerCost> {
+/// replaced by the whole per-layer accounting, as the partitioner's budget compares it:
+/// `deferred[i]` (see [`deferred_bytes`]) is added to layer i's activation memory.
+pub(crate) fn budget_costs(
+    costs: &[LayerCost],
+    slots: u64,
+    stashed: u64,
+    deferred: &[u64],
+) -> Vec<LayerCost> {
     costs
         .iter()
-        .map(|c| {
+        .zip(deferred)
+        .map(|(c, &d)| {
             c.with_memory(
                 c.param_bytes.saturating_mul(2 + slots),
-                c.activation_bytes.saturating_mul(stashed),
+                c.activation_bytes.saturating_mul(stashed).saturating_add(d),
             )
         })
         .collect()
+}
+
+/// Bytes each layer holds for deferred weight gradients with the split backward: a
+/// [dense](pipetrain_engine::Dense) layer keeps its input and its pre-activation gradient (its
+/// output's size) for each of the `group` micro-batches of a weight-gradient group; other layers,
+/// and every layer with `group` 0 (fused backward), nothing. `input` is the bytes of the first
+/// layer's input for one micro-batch, `costs` the profiled output bytes.
+pub(crate) fn deferred_bytes<L: Layer>(
+    layers: &[L],
+    costs: &[LayerCost],
+    input: u64,
+    group: u64,
+) -> Vec<u64> {
+    let inputs = std::iter::once(input).chain(costs.iter().map(|c| c.activation_bytes));
+    layers
+        .iter()
+        .zip(costs)
+        .zip(inputs)
+        .map(|((layer, c), input)| match layer.dense() {
+            Some(_) => (input + c.activation_bytes).saturating_mul(group),
+            None => 0,
+        })
+        .collect()
+}
+
+/// Micro-batches of a weight-gradient group under `backward` with `m` micro-batches per step;
+/// 0 for the fused backward.
+pub(crate) fn weight_group(backward: Backward, m: usize) -> u64 {
+    match backward {
+        Backward::Fused => 0,
+        Backward::Split { weight_group: 0 } => m as u64,
+        Backward::Split { weight_group } => weight_group.min(m) as u64,
+    }
 }
 
 #[cfg(test)]
@@ -229,7 +269,7 @@ mod tests {
         };
         assert_eq!(layer.total(0, 0), 200);
         assert_eq!(layer.total(2, 3), 430);
-        let costs = budget_costs(&[LayerCost::new(1.0, 2.0).with_memory(100, 10)], 2, 3);
+        let costs = budget_costs(&[LayerCost::new(1.0, 2.0).with_memory(100, 10)], 2, 3, &[7]);
         assert_eq!(costs[0].memory(), 430);
         assert_eq!((costs[0].forward, costs[0].backward), (1.0, 2.0));
     }

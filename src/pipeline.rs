@@ -211,9 +211,15 @@ impl<L: Layer> Pipeline<L> {
                 let remat = self.config.runtime.remat;
                 let slots = memory::optimizer_slots(&self.config.optimizer);
                 let stashed = memory::charged_micro_batches(remat, in_flight);
-                let budgeted = memory::budget_costs(&costs, slots, stashed);
-                partition_by_time(&budgeted, stages, Some(budget))
-                    .map_err(|e| self.over_budget(e, costs.len(), sample.batch_size(), in_flight))?
+                let group =
+                    memory::weight_group(self.config.runtime.backward, self.micro_batches());
+                let input = memory::activation_bytes(&sample);
+                let deferred = memory::deferred_bytes(layers, &costs, input, group);
+                let budgeted = memory::budget_costs(&costs, slots, stashed, &deferred);
+                partition_by_time(&budgeted, stages, Some(budget)).map_err(|e| {
+                    let deferring = deferred.iter().any(|&d| d > 0);
+                    self.over_budget(e, costs.len(), sample.batch_size(), in_flight, deferring)
+                })?
             }
         };
         self.start(partition, Some(&costs))
@@ -239,6 +245,7 @@ impl<L: Layer> Pipeline<L> {
         layers: usize,
         rows: usize,
         in_flight: usize,
+        deferring: bool,
     ) -> Error {
         let PartitionError::OverBudget {
             stage,
@@ -269,6 +276,12 @@ impl<L: Layer> Pipeline<L> {
                 "smaller micro-batches (.micro_batches({}), if the batch splits into that many)",
                 2 * m
             ));
+        }
+        if deferring && memory::weight_group(self.config.runtime.backward, m) > 1 {
+            remedies.push(
+                "weight gradients every micro-batch (`Backward::Split { weight_group: 1 }`)"
+                    .to_string(),
+            );
         }
         let remedy = match remedies.len() {
             0 => "a smaller model".to_string(),

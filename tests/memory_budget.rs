@@ -21,7 +21,7 @@ mod common;
 
 use burn::prelude::*;
 use pipetrain::memory::Bytes;
-use pipetrain::{Error, OptimizerConfig, Pipeline, Remat, ScheduleKind};
+use pipetrain::{Backward, Error, OptimizerConfig, Pipeline, Remat, ScheduleKind};
 use pipetrain_models::{MlpConfig, MlpLayer, synthetic};
 
 fn model() -> Vec<MlpLayer> {
@@ -30,13 +30,25 @@ fn model() -> Vec<MlpLayer> {
     })
 }
 
+/// The fused backward keeps the hand-checked numbers below free of the split backward's deferred
+/// weight-gradient inputs (tested on their own in `the_split_backward_s_deferred_inputs_count`).
 fn pipeline(budget: Option<u64>, remat: Remat, stages: usize) -> Pipeline<MlpLayer> {
+    pipeline_with(budget, remat, stages, Backward::Fused)
+}
+
+fn pipeline_with(
+    budget: Option<u64>,
+    remat: Remat,
+    stages: usize,
+    backward: Backward,
+) -> Pipeline<MlpLayer> {
     let mut builder = Pipeline::builder()
         .layers(model())
         .stages(stages)
         .micro_batches(8)
         .schedule(ScheduleKind::GPipe)
         .remat(remat)
+        .backward(backward)
         .optimizer(OptimizerConfig::sgd());
     if let Some(bytes) = budget {
         builder = builder.memory_budget(bytes);
@@ -163,4 +175,44 @@ fn forward_before_training_makes_the_split_on_a_batch_of_any_size() {
     assert_eq!(out.dims(), vec![5, 64]);
     assert_eq!(p.stages(), 2);
     assert!(p.partition().is_some());
+}
+
+/// With the split backward (the default) each dense layer also holds its input and
+/// pre-activation gradient for every micro-batch of the step until its `W`: the budget counts
+/// them, so the budget that fits the fused backward's [3, 1] does not fit and the error offers a
+/// smaller weight group; what the workers report after a step is what the budget counted, and
+/// a group of one micro-batch fits in a little more.
+#[test]
+fn the_split_backward_s_deferred_inputs_count() {
+    let split = Backward::default();
+    let mut p = pipeline_with(Some(22_000), Remat::Never, 2, split);
+    let err = p.train_step(&batch()).expect_err("over the budget");
+    assert!(
+        err.to_string().contains("weight_group: 1"),
+        "the remedy names the weight group: {err}"
+    );
+
+    // Without a budget: the deferred bytes a step measures are the per-layer model's.
+    let mut p = pipeline_with(None, Remat::Never, 2, split);
+    let report = p.train_step(&batch()).expect("a step");
+    let memory = p.worker_memory(&report).expect("worker memory");
+    // 8 rows per micro-batch × 8 micro-batches; stage 0 = layers 64→8, 8→8 (input + output
+    // per layer), stage 1 = 8→8, 8→64.
+    let rows = 8 * 8 * 4;
+    assert_eq!(
+        memory[0].deferred,
+        rows * ((64 + 8) + (8 + 8)),
+        "{memory:?}"
+    );
+    assert_eq!(
+        memory[1].deferred,
+        rows * ((8 + 8) + (8 + 64)),
+        "{memory:?}"
+    );
+
+    let one = Backward::Split { weight_group: 1 };
+    let mut p = pipeline_with(Some(24_000), Remat::Never, 2, one);
+    let report = p.train_step(&batch()).expect("within the budget");
+    let memory = p.worker_memory(&report).expect("worker memory");
+    assert!(memory.iter().all(|w| w.total() <= 24_000), "{memory:?}");
 }

@@ -184,7 +184,7 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 25.0)]
     pub bucket_mb: f64,
     /// Bytes each worker may hold (parameters, gradients, optimizer state, stashed
-    /// activations): plain bytes or KiB/MiB/GiB, e.g. `2GiB`. The split by measured time is then
+    /// activations, deferred weight-gradient inputs): plain bytes or KiB/MiB/GiB, e.g. `2GiB`. The split by measured time is then
     /// the fastest whose every stage fits; an error names the least budget that would.
     #[arg(long, value_name = "SIZE", value_parser = crate::bytes::parse_bytes)]
     pub memory_budget: Option<u64>,

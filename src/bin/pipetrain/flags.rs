@@ -18,6 +18,7 @@ const METHODS: &[(&str, &str)] = &[
 const FUNCTIONS: &[(&str, &str)] = &[
     ("`init_from`", "--init"),
     ("`Remat::Always`", "--remat always"),
+    ("`Backward::Split { weight_group: 1 }`", "--weight-group 1"),
 ];
 
 /// `message` with every builder call and library function it names replaced by the flag that
