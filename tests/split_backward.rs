@@ -267,3 +267,43 @@ fn smaller_weight_groups_hold_less() {
     assert_eq!(whole, 4 * per_micro_batch);
     assert_eq!(peak(Backward::Fused), 0);
 }
+
+/// Micro-batches of few rows (here 2 rows against 32 input features) take the other GEMM
+/// orientation for the input gradient, `(W·dZᵀ)ᵀ`: the same results as autodiff and as one
+/// device, on one stage and across two.
+#[test]
+fn the_input_gradient_of_few_rows_matches_autodiff() {
+    let layers = common::seeded(9, |d| MlpConfig::new(32, 3, CLASSES).init(d));
+    let batches: Vec<pipetrain::Batch> = (0..STEPS)
+        .map(|k| synthetic::classification(6, k, 16, 32, CLASSES, &Device::flex()))
+        .collect();
+    let expected = {
+        let mut single =
+            SingleDevice::new(layers.clone(), &Device::flex(), &OptimizerConfig::adam());
+        for b in &batches {
+            single
+                .step(b.inputs.clone(), b.targets.clone(), &CrossEntropy, 1e-2)
+                .unwrap();
+        }
+        single.parameters()
+    };
+    for balance in [vec![4], vec![2, 2]] {
+        for backward in [Backward::default(), Backward::Fused] {
+            let mut pipeline = Pipeline::builder()
+                .layers(layers.clone())
+                .balance(balance.clone())
+                .micro_batches(8) // 2 rows each
+                .backward(backward)
+                .optimizer(OptimizerConfig::adam())
+                .learning_rate(1e-2)
+                .threads_per_worker(1)
+                .build()
+                .unwrap();
+            for b in &batches {
+                pipeline.train_step(b).unwrap();
+            }
+            let d = difference(&pipeline.parameters(), &expected);
+            assert!(d.max_relative <= 1e-5, "{balance:?} {backward:?}: {d:?}");
+        }
+    }
+}

@@ -2,15 +2,12 @@
 //! activation says so with [`Layer::dense`](crate::Layer::dense), and the engine trains it
 //! without autodiff, with its backward split in two:
 //!
-//! - the **forward** `y = x·W + b` of a micro-batch with few rows (a quarter of the output
-//!   features or fewer) is computed as `(Wᵀ·xᵀ)ᵀ` against a contiguous `Wᵀ` made once per step:
-//!   burn-flex's GEMM (the `gemm` crate) is several times faster when the large dimension is the
-//!   left operand's rows than when it is the right operand's columns (measured:
-//!   `benches/gemm_orientation.rs`);
 //! - the **input gradient** `dX = dZ·Wᵀ`, computed at once (the `I` action) and sent upstream.
-//!   It is computed as `(W·dZᵀ)ᵀ`: the same product with the weight as the left operand in its
-//!   stored layout, for the same reason: 2–4× faster at small micro-batches than a product
-//!   against the transposed weight view (what autodiff's matmul backward does);
+//!   For a micro-batch of few rows (an eighth of the input features or fewer) it is computed as
+//!   `(W·dZᵀ)ᵀ`: the same product with the weight as the left operand in its stored layout,
+//!   which burn-flex's GEMM (the `gemm` crate) runs 1.3–3× faster at 64 to 8 rows than the
+//!   product against the transposed weight view that autodiff's matmul backward computes
+//!   (measured: `benches/gemm_orientation.rs`, and docs/upstream-gemm.md);
 //! - the **weight gradient** `dW = Xᵀ·dZ`, `db = Σ dZ`, deferred (the `W` action) and computed
 //!   once per group of micro-batches over all their rows: one GEMM with `k` = every row of the
 //!   group instead of one small GEMM and one accumulation per micro-batch.
@@ -88,31 +85,8 @@ impl<'a> Dense<'a> {
         self.linear
     }
 
-    /// Whether a forward of `rows` rows is faster as `(Wᵀ·xᵀ)ᵀ` (see the module docs): when the
-    /// rows are a quarter of the output features or fewer.
-    pub(crate) fn prefers_transposed(&self, rows: usize) -> bool {
-        let [_, fan_out] = self.linear.weight.dims();
-        rows * 4 <= fan_out
-    }
-
-    /// `Wᵀ`, contiguous: `[out, in]`.
-    pub(crate) fn transposed_weight(&self) -> Tensor<2> {
-        let weight = self.linear.weight.val().inner();
-        let [fan_in, fan_out] = weight.dims();
-        // Reshaping a transposed view copies it in its logical order.
-        weight
-            .transpose()
-            .reshape([fan_in * fan_out])
-            .reshape([fan_out, fan_in])
-    }
-
-    /// Forward without autodiff of a rank-2 input `[rows, in]`: the output `[rows, out]`, as
-    /// `(Wᵀ·xᵀ)ᵀ` when `transposed` (`Wᵀ`, from [`Self::transposed_weight`]) is given.
-    pub(crate) fn forward(
-        &self,
-        x: Tensor<2>,
-        transposed: Option<&Tensor<2>>,
-    ) -> Result<Tensor<2>, ActivationError> {
+    /// Forward without autodiff of a rank-2 input `[rows, in]`: the output `[rows, out]`.
+    pub(crate) fn forward(&self, x: Tensor<2>) -> Result<Tensor<2>, ActivationError> {
         let [fan_in, _] = self.linear.weight.dims();
         let [_, features] = x.dims();
         if features != fan_in {
@@ -121,10 +95,7 @@ impl<'a> Dense<'a> {
                 x.dims()
             )));
         }
-        let mut z = match transposed {
-            Some(wt) => wt.clone().matmul(x.transpose()).transpose(),
-            None => x.matmul(self.linear.weight.val().inner()),
-        };
+        let mut z = x.matmul(self.linear.weight.val().inner());
         if let Some(bias) = &self.linear.bias {
             z = z + bias.val().inner().unsqueeze();
         }
@@ -144,10 +115,17 @@ impl<'a> Dense<'a> {
         }
     }
 
-    /// The input gradient `dX = dZ·Wᵀ`, computed as `(W·dZᵀ)ᵀ` (see the module docs).
+    /// The input gradient `dX = dZ·Wᵀ`, computed as `(W·dZᵀ)ᵀ` for few rows (see the module
+    /// docs).
     pub(crate) fn input_grad(&self, pre_activation_grad: Tensor<2>) -> Tensor<2> {
         let weight = self.linear.weight.val().inner();
-        weight.matmul(pre_activation_grad.transpose()).transpose()
+        let [fan_in, _] = weight.dims();
+        let [rows, _] = pre_activation_grad.dims();
+        if rows * 8 <= fan_in {
+            weight.matmul(pre_activation_grad.transpose()).transpose()
+        } else {
+            pre_activation_grad.matmul(weight.transpose())
+        }
     }
 
     /// The weight and bias gradients of a group of micro-batches: `Xᵀ·dZ` and `Σ_rows dZ`, over

@@ -96,7 +96,7 @@ impl<L: Layer> Worker<'_, L> {
         for run in tape::runs(valid, self.ctx.split) {
             let part = &valid[run.layers.clone()];
             x = if run.dense {
-                self.forward_dense(part, run.layers, x, false)?.0
+                self.forward_dense(part, x, false)?.0
             } else {
                 self.forward_layers(part, x)?
             };
@@ -164,7 +164,7 @@ impl<L: Layer> Worker<'_, L> {
             let input_grad = i > 0 || !self.is_first();
             let part = &layers[run.layers.clone()];
             if run.dense {
-                let (out, saved, lead) = self.forward_dense(part, run.layers.clone(), x, true)?;
+                let (out, saved, lead) = self.forward_dense(part, x, true)?;
                 segments.push(Segment::Dense {
                     layers: run.layers,
                     saved,
@@ -206,12 +206,10 @@ impl<L: Layer> Worker<'_, L> {
         Ok(Tape { segments, loss })
     }
 
-    /// Dense layers `range` of the stage (`layers`, the same layers or their `valid()` copies)
-    /// by hand; with `save`, each layer's input and output for the backward.
+    /// Dense layers of the stage (`layers`: the layers or their `valid()` copies) by hand; with `save`, each layer's input and output for the backward.
     fn forward_dense(
         &mut self,
         layers: &[L],
-        range: Range<usize>,
         input: Activation,
         save: bool,
     ) -> Result<(Activation, Vec<Saved>, Vec<usize>), Failure> {
@@ -225,17 +223,9 @@ impl<L: Layer> Worker<'_, L> {
         };
         let (mut x, lead) = dense::to_rows(input.detach()).map_err(layer_error)?;
         let mut saved = Vec::with_capacity(if save { layers.len() } else { 0 });
-        for (i, layer) in range.zip(layers) {
+        for layer in layers {
             let dense = layer.dense().expect("a dense run holds dense layers");
-            let [rows, _] = x.dims();
-            let transposed = dense.prefers_transposed(rows).then(|| {
-                self.transposed
-                    .entry(i)
-                    .or_insert_with(|| dense.transposed_weight())
-            });
-            let y = dense
-                .forward(x.clone(), transposed.map(|t| &*t))
-                .map_err(layer_error)?;
+            let y = dense.forward(x.clone()).map_err(layer_error)?;
             if save {
                 saved.push(Saved {
                     input: x,

@@ -9,7 +9,6 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use burn::prelude::*;
 use pipetrain_schedules::{Action, ActionKind, MicroBatchId, WorkerId};
 
 use super::state::WorkerState;
@@ -102,9 +101,6 @@ pub(crate) struct Worker<'a, L: Layer> {
     pub(super) backward_end: Option<Duration>,
     pub(super) stash: Stash,
     pub(super) deferred: Deferred,
-    /// Dense layers' contiguous transposed weights, made once per step where small micro-batches
-    /// want them (see [`crate::dense`]).
-    pub(super) transposed: HashMap<usize, Tensor<2>>,
     pub(super) received: HashMap<Tag, Activation>,
     pub(super) outgoing: HashMap<Tag, Activation>,
     /// The layers without autodiff, cached until the next optimizer step.
@@ -135,7 +131,6 @@ impl<'a, L: Layer> Worker<'a, L> {
             backward_end: None,
             stash: Stash::default(),
             deferred: Deferred::new(ctx.weight_group, ctx.micro_batches),
-            transposed: HashMap::new(),
             received: HashMap::new(),
             outgoing: HashMap::new(),
             valid: None,

@@ -96,7 +96,6 @@ impl<L: Layer> Worker<'_, L> {
             self.broadcast_buffers()?;
         }
         self.valid = None;
-        self.transposed.clear();
         Ok(())
     }
 
