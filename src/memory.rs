@@ -18,8 +18,9 @@
 //!
 //! - **deferred**: with the split backward, each dense layer's input and pre-activation gradient
 //!   (its output's size) for every micro-batch of a weight-gradient group, held from its `I` to
-//!   its group's `W`; the budget models it per layer, [`Pipeline::worker_memory`] reports what
-//!   the step measured. `Backward::Split { weight_group }` bounds it.
+//!   its group's `W`; the budget models it per layer,
+//!   [`Pipeline::worker_memory`](crate::Pipeline::worker_memory) reports what the step measured.
+//!   `Backward::Split { weight_group }` bounds it.
 //!
 //! Not counted: the allocator's slack, the split backward's per-step `Wᵀ` copies of dense layers
 //! run on few rows, the transport's in-flight copies, burn's per-op
