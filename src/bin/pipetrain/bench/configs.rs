@@ -155,25 +155,11 @@ fn pipeline(replicas: usize, stages: usize, m: usize, schedule: ScheduleKind, ze
 }
 
 /// `shape` (a pipeline) with another backward.
-fn with_backward(shape: Shape, backward: Backward) -> Shape {
-    match shape {
-        Shape::Pipeline {
-            replicas,
-            stages,
-            micro_batches,
-            schedule,
-            zero,
-            ..
-        } => Shape::Pipeline {
-            replicas,
-            stages,
-            micro_batches,
-            schedule,
-            zero,
-            backward,
-        },
-        other => other,
+fn with_backward(mut shape: Shape, backward: Backward) -> Shape {
+    if let Shape::Pipeline { backward: b, .. } = &mut shape {
+        *b = backward;
     }
+    shape
 }
 
 fn peer(script: &'static str, what: &'static str, args: &[String]) -> Peer {
