@@ -57,8 +57,20 @@ fn the_table_has_every_configuration_with_real_numbers() {
     let dir = scratch("bench");
     let out = dir.path().join("bench.md");
     let out = out.to_str().expect("a UTF-8 path");
+    // A peers folder of our own: the test must not depend on ../shared beside the clone.
+    let peers = dir.path().join("peers");
+    std::fs::create_dir(&peers).unwrap();
+    std::fs::write(peers.join("common.py"), "").unwrap();
+    let peers = peers.to_str().expect("a UTF-8 path");
     let mut args = tiny_bench();
-    args.extend(["--compare-pytorch", "/bin/false", "--out", out]);
+    args.extend([
+        "--compare-pytorch",
+        "/bin/false",
+        "--peers",
+        peers,
+        "--out",
+        out,
+    ]);
     let document = success(&args);
     assert_eq!(
         std::fs::read_to_string(out).expect("--out written"),
