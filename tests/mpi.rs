@@ -171,6 +171,17 @@ fn four_ranks_two_by_two_verify_and_match_the_in_process_run() {
     );
 }
 
+/// Three members per group: the sums run in rank order over MPI too (c₀ + c₁ + c₂ is not
+/// c₀ + (c₁ + c₂) in floats), with each tensor owned by one of three ranks.
+#[test]
+fn three_replicas_over_three_ranks_give_the_same_bits() {
+    same_as_in_process(
+        3,
+        &["--stages", "1", "--replicas", "3", "--batch", "24"],
+        &[],
+    );
+}
+
 #[test]
 fn two_workers_per_process_give_the_same_bits() {
     same_as_in_process(
