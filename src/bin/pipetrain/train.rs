@@ -164,7 +164,7 @@ fn train(
         (_, false) => Vec::new(),
     };
     if dist.is_some() {
-        crate::distributed::supported(&model, !ties.is_empty())?;
+        crate::distributed::supported(!ties.is_empty())?;
     }
     let settings = Settings {
         args,
