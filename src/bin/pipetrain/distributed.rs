@@ -207,18 +207,6 @@ impl Distributed {
     }
 }
 
-/// Refuses what a multi-process run cannot do yet (a usage error): tied embeddings (the tie
-/// plan is built from replica 0's stages in one process).
-pub fn supported(ties: bool) -> Result<(), Failure> {
-    if ties {
-        return Err(Failure::usage(
-            "--tie-embeddings is not supported under MPI yet (the tie plan is built from \
-             replica 0's stages in one process); run it without mpirun",
-        ));
-    }
-    Ok(())
-}
-
 #[cfg(feature = "mpi")]
 mod link {
     use std::time::Duration;

@@ -163,9 +163,6 @@ fn train(
         }
         (_, false) => Vec::new(),
     };
-    if dist.is_some() {
-        crate::distributed::supported(!ties.is_empty())?;
-    }
     let settings = Settings {
         args,
         schedule,
