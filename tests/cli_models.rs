@@ -78,25 +78,23 @@ fn resnet_trains_under_verify_with_remat_never() {
 
 #[test]
 fn resnet_defaults_to_remat_never_and_refuses_another_mode() {
-    let stdout = success(&[
-        "train",
-        "--model",
-        "resnet",
-        "--channels",
-        "4",
-        "--blocks",
-        "2",
-        "--image",
-        "8",
-        "--classes",
-        "3",
-        "--batch",
-        "8",
-        "--micro-batches",
-        "2",
-        "--steps",
-        "1",
-    ]);
+    let stdout = success(
+        &[
+            &["train"][..],
+            &common::TINY_RESNET,
+            &[
+                "--classes",
+                "3",
+                "--batch",
+                "8",
+                "--micro-batches",
+                "2",
+                "--steps",
+                "1",
+            ],
+        ]
+        .concat(),
+    );
     assert!(stdout.contains("remat never"), "{stdout}");
     let stderr = failure_with(
         USAGE,
@@ -302,28 +300,26 @@ fn resnet_with_replicas_verifies_its_trained_parameters() {
     // Replicas broadcast replica 0's batch-norm running statistics (DDP's broadcast_buffers):
     // they stay identical, and the trained parameters match single-device training over the
     // same micro-batches.
-    let stdout = verified(&[
-        "--model",
-        "resnet",
-        "--channels",
-        "4",
-        "--blocks",
-        "2",
-        "--image",
-        "8",
-        "--classes",
-        "3",
-        "--micro-batches",
-        "2",
-        "--batch",
-        "8",
-        "--replicas",
-        "2",
-        "--stages",
-        "2",
-        "--threads",
-        "1",
-    ]);
+    let stdout = verified(
+        &[
+            &common::TINY_RESNET[..],
+            &[
+                "--classes",
+                "3",
+                "--micro-batches",
+                "2",
+                "--batch",
+                "8",
+                "--replicas",
+                "2",
+                "--stages",
+                "2",
+                "--threads",
+                "1",
+            ],
+        ]
+        .concat(),
+    );
     assert!(
         stdout.contains("comparing trained parameters only"),
         "{stdout}"

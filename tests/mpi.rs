@@ -127,14 +127,20 @@ fn assert_same_bits(a: &Path, b: &Path) {
 /// `mpirun -np <np>` with `layout` against the same run in one process: `--verify` passes and
 /// the final checkpoints are equal bit for bit.
 fn same_as_in_process(np: usize, layout: &[&str], mpi_only: &[&str]) {
+    same_run_as_in_process(np, &|path| job(path, layout), mpi_only);
+}
+
+/// `mpirun -np <np>` of the run `run` gives for a checkpoint path against the same run in one
+/// process: `--verify` passes, only rank 0 prints it, and the checkpoints are equal bit for bit.
+fn same_run_as_in_process(np: usize, run: &dyn Fn(&Path) -> Vec<String>, mpi_only: &[&str]) {
     let _job = lock();
     let dir = scratch("mpi");
     let (mpi, local) = (dir.path().join("mpi.st"), dir.path().join("local.st"));
-    let mut args = job(&mpi, layout);
+    let mut args = run(&mpi);
     args.extend(mpi_only.iter().map(|s| s.to_string()));
     args.push("--verify".into());
     let out = mpi_success(np, &refs(&args));
-    assert!(max_rel_diff(&out) <= common::TOLERANCE);
+    assert!(max_rel_diff(&out) <= common::TOLERANCE, "{out}");
     assert!(
         out.contains(&format!("mpi: {np} processes; rank 0 runs")),
         "{out}"
@@ -144,8 +150,19 @@ fn same_as_in_process(np: usize, layout: &[&str], mpi_only: &[&str]) {
         1,
         "only rank 0 prints:\n{out}"
     );
-    success(&refs(&job(&local, layout)));
+    success(&refs(&run(&local)));
     assert_same_bits(&mpi, &local);
+}
+
+/// `train` with `model`'s flags and `layout`, 3 steps, a checkpoint at `path`.
+fn model_job(model: &[&str], layout: &[&str], path: &Path) -> Vec<String> {
+    ["train", "--steps", "3"]
+        .iter()
+        .chain(model)
+        .chain(layout)
+        .map(|s| s.to_string())
+        .chain(["--checkpoint".to_string(), path.display().to_string()])
+        .collect()
 }
 
 #[test]
@@ -186,43 +203,13 @@ fn three_replicas_over_three_ranks_give_the_same_bits() {
 /// checkpoint parts agree, `--verify` passes, and the checkpoint equals the in-process run's.
 #[test]
 fn batch_norm_over_four_ranks_matches_the_in_process_run() {
-    let _job = lock();
-    let dir = scratch("mpi-resnet");
-    let run = |path: &Path| -> Vec<String> {
-        [
-            "train",
-            "--model",
-            "resnet",
-            "--channels",
-            "4",
-            "--blocks",
-            "2",
-            "--image",
-            "8",
-            "--batch",
-            "8",
-            "--micro-batches",
-            "2",
-            "--steps",
-            "3",
-            "--stages",
-            "2",
-            "--replicas",
-            "2",
-            "--checkpoint",
-        ]
+    let resnet: Vec<&str> = common::TINY_RESNET
         .iter()
-        .map(|s| s.to_string())
-        .chain([path.display().to_string()])
-        .collect()
-    };
-    let (mpi, local) = (dir.path().join("mpi.st"), dir.path().join("local.st"));
-    let mut args = run(&mpi);
-    args.push("--verify".into());
-    let out = mpi_success(4, &refs(&args));
-    assert!(max_rel_diff(&out) <= common::TOLERANCE, "{out}");
-    success(&refs(&run(&local)));
-    assert_same_bits(&mpi, &local);
+        .copied()
+        .chain(["--batch", "8", "--micro-batches", "2"])
+        .collect();
+    let layout = ["--stages", "2", "--replicas", "2"];
+    same_run_as_in_process(4, &|path| model_job(&resnet, &layout, path), &[]);
 }
 
 /// Tied embeddings over MPI: the tie plan knows the stages other processes run, and the tie's
@@ -230,7 +217,25 @@ fn batch_norm_over_four_ranks_matches_the_in_process_run() {
 /// holds neither half), and in both replicas of 2 × 2.
 #[test]
 fn tied_embeddings_across_ranks_match_the_in_process_run() {
-    let _job = lock();
+    let gpt = [
+        "--model",
+        "gpt",
+        "--tie-embeddings",
+        "--d-model",
+        "16",
+        "--layers",
+        "2",
+        "--heads",
+        "2",
+        "--vocab",
+        "32",
+        "--context",
+        "8",
+        "--batch",
+        "8",
+        "--micro-batches",
+        "2",
+    ];
     for (np, layout) in [
         (3, &["--stages", "3", "--balance", "1,1,2"][..]),
         (
@@ -238,44 +243,7 @@ fn tied_embeddings_across_ranks_match_the_in_process_run() {
             &["--stages", "2", "--replicas", "2", "--balance", "2,2"][..],
         ),
     ] {
-        let dir = scratch("mpi-tied");
-        let run = |path: &Path| -> Vec<String> {
-            [
-                "train",
-                "--model",
-                "gpt",
-                "--tie-embeddings",
-                "--d-model",
-                "16",
-                "--layers",
-                "2",
-                "--heads",
-                "2",
-                "--vocab",
-                "32",
-                "--context",
-                "8",
-                "--batch",
-                "8",
-                "--micro-batches",
-                "2",
-                "--steps",
-                "3",
-                "--checkpoint",
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .chain([path.display().to_string()])
-            .chain(layout.iter().map(|s| s.to_string()))
-            .collect()
-        };
-        let (mpi, local) = (dir.path().join("mpi.st"), dir.path().join("local.st"));
-        let mut args = run(&mpi);
-        args.push("--verify".into());
-        let out = mpi_success(np, &refs(&args));
-        assert!(max_rel_diff(&out) <= common::TOLERANCE, "{out}");
-        success(&refs(&run(&local)));
-        assert_same_bits(&mpi, &local);
+        same_run_as_in_process(np, &|path| model_job(&gpt, layout, path), &[]);
     }
 }
 

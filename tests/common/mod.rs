@@ -39,6 +39,18 @@ pub const TINY: [&str; 8] = [
     "1",
 ];
 
+/// A tiny ResNet (2 blocks of 4 channels on 8×8 images): add `--batch` and the layout.
+pub const TINY_RESNET: [&str; 8] = [
+    "--model",
+    "resnet",
+    "--channels",
+    "4",
+    "--blocks",
+    "2",
+    "--image",
+    "8",
+];
+
 /// A fresh directory for one test's files, removed when dropped (also when the test fails).
 pub fn scratch(name: &str) -> tempfile::TempDir {
     tempfile::Builder::new()
