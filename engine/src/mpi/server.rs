@@ -20,6 +20,40 @@ use crate::error::EngineError;
 /// How long the thread sleeps waiting for a command when nothing arrives (its polling period).
 const POLL: Duration = Duration::from_micros(200);
 
+/// How a wait on MPI (a send to complete, announced values to arrive) gives the CPU back: a
+/// few yields first (a small message completes within microseconds), then sleeps that double up
+/// to [`Backoff::MAX`]. A shared-memory transfer is done by the receiver (one copy, CMA), so the
+/// sender only has to notice the end; over TCP each poll moves what the socket takes. Spinning
+/// instead took a core from the workers whenever there are more threads than cores.
+struct Backoff {
+    waits: u32,
+}
+
+impl Backoff {
+    const SPINS: u32 = 32;
+    const MAX: Duration = Duration::from_micros(100);
+
+    fn new() -> Self {
+        Self { waits: 0 }
+    }
+
+    /// Something moved: wait briefly again next time.
+    fn reset(&mut self) {
+        self.waits = 0;
+    }
+
+    fn wait(&mut self) {
+        self.waits = self.waits.saturating_add(1);
+        if self.waits <= Self::SPINS {
+            std::thread::yield_now();
+        } else {
+            let doublings = (self.waits - Self::SPINS).min(8);
+            let pause = Duration::from_micros(1 << doublings).min(Self::MAX);
+            std::thread::sleep(pause);
+        }
+    }
+}
+
 pub(super) enum Command {
     /// Send to process `to` (this one: delivered locally).
     Send { to: usize, envelope: Envelope },
@@ -263,6 +297,7 @@ impl Server {
     /// [`TAG_VALUES`]: it sends them right after the header), waited for within the timeout.
     fn receive_values(&mut self, from: usize, count: usize) -> Result<Vec<f32>, MpiError> {
         let deadline = Instant::now() + self.timeout;
+        let mut backoff = Backoff::new();
         loop {
             if let Some(probed) = self
                 .world
@@ -285,7 +320,7 @@ impl Server {
                     self.timeout.as_secs_f64()
                 )));
             }
-            std::thread::yield_now();
+            backoff.wait();
         }
     }
 
@@ -350,6 +385,7 @@ impl Server {
                 .process_at_rank(to as i32)
                 .immediate_send_with_tag(scope, buffer, tag);
             let mut reported = false;
+            let mut backoff = Backoff::new();
             loop {
                 match request.test() {
                     Ok(_) => return !reported,
@@ -370,11 +406,10 @@ impl Server {
                         let _ = done.send(());
                     }
                 }
-                if !busy {
-                    // Not a sleep: a large message moves in fragments, each needing a `test` on
-                    // this side; sleeping between them made a 16 MB all-reduce bucket take
-                    // ~100 ms (measured: 350-440 ms per MLP-8x1024 step, 2 replicas).
-                    std::thread::yield_now();
+                if busy {
+                    backoff.reset();
+                } else {
+                    backoff.wait();
                 }
             }
         })
