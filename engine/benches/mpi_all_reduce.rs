@@ -16,6 +16,11 @@ use burn::prelude::*;
 use pipetrain_engine::mpi::{Comm, Layout, MpiFabric};
 use pipetrain_engine::{Abort, Fabric, World};
 
+// As the `pipetrain` binary: with the system allocator every received 4 MB buffer is a fresh
+// mapping whose pages fault in during the copy, which costs more than the copy.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// MLP-8x1024's parameter tensors, flattened: (weight, bias) × 8 hidden layers, then the head.
 fn sizes() -> Vec<usize> {
     let mut sizes = Vec::new();
