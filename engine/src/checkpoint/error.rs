@@ -65,6 +65,22 @@ pub enum CheckpointError {
         /// The tensor's name.
         tensor: String,
     },
+    /// A weight that is NaN or infinite: training from it would make every step NaN.
+    #[error(
+        "{}: tensor `{tensor}` element {index} is {value}; every weight must be finite: use \
+         the file of a run from before it diverged",
+        path.display()
+    )]
+    NonFinite {
+        /// The file.
+        path: PathBuf,
+        /// The tensor's name.
+        tensor: String,
+        /// The element's flat index.
+        index: usize,
+        /// The value (and the type it was converted from).
+        value: String,
+    },
     /// The optimizer state was saved for another optimizer.
     #[error(
         "{}: the optimizer state is for `{saved}`, but this run uses `{current}`; resume with \

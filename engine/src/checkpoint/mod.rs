@@ -12,10 +12,13 @@
 //! - **Atomic writes.** The file is written to `{path}.tmp`, flushed and fsynced, then renamed
 //!   over `path` (and the directory fsynced): a kill during a write leaves the previous
 //!   checkpoint intact.
+//! - **Any float type in, F32 out.** F64, F16 and BF16 weights are converted to F32 on load;
+//!   a NaN or infinite weight is refused, naming the tensor and element.
 //! - **Errors name the tensor.** A missing tensor, a shape mismatch, an unexpected tensor or a
 //!   corrupt file is an error that names the file and the tensor; nothing is loaded partly.
 
 mod atomic;
+mod convert;
 mod error;
 mod format;
 mod load;

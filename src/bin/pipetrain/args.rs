@@ -130,7 +130,7 @@ pub struct TrainArgs {
     /// MLP: hidden Linear+ReLU blocks.
     #[arg(long, default_value_t = 8, help_heading = "MLP")]
     pub hidden_layers: usize,
-    /// MLP and ResNet: output classes (at least the largest label + 1 of the data).
+    /// MLP and ResNet: output classes; every label of the data must be in 0..classes.
     #[arg(long, default_value_t = 10)]
     pub classes: usize,
     /// ResNet: channels after the stem.
@@ -142,7 +142,8 @@ pub struct TrainArgs {
     /// ResNet: side of the square synthetic input images (real data brings its own).
     #[arg(long, default_value_t = 32, help_heading = "ResNet")]
     pub image: usize,
-    /// GPT: vocabulary size (text: data is bytes, at least 256).
+    /// GPT: vocabulary size; every token id of the data must be in 0..vocab (text: data is
+    /// bytes, so up to 256).
     #[arg(long, default_value_t = 256, help_heading = "GPT")]
     pub vocab: usize,
     /// GPT: tokens per example (the window length of `text:` data).
@@ -161,6 +162,9 @@ pub struct TrainArgs {
     /// tensors `x` and `y`).
     #[arg(long, default_value = "synthetic", help_heading = "Data")]
     pub data: String,
+    /// Train on data with NaN or infinite float values (refused by default, naming the row).
+    #[arg(long, help_heading = "Data")]
+    pub allow_nonfinite_inputs: bool,
     /// Fraction of the data held out of training and evaluated at the end.
     #[arg(long, default_value_t = 0.1, help_heading = "Data")]
     pub held_out: f64,

@@ -135,7 +135,7 @@ pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
     device.seed(args.seed);
     // Nothing trains: the training loader is built with batches of 1, so that a --batch larger
     // than the training split is no error here (it only sizes the held-out chunks).
-    let data = Data::open(&args.data, args.held_out, 1, args.seed, args.context)?;
+    let data = Data::open(args, 1)?;
     let model = Model::from_args(args, data.shapes()).map_err(Failure::usage)?;
     let held_out = data.held_out(&model, args.batch, &device)?;
     let lm = model.is_language_model();

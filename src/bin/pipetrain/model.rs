@@ -21,8 +21,9 @@ pub enum Model {
 }
 
 impl Model {
-    /// The model the flags describe; with loaded data, input sizes, classes and vocabulary
-    /// follow the data's `shapes` (the flags give the rest).
+    /// The model the flags describe; with loaded data, input sizes follow the data's `shapes`
+    /// (the flags give the rest: `--classes` and `--vocab` are never raised to fit the data,
+    /// whose labels are checked against them at load).
     pub fn from_args(args: &TrainArgs, shapes: Option<&Shapes>) -> Result<Self, String> {
         let positive = |name: &str, value: usize| {
             if value == 0 {
@@ -31,7 +32,7 @@ impl Model {
                 Ok(())
             }
         };
-        let classes = shapes.map_or(args.classes, |s| args.classes.max(s.classes));
+        let classes = args.classes;
         positive("--classes", classes)?;
         match args.model {
             ModelKind::Mlp => {
@@ -86,7 +87,7 @@ impl Model {
                 let (vocab, context) = match shapes {
                     None => (args.vocab, args.context),
                     Some(s) => match s.input[..] {
-                        [t] if !s.float_inputs => (args.vocab.max(s.classes), t),
+                        [t] if !s.float_inputs => (args.vocab, t),
                         _ => {
                             return Err(format!(
                                 "--model gpt needs token ids: int inputs of shape [T], the data \

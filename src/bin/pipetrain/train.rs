@@ -144,13 +144,7 @@ fn train(
         OptimizerKind::Adam => (OptimizerConfig::adam(), "adam"),
         OptimizerKind::Adamw => (OptimizerConfig::adamw(), "adamw"),
     };
-    let data = Data::open(
-        &args.data,
-        args.held_out,
-        args.batch,
-        args.seed,
-        args.context,
-    )?;
+    let data = Data::open(args, args.batch)?;
     let model = Model::from_args(args, data.shapes()).map_err(Failure::usage)?;
     let device = args.device.device().map_err(Failure::usage)?;
     device.seed(args.seed);
