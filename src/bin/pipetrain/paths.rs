@@ -1,6 +1,6 @@
 //! The files the flags name, checked before anything runs: an input file must exist, and so
 //! must an output file's directory. A typo is then a usage error at once, not a read error, nor
-//! a write error after the whole training run.
+//! a write error after the whole training run; `--checkpoint`'s destination is even tried.
 
 use std::path::{Path, PathBuf};
 
@@ -11,10 +11,30 @@ use std::path::{Path, PathBuf};
 pub fn inputs_exist(files: &[(&str, &Option<PathBuf>)]) -> Result<(), String> {
     for (flag, path) in files {
         if let Some(path) = path.as_ref().filter(|p| !p.is_file()) {
-            return Err(format!("{flag} {}: no such file", path.display()));
+            return Err(match path.is_dir() {
+                true => format!(
+                    "{flag} {}: is a directory; give the .safetensors file in it",
+                    path.display()
+                ),
+                false => format!("{flag} {}: no such file", path.display()),
+            });
         }
     }
     Ok(())
+}
+
+/// `--checkpoint`, if given, can be written: a regular file or a new one, in a directory where
+/// a file can be created, synced and removed (tried now with a probe file), so that the
+/// trained weights are not lost to a bad path after the whole run.
+///
+/// # Errors
+/// The path with its flag, what is wrong and a remedy.
+pub fn checkpoint_writable(path: &Option<PathBuf>) -> Result<(), String> {
+    match path {
+        Some(path) => pipetrain::engine::checkpoint::probe(path)
+            .map_err(|e| format!("--checkpoint {}: {e}", path.display())),
+        None => Ok(()),
+    }
 }
 
 /// Each `(flag, path)` given must be in an existing directory (the file itself is written

@@ -44,6 +44,7 @@ pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
     .map_err(Failure::usage)?;
     paths::inputs_exist(&[("--resume", &args.resume), ("--init", &args.init)])
         .map_err(Failure::usage)?;
+    paths::checkpoint_writable(&args.checkpoint).map_err(Failure::usage)?;
     // Under an MPI launcher: this process's share of the world (see `distributed`).
     let stages = args
         .balance
