@@ -16,8 +16,8 @@ pub enum CheckpointError {
     },
     /// The destination exists and is not a regular file: it is never replaced.
     #[error(
-        "{} is {what}, not a regular file; a checkpoint never replaces one: give the path of a \
-         file (new or a previous checkpoint)",
+        "{} is {what}, not a regular file, and is never replaced: give the path of a file (a \
+         new one, or one this command wrote before)",
         path.display()
     )]
     NotRegular {

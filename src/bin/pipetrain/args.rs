@@ -93,6 +93,11 @@ fn after_help() -> String {
 }
 
 impl TrainArgs {
+    /// `--held-out`, or its default.
+    pub fn held_out(&self) -> f64 {
+        self.held_out.unwrap_or(0.1)
+    }
+
     /// `--remat`, or its default for the model.
     pub fn remat(&self) -> Remat {
         match (self.remat, self.model) {
@@ -165,9 +170,10 @@ pub struct TrainArgs {
     /// Train on data with NaN or infinite float values (refused by default, naming the row).
     #[arg(long, help_heading = "Data")]
     pub allow_nonfinite_inputs: bool,
-    /// Fraction of the data held out of training and evaluated at the end.
-    #[arg(long, default_value_t = 0.1, help_heading = "Data")]
-    pub held_out: f64,
+    /// Fraction of loaded data held out of training and evaluated at the end [default: 0.1].
+    /// Synthetic data holds out one batch of --batch rows instead (and refuses this flag).
+    #[arg(long, value_name = "FRACTION", help_heading = "Data")]
+    pub held_out: Option<f64>,
     /// Pipeline stages. Default: 2, or the length of --balance.
     #[arg(long)]
     pub stages: Option<usize>,

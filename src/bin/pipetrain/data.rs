@@ -65,12 +65,18 @@ impl Data {
     /// `--held-out` or `--batch` the data cannot satisfy. Runtime: the files are unreadable or
     /// corrupt.
     pub fn open(args: &TrainArgs, batch: usize) -> Result<Self, Failure> {
-        let (held_out, seed) = (args.held_out, args.seed);
+        let (held_out, seed) = (args.held_out(), args.seed);
         let spec: DataSpec = args
             .data
             .parse()
             .map_err(|e| Failure::usage(format!("--data: {e}")))?;
         let path = match &spec {
+            DataSpec::Synthetic if args.held_out.is_some() => {
+                return Err(Failure::usage(format!(
+                    "--held-out {held_out} applies to loaded data; synthetic data holds out one \
+                     batch of --batch rows: drop --held-out or give --data"
+                )));
+            }
             DataSpec::Synthetic => return Ok(Data::Synthetic { seed }),
             DataSpec::Mnist(dir) | DataSpec::Cifar10(dir) => dir,
             DataSpec::Text(file) | DataSpec::Tensors(file) => file,

@@ -1,6 +1,6 @@
 //! The files the flags name, checked before anything runs: an input file must exist, and so
 //! must an output file's directory. A typo is then a usage error at once, not a read error, nor
-//! a write error after the whole training run; `--checkpoint`'s destination is even tried.
+//! a write error after the whole training run; the files written at the end are even tried.
 
 use std::path::{Path, PathBuf};
 
@@ -23,18 +23,21 @@ pub fn inputs_exist(files: &[(&str, &Option<PathBuf>)]) -> Result<(), String> {
     Ok(())
 }
 
-/// `--checkpoint`, if given, can be written: a regular file or a new one, in a directory where
-/// a file can be created, synced and removed (tried now with a probe file), so that the
-/// trained weights are not lost to a bad path after the whole run.
+/// Each `(flag, path)` given can be written at the end of the run: a regular file or a new
+/// one, in a directory where a file can be created, synced and removed (tried now with a probe
+/// file, the way checkpoints are written), so that a bad path does not lose the trained weights
+/// or the run's plot after the whole run.
 ///
 /// # Errors
-/// The path with its flag, what is wrong and a remedy.
-pub fn checkpoint_writable(path: &Option<PathBuf>) -> Result<(), String> {
-    match path {
-        Some(path) => pipetrain::engine::checkpoint::probe(path)
-            .map_err(|e| format!("--checkpoint {}: {e}", path.display())),
-        None => Ok(()),
+/// The first path that cannot be written, with its flag, what is wrong and a remedy.
+pub fn outputs_writable(files: &[(&str, &Option<PathBuf>)]) -> Result<(), String> {
+    for (flag, path) in files {
+        if let Some(path) = path {
+            pipetrain::engine::checkpoint::probe(path)
+                .map_err(|e| format!("{flag} {}: {e}", path.display()))?;
+        }
     }
+    Ok(())
 }
 
 /// Each `(flag, path)` given must be in an existing directory (the file itself is written

@@ -44,7 +44,8 @@ pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
     .map_err(Failure::usage)?;
     paths::inputs_exist(&[("--resume", &args.resume), ("--init", &args.init)])
         .map_err(Failure::usage)?;
-    paths::checkpoint_writable(&args.checkpoint).map_err(Failure::usage)?;
+    paths::outputs_writable(&[("--checkpoint", &args.checkpoint), ("--plot", &args.plot)])
+        .map_err(Failure::usage)?;
     // Under an MPI launcher: this process's share of the world (see `distributed`).
     let stages = args
         .balance
@@ -133,12 +134,7 @@ fn train(
     if args.steps == 0 {
         return Err(Failure::usage("--steps 0: train at least one step"));
     }
-    if args.resume.is_some() && args.verify {
-        return Err(Failure::usage(
-            "--verify compares against single-device training from step 0, so it cannot \
-             follow --resume; verify the run that wrote the checkpoint instead",
-        ));
-    }
+    crate::conflicts::train(args)?;
     let (optimizer, optimizer_name) = match args.optimizer {
         OptimizerKind::Sgd => (OptimizerConfig::sgd(), "sgd"),
         OptimizerKind::SgdMomentum => (OptimizerConfig::sgd_momentum(0.9), "sgd-momentum"),
@@ -243,6 +239,10 @@ fn train_with<L: Layer>(
         (None, stages) => builder.stages(stages.unwrap_or(2)),
     };
     if let Some(t) = args.threads {
+        let stages = args.stages.or(balance.as_ref().map(Vec::len)).unwrap_or(2);
+        let workers = dist.map_or(args.replicas * stages, |_| args.workers_per_process);
+        let (t, warning) = crate::threads::capped(t, workers, crate::threads::cores());
+        warning.inspect(|w| eprintln!("{w}"));
         builder = builder.threads_per_worker(t);
     }
     if let Some(bytes) = args.memory_budget {
