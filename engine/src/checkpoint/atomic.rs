@@ -81,7 +81,11 @@ fn temp_file(path: &Path) -> Result<tempfile::NamedTempFile> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    tempfile::Builder::new()
+    let mut builder = tempfile::Builder::new();
+    // Created as `File::create` creates files (0666 less the umask), not tempfile's 0600.
+    #[cfg(unix)]
+    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+    builder
         .prefix(&format!(".{name}."))
         .suffix(".tmp")
         .tempfile_in(directory(path))
@@ -149,6 +153,16 @@ mod tests {
         write_atomically(&path, b"one").unwrap();
         write_atomically(&path, b"two").unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"two");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+            assert_ne!(
+                mode & 0o044,
+                0,
+                "readable by others as File::create makes it: {mode:o}"
+            );
+        }
         probe(&path).unwrap();
         assert_eq!(entries(dir.path()), ["ck.safetensors"]);
     }

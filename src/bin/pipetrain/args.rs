@@ -243,6 +243,12 @@ pub struct TrainArgs {
     /// prints `verify: max_rel_diff=<x>` and exits with 3 if x > --verify-tolerance.
     #[arg(long, overrides_with = "no_verify")]
     pub verify: bool,
+    /// With --verify: before every step the single-device copy takes the pipeline's weights,
+    /// and each step's result is compared (the worst step is reported). For long runs, where
+    /// end-to-end float rounding grows chaotically; without it the weights are compared once,
+    /// at the end (the strictest check of short runs).
+    #[arg(long, requires = "verify")]
+    pub lockstep: bool,
     /// Largest `max_rel_diff` that `--verify` accepts.
     #[arg(
         long,

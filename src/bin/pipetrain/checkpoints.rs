@@ -12,6 +12,7 @@ use clap::ValueEnum;
 use pipetrain::{Checkpoint, CheckpointError, Layer, Pipeline};
 
 use crate::args::TrainArgs;
+use crate::distributed::Distributed;
 use crate::failure::Failure;
 use crate::model::Model;
 
@@ -56,6 +57,27 @@ impl RunIdentity {
 /// The checkpoint key of the next training batch's position (informative: it follows from the
 /// step and the identity flags, which are checked).
 pub const DATA_POSITION: &str = "data-position";
+
+/// Saves `pipeline` (this process's share of it under MPI: `dist`) to `path`, with the run's
+/// identity and `position`, the next training batch's.
+///
+/// # Errors
+/// The checkpoint cannot be assembled or written (runtime).
+pub fn save<L: Layer>(
+    pipeline: &Pipeline<L>,
+    dist: Option<&Distributed>,
+    path: &Path,
+    run: &RunIdentity,
+    position: String,
+) -> Result<(), Failure> {
+    let mut extra = run.extra();
+    extra.insert(DATA_POSITION.to_string(), position);
+    match dist {
+        Some(d) => d.save_checkpoint(pipeline, path, extra)?,
+        None => pipeline.save_checkpoint(path, extra)?,
+    }
+    Ok(())
+}
 
 /// Loads `path` (or `read`, its contents read already) into `pipeline` and returns the step to continue from and the saved data
 /// position.

@@ -9,7 +9,7 @@
 use std::time::Instant;
 
 use burn::prelude::*;
-use pipetrain::engine::{Activation, SingleDevice};
+use pipetrain::engine::SingleDevice;
 use pipetrain::{Batch, CrossEntropy, Layer, OptimizerConfig, Pipeline, Remat, ScheduleKind, Tie};
 
 use crate::args::{OptimizerKind, TrainArgs};
@@ -23,6 +23,8 @@ use crate::model::Model;
 use crate::paths;
 use crate::profile::Profile;
 use crate::progress::Progress;
+use crate::reference::Reference;
+use crate::stop::Stop;
 use crate::summary;
 use crate::totals::{StepTotals, even_balance};
 
@@ -103,6 +105,8 @@ struct Settings<'a> {
     data: Data,
     device: Device,
     ties: Vec<Tie>,
+    /// SIGINT/SIGTERM, in a one-process run.
+    stop: Option<Stop>,
 }
 
 /// Checks the flags, opens the data, builds the model and trains it (this process's share of
@@ -134,7 +138,7 @@ fn train(
     if args.steps == 0 {
         return Err(Failure::usage("--steps 0: train at least one step"));
     }
-    crate::conflicts::train(args)?;
+    crate::conflicts::train(args, dist.is_some())?;
     let (optimizer, optimizer_name) = match args.optimizer {
         OptimizerKind::Sgd => (OptimizerConfig::sgd(), "sgd"),
         OptimizerKind::SgdMomentum => (OptimizerConfig::sgd_momentum(0.9), "sgd-momentum"),
@@ -167,6 +171,7 @@ fn train(
         data,
         device,
         ties,
+        stop: dist.is_none().then(Stop::install).transpose()?,
     };
     match model {
         Model::Mlp(c) => train_with(&settings, c.init(&settings.device), metrics, dist),
@@ -203,10 +208,13 @@ fn train_with<L: Layer>(
     // Under MPI, rank 0 gathers the trained model into a copy of this at the end.
     let template = dist.map(|_| layers.clone());
     let n_layers = layers.len();
+    let k = args.accumulate.max(1);
     let mut reference = match args.verify && leader {
-        true => {
-            Some(SingleDevice::new(layers.clone(), &s.device, &s.optimizer).with_ties(&s.ties)?)
-        }
+        true => Some(Reference::new(
+            SingleDevice::new(layers.clone(), &s.device, &s.optimizer).with_ties(&s.ties)?,
+            (s.model.reference_chunks(args.replicas, args.micro_batches)).map(|c| c * k),
+            args.lockstep,
+        )),
         false => None,
     };
 
@@ -253,7 +261,6 @@ fn train_with<L: Layer>(
     }
     let mut pipeline = builder.build().map_err(Failure::of_build)?;
     let run = checkpoints::RunIdentity::of(args, &s.model);
-    let k = args.accumulate.max(1);
     let first_step = match &args.resume {
         Some(path) => {
             let read = dist.map(|d| d.broadcast_checkpoint(path)).transpose()?;
@@ -327,16 +334,8 @@ fn train_with<L: Layer>(
                 progress.println(&format!("stage split: {p} (balance {:?})", p.balance()));
             }
         }
-        if let Some(single) = reference.as_mut() {
-            let (inputs, targets): (Vec<_>, Vec<_>) =
-                batches.into_iter().map(|b| (b.inputs, b.targets)).unzip();
-            let (inputs, targets) = (Activation::cat(inputs)?, Activation::cat(targets)?);
-            match s.model.reference_chunks(args.replicas, args.micro_batches) {
-                Some(chunks) => {
-                    single.step_chunked(inputs, targets, chunks * k, &CrossEntropy, args.lr)?
-                }
-                None => single.step(inputs, targets, &CrossEntropy, args.lr)?,
-            };
+        if let Some(r) = reference.as_mut() {
+            r.step(batches, args.lr, &pipeline, step + 1)?;
         }
         let sps = totals.samples as f64 / totals.wall.as_secs_f64().max(1e-12);
         let overlap = report
@@ -379,24 +378,26 @@ fn train_with<L: Layer>(
         }
         losses.push(totals.loss);
         last = Some(report);
-        if let Some(path) = &args.checkpoint {
-            let every = args.checkpoint_every;
-            if step + 1 == args.steps || (every > 0 && (step + 1) % every == 0) {
-                let mut extra = run.extra();
-                extra.insert(
-                    checkpoints::DATA_POSITION.to_string(),
-                    s.data.position((step + 1) * k as u64),
-                );
-                match dist {
-                    Some(d) => d.save_checkpoint(&pipeline, path, extra)?,
-                    None => pipeline.save_checkpoint(path, extra)?,
-                }
-                progress.println(&format!(
-                    "checkpoint: {} (step {})",
-                    path.display(),
-                    step + 1
-                ));
-            }
+        // A signal stops the run here, after a whole step, saving it first.
+        let stopping = s.stop.as_ref().and_then(Stop::requested);
+        let every = args.checkpoint_every;
+        let due = step + 1 == args.steps || (every > 0 && (step + 1) % every == 0);
+        if let Some(path) = args
+            .checkpoint
+            .as_ref()
+            .filter(|_| due || stopping.is_some())
+        {
+            let position = s.data.position((step + 1) * k as u64);
+            checkpoints::save(&pipeline, dist, path, &run, position)?;
+            progress.println(&format!(
+                "checkpoint: {} (step {})",
+                path.display(),
+                step + 1
+            ));
+        }
+        if let Some(exit) = stopping {
+            progress.finish();
+            return Ok(crate::stop::stopped(exit, step + 1, args));
         }
     }
     progress.finish();
