@@ -37,6 +37,7 @@ mod eval;
 mod exit;
 mod failure;
 mod flags;
+mod flows;
 mod metrics;
 mod model;
 mod outcome;
