@@ -17,6 +17,11 @@ const MODEL: [&str; 4] = ["--micro-batches", "2", "--optimizer", "adam"];
 /// Starts `pipetrain train` for a practically endless number of steps with `extra`, and waits
 /// for its `step    2/` line: it is then mid-training.
 fn start(extra: &[&str]) -> Child {
+    start_after("step    2/", extra)
+}
+
+/// [`start`], waiting for the line that starts with `line`.
+fn start_after(line: &str, extra: &[&str]) -> Child {
     let mut child = Command::new(env!("CARGO_BIN_EXE_pipetrain"))
         .arg("train")
         .args(common::TINY)
@@ -30,8 +35,8 @@ fn start(extra: &[&str]) -> Child {
     let stdout = BufReader::new(child.stdout.take().unwrap());
     let mut lines = stdout.lines();
     loop {
-        let line = lines.next().expect("the run prints steps").unwrap();
-        if line.starts_with("step    2/") {
+        let next = lines.next().expect("the run prints steps").unwrap();
+        if next.starts_with(line) {
             break;
         }
     }
@@ -40,14 +45,16 @@ fn start(extra: &[&str]) -> Child {
     child
 }
 
-/// Sends `signal` to `child` and waits at most 5 s for it to exit; returns its exit code and
-/// stderr.
-fn signal(mut child: Child, signal: &str) -> (i32, String) {
-    let status = Command::new("kill")
-        .args([&format!("-{signal}"), &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+/// Sends `signal` to `child` `times` times in a row and waits at most 5 s for it to exit;
+/// returns its exit code and stderr.
+fn signal_times(mut child: Child, signal: &str, times: usize) -> (i32, String) {
+    for _ in 0..times {
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
     let deadline = Instant::now() + Duration::from_secs(5);
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -67,6 +74,11 @@ fn signal(mut child: Child, signal: &str) -> (i32, String) {
         .read_to_string(&mut stderr)
         .unwrap();
     (status.code().expect("an exit code, not a signal"), stderr)
+}
+
+/// Sends `signal` once: [`signal_times`].
+fn signal(child: Child, signal: &str) -> (i32, String) {
+    signal_times(child, signal, 1)
 }
 
 /// The step of `saved: checkpoint <path> (step N)` in `stderr`.
@@ -161,4 +173,27 @@ fn sigterm_exits_143_with_the_metrics_flushed() {
         step + 1,
         "a header and a row per step: {rows}"
     );
+}
+
+#[test]
+fn a_second_sigint_exits_at_once_without_finishing_the_step() {
+    // Steps of about 2 s in the debug build (the kills are milliseconds apart): both signals
+    // land inside the same step, and the second one does not wait for it.
+    let tmp = scratch("sigint-twice");
+    let ck = tmp.path().join("ck.st");
+    let big = [
+        "--width",
+        "256",
+        "--hidden-layers",
+        "4",
+        "--batch",
+        "512",
+        "--checkpoint",
+        ck.to_str().unwrap(),
+    ];
+    let child = start_after("step    1/", &big);
+    let (code, stderr) = signal_times(child, "INT", 2);
+    assert_eq!(code, 130, "{stderr}");
+    assert!(!stderr.contains("stopped after step"), "{stderr}");
+    assert!(!ck.exists(), "no checkpoint was written");
 }
