@@ -54,11 +54,13 @@ pub(super) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     sync_dir(directory(path))
 }
 
-/// Checks at the start of a run that [`write_atomically`] can write `path`: it is a regular
-/// file or absent, and a temp file can be created, written, synced and removed beside it.
+/// Checks at the start of a run that a checkpoint (an atomic write) can be written to `path`:
+/// it is a regular file or absent, and a temp file can be created, written, synced and removed
+/// beside it.
 ///
 /// # Errors
-/// As [`write_atomically`], naming the path and what the file system said.
+/// `path` exists and is not a regular file, or the temp file cannot be created, written, synced
+/// or removed; the error names the path and what the file system said.
 pub fn probe(path: &Path) -> Result<()> {
     regular_or_absent(path)?;
     let mut tmp = temp_file(path)?;

@@ -62,9 +62,9 @@ impl Exit {
             Exit::Usage => {
                 "usage error, nothing was trained: an unknown flag or value, a bad --config \
                  file, flags that contradict each other or the files they name (the data's \
-                 shapes, the --init weights, the --resume checkpoint's run), a configuration the \
-                 pipeline builder refuses, or an input file or output directory that does not \
-                 exist"
+                 shapes and labels, the --init weights, the --resume checkpoint's run), a \
+                 configuration the pipeline builder refuses, an input file or output directory \
+                 that does not exist, or an output path that cannot be written"
             }
             Exit::VerifyFailed => {
                 "--verify failed: the run finished, but the pipelined weights differ from \
