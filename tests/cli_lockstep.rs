@@ -47,3 +47,35 @@ fn lockstep_needs_verify() {
     let e = failure_with(common::USAGE, &["train", "--lockstep", "--steps", "1"]);
     assert!(e.contains("--lockstep") && e.contains("--verify"), "{e}");
 }
+
+#[test]
+fn lockstep_compares_trained_parameters_of_batch_norm_replicas() {
+    // Replica 0's running statistics are broadcast, which no single device reproduces: the
+    // trained parameters are compared, as at the end of an end-to-end run.
+    let stdout = success(&[
+        "train",
+        "--model",
+        "resnet",
+        "--channels",
+        "4",
+        "--image",
+        "8",
+        "--classes",
+        "3",
+        "--batch",
+        "8",
+        "--micro-batches",
+        "2",
+        "--replicas",
+        "2",
+        "--stages",
+        "2",
+        "--threads",
+        "1",
+        "--steps",
+        "4",
+        "--verify",
+        "--lockstep",
+    ]);
+    max_rel_diff(&stdout);
+}

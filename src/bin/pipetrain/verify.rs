@@ -105,10 +105,11 @@ fn judge(max_rel_diff: f64, how: &str, tolerance: f64) -> Exit {
     println!("verify: max_rel_diff={max_rel_diff:.3e}");
     println!("  ({how}; tolerance {tolerance:e})");
     if max_rel_diff.is_nan() || max_rel_diff > tolerance {
-        eprintln!(
-            "verify FAILED: pipelined weights differ from single-device training \
-             (max_rel_diff {max_rel_diff:.3e} > tolerance {tolerance:e}; NaN: diverged)"
-        );
+        let why = match max_rel_diff.is_nan() {
+            true => "NaN: the run diverged".to_string(),
+            false => format!("max_rel_diff {max_rel_diff:.3e} > tolerance {tolerance:e}"),
+        };
+        eprintln!("verify FAILED: pipelined weights differ from single-device training ({why})");
         return Exit::VerifyFailed;
     }
     Exit::Success
