@@ -180,6 +180,52 @@ fn only_keeps_the_matching_rows_and_their_references() {
     assert!(labels.iter().any(|l| l.starts_with("hybrid")), "{labels:?}");
 }
 
+/// The MPI rows run under `mpirun`, one worker per process, beside the in-process row of the
+/// same layout, and the document gives their ratio.
+#[cfg(feature = "mpi")]
+#[test]
+fn mpi_rows_run_across_processes_beside_their_in_process_layout() {
+    let mut args = tiny_bench();
+    args.extend(["--only", "mpi"]);
+    let document = success(&args);
+    let (_, rows) = table(&document);
+    for (mpi, local) in [
+        (
+            "MPI: 2 replicas x 1 stage, m=1, 2 processes",
+            "data parallel: 2 replicas x 1 stage, m=1",
+        ),
+        (
+            "MPI: 2 replicas x 2 stages, 1F1B, m=4, 4 processes",
+            "hybrid: 2 replicas x 2 stages, 1F1B, m=4",
+        ),
+    ] {
+        let r = row(&rows, mpi);
+        assert!(number(&r[2]) > 0.0, "{r:?}");
+        assert_eq!(r[8], "–", "memory is not read from other processes: {r:?}");
+        assert!(number(&r[9]).is_finite(), "{r:?}");
+        assert!(number(&row(&rows, local)[2]) > 0.0);
+        assert!(
+            document.contains(&format!("- `{mpi}`: "))
+                && document.contains(&format!("of `{local}`")),
+            "the ratio line:\n{document}"
+        );
+    }
+    assert!(document.contains("- MPI rows: `mpirun -np N"), "{document}");
+}
+
+/// Without the `mpi` feature the document says why the MPI rows are missing.
+#[cfg(not(feature = "mpi"))]
+#[test]
+fn mpi_rows_say_why_they_are_left_out() {
+    let mut args = tiny_bench();
+    args.extend(["--only", "data parallel"]);
+    let document = success(&args);
+    assert!(
+        document.contains("- MPI rows: not run. this binary was built without the `mpi` feature"),
+        "{document}"
+    );
+}
+
 #[test]
 fn a_batch_that_does_not_split_is_a_usage_error() {
     let err = failure_with(

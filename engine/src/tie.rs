@@ -14,7 +14,7 @@
 
 use std::collections::HashMap;
 
-use crate::adapter::{self, ParamId, named_parameters};
+use crate::adapter::{self, Named, ParamId, named_parameters};
 use crate::layer::Layer;
 
 /// Two parameters that are one.
@@ -104,17 +104,29 @@ pub(crate) type Placed = Vec<[(usize, TieSlot); 2]>;
 /// Finds each tie's parameters among the stages (`stages[s]` = stage s's layers, in order) and
 /// checks their shapes.
 pub(crate) fn place<L: Layer>(ties: &[Tie], stages: &[&[L]]) -> Result<Placed, TieError> {
-    let mut by_name: HashMap<String, (usize, ParamId, Vec<usize>)> = HashMap::new();
     let mut offset = 0;
+    let named: Vec<Vec<Named>> = stages
+        .iter()
+        .map(|layers| {
+            let named = named_parameters(layers, offset);
+            offset += layers.len();
+            named
+        })
+        .collect();
+    place_named(ties, &named)
+}
+
+/// [`place`] over each stage's named parameters.
+fn place_named(ties: &[Tie], stages: &[Vec<Named>]) -> Result<Placed, TieError> {
+    let mut by_name: HashMap<String, (usize, ParamId, Vec<usize>)> = HashMap::new();
     let mut examples = Vec::new();
-    for (s, layers) in stages.iter().enumerate() {
-        for n in named_parameters(layers, offset) {
+    for (s, named) in stages.iter().enumerate() {
+        for n in named {
             if examples.len() < 4 {
                 examples.push(format!("`{}`", n.name));
             }
-            by_name.insert(n.name, (s, n.id, n.shape));
+            by_name.insert(n.name.clone(), (s, n.id, n.shape.clone()));
         }
-        offset += layers.len();
     }
     ties.iter()
         .enumerate()
@@ -195,15 +207,14 @@ impl TiePlan {
         Self::default()
     }
 
-    /// Places `ties` among the stages of `workers` (replica-major, `stages` per replica).
-    pub fn new<L: Layer>(
-        ties: &[Tie],
-        workers: &[crate::WorkerState<L>],
-        stages: usize,
-    ) -> Result<Self, TieError> {
-        let layers: Vec<&[L]> = workers.iter().take(stages).map(|w| w.layers()).collect();
+    /// Places `ties` among the stages of `workers` — all of them, also those another process
+    /// runs (from the model they were built from).
+    pub fn new<L: Layer>(ties: &[Tie], workers: &crate::Workers<L>) -> Result<Self, TieError> {
+        if ties.is_empty() {
+            return Ok(Self::none());
+        }
         Ok(Self {
-            placed: place(ties, &layers)?,
+            placed: place_named(ties, &workers.named_stages())?,
         })
     }
 

@@ -2,8 +2,9 @@
 
 use burn::prelude::*;
 use pipetrain_partitioner::Partition;
-use pipetrain_schedules::{ReplicaId, WorkerId};
+use pipetrain_schedules::{ReplicaId, StageId, WorkerId};
 
+use crate::adapter::{Named, named_parameters};
 use crate::error::{EngineError, Result};
 use crate::layer::Layer;
 use crate::optimizer::OptimizerConfig;
@@ -47,6 +48,10 @@ pub struct Workers<L: Layer> {
     partition: Partition,
     optimizer: OptimizerConfig,
     states: Vec<WorkerState<L>>,
+    /// Every stage's parameter names and shapes (and this process's ids for them), kept from
+    /// the whole model: what a process that runs only some stages knows of the others (where a
+    /// tie's other half lives).
+    skeleton: Vec<Vec<Named>>,
 }
 
 impl<L: Layer> Workers<L> {
@@ -83,6 +88,12 @@ impl<L: Layer> Workers<L> {
                 world.size()
             ))),
         };
+        let skeleton = (0..stages)
+            .map(|s| {
+                let range = partition.range(StageId(s as u32));
+                named_parameters(&model[range.clone()], range.start)
+            })
+            .collect();
         let mut states = Vec::with_capacity(world.local().len());
         for &id in world.local() {
             let layers = model[partition.range(id.stage)].to_vec();
@@ -99,7 +110,22 @@ impl<L: Layer> Workers<L> {
             partition,
             optimizer: optimizer.clone(),
             states,
+            skeleton,
         })
+    }
+
+    /// Every stage's named parameters: a local worker's (its layers as they are now), else the
+    /// whole model's as it was built.
+    pub(crate) fn named_stages(&self) -> Vec<Vec<Named>> {
+        (0..self.world.stages())
+            .map(|s| {
+                let stage = StageId(s as u32);
+                match self.states.iter().find(|w| w.id.stage == stage) {
+                    Some(w) => named_parameters(w.layers(), self.partition.range(stage).start),
+                    None => self.skeleton[s].clone(),
+                }
+            })
+            .collect()
     }
 
     /// The world these workers belong to.

@@ -178,8 +178,9 @@ impl ModuleVisitor for CollectBuffers {
 }
 
 impl Buffers {
-    /// The buffers of `module`.
+    /// The buffers of `module`, with every pending running-state update folded in.
     pub(crate) fn of<M: Module>(module: &M) -> Self {
+        super::values::settle_running_states(module);
         let mut collect = CollectBuffers(Buffers {
             ids: Vec::new(),
             shapes: Vec::new(),
@@ -189,8 +190,10 @@ impl Buffers {
         collect.0
     }
 
-    /// `module` with its buffers set to `values` (one per entry, same order).
+    /// `module` with its buffers set to `values` (one per entry, same order). Pending
+    /// running-state updates are folded in first, so none overwrites `values` later.
     pub(crate) fn load<M: Module>(&self, module: M, values: Vec<Tensor<1>>) -> M {
+        super::values::settle_running_states(&module);
         set_values(module, self.ids.iter().copied().zip(values).collect())
     }
 }

@@ -26,7 +26,7 @@ pub(crate) use autodiff::{
     optimizer_state_bytes, register_dense, scalar, step,
 };
 pub(crate) use grads::{Buffers, Slots, assign_owners, owners_of};
-pub(crate) use names::{ParamId, named_parameters};
+pub(crate) use names::{Named, ParamId, named_parameters};
 pub(crate) use optim_state::{StateScalar, StateTensor, export_state, import_state};
 pub(crate) use optimizer::{AdamConfig, AdamWConfig, ModuleOptimizer, SgdConfig, sgd_momentum};
 pub(crate) use store::{apply_safetensors, save_safetensors};

@@ -12,6 +12,7 @@ use crate::layer::Layer;
 pub(crate) use burn::module::ParamId;
 
 /// A parameter's id, full-model name and shape.
+#[derive(Clone, Debug)]
 pub(crate) struct Named {
     pub id: ParamId,
     pub name: String,

@@ -49,9 +49,25 @@ pub(crate) fn set_values<M: Module>(module: M, values: HashMap<ParamId, Tensor<1
     module.map(&mut Set(values))
 }
 
+/// Folds burn's pending running-state updates into their values.
+///
+/// burn's `RunningState` (batch norm's running statistics) keeps each thread's latest update
+/// aside and folds it in only at that thread's next update or at `valid()`/`train()`, while
+/// visitors and mappers see the folded value. Without this a reader sees the statistics one
+/// update late (the reference model and a gathered one then disagree), and a value set by a
+/// mapper (replica 0's broadcast statistics) is overwritten by the pending update at the next
+/// forward.
+pub(crate) fn settle_running_states<M: Module>(module: &M) {
+    // `valid()` folds every running state in place (they share their storage with the copy it
+    // returns, which is dropped).
+    drop(module.valid());
+}
+
 /// Every float parameter of `module`, flattened to `f32`, in visiting order; with
-/// `trainable_only`, only those that require a gradient (no buffers).
+/// `trainable_only`, only those that require a gradient (no buffers). Running statistics are
+/// read settled (see [`settle_running_states`]).
 pub(crate) fn float_values<M: Module>(module: &M, trainable_only: bool) -> Vec<Vec<f32>> {
+    settle_running_states(module);
     struct Collect {
         values: Vec<Vec<f32>>,
         trainable_only: bool,

@@ -116,15 +116,39 @@ pub trait Collective: Send {
         &mut self,
         tensors: Vec<Tensor<1>>,
     ) -> Result<Vec<Tensor<1>>, CollectiveError> {
-        if self.size() == 1 {
-            return Ok(tensors);
-        }
-        let Some(device) = tensors.first().map(|t| t.device()) else {
+        let Some(spread) = Spread::of(&tensors, self.size()) else {
             return Ok(tensors);
         };
+        let reduced = self.reduce_tensors(tensors, &spread.owners)?;
+        self.broadcast_tensors(reduced, &spread.owners, &spread.lens, &spread.device)
+    }
+}
+
+/// How an all-reduce spreads its tensors over the members: each tensor summed by one owner,
+/// the owners balanced by size.
+pub(crate) struct Spread {
+    /// Where the tensors are.
+    pub device: Device,
+    /// Their lengths.
+    pub lens: Vec<usize>,
+    /// Tensor `i`'s owner.
+    pub owners: Vec<usize>,
+}
+
+impl Spread {
+    /// The spread of `tensors` over `members`, or `None` when there is nothing to sum (one
+    /// member, or no tensors).
+    pub fn of(tensors: &[Tensor<1>], members: usize) -> Option<Self> {
+        if members == 1 {
+            return None;
+        }
+        let device = tensors.first()?.device();
         let lens: Vec<usize> = tensors.iter().map(|t| t.dims()[0]).collect();
-        let owners = crate::adapter::assign_owners(&lens, self.size());
-        let reduced = self.reduce_tensors(tensors, &owners)?;
-        self.broadcast_tensors(reduced, &owners, &lens, &device)
+        let owners = crate::adapter::assign_owners(&lens, members);
+        Some(Self {
+            device,
+            lens,
+            owners,
+        })
     }
 }

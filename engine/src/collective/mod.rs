@@ -42,4 +42,8 @@ pub use error::CollectiveError;
 #[cfg(feature = "mpi")]
 pub(crate) use exchange::{Exchange, all_gather, reduce_scatter};
 pub use group::Collective;
+#[cfg(feature = "mpi")]
+pub(crate) use group::Spread;
 pub use packing::even_bounds;
+#[cfg(feature = "mpi")]
+pub(crate) use packing::values;

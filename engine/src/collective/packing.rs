@@ -35,7 +35,7 @@ pub(super) fn owner_bounds(
 }
 
 /// A rank-1 tensor's values as `f32`.
-pub(super) fn values(t: Tensor<1>) -> Vec<f32> {
+pub(crate) fn values(t: Tensor<1>) -> Vec<f32> {
     t.into_data()
         .convert::<f32>()
         .try_into_vec::<f32>()

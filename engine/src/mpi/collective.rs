@@ -1,18 +1,30 @@
 //! [`MpiCollective`]: a stage group's (or a tie pair's) collective over MPI, with the
 //! in-process collective's rank-order sums.
 //!
-//! Only the two flat primitives are implemented; the tensor methods take the trait's defaults.
-//! `reduce_scatter` sends each member its range and sums the contributions in rank order
-//! (`c₀ + c₁ + …`), exactly as [`ChannelCollective`](crate::ChannelCollective) does — not with
-//! `MPI_Allreduce`, whose summation order is the library's — so a run over MPI ends with the
-//! same bits as the same run in one process.
+//! Every sum is taken in rank order (`c₀ + c₁ + …`) by one member, exactly as
+//! [`ChannelCollective`](crate::ChannelCollective) does — not with `MPI_Allreduce`, whose
+//! summation order is the library's — so a run over MPI ends with the same bits as the same run
+//! in one process.
+//!
+//! The tensor methods (what a step's gradient all-reduce, ZeRO-1 and the buffer broadcast call)
+//! move each tensor's values as one `f32` message, straight from the `Vec<f32>` its data comes out
+//! as and into the one a summed tensor is made from: tensor `i` goes to its owner, which adds
+//! the contributions as they come and sends the sum on to the others at once, while it waits for
+//! the next tensor's. A 2-replica all-reduce copies each value only inside MPI (and once more on
+//! the owner, for the sum it keeps). The flat primitives go through [`Exchange`].
 
 use std::ops::Range;
+use std::sync::Arc;
+
+use burn::prelude::*;
 
 use super::comm::Comm;
 use super::inbox::{Inbox, Wait};
-use super::wire::{Envelope, Route, f32_bytes, f32_values};
-use crate::collective::{Collective, CollectiveError, Exchange, all_gather, reduce_scatter};
+use super::wire::{Body, Envelope, Route};
+use crate::collective::{
+    Collective, CollectiveError, Exchange, Spread, all_gather, reduce_scatter,
+    values as tensor_values,
+};
 
 /// One member of a group: its rank, and each member's (process, worker rank in the world).
 pub struct MpiCollective {
@@ -47,7 +59,18 @@ impl MpiCollective {
         }
     }
 
-    fn send(&self, peer: usize, values: &[f32]) -> Result<(), CollectiveError> {
+    /// Sends `values` to member `peer`, keyed (`call`, `b`).
+    fn send(&self, peer: usize, key: (u32, u32), values: Vec<f32>) -> Result<(), CollectiveError> {
+        self.send_body(peer, key, Body::Values(values))
+    }
+
+    /// Sends `body` to member `peer`, keyed (`call`, `b`).
+    fn send_body(
+        &self,
+        peer: usize,
+        (call, b): (u32, u32),
+        body: Body,
+    ) -> Result<(), CollectiveError> {
         let (process, worker) = self.members[peer];
         let envelope = Envelope {
             route: Route {
@@ -55,10 +78,10 @@ impl MpiCollective {
                 channel: self.channel,
                 epoch: self.epoch,
             },
-            a: self.calls,
-            b: self.rank as u32,
+            a: call,
+            b,
             from: self.comm.identity().rank as u32,
-            body: f32_bytes(values),
+            body,
         };
         self.comm
             .send(process, envelope)
@@ -68,27 +91,37 @@ impl MpiCollective {
             })
     }
 
-    fn recv(&mut self, peer: usize, expected: usize) -> Result<Vec<f32>, CollectiveError> {
+    /// The values keyed (`call`, `b`) from member `peer`, which must be `expected` long.
+    fn recv(
+        &mut self,
+        peer: usize,
+        (call, b): (u32, u32),
+        expected: usize,
+    ) -> Result<Vec<f32>, CollectiveError> {
         let (size, process) = (self.size(), self.members[peer].0);
-        let envelope = self
-            .inbox
-            .take(self.calls, peer as u32)
-            .map_err(|w| match w {
-                Wait::Aborted => CollectiveError::Aborted,
-                Wait::Timeout => CollectiveError::Timeout {
-                    peer,
-                    rank: process,
-                    size,
-                    timeout: self.inbox.timeout(),
-                },
-                Wait::Closed => CollectiveError::Disconnected { peer, size },
-            })?;
-        let values = f32_values(&envelope.body).map_err(|_| CollectiveError::Mismatch {
-            peer,
-            rank: self.rank,
-            expected,
-            got: envelope.body.len() / 4,
+        let envelope = self.inbox.take(call, b).map_err(|w| match w {
+            Wait::Aborted => CollectiveError::Aborted,
+            Wait::Timeout => CollectiveError::Timeout {
+                peer,
+                rank: process,
+                size,
+                timeout: self.inbox.timeout(),
+            },
+            Wait::Closed => CollectiveError::Disconnected { peer, size },
         })?;
+        let values = match envelope.body {
+            Body::Values(values) => values,
+            // From a member in this process: the sender's buffer itself, if it let go of it.
+            Body::Shared(values) => Arc::try_unwrap(values).unwrap_or_else(|v| v.to_vec()),
+            Body::Bytes(bytes) => {
+                return Err(CollectiveError::Mismatch {
+                    peer,
+                    rank: self.rank,
+                    expected,
+                    got: bytes.len() / 4,
+                });
+            }
+        };
         if values.len() != expected {
             return Err(CollectiveError::Mismatch {
                 peer,
@@ -99,6 +132,79 @@ impl MpiCollective {
         }
         Ok(values)
     }
+
+    /// The key of tensor `i`'s message from member `member` in call `call`.
+    fn key(&self, call: u32, i: usize, member: usize) -> (u32, u32) {
+        (call, (i * self.size() + member) as u32)
+    }
+
+    /// Tensor `i` summed over the members in rank order at member `owners[i]`, which gets
+    /// `Some`; the others get `None`. With `share`, each owner sends every sum to the other
+    /// members as soon as it has it, and every member gets every sum.
+    fn sum_at_owners(
+        &mut self,
+        values: Vec<Vec<f32>>,
+        owners: &[usize],
+        share: bool,
+    ) -> Result<Vec<Option<Vec<f32>>>, CollectiveError> {
+        let (me, size) = (self.rank, self.size());
+        let lens: Vec<usize> = values.iter().map(Vec::len).collect();
+        // Two calls: the contributions, then the shared sums.
+        let (reduce, gather) = (self.calls + 1, self.calls + 2);
+        self.calls += 2;
+        let mut out: Vec<Option<Vec<f32>>> = vec![None; values.len()];
+        let mut shared = Vec::new();
+        for (i, v) in values.into_iter().enumerate() {
+            if owners[i] == me {
+                out[i] = Some(v);
+            } else {
+                self.send(owners[i], self.key(reduce, i, me), v)?;
+            }
+        }
+        for i in (0..out.len()).filter(|&i| owners[i] == me) {
+            let mut own = out[i].take();
+            let mut sum: Option<Vec<f32>> = None;
+            for member in 0..size {
+                let c = match own.take_if(|_| member == me) {
+                    Some(c) => c,
+                    None => self.recv(member, self.key(reduce, i, member), lens[i])?,
+                };
+                match sum.as_mut() {
+                    None => sum = Some(c),
+                    Some(acc) => acc.iter_mut().zip(&c).for_each(|(a, c)| *a += c),
+                }
+            }
+            let sum = sum.expect("at least one member");
+            if share {
+                // Sent as it is to every peer; taken back below, once the sends are done.
+                let sum = Arc::new(sum);
+                for peer in (0..size).filter(|&p| p != me) {
+                    let key = self.key(gather, i, me);
+                    self.send_body(peer, key, Body::Shared(Arc::clone(&sum)))?;
+                }
+                shared.push((i, sum));
+            } else {
+                out[i] = Some(sum);
+            }
+        }
+        if share {
+            for i in (0..out.len()).filter(|&i| owners[i] != me) {
+                let key = self.key(gather, i, owners[i]);
+                out[i] = Some(self.recv(owners[i], key, lens[i])?);
+            }
+            for (i, sum) in shared {
+                // Still held by a send in flight: copied rather than waited for.
+                out[i] = Some(Arc::try_unwrap(sum).unwrap_or_else(|sum| sum.to_vec()));
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// A rank-1 tensor of `values` on `device`.
+fn tensor(values: Vec<f32>, device: &Device) -> Tensor<1> {
+    let len = values.len();
+    Tensor::from_data(TensorData::new(values, [len]), device)
 }
 
 impl Collective for MpiCollective {
@@ -127,6 +233,70 @@ impl Collective for MpiCollective {
         self.calls += 1;
         all_gather(self, data, bounds)
     }
+
+    fn reduce_tensors(
+        &mut self,
+        tensors: Vec<Tensor<1>>,
+        owners: &[usize],
+    ) -> Result<Vec<Option<Tensor<1>>>, CollectiveError> {
+        let device = tensors.first().map(|t| t.device()).unwrap_or_default();
+        let values = tensors.into_iter().map(tensor_values).collect();
+        let sums = self.sum_at_owners(values, owners, false)?;
+        Ok(sums
+            .into_iter()
+            .map(|v| v.map(|v| tensor(v, &device)))
+            .collect())
+    }
+
+    fn broadcast_tensors(
+        &mut self,
+        tensors: Vec<Option<Tensor<1>>>,
+        owners: &[usize],
+        lens: &[usize],
+        device: &Device,
+    ) -> Result<Vec<Tensor<1>>, CollectiveError> {
+        let (me, size) = (self.rank, self.size());
+        self.calls += 1;
+        let call = self.calls;
+        let mut out: Vec<Option<Vec<f32>>> = vec![None; lens.len()];
+        let mut shared = Vec::new();
+        for (i, t) in tensors.into_iter().enumerate() {
+            if owners[i] != me {
+                continue;
+            }
+            let v = Arc::new(tensor_values(t.expect("an owner passes its tensors")));
+            for peer in (0..size).filter(|&p| p != me) {
+                self.send_body(peer, self.key(call, i, me), Body::Shared(Arc::clone(&v)))?;
+            }
+            shared.push((i, v));
+        }
+        for i in (0..lens.len()).filter(|&i| owners[i] != me) {
+            let key = self.key(call, i, owners[i]);
+            out[i] = Some(self.recv(owners[i], key, lens[i])?);
+        }
+        for (i, v) in shared {
+            out[i] = Some(Arc::try_unwrap(v).unwrap_or_else(|v| v.to_vec()));
+        }
+        Ok(out
+            .into_iter()
+            .map(|v| tensor(v.expect("every tensor placed"), device))
+            .collect())
+    }
+
+    fn all_reduce_tensors(
+        &mut self,
+        tensors: Vec<Tensor<1>>,
+    ) -> Result<Vec<Tensor<1>>, CollectiveError> {
+        let Some(spread) = Spread::of(&tensors, self.size()) else {
+            return Ok(tensors);
+        };
+        let values = tensors.into_iter().map(tensor_values).collect();
+        let sums = self.sum_at_owners(values, &spread.owners, true)?;
+        Ok(sums
+            .into_iter()
+            .map(|v| tensor(v.expect("every sum shared"), &spread.device))
+            .collect())
+    }
 }
 
 impl Exchange for MpiCollective {
@@ -139,10 +309,10 @@ impl Exchange for MpiCollective {
     }
 
     fn send_values(&mut self, peer: usize, values: &[f32]) -> Result<(), CollectiveError> {
-        self.send(peer, values)
+        self.send(peer, (self.calls, self.rank as u32), values.to_vec())
     }
 
     fn recv_values(&mut self, peer: usize, expected: usize) -> Result<Vec<f32>, CollectiveError> {
-        self.recv(peer, expected)
+        self.recv(peer, (self.calls, peer as u32), expected)
     }
 }

@@ -161,7 +161,7 @@ impl Comm {
             a: call,
             b: self.identity.rank as u32,
             from: self.identity.rank as u32,
-            body,
+            body: body.into(),
         }
     }
 
@@ -178,12 +178,12 @@ impl Comm {
                 Ok(e) if e.route.channel == channel::FAILURE => {
                     return Err(MpiError::Peer {
                         rank: e.from as usize,
-                        message: String::from_utf8_lossy(&e.body).into_owned(),
+                        message: String::from_utf8_lossy(e.body.as_bytes()).into_owned(),
                     });
                 }
-                Ok(e) if e.a == call && e.b as usize == from => return Ok(e.body),
+                Ok(e) if e.a == call && e.b as usize == from => return Ok(e.body.into_bytes()),
                 Ok(e) => {
-                    if early.insert((e.a, e.b), e.body).is_some() {
+                    if early.insert((e.a, e.b), e.body.into_bytes()).is_some() {
                         return Err(MpiError::Wire(format!(
                             "control message {} from rank {} arrived twice",
                             e.a, e.b

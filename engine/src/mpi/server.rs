@@ -1,6 +1,6 @@
 //! The communication thread's loop (see [`Comm`](super::Comm)): commands in, MPI messages out
-//! and in, one `MPI_Isend` at a time polled against the timeout, arrivals probed meanwhile,
-//! failure notices told and heard.
+//! and in, one envelope at a time (`MPI_Isend`, polled against the timeout), arrivals probed
+//! meanwhile, failure notices told and heard.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -13,7 +13,7 @@ use mpi::topology::{Communicator, SimpleCommunicator};
 
 use super::comm::Identity;
 use super::error::MpiError;
-use super::wire::{Envelope, Route, TAG, channel};
+use super::wire::{Body, Envelope, Frames, Route, TAG, TAG_HEAD, TAG_VALUES, channel};
 use crate::abort::Abort;
 use crate::error::EngineError;
 
@@ -191,7 +191,7 @@ impl Server {
     /// Hands an arrived message to its inbox (or buffers it, or acts on a failure notice).
     fn deliver(&mut self, envelope: Envelope) {
         if envelope.route.channel == channel::FAILURE {
-            let message = String::from_utf8_lossy(&envelope.body).into_owned();
+            let message = String::from_utf8_lossy(envelope.body.as_bytes()).into_owned();
             self.peer_failed(envelope.from as usize, message);
             // The launcher may be waiting in a broadcast or gather: it learns of it too.
             if let Some(inbox) = self.routes.get(&Route::process(channel::CONTROL)) {
@@ -228,19 +228,65 @@ impl Server {
     /// Receives whatever has arrived; returns whether anything did.
     fn poll_incoming(&mut self) -> bool {
         let mut any = false;
-        while let Some(probed) = self
-            .world
-            .any_process()
-            .immediate_matched_probe_with_tag(TAG)
-        {
-            let (bytes, status) = probed.matched_receive_vec::<u8>();
-            any = true;
-            match Envelope::decode(bytes) {
-                Ok(envelope) => self.deliver(envelope),
-                Err(e) => self.peer_failed(status.source_rank() as usize, e.to_string()),
+        loop {
+            let world = &self.world;
+            if let Some(probed) = world.any_process().immediate_matched_probe_with_tag(TAG) {
+                let (bytes, status) = probed.matched_receive_vec::<u8>();
+                match Envelope::decode(bytes) {
+                    Ok(envelope) => self.deliver(envelope),
+                    Err(e) => self.peer_failed(status.source_rank() as usize, e.to_string()),
+                }
+            } else if let Some(probed) = world
+                .any_process()
+                .immediate_matched_probe_with_tag(TAG_HEAD)
+            {
+                let (head, status) = probed.matched_receive_vec::<u8>();
+                let from = status.source_rank() as usize;
+                match Envelope::decode_head(&head).and_then(|(e, count)| {
+                    let values = self.receive_values(from, count)?;
+                    Ok(Envelope {
+                        body: Body::Values(values),
+                        ..e
+                    })
+                }) {
+                    Ok(envelope) => self.deliver(envelope),
+                    Err(e) => self.peer_failed(from, e.to_string()),
+                }
+            } else {
+                return any;
             }
+            any = true;
         }
-        any
+    }
+
+    /// The `count` values that follow a value header from process `from` (next on
+    /// [`TAG_VALUES`]: it sends them right after the header), waited for within the timeout.
+    fn receive_values(&mut self, from: usize, count: usize) -> Result<Vec<f32>, MpiError> {
+        let deadline = Instant::now() + self.timeout;
+        loop {
+            if let Some(probed) = self
+                .world
+                .process_at_rank(from as i32)
+                .immediate_matched_probe_with_tag(TAG_VALUES)
+            {
+                let (values, _) = probed.matched_receive_vec::<f32>();
+                if values.len() != count {
+                    return Err(MpiError::Wire(format!(
+                        "a header announced {count} values, {} came",
+                        values.len()
+                    )));
+                }
+                return Ok(values);
+            }
+            if Instant::now() > deadline {
+                return Err(MpiError::Wire(format!(
+                    "the {count} values announced by a header did not come within {} s \
+                     (--comm-timeout)",
+                    self.timeout.as_secs_f64()
+                )));
+            }
+            std::thread::yield_now();
+        }
     }
 
     /// Tells every other process that the current step failed here (once per abort).
@@ -264,7 +310,7 @@ impl Server {
                 a: 0,
                 b: 0,
                 from: self.rank as u32,
-                body: message.clone().into_bytes(),
+                body: Body::Bytes(message.clone().into_bytes()),
             };
             // Behind what is queued: a broadcast already queued must arrive first, so that a peer
             // waiting in it goes on to find the same error itself (and exits with its code).
@@ -272,20 +318,41 @@ impl Server {
         }
     }
 
-    /// Sends one message, polling it against the timeout; meanwhile receives what arrives and
-    /// queues new commands' sends.
+    /// Sends one envelope (one or two MPI messages), each polled against the timeout;
+    /// meanwhile receives what arrives and queues new commands' sends.
     fn send(&mut self, to: usize, envelope: Envelope, rx: &Receiver<Command>) {
-        let bytes = envelope.encode();
+        match envelope.frames() {
+            Frames::Bytes(bytes) => {
+                self.send_frame(to, &bytes[..], TAG, rx);
+            }
+            Frames::Values { head, values } => {
+                if self.send_frame(to, &head[..], TAG_HEAD, rx) {
+                    self.send_frame(to, &values[..], TAG_VALUES, rx);
+                }
+            }
+        }
+    }
+
+    /// Sends one MPI message, polling it until it completes; returns whether it completed
+    /// within the timeout (if not, the peer was reported failed meanwhile).
+    fn send_frame<T: mpi::datatype::Equivalence>(
+        &mut self,
+        to: usize,
+        buffer: &[T],
+        tag: i32,
+        rx: &Receiver<Command>,
+    ) -> bool {
         let deadline = Instant::now() + self.timeout;
+        let bytes = std::mem::size_of_val(buffer);
         mpi::request::scope(|scope| {
             let mut request = self
                 .world
                 .process_at_rank(to as i32)
-                .immediate_send_with_tag(scope, &bytes[..], TAG);
+                .immediate_send_with_tag(scope, buffer, tag);
             let mut reported = false;
             loop {
                 match request.test() {
-                    Ok(_) => break,
+                    Ok(_) => return !reported,
                     Err(pending) => request = pending,
                 }
                 let busy = self.drain(rx) | self.poll_incoming();
@@ -293,9 +360,8 @@ impl Server {
                 if !reported && Instant::now() > deadline {
                     reported = true;
                     let message = format!(
-                        "could not send {} bytes to it for {} s (--comm-timeout); it may be dead \
-                         or stuck",
-                        bytes.len(),
+                        "could not send {bytes} bytes to it for {} s (--comm-timeout); it may be \
+                         dead or stuck",
                         self.timeout.as_secs_f64()
                     );
                     self.peer_failed(to, message);
@@ -311,6 +377,6 @@ impl Server {
                     std::thread::yield_now();
                 }
             }
-        });
+        })
     }
 }

@@ -74,7 +74,7 @@ impl Transport for MpiTransport {
             a: flow_key(tag.flow),
             b: tag.micro_batch.index() as u32,
             from: self.layout.rank() as u32,
-            body: activation_bytes(payload),
+            body: activation_bytes(payload).into(),
         };
         self.comm
             .send(self.layout.process_of(peer), envelope)
@@ -88,7 +88,7 @@ impl Transport for MpiTransport {
         let peer = self.sender(tag.flow);
         let key = (flow_key(tag.flow), tag.micro_batch.index() as u32);
         match self.inbox.take(key.0, key.1) {
-            Ok(envelope) => activation_from(&envelope.body, &self.device)
+            Ok(envelope) => activation_from(envelope.body.as_bytes(), &self.device)
                 .map_err(|_| TransportError::Disconnected { peer, tag }),
             Err(Wait::Aborted) => Err(TransportError::Aborted),
             Err(Wait::Timeout) => Err(TransportError::Timeout {

@@ -1,16 +1,26 @@
-//! What crosses the wire: one MPI tag, and a small header after every message's body that says
-//! which local inbox it goes to (after, not before: the body's buffer takes it without a copy).
+//! What crosses the wire: a small header on every message that says which local inbox it goes
+//! to, and the body, in one of two framings.
 //!
 //! ```text
-//!   body | u32 LE × 6: to (worker rank, or PROCESS) · channel · epoch · a · b · from (process rank)
+//!   bytes  (tag TAG):         body | u32 LE × 6: to (worker rank, or PROCESS) · channel · epoch · a · b · from
+//!   values (tag TAG_HEAD):    u32 LE × 6 as above | u64 LE: value count
+//!          (tag TAG_VALUES):  the f32 values, as MPI floats, next from the same sender
 //! ```
+//! Byte bodies (activations, control messages, failure notices) carry the header after the body
+//! (after, not before: the body's buffer takes it without a copy). `f32` bodies (the
+//! collectives' gradients and sums) travel as they are, straight from and into the `Vec<f32>` a
+//! tensor's data comes in or goes out as: their header goes ahead in its own small message, and
+//! MPI's order between one sender's messages of one tag pairs each header with its values.
+//!
 //! The (to, channel, epoch) triple is a [`Route`]: a worker's transport, its stage-group collective, a
 //! tie pair, or the process itself (control messages, failure notices). The epoch counts the
 //! fabric's connections (every process connects the same number of times: at start and after
 //! each checkpoint load), so a message sent over fresh links is never delivered to the stale
 //! inbox of links being replaced. `a` and `b` key the
-//! message inside its inbox: (flow, micro-batch) for the transport, (call, member) for a
+//! message inside its inbox: (flow, micro-batch) for the transport, (call, member and tensor) for a
 //! collective. Bodies are plain little-endian values.
+
+use std::sync::Arc;
 
 use burn::prelude::*;
 use burn::tensor::Int;
@@ -18,8 +28,14 @@ use burn::tensor::Int;
 use super::error::MpiError;
 use crate::activation::Activation;
 
-/// The one MPI tag pipetrain's messages carry.
+/// The MPI tag of byte messages (header after the body).
 pub(crate) const TAG: i32 = 7;
+
+/// The MPI tag of the header of an `f32` message; its values follow on [`TAG_VALUES`].
+pub(crate) const TAG_HEAD: i32 = 8;
+
+/// The MPI tag of an `f32` message's values.
+pub(crate) const TAG_VALUES: i32 = 9;
 
 /// `Route::to` of messages for the process itself rather than one of its workers.
 pub(crate) const PROCESS: u32 = u32::MAX;
@@ -75,24 +91,115 @@ pub(crate) struct Envelope {
     /// The sending process's rank.
     pub from: u32,
     /// The payload.
-    pub body: Vec<u8>,
+    pub body: Body,
+}
+
+/// A message's payload.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Body {
+    /// Bytes: activations, control messages, failure notices.
+    Bytes(Vec<u8>),
+    /// `f32` values: a collective's contributions and sums, sent without conversion.
+    Values(Vec<f32>),
+    /// `f32` values that several messages send, or the sender keeps: the values arrive as
+    /// [`Body::Values`]; the sender gets its buffer back from the `Arc` once every send is done.
+    Shared(Arc<Vec<f32>>),
+}
+
+impl Body {
+    /// The payload as bytes (`f32` values viewed as their little-endian bytes).
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            Body::Bytes(b) => b,
+            Body::Values(v) => bytemuck::cast_slice(v),
+            Body::Shared(v) => bytemuck::cast_slice(v),
+        }
+    }
+
+    /// The payload's bytes, owned (a copy for `f32` values).
+    pub fn into_bytes(self) -> Vec<u8> {
+        match self {
+            Body::Bytes(b) => b,
+            Body::Values(v) => bytemuck::cast_slice(&v).to_vec(),
+            Body::Shared(v) => bytemuck::cast_slice(&v).to_vec(),
+        }
+    }
+}
+
+impl From<Vec<u8>> for Body {
+    fn from(bytes: Vec<u8>) -> Self {
+        Body::Bytes(bytes)
+    }
+}
+
+/// What the communication thread sends for one envelope.
+pub(crate) enum Frames {
+    /// One message on [`TAG`].
+    Bytes(Vec<u8>),
+    /// The header on [`TAG_HEAD`], then the values on [`TAG_VALUES`].
+    Values { head: Vec<u8>, values: Values },
+}
+
+/// The values of a [`Frames::Values`], owned or shared.
+pub(crate) enum Values {
+    Owned(Vec<f32>),
+    Shared(Arc<Vec<f32>>),
+}
+
+impl std::ops::Deref for Values {
+    type Target = [f32];
+
+    fn deref(&self) -> &[f32] {
+        match self {
+            Values::Owned(v) => v,
+            Values::Shared(v) => v,
+        }
+    }
 }
 
 const HEADER: usize = 6 * 4;
 
 impl Envelope {
-    /// The bytes on the wire: the body's buffer with the header appended.
-    pub fn encode(self) -> Vec<u8> {
-        let mut out = self.body;
-        out.reserve_exact(HEADER);
+    fn header_words(&self) -> [u32; 6] {
         let r = self.route;
-        for v in [r.to, r.channel, r.epoch, self.a, self.b, self.from] {
-            out.extend_from_slice(&v.to_le_bytes());
-        }
-        out
+        [r.to, r.channel, r.epoch, self.a, self.b, self.from]
     }
 
-    /// Reads the bytes of [`encode`](Self::encode).
+    fn from_words(words: [u32; 6], body: Body) -> Self {
+        let [to, channel, epoch, a, b, from] = words;
+        Self {
+            route: Route { to, channel, epoch },
+            a,
+            b,
+            from,
+            body,
+        }
+    }
+
+    /// What goes on the wire: a byte body with the header appended, or an `f32` body's header
+    /// and its values.
+    pub fn frames(self) -> Frames {
+        let words = self.header_words();
+        let values = match self.body {
+            Body::Bytes(mut out) => {
+                out.reserve_exact(HEADER);
+                for v in words {
+                    out.extend_from_slice(&v.to_le_bytes());
+                }
+                return Frames::Bytes(out);
+            }
+            Body::Values(v) => Values::Owned(v),
+            Body::Shared(v) => Values::Shared(v),
+        };
+        let mut head = Vec::with_capacity(HEADER + 8);
+        for v in words {
+            head.extend_from_slice(&v.to_le_bytes());
+        }
+        head.extend_from_slice(&(values.len() as u64).to_le_bytes());
+        Frames::Values { head, values }
+    }
+
+    /// Reads a byte message of [`frames`](Self::frames) ([`TAG`]).
     pub fn decode(mut bytes: Vec<u8>) -> Result<Self, MpiError> {
         if bytes.len() < HEADER {
             return Err(MpiError::Wire(format!(
@@ -101,20 +208,33 @@ impl Envelope {
             )));
         }
         let at = bytes.len() - HEADER;
-        let word =
-            |i: usize| u32::from_le_bytes(bytes[at + 4 * i..at + 4 * i + 4].try_into().expect("4"));
-        let (to, channel, epoch) = (word(0), word(1), word(2));
-        let (a, b, from) = (word(3), word(4), word(5));
+        let words = read_words(&bytes[at..]);
         bytes.truncate(at);
-        let body = bytes;
-        Ok(Self {
-            route: Route { to, channel, epoch },
-            a,
-            b,
-            from,
-            body,
-        })
+        Ok(Self::from_words(words, Body::Bytes(bytes)))
     }
+
+    /// Reads an `f32` message's header ([`TAG_HEAD`]): the envelope (with no values yet) and
+    /// how many values follow.
+    pub fn decode_head(bytes: &[u8]) -> Result<(Self, usize), MpiError> {
+        if bytes.len() != HEADER + 8 {
+            return Err(MpiError::Wire(format!(
+                "a value header of {} bytes, not {}",
+                bytes.len(),
+                HEADER + 8
+            )));
+        }
+        let words = read_words(&bytes[..HEADER]);
+        let count = u64::from_le_bytes(bytes[HEADER..].try_into().expect("8 bytes"));
+        Ok((
+            Self::from_words(words, Body::Values(Vec::new())),
+            count as usize,
+        ))
+    }
+}
+
+/// The six header words at the start of `bytes`.
+fn read_words(bytes: &[u8]) -> [u32; 6] {
+    std::array::from_fn(|i| u32::from_le_bytes(bytes[4 * i..4 * i + 4].try_into().expect("4")))
 }
 
 /// `f32` values as little-endian bytes.
@@ -239,14 +359,42 @@ mod tests {
             a: 1,
             b: 9,
             from: 2,
-            body: vec![1, 2, 3],
+            body: Body::Bytes(vec![1, 2, 3]),
         };
-        let d = Envelope::decode(e.clone().encode()).unwrap();
+        let Frames::Bytes(bytes) = e.clone().frames() else {
+            panic!("a byte body is one frame")
+        };
+        let d = Envelope::decode(bytes).unwrap();
         assert_eq!(
             (d.route, d.a, d.b, d.from, d.body),
-            (e.route, 1, 9, 2, e.body)
+            (e.route, 1, 9, 2, e.body.clone())
         );
         assert!(Envelope::decode(vec![0; 7]).is_err());
+        let v = Envelope {
+            body: Body::Values(vec![1.5, f32::NAN, -0.0]),
+            ..e.clone()
+        };
+        let Frames::Values { head, values } = v.clone().frames() else {
+            panic!("an f32 body is two frames")
+        };
+        let (d, count) = Envelope::decode_head(&head).unwrap();
+        assert_eq!((d.route, d.a, d.b, d.from, count), (e.route, 1, 9, 2, 3));
+        assert_eq!(bytemuck::cast_slice::<f32, u8>(&values), v.body.as_bytes());
+        let shared = Arc::new(vec![2.0f32; 3]);
+        let s = Envelope {
+            body: Body::Shared(Arc::clone(&shared)),
+            ..e.clone()
+        };
+        let Frames::Values { values, .. } = s.frames() else {
+            panic!("a shared body is two frames")
+        };
+        assert_eq!(&values[..], &shared[..]);
+        drop(values);
+        assert!(
+            Arc::try_unwrap(shared).is_ok(),
+            "the frames let go of a shared body"
+        );
+        assert!(Envelope::decode_head(&head[1..]).is_err());
 
         let device = Device::flex();
         let x: Activation = Tensor::<2>::from_data([[1.5f32, -0.1], [3e-9, 7.0]], &device).into();

@@ -131,7 +131,7 @@ impl<L: Layer> Runtime<L> {
             .map(|&id| WorkerThread::spawn(id))
             .collect::<Result<Vec<_>>>()?;
         let mut runtime = Self {
-            tie_plan: TiePlan::new(&config.ties, workers.states(), stages)?,
+            tie_plan: TiePlan::new(&config.ties, &workers)?,
             workers,
             threads,
             plans: Plans {
@@ -257,8 +257,7 @@ impl<L: Layer> Runtime<L> {
             w.set_layers(layers);
             checkpoint.load_optimizer(w, range.start, name, zero)?;
         }
-        let stages = self.workers.world().stages();
-        self.tie_plan = TiePlan::new(&self.config.ties, self.workers.states(), stages)?;
+        self.tie_plan = TiePlan::new(&self.config.ties, &self.workers)?;
         self.connect()?;
         self.optimizer_steps = checkpoint.progress().step;
         self.pending = 0;

@@ -19,7 +19,6 @@ use pipetrain::{Checkpoint, Layer, Pipeline, schedules::WorkerId};
 
 use crate::args::TrainArgs;
 use crate::failure::Failure;
-use crate::model::Model;
 
 /// This process's place in a multi-process run.
 pub struct Distributed {
@@ -206,26 +205,6 @@ impl Distributed {
             workers.join(",")
         )
     }
-}
-
-/// Refuses what a multi-process run cannot do yet (usage errors): tied embeddings (the tie
-/// plan is built from replica 0's stages in one process) and batch-norm models.
-pub fn supported(model: &Model, ties: bool) -> Result<(), Failure> {
-    if matches!(model, Model::ResNet(_)) {
-        // Found late: the gathered model's batch-norm running statistics do not match the
-        // workers' (verify fails, the checkpoint merge sees replicas differ). Refused until fixed.
-        return Err(Failure::usage(
-            "--model resnet (batch norm) is not supported under MPI yet: its running \
-             statistics are not carried correctly between processes; run it without mpirun",
-        ));
-    }
-    if ties {
-        return Err(Failure::usage(
-            "--tie-embeddings is not supported under MPI yet (the tie plan is built from \
-             replica 0's stages in one process); run it without mpirun",
-        ));
-    }
-    Ok(())
 }
 
 #[cfg(feature = "mpi")]

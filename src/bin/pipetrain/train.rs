@@ -158,9 +158,6 @@ fn train(
         }
         (_, false) => Vec::new(),
     };
-    if dist.is_some() {
-        crate::distributed::supported(&model, !ties.is_empty())?;
-    }
     let settings = Settings {
         args,
         schedule,

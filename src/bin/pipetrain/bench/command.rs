@@ -18,7 +18,11 @@ pub fn run(args: &BenchArgs) -> Result<Exit, Failure> {
     paths::output_dirs_exist(&[("--out", &args.out)]).map_err(Failure::usage)?;
     check(args).map_err(Failure::usage)?;
     let workload = Workload::of(args);
-    let rows = select(args).map_err(Failure::usage)?;
+    let mpi = super::mpi::available();
+    if let Err(why) = &mpi {
+        eprintln!("bench: MPI rows left out: {why}");
+    }
+    let rows = select(args, mpi.is_ok()).map_err(Failure::usage)?;
     let peers = args
         .compare_pytorch
         .as_ref()
@@ -32,7 +36,7 @@ pub fn run(args: &BenchArgs) -> Result<Exit, Failure> {
     let total = rows.len() * args.reps;
     for rep in 0..args.reps {
         for (i, row) in rows.iter().enumerate() {
-            let measured = measure::run(&row.shape, &workload)
+            let measured = measure::run_row(&row.shape, &workload)
                 .map_err(|e| Failure::runtime(format!("{}: {e}", row.label())))?;
             eprintln!(
                 "bench: [{}/{total}] {}: {:.0} samples/s",
@@ -63,6 +67,7 @@ pub fn run(args: &BenchArgs) -> Result<Exit, Failure> {
         reps: args.reps,
         release: !cfg!(debug_assertions),
         pytorch: peers.map(|p| p.map(|p| (p.torch.clone(), p.dir().display().to_string()))),
+        mpi: mpi.err(),
     };
     let document = table::render(&header, &lines);
     print!("{document}");
@@ -99,15 +104,27 @@ fn check(args: &BenchArgs) -> Result<(), String> {
 
 /// The rows to run, in order: the single-device and independent-worker rows the others'
 /// limits need (and any `--only` names), then the configurations.
-fn select(args: &BenchArgs) -> Result<Vec<Row>, String> {
+fn select(args: &BenchArgs, mpi: bool) -> Result<Vec<Row>, String> {
     let batch = args.batch;
     let matches = |row: &Row| {
         args.only
             .as_ref()
             .is_none_or(|only| row.label().to_lowercase().contains(&only.to_lowercase()))
     };
-    let all = configs::rows(&args.micro_batches, args.threads);
-    let main: Vec<Row> = all.iter().filter(|r| matches(r)).cloned().collect();
+    let all = configs::rows(&args.micro_batches, args.threads, mpi);
+    let mut main: Vec<Row> = all.iter().filter(|r| matches(r)).cloned().collect();
+    // An MPI row is read against the same layout in this process: that row runs too.
+    let twins: Vec<Row> = all
+        .iter()
+        .filter(|r| {
+            !main.contains(r)
+                && main
+                    .iter()
+                    .any(|m| m.shape.processes() > 1 && m.shape.in_process() == r.shape)
+        })
+        .cloned()
+        .collect();
+    main.splice(0..0, twins);
     for row in &main {
         if let Shape::Pipeline {
             replicas,

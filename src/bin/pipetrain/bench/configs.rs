@@ -62,6 +62,9 @@ pub enum Shape {
         zero: bool,
         /// Split (the default) or fused backward.
         backward: Backward,
+        /// 1: every worker a thread of this process; more: `mpirun -np processes`, one worker
+        /// per process (replicas × stages of them).
+        processes: usize,
     },
     /// `workers` independent 1-stage pipelines stepping at once on their own threads, each on
     /// the whole batch in `micro_batches` micro-batches, with no communication: what that many
@@ -96,6 +99,22 @@ impl Shape {
             } => batch / (replicas * micro_batches).max(1),
             Shape::Independent { micro_batches, .. } => batch / micro_batches.max(1),
         }
+    }
+
+    /// Processes the row runs in (1 but for MPI rows).
+    pub fn processes(&self) -> usize {
+        match *self {
+            Shape::Pipeline { processes, .. } => processes,
+            Shape::Independent { .. } => 1,
+        }
+    }
+
+    /// The same configuration in this process.
+    pub fn in_process(mut self) -> Shape {
+        if let Shape::Pipeline { processes, .. } = &mut self {
+            *processes = 1;
+        }
+        self
     }
 
     /// The fill-drain bound m/(m+p−1) of the pipeline's bubble (1 for a single stage).
@@ -151,7 +170,17 @@ fn pipeline(replicas: usize, stages: usize, m: usize, schedule: ScheduleKind, ze
         schedule,
         zero,
         backward: Backward::default(),
+        processes: 1,
     }
+}
+
+/// `shape` (a pipeline) run as one process per worker under `mpirun`.
+fn over_mpi(mut shape: Shape) -> Shape {
+    let workers = shape.workers();
+    if let Shape::Pipeline { processes, .. } = &mut shape {
+        *processes = workers;
+    }
+    shape
 }
 
 /// `shape` (a pipeline) with another backward.
@@ -201,8 +230,9 @@ pub fn independent(batch: usize, workers: usize, rows: usize) -> Row {
 }
 
 /// The table's configurations for `ms` micro-batch counts, in order (single-device and
-/// independent-worker reference rows are added by the command where limits need them).
-pub fn rows(ms: &[usize], threads: usize) -> Vec<Row> {
+/// independent-worker reference rows are added by the command where limits need them); with
+/// `mpi`, the data-parallel and hybrid rows again across processes.
+pub fn rows(ms: &[usize], threads: usize, mpi: bool) -> Vec<Row> {
     let t = threads.to_string();
     let mut rows = vec![
         Row {
@@ -272,6 +302,24 @@ pub fn rows(ms: &[usize], threads: usize) -> Vec<Row> {
         shape: pipeline(2, 2, 4, ScheduleKind::OneFOneB, false),
         peer: None,
     });
+    if mpi {
+        rows.push(Row {
+            group: "MPI",
+            name: "2 replicas x 1 stage, m=1, 2 processes".into(),
+            shape: over_mpi(pipeline(2, 1, 1, ScheduleKind::OneFOneB, false)),
+            peer: Some(peer(
+                "bench_ddp.py",
+                "DistributedDataParallel, 2 gloo ranks",
+                &["--threads".into(), t.clone()],
+            )),
+        });
+        rows.push(Row {
+            group: "MPI",
+            name: "2 replicas x 2 stages, 1F1B, m=4, 4 processes".into(),
+            shape: over_mpi(pipeline(2, 2, 4, ScheduleKind::OneFOneB, false)),
+            peer: None,
+        });
+    }
     rows.push(Row {
         group: "ZeRO-1",
         name: "2 replicas x 1 stage, m=1, optimizer state sharded".into(),
@@ -319,8 +367,9 @@ mod tests {
 
     #[test]
     fn the_table_has_every_kind_of_row() {
-        let rows = rows(&[1, 4, 8, 32], 1);
+        let rows = rows(&[1, 4, 8, 32], 1, true);
         for group in [
+            "MPI",
             "data parallel",
             "model parallel",
             "pipelined",
@@ -358,8 +407,21 @@ mod tests {
             [
                 "pipelined: 1F1B, 2 stages, m=1",
                 "hybrid: 2 replicas x 2 stages, 1F1B, m=4",
+                "MPI: 2 replicas x 2 stages, 1F1B, m=4, 4 processes",
                 "ZeRO-1: 2 replicas x 1 stage, m=1, optimizer state sharded"
             ]
+        );
+        // Each MPI row has the in-process row of its layout beside it.
+        for row in rows.iter().filter(|r| r.group == "MPI") {
+            assert!(
+                rows.iter()
+                    .any(|r| r.shape == row.shape.in_process() && r != row)
+            );
+        }
+        assert!(
+            !super::rows(&[1, 4], 1, false)
+                .iter()
+                .any(|r| r.group == "MPI")
         );
         let labels: Vec<_> = rows.iter().map(Row::label).collect();
         let unique: std::collections::HashSet<_> = labels.iter().collect();

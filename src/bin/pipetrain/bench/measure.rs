@@ -46,8 +46,16 @@ impl Measured {
     }
 }
 
-/// Runs `shape` on `workload` once, from scratch.
-pub fn run(shape: &Shape, workload: &Workload) -> pipetrain::Result<Measured> {
+/// Runs `shape` on `workload` once, from scratch: in this process, or under `mpirun`.
+pub fn run_row(shape: &Shape, workload: &Workload) -> Result<Measured, String> {
+    match shape.processes() {
+        1 => run(shape, workload).map_err(|e| e.to_string()),
+        processes => super::mpi::run(shape, processes, workload),
+    }
+}
+
+/// Runs `shape` on `workload` once in this process, from scratch.
+fn run(shape: &Shape, workload: &Workload) -> pipetrain::Result<Measured> {
     let device = Device::flex();
     let data: Vec<Batch> = (0..BATCHES)
         .map(|k| {
@@ -118,6 +126,7 @@ fn build(shape: &Shape, w: &Workload, device: &Device) -> pipetrain::Result<Pipe
             schedule,
             zero,
             backward,
+            ..
         } => (replicas, stages, micro_batches, schedule, zero, backward),
         Shape::Independent { micro_batches, .. } => (
             1,
@@ -147,7 +156,7 @@ fn build(shape: &Shape, w: &Workload, device: &Device) -> pipetrain::Result<Pipe
 
 /// `hidden` blocks over `stages` stages (the first ones take the remainder), plus the head on
 /// the last stage: [4, 5] for MLP-8 on 2 stages, as the peers split it.
-fn balance(hidden: usize, stages: usize) -> Vec<usize> {
+pub(super) fn balance(hidden: usize, stages: usize) -> Vec<usize> {
     let stages = stages.max(1);
     let mut balance: Vec<usize> = (0..stages)
         .map(|s| hidden / stages + usize::from(s < hidden % stages))

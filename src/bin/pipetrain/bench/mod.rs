@@ -1,11 +1,14 @@
 //! `pipetrain bench`: the experiment table (single device, data parallel, model parallel,
-//! GPipe and 1F1B at several micro-batch counts, hybrid, ZeRO-1) for one model, measured in
-//! this process through the library, optionally alternating row by row with the PyTorch peers.
+//! GPipe and 1F1B at several micro-batch counts, hybrid, ZeRO-1, the backward variants) for one
+//! model, measured in this process through the library — and, with the `mpi` feature, the
+//! data-parallel and hybrid layouts again across processes under `mpirun` — optionally
+//! alternating row by row with the PyTorch peers.
 
 mod args;
 mod command;
 mod configs;
 mod measure;
+mod mpi;
 mod peers;
 mod probe;
 mod table;

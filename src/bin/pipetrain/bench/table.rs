@@ -42,6 +42,8 @@ pub struct Header {
     /// `Ok(torch version, peers folder)` when the PyTorch column is there; `Err(why not)` when it
     /// was asked for and is not; `None` when it was not asked for.
     pub pytorch: Option<Result<(String, String), String>>,
+    /// Why the MPI rows were left out, if they were.
+    pub mpi: Option<String>,
 }
 
 /// The median of `values` (the mean of the middle two for an even count); NaN when empty.
@@ -136,6 +138,18 @@ pub fn render(header: &Header, lines: &[Line]) -> String {
         }
         None => {}
     }
+    match &header.mpi {
+        Some(why) => {
+            let _ = writeln!(out, "- MPI rows: not run. {why}");
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "- MPI rows: `mpirun -np N pipetrain train ...` with one worker per process, \
+                 samples/s from rank 0's `--metrics` (its per-step wall time)"
+            );
+        }
+    }
     let _ = writeln!(out);
     let mut head = vec![
         "configuration",
@@ -177,7 +191,12 @@ pub fn render(header: &Header, lines: &[Line]) -> String {
             rate(line.ceiling),
             fraction(med, line.limit),
             fraction(med, line.ceiling),
-            Bytes(line.ours.peak_memory).to_string(),
+            // MPI rows run in other processes: their memory is not read.
+            if line.ours.peak_memory == 0 {
+                "–".into()
+            } else {
+                Bytes(line.ours.peak_memory).to_string()
+            },
             format!("{:.4}", line.ours.loss),
             line.ours
                 .others
@@ -199,7 +218,36 @@ pub fn render(header: &Header, lines: &[Line]) -> String {
         let _ = writeln!(out, "| {} |", cells.join(" | "));
     }
     let _ = writeln!(out);
+    let _ = write!(out, "{}", against_in_process(lines));
     let _ = writeln!(out, "{}", notes(with_peers, lines));
+    out
+}
+
+/// Each MPI row's samples/s over the same layout's in-process row's.
+fn against_in_process(lines: &[Line]) -> String {
+    let mut out = String::new();
+    for line in lines.iter().filter(|l| l.row.shape.processes() > 1) {
+        let twin = line.row.shape.in_process();
+        let Some(local) = lines.iter().find(|l| l.row.shape == twin) else {
+            continue;
+        };
+        if out.is_empty() {
+            out.push_str("MPI ÷ in-process at the same layout (medians):\n\n");
+        }
+        let (mpi, here) = (median(&line.ours.rates), median(&local.ours.rates));
+        let _ = writeln!(
+            out,
+            "- `{}`: {} of `{}` ({} vs {} samples/s)",
+            line.row.label(),
+            fraction(mpi, Some(here)),
+            local.row.label(),
+            rate(Some(mpi)),
+            rate(Some(here))
+        );
+    }
+    if !out.is_empty() {
+        out.push('\n');
+    }
     out
 }
 
@@ -222,7 +270,8 @@ fn notes(with_peers: bool, lines: &[Line]) -> String {
          inputs (measured by the step) — the accounting of \
          `Pipeline::worker_memory` and `--memory-budget`; not a resident-set reading (no \
          allocator slack, no per-op temporaries, no transport buffers).\n\
-         - **final loss**: mean loss of the last step (the same data and init for every row).\n\
+         - **final loss**: mean loss of the last step (the same data and init for every row but \
+         the MPI rows, which run the CLI on its own seeded data).\n\
          - **others**: cores kept busy by other processes during the row's measured steps; \
          above ~0.1 the row was disturbed.\n",
     );
