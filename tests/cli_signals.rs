@@ -110,6 +110,15 @@ fn sigint_saves_a_checkpoint_that_resumes_bit_for_bit_and_a_trace_that_parses() 
     let events: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).expect("JSON trace");
     assert!(events.to_string().contains("\"ph\":\"X\""), "action slices");
+    let hidden: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(
+        hidden.is_empty(),
+        "no raw trace or temp file is left: {hidden:?}"
+    );
     // Two more steps from the checkpoint end exactly where an uninterrupted run ends.
     let total = (step + 2).to_string();
     let ck_s = ck.to_str().unwrap();

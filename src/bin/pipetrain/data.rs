@@ -211,6 +211,8 @@ fn check(data: &InMemory, spec: &DataSpec, args: &TrainArgs) -> Result<(), Failu
     let source = format!("--data {spec}");
     if let Err(e) = check_ints(data, limit, &source) {
         let remedy = match &e {
+            // A model that wide would not fit in memory: the value is corrupt, not a class.
+            DataError::OutOfRange { value, .. } if *value >= 1 << 24 => String::new(),
             DataError::OutOfRange { value, .. } if *value >= 0 => format!(
                 "; if the data really has {} values, give {flag} {}",
                 value + 1,
