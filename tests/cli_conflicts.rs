@@ -98,6 +98,14 @@ fn a_bad_plot_path_fails_before_training_in_plain_words() {
     assert!(e.contains("--plot") && e.contains("is a directory"), "{e}");
     assert!(!e.contains("ImageError") && !e.contains("Os {"), "{e}");
     assert!(!String::from_utf8_lossy(&out.stdout).contains("step "));
+    // A format it cannot write once failed after the run with the image crate's debug output.
+    let xyz = tmp.path().join("loss.xyz");
+    let e = failure_with(
+        USAGE,
+        &square("train", &["--steps", "1", "--plot", xyz.to_str().unwrap()]),
+    );
+    assert!(e.contains("loss.xyz") && e.contains("use .png"), "{e}");
+    assert!(!xyz.exists());
 }
 
 /// The weights of the checkpoint `from` without pipetrain's metadata (optimizer state dropped),

@@ -48,6 +48,7 @@ pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
         .map_err(Failure::usage)?;
     paths::outputs_writable(&[("--checkpoint", &args.checkpoint), ("--plot", &args.plot)])
         .map_err(Failure::usage)?;
+    crate::plot::check_format(args.plot.as_deref()).map_err(Failure::usage)?;
     // Under an MPI launcher: this process's share of the world (see `distributed`).
     let stages = args
         .balance
