@@ -91,6 +91,27 @@ fn a_huge_label_is_refused_at_load_not_sized_into_the_model() {
 }
 
 #[test]
+fn a_model_too_wide_for_the_machine_is_refused_before_it_is_allocated() {
+    // Asking for 2^31 classes explicitly: an error naming the flag, not an out-of-memory kill.
+    let e = failure_with(
+        USAGE,
+        &[
+            "train",
+            "--classes",
+            "2147483648",
+            "--width",
+            "1024",
+            "--steps",
+            "1",
+        ],
+    );
+    assert!(
+        e.contains("2147483648 classes") && e.contains("use a smaller --classes or --width"),
+        "{e}"
+    );
+}
+
+#[test]
 fn a_negative_label_is_refused_at_load_naming_the_row() {
     // Item 2: it used to panic a worker mid-step (`index -1 out of bounds`).
     let tmp = scratch("negative-label");

@@ -148,6 +148,7 @@ fn train(
     };
     let data = Data::open(args, args.batch)?;
     let model = Model::from_args(args, data.shapes()).map_err(Failure::usage)?;
+    model.check_fits().map_err(Failure::usage)?;
     let device = args.device.device().map_err(Failure::usage)?;
     device.seed(args.seed);
     let ties = match (&model, args.tie_embeddings) {
