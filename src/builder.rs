@@ -283,6 +283,15 @@ impl<L: Layer> PipelineBuilder<L> {
         if layers.is_empty() {
             return config("the layer sequence is empty: a pipeline needs at least one layer");
         }
+        if let Some(i) = layers.iter().position(Layer::batch_statistics) {
+            if self.remat != Remat::Never {
+                return config(format!(
+                    "remat {} with batch norm (layer {i}): re-materialization's first forward \
+                     uses running statistics, not the micro-batch's; use .remat(Remat::Never)",
+                    self.remat
+                ));
+            }
+        }
         let n = layers.len();
         let split = match (&self.balance, self.stages) {
             (Some(balance), stages) => {

@@ -159,9 +159,8 @@ impl<L: Layer> Pipeline<L> {
         let State::Pending { layers, restore } = &self.state else {
             return Ok(());
         };
-        let distributed = self.config.distributed.take();
         let c = &self.config;
-        let world = match &distributed {
+        let world = match &c.distributed {
             Some(d) => World::with_local(c.replicas, stages, d.local.clone())?,
             None => World::new(c.replicas, stages)?,
         };
@@ -173,9 +172,12 @@ impl<L: Layer> Pipeline<L> {
             &c.optimizer,
             c.threads,
         )?;
-        let mut runtime = match distributed {
-            Some(d) => Runtime::with_fabric(workers, c.runtime.clone(), d.fabric)?,
-            None => Runtime::new(workers, c.runtime.clone())?,
+        // The fabric is handed over only now: a set-up step that fails above leaves the
+        // pipeline as it was (its layers, its fabric), not a single-process shell.
+        let runtime_config = c.runtime.clone();
+        let mut runtime = match self.config.distributed.take() {
+            Some(d) => Runtime::with_fabric(workers, runtime_config, d.fabric)?,
+            None => Runtime::new(workers, runtime_config)?,
         };
         if let Some(checkpoint) = restore {
             runtime.load_checkpoint(checkpoint)?;

@@ -7,7 +7,6 @@ use common::{scratch, seeded, write_safetensors};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::Duration;
 
 use burn::prelude::*;
 use pipetrain::{CheckpointError, Error, OptimizerConfig, Pipeline, Remat, ScheduleKind};
@@ -314,7 +313,8 @@ fn mismatched_and_corrupt_files_name_the_tensor() {
     );
 }
 
-/// The child half of the kill test: saves checkpoints of a large-ish model in a loop.
+/// The child half of the kill test: saves checkpoints of a large-ish model in a loop, until the
+/// fault injection aborts it inside its third write.
 #[test]
 #[ignore = "run by kill_during_write_leaves_the_previous_checkpoint"]
 fn child_writes_checkpoints_forever() {
@@ -328,7 +328,6 @@ fn child_writes_checkpoints_forever() {
         .stages(1)
         .build()
         .unwrap();
-    std::fs::write(format!("{}.ready", path.to_string_lossy()), b"").unwrap();
     for i in 0.. {
         let extra = [("i".to_string(), i.to_string())].into();
         p.save_checkpoint(&path, extra).unwrap();
@@ -339,9 +338,9 @@ fn child_writes_checkpoints_forever() {
 fn kill_during_write_leaves_the_previous_checkpoint() {
     let tmp = scratch("ckpt");
     let path = tmp.path().join("killed.safetensors");
-    let ready = PathBuf::from(format!("{}.ready", path.display()));
-    let _ = std::fs::remove_file(&ready);
-    let mut child = Command::new(std::env::current_exe().unwrap())
+    // The child aborts inside its third write: after the temp file is written and synced,
+    // before the rename. Deterministic: no timing decides where the kill lands.
+    let status = Command::new(std::env::current_exe().unwrap())
         .args([
             "child_writes_checkpoints_forever",
             "--ignored",
@@ -349,23 +348,24 @@ fn kill_during_write_leaves_the_previous_checkpoint() {
             "--nocapture",
         ])
         .env("PIPETRAIN_CKPT_CHILD", &path)
-        .spawn()
+        .env("PIPETRAIN_FAULT_ABORT_BEFORE_RENAME", "3")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
         .unwrap();
-    // Wait until the child has written at least one checkpoint, then kill it mid-stream.
-    let deadline = std::time::Instant::now() + Duration::from_secs(120);
-    while !(ready.exists() && path.exists()) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the child never wrote"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(150));
-    child.kill().unwrap();
-    child.wait().unwrap();
+    assert!(!status.success(), "the child must have been aborted");
     let checkpoint =
         pipetrain::Checkpoint::read(&path).expect("the last complete checkpoint loads");
-    assert!(checkpoint.progress().extra.contains_key("i"));
+    assert_eq!(checkpoint.progress().extra["i"], "1", "the second write's");
+    // The kill landed inside the third write: its complete temp file is still there.
+    let temps: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "tmp"))
+        .collect();
+    assert_eq!(temps.len(), 1, "{temps:?}");
+    let written = std::fs::metadata(&temps[0]).unwrap().len();
+    assert_eq!(written, std::fs::metadata(&path).unwrap().len());
     let device = Device::flex();
     let layers = checkpoint
         .load_model(MlpConfig::new(512, 4, 10).init(&device))

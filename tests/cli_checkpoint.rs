@@ -4,12 +4,7 @@
 //! state dict, evaluate a checkpoint.
 
 mod common;
-use common::{USAGE, failure_with, scratch, success, write_safetensors};
-
-use std::collections::HashMap;
-use std::path::Path;
-
-use safetensors::SafeTensors;
+use common::{USAGE, failure_with, scratch, success, tensors, write_safetensors};
 
 const MODEL: [&str; 10] = [
     "train",
@@ -37,16 +32,6 @@ fn adam<'a>(extra: &[&'a str]) -> Vec<&'a str> {
 /// Stdout of the [`adam`] run, which must succeed.
 fn run(extra: &[&str]) -> String {
     success(&adam(extra))
-}
-
-/// Every tensor of a safetensors file, by name, as raw bytes.
-fn tensors(path: &Path) -> HashMap<String, Vec<u8>> {
-    let bytes = std::fs::read(path).unwrap();
-    let file = SafeTensors::deserialize(&bytes).unwrap();
-    file.tensors()
-        .into_iter()
-        .map(|(n, v)| (n, v.data().to_vec()))
-        .collect()
 }
 
 fn f32s(bytes: &[u8]) -> Vec<f32> {

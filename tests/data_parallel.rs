@@ -370,3 +370,25 @@ fn batch_norm_replicas_stay_identical_and_train_like_one_device() {
     );
     assert!(d.max_relative <= 1e-5, "{d:?}");
 }
+
+/// The builder refuses re-materialization with batch norm (issue 12), as the CLI does: its
+/// first forward would normalize with running statistics, not the micro-batch's.
+#[test]
+fn batch_norm_with_remat_is_refused_by_the_builder() {
+    use pipetrain_models::ResNetConfig;
+    let init = common::seeded(4, |d| ResNetConfig::new(4, 2, 3).with_image(3, 8).init(d));
+    for remat in [Remat::ExceptLast, Remat::Always] {
+        let e = Pipeline::builder()
+            .layers(init.clone())
+            .stages(2)
+            .remat(remat)
+            .build()
+            .err()
+            .expect("refused");
+        let e = e.to_string();
+        assert!(
+            e.contains("batch norm (layer 0)") && e.contains("Remat::Never"),
+            "{e}"
+        );
+    }
+}

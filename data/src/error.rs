@@ -99,6 +99,42 @@ pub enum DataError {
         format: &'static str,
     },
 
+    /// An int value (a class label, a token id) outside the model's range `0..limit`: a
+    /// negative one would panic a worker, a large one would widen the model.
+    #[error(
+        "{data}: {part} row {row}: {} {value} is not in 0..{limit}; fix the data, or size \
+         the model for it",
+        if *part == "input" { "token id" } else { "label" }
+    )]
+    OutOfRange {
+        /// The data (file or spec).
+        data: String,
+        /// "input" or "target".
+        part: &'static str,
+        /// The example (row) holding it.
+        row: usize,
+        /// The value.
+        value: i64,
+        /// The model's range, exclusive.
+        limit: usize,
+    },
+
+    /// A NaN or infinite float value, which would make every weight NaN.
+    #[error(
+        "{data}: {part} row {row} holds {value}; every value must be finite: clean the data \
+         (replace or drop that row)"
+    )]
+    NonFinite {
+        /// The data (file or spec).
+        data: String,
+        /// "input" or "target".
+        part: &'static str,
+        /// The example (row) holding it.
+        row: usize,
+        /// The value.
+        value: f32,
+    },
+
     /// The images file and the labels file disagree on the number of examples.
     #[error(
         "{} holds {images} images but {} holds {labels} labels; use the labels file that belongs \

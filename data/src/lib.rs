@@ -12,6 +12,8 @@
 //! - File formats, each loading to an [`InMemory`] and rejecting bad files with a
 //!   [`DataError`] naming the file and byte offset: [`mnist`], [`cifar10`], [`text`],
 //!   [`tensors`]; [`DataSpec`] picks one from a string such as `mnist:data/mnist`.
+//! - [`check_ints`] / [`check_finite`]: labels and token ids inside the model's range, float
+//!   values finite, checked once at load.
 //!
 //! ```
 //! use burn::prelude::*;
@@ -46,6 +48,7 @@ mod spec;
 mod subset;
 pub mod tensors;
 pub mod text;
+mod validate;
 
 pub use collate::collate;
 pub use dataset::{Dataset, Example, InMemory, Values};
@@ -55,3 +58,4 @@ pub use position::Position;
 pub use sampler::{DistributedSampler, SamplerConfig};
 pub use spec::DataSpec;
 pub use subset::{Subset, split};
+pub use validate::{check_finite, check_ints};

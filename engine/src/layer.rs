@@ -47,4 +47,12 @@ pub trait Layer: Module + 'static {
     fn dense(&self) -> Option<Dense<'_>> {
         None
     }
+
+    /// Whether the training forward normalizes with the batch's own statistics (batch norm).
+    /// Re-materialization's first forward runs in evaluation mode, on running statistics, so
+    /// it would replay a different function: the pipeline builder then requires
+    /// `Remat::Never`. The default is `false`.
+    fn batch_statistics(&self) -> bool {
+        false
+    }
 }

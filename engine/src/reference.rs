@@ -153,6 +153,38 @@ impl<L: Layer> SingleDevice<L> {
             .map_err(|e| fail(Cause::Loss(e)))
     }
 
+    /// Sets every parameter (and buffer) to its value in `model`, the same model's layer
+    /// sequence (for example a pipeline's, after a step), matched by full-model name; the
+    /// optimizer state is kept. Lockstep verification starts each reference step from the
+    /// pipeline's weights this way, so a long run checks each step, not accumulated rounding.
+    ///
+    /// # Errors
+    /// [`EngineError::World`] if `model` lacks one of the parameters or has another shape.
+    pub fn load_weights(&mut self, model: &[L]) -> Result<()> {
+        let theirs: HashMap<String, adapter::ParamId> = adapter::named_parameters(model, 0)
+            .into_iter()
+            .map(|n| (n.name, n.id))
+            .collect();
+        let model: Vec<L> = model.to_vec();
+        let mut values = HashMap::new();
+        for ours in adapter::named_parameters(&self.layers, 0) {
+            let value = theirs
+                .get(&ours.name)
+                .and_then(|&id| adapter::value_of(&model, id))
+                .filter(|(_, shape)| *shape == ours.shape)
+                .ok_or_else(|| {
+                    EngineError::World(format!(
+                        "load_weights: the model has no parameter `{}` of shape {:?}",
+                        ours.name, ours.shape
+                    ))
+                })?;
+            values.insert(ours.id, value.0);
+        }
+        let layers = std::mem::take(&mut self.layers);
+        self.layers = adapter::set_values(layers, values);
+        Ok(())
+    }
+
     /// The layers.
     pub fn layers(&self) -> &[L] {
         &self.layers

@@ -253,6 +253,11 @@ impl ResNetLayer {
 }
 
 impl Layer for ResNetLayer {
+    /// The stem and the residual blocks hold batch norm; the head does not.
+    fn batch_statistics(&self) -> bool {
+        !matches!(self, ResNetLayer::Head(_))
+    }
+
     fn forward(&self, input: Activation) -> Result<Activation, ActivationError> {
         let x: Tensor<4> = input.float()?;
         let channels = x.dims()[1];

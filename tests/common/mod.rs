@@ -161,3 +161,13 @@ pub fn write_safetensors(path: &Path, tensors: &[(&str, Vec<usize>, Vec<f32>)]) 
     let data = safetensors::serialize(views, None::<HashMap<String, String>>).unwrap();
     std::fs::write(path, data).unwrap();
 }
+
+/// Every tensor of a safetensors file, by name, as raw bytes.
+pub fn tensors(path: &Path) -> HashMap<String, Vec<u8>> {
+    let bytes = std::fs::read(path).unwrap();
+    let file = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    file.tensors()
+        .into_iter()
+        .map(|(n, v)| (n, v.data().to_vec()))
+        .collect()
+}

@@ -14,6 +14,44 @@ pub enum CheckpointError {
         #[source]
         source: std::io::Error,
     },
+    /// The destination exists and is not a regular file: it is never replaced.
+    #[error(
+        "{} is {what}, not a regular file, and is never replaced: give the path of a file (a \
+         new one, or one this command wrote before)",
+        path.display()
+    )]
+    NotRegular {
+        /// The destination.
+        path: PathBuf,
+        /// What it is, e.g. "a directory".
+        what: &'static str,
+    },
+    /// No file can be created beside the destination.
+    #[error(
+        "{}: cannot create a file in its directory ({source}); choose a writable directory",
+        path.display()
+    )]
+    Unwritable {
+        /// The destination.
+        path: PathBuf,
+        /// What the OS said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The checkpoint was renamed into place, but its directory could not be synced: a crash
+    /// now may lose it.
+    #[error(
+        "fsync of directory {} failed after writing the checkpoint ({source}); it may not \
+         survive a crash: check the file system",
+        dir.display()
+    )]
+    DirectorySync {
+        /// The directory.
+        dir: PathBuf,
+        /// What the OS said.
+        #[source]
+        source: std::io::Error,
+    },
     /// Not a readable safetensors file, or not one pipetrain wrote.
     #[error("{}: not a readable checkpoint or safetensors weights file: {reason}", path.display())]
     Corrupt {
@@ -64,6 +102,22 @@ pub enum CheckpointError {
         path: PathBuf,
         /// The tensor's name.
         tensor: String,
+    },
+    /// A weight that is NaN or infinite: training from it would make every step NaN.
+    #[error(
+        "{}: tensor `{tensor}` element {index} is {value}; every weight must be finite: use \
+         the file of a run from before it diverged",
+        path.display()
+    )]
+    NonFinite {
+        /// The file.
+        path: PathBuf,
+        /// The tensor's name.
+        tensor: String,
+        /// The element's flat index.
+        index: usize,
+        /// The value (and the type it was converted from).
+        value: String,
     },
     /// The optimizer state was saved for another optimizer.
     #[error(

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use safetensors::tensor::SafeTensors;
 
+use super::convert::to_f32_weights;
 use super::error::{CheckpointError, Result, corrupt, io};
 use super::format::{
     FORMAT, FORMAT_KEY, OPTIMIZER_KEY, OPTIMIZER_PREFIX, PROGRESS_KEY, Progress, SCALARS_KEY,
@@ -191,6 +192,7 @@ pub fn init_from<L: Layer>(path: impl AsRef<Path>, model: Vec<L>, pytorch: bool)
 /// `model` with the tensors of the safetensors `bytes` (read from `path`) applied, checked
 /// strictly (see [`init_from`]).
 fn apply<L: Layer>(path: &Path, model: Vec<L>, bytes: Vec<u8>, pytorch: bool) -> Result<Vec<L>> {
+    let bytes = to_f32_weights(path, bytes)?;
     let mut model: Vec<L> = model.iter().map(|l| l.valid()).collect();
     // The store lets missing tensors through: they are reported below, by name.
     let applied =

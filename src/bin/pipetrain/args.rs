@@ -45,8 +45,10 @@ Examples:
   # MLP-8x1024 on 2 stages, 1F1B, 20 steps (train is the default command)
   pipetrain --stages 2 --micro-batches 8
 
-  # check against single-device training on the same data (exit 3 if max_rel_diff > 1e-5)
+  # check against single-device training on the same data (exit 3 if max_rel_diff > 1e-5);
+  # long runs: --lockstep checks every step from the pipeline's weights
   pipetrain train --stages 3 --micro-batches 4 --schedule gpipe --width 64 --steps 5 --verify
+  pipetrain train --stages 2 --replicas 2 --optimizer adamw --lr 1e-3 --steps 200 --verify --lockstep
   pipetrain train --stages 2 --balance 5,4 --remat never --optimizer adam --lr 1e-3
 
   # data parallelism: 2 replicas × 2 stages, ZeRO-1 optimizer-state sharding, accumulation
@@ -93,6 +95,11 @@ fn after_help() -> String {
 }
 
 impl TrainArgs {
+    /// `--held-out`, or its default.
+    pub fn held_out(&self) -> f64 {
+        self.held_out.unwrap_or(0.1)
+    }
+
     /// `--remat`, or its default for the model.
     pub fn remat(&self) -> Remat {
         match (self.remat, self.model) {
@@ -130,7 +137,7 @@ pub struct TrainArgs {
     /// MLP: hidden Linear+ReLU blocks.
     #[arg(long, default_value_t = 8, help_heading = "MLP")]
     pub hidden_layers: usize,
-    /// MLP and ResNet: output classes (at least the largest label + 1 of the data).
+    /// MLP and ResNet: output classes; every label of the data must be in 0..classes.
     #[arg(long, default_value_t = 10)]
     pub classes: usize,
     /// ResNet: channels after the stem.
@@ -142,7 +149,8 @@ pub struct TrainArgs {
     /// ResNet: side of the square synthetic input images (real data brings its own).
     #[arg(long, default_value_t = 32, help_heading = "ResNet")]
     pub image: usize,
-    /// GPT: vocabulary size (text: data is bytes, at least 256).
+    /// GPT: vocabulary size; every token id of the data must be in 0..vocab (text: data is
+    /// bytes, so up to 256).
     #[arg(long, default_value_t = 256, help_heading = "GPT")]
     pub vocab: usize,
     /// GPT: tokens per example (the window length of `text:` data).
@@ -161,9 +169,13 @@ pub struct TrainArgs {
     /// tensors `x` and `y`).
     #[arg(long, default_value = "synthetic", help_heading = "Data")]
     pub data: String,
-    /// Fraction of the data held out of training and evaluated at the end.
-    #[arg(long, default_value_t = 0.1, help_heading = "Data")]
-    pub held_out: f64,
+    /// Train on data with NaN or infinite float values (refused by default, naming the row).
+    #[arg(long, help_heading = "Data")]
+    pub allow_nonfinite_inputs: bool,
+    /// Fraction of loaded data held out of training and evaluated at the end [default: 0.1].
+    /// Synthetic data holds out one batch of --batch rows instead (and refuses this flag).
+    #[arg(long, value_name = "FRACTION", help_heading = "Data")]
+    pub held_out: Option<f64>,
     /// Pipeline stages. Default: 2, or the length of --balance.
     #[arg(long)]
     pub stages: Option<usize>,
@@ -233,6 +245,12 @@ pub struct TrainArgs {
     /// prints `verify: max_rel_diff=<x>` and exits with 3 if x > --verify-tolerance.
     #[arg(long, overrides_with = "no_verify")]
     pub verify: bool,
+    /// With --verify: before every step the single-device copy takes the pipeline's weights,
+    /// and each step's result is compared (the worst step is reported). For long runs, where
+    /// end-to-end float rounding grows chaotically; without it the weights are compared once,
+    /// at the end (the strictest check of short runs).
+    #[arg(long, requires = "verify")]
+    pub lockstep: bool,
     /// Largest `max_rel_diff` that `--verify` accepts.
     #[arg(
         long,

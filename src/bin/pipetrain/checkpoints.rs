@@ -12,6 +12,7 @@ use clap::ValueEnum;
 use pipetrain::{Checkpoint, CheckpointError, Layer, Pipeline};
 
 use crate::args::TrainArgs;
+use crate::distributed::Distributed;
 use crate::failure::Failure;
 use crate::model::Model;
 
@@ -26,7 +27,7 @@ impl RunIdentity {
         let entries = [
             ("model", model.describe()),
             ("data", args.data.clone()),
-            ("held-out", args.held_out.to_string()),
+            ("held-out", args.held_out().to_string()),
             ("seed", args.seed.to_string()),
             ("batch", args.batch.to_string()),
             ("accumulate", args.accumulate.to_string()),
@@ -56,6 +57,27 @@ impl RunIdentity {
 /// The checkpoint key of the next training batch's position (informative: it follows from the
 /// step and the identity flags, which are checked).
 pub const DATA_POSITION: &str = "data-position";
+
+/// Saves `pipeline` (this process's share of it under MPI: `dist`) to `path`, with the run's
+/// identity and `position`, the next training batch's.
+///
+/// # Errors
+/// The checkpoint cannot be assembled or written (runtime).
+pub fn save<L: Layer>(
+    pipeline: &Pipeline<L>,
+    dist: Option<&Distributed>,
+    path: &Path,
+    run: &RunIdentity,
+    position: String,
+) -> Result<(), Failure> {
+    let mut extra = run.extra();
+    extra.insert(DATA_POSITION.to_string(), position);
+    match dist {
+        Some(d) => d.save_checkpoint(pipeline, path, extra)?,
+        None => pipeline.save_checkpoint(path, extra)?,
+    }
+    Ok(())
+}
 
 /// Loads `path` (or `read`, its contents read already) into `pipeline` and returns the step to continue from and the saved data
 /// position.
@@ -111,20 +133,58 @@ pub fn resume<L: Layer>(
 }
 
 /// `layers` with the weights of `path`: a pipetrain checkpoint (its weights), or any other
-/// safetensors file read as a PyTorch state dict.
+/// safetensors file: a PyTorch state dict (Linear weights `[out, in]`) or burn's layout
+/// (`[in, out]`), see [`plain_weights`].
 ///
 /// # Errors
 /// The file is unreadable (runtime) or does not fit the model (usage; the error names the
 /// tensor).
 pub fn init<L: Layer>(path: &Path, layers: Vec<L>) -> Result<Vec<L>, Failure> {
-    let loaded = match Checkpoint::read(path) {
+    match Checkpoint::read(path) {
         Ok(checkpoint) => checkpoint.load_model(layers),
-        Err(CheckpointError::NotACheckpoint { .. }) => {
-            pipetrain::engine::checkpoint::init_from(path, layers, true)
-        }
+        Err(CheckpointError::NotACheckpoint { .. }) => return plain_weights(path, layers),
         Err(e) => Err(e),
+    }
+    .map_err(|e| failure("--init", e))
+}
+
+/// A weights file without pipetrain's metadata, in PyTorch's layout or burn's. The metadata
+/// says which when it can (`format: pt` from `safetensors.torch.save_file`, `producer: burn`
+/// from burn's store); else the shapes do: a non-square Linear weight fits one layout only. A
+/// file whose Linear weights are all square fits both and is refused rather than guessed (a
+/// wrong guess transposes every matrix).
+fn plain_weights<L: Layer>(path: &Path, layers: Vec<L>) -> Result<Vec<L>, Failure> {
+    use pipetrain::engine::checkpoint::init_from;
+    let bytes = std::fs::read(path).map_err(|e| format!("--init {}: {e}", path.display()))?;
+    let (_, header) = safetensors::SafeTensors::read_metadata(&bytes)
+        .map_err(|e| format!("--init {}: {e}", path.display()))?;
+    let meta = header.metadata().clone().unwrap_or_default();
+    let known = match (meta.get("format"), meta.get("producer")) {
+        (Some(f), _) if f == "pt" => Some(true),
+        (_, Some(p)) if p == "burn" => Some(false),
+        _ => None,
     };
-    loaded.map_err(|e| failure("--init", e))
+    if let Some(pytorch) = known {
+        return init_from(path, layers, pytorch).map_err(|e| failure("--init", e));
+    }
+    let as_burn = init_from(path, layers.clone(), false);
+    let as_pytorch = init_from(path, layers, true);
+    let square = header
+        .tensors()
+        .into_iter()
+        .find(|(_, info)| matches!(info.shape[..], [a, b] if a == b));
+    match (as_pytorch, as_burn, square) {
+        (Ok(_), Ok(_), Some((name, info))) => Err(Failure::usage(format!(
+            "--init {}: tensor `{name}` {:?} and every other matrix is square, so the file \
+             fits PyTorch's [out, in] layout and burn's [in, out] alike; save it with \
+             `safetensors.torch.save_file` (it records format=pt) or burn's store (it records \
+             producer=burn), or add that metadata",
+            path.display(),
+            info.shape
+        ))),
+        (Ok(layers), _, _) | (Err(_), Ok(layers), _) => Ok(layers),
+        (Err(e), Err(_), _) => Err(failure("--init", e)),
+    }
 }
 
 /// `error` of reading the file of `flag`: a readable file that does not belong to this command

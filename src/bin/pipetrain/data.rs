@@ -12,9 +12,11 @@ use std::sync::Arc;
 use burn::prelude::*;
 use pipetrain::Batch;
 use pipetrain_data::{
-    DataError, DataSpec, Dataset, InMemory, Loader, LoaderConfig, Position, Subset, Values,
-    collate, split,
+    DataError, DataSpec, Dataset, InMemory, Loader, LoaderConfig, Position, Subset, check_finite,
+    check_ints, collate, split,
 };
+
+use crate::args::{ModelKind, TrainArgs};
 
 use crate::failure::Failure;
 use crate::model::Model;
@@ -29,8 +31,6 @@ pub struct Shapes {
     pub input: Vec<usize>,
     /// Whether inputs are float (pixels, features) rather than int (token ids).
     pub float_inputs: bool,
-    /// Largest int target + 1 (classes, or vocabulary for token targets); 0 for float targets.
-    pub classes: usize,
 }
 
 /// The run's data.
@@ -54,25 +54,29 @@ pub enum Data {
 }
 
 impl Data {
-    /// Loads `spec` (nothing for `synthetic`), holds out `held_out` of it, and batches the rest
-    /// in mini-batches of `batch` examples shuffled with `seed`. `context` is the window length
-    /// of `text:` data.
+    /// Loads `--data` (nothing for `synthetic`), checks its values (labels and token ids in
+    /// `0..--classes` or `0..--vocab`, floats finite unless `--allow-nonfinite-inputs`), holds
+    /// out `--held-out` of it, and batches the rest in mini-batches of `batch` examples shuffled
+    /// with `--seed`. `--context` is the window length of `text:` data.
     ///
     /// # Errors
     /// Usage: a spec that does not parse, a file or directory that does not exist or holds no
-    /// data set, a `--context`, `--held-out` or `--batch` the data cannot satisfy. Runtime: the
-    /// files are unreadable or corrupt.
-    pub fn open(
-        spec: &str,
-        held_out: f64,
-        batch: usize,
-        seed: u64,
-        context: usize,
-    ) -> Result<Self, Failure> {
-        let spec: DataSpec = spec
+    /// data set, a value outside the model's range, a non-finite value, a `--context`,
+    /// `--held-out` or `--batch` the data cannot satisfy. Runtime: the files are unreadable or
+    /// corrupt.
+    pub fn open(args: &TrainArgs, batch: usize) -> Result<Self, Failure> {
+        let (held_out, seed) = (args.held_out(), args.seed);
+        let spec: DataSpec = args
+            .data
             .parse()
             .map_err(|e| Failure::usage(format!("--data: {e}")))?;
         let path = match &spec {
+            DataSpec::Synthetic if args.held_out.is_some() => {
+                return Err(Failure::usage(format!(
+                    "--held-out {held_out} applies to loaded data; synthetic data holds out one \
+                     batch of --batch rows: drop --held-out or give --data"
+                )));
+            }
             DataSpec::Synthetic => return Ok(Data::Synthetic { seed }),
             DataSpec::Mnist(dir) | DataSpec::Cifar10(dir) => dir,
             DataSpec::Text(file) | DataSpec::Tensors(file) => file,
@@ -83,21 +87,17 @@ impl Data {
                 path.display()
             )));
         }
-        let data = spec.load(context).map_err(|e| {
+        let data = spec.load(args.context).map_err(|e| {
             let message = format!("--data {spec}: {e}");
             match e {
                 DataError::NoFiles { .. } | DataError::TooShort { .. } => Failure::usage(message),
                 _ => Failure::runtime(message),
             }
         })?;
-        let classes = match data.targets() {
-            Values::Int(labels) => labels.iter().copied().max().map_or(0, |m| m as usize + 1),
-            Values::Float(_) => 0,
-        };
+        check(&data, &spec, args)?;
         let shapes = Shapes {
             input: data.input_shape().to_vec(),
             float_inputs: data.inputs().is_float(),
-            classes,
         };
         let (train, held) = split(Arc::new(data), held_out)
             .map_err(|e| Failure::usage(format!("--data {spec} --held-out {held_out}: {e}")))?;
@@ -198,6 +198,38 @@ impl Data {
             }
         }
     }
+}
+
+/// Checks `data`'s values against the flags, before anything is built from them: labels (token
+/// ids for `--model gpt`) in `0..--classes` (`0..--vocab`), never widening the model; floats
+/// finite unless `--allow-nonfinite-inputs`.
+fn check(data: &InMemory, spec: &DataSpec, args: &TrainArgs) -> Result<(), Failure> {
+    let (flag, limit) = match args.model {
+        ModelKind::Gpt => ("--vocab", args.vocab),
+        _ => ("--classes", args.classes),
+    };
+    let source = format!("--data {spec}");
+    if let Err(e) = check_ints(data, limit, &source) {
+        let remedy = match &e {
+            // A model that wide would not fit in memory: the value is corrupt, not a class.
+            DataError::OutOfRange { value, .. } if *value >= 1 << 24 => String::new(),
+            DataError::OutOfRange { value, .. } if *value >= 0 => format!(
+                "; if the data really has {} values, give {flag} {}",
+                value + 1,
+                value + 1
+            ),
+            _ => String::new(),
+        };
+        return Err(Failure::usage(format!("{e} ({flag} {limit}){remedy}")));
+    }
+    if !args.allow_nonfinite_inputs {
+        check_finite(data, &source).map_err(|e| {
+            Failure::usage(format!(
+                "{e}, or pass --allow-nonfinite-inputs to train on it anyway"
+            ))
+        })?;
+    }
+    Ok(())
 }
 
 /// `batch` with its inputs in the model's shape.

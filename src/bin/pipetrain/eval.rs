@@ -114,29 +114,33 @@ fn evaluate_layers<L: Layer>(
     evaluate(|x| forward_all(layers, x), batches, language_model)
 }
 
-/// The weights to evaluate: `--init FILE` (a checkpoint or a state dict), else the fresh init.
+/// The weights to evaluate: `--init FILE` (a checkpoint or a state dict) or `--resume FILE` (a
+/// checkpoint's weights), else the fresh init.
 fn weights<L: Layer>(args: &TrainArgs, layers: Vec<L>) -> Result<Vec<L>, Failure> {
-    match &args.init {
+    match args.init.as_ref().or(args.resume.as_ref()) {
         Some(path) => crate::checkpoints::init(path, layers),
         None => Ok(layers),
     }
 }
 
-/// `pipetrain eval`: builds the model from `--seed`, loads `--init FILE` if given (e.g. a
-/// checkpoint of a trained run), evaluates it on the held-out split of `--data`, and prints the
+/// `pipetrain eval`: builds the model from `--seed`, loads `--init FILE` or `--resume FILE` if
+/// given (e.g. a checkpoint of a trained run), evaluates it on the held-out split of `--data`, and prints the
 /// result.
 ///
 /// # Errors
 /// Bad flags, or data or weights that do not fit them (usage); unreadable data or weights, or
 /// a forward error (runtime).
 pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
-    paths::inputs_exist(&[("--init", &args.init)]).map_err(Failure::usage)?;
+    crate::conflicts::eval(args)?;
+    paths::inputs_exist(&[("--init", &args.init), ("--resume", &args.resume)])
+        .map_err(Failure::usage)?;
     let device = args.device.device().map_err(Failure::usage)?;
     device.seed(args.seed);
     // Nothing trains: the training loader is built with batches of 1, so that a --batch larger
     // than the training split is no error here (it only sizes the held-out chunks).
-    let data = Data::open(&args.data, args.held_out, 1, args.seed, args.context)?;
+    let data = Data::open(args, 1)?;
     let model = Model::from_args(args, data.shapes()).map_err(Failure::usage)?;
+    model.check_fits().map_err(Failure::usage)?;
     let held_out = data.held_out(&model, args.batch, &device)?;
     let lm = model.is_language_model();
     let evaluation = match model {
@@ -144,7 +148,7 @@ pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
         Model::ResNet(c) => evaluate_layers(&weights(args, c.init(&device))?, held_out, lm),
         Model::Gpt(c) => evaluate_layers(&weights(args, c.init(&device))?, held_out, lm),
     }?;
-    if let Some(path) = &args.init {
+    if let Some(path) = args.init.as_ref().or(args.resume.as_ref()) {
         println!("weights: {}", path.display());
     }
     println!("eval: {} on {}", model.describe(), data.describe());

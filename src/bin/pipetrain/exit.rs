@@ -19,15 +19,21 @@ pub enum Exit {
     Usage,
     /// 3: `--verify` ran to the end and the weights differ by more than the tolerance.
     VerifyFailed,
+    /// 130 (128 + SIGINT): stopped by Ctrl-C after saving what it could.
+    Interrupted,
+    /// 143 (128 + SIGTERM): stopped by SIGTERM after saving what it could.
+    Terminated,
 }
 
 impl Exit {
     /// Every exit code, in numeric order.
-    pub const ALL: [Exit; 4] = [
+    pub const ALL: [Exit; 6] = [
         Exit::Success,
         Exit::Runtime,
         Exit::Usage,
         Exit::VerifyFailed,
+        Exit::Interrupted,
+        Exit::Terminated,
     ];
 
     /// The process exit status.
@@ -37,6 +43,8 @@ impl Exit {
             Exit::Runtime => 1,
             Exit::Usage => 2,
             Exit::VerifyFailed => 3,
+            Exit::Interrupted => 130,
+            Exit::Terminated => 143,
         }
     }
 
@@ -54,14 +62,20 @@ impl Exit {
             Exit::Usage => {
                 "usage error, nothing was trained: an unknown flag or value, a bad --config \
                  file, flags that contradict each other or the files they name (the data's \
-                 shapes, the --init weights, the --resume checkpoint's run), a configuration the \
-                 pipeline builder refuses, or an input file or output directory that does not \
-                 exist"
+                 shapes and labels, the --init weights, the --resume checkpoint's run), a \
+                 configuration the pipeline builder refuses, an input file or output directory \
+                 that does not exist, or an output path that cannot be written"
             }
             Exit::VerifyFailed => {
                 "--verify failed: the run finished, but the pipelined weights differ from \
                  single-device training by more than --verify-tolerance"
             }
+            Exit::Interrupted => {
+                "interrupted (SIGINT, Ctrl-C): train finished the current step, saved the final \
+                 --checkpoint, flushed --metrics and --profile and said what it saved; a second \
+                 signal exits at once"
+            }
+            Exit::Terminated => "terminated (SIGTERM): the same graceful stop as 130",
         }
     }
 
@@ -69,12 +83,12 @@ impl Exit {
     pub fn table() -> String {
         let mut out = String::from("Exit codes:");
         for exit in Exit::ALL {
-            out += &format!("\n  {}  ", exit.code());
-            let mut column = 5;
+            out += &format!("\n  {:<3}  ", exit.code());
+            let mut column = 7;
             for (i, word) in exit.meaning().split(' ').enumerate() {
                 if i > 0 && column + 1 + word.len() > 96 {
-                    out += "\n     ";
-                    column = 5;
+                    out += "\n       ";
+                    column = 7;
                 } else if i > 0 {
                     out.push(' ');
                     column += 1;
@@ -100,14 +114,17 @@ mod tests {
     #[test]
     fn codes_are_distinct_and_in_order() {
         let codes: Vec<u8> = Exit::ALL.iter().map(|e| e.code()).collect();
-        assert_eq!(codes, [0, 1, 2, 3]);
+        assert_eq!(codes, [0, 1, 2, 3, 130, 143]);
     }
 
     #[test]
     fn the_table_lists_every_code_within_96_columns() {
         let table = Exit::table();
         for exit in Exit::ALL {
-            assert!(table.contains(&format!("\n  {}  ", exit.code())), "{table}");
+            assert!(
+                table.contains(&format!("\n  {:<3}  ", exit.code())),
+                "{table}"
+            );
         }
         assert!(table.lines().all(|l| l.len() <= 96), "{table}");
         let words = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");

@@ -7,12 +7,29 @@ use clap::{Parser, Subcommand};
 
 use crate::exit::Exit;
 
+// `println!` and `print!` for every module below (they shadow std's): write to stdout and
+// ignore errors. A closed stdout (`pipetrain train | head -1`) must not panic a training run,
+// whose checkpoint, metrics and trace still matter; its lines are then simply lost.
+macro_rules! println {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+macro_rules! print {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
 mod args;
 mod backward;
 mod bench;
 mod bytes;
 mod checkpoints;
 mod config;
+mod conflicts;
 mod data;
 mod device;
 mod distributed;
@@ -20,6 +37,7 @@ mod eval;
 mod exit;
 mod failure;
 mod flags;
+mod flows;
 mod metrics;
 mod model;
 mod outcome;
@@ -28,9 +46,12 @@ mod plan;
 mod plot;
 mod profile;
 mod progress;
+mod reference;
 mod remat;
 mod schedule;
+mod stop;
 mod summary;
+mod threads;
 mod totals;
 mod trace;
 mod train;

@@ -21,8 +21,9 @@ pub enum Model {
 }
 
 impl Model {
-    /// The model the flags describe; with loaded data, input sizes, classes and vocabulary
-    /// follow the data's `shapes` (the flags give the rest).
+    /// The model the flags describe; with loaded data, input sizes follow the data's `shapes`
+    /// (the flags give the rest: `--classes` and `--vocab` are never raised to fit the data,
+    /// whose labels are checked against them at load).
     pub fn from_args(args: &TrainArgs, shapes: Option<&Shapes>) -> Result<Self, String> {
         let positive = |name: &str, value: usize| {
             if value == 0 {
@@ -31,7 +32,7 @@ impl Model {
                 Ok(())
             }
         };
-        let classes = shapes.map_or(args.classes, |s| args.classes.max(s.classes));
+        let classes = args.classes;
         positive("--classes", classes)?;
         match args.model {
             ModelKind::Mlp => {
@@ -86,7 +87,7 @@ impl Model {
                 let (vocab, context) = match shapes {
                     None => (args.vocab, args.context),
                     Some(s) => match s.input[..] {
-                        [t] if !s.float_inputs => (args.vocab.max(s.classes), t),
+                        [t] if !s.float_inputs => (args.vocab, t),
                         _ => {
                             return Err(format!(
                                 "--model gpt needs token ids: int inputs of shape [T], the data \
@@ -172,6 +173,32 @@ impl Model {
         }
     }
 
+    /// Refuses, before anything is allocated, a model whose output layer (the GPT's: its
+    /// embedding) alone cannot fit in this machine's memory while training: its f32 weights,
+    /// gradients and two optimizer moments. `--classes 2147483648` is then an error naming the
+    /// flag, not an out-of-memory kill.
+    ///
+    /// # Errors
+    /// The bytes needed and the machine's, and the flags to lower.
+    pub fn check_fits(&self) -> Result<(), String> {
+        let (params, flags): (u128, &str) = match self {
+            Model::Mlp(c) => (c.width as u128 * c.classes as u128, "--classes or --width"),
+            Model::ResNet(c) => (c.channels as u128 * c.classes as u128, "--classes"),
+            Model::Gpt(c) => (c.vocab as u128 * c.d_model as u128, "--vocab or --d-model"),
+        };
+        let needed = params * 4 * 4;
+        match memory_total() {
+            Some(total) if needed > total => Err(format!(
+                "{}: its output layer alone needs {:.1} GiB to train (weights, gradients, \
+                 optimizer state), more than this machine's {:.1} GiB; use a smaller {flags}",
+                self.describe(),
+                needed as f64 / f64::from(1u32 << 30),
+                total as f64 / f64::from(1u32 << 30)
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// Whether the model predicts next tokens (report perplexity, not accuracy).
     pub fn is_language_model(&self) -> bool {
         matches!(self, Model::Gpt(_))
@@ -184,6 +211,14 @@ impl Model {
     pub fn reference_chunks(&self, replicas: usize, micro_batches: usize) -> Option<usize> {
         matches!(self, Model::ResNet(_)).then_some(replicas * micro_batches)
     }
+}
+
+/// This machine's memory in bytes (Linux: `MemTotal` of `/proc/meminfo`), if known.
+fn memory_total() -> Option<u128> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u128 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 /// `(channels, side)` of image inputs `[C, H, H]`, `[H, H]` or flattened `[H·H]` (one channel).

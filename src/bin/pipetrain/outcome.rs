@@ -2,12 +2,12 @@
 //! evaluation, on the pipeline itself or (under MPI, on rank 0) on the model gathered from
 //! every process.
 
-use pipetrain::engine::SingleDevice;
 use pipetrain::{Batch, Layer, Pipeline};
 
 use crate::eval::{Evaluation, evaluate};
 use crate::exit::Exit;
 use crate::failure::Failure;
+use crate::reference::Reference;
 
 /// Verifies (when `reference` is given) and evaluates on `held_out`; prints both. `gathered`
 /// is the trained model of a multi-process run, gathered on this process: the pipeline's own
@@ -15,18 +15,20 @@ use crate::failure::Failure;
 pub fn verify_and_evaluate<L: Layer>(
     pipeline: &mut Pipeline<L>,
     gathered: Option<&[L]>,
-    reference: Option<SingleDevice<L>>,
+    reference: Option<Reference<L>>,
     tolerance: f64,
     held_out: Vec<Batch>,
     language: bool,
 ) -> Result<Exit, Failure> {
     let mut exit = Exit::Success;
-    if let Some(single) = reference {
-        exit = match gathered {
-            Some(model) => {
-                crate::verify::verify_model(model, pipeline.replicas(), &single, tolerance)
+    if let Some(reference) = reference {
+        let single = reference.single();
+        exit = match (reference.lockstep(), gathered) {
+            (Some(worst), _) => crate::verify::verify_lockstep(worst, tolerance),
+            (None, Some(model)) => {
+                crate::verify::verify_model(model, pipeline.replicas(), single, tolerance)
             }
-            None => crate::verify::verify(pipeline, &single, tolerance),
+            (None, None) => crate::verify::verify(pipeline, single, tolerance),
         };
     }
     let evaluation: Evaluation = match gathered {

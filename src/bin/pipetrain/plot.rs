@@ -11,6 +11,28 @@ use plotters::prelude::*;
 /// Width and height of the image in pixels.
 const SIZE: (u32, u32) = (800, 480);
 
+/// The image formats `--plot` can write, by file extension.
+const FORMATS: [&str; 4] = ["png", "jpg", "jpeg", "bmp"];
+
+/// `--plot`'s path, if given, names a format it can write (by its extension), checked before
+/// the run rather than failing after it.
+///
+/// # Errors
+/// The path and the extensions accepted.
+pub fn check_format(path: Option<&Path>) -> Result<(), String> {
+    let Some(path) = path else {
+        return Ok(());
+    };
+    let extension = path.extension().map(|e| e.to_string_lossy().to_lowercase());
+    match extension {
+        Some(e) if FORMATS.contains(&e.as_str()) => Ok(()),
+        _ => Err(format!(
+            "--plot {}: the image format is chosen by the extension; use .png (or .jpg, .bmp)",
+            path.display()
+        )),
+    }
+}
+
 /// Draws `losses` (one per optimizer step) into the PNG file `path`; returns the plotted
 /// `(min, max)` loss.
 ///

@@ -3,15 +3,19 @@
 //!
 //! The engine already opens `info_span!("action", name, replica, stage, micro_batch)` around
 //! every action on every worker thread; [`Profile::start`] installs a `tracing-chrome` layer
-//! that records them into a raw file next to the target, and [`Profile::finish`] flushes it,
-//! rewrites it with [`crate::trace::post_process`] and renames the result into place, so the
+//! that records them into a raw file next to the target as they happen, and
+//! [`Profile::finish`] flushes it, rewrites it with [`crate::trace::post_process_into`] (both
+//! streaming: memory does not grow with the trace) and renames the result into place, so the
 //! target path only ever holds a complete trace.
 
-use std::fs;
+use std::fs::{self, File};
+use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use tracing_chrome::{ChromeLayerBuilder, FlushGuard};
 use tracing_subscriber::prelude::*;
+
+use crate::trace::{Tracks, post_process_into};
 
 /// A chrome trace being recorded.
 pub struct Profile {
@@ -44,8 +48,10 @@ impl Profile {
         })
     }
 
-    /// Flushes the trace, adds the flow events and writes it to its path atomically. Returns
-    /// the number of action slices and flow arrows written.
+    /// Flushes the trace, adds the flow events and writes it to its path atomically, streaming:
+    /// the raw file is read twice one event at a time and the result written as it is made, so
+    /// memory does not grow with the trace. Returns the number of action slices and flow arrows
+    /// written.
     ///
     /// # Errors
     /// When the raw trace cannot be read or parsed, or the result cannot be written.
@@ -53,21 +59,65 @@ impl Profile {
         let Self { path, raw, guard } = self;
         drop(guard); // writes the closing `]` and joins the writer thread
         let fail = |e: &dyn std::fmt::Display| format!("--profile {}: {e}", path.display());
-        let text = fs::read_to_string(&raw).map_err(|e| fail(&e))?;
-        let events: Vec<serde_json::Value> = serde_json::from_str(&text).map_err(|e| fail(&e))?;
-        let events = crate::trace::post_process(events);
-        let slices = events
-            .iter()
-            .filter(|e| e["ph"] == "X" && e["cat"] == "action")
-            .count();
-        let flows = events.iter().filter(|e| e["ph"] == "s").count();
+        let mut error = None;
+        let tracks = Tracks::of(events(&raw, &mut error).map_err(|e| fail(&e))?);
         let tmp = sibling(&path, "tmp");
-        let json = serde_json::to_vec(&events).map_err(|e| fail(&e))?;
-        fs::write(&tmp, json).map_err(|e| fail(&e))?;
-        fs::rename(&tmp, &path).map_err(|e| fail(&e))?;
+        let mut out = BufWriter::new(File::create(&tmp).map_err(|e| fail(&e))?);
+        out.write_all(b"[").map_err(|e| fail(&e))?;
+        let mut first = true;
+        let counts = post_process_into(
+            events(&raw, &mut error).map_err(|e| fail(&e))?,
+            &tracks,
+            |event| {
+                if !std::mem::take(&mut first) {
+                    out.write_all(b",\n")?;
+                }
+                serde_json::to_writer(&mut out, &event).map_err(std::io::Error::from)
+            },
+        )
+        .and_then(|counts| {
+            out.write_all(b"]\n")?;
+            out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+            Ok(counts)
+        });
+        let result = match (counts, error) {
+            (_, Some(e)) => Err(fail(&format!("the raw trace {}: {e}", raw.display()))),
+            (Err(e), None) => Err(fail(&e)),
+            (Ok(counts), None) => fs::rename(&tmp, &path)
+                .map(|()| (counts.slices, counts.flows))
+                .map_err(|e| fail(&e)),
+        };
+        let _ = fs::remove_file(&tmp);
         let _ = fs::remove_file(&raw);
-        Ok((slices, flows))
+        result
     }
+}
+
+/// The events of the raw trace file `raw`, one per line as `tracing-chrome` writes them
+/// (`[`, then `{...},` lines, then `]`). Iteration stops at the first unreadable or unparsable
+/// line, which is left in `error`.
+fn events<'a>(
+    raw: &Path,
+    error: &'a mut Option<String>,
+) -> std::io::Result<impl Iterator<Item = serde_json::Value> + 'a> {
+    let lines = BufReader::new(File::open(raw)?).lines();
+    Ok(lines
+        .enumerate()
+        .map_while(move |(i, line)| {
+            let parsed = line.map_err(|e| e.to_string()).and_then(|line| {
+                let event = line.trim().trim_end_matches(',');
+                match event {
+                    "" | "[" | "]" => Ok(None),
+                    _ => serde_json::from_str(event)
+                        .map(Some)
+                        .map_err(|e| e.to_string()),
+                }
+            });
+            parsed
+                .map_err(|e| *error = Some(format!("line {}: {e}", i + 1)))
+                .ok()
+        })
+        .flatten())
 }
 
 /// `dir/.name.suffix`, next to `path` so that a rename stays on one file system.

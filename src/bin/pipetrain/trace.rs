@@ -20,68 +20,150 @@
 //!   *per step*. Threads are renumbered by name (`pipetrain-r{R}s{S}`): every step of a worker
 //!   lands on one track, ordered by replica then stage.
 //! - **Flows.** A send `sSFm` on replica r carries micro-batch m's activation to `(s+1)RFm`; a
-//!   send `sSBm` carries its input gradient to `(s-1)RBm`. The k-th send of a (replica, target
-//!   action) pairs with the k-th receive of that action (one per step). The flow starts at
-//!   the end of the send and finishes inside the receive (`"bp": "e"`: bound to the enclosing
-//!   slice).
+//!   send `sSBm` carries its input gradient to `(s-1)RBm` ([`crate::flows`] pairs them). The
+//!   flow starts at the end of the send and finishes inside the receive (`"bp": "e"`: bound to
+//!   the enclosing slice).
+//! - **Streaming.** The raw file is read twice, one event (one line) at a time: once for the
+//!   threads, once to write the result. Nothing holds the whole trace (it once took ~23× the
+//!   trace's size in memory).
 
 use std::collections::{BTreeMap, HashMap};
 
-use pipetrain::schedules::{Action, ActionKind, StageId};
+use pipetrain::schedules::Action;
 use serde_json::{Value, json};
+
+use crate::flows::Flows;
 
 /// The name `tracing` gives the engine's per-action span (`info_span!("action", ...)`).
 const ACTION_SPAN: &str = "action";
 
 /// One complete span after pairing its begin and end.
 #[derive(Clone, Debug)]
-struct Slice {
-    name: String,
-    cat: String,
-    tid: u64,
-    ts: f64,
-    dur: f64,
-    args: Value,
+pub struct Slice {
+    /// The action (`1RF0`) or span name.
+    pub name: String,
+    /// `action` or `span`.
+    pub cat: String,
+    /// Its track.
+    pub tid: u64,
+    /// Start, µs.
+    pub ts: f64,
+    /// Duration, µs.
+    pub dur: f64,
+    /// Replica, stage, micro-batch, phase, kind.
+    pub args: Value,
 }
 
-/// Turns the raw `tracing-chrome` events into the post-processed trace (see the module docs).
-/// Unpaired begins (a span still open when the trace was flushed) are dropped.
-pub fn post_process(raw: Vec<Value>) -> Vec<Value> {
-    // Thread names, raw tid → name; renumbered by sorted name.
-    let mut names: HashMap<u64, String> = HashMap::new();
-    for e in &raw {
-        if e["ph"] == "M" && e["name"] == "thread_name" {
-            if let (Some(tid), Some(name)) = (e["tid"].as_u64(), e["args"]["name"].as_str()) {
-                names.insert(tid, name.to_string());
+/// What [`post_process_into`] wrote.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Action slices.
+    pub slices: usize,
+    /// Flow arrows (start and finish pairs).
+    pub flows: usize,
+}
+
+/// The tracks of a raw trace: raw thread ids renumbered, one track per worker (see the module
+/// docs). Built from a first pass over the events; small (one entry per thread).
+#[derive(Default)]
+pub struct Tracks {
+    names: HashMap<u64, String>,
+    ids: BTreeMap<(u8, String), u64>,
+}
+
+impl Tracks {
+    /// Reads the thread names and ids of `raw`.
+    pub fn of(raw: impl IntoIterator<Item = Value>) -> Self {
+        let mut names: HashMap<u64, String> = HashMap::new();
+        let mut tids = Vec::new();
+        for e in raw {
+            let Some(tid) = e["tid"].as_u64() else {
+                continue;
+            };
+            if e["ph"] == "M" && e["name"] == "thread_name" {
+                if let Some(name) = e["args"]["name"].as_str() {
+                    names.insert(tid, name.to_string());
+                }
+            }
+            if !tids.contains(&tid) {
+                tids.push(tid);
             }
         }
+        let mut tracks = Self {
+            names,
+            ids: BTreeMap::new(),
+        };
+        for tid in tids {
+            let key = tracks.key(tid);
+            tracks.ids.entry(key).or_insert(0);
+        }
+        for (i, id) in tracks.ids.values_mut().enumerate() {
+            *id = i as u64;
+        }
+        tracks
     }
-    let track = |tid: u64| {
-        names
+
+    /// The sort key of raw thread `tid`: workers after every other thread (the main thread
+    /// first), workers by replica then stage.
+    fn key(&self, tid: u64) -> (u8, String) {
+        let name = self
+            .names
             .get(&tid)
             .cloned()
-            .unwrap_or_else(|| format!("thread {tid}"))
-    };
-    let mut tracks: BTreeMap<(u8, String), u64> = BTreeMap::new();
-    for tid in raw.iter().filter_map(|e| e["tid"].as_u64()) {
-        let name = track(tid);
-        // Workers after every other thread (the main thread first).
-        let rank = u8::from(name.starts_with("pipetrain-r"));
-        tracks.entry((rank, worker_order(&name))).or_insert(0);
+            .unwrap_or_else(|| format!("thread {tid}"));
+        (
+            u8::from(name.starts_with("pipetrain-r")),
+            worker_order(&name),
+        )
     }
-    for (i, id) in tracks.values_mut().enumerate() {
-        *id = i as u64;
-    }
-    let track_of = |tid: u64| {
-        let name = track(tid);
-        let rank = u8::from(name.starts_with("pipetrain-r"));
-        tracks[&(rank, worker_order(&name))]
-    };
 
-    let mut slices = Vec::new();
-    let mut instants = Vec::new();
-    let mut open: HashMap<u64, Vec<&Value>> = HashMap::new();
-    for e in &raw {
+    /// The track of raw thread `tid` (0 for a thread the first pass did not see).
+    fn track(&self, tid: u64) -> u64 {
+        self.ids.get(&self.key(tid)).copied().unwrap_or(0)
+    }
+}
+
+/// Turns the raw `tracing-chrome` events into the post-processed trace (see the module docs),
+/// all in memory, for the tests; [`post_process_into`] streams.
+#[cfg(test)]
+fn post_process(raw: Vec<Value>) -> Vec<Value> {
+    let tracks = Tracks::of(raw.iter().cloned());
+    let mut out = Vec::new();
+    post_process_into(raw, &tracks, |e| {
+        out.push(e);
+        Ok::<(), std::convert::Infallible>(())
+    })
+    .expect("collecting cannot fail");
+    out
+}
+
+/// Post-processes the raw `events` (a second pass, after [`Tracks::of`]) and hands each output
+/// event to `write` as it is made: the track names first, then slices, instants and flow
+/// arrows as their spans close. Memory stays bounded by the open spans and the sends waiting
+/// for their receives, not by the trace. Unpaired begins (a span still open when the trace was
+/// flushed) are dropped.
+///
+/// # Errors
+/// The first error of `write`.
+pub fn post_process_into<E>(
+    raw: impl IntoIterator<Item = Value>,
+    tracks: &Tracks,
+    mut write: impl FnMut(Value) -> Result<(), E>,
+) -> Result<Counts, E> {
+    for ((_, name), id) in &tracks.ids {
+        write(
+            json!({"ph": "M", "pid": 1, "tid": id, "name": "thread_name",
+                     "args": {"name": display_name(name)}}),
+        )?;
+        write(
+            json!({"ph": "M", "pid": 1, "tid": id, "name": "thread_sort_index",
+                     "args": {"sort_index": id}}),
+        )?;
+    }
+    let mut counts = Counts::default();
+    let mut flows = Flows::default();
+    let mut open: HashMap<u64, Vec<Value>> = HashMap::new();
+    for e in raw {
         let Some(tid) = e["tid"].as_u64() else {
             continue;
         };
@@ -91,57 +173,52 @@ pub fn post_process(raw: Vec<Value>) -> Vec<Value> {
                 let Some(begin) = open.get_mut(&tid).and_then(Vec::pop) else {
                     continue;
                 };
-                let ts = begin["ts"].as_f64().unwrap_or(0.0);
-                let end = e["ts"].as_f64().unwrap_or(ts);
-                let is_action = begin["name"] == ACTION_SPAN;
-                let name = match begin["args"]["name"].as_str() {
-                    Some(action) if is_action => action.to_string(),
-                    _ => begin["name"].as_str().unwrap_or("?").to_string(),
-                };
-                let cat = if is_action { ACTION_SPAN } else { "span" }.to_string();
-                let mut args = begin["args"].clone();
-                normalize_args(&mut args);
-                if let (true, Ok(action)) = (is_action, name.parse::<Action>()) {
-                    args["kind"] = json!(action.kind.name());
+                let slice = slice(&begin, &e, tracks.track(tid));
+                counts.slices += usize::from(slice.cat == ACTION_SPAN);
+                write(
+                    json!({"ph": "X", "pid": 1, "tid": slice.tid, "name": slice.name,
+                             "cat": slice.cat, "ts": slice.ts, "dur": slice.dur,
+                             "args": slice.args}),
+                )?;
+                for flow in flows.add(slice) {
+                    counts.flows += usize::from(flow["ph"] == "s");
+                    write(flow)?;
                 }
-                slices.push(Slice {
-                    name,
-                    cat,
-                    tid: track_of(tid),
-                    ts,
-                    dur: (end - ts).max(0.0),
-                    args,
-                });
             }
             Some("i") => {
-                let mut e = e.clone();
-                e["tid"] = json!(track_of(tid));
-                instants.push(e);
+                let mut e = e;
+                e["tid"] = json!(tracks.track(tid));
+                write(e)?;
             }
             _ => {}
         }
     }
-    slices.sort_by(|a, b| a.ts.total_cmp(&b.ts));
+    Ok(counts)
+}
 
-    let mut out: Vec<Value> = Vec::new();
-    for ((_, name), id) in &tracks {
-        out.push(
-            json!({"ph": "M", "pid": 1, "tid": id, "name": "thread_name",
-                        "args": {"name": display_name(name)}}),
-        );
-        out.push(
-            json!({"ph": "M", "pid": 1, "tid": id, "name": "thread_sort_index",
-                        "args": {"sort_index": id}}),
-        );
+/// The slice of the span opened by `begin` and closed by `end`, on `track`.
+fn slice(begin: &Value, end: &Value, track: u64) -> Slice {
+    let ts = begin["ts"].as_f64().unwrap_or(0.0);
+    let end = end["ts"].as_f64().unwrap_or(ts);
+    let is_action = begin["name"] == ACTION_SPAN;
+    let name = match begin["args"]["name"].as_str() {
+        Some(action) if is_action => action.to_string(),
+        _ => begin["name"].as_str().unwrap_or("?").to_string(),
+    };
+    let cat = if is_action { ACTION_SPAN } else { "span" }.to_string();
+    let mut args = begin["args"].clone();
+    normalize_args(&mut args);
+    if let (true, Ok(action)) = (is_action, name.parse::<Action>()) {
+        args["kind"] = json!(action.kind.name());
     }
-    let flows = flows(&slices);
-    out.extend(slices.into_iter().map(|s| {
-        json!({"ph": "X", "pid": 1, "tid": s.tid, "name": s.name, "cat": s.cat,
-               "ts": s.ts, "dur": s.dur, "args": s.args})
-    }));
-    out.extend(instants);
-    out.extend(flows);
-    out
+    Slice {
+        name,
+        cat,
+        tid: track,
+        ts,
+        dur: (end - ts).max(0.0),
+        args,
+    }
 }
 
 /// A sort key that orders `pipetrain-r{R}s{S}` numerically (r2 before r10).
@@ -178,70 +255,6 @@ fn normalize_args(args: &mut Value) {
     }
 }
 
-/// The receive that takes what `send` sends, or `None` if `send` is no send.
-fn receiver(send: Action) -> Option<Action> {
-    let (stage, kind) = match send.kind {
-        ActionKind::SendActivation => (send.stage.0 + 1, ActionKind::RecvActivation),
-        ActionKind::SendGradient => (send.stage.0.checked_sub(1)?, ActionKind::RecvGradient),
-        _ => return None,
-    };
-    Some(Action {
-        stage: StageId(stage),
-        kind,
-        micro_batch: send.micro_batch,
-    })
-}
-
-/// Flow start / finish events, one pair per send whose receive is in the trace.
-fn flows(slices: &[Slice]) -> Vec<Value> {
-    let replica = |s: &Slice| s.args["replica"].as_i64().unwrap_or(0);
-    // (replica, receive action) → receive slices, in time order.
-    let mut receives: HashMap<(i64, Action), Vec<&Slice>> = HashMap::new();
-    for s in slices {
-        if let Ok(a) = s.name.parse::<Action>() {
-            if matches!(
-                a.kind,
-                ActionKind::RecvActivation | ActionKind::RecvGradient
-            ) {
-                receives.entry((replica(s), a)).or_default().push(s);
-            }
-        }
-    }
-    let mut taken: HashMap<(i64, Action), usize> = HashMap::new();
-    let mut out = Vec::new();
-    let mut id = 0u64;
-    for send in slices {
-        let Some(target) = send.name.parse::<Action>().ok().and_then(receiver) else {
-            continue;
-        };
-        let key = (replica(send), target);
-        let k = taken.entry(key).or_insert(0);
-        let Some(recv) = receives.get(&key).and_then(|r| r.get(*k)) else {
-            continue;
-        };
-        *k += 1;
-        id += 1;
-        let name = format!("{}→{target}", send.name);
-        let cat = "transfer";
-        // Both ends strictly inside their slices, so each binds to its own. A send can return
-        // after its receive did (the channel hand-off is inside both), so the arrow starts at
-        // whichever ends first and never points back in time.
-        let eps = 1e-3;
-        let inside = |t: f64, s: &Slice| t.min(s.ts + s.dur - eps).max(s.ts);
-        let start = inside((send.ts + send.dur).min(recv.ts + recv.dur) - eps, send);
-        let finish = inside(start.max(recv.ts), recv);
-        out.push(
-            json!({"ph": "s", "pid": 1, "tid": send.tid, "ts": start, "id": id,
-                        "name": name, "cat": cat}),
-        );
-        out.push(
-            json!({"ph": "f", "bp": "e", "pid": 1, "tid": recv.tid, "ts": finish,
-                        "id": id, "name": name, "cat": cat}),
-        );
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -252,6 +265,29 @@ mod tests {
                    "args": {"name": action, "replica": replica}}),
             json!({"ph": "E", "pid": 1, "tid": tid, "ts": end, "name": "action"}),
         ]
+    }
+
+    #[test]
+    fn events_are_written_as_their_spans_close() {
+        // Each span's slice is written before the next span is read: nothing is held back.
+        let written = std::cell::Cell::new(0usize);
+        let spans = 1000;
+        let raw = (0..spans).flat_map(|i| {
+            // Before span i is read, the 2 track events and i slices are out.
+            assert!(
+                written.get() >= 2 + i,
+                "span {i}: {} written",
+                written.get()
+            );
+            span(1, i as f64, i as f64 + 0.5, "0F0", 0)
+        });
+        let tracks = Tracks::of(span(1, 0.0, 0.5, "0F0", 0));
+        let counts = post_process_into(raw, &tracks, |_| {
+            written.set(written.get() + 1);
+            Ok::<(), std::convert::Infallible>(())
+        })
+        .unwrap();
+        assert_eq!(counts.slices, spans);
     }
 
     #[test]

@@ -9,7 +9,7 @@
 use std::time::Instant;
 
 use burn::prelude::*;
-use pipetrain::engine::{Activation, SingleDevice};
+use pipetrain::engine::SingleDevice;
 use pipetrain::{Batch, CrossEntropy, Layer, OptimizerConfig, Pipeline, Remat, ScheduleKind, Tie};
 
 use crate::args::{OptimizerKind, TrainArgs};
@@ -23,6 +23,8 @@ use crate::model::Model;
 use crate::paths;
 use crate::profile::Profile;
 use crate::progress::Progress;
+use crate::reference::Reference;
+use crate::stop::Stop;
 use crate::summary;
 use crate::totals::{StepTotals, even_balance};
 
@@ -44,6 +46,9 @@ pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
     .map_err(Failure::usage)?;
     paths::inputs_exist(&[("--resume", &args.resume), ("--init", &args.init)])
         .map_err(Failure::usage)?;
+    paths::outputs_writable(&[("--checkpoint", &args.checkpoint), ("--plot", &args.plot)])
+        .map_err(Failure::usage)?;
+    crate::plot::check_format(args.plot.as_deref()).map_err(Failure::usage)?;
     // Under an MPI launcher: this process's share of the world (see `distributed`).
     let stages = args
         .balance
@@ -101,6 +106,8 @@ struct Settings<'a> {
     data: Data,
     device: Device,
     ties: Vec<Tie>,
+    /// SIGINT/SIGTERM, in a one-process run.
+    stop: Option<Stop>,
 }
 
 /// Checks the flags, opens the data, builds the model and trains it (this process's share of
@@ -132,26 +139,16 @@ fn train(
     if args.steps == 0 {
         return Err(Failure::usage("--steps 0: train at least one step"));
     }
-    if args.resume.is_some() && args.verify {
-        return Err(Failure::usage(
-            "--verify compares against single-device training from step 0, so it cannot \
-             follow --resume; verify the run that wrote the checkpoint instead",
-        ));
-    }
+    crate::conflicts::train(args, dist.is_some())?;
     let (optimizer, optimizer_name) = match args.optimizer {
         OptimizerKind::Sgd => (OptimizerConfig::sgd(), "sgd"),
         OptimizerKind::SgdMomentum => (OptimizerConfig::sgd_momentum(0.9), "sgd-momentum"),
         OptimizerKind::Adam => (OptimizerConfig::adam(), "adam"),
         OptimizerKind::Adamw => (OptimizerConfig::adamw(), "adamw"),
     };
-    let data = Data::open(
-        &args.data,
-        args.held_out,
-        args.batch,
-        args.seed,
-        args.context,
-    )?;
+    let data = Data::open(args, args.batch)?;
     let model = Model::from_args(args, data.shapes()).map_err(Failure::usage)?;
+    model.check_fits().map_err(Failure::usage)?;
     let device = args.device.device().map_err(Failure::usage)?;
     device.seed(args.seed);
     let ties = match (&model, args.tie_embeddings) {
@@ -173,6 +170,7 @@ fn train(
         data,
         device,
         ties,
+        stop: dist.is_none().then(Stop::install).transpose()?,
     };
     match model {
         Model::Mlp(c) => train_with(&settings, c.init(&settings.device), metrics, dist),
@@ -209,10 +207,13 @@ fn train_with<L: Layer>(
     // Under MPI, rank 0 gathers the trained model into a copy of this at the end.
     let template = dist.map(|_| layers.clone());
     let n_layers = layers.len();
+    let k = args.accumulate.max(1);
     let mut reference = match args.verify && leader {
-        true => {
-            Some(SingleDevice::new(layers.clone(), &s.device, &s.optimizer).with_ties(&s.ties)?)
-        }
+        true => Some(Reference::new(
+            SingleDevice::new(layers.clone(), &s.device, &s.optimizer).with_ties(&s.ties)?,
+            (s.model.reference_chunks(args.replicas, args.micro_batches)).map(|c| c * k),
+            args.lockstep,
+        )),
         false => None,
     };
 
@@ -245,6 +246,10 @@ fn train_with<L: Layer>(
         (None, stages) => builder.stages(stages.unwrap_or(2)),
     };
     if let Some(t) = args.threads {
+        let stages = args.stages.or(balance.as_ref().map(Vec::len)).unwrap_or(2);
+        let workers = dist.map_or(args.replicas * stages, |_| args.workers_per_process);
+        let (t, warning) = crate::threads::capped(t, workers, crate::threads::cores());
+        warning.inspect(|w| eprintln!("{w}"));
         builder = builder.threads_per_worker(t);
     }
     if let Some(bytes) = args.memory_budget {
@@ -255,7 +260,6 @@ fn train_with<L: Layer>(
     }
     let mut pipeline = builder.build().map_err(Failure::of_build)?;
     let run = checkpoints::RunIdentity::of(args, &s.model);
-    let k = args.accumulate.max(1);
     let first_step = match &args.resume {
         Some(path) => {
             let read = dist.map(|d| d.broadcast_checkpoint(path)).transpose()?;
@@ -329,16 +333,8 @@ fn train_with<L: Layer>(
                 progress.println(&format!("stage split: {p} (balance {:?})", p.balance()));
             }
         }
-        if let Some(single) = reference.as_mut() {
-            let (inputs, targets): (Vec<_>, Vec<_>) =
-                batches.into_iter().map(|b| (b.inputs, b.targets)).unzip();
-            let (inputs, targets) = (Activation::cat(inputs)?, Activation::cat(targets)?);
-            match s.model.reference_chunks(args.replicas, args.micro_batches) {
-                Some(chunks) => {
-                    single.step_chunked(inputs, targets, chunks * k, &CrossEntropy, args.lr)?
-                }
-                None => single.step(inputs, targets, &CrossEntropy, args.lr)?,
-            };
+        if let Some(r) = reference.as_mut() {
+            r.step(batches, args.lr, &pipeline, step + 1)?;
         }
         let sps = totals.samples as f64 / totals.wall.as_secs_f64().max(1e-12);
         let overlap = report
@@ -381,24 +377,26 @@ fn train_with<L: Layer>(
         }
         losses.push(totals.loss);
         last = Some(report);
-        if let Some(path) = &args.checkpoint {
-            let every = args.checkpoint_every;
-            if step + 1 == args.steps || (every > 0 && (step + 1) % every == 0) {
-                let mut extra = run.extra();
-                extra.insert(
-                    checkpoints::DATA_POSITION.to_string(),
-                    s.data.position((step + 1) * k as u64),
-                );
-                match dist {
-                    Some(d) => d.save_checkpoint(&pipeline, path, extra)?,
-                    None => pipeline.save_checkpoint(path, extra)?,
-                }
-                progress.println(&format!(
-                    "checkpoint: {} (step {})",
-                    path.display(),
-                    step + 1
-                ));
-            }
+        // A signal stops the run here, after a whole step, saving it first.
+        let stopping = s.stop.as_ref().and_then(Stop::requested);
+        let every = args.checkpoint_every;
+        let due = step + 1 == args.steps || (every > 0 && (step + 1) % every == 0);
+        if let Some(path) = args
+            .checkpoint
+            .as_ref()
+            .filter(|_| due || stopping.is_some())
+        {
+            let position = s.data.position((step + 1) * k as u64);
+            checkpoints::save(&pipeline, dist, path, &run, position)?;
+            progress.println(&format!(
+                "checkpoint: {} (step {})",
+                path.display(),
+                step + 1
+            ));
+        }
+        if let Some(exit) = stopping {
+            progress.finish();
+            return Ok(crate::stop::stopped(exit, step + 1, args));
         }
     }
     progress.finish();

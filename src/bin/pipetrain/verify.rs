@@ -6,6 +6,7 @@ use pipetrain::engine::{SingleDevice, difference, parameters, trainable_paramete
 use pipetrain::{Layer, Pipeline};
 
 use crate::exit::Exit;
+use crate::reference::Worst;
 
 /// Compares the pipeline's weights (every replica's) with the single-device copy's and prints
 /// `verify: max_rel_diff=<x>`; [`Exit::VerifyFailed`] if they differ by more than `tolerance`
@@ -80,19 +81,35 @@ fn verify_parameters<L: Layer>(
     } else {
         difference(&replica0, &single.parameters())
     };
-    println!("verify: max_rel_diff={:.3e}", d.max_relative);
-    println!(
-        "  (max over parameter tensors of ||w_pipe - w_single||_2 / ||w_single||_2; max abs \
-         diff {:.3e}; tolerance {tolerance:e})",
+    let how = format!(
+        "max over parameter tensors of ||w_pipe - w_single||_2 / ||w_single||_2; max abs diff \
+         {:.3e}",
         d.max_absolute
     );
-    // NaN fails too.
-    if d.max_relative.is_nan() || d.max_relative > tolerance {
-        eprintln!(
-            "verify FAILED: pipelined weights differ from single-device training \
-             (max_rel_diff {:.3e} > tolerance {tolerance:e})",
-            d.max_relative
-        );
+    judge(d.max_relative, &how, tolerance)
+}
+
+/// `--verify --lockstep`'s verdict: the worst step's difference against `tolerance`.
+pub fn verify_lockstep(worst: Worst, tolerance: f64) -> Exit {
+    let how = format!(
+        "lockstep: the worst of {} steps (step {}), each from the pipeline's weights; max abs \
+         diff {:.3e}",
+        worst.steps, worst.step, worst.max_abs_diff
+    );
+    judge(worst.max_rel_diff, &how, tolerance)
+}
+
+/// Prints `verify: max_rel_diff=<x>` and `how` it was measured; fails above `tolerance` or on
+/// NaN (a diverged run).
+fn judge(max_rel_diff: f64, how: &str, tolerance: f64) -> Exit {
+    println!("verify: max_rel_diff={max_rel_diff:.3e}");
+    println!("  ({how}; tolerance {tolerance:e})");
+    if max_rel_diff.is_nan() || max_rel_diff > tolerance {
+        let why = match max_rel_diff.is_nan() {
+            true => "NaN: the run diverged".to_string(),
+            false => format!("max_rel_diff {max_rel_diff:.3e} > tolerance {tolerance:e}"),
+        };
+        eprintln!("verify FAILED: pipelined weights differ from single-device training ({why})");
         return Exit::VerifyFailed;
     }
     Exit::Success

@@ -1,0 +1,81 @@
+//! `--verify --lockstep` (issue 12, item 5): each step starts the single-device copy from the
+//! pipeline's weights, so a long run verifies every step's update instead of float chaos; a
+//! diverged (NaN) run fails it, as it fails the end-to-end comparison.
+
+mod common;
+use common::{VERIFY_FAILED, failure_with, max_rel_diff, success};
+
+/// A tiny 2 replicas × 2 stages AdamW run at m = 4, then `extra`.
+fn run<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    let base = [
+        "--replicas",
+        "2",
+        "--stages",
+        "2",
+        "--micro-batches",
+        "4",
+        "--optimizer",
+        "adamw",
+        "--verify",
+        "--lockstep",
+    ];
+    // TINY's `--steps 1` is overridden by the later `--steps` of `extra`.
+    [&["train"][..], &common::TINY, &base, extra].concat()
+}
+
+#[test]
+fn lockstep_verifies_a_200_step_adamw_run_on_2_by_2() {
+    let stdout = success(&run(&["--lr", "1e-3", "--steps", "200"]));
+    max_rel_diff(&stdout);
+    assert!(
+        stdout.contains("lockstep: the worst of 200 steps"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_diverged_run_fails_lockstep_verify() {
+    let args = run(&["--lr", "1e30", "--steps", "3"]);
+    let out = common::pipetrain(&args);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(VERIFY_FAILED), "{stdout}");
+    assert!(stdout.contains("verify: max_rel_diff=NaN"), "{stdout}");
+}
+
+#[test]
+fn lockstep_needs_verify() {
+    let e = failure_with(common::USAGE, &["train", "--lockstep", "--steps", "1"]);
+    assert!(e.contains("--lockstep") && e.contains("--verify"), "{e}");
+}
+
+#[test]
+fn lockstep_compares_trained_parameters_of_batch_norm_replicas() {
+    // Replica 0's running statistics are broadcast, which no single device reproduces: the
+    // trained parameters are compared, as at the end of an end-to-end run.
+    let stdout = success(&[
+        "train",
+        "--model",
+        "resnet",
+        "--channels",
+        "4",
+        "--image",
+        "8",
+        "--classes",
+        "3",
+        "--batch",
+        "8",
+        "--micro-batches",
+        "2",
+        "--replicas",
+        "2",
+        "--stages",
+        "2",
+        "--threads",
+        "1",
+        "--steps",
+        "4",
+        "--verify",
+        "--lockstep",
+    ]);
+    max_rel_diff(&stdout);
+}
