@@ -118,6 +118,14 @@ impl<L: Layer> Pipeline<L> {
         self.runtime().map(|r| r.plan()).unwrap_or(&self.plan)
     }
 
+    /// The stages that run full backwards although the schedule places split ones (ZB-H1):
+    /// those without a [dense](crate::Dense) layer, or every stage under
+    /// [`Backward::Fused`](crate::Backward::Fused). Their results are the same, their bubble is
+    /// 1F1B's. Empty until the pipeline has started (its split is known).
+    pub fn fused_stages(&self) -> &[StageId] {
+        self.runtime().map(|r| r.fused_stages()).unwrap_or(&[])
+    }
+
     /// The stage split (None until measured on the first batch).
     pub fn partition(&self) -> Option<&Partition> {
         self.runtime().map(|r| r.workers().partition())
@@ -211,8 +219,11 @@ impl<L: Layer> Pipeline<L> {
                 let remat = self.config.runtime.remat;
                 let slots = memory::optimizer_slots(&self.config.optimizer);
                 let stashed = memory::charged_micro_batches(remat, in_flight);
-                let group =
-                    memory::weight_group(self.config.runtime.backward, self.micro_batches());
+                let group = memory::weight_group(
+                    self.config.runtime.backward,
+                    self.micro_batches(),
+                    self.schedule().splits_backward(),
+                );
                 let input = memory::activation_bytes(&sample);
                 let deferred = memory::deferred_bytes(layers, &costs, input, group);
                 let budgeted = memory::budget_costs(&costs, slots, stashed, &deferred);
@@ -277,7 +288,13 @@ impl<L: Layer> Pipeline<L> {
                 2 * m
             ));
         }
-        if deferring && memory::weight_group(self.config.runtime.backward, m) > 1 {
+        if deferring
+            && memory::weight_group(
+                self.config.runtime.backward,
+                m,
+                self.schedule().splits_backward(),
+            ) > 1
+        {
             remedies.push(
                 "weight gradients every micro-batch (`Backward::Split { weight_group: 1 }`)"
                     .to_string(),

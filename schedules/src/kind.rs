@@ -5,7 +5,7 @@ use std::str::FromStr;
 
 use crate::error::{Result, ScheduleError};
 use crate::plan::Plan;
-use crate::{gpipe, one_f_one_b};
+use crate::{gpipe, one_f_one_b, zb_h1};
 
 /// A pipeline schedule: how micro-batches are ordered on each stage.
 ///
@@ -25,13 +25,28 @@ pub enum ScheduleKind {
     /// Same bubble as GPipe, peak stash ≤ p − s on stage s.
     #[default]
     OneFOneB,
+    /// ZB-H1 (zero bubble, Qi et al. 2023): 1F1B with the backward split into `I` (input
+    /// gradient, sent upstream at once) and `W` (weight gradient), the `W`s placed to fill
+    /// 1F1B's bubbles. A third of 1F1B's bubble when F, I and W cost the same, at 1F1B's peak
+    /// stash (the most any stage holds, `min(p, m)`).
+    ZbH1,
 }
 
 impl ScheduleKind {
     /// Every schedule kind.
-    pub const ALL: [ScheduleKind; 2] = [ScheduleKind::GPipe, ScheduleKind::OneFOneB];
+    pub const ALL: [ScheduleKind; 3] = [
+        ScheduleKind::GPipe,
+        ScheduleKind::OneFOneB,
+        ScheduleKind::ZbH1,
+    ];
 
-    const EXPECTED: &'static str = "gpipe, 1f1b";
+    const EXPECTED: &'static str = "gpipe, 1f1b, zb-h1";
+
+    /// Whether the plan places split backwards (`I` and `W`) itself, rather than full
+    /// backwards (`B`) that an engine may split in place ([`Plan::split_backward`]).
+    pub const fn splits_backward(self) -> bool {
+        matches!(self, ScheduleKind::ZbH1)
+    }
 
     /// The compute-only plan (forwards and backwards, no communication) of this schedule for
     /// `stages` stages and `micro_batches` micro-batches. Any p ≥ 1, m ≥ 1 works, m < p included.
@@ -47,6 +62,7 @@ impl ScheduleKind {
             .map(|s| match self {
                 ScheduleKind::GPipe => gpipe::program(s.into(), micro_batches),
                 ScheduleKind::OneFOneB => one_f_one_b::program(s.into(), stages, micro_batches),
+                ScheduleKind::ZbH1 => zb_h1::program(s.into(), stages, micro_batches),
             })
             .collect();
         Ok(Plan::new(stages, micro_batches, programs))
@@ -58,6 +74,7 @@ impl fmt::Display for ScheduleKind {
         f.write_str(match self {
             ScheduleKind::GPipe => "gpipe",
             ScheduleKind::OneFOneB => "1f1b",
+            ScheduleKind::ZbH1 => "zb-h1",
         })
     }
 }
@@ -69,6 +86,7 @@ impl FromStr for ScheduleKind {
         match name.to_ascii_lowercase().as_str() {
             "gpipe" | "fill-drain" => Ok(ScheduleKind::GPipe),
             "1f1b" | "one-f-one-b" | "pipedream-flush" => Ok(ScheduleKind::OneFOneB),
+            "zb-h1" | "zbh1" | "zero-bubble-h1" => Ok(ScheduleKind::ZbH1),
             _ => Err(ScheduleError::UnknownSchedule {
                 name: name.to_string(),
                 expected: Self::EXPECTED,

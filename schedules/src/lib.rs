@@ -36,6 +36,7 @@ pub mod render;
 mod simulate;
 mod split;
 mod validate;
+mod zb_h1;
 
 pub use action::{Action, ActionKind};
 pub use dataflow::Slot;

@@ -52,3 +52,49 @@ impl Plan {
         Plan::new(self.stages(), self.micro_batches(), programs)
     }
 }
+
+impl Plan {
+    /// The inverse of [`split_backward`](Self::split_backward) on the stages `join` selects:
+    /// each `I(j)` becomes a full `B(j)` and each `W(j)` is dropped, so the weight gradients are
+    /// computed with the input gradient. For an engine that cannot split a stage's backward
+    /// (pipetrain: a stage without dense layers) running a schedule that places `W`s.
+    ///
+    /// ```
+    /// use pipetrain_schedules::{ScheduleKind, StageId};
+    /// let zb = ScheduleKind::ZbH1.plan(2, 2)?;
+    /// let joined = zb.join_backward(|s| s == StageId(1));
+    /// assert_eq!(
+    ///     joined.program(StageId(1)).iter().map(|a| a.to_string()).collect::<Vec<_>>(),
+    ///     ["1F0", "1B0", "1F1", "1B1"],
+    /// );
+    /// assert_eq!(joined.program(StageId(0)), zb.program(StageId(0)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn join_backward(&self, join: impl Fn(StageId) -> bool) -> Plan {
+        let programs = self
+            .programs()
+            .iter()
+            .enumerate()
+            .map(|(s, program)| {
+                if !join(StageId::from(s)) {
+                    return program.clone();
+                }
+                program
+                    .iter()
+                    .filter(|a| a.kind != ActionKind::BackwardWeight)
+                    .map(|&a| match a.kind {
+                        ActionKind::BackwardInput => Action::backward(a.stage, a.mb()),
+                        _ => a,
+                    })
+                    .collect()
+            })
+            .collect();
+        Plan::new(self.stages(), self.micro_batches(), programs)
+    }
+
+    /// Whether any stage's program holds a weight-gradient pass (`W`): the plan places the
+    /// split backward's second half itself.
+    pub fn places_weights(&self) -> bool {
+        self.actions().any(|a| a.kind == ActionKind::BackwardWeight)
+    }
+}

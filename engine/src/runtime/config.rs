@@ -40,7 +40,8 @@ impl Default for DataParallel {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backward {
     /// One backward (`B`) per micro-batch: autodiff computes input and weight gradients
-    /// together, for every layer.
+    /// together, for every layer. A schedule that places split backwards (ZB-H1) runs `B`
+    /// where it has `I` (see [`Runtime::fused_stages`](crate::Runtime::fused_stages)).
     Fused,
     /// The [dense](crate::dense) layers run by hand with a split backward: `I` computes the
     /// input gradient at once, `W` the weight gradients, deferred and computed together for
@@ -48,8 +49,12 @@ pub enum Backward {
     /// groups hold fewer inputs and gradients, see
     /// [`WorkerReport::peak_deferred_bytes`](crate::WorkerReport::peak_deferred_bytes)). Other
     /// layers keep the autodiff path; a stage without dense layers keeps `B`.
+    ///
+    /// Under a schedule that places the `W`s itself (ZB-H1), `weight_group: 0` means 1: each
+    /// `W` computes its own micro-batch's weight gradients where the schedule put it.
     Split {
-        /// Micro-batches per weight-gradient pass; `0` for all of the step's.
+        /// Micro-batches per weight-gradient pass; `0` for all of the step's (1 under a
+        /// schedule that places the `W`s).
         weight_group: usize,
     },
 }

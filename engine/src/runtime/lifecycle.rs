@@ -24,6 +24,10 @@ pub(super) struct Plans {
     pub step: Arc<Plan>,
     /// A non-final step of an accumulation: no all-reduce, no optimizer step.
     pub accumulating: Arc<Plan>,
+    /// Micro-batches per weight-gradient pass (0: the step's).
+    pub weight_group: usize,
+    /// The stages that run full backwards where the schedule placed split ones.
+    pub fused: Vec<StageId>,
 }
 
 /// Persistent workers running steps of a lowered plan.
@@ -102,18 +106,35 @@ impl<L: Layer> Runtime<L> {
         fabric: Box<dyn Fabric>,
     ) -> Result<Self> {
         let stages = workers.world().stages();
-        let mut unlowered = config.schedule.plan(stages, config.micro_batches)?;
-        if matches!(config.backward, Backward::Split { .. }) {
-            // Split the stages that hold a dense layer; the others keep `B`.
-            let dense: Vec<bool> = (0..stages)
-                .map(|s| {
-                    workers.states().iter().any(|w| {
+        let planned = config.schedule.plan(stages, config.micro_batches)?;
+        let split = matches!(config.backward, Backward::Split { .. });
+        // The stages that can split their backward: those holding a dense layer.
+        let dense: Vec<bool> = (0..stages)
+            .map(|s| {
+                split
+                    && workers.states().iter().any(|w| {
                         w.id.stage.index() == s && w.layers.iter().any(|l| l.dense().is_some())
                     })
-                })
-                .collect();
-            unlowered = unlowered.split_backward(|s| dense[s.index()]);
-        }
+            })
+            .collect();
+        let (unlowered, weight_group) = if planned.places_weights() {
+            // The schedule places each `W`: the others run fused `B`s (see `fused`), and a
+            // `W` computes its own micro-batch unless a group was asked for.
+            let group = match config.backward {
+                Backward::Split { weight_group: 0 } | Backward::Fused => 1,
+                Backward::Split { weight_group } => weight_group,
+            };
+            (planned.join_backward(|s| !dense[s.index()]), group)
+        } else {
+            let group = match config.backward {
+                Backward::Split { weight_group } => weight_group,
+                Backward::Fused => 0,
+            };
+            (planned.split_backward(|s| dense[s.index()]), group)
+        };
+        let fused = StageId::range(stages)
+            .filter(|s| planned.places_weights() && !dense[s.index()])
+            .collect();
         let step = lower(&unlowered, Lowering::default());
         validate(&step)?;
         let accumulating = lower(
@@ -137,6 +158,8 @@ impl<L: Layer> Runtime<L> {
             plans: Plans {
                 step: Arc::new(step),
                 accumulating: Arc::new(accumulating),
+                weight_group,
+                fused,
             },
             config,
             fabric,
@@ -274,6 +297,15 @@ impl<L: Layer> Runtime<L> {
     /// The lowered plan of a step that ends with the optimizer step.
     pub fn plan(&self) -> &Plan {
         &self.plans.step
+    }
+
+    /// The stages whose backward cannot be split (no [dense](crate::dense) layer, or
+    /// [`Backward::Fused`]) although the schedule places split backwards (`I`, `W`): they run
+    /// a full backward `B` where the schedule has `I` and nothing where it has `W`. The result
+    /// is the same; the bubble the `W`s were to fill stays there. Empty for schedules
+    /// that place full backwards.
+    pub fn fused_stages(&self) -> &[StageId] {
+        &self.plans.fused
     }
 
     /// What the runtime runs.

@@ -1,11 +1,12 @@
 //! `--schedule`: the schedules the command line offers, as clap values.
 //!
-//! The names are those of [`ScheduleKind`]'s `FromStr` and `Display` (`gpipe`, `1f1b`, and
+//! The names are those of [`ScheduleKind`]'s `FromStr` and `Display` (`gpipe`, `1f1b`, `zb-h1` and
 //! the aliases it accepts); the test below holds the two to each other. The library stays free
 //! of clap: the mapping is the `From` here.
 
 use clap::ValueEnum;
-use pipetrain::ScheduleKind;
+use pipetrain::partitioner::Partition;
+use pipetrain::{Layer, Pipeline, ScheduleKind};
 
 /// A pipeline schedule, as `--schedule` spells it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
@@ -18,6 +19,12 @@ pub enum ScheduleArg {
     #[default]
     #[value(name = "1f1b", aliases = ["one-f-one-b", "pipedream-flush"])]
     OneFOneB,
+    /// ZB-H1 (zero bubble): 1F1B with the backward split into input gradient (sent upstream at
+    /// once) and weight gradient, placed to fill the bubbles; a third of 1F1B's bubble when
+    /// forward, input and weight gradients cost the same, at 1F1B's peak stash. Splits only
+    /// dense layers (the MLP's): a stage without one runs a full backward (with a warning).
+    #[value(name = "zb-h1", aliases = ["zbh1", "zero-bubble-h1"])]
+    ZbH1,
 }
 
 impl From<ScheduleArg> for ScheduleKind {
@@ -25,7 +32,20 @@ impl From<ScheduleArg> for ScheduleKind {
         match schedule {
             ScheduleArg::Gpipe => ScheduleKind::GPipe,
             ScheduleArg::OneFOneB => ScheduleKind::OneFOneB,
+            ScheduleArg::ZbH1 => ScheduleKind::ZbH1,
         }
+    }
+}
+
+/// Warns, on stderr, about each stage that runs full backwards where the schedule placed split
+/// ones (see [`Pipeline::fused_stages`]), naming its layers.
+pub fn warn_fused<L: Layer>(pipeline: &Pipeline<L>, partition: &Partition) {
+    for &stage in pipeline.fused_stages() {
+        let layers = partition.range(stage);
+        eprintln!(
+            "warning: {} places split backwards, but {stage} (layers {layers:?}) has no layer              with a split backward (the MLP's dense layers have one): it runs full backwards,              with 1F1B's bubble there; use --backward split with a model of dense layers, or              --schedule 1f1b",
+            pipeline.schedule()
+        );
     }
 }
 

@@ -330,6 +330,7 @@ fn train_with<L: Layer>(
         if step == first_step {
             if let Some(p) = pipeline.partition() {
                 progress.println(&format!("stage split: {p} (balance {:?})", p.balance()));
+                crate::schedule::warn_fused(&pipeline, p);
             }
         }
         if let Some(single) = reference.as_mut() {
