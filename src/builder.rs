@@ -9,7 +9,7 @@ use pipetrain_engine::{
 };
 use pipetrain_partitioner::Partition;
 use pipetrain_schedules::WorkerId;
-use pipetrain_schedules::{Lowering, ScheduleKind, lower, validate};
+use pipetrain_schedules::{Lowering, Schedule, ScheduleKind, lower, validate};
 
 use crate::error::{Result, config};
 use crate::pipeline::Pipeline;
@@ -88,7 +88,7 @@ pub struct PipelineBuilder<L: Layer> {
     stages: Option<usize>,
     balance: Option<Vec<usize>>,
     micro_batches: usize,
-    schedule: ScheduleKind,
+    schedule: Schedule,
     remat: Remat,
     backward: Backward,
     optimizer: OptimizerConfig,
@@ -112,7 +112,7 @@ impl<L: Layer> Default for PipelineBuilder<L> {
             stages: None,
             balance: None,
             micro_batches: 1,
-            schedule: ScheduleKind::OneFOneB,
+            schedule: ScheduleKind::OneFOneB.into(),
             remat: Remat::ExceptLast,
             backward: Backward::default(),
             optimizer: OptimizerConfig::sgd(),
@@ -157,9 +157,11 @@ impl<L: Layer> PipelineBuilder<L> {
         self
     }
 
-    /// The schedule.
-    pub fn schedule(mut self, schedule: ScheduleKind) -> Self {
-        self.schedule = schedule;
+    /// The schedule: a [`ScheduleKind`] to generate, or a compute plan to run as given
+    /// (`Plan`, e.g. read with [`PlanFile`](crate::schedules::PlanFile)), which must have the
+    /// pipeline's stages and micro-batches; `build` validates it (complete, deadlock-free).
+    pub fn schedule(mut self, schedule: impl Into<Schedule>) -> Self {
+        self.schedule = schedule.into();
         self
     }
 

@@ -5,7 +5,7 @@ use pipetrain_engine::checkpoint::Checkpoint;
 use pipetrain_engine::{Activation, Batch, Layer, Runtime, Workers, World, profile};
 use pipetrain_partitioner::{LayerCost, Partition, PartitionError, partition_by_time};
 use pipetrain_schedules::{
-    Costs, Lowering, Plan, ReplicaId, ScheduleKind, StageId, WorkerId, lower, simulate,
+    Costs, Lowering, Plan, ReplicaId, Schedule, StageId, WorkerId, lower, simulate,
 };
 
 use crate::builder::{Config, PipelineBuilder, Split};
@@ -106,9 +106,9 @@ impl<L: Layer> Pipeline<L> {
         self.config.runtime.micro_batches
     }
 
-    /// The schedule.
-    pub fn schedule(&self) -> ScheduleKind {
-        self.config.runtime.schedule
+    /// The schedule (generated, or a given plan).
+    pub fn schedule(&self) -> &Schedule {
+        &self.config.runtime.schedule
     }
 
     /// The lowered plan every worker interprets: the schedule's, and once the pipeline has
@@ -122,8 +122,8 @@ impl<L: Layer> Pipeline<L> {
     /// those without a [dense](crate::Dense) layer, or every stage under
     /// [`Backward::Fused`](crate::Backward::Fused). Their results are the same, their bubble is
     /// 1F1B's. Empty until the pipeline has started (its split is known).
-    pub fn fused_stages(&self) -> &[StageId] {
-        self.runtime().map(|r| r.fused_stages()).unwrap_or(&[])
+    pub fn fused_stages(&self) -> Vec<StageId> {
+        self.runtime().map(|r| r.fused_stages()).unwrap_or_default()
     }
 
     /// The stage split (None until measured on the first batch).

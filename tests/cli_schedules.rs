@@ -61,3 +61,116 @@ fn zb_h1_on_a_model_without_split_backward_warns_and_still_matches() {
     }
     assert!(stderr.contains("runs full backwards"), "{stderr}");
 }
+
+/// `pipetrain plan --format csv` writes the plan `train --plan` runs: the same training as
+/// `--schedule`, bitwise (same plan, same order), and within the tolerance of one device.
+#[test]
+fn a_plan_written_as_csv_trains_like_its_schedule() {
+    let dir = common::scratch("plan-csv");
+    let path = dir.path().join("zb.csv");
+    let csv = common::success(&[
+        "plan",
+        "--stages",
+        "2",
+        "--micro-batches",
+        "4",
+        "--schedule",
+        "zb-h1",
+        "--format",
+        "csv",
+    ]);
+    assert_eq!(csv.lines().count(), 2, "one row per stage:\n{csv}");
+    assert!(csv.starts_with("0F0,0F1,0I0,0W0,"), "{csv}");
+    std::fs::write(&path, &csv).unwrap();
+    let shape = ["--stages", "2", "--micro-batches", "4", "--batch", "16"];
+    let run = |how: &[&str]| {
+        let args = [&["train"][..], &common::TINY, &shape, how, &["--verify"]].concat();
+        common::success(&args)
+    };
+    let from_file = run(&["--plan", path.to_str().unwrap()]);
+    let generated = run(&["--schedule", "zb-h1"]);
+    let diff = |stdout: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with("verify: max_rel_diff="))
+            .map(str::to_string)
+    };
+    max_rel_diff(&from_file);
+    assert_eq!(diff(&from_file), diff(&generated));
+    assert!(from_file.contains("a given plan"), "{from_file}");
+}
+
+/// A hand-written plan that deadlocks is refused before training, naming the file, line and
+/// column; so is one of the wrong shape, naming the flags that fix it.
+#[test]
+fn a_bad_plan_file_is_refused_with_line_and_column() {
+    let dir = common::scratch("plan-bad");
+    let path = dir.path().join("mine.csv");
+    std::fs::write(&path, "# mine\n0F0,0B0,0F1,0B1\n1F0,1F1,1B0,1B1\n").unwrap();
+    let file = path.to_str().unwrap();
+    let args = |extra: &[&'static str]| -> Vec<String> {
+        [&["train", "--plan", file][..], &common::TINY, extra]
+            .concat()
+            .into_iter()
+            .map(String::from)
+            .collect()
+    };
+    let refused = |args: Vec<String>| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        common::failure_with(common::USAGE, &args)
+    };
+    let err = refused(args(&["--stages", "2", "--micro-batches", "2"]));
+    assert!(
+        err.contains(&format!(
+            "--plan {file}: plan file line 2, column 2 (`0B0`): deadlock"
+        )),
+        "{err}"
+    );
+    std::fs::write(&path, "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n").unwrap();
+    let err = refused(args(&["--stages", "2", "--micro-batches", "4"]));
+    assert!(err.contains("--micro-batches 2"), "{err}");
+    std::fs::write(&path, "0F0,0RB0,0B0\n").unwrap();
+    let err = refused(args(&["--stages", "1", "--micro-batches", "1"]));
+    assert!(
+        err.contains("line 1: column 2") && err.contains("compute actions only"),
+        "{err}"
+    );
+}
+
+/// `plan --compare` puts every schedule in one table, with the simulator's speed-up over 1F1B.
+#[test]
+fn plan_compare_tables_every_schedule() {
+    let out = common::success(&["plan", "--compare", "--stages", "4", "--micro-batches", "8"]);
+    let row = |name: &str| {
+        out.lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no {name} row:\n{out}"))
+            .split_whitespace()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        row("1f1b")[1..],
+        ["33", "27.27", "%", "1.00x", "4", "3", "2", "1"]
+    );
+    assert_eq!(row("gpipe")[1..5], ["33", "27.27", "%", "1.00x"]);
+    assert_eq!(
+        row("zb-h1")[1..],
+        ["27", "11.11", "%", "1.22x", "4", "4", "4", "4"]
+    );
+    let json: serde_json::Value = serde_json::from_str(&common::success(&[
+        "plan",
+        "--compare",
+        "--format",
+        "json",
+        "--stages",
+        "2",
+        "--micro-batches",
+        "4",
+        "--weight-cost",
+        "0.5",
+    ]))
+    .unwrap();
+    assert_eq!(json["weight_cost"], 0.5);
+    assert_eq!(json["schedules"].as_array().unwrap().len(), 3);
+}

@@ -292,13 +292,15 @@ fn zb_h1_runs_full_backwards_where_it_cannot_split() {
 }
 
 /// Deferred weight gradients hold each dense layer's input and pre-activation gradient until
-/// their group's `W`: reported per worker, and smaller groups hold less.
+/// their group's `W`: reported per worker, and smaller groups hold less. ZB-H1 places its
+/// `W`s, and by default each computes its own micro-batch.
 #[test]
 fn smaller_weight_groups_hold_less() {
     let layers = common::seeded(3, |d| MlpConfig::new(WIDTH, 2, CLASSES).init(d));
-    let peak = |backward| {
+    let peak_under = |schedule, backward| {
         let mut pipeline = Pipeline::builder()
             .layers(layers.clone())
+            .schedule(schedule)
             .balance([3])
             .micro_batches(4)
             .backward(backward)
@@ -309,6 +311,7 @@ fn smaller_weight_groups_hold_less() {
         let report = pipeline.train_step(&batch).unwrap();
         report.workers[0].peak_deferred_bytes
     };
+    let peak = |backward| peak_under(ScheduleKind::OneFOneB, backward);
     let whole = peak(Backward::Split { weight_group: 0 });
     let pairs = peak(Backward::Split { weight_group: 2 });
     let single = peak(Backward::Split { weight_group: 1 });
@@ -318,6 +321,9 @@ fn smaller_weight_groups_hold_less() {
     assert_eq!(pairs, 2 * per_micro_batch);
     assert_eq!(whole, 4 * per_micro_batch);
     assert_eq!(peak(Backward::Fused), 0);
+    let zb = |weight_group| peak_under(ScheduleKind::ZbH1, Backward::Split { weight_group });
+    assert_eq!(zb(0), per_micro_batch);
+    assert_eq!(zb(2), 2 * per_micro_batch);
 }
 
 /// Micro-batches of few rows (here 2 rows against 32 input features) take the other GEMM

@@ -39,6 +39,47 @@ pub enum ScheduleError {
         /// The accepted names.
         expected: &'static str,
     },
+    /// A plan read from a file that breaks a rule, with where in the file.
+    #[error(
+        "plan file line {line}, column {column} (`{}`): {}\n{}",
+        source.action,
+        source.violation,
+        source.grid
+    )]
+    PlanFile {
+        /// 1-based line of the failing action's stage.
+        line: usize,
+        /// 1-based column (CSV cell or word) of the failing action.
+        column: usize,
+        /// The validator's finding.
+        source: Box<ValidationError>,
+    },
+    /// A given plan whose shape differs from the pipeline's.
+    #[error(
+        "the plan has {plan_stages} stage(s) and {plan_micro_batches} micro-batch(es), the \
+         pipeline {stages} and {micro_batches}: give the pipeline the plan's shape \
+         (.stages({plan_stages}) and .micro_batches({plan_micro_batches})) or write a plan for \
+         {stages} stage(s) and {micro_batches} micro-batch(es)"
+    )]
+    PlanShape {
+        /// The plan's stages (rows).
+        plan_stages: usize,
+        /// The plan's micro-batches (one more than the largest named).
+        plan_micro_batches: usize,
+        /// The pipeline's stages.
+        stages: usize,
+        /// The pipeline's micro-batches.
+        micro_batches: usize,
+    },
+    /// A plan given to run that already holds communication, which the pipeline adds itself.
+    #[error(
+        "the given plan is lowered (it holds `{action}`): give its compute actions only (F, B, \
+         I, W); the pipeline adds the sends, receives, all-reduce and optimizer step"
+    )]
+    Lowered {
+        /// The first action that is not compute.
+        action: String,
+    },
     /// A plan that breaks a rule (see [`crate::validate`]).
     #[error(transparent)]
     Invalid(#[from] Box<ValidationError>),

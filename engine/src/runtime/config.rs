@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use pipetrain_schedules::ScheduleKind;
+use pipetrain_schedules::Schedule;
 
 use crate::loss::Loss;
 use crate::remat::Remat;
@@ -68,8 +68,8 @@ impl Default for Backward {
 /// What the runtime runs: the schedule, the step's settings and the tied parameters.
 #[derive(Clone)]
 pub struct RuntimeConfig {
-    /// The schedule of every step.
-    pub schedule: ScheduleKind,
+    /// The schedule of every step: generated, or a given compute plan.
+    pub schedule: Schedule,
     /// Micro-batches per replica per step (m).
     pub micro_batches: usize,
     /// Learning rate of the optimizer steps.

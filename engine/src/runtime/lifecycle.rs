@@ -24,10 +24,6 @@ pub(super) struct Plans {
     pub step: Arc<Plan>,
     /// A non-final step of an accumulation: no all-reduce, no optimizer step.
     pub accumulating: Arc<Plan>,
-    /// Micro-batches per weight-gradient pass (0: the step's).
-    pub weight_group: usize,
-    /// The stages that run full backwards where the schedule placed split ones.
-    pub fused: Vec<StageId>,
 }
 
 /// Persistent workers running steps of a lowered plan.
@@ -55,7 +51,7 @@ pub(super) struct Plans {
 /// let world = World::new(2, 2)?; // 2 replicas × 2 stages
 /// let workers = Workers::build(world, Partition::from_balance(&[1, 1], 2)?, &model, &[device.clone()], &OptimizerConfig::sgd(), 1)?;
 /// let config = RuntimeConfig {
-///     schedule: ScheduleKind::OneFOneB,
+///     schedule: ScheduleKind::OneFOneB.into(),
 ///     micro_batches: 2,
 ///     learning_rate: 0.1,
 ///     remat: Remat::Never,
@@ -117,24 +113,13 @@ impl<L: Layer> Runtime<L> {
                     })
             })
             .collect();
-        let (unlowered, weight_group) = if planned.places_weights() {
-            // The schedule places each `W`: the others run fused `B`s (see `fused`), and a
-            // `W` computes its own micro-batch unless a group was asked for.
-            let group = match config.backward {
-                Backward::Split { weight_group: 0 } | Backward::Fused => 1,
-                Backward::Split { weight_group } => weight_group,
-            };
-            (planned.join_backward(|s| !dense[s.index()]), group)
+        let unlowered = if planned.places_weights() {
+            // The schedule places each `W`: the other stages run fused `B`s (see
+            // `fused_stages`).
+            planned.join_backward(|s| !dense[s.index()])
         } else {
-            let group = match config.backward {
-                Backward::Split { weight_group } => weight_group,
-                Backward::Fused => 0,
-            };
-            (planned.split_backward(|s| dense[s.index()]), group)
+            planned.split_backward(|s| dense[s.index()])
         };
-        let fused = StageId::range(stages)
-            .filter(|s| planned.places_weights() && !dense[s.index()])
-            .collect();
         let step = lower(&unlowered, Lowering::default());
         validate(&step)?;
         let accumulating = lower(
@@ -158,8 +143,6 @@ impl<L: Layer> Runtime<L> {
             plans: Plans {
                 step: Arc::new(step),
                 accumulating: Arc::new(accumulating),
-                weight_group,
-                fused,
             },
             config,
             fabric,
@@ -304,8 +287,25 @@ impl<L: Layer> Runtime<L> {
     /// a full backward `B` where the schedule has `I` and nothing where it has `W`. The result
     /// is the same; the bubble the `W`s were to fill stays there. Empty for schedules
     /// that place full backwards.
-    pub fn fused_stages(&self) -> &[StageId] {
-        &self.plans.fused
+    pub fn fused_stages(&self) -> Vec<StageId> {
+        let stages = self.workers.world().stages();
+        let Ok(planned) = self.config.schedule.plan(stages, self.config.micro_batches) else {
+            return Vec::new(); // the runtime started with this plan: unreachable
+        };
+        let input = pipetrain_schedules::ActionKind::BackwardInput;
+        StageId::range(stages)
+            .filter(|&s| planned.count(s, input) > 0 && self.plans.step.count(s, input) == 0)
+            .collect()
+    }
+
+    /// Micro-batches per weight-gradient pass (0: the step's): the [`Backward`]'s, except that
+    /// a plan placing its own `W`s computes each at its place unless a group is given.
+    pub(super) fn weight_group(&self) -> usize {
+        match self.config.backward {
+            Backward::Split { weight_group: 0 } if self.config.schedule.splits_backward() => 1,
+            Backward::Split { weight_group } => weight_group,
+            Backward::Fused => 0,
+        }
     }
 
     /// What the runtime runs.

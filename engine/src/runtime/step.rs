@@ -46,7 +46,7 @@ impl<L: Layer> Runtime<L> {
             bucket_elems: (dp.bucket_bytes / std::mem::size_of::<f32>()).max(1),
             zero: dp.zero,
             split: matches!(self.config.backward, Backward::Split { .. }),
-            weight_group: self.plans.weight_group,
+            weight_group: self.weight_group(),
         };
         let feeds = feeds(world.local(), world.stages(), shards, true);
         let (finished, ctx) = self

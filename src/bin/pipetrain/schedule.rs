@@ -4,9 +4,14 @@
 //! the aliases it accepts); the test below holds the two to each other. The library stays free
 //! of clap: the mapping is the `From` here.
 
+use std::path::Path;
+
 use clap::ValueEnum;
 use pipetrain::partitioner::Partition;
+use pipetrain::schedules::{Plan, PlanFile, Schedule};
 use pipetrain::{Layer, Pipeline, ScheduleKind};
+
+use crate::failure::Failure;
 
 /// A pipeline schedule, as `--schedule` spells it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
@@ -37,10 +42,28 @@ impl From<ScheduleArg> for ScheduleKind {
     }
 }
 
+/// The schedule of `--schedule`, or the plan read from `--plan FILE`, parsed and validated
+/// (a bad file is a usage error naming its path, line and column).
+pub fn chosen(schedule: ScheduleArg, plan: Option<&Path>) -> Result<Schedule, Failure> {
+    match plan {
+        Some(path) => Ok(read_plan(path)?.into()),
+        None => Ok(ScheduleKind::from(schedule).into()),
+    }
+}
+
+/// The compute plan in the file at `path`, parsed and validated.
+pub fn read_plan(path: &Path) -> Result<Plan, Failure> {
+    let at = |e: &dyn std::fmt::Display| Failure::usage(format!("--plan {}: {e}", path.display()));
+    let text = std::fs::read_to_string(path).map_err(|e| at(&e))?;
+    let file = PlanFile::parse(&text).map_err(|e| at(&e))?;
+    file.check().map_err(|e| at(&e))?;
+    Ok(file.plan().clone())
+}
+
 /// Warns, on stderr, about each stage that runs full backwards where the schedule placed split
 /// ones (see [`Pipeline::fused_stages`]), naming its layers.
 pub fn warn_fused<L: Layer>(pipeline: &Pipeline<L>, partition: &Partition) {
-    for &stage in pipeline.fused_stages() {
+    for stage in pipeline.fused_stages() {
         let layers = partition.range(stage);
         eprintln!(
             "warning: {} places split backwards, but {stage} (layers {layers:?}) has no layer              with a split backward (the MLP's dense layers have one): it runs full backwards,              with 1F1B's bubble there; use --backward split with a model of dense layers, or              --schedule 1f1b",

@@ -10,7 +10,8 @@ use std::time::Instant;
 
 use burn::prelude::*;
 use pipetrain::engine::{Activation, SingleDevice};
-use pipetrain::{Batch, CrossEntropy, Layer, OptimizerConfig, Pipeline, Remat, ScheduleKind, Tie};
+use pipetrain::schedules::Schedule;
+use pipetrain::{Batch, CrossEntropy, Layer, OptimizerConfig, Pipeline, Remat, Tie};
 
 use crate::args::{OptimizerKind, TrainArgs};
 use crate::checkpoints;
@@ -93,7 +94,7 @@ pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
 /// The settings every model trains with, checked once.
 struct Settings<'a> {
     args: &'a TrainArgs,
-    schedule: ScheduleKind,
+    schedule: Schedule,
     remat: Remat,
     optimizer: OptimizerConfig,
     optimizer_name: &'static str,
@@ -110,7 +111,7 @@ fn train(
     metrics: Option<Metrics>,
     dist: Option<&Distributed>,
 ) -> Result<Exit, Failure> {
-    let schedule = ScheduleKind::from(args.schedule);
+    let schedule = crate::schedule::chosen(args.schedule, args.plan.as_deref())?;
     let remat: Remat = args.remat();
     if args.batch == 0 {
         return Err(Failure::usage("--batch 0: must be at least 1"));
@@ -222,7 +223,7 @@ fn train_with<L: Layer>(
     let mut builder = Pipeline::builder()
         .layers(layers)
         .micro_batches(args.micro_batches)
-        .schedule(s.schedule)
+        .schedule(s.schedule.clone())
         .remat(s.remat)
         .backward(args.backward.with_group(args.weight_group))
         .optimizer(s.optimizer.clone())
