@@ -31,6 +31,29 @@ pub enum ScheduleError {
         /// What is wrong with it.
         reason: String,
     },
+    /// Interleaved 1F1B with fewer than two chunks per rank.
+    #[error(
+        "interleaved with {virtual_stages} virtual stage(s) per rank: give at least 2 (with 1, \
+         use 1f1b)"
+    )]
+    VirtualStages {
+        /// The chunks per rank given.
+        virtual_stages: usize,
+    },
+    /// Interleaved 1F1B with a number of micro-batches that is not a multiple of the ranks.
+    #[error(
+        "interleaved needs the micro-batches in whole rounds of one per rank: {micro_batches} \
+         micro-batches is not a multiple of {stages}; use .micro_batches({}) or \
+         .micro_batches({})",
+        micro_batches / stages * stages,
+        (micro_batches / stages + 1) * stages
+    )]
+    InterleavedMicroBatches {
+        /// The micro-batches given.
+        micro_batches: usize,
+        /// The ranks.
+        stages: usize,
+    },
     /// An unknown schedule name.
     #[error("unknown schedule `{name}`: expected one of {expected}")]
     UnknownSchedule {

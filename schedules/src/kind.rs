@@ -5,7 +5,7 @@ use std::str::FromStr;
 
 use crate::error::{Result, ScheduleError};
 use crate::plan::Plan;
-use crate::{gpipe, one_f_one_b, zb_h1};
+use crate::{gpipe, interleaved, one_f_one_b, zb_h1};
 
 /// A pipeline schedule: how micro-batches are ordered on each stage.
 ///
@@ -30,17 +30,32 @@ pub enum ScheduleKind {
     /// 1F1B's bubbles. A third of 1F1B's bubble when F, I and W cost the same, at 1F1B's peak
     /// stash (the most any stage holds, `min(p, m)`).
     ZbH1,
+    /// Interleaved 1F1B (Megatron-LM): each of the p ranks holds `virtual_stages` (v ≥ 2)
+    /// chunks of the model, chunk c on rank c mod p, so the plan has p·v stages; the bubble is
+    /// v times smaller than 1F1B's, (p − 1)/(v·m + p − 1). m must be a multiple of p.
+    Interleaved {
+        /// Chunks per rank (v).
+        virtual_stages: usize,
+    },
 }
 
 impl ScheduleKind {
-    /// Every schedule kind.
+    /// Every schedule kind with one stage per rank (all but [`ScheduleKind::Interleaved`]).
     pub const ALL: [ScheduleKind; 3] = [
         ScheduleKind::GPipe,
         ScheduleKind::OneFOneB,
         ScheduleKind::ZbH1,
     ];
 
-    const EXPECTED: &'static str = "gpipe, 1f1b, zb-h1";
+    const EXPECTED: &'static str = "gpipe, 1f1b, zb-h1, interleaved (v = 2), interleaved-v<v>";
+
+    /// Model stages per rank: v for [`ScheduleKind::Interleaved`], else 1.
+    pub const fn virtual_stages(self) -> usize {
+        match self {
+            ScheduleKind::Interleaved { virtual_stages } => virtual_stages,
+            _ => 1,
+        }
+    }
 
     /// Whether the plan places split backwards (`I` and `W`) itself, rather than full
     /// backwards (`B`) that an engine may split in place ([`Plan::split_backward`]).
@@ -49,8 +64,10 @@ impl ScheduleKind {
     }
 
     /// The compute-only plan (forwards and backwards, no communication) of this schedule for
-    /// `stages` stages and `micro_batches` micro-batches. Any p ≥ 1, m ≥ 1 works, m < p included.
-    /// Run [`crate::lower`] on it to get a plan a worker can interpret.
+    /// `stages` ranks (one stage each, but [`ScheduleKind::Interleaved`]'s v) and
+    /// `micro_batches` micro-batches. Any p ≥ 1, m ≥ 1 works, m < p included, except that
+    /// interleaved needs v ≥ 2 and m a multiple of p. Run [`crate::lower`] on it to get a plan
+    /// a worker can interpret.
     pub fn plan(self, stages: usize, micro_batches: usize) -> Result<Plan> {
         if stages == 0 {
             return Err(ScheduleError::ZeroStages);
@@ -58,14 +75,30 @@ impl ScheduleKind {
         if micro_batches == 0 {
             return Err(ScheduleError::ZeroMicroBatches);
         }
+        if let ScheduleKind::Interleaved { virtual_stages } = self {
+            if virtual_stages < 2 {
+                return Err(ScheduleError::VirtualStages { virtual_stages });
+            }
+            if micro_batches % stages != 0 {
+                return Err(ScheduleError::InterleavedMicroBatches {
+                    micro_batches,
+                    stages,
+                });
+            }
+        }
+        let v = self.virtual_stages();
         let programs = (0..stages)
-            .map(|s| match self {
-                ScheduleKind::GPipe => gpipe::program(s.into(), micro_batches),
-                ScheduleKind::OneFOneB => one_f_one_b::program(s.into(), stages, micro_batches),
-                ScheduleKind::ZbH1 => zb_h1::program(s.into(), stages, micro_batches),
+            .map(|r| match self {
+                ScheduleKind::GPipe => gpipe::program(r.into(), micro_batches),
+                ScheduleKind::OneFOneB => one_f_one_b::program(r.into(), stages, micro_batches),
+                ScheduleKind::ZbH1 => zb_h1::program(r.into(), stages, micro_batches),
+                ScheduleKind::Interleaved { .. } => {
+                    interleaved::program(r, stages, v, micro_batches)
+                }
             })
             .collect();
-        Ok(Plan::new(stages, micro_batches, programs))
+        let placement = interleaved::placement(stages, v);
+        Ok(Plan::with_placement(micro_batches, programs, placement))
     }
 }
 
@@ -75,6 +108,9 @@ impl fmt::Display for ScheduleKind {
             ScheduleKind::GPipe => "gpipe",
             ScheduleKind::OneFOneB => "1f1b",
             ScheduleKind::ZbH1 => "zb-h1",
+            ScheduleKind::Interleaved { virtual_stages } => {
+                return write!(f, "interleaved-v{virtual_stages}");
+            }
         })
     }
 }
@@ -87,10 +123,16 @@ impl FromStr for ScheduleKind {
             "gpipe" | "fill-drain" => Ok(ScheduleKind::GPipe),
             "1f1b" | "one-f-one-b" | "pipedream-flush" => Ok(ScheduleKind::OneFOneB),
             "zb-h1" | "zbh1" | "zero-bubble-h1" => Ok(ScheduleKind::ZbH1),
-            _ => Err(ScheduleError::UnknownSchedule {
-                name: name.to_string(),
-                expected: Self::EXPECTED,
-            }),
+            "interleaved" | "interleaved-1f1b" => {
+                Ok(ScheduleKind::Interleaved { virtual_stages: 2 })
+            }
+            other => match other.strip_prefix("interleaved-v").map(str::parse) {
+                Some(Ok(virtual_stages)) => Ok(ScheduleKind::Interleaved { virtual_stages }),
+                _ => Err(ScheduleError::UnknownSchedule {
+                    name: name.to_string(),
+                    expected: Self::EXPECTED,
+                }),
+            },
         }
     }
 }

@@ -28,6 +28,7 @@ mod error;
 mod gpipe;
 mod id;
 mod inference;
+mod interleaved;
 mod kind;
 mod lower;
 mod one_f_one_b;

@@ -32,7 +32,6 @@
 
 use crate::action::Action;
 use crate::error::{Result, ScheduleError};
-use crate::id::StageId;
 use crate::plan::Plan;
 use crate::validate::validate;
 
@@ -107,20 +106,13 @@ impl PlanFile {
                 reason: "no stage: write one row of actions per stage, e.g. `0F0,0B0`".into(),
             });
         }
-        let micro_batches = programs
-            .iter()
-            .flatten()
-            .filter_map(|a| a.micro_batch)
-            .map(|mb| mb.index() + 1)
-            .max()
-            .unwrap_or(1);
         Ok(Self {
-            plan: Plan::new(programs.len(), micro_batches, programs),
+            plan: Plan::from_programs(programs),
             places,
         })
     }
 
-    /// The plan read: as many stages as rows, one more micro-batch than the largest named.
+    /// The plan read, one program per row (see [`Plan::from_programs`]).
     pub fn plan(&self) -> &Plan {
         &self.plan
     }
@@ -145,11 +137,12 @@ impl PlanFile {
         })
     }
 
-    /// The CSV form of a compute plan: one row per stage, one action per cell.
+    /// The CSV form of a compute plan: one row per rank, one action per cell.
     pub fn csv(plan: &Plan) -> String {
-        StageId::range(plan.stages())
-            .map(|s| {
-                let cells: Vec<String> = plan.program(s).iter().map(Action::to_string).collect();
+        plan.programs()
+            .iter()
+            .map(|program| {
+                let cells: Vec<String> = program.iter().map(Action::to_string).collect();
                 cells.join(",") + "\n"
             })
             .collect()

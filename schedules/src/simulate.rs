@@ -71,10 +71,10 @@ impl Costs {
     }
 }
 
-/// What the dry run of one stage found.
+/// What the dry run of one stage (one rank, when ranks hold several stages) found.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct StageSimulation {
-    /// The stage.
+    /// The stage (the rank, as the id of its program, when ranks hold several stages).
     pub stage: StageId,
     /// Time spent running actions.
     pub busy: f64,
@@ -93,9 +93,9 @@ pub struct StageSimulation {
 pub struct Simulation {
     /// Time from the first action's start to the last one's end.
     pub makespan: f64,
-    /// Total idle time over total stage time (p × makespan).
+    /// Total idle time over total stage time (ranks × makespan).
     pub bubble_fraction: f64,
-    /// Per stage.
+    /// Per stage (per rank).
     pub stages: Vec<StageSimulation>,
 }
 

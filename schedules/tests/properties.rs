@@ -230,3 +230,68 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn interleaved_bubble_is_p_minus_1_over_v_m_plus_p_minus_1() {
+    for v in 2..=4 {
+        let kind = ScheduleKind::Interleaved { virtual_stages: v };
+        for (p, m) in shapes().filter(|(p, m)| m % p == 0) {
+            let compute = kind.plan(p, m).unwrap();
+            assert_eq!((compute.ranks(), compute.stages()), (p, p * v));
+            validate(&compute).unwrap_or_else(|e| panic!("{kind} p={p} m={m}: {e}"));
+            let lowered = lower(&compute, Lowering::default());
+            // Uniform costs per chunk; transfers free.
+            let sim = simulate(&lowered, &Costs::uniform(p * v, 1.0, 2.0))
+                .unwrap_or_else(|e| panic!("{kind} p={p} m={m} lowered: {e}"));
+            let expected = (p - 1) as f64 / (v * m + p - 1) as f64;
+            assert!(
+                (sim.bubble_fraction - expected).abs() < 1e-9,
+                "{kind} p={p} m={m}: bubble {} != {expected}",
+                sim.bubble_fraction
+            );
+            for (r, st) in sim.stages.iter().enumerate() {
+                let bound = ((v - 1) * p + 2 * (p - r - 1) + 1).min(m * v);
+                assert!(st.peak_stash <= bound, "{kind} p={p} m={m} rank {r}");
+            }
+            for stage in StageId::range(p * v) {
+                assert_eq!(compute.rank_of(stage), Some(stage.index() % p));
+                let rank = &compute.programs()[stage.index() % p];
+                let order: Vec<_> = rank
+                    .iter()
+                    .filter(|a| a.stage == stage && a.kind == ActionKind::Backward)
+                    .map(|a| a.mb())
+                    .collect();
+                assert_eq!(order, MicroBatchId::range(m).collect::<Vec<_>>());
+            }
+        }
+    }
+}
+
+#[test]
+fn interleaved_refuses_one_chunk_and_ragged_rounds() {
+    let kind = |v| ScheduleKind::Interleaved { virtual_stages: v };
+    let e = kind(1).plan(4, 8).unwrap_err().to_string();
+    assert!(e.contains("at least 2") && e.contains("1f1b"), "{e}");
+    let e = kind(2).plan(4, 6).unwrap_err().to_string();
+    assert!(
+        e.contains("6") && e.contains(".micro_batches(4)") && e.contains(".micro_batches(8)"),
+        "{e}"
+    );
+    assert_eq!("interleaved".parse::<ScheduleKind>().unwrap(), kind(2));
+    assert_eq!("interleaved-v3".parse::<ScheduleKind>().unwrap(), kind(3));
+    assert_eq!(kind(3).to_string(), "interleaved-v3");
+}
+
+#[test]
+fn the_validator_catches_an_interleaved_plan_that_deadlocks() {
+    // Rank 0 holds stages 0 and 2, rank 1 stages 1 and 3. Rank 0 forwards stage 2 before
+    // stage 0 has sent anything downstream: stage 2 waits for stage 1, which waits for stage 0.
+    let plan: Plan = "0: 2F0 0F0 0B0 2B0\n1: 1F0 3F0 3B0 1B0\n".parse().unwrap();
+    assert_eq!(plan.rank_of(StageId(2)), Some(0));
+    let e = validate(&plan).unwrap_err().to_string();
+    assert!(e.contains("deadlock") && e.contains(">2F0<"), "{e}");
+    // An action on a stage another rank holds.
+    let plan: Plan = "0: 0F0 2F0 2B0 0B0\n1: 1F0 2B0\n".parse().unwrap();
+    let e = validate(&plan).unwrap_err().to_string();
+    assert!(e.contains("which this program's rank does not hold"), "{e}");
+}
