@@ -139,13 +139,15 @@ impl<L: Layer> PipelineBuilder<L> {
     }
 
     /// Number of stages; the split is measured (balance-by-time on the first batch) unless
-    /// [`balance`](Self::balance) fixes it.
+    /// [`balance`](Self::balance) fixes it. Under an interleaved schedule of v chunks per
+    /// rank, the number of ranks: the model is cut into `stages × v` chunks.
     pub fn stages(mut self, stages: usize) -> Self {
         self.stages = Some(stages);
         self
     }
 
-    /// Layers per stage, e.g. `[5, 3]`: fixes the number of stages and the split.
+    /// Layers per stage, e.g. `[5, 3]`: fixes the number of stages and the split (under an
+    /// interleaved schedule: layers per chunk, `ranks × v` of them).
     pub fn balance(mut self, balance: impl IntoIterator<Item = usize>) -> Self {
         self.balance = Some(balance.into_iter().collect());
         self
@@ -286,7 +288,16 @@ impl<L: Layer> PipelineBuilder<L> {
             return config("the layer sequence is empty: a pipeline needs at least one layer");
         }
         let n = layers.len();
-        let split = match (&self.balance, self.stages) {
+        // Interleaved schedules hold v chunks per rank: `.stages(p)` cuts p·v model stages, and a
+        // balance lists the chunks.
+        let v = self.schedule.virtual_stages();
+        if v > 1 && self.distributed.is_some() {
+            return config(format!(
+                "{}: a multi-process pipeline runs one stage per rank; use 1f1b or zb-h1",
+                self.schedule
+            ));
+        }
+        let split = match (&self.balance, self.stages.map(|p| p * v)) {
             (Some(balance), stages) => {
                 if let Some(p) = stages.filter(|&p| p != balance.len()) {
                     return config(format!(
@@ -369,6 +380,10 @@ impl<L: Layer> PipelineBuilder<L> {
             1 => vec![self.devices[0].clone(); workers],
             k if k == stages => (0..workers)
                 .map(|w| self.devices[w % stages].clone())
+                .collect(),
+            // One device per rank: stage c on rank c mod p.
+            k if v > 1 && k * v == stages => (0..workers)
+                .map(|w| self.devices[w % stages % k].clone())
                 .collect(),
             k if k == workers => self.devices,
             k => {

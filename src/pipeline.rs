@@ -188,7 +188,16 @@ impl<L: Layer> Pipeline<L> {
         if let Some(checkpoint) = restore {
             runtime.load_checkpoint(checkpoint)?;
         }
-        self.predicted = simulated.stages.iter().map(|s| s.bubble_fraction).collect();
+        // Per stage: its rank's (one stage per rank but under interleaved schedules).
+        self.predicted = StageId::range(stages)
+            .map(|s| {
+                let rank = self.plan.rank_of(s).unwrap_or(s.index());
+                simulated
+                    .stages
+                    .get(rank)
+                    .map_or(0.0, |r| r.bubble_fraction)
+            })
+            .collect();
         self.state = State::Running(runtime);
         Ok(())
     }

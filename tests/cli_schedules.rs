@@ -172,5 +172,62 @@ fn plan_compare_tables_every_schedule() {
     ]))
     .unwrap();
     assert_eq!(json["weight_cost"], 0.5);
-    assert_eq!(json["schedules"].as_array().unwrap().len(), 3);
+    // gpipe, 1f1b, zb-h1 and interleaved-v2 (4 micro-batches fill whole rounds of 2)
+    assert_eq!(json["schedules"].as_array().unwrap().len(), 4);
+}
+
+/// `--schedule interleaved --virtual-stages 2`: the model is cut into stages × 2 chunks and
+/// trains like one device; a micro-batch count that is not a multiple of the stages is refused
+/// naming the nearest that work.
+#[test]
+fn interleaved_from_the_command_line() {
+    let shape = [
+        "--stages",
+        "2",
+        "--virtual-stages",
+        "2",
+        "--schedule",
+        "interleaved",
+        "--width",
+        "16",
+        "--hidden-layers",
+        "4",
+    ];
+    let stdout = common::success(
+        &[
+            &["train"][..],
+            &shape,
+            &[
+                "--micro-batches",
+                "4",
+                "--batch",
+                "16",
+                "--steps",
+                "2",
+                "--verify",
+            ],
+        ]
+        .concat(),
+    );
+    max_rel_diff(&stdout);
+    assert!(stdout.contains("interleaved-v2"), "{stdout}");
+    assert!(
+        stdout.contains("stage split: [0..1 | 1..2 | 2..3 | 3..5]"),
+        "{stdout}"
+    );
+    let err = common::failure_with(
+        common::USAGE,
+        &[
+            &["train"][..],
+            &shape,
+            &["--micro-batches", "3", "--batch", "12"],
+        ]
+        .concat(),
+    );
+    assert!(
+        err.contains("--micro-batches 2 or --micro-batches 4"),
+        "{err}"
+    );
+    let out = common::success(&["plan", "--compare", "--stages", "2", "--micro-batches", "4"]);
+    assert!(out.contains("interleaved-v2"), "{out}");
 }

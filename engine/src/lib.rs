@@ -77,6 +77,7 @@ mod tape;
 mod thread;
 mod tie;
 mod transport;
+mod turns;
 mod worker;
 mod workers;
 mod world;

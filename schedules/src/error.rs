@@ -40,6 +40,17 @@ pub enum ScheduleError {
         /// The chunks per rank given.
         virtual_stages: usize,
     },
+    /// Model stages that do not split into ranks of `virtual_stages` chunks.
+    #[error(
+        "{stages} model stages do not split into ranks of {virtual_stages} chunks each: give a \
+         multiple of {virtual_stages}"
+    )]
+    UnevenChunks {
+        /// The model stages.
+        stages: usize,
+        /// Chunks per rank.
+        virtual_stages: usize,
+    },
     /// Interleaved 1F1B with a number of micro-batches that is not a multiple of the ranks.
     #[error(
         "interleaved needs the micro-batches in whole rounds of one per rank: {micro_batches} \

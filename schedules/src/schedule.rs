@@ -29,10 +29,12 @@ pub enum Schedule {
 }
 
 impl Schedule {
-    /// The compute plan for `stages` stages and `micro_batches` micro-batches.
+    /// The compute plan for `stages` model stages and `micro_batches` micro-batches: for
+    /// [`ScheduleKind::Interleaved`] with v chunks per rank, over `stages / v` ranks.
     ///
     /// # Errors
-    /// What [`ScheduleKind::plan`] refuses; for a given plan of another shape,
+    /// What [`ScheduleKind::plan`] refuses; [`ScheduleError::UnevenChunks`] for model stages
+    /// that do not split into whole ranks; for a given plan of another shape,
     /// [`ScheduleError::PlanShape`]; for a lowered one, [`ScheduleError::Lowered`].
     pub fn plan(&self, stages: usize, micro_batches: usize) -> Result<Plan> {
         if let Schedule::Plan(plan) = self {
@@ -43,7 +45,13 @@ impl Schedule {
             }
         }
         match self {
-            Schedule::Kind(kind) => kind.plan(stages, micro_batches),
+            Schedule::Kind(kind) if stages % kind.virtual_stages() != 0 => {
+                Err(ScheduleError::UnevenChunks {
+                    stages,
+                    virtual_stages: kind.virtual_stages(),
+                })
+            }
+            Schedule::Kind(kind) => kind.plan(stages / kind.virtual_stages(), micro_batches),
             Schedule::Plan(plan)
                 if (plan.stages(), plan.micro_batches()) == (stages, micro_batches) =>
             {
@@ -55,6 +63,15 @@ impl Schedule {
                 stages,
                 micro_batches,
             }),
+        }
+    }
+
+    /// Model stages per rank: the interleaved schedule's v, a given plan's stages over its
+    /// ranks, else 1.
+    pub fn virtual_stages(&self) -> usize {
+        match self {
+            Schedule::Kind(kind) => kind.virtual_stages(),
+            Schedule::Plan(plan) => (plan.stages() / plan.ranks().max(1)).max(1),
         }
     }
 

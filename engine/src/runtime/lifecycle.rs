@@ -24,6 +24,9 @@ pub(super) struct Plans {
     pub step: Arc<Plan>,
     /// A non-final step of an accumulation: no all-reduce, no optimizer step.
     pub accumulating: Arc<Plan>,
+    /// The compute plan per rank, when ranks hold several stages: the order of
+    /// [`Turns`](crate::turns::Turns).
+    pub ranks: Option<Arc<Plan>>,
 }
 
 /// Persistent workers running steps of a lowered plan.
@@ -120,6 +123,13 @@ impl<L: Layer> Runtime<L> {
         } else {
             planned.split_backward(|s| dense[s.index()])
         };
+        // Ranks holding several stages: the dry run proves the rank order deadlock-free, then
+        // every stage runs on its own worker (its actions in rank order), taking turns.
+        validate(&lower(&unlowered, Lowering::default()))?;
+        let ranks = unlowered
+            .is_interleaved()
+            .then(|| Arc::new(unlowered.clone()));
+        let unlowered = unlowered.by_stage();
         let step = lower(&unlowered, Lowering::default());
         validate(&step)?;
         let accumulating = lower(
@@ -143,6 +153,7 @@ impl<L: Layer> Runtime<L> {
             plans: Plans {
                 step: Arc::new(step),
                 accumulating: Arc::new(accumulating),
+                ranks,
             },
             config,
             fabric,
@@ -292,6 +303,7 @@ impl<L: Layer> Runtime<L> {
         let Ok(planned) = self.config.schedule.plan(stages, self.config.micro_batches) else {
             return Vec::new(); // the runtime started with this plan: unreachable
         };
+        let planned = planned.by_stage();
         let input = pipetrain_schedules::ActionKind::BackwardInput;
         StageId::range(stages)
             .filter(|&s| planned.count(s, input) > 0 && self.plans.step.count(s, input) == 0)

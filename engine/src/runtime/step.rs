@@ -15,6 +15,7 @@ use crate::layer::Layer;
 use crate::remat::Remat;
 use crate::report::StepOutcome;
 use crate::thread::Job;
+use crate::turns::Turns;
 use crate::worker::{Feed, Finished, StepContext, WorkerState};
 
 impl<L: Layer> Runtime<L> {
@@ -47,6 +48,7 @@ impl<L: Layer> Runtime<L> {
             zero: dp.zero,
             split: matches!(self.config.backward, Backward::Split { .. }),
             weight_group: self.weight_group(),
+            turns: self.plans.ranks.as_deref().map(Turns::new),
         };
         let feeds = feeds(world.local(), world.stages(), shards, true);
         let (finished, ctx) = self
@@ -118,6 +120,7 @@ impl<L: Layer> Runtime<L> {
             zero: false,
             split: false,
             weight_group: 0,
+            turns: None,
         };
         let feeds = feeds(&active, world.stages(), shards, false);
         // A failed inference changes no state, but may leave messages in flight: fresh links.

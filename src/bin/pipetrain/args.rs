@@ -197,6 +197,9 @@ pub struct TrainArgs {
     /// Pipeline schedule.
     #[arg(long, value_enum, default_value_t, ignore_case = true)]
     pub schedule: ScheduleArg,
+    /// Chunks of the model per worker under --schedule interleaved (v ≥ 2).
+    #[arg(long, default_value_t = 2, value_name = "V")]
+    pub virtual_stages: usize,
     /// Run a hand-written compute plan instead of a schedule: CSV (one row of actions per
     /// stage, e.g. `0F0,0F1,0B0,0B1`) or the text form; `pipetrain plan --format csv` writes
     /// one. Validated (complete, deadlock-free) before training; its stages and micro-batches

@@ -4,19 +4,21 @@
 //! $ pipetrain plan --compare --stages 4 --micro-batches 8
 //! compare: 4 stages, 8 micro-batches; costs per micro-batch and stage: forward 1, backward 2 (weight gradient 1), transfer 0
 //!
-//! schedule  makespan   bubble  speed-up over 1f1b  peak stash per stage
-//!    gpipe        33  27.27 %               1.00x               8 8 8 8
-//!     1f1b        33  27.27 %               1.00x               4 3 2 1
-//!    zb-h1        27  11.11 %               1.22x               4 4 4 4
+//!       schedule  makespan   bubble  speed-up over 1f1b  peak stash per stage
+//!          gpipe        33  27.27 %               1.00x               8 8 8 8
+//!           1f1b        33  27.27 %               1.00x               4 3 2 1
+//!          zb-h1        27  11.11 %               1.22x               4 4 4 4
+//! interleaved-v2      28.5  15.79 %               1.16x              11 9 7 5
 //! ```
 //! Speed-up is 1F1B's makespan over the schedule's: the throughput ratio the simulator predicts
-//! with these costs.
+//! with these costs. Interleaved (with --virtual-stages v, a chunk costing 1/v of a stage) has
+//! a row when the micro-batches are a multiple of the stages; its peak stash counts chunks.
 
 use pipetrain_schedules::{Lowering, ScheduleKind, lower, simulate};
 use serde::Serialize;
 
 use crate::failure::Failure;
-use crate::plan::{PlanArgs, costs, num, percent, table};
+use crate::plan::{PlanArgs, num, percent, table};
 
 /// One schedule's row.
 #[derive(Debug, Serialize)]
@@ -48,14 +50,24 @@ struct Comparison {
 /// A shape or cost the schedules refuse (usage).
 pub fn text_or_json(args: &PlanArgs) -> Result<String, Failure> {
     let (p, m) = (args.stages, args.micro_batches);
-    let costs = costs(args, p).map_err(Failure::usage)?;
+    let costs_of = |plan: &pipetrain_schedules::Plan| {
+        crate::plan::costs(args, plan.stages(), plan.ranks()).map_err(Failure::usage)
+    };
     let mut rows = Vec::new();
-    for kind in ScheduleKind::ALL {
+    // Interleaved needs m in whole rounds of p: its row is left out otherwise.
+    let interleaved = ScheduleKind::Interleaved {
+        virtual_stages: args.virtual_stages,
+    };
+    let runs_interleaved = m % p.max(1) == 0 && args.virtual_stages >= 2;
+    let kinds = ScheduleKind::ALL
+        .into_iter()
+        .chain(runs_interleaved.then_some(interleaved));
+    for kind in kinds {
         let plan = lower(
             &kind.plan(p, m).map_err(Failure::usage)?,
             Lowering::default(),
         );
-        let sim = simulate(&plan, &costs)?;
+        let sim = simulate(&plan, &costs_of(&plan)?)?;
         rows.push(Row {
             schedule: kind.to_string(),
             makespan: sim.makespan,
@@ -76,6 +88,7 @@ pub fn text_or_json(args: &PlanArgs) -> Result<String, Failure> {
             1.0
         };
     }
+    let costs = costs_of(&ScheduleKind::OneFOneB.plan(p, m).map_err(Failure::usage)?)?;
     let comparison = Comparison {
         stages: p,
         micro_batches: m,

@@ -29,7 +29,7 @@ use std::io::{self, Write as _};
 use std::path::PathBuf;
 
 use pipetrain_schedules::{
-    Costs, Lowering, Plan, PlanFile, ScheduleKind, Simulation, StageId, lower, render, simulate,
+    Costs, Lowering, Plan, PlanFile, Simulation, StageId, lower, render, simulate,
 };
 use serde::Serialize;
 
@@ -49,6 +49,10 @@ pub struct PlanArgs {
     /// Pipeline schedule.
     #[arg(long, value_enum, default_value_t, ignore_case = true)]
     pub schedule: ScheduleArg,
+    /// Chunks of the model per worker under --schedule interleaved (v ≥ 2); costs are per
+    /// worker's share of the model, so a chunk costs 1/v of them.
+    #[arg(long, default_value_t = 2, value_name = "V")]
+    pub virtual_stages: usize,
     /// Read a compute plan (CSV or text form, as `--format csv` writes) instead of generating
     /// one; its rows and micro-batches give --stages and --micro-batches.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["schedule", "compare"])]
@@ -143,7 +147,7 @@ fn compute_plan(args: &PlanArgs) -> Result<(String, Plan), Failure> {
             crate::schedule::read_plan(path)?,
         ));
     }
-    let schedule = ScheduleKind::from(args.schedule);
+    let schedule = args.schedule.kind(args.virtual_stages);
     // The schedule refuses only shapes (zero stages or micro-batches): the flags' fault.
     let plan = schedule
         .plan(args.stages, args.micro_batches)
@@ -175,9 +179,9 @@ fn parse_cost(text: &str) -> Result<f64, String> {
     cost_problem(value).map_or(Ok(value), Err)
 }
 
-/// The costs given on the command line for `stages` stages, checked again here for callers
-/// that skip clap.
-pub(crate) fn costs(args: &PlanArgs, stages: usize) -> Result<Costs, PlanError> {
+/// The costs given on the command line for a plan of `stages` model stages on `ranks` ranks
+/// (a rank's stages share its costs), checked again here for callers that skip clap.
+pub(crate) fn costs(args: &PlanArgs, stages: usize, ranks: usize) -> Result<Costs, PlanError> {
     let weight = args.weight_cost.unwrap_or(args.backward_cost / 2.0);
     for (flag, value) in [
         ("forward-cost", args.forward_cost),
@@ -203,7 +207,12 @@ pub(crate) fn costs(args: &PlanArgs, stages: usize) -> Result<Costs, PlanError> 
             ),
         });
     }
-    let mut costs = Costs::uniform(stages, args.forward_cost, args.backward_cost);
+    let chunks = (stages / ranks.max(1)).max(1) as f64;
+    let mut costs = Costs::uniform(
+        stages,
+        args.forward_cost / chunks,
+        args.backward_cost / chunks,
+    );
     costs.transfer = args.transfer_cost;
     if args.backward_cost > 0.0 {
         costs.weight_fraction = weight / args.backward_cost;
@@ -221,7 +230,10 @@ struct Report {
     makespan: f64,
     /// Total idle time over p × makespan.
     bubble_fraction: f64,
-    /// (p − 1) / (m + p − 1): GPipe's and 1F1B's bubble with free transfers.
+    /// Stages per worker (interleaved's v; else 1).
+    virtual_stages: usize,
+    /// (p − 1) / (v·m + p − 1): GPipe's and 1F1B's bubble with free transfers (v = 1), and
+    /// interleaved 1F1B's.
     ideal_bubble_fraction: f64,
     peak_stash: Vec<usize>,
     per_stage: Vec<StageReport>,
@@ -255,8 +267,9 @@ struct StageReport {
 
 impl Report {
     fn build(args: &PlanArgs, schedule: String, compute: &Plan) -> Result<Self, Failure> {
-        let (p, m) = (compute.stages(), compute.micro_batches());
-        let costs = costs(args, p).map_err(Failure::usage)?;
+        let (p, m) = (compute.ranks(), compute.micro_batches());
+        let v = compute.stages() / p.max(1);
+        let costs = costs(args, compute.stages(), p).map_err(Failure::usage)?;
         let plan = lower(compute, Lowering::default());
         // `simulate` validates the plan first: an invalid one is an error here, not a hang.
         let sim: Simulation = simulate(&plan, &costs)?;
@@ -272,7 +285,8 @@ impl Report {
             },
             makespan: sim.makespan,
             bubble_fraction: sim.bubble_fraction,
-            ideal_bubble_fraction: (p - 1) as f64 / (m + p - 1) as f64,
+            virtual_stages: v,
+            ideal_bubble_fraction: (p - 1) as f64 / (v * m + p - 1) as f64,
             peak_stash: sim.stages.iter().map(|s| s.peak_stash).collect(),
             per_stage: sim
                 .stages
@@ -341,11 +355,15 @@ impl Report {
             })
             .collect();
         out += &table(&["stage", "busy", "idle", "bubble", "peak stash"], &rows);
+        let (v, formula) = match self.virtual_stages {
+            1 => (1, "(p-1)/(m+p-1)"),
+            v => (v, "(p-1)/(v*m+p-1)"),
+        };
         out += &format!(
-            "\nbubble    {} of {p} stages x makespan (ideal (p-1)/(m+p-1) = {}/{} = {})\n",
+            "\nbubble    {} of {p} stages x makespan (ideal {formula} = {}/{} = {})\n",
             percent(self.bubble_fraction),
             p - 1,
-            m + p - 1,
+            v * m + p - 1,
             percent(self.ideal_bubble_fraction),
         );
         out += &format!("makespan  {}\n", num(self.makespan));

@@ -30,24 +30,37 @@ pub enum ScheduleArg {
     /// dense layers (the MLP's): a stage without one runs a full backward (with a warning).
     #[value(name = "zb-h1", aliases = ["zbh1", "zero-bubble-h1"])]
     ZbH1,
+    /// Interleaved 1F1B (Megatron-LM): each worker holds --virtual-stages chunks of the model
+    /// (chunk c on worker c mod p), so the model is cut into stages × v chunks; the bubble
+    /// shrinks v-fold, for v times the messages. --micro-batches must be a multiple of
+    /// --stages.
+    #[value(name = "interleaved", alias = "interleaved-1f1b")]
+    Interleaved,
 }
 
-impl From<ScheduleArg> for ScheduleKind {
-    fn from(schedule: ScheduleArg) -> Self {
-        match schedule {
+impl ScheduleArg {
+    /// The library's schedule; `virtual_stages` is interleaved's chunks per worker (the others
+    /// ignore it).
+    pub fn kind(self, virtual_stages: usize) -> ScheduleKind {
+        match self {
             ScheduleArg::Gpipe => ScheduleKind::GPipe,
             ScheduleArg::OneFOneB => ScheduleKind::OneFOneB,
             ScheduleArg::ZbH1 => ScheduleKind::ZbH1,
+            ScheduleArg::Interleaved => ScheduleKind::Interleaved { virtual_stages },
         }
     }
 }
 
 /// The schedule of `--schedule`, or the plan read from `--plan FILE`, parsed and validated
 /// (a bad file is a usage error naming its path, line and column).
-pub fn chosen(schedule: ScheduleArg, plan: Option<&Path>) -> Result<Schedule, Failure> {
+pub fn of(
+    schedule: ScheduleArg,
+    virtual_stages: usize,
+    plan: Option<&Path>,
+) -> Result<Schedule, Failure> {
     match plan {
         Some(path) => Ok(read_plan(path)?.into()),
-        None => Ok(ScheduleKind::from(schedule).into()),
+        None => Ok(schedule.kind(virtual_stages).into()),
     }
 }
 
@@ -66,7 +79,10 @@ pub fn warn_fused<L: Layer>(pipeline: &Pipeline<L>, partition: &Partition) {
     for stage in pipeline.fused_stages() {
         let layers = partition.range(stage);
         eprintln!(
-            "warning: {} places split backwards, but {stage} (layers {layers:?}) has no layer              with a split backward (the MLP's dense layers have one): it runs full backwards,              with 1F1B's bubble there; use --backward split with a model of dense layers, or              --schedule 1f1b",
+            "warning: {} places split backwards, but {stage} (layers {layers:?}) has no layer \
+             with a split backward (the MLP's dense layers have one): it runs full backwards, \
+             with 1F1B's bubble there; use --backward split with a model of dense layers, or \
+             --schedule 1f1b",
             pipeline.schedule()
         );
     }
@@ -83,15 +99,18 @@ mod tests {
     fn every_kind_is_offered_under_its_library_name_and_aliases() {
         let kinds: Vec<ScheduleKind> = ScheduleArg::value_variants()
             .iter()
-            .map(|&s| ScheduleKind::from(s))
+            .map(|&s| s.kind(2))
             .collect();
-        assert_eq!(kinds, ScheduleKind::ALL);
+        let interleaved = ScheduleKind::Interleaved { virtual_stages: 2 };
+        assert_eq!(kinds, [&ScheduleKind::ALL[..], &[interleaved]].concat());
         for &arg in ScheduleArg::value_variants() {
             let value = arg.to_possible_value().unwrap();
-            assert_eq!(value.get_name(), ScheduleKind::from(arg).to_string());
+            if arg != ScheduleArg::Interleaved {
+                assert_eq!(value.get_name(), arg.kind(2).to_string());
+            }
             for name in value.get_name_and_aliases() {
                 let parsed: ScheduleKind = name.parse().unwrap();
-                assert_eq!(parsed, ScheduleKind::from(arg), "{name}");
+                assert_eq!(parsed, arg.kind(2), "{name}");
             }
         }
     }

@@ -10,7 +10,6 @@ use std::time::Instant;
 
 use burn::prelude::*;
 use pipetrain::engine::{Activation, SingleDevice};
-use pipetrain::schedules::Schedule;
 use pipetrain::{Batch, CrossEntropy, Layer, OptimizerConfig, Pipeline, Remat, Tie};
 
 use crate::args::{OptimizerKind, TrainArgs};
@@ -94,7 +93,7 @@ pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
 /// The settings every model trains with, checked once.
 struct Settings<'a> {
     args: &'a TrainArgs,
-    schedule: Schedule,
+    schedule: pipetrain::schedules::Schedule,
     remat: Remat,
     optimizer: OptimizerConfig,
     optimizer_name: &'static str,
@@ -111,7 +110,7 @@ fn train(
     metrics: Option<Metrics>,
     dist: Option<&Distributed>,
 ) -> Result<Exit, Failure> {
-    let schedule = crate::schedule::chosen(args.schedule, args.plan.as_deref())?;
+    let schedule = crate::schedule::of(args.schedule, args.virtual_stages, args.plan.as_deref())?;
     let remat: Remat = args.remat();
     if args.batch == 0 {
         return Err(Failure::usage("--batch 0: must be at least 1"));
