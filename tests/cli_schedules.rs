@@ -211,10 +211,12 @@ fn interleaved_from_the_command_line() {
     );
     max_rel_diff(&stdout);
     assert!(stdout.contains("interleaved-v2"), "{stdout}");
-    assert!(
-        stdout.contains("stage split: [0..1 | 1..2 | 2..3 | 3..5]"),
-        "{stdout}"
-    );
+    // The split is measured (by time): only its chunk count is fixed, stages × v = 4.
+    let split = stdout
+        .lines()
+        .find(|l| l.starts_with("stage split: ["))
+        .unwrap_or_else(|| panic!("no split line:\n{stdout}"));
+    assert_eq!(split.matches(" | ").count(), 3, "{split}");
     let err = common::failure_with(
         common::USAGE,
         &[
