@@ -172,8 +172,8 @@ fn plan_compare_tables_every_schedule() {
     ]))
     .unwrap();
     assert_eq!(json["weight_cost"], 0.5);
-    // gpipe, 1f1b, zb-h1 and interleaved-v2 (4 micro-batches fill whole rounds of 2)
-    assert_eq!(json["schedules"].as_array().unwrap().len(), 4);
+    // gpipe, 1f1b, zb-h1, zb-v and interleaved-v2 (4 micro-batches fill whole rounds of 2)
+    assert_eq!(json["schedules"].as_array().unwrap().len(), 5);
 }
 
 /// `--schedule interleaved --virtual-stages 2`: the model is cut into stages × 2 chunks and
@@ -232,4 +232,36 @@ fn interleaved_from_the_command_line() {
     );
     let out = common::success(&["plan", "--compare", "--stages", "2", "--micro-batches", "4"]);
     assert!(out.contains("interleaved-v2"), "{out}");
+}
+
+/// `--schedule zb-v`: two chunks per worker in a V, trained like one device; `plan --compare`
+/// lists it.
+#[test]
+fn zb_v_from_the_command_line() {
+    let stdout = common::success(&[
+        "train",
+        "--schedule",
+        "zb-v",
+        "--stages",
+        "2",
+        "--micro-batches",
+        "4",
+        "--batch",
+        "16",
+        "--width",
+        "16",
+        "--hidden-layers",
+        "4",
+        "--steps",
+        "2",
+        "--verify",
+    ]);
+    max_rel_diff(&stdout);
+    assert!(stdout.contains("zb-v"), "{stdout}");
+    let out = common::success(&["plan", "--compare", "--stages", "4", "--micro-batches", "8"]);
+    let zb_v = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("zb-v "))
+        .unwrap_or_else(|| panic!("no zb-v row:\n{out}"));
+    assert!(zb_v.contains("5.88 %"), "{zb_v}");
 }

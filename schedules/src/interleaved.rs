@@ -56,7 +56,7 @@ pub(crate) fn program(
     program
 }
 
-/// Stage c is on rank c mod p (one stage per rank when v = 1).
+/// Stage c is on rank c mod p.
 pub(crate) fn placement(ranks: usize, virtual_stages: usize) -> Vec<usize> {
     (0..ranks * virtual_stages).map(|c| c % ranks).collect()
 }

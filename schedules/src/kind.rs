@@ -3,9 +3,11 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::action::Action;
 use crate::error::{Result, ScheduleError};
+use crate::id::StageId;
 use crate::plan::Plan;
-use crate::{gpipe, interleaved, one_f_one_b, zb_h1};
+use crate::{gpipe, interleaved, one_f_one_b, zb_h1, zb_v};
 
 /// A pipeline schedule: how micro-batches are ordered on each stage.
 ///
@@ -37,22 +39,31 @@ pub enum ScheduleKind {
         /// Chunks per rank (v).
         virtual_stages: usize,
     },
+    /// ZB-V (zero bubble in a V): two chunks per rank, rank r holding stages r and 2p − 1 − r
+    /// (the first and the last on rank 0), the backward split as in ZB-H1, the order built by
+    /// a greedy list scheduler under 1F1B's activation memory; about zero bubble when F, I and
+    /// W cost the same.
+    ZbV,
 }
 
 impl ScheduleKind {
-    /// Every schedule kind with one stage per rank (all but [`ScheduleKind::Interleaved`]).
+    /// Every schedule kind with one stage per rank (all but [`ScheduleKind::Interleaved`] and
+    /// [`ScheduleKind::ZbV`]).
     pub const ALL: [ScheduleKind; 3] = [
         ScheduleKind::GPipe,
         ScheduleKind::OneFOneB,
         ScheduleKind::ZbH1,
     ];
 
-    const EXPECTED: &'static str = "gpipe, 1f1b, zb-h1, interleaved (v = 2), interleaved-v<v>";
+    const EXPECTED: &'static str =
+        "gpipe, 1f1b, zb-h1, zb-v, interleaved (v = 2), interleaved-v<v>";
 
-    /// Model stages per rank: v for [`ScheduleKind::Interleaved`], else 1.
+    /// Model stages per rank: v for [`ScheduleKind::Interleaved`], 2 for
+    /// [`ScheduleKind::ZbV`], else 1.
     pub const fn virtual_stages(self) -> usize {
         match self {
             ScheduleKind::Interleaved { virtual_stages } => virtual_stages,
+            ScheduleKind::ZbV => 2,
             _ => 1,
         }
     }
@@ -60,11 +71,12 @@ impl ScheduleKind {
     /// Whether the plan places split backwards (`I` and `W`) itself, rather than full
     /// backwards (`B`) that an engine may split in place ([`Plan::split_backward`]).
     pub const fn splits_backward(self) -> bool {
-        matches!(self, ScheduleKind::ZbH1)
+        matches!(self, ScheduleKind::ZbH1 | ScheduleKind::ZbV)
     }
 
     /// The compute-only plan (forwards and backwards, no communication) of this schedule for
-    /// `stages` ranks (one stage each, but [`ScheduleKind::Interleaved`]'s v) and
+    /// `stages` ranks (one stage each, but [`ScheduleKind::Interleaved`]'s v and
+    /// [`ScheduleKind::ZbV`]'s 2) and
     /// `micro_batches` micro-batches. Any p ≥ 1, m ≥ 1 works, m < p included, except that
     /// interleaved needs v ≥ 2 and m a multiple of p. Run [`crate::lower`] on it to get a plan
     /// a worker can interpret.
@@ -86,19 +98,23 @@ impl ScheduleKind {
                 });
             }
         }
-        let v = self.virtual_stages();
-        let programs = (0..stages)
-            .map(|r| match self {
-                ScheduleKind::GPipe => gpipe::program(r.into(), micro_batches),
-                ScheduleKind::OneFOneB => one_f_one_b::program(r.into(), stages, micro_batches),
-                ScheduleKind::ZbH1 => zb_h1::program(r.into(), stages, micro_batches),
-                ScheduleKind::Interleaved { .. } => {
-                    interleaved::program(r, stages, v, micro_batches)
-                }
-            })
-            .collect();
-        let placement = interleaved::placement(stages, v);
-        Ok(Plan::with_placement(micro_batches, programs, placement))
+        let (p, m) = (stages, micro_batches);
+        // One stage per rank: a program per rank from the schedule's generator.
+        let each = |program: fn(StageId, usize, usize) -> Vec<Action>| {
+            Plan::new(p, m, (0..p).map(|r| program(r.into(), p, m)).collect())
+        };
+        Ok(match self {
+            ScheduleKind::GPipe => each(|s, _, m| gpipe::program(s, m)),
+            ScheduleKind::OneFOneB => each(one_f_one_b::program),
+            ScheduleKind::ZbH1 => each(zb_h1::program),
+            ScheduleKind::Interleaved { virtual_stages } => {
+                let programs = (0..p)
+                    .map(|r| interleaved::program(r, p, virtual_stages, m))
+                    .collect();
+                Plan::with_placement(m, programs, interleaved::placement(p, virtual_stages))
+            }
+            ScheduleKind::ZbV => zb_v::plan(p, m),
+        })
     }
 }
 
@@ -108,6 +124,7 @@ impl fmt::Display for ScheduleKind {
             ScheduleKind::GPipe => "gpipe",
             ScheduleKind::OneFOneB => "1f1b",
             ScheduleKind::ZbH1 => "zb-h1",
+            ScheduleKind::ZbV => "zb-v",
             ScheduleKind::Interleaved { virtual_stages } => {
                 return write!(f, "interleaved-v{virtual_stages}");
             }
@@ -123,6 +140,7 @@ impl FromStr for ScheduleKind {
             "gpipe" | "fill-drain" => Ok(ScheduleKind::GPipe),
             "1f1b" | "one-f-one-b" | "pipedream-flush" => Ok(ScheduleKind::OneFOneB),
             "zb-h1" | "zbh1" | "zero-bubble-h1" => Ok(ScheduleKind::ZbH1),
+            "zb-v" | "zbv" | "zero-bubble-v" => Ok(ScheduleKind::ZbV),
             "interleaved" | "interleaved-1f1b" => {
                 Ok(ScheduleKind::Interleaved { virtual_stages: 2 })
             }

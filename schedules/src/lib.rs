@@ -40,6 +40,7 @@ mod simulate;
 mod split;
 mod validate;
 mod zb_h1;
+mod zb_v;
 
 pub use action::{Action, ActionKind};
 pub use dataflow::Slot;

@@ -295,3 +295,57 @@ fn the_validator_catches_an_interleaved_plan_that_deadlocks() {
     let e = validate(&plan).unwrap_err().to_string();
     assert!(e.contains("which this program's rank does not hold"), "{e}");
 }
+
+#[test]
+fn zb_v_has_at_most_zb_h1_bubble_at_1f1b_activation_memory() {
+    for (p, m) in shapes() {
+        let plan = ScheduleKind::ZbV.plan(p, m).unwrap();
+        assert_eq!((plan.ranks(), plan.stages()), (p, 2 * p));
+        validate(&plan).unwrap_or_else(|e| panic!("zb-v p={p} m={m}: {e}"));
+        // The V: rank r holds stages r and 2p − 1 − r.
+        for r in 0..p {
+            let held: Vec<StageId> = plan.stages_of(r).collect();
+            assert_eq!(held, [StageId::from(r), StageId::from(2 * p - 1 - r)]);
+        }
+        // A chunk is half a stage: F = I = W = 1/2 against ZB-H1's 1.
+        let zb_v = simulate(
+            &lower(&plan, Lowering::default()),
+            &Costs::uniform(2 * p, 0.5, 1.0),
+        )
+        .unwrap_or_else(|e| panic!("zb-v p={p} m={m} lowered: {e}"));
+        let zb_h1 = simulate(
+            &ScheduleKind::ZbH1.plan(p, m).unwrap(),
+            &Costs::uniform(p, 1.0, 2.0),
+        )
+        .unwrap();
+        assert!(
+            zb_v.bubble_fraction <= zb_h1.bubble_fraction + 1e-12,
+            "p={p} m={m}: zb-v {} > zb-h1 {}",
+            zb_v.bubble_fraction,
+            zb_h1.bubble_fraction
+        );
+        // Chunk activations per rank: at most twice 1F1B's stage activations (min(p, m)).
+        for st in &zb_v.stages {
+            assert!(st.peak_stash <= 2 * p.min(m), "p={p} m={m}: {st:?}");
+        }
+        for stage in StageId::range(2 * p) {
+            let program = &plan.programs()[plan.rank_of(stage).unwrap()];
+            for kind in [
+                ActionKind::Forward,
+                ActionKind::BackwardInput,
+                ActionKind::BackwardWeight,
+            ] {
+                let order: Vec<_> = program
+                    .iter()
+                    .filter(|a| a.stage == stage && a.kind == kind)
+                    .map(|a| a.mb())
+                    .collect();
+                assert_eq!(
+                    order,
+                    MicroBatchId::range(m).collect::<Vec<_>>(),
+                    "p={p} m={m}"
+                );
+            }
+        }
+    }
+}

@@ -8,11 +8,13 @@
 //!          gpipe        33  27.27 %               1.00x               8 8 8 8
 //!           1f1b        33  27.27 %               1.00x               4 3 2 1
 //!          zb-h1        27  11.11 %               1.22x               4 4 4 4
+//!           zb-v      25.5   5.88 %               1.29x               8 8 8 8
 //! interleaved-v2      28.5  15.79 %               1.16x              11 9 7 5
 //! ```
 //! Speed-up is 1F1B's makespan over the schedule's: the throughput ratio the simulator predicts
 //! with these costs. Interleaved (with --virtual-stages v, a chunk costing 1/v of a stage) has
-//! a row when the micro-batches are a multiple of the stages; its peak stash counts chunks.
+//! a row when the micro-batches are a multiple of the stages; its and ZB-V's peak stash count
+//! chunks (half a stage for ZB-V).
 
 use pipetrain_schedules::{Lowering, ScheduleKind, lower, simulate};
 use serde::Serialize;
@@ -61,6 +63,7 @@ pub fn text_or_json(args: &PlanArgs) -> Result<String, Failure> {
     let runs_interleaved = m % p.max(1) == 0 && args.virtual_stages >= 2;
     let kinds = ScheduleKind::ALL
         .into_iter()
+        .chain([ScheduleKind::ZbV])
         .chain(runs_interleaved.then_some(interleaved));
     for kind in kinds {
         let plan = lower(

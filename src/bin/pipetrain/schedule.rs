@@ -36,6 +36,11 @@ pub enum ScheduleArg {
     /// --stages.
     #[value(name = "interleaved", alias = "interleaved-1f1b")]
     Interleaved,
+    /// ZB-V (zero bubble in a V): two chunks per worker, worker r holding chunks r and
+    /// 2p − 1 − r, the backward split as in zb-h1; about zero bubble at 1F1B's activation
+    /// memory when forward, input and weight gradients cost the same.
+    #[value(name = "zb-v", aliases = ["zbv", "zero-bubble-v"])]
+    ZbV,
 }
 
 impl ScheduleArg {
@@ -47,6 +52,7 @@ impl ScheduleArg {
             ScheduleArg::OneFOneB => ScheduleKind::OneFOneB,
             ScheduleArg::ZbH1 => ScheduleKind::ZbH1,
             ScheduleArg::Interleaved => ScheduleKind::Interleaved { virtual_stages },
+            ScheduleArg::ZbV => ScheduleKind::ZbV,
         }
     }
 }
@@ -102,7 +108,8 @@ mod tests {
             .map(|&s| s.kind(2))
             .collect();
         let interleaved = ScheduleKind::Interleaved { virtual_stages: 2 };
-        assert_eq!(kinds, [&ScheduleKind::ALL[..], &[interleaved]].concat());
+        let two_per_rank = [interleaved, ScheduleKind::ZbV];
+        assert_eq!(kinds, [&ScheduleKind::ALL[..], &two_per_rank].concat());
         for &arg in ScheduleArg::value_variants() {
             let value = arg.to_possible_value().unwrap();
             if arg != ScheduleArg::Interleaved {
