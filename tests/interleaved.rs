@@ -223,3 +223,29 @@ fn a_panic_in_a_chunk_ends_the_step_and_wakes_the_waiting_chunks() {
         "{err}"
     );
 }
+
+/// Two replicas of an interleaved pipeline: each replica's chunks take their own turns; the
+/// result is GPipe's with two replicas, bit for bit.
+#[test]
+fn interleaved_with_two_replicas_is_bitwise_equal_to_gpipe() {
+    let init = model();
+    let run = |schedule, stages: Option<usize>| {
+        let mut builder = Pipeline::builder()
+            .layers(init.clone())
+            .balance([2, 2, 2, 2])
+            .schedule(schedule)
+            .micro_batches(2)
+            .replicas(2)
+            .threads_per_worker(1);
+        if let Some(p) = stages {
+            builder = builder.stages(p);
+        }
+        let mut pipeline = builder.build().unwrap();
+        for batch in data() {
+            pipeline.train_step(&batch).unwrap();
+        }
+        pipeline.parameters()
+    };
+    let interleaved = run(ScheduleKind::Interleaved { virtual_stages: 2 }, Some(2));
+    assert!(interleaved == run(ScheduleKind::GPipe, None));
+}

@@ -14,29 +14,32 @@
 use std::collections::HashMap;
 
 use crossbeam_channel::{Receiver, Sender, select, unbounded};
-use pipetrain_schedules::{Action, Plan};
+use pipetrain_schedules::{Action, Plan, ReplicaId};
 
 use crate::abort::Abort;
 
-/// One step's turns, for a plan whose ranks hold several stages.
+/// One step's turns, for a plan whose ranks hold several stages; each replica's ranks take
+/// their turns apart.
 pub(crate) struct Turns {
     /// Per rank, its compute actions in order.
     order: Vec<Vec<Action>>,
     /// Per compute action: its rank and its index in the rank's order.
     position: HashMap<Action, (usize, usize)>,
-    /// Per stage, where its turns arrive.
-    senders: Vec<Sender<()>>,
-    receivers: Vec<Receiver<()>>,
+    /// Per replica and stage, where its turns arrive.
+    senders: Vec<Vec<Sender<()>>>,
+    receivers: Vec<Vec<Receiver<()>>>,
 }
 
 /// The step was aborted while a worker waited for its turn.
 pub(crate) struct Aborted;
 
 impl Turns {
-    /// The turns of `plan` (per rank, stages named by its actions), each rank's first turn
-    /// given.
-    pub(crate) fn new(plan: &Plan) -> Self {
-        let (senders, receivers) = (0..plan.stages()).map(|_| unbounded()).unzip();
+    /// The turns of `plan` (per rank, stages named by its actions) for `replicas` replicas,
+    /// each rank's first turn given.
+    pub(crate) fn new(plan: &Plan, replicas: usize) -> Self {
+        let (senders, receivers) = (0..replicas)
+            .map(|_| (0..plan.stages()).map(|_| unbounded()).unzip())
+            .unzip();
         let order: Vec<Vec<Action>> = plan
             .programs()
             .iter()
@@ -53,34 +56,41 @@ impl Turns {
             senders,
             receivers,
         };
-        for first in turns.order.iter().filter_map(|o| o.first()) {
-            turns.give(first);
+        for replica in ReplicaId::range(replicas) {
+            for first in turns.order.iter().filter_map(|o| o.first()) {
+                turns.give(replica, first);
+            }
         }
         turns
     }
 
-    fn give(&self, action: &Action) {
+    fn give(&self, replica: ReplicaId, action: &Action) {
         // The receivers live as long as `self`: the send cannot fail.
-        let _ = self.senders[action.stage.index()].send(());
+        let _ = self.senders[replica.index()][action.stage.index()].send(());
     }
 
-    /// Waits until it is `action`'s turn on its rank (at once for an action the plan does not
-    /// order).
-    pub(crate) fn wait(&self, action: &Action, abort: &Abort) -> Result<(), Aborted> {
+    /// Waits until it is `action`'s turn on its rank of `replica` (at once for an action the
+    /// plan does not order).
+    pub(crate) fn wait(
+        &self,
+        replica: ReplicaId,
+        action: &Action,
+        abort: &Abort,
+    ) -> Result<(), Aborted> {
         if !self.position.contains_key(action) {
             return Ok(());
         }
         select! {
-            recv(self.receivers[action.stage.index()]) -> _ => Ok(()),
+            recv(self.receivers[replica.index()][action.stage.index()]) -> _ => Ok(()),
             recv(abort.watch()) -> _ => Err(Aborted),
         }
     }
 
-    /// `action` is done: the turn goes to its rank's next compute action.
-    pub(crate) fn done(&self, action: &Action) {
+    /// `action` is done on `replica`: the turn goes to its rank's next compute action.
+    pub(crate) fn done(&self, replica: ReplicaId, action: &Action) {
         if let Some(&(rank, i)) = self.position.get(action) {
             if let Some(next) = self.order[rank].get(i + 1) {
-                self.give(next);
+                self.give(replica, next);
             }
         }
     }

@@ -48,7 +48,7 @@ impl<L: Layer> Runtime<L> {
             zero: dp.zero,
             split: matches!(self.config.backward, Backward::Split { .. }),
             weight_group: self.weight_group(),
-            turns: self.plans.ranks.as_deref().map(Turns::new),
+            turns: (self.plans.ranks.as_deref()).map(|p| Turns::new(p, world.replicas())),
         };
         let feeds = feeds(world.local(), world.stages(), shards, true);
         let (finished, ctx) = self

@@ -174,7 +174,7 @@ impl<'a, L: Layer> Worker<'a, L> {
             )
             .entered();
             let turns = self.ctx.turns.as_ref().filter(|_| action.kind.is_compute());
-            if turns.is_some_and(|t| t.wait(&action, &self.ctx.abort).is_err()) {
+            if turns.is_some_and(|t| t.wait(self.id().replica, &action, &self.ctx.abort).is_err()) {
                 return None; // another worker failed while this one waited for its turn
             }
             let started = Instant::now();
@@ -185,7 +185,7 @@ impl<'a, L: Layer> Worker<'a, L> {
             let cause = match outcome {
                 Ok(Ok(())) => {
                     if let Some(turns) = turns {
-                        turns.done(&action);
+                        turns.done(self.id().replica, &action);
                     }
                     continue;
                 }
