@@ -36,6 +36,11 @@ use crate::plan::Plan;
 use crate::validate::validate;
 
 /// A compute plan read from a file, with where each action was written.
+///
+/// Two forms are read: CSV, one row of actions per rank (`0F0,0F1,0B0,0B1`; empty cells are
+/// skipped), as PyTorch pipelining dumps schedules and `pipetrain plan --format csv` writes
+/// them; and the [`Plan`] text form (`0: 0F0 0F1 0B0 0B1`). `#` starts a comment line. Only
+/// compute actions (`F`, `B`, `I`, `W`): the lowering adds the communication.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlanFile {
     plan: Plan,
@@ -44,7 +49,8 @@ pub struct PlanFile {
 }
 
 impl PlanFile {
-    /// Reads the CSV or text form (see the [module docs](self)).
+    /// Reads the CSV or the text form: one row of compute actions per rank, `#` comments and
+    /// blank lines skipped (see [`PlanFile::csv`] for the CSV form).
     ///
     /// # Errors
     /// [`ScheduleError::ParsePlan`] with the 1-based line: an action that does not parse (with
