@@ -113,7 +113,8 @@ impl<L: Layer> Pipeline<L> {
 
     /// The lowered plan every worker interprets: the schedule's, and once the pipeline has
     /// started (its split is known), with the backward split on the stages that hold
-    /// [dense](crate::Dense) layers (see [`Backward`](crate::Backward)).
+    /// [dense](crate::Dense) layers (see [`Backward`](crate::Backward)); one program per rank
+    /// before, one per stage after, when ranks hold several stages (interleaved, ZB-V).
     pub fn plan(&self) -> &Plan {
         self.runtime().map(|r| r.plan()).unwrap_or(&self.plan)
     }
@@ -188,16 +189,10 @@ impl<L: Layer> Pipeline<L> {
         if let Some(checkpoint) = restore {
             runtime.load_checkpoint(checkpoint)?;
         }
-        // Per stage: its rank's (one stage per rank but under interleaved schedules).
-        self.predicted = StageId::range(stages)
-            .map(|s| {
-                let rank = self.plan.rank_of(s).unwrap_or(s.index());
-                simulated
-                    .stages
-                    .get(rank)
-                    .map_or(0.0, |r| r.bubble_fraction)
-            })
-            .collect();
+        // Per stage: its rank's.
+        let rank = |s: StageId| self.plan.rank_of(s).unwrap_or(s.index());
+        let bubble = |r: usize| simulated.stages.get(r).map_or(0.0, |r| r.bubble_fraction);
+        self.predicted = StageId::range(stages).map(|s| bubble(rank(s))).collect();
         self.state = State::Running(runtime);
         Ok(())
     }
