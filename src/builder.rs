@@ -9,7 +9,7 @@ use pipetrain_engine::{
 };
 use pipetrain_partitioner::Partition;
 use pipetrain_schedules::WorkerId;
-use pipetrain_schedules::{Lowering, ScheduleKind, lower, validate};
+use pipetrain_schedules::{Lowering, Schedule, ScheduleKind, lower, validate};
 
 use crate::error::{Result, config};
 use crate::pipeline::Pipeline;
@@ -88,7 +88,7 @@ pub struct PipelineBuilder<L: Layer> {
     stages: Option<usize>,
     balance: Option<Vec<usize>>,
     micro_batches: usize,
-    schedule: ScheduleKind,
+    schedule: Schedule,
     remat: Remat,
     backward: Backward,
     optimizer: OptimizerConfig,
@@ -112,7 +112,7 @@ impl<L: Layer> Default for PipelineBuilder<L> {
             stages: None,
             balance: None,
             micro_batches: 1,
-            schedule: ScheduleKind::OneFOneB,
+            schedule: ScheduleKind::OneFOneB.into(),
             remat: Remat::ExceptLast,
             backward: Backward::default(),
             optimizer: OptimizerConfig::sgd(),
@@ -139,13 +139,15 @@ impl<L: Layer> PipelineBuilder<L> {
     }
 
     /// Number of stages; the split is measured (balance-by-time on the first batch) unless
-    /// [`balance`](Self::balance) fixes it.
+    /// [`balance`](Self::balance) fixes it. Under an interleaved schedule of v chunks per
+    /// rank, the number of ranks: the model is cut into `stages × v` chunks.
     pub fn stages(mut self, stages: usize) -> Self {
         self.stages = Some(stages);
         self
     }
 
-    /// Layers per stage, e.g. `[5, 3]`: fixes the number of stages and the split.
+    /// Layers per stage, e.g. `[5, 3]`: fixes the number of stages and the split (under an
+    /// interleaved schedule: layers per chunk, `ranks × v` of them).
     pub fn balance(mut self, balance: impl IntoIterator<Item = usize>) -> Self {
         self.balance = Some(balance.into_iter().collect());
         self
@@ -157,9 +159,11 @@ impl<L: Layer> PipelineBuilder<L> {
         self
     }
 
-    /// The schedule.
-    pub fn schedule(mut self, schedule: ScheduleKind) -> Self {
-        self.schedule = schedule;
+    /// The schedule: a [`ScheduleKind`] to generate, or a compute plan to run as given
+    /// (`Plan`, e.g. read with [`PlanFile`](crate::schedules::PlanFile)), which must have the
+    /// pipeline's stages and micro-batches; `build` validates it (complete, deadlock-free).
+    pub fn schedule(mut self, schedule: impl Into<Schedule>) -> Self {
+        self.schedule = schedule.into();
         self
     }
 
@@ -293,7 +297,16 @@ impl<L: Layer> PipelineBuilder<L> {
             }
         }
         let n = layers.len();
-        let split = match (&self.balance, self.stages) {
+        // Interleaved schedules hold v chunks per rank: `.stages(p)` cuts p·v model stages, and a
+        // balance lists the chunks.
+        let v = self.schedule.virtual_stages();
+        if v > 1 && self.distributed.is_some() {
+            return config(format!(
+                "{}: a multi-process pipeline runs one stage per rank; use 1f1b or zb-h1",
+                self.schedule
+            ));
+        }
+        let split = match (&self.balance, self.stages.map(|p| p * v)) {
             (Some(balance), stages) => {
                 if let Some(p) = stages.filter(|&p| p != balance.len()) {
                     return config(format!(
@@ -376,6 +389,10 @@ impl<L: Layer> PipelineBuilder<L> {
             1 => vec![self.devices[0].clone(); workers],
             k if k == stages => (0..workers)
                 .map(|w| self.devices[w % stages].clone())
+                .collect(),
+            // One device per rank: stage c on rank c mod p.
+            k if v > 1 && k * v == stages => (0..workers)
+                .map(|w| self.devices[w % stages % k].clone())
                 .collect(),
             k if k == workers => self.devices,
             k => {

@@ -241,10 +241,12 @@ pub(crate) fn deferred_bytes<L: Layer>(
 }
 
 /// Micro-batches of a weight-gradient group under `backward` with `m` micro-batches per step;
-/// 0 for the fused backward.
-pub(crate) fn weight_group(backward: Backward, m: usize) -> u64 {
+/// 0 for the fused backward. A schedule that places its `W`s (`places_weights`) computes each
+/// at its place unless a group is given.
+pub(crate) fn weight_group(backward: Backward, m: usize, places_weights: bool) -> u64 {
     match backward {
         Backward::Fused => 0,
+        Backward::Split { weight_group: 0 } if places_weights => 1,
         Backward::Split { weight_group: 0 } => m as u64,
         Backward::Split { weight_group } => weight_group.min(m) as u64,
     }

@@ -5,7 +5,7 @@ use pipetrain_engine::checkpoint::Checkpoint;
 use pipetrain_engine::{Activation, Batch, Layer, Runtime, Workers, World, profile};
 use pipetrain_partitioner::{LayerCost, Partition, PartitionError, partition_by_time};
 use pipetrain_schedules::{
-    Costs, Lowering, Plan, ReplicaId, ScheduleKind, StageId, WorkerId, lower, simulate,
+    Costs, Lowering, Plan, ReplicaId, Schedule, StageId, WorkerId, lower, simulate,
 };
 
 use crate::builder::{Config, PipelineBuilder, Split};
@@ -20,7 +20,7 @@ pub(crate) enum State<L: Layer> {
         layers: Vec<L>,
         restore: Option<Checkpoint>,
     },
-    Running(Runtime<L>),
+    Running(Box<Runtime<L>>),
 }
 
 /// A model cut into stages, trained with a pipeline schedule.
@@ -106,16 +106,25 @@ impl<L: Layer> Pipeline<L> {
         self.config.runtime.micro_batches
     }
 
-    /// The schedule.
-    pub fn schedule(&self) -> ScheduleKind {
-        self.config.runtime.schedule
+    /// The schedule (generated, or a given plan).
+    pub fn schedule(&self) -> &Schedule {
+        &self.config.runtime.schedule
     }
 
     /// The lowered plan every worker interprets: the schedule's, and once the pipeline has
     /// started (its split is known), with the backward split on the stages that hold
-    /// [dense](crate::Dense) layers (see [`Backward`](crate::Backward)).
+    /// [dense](crate::Dense) layers (see [`Backward`](crate::Backward)); one program per rank
+    /// before, one per stage after, when ranks hold several stages (interleaved, ZB-V).
     pub fn plan(&self) -> &Plan {
         self.runtime().map(|r| r.plan()).unwrap_or(&self.plan)
+    }
+
+    /// The stages that run full backwards although the schedule places split ones (ZB-H1):
+    /// those without a [dense](crate::Dense) layer, or every stage under
+    /// [`Backward::Fused`](crate::Backward::Fused). Their results are the same, their bubble is
+    /// 1F1B's. Empty until the pipeline has started (its split is known).
+    pub fn fused_stages(&self) -> Vec<StageId> {
+        self.runtime().map(|r| r.fused_stages()).unwrap_or_default()
     }
 
     /// The stage split (None until measured on the first batch).
@@ -182,8 +191,11 @@ impl<L: Layer> Pipeline<L> {
         if let Some(checkpoint) = restore {
             runtime.load_checkpoint(checkpoint)?;
         }
-        self.predicted = simulated.stages.iter().map(|s| s.bubble_fraction).collect();
-        self.state = State::Running(runtime);
+        // Per stage: its rank's.
+        let rank = |s: StageId| self.plan.rank_of(s).unwrap_or(s.index());
+        let bubble = |r: usize| simulated.stages.get(r).map_or(0.0, |r| r.bubble_fraction);
+        self.predicted = StageId::range(stages).map(|s| bubble(rank(s))).collect();
+        self.state = State::Running(Box::new(runtime));
         Ok(())
     }
 
@@ -213,8 +225,11 @@ impl<L: Layer> Pipeline<L> {
                 let remat = self.config.runtime.remat;
                 let slots = memory::optimizer_slots(&self.config.optimizer);
                 let stashed = memory::charged_micro_batches(remat, in_flight);
-                let group =
-                    memory::weight_group(self.config.runtime.backward, self.micro_batches());
+                let group = memory::weight_group(
+                    self.config.runtime.backward,
+                    self.micro_batches(),
+                    self.schedule().splits_backward(),
+                );
                 let input = memory::activation_bytes(&sample);
                 let deferred = memory::deferred_bytes(layers, &costs, input, group);
                 let budgeted = memory::budget_costs(&costs, slots, stashed, &deferred);
@@ -279,7 +294,13 @@ impl<L: Layer> Pipeline<L> {
                 2 * m
             ));
         }
-        if deferring && memory::weight_group(self.config.runtime.backward, m) > 1 {
+        if deferring
+            && memory::weight_group(
+                self.config.runtime.backward,
+                m,
+                self.schedule().splits_backward(),
+            ) > 1
+        {
             remedies.push(
                 "weight gradients every micro-batch (`Backward::Split { weight_group: 1 }`)"
                     .to_string(),

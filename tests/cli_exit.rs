@@ -19,7 +19,8 @@ fn an_unknown_schedule_or_remat_mode_is_a_usage_error_listing_the_values() {
     ] {
         let e = failure_with(USAGE, args);
         assert!(
-            e.contains("'zb'") && e.contains("[possible values: gpipe, 1f1b]"),
+            e.contains("'zb'")
+                && e.contains("[possible values: gpipe, 1f1b, zb-h1, interleaved, zb-v]"),
             "{args:?}: {e}"
         );
     }
@@ -92,7 +93,10 @@ fn configuration_errors_are_usage_errors() {
     let bad = dir.path().join("bad.toml");
     std::fs::write(&bad, "schedule = \"zb\"\n").unwrap();
     let e = failure_with(USAGE, &train(&["--config", bad.to_str().unwrap()]));
-    assert!(e.contains("[possible values: gpipe, 1f1b]"), "{e}");
+    assert!(
+        e.contains("[possible values: gpipe, 1f1b, zb-h1, interleaved, zb-v]"),
+        "{e}"
+    );
     std::fs::write(&bad, "stagez = 2\n").unwrap();
     let e = failure_with(USAGE, &train(&["--config", bad.to_str().unwrap()]));
     assert!(e.contains("stagez"), "{e}");

@@ -110,24 +110,7 @@ fn resnet_defaults_to_remat_never_and_refuses_another_mode() {
 
 #[test]
 fn gpt_trains_under_verify_and_reports_perplexity() {
-    let stdout = verified(&[
-        "--model",
-        "gpt",
-        "--vocab",
-        "16",
-        "--context",
-        "8",
-        "--d-model",
-        "16",
-        "--heads",
-        "2",
-        "--layers",
-        "2",
-        "--micro-batches",
-        "2",
-        "--batch",
-        "8",
-    ]);
+    let stdout = verified(&[&common::TINY_GPT[..], &["--micro-batches", "2"]].concat());
     let perplexity = held_out(&stdout, "perplexity");
     assert!(perplexity > 1.0 && perplexity.is_finite(), "{stdout}");
 }

@@ -138,8 +138,8 @@ fn single_device<L: Layer + Clone>(layers: &[L]) -> Vec<Vec<f32>> {
 
 /// Every layer kind, every place a segment can start or end (stage 0's first layer, a stage
 /// boundary inside a dense run, the loss after a dense or an autodiff layer): split backward
-/// matches autodiff (fused) and single-device training within 1e-5, and GPipe and 1F1B stay
-/// bitwise equal, whatever the weight-gradient group.
+/// matches autodiff (fused) and single-device training within 1e-5, and GPipe, 1F1B and ZB-H1
+/// are bitwise equal at the same weight-gradient group.
 #[test]
 fn split_matches_autodiff_for_every_layer_kind_and_cut() {
     for trailing_norm in [false, true] {
@@ -166,37 +166,41 @@ fn split_matches_autodiff_for_every_layer_kind_and_cut() {
                     },
                 )
                 .0;
+                // By weight-gradient group: 0 is the step's under GPipe and 1F1B, 1 under
+                // ZB-H1, which places each `W` (a batched dW rounds differently from a sum of
+                // per-micro-batch ones, so those two are only within 1e-5 of each other).
+                let mut by_group: Vec<(usize, ScheduleKind, Vec<Vec<f32>>)> = Vec::new();
                 for weight_group in [0, 1, 2] {
-                    let by_schedule: Vec<Vec<Vec<f32>>> = ScheduleKind::ALL
-                        .into_iter()
-                        .map(|schedule| {
-                            train(
-                                &layers,
-                                &Run {
-                                    balance: balance.clone(),
-                                    schedule,
-                                    micro_batches: 3,
-                                    remat,
-                                    backward: Backward::Split { weight_group },
-                                },
-                            )
-                            .0
-                        })
-                        .collect();
-                    let what = format!(
-                        "trailing_norm={trailing_norm} balance={balance:?} remat={remat} \
-                         weight_group={weight_group}"
-                    );
-                    for got in &by_schedule {
-                        let d = difference(got, &fused);
+                    for schedule in ScheduleKind::ALL {
+                        let got = train(
+                            &layers,
+                            &Run {
+                                balance: balance.clone(),
+                                schedule,
+                                micro_batches: 3,
+                                remat,
+                                backward: Backward::Split { weight_group },
+                            },
+                        )
+                        .0;
+                        let what = format!(
+                            "trailing_norm={trailing_norm} balance={balance:?} remat={remat} \
+                             weight_group={weight_group} {schedule}"
+                        );
+                        let d = difference(&got, &fused);
                         assert!(d.max_relative <= 1e-5, "{what}: split vs fused {d:?}");
-                        let d = difference(got, &expected);
+                        let d = difference(&got, &expected);
                         assert!(d.max_relative <= 1e-5, "{what}: split vs one device {d:?}");
+                        let group = match (weight_group, schedule.splits_backward()) {
+                            (0, true) => 1,
+                            (0, false) => 3,
+                            (g, _) => g,
+                        };
+                        if let Some((_, other, same)) = by_group.iter().find(|g| g.0 == group) {
+                            assert!(*same == got, "{what}: differs from {other} (group {group})");
+                        }
+                        by_group.push((group, schedule, got));
                     }
-                    assert!(
-                        by_schedule.windows(2).all(|w| w[0] == w[1]),
-                        "{what}: schedules differ"
-                    );
                 }
             }
         }
@@ -239,14 +243,64 @@ fn only_stages_with_dense_layers_split() {
     )));
 }
 
+/// ZB-H1 places `I` and `W` itself; a stage without a dense layer (here stage 1, a layer norm)
+/// runs full backwards instead, and is reported; under `Backward::Fused` every stage does.
+#[test]
+fn zb_h1_runs_full_backwards_where_it_cannot_split() {
+    let layers = mixed(false);
+    let run = Run {
+        balance: vec![1, 1, 7],
+        schedule: ScheduleKind::ZbH1,
+        micro_batches: 4,
+        remat: Remat::Never,
+        backward: Backward::default(),
+    };
+    let (params, pipeline) = train(&layers, &run);
+    assert_eq!(pipeline.fused_stages(), [StageId(1)]);
+    let plan = pipeline.plan();
+    let count = |s: u32, kind| plan.count(StageId(s), kind);
+    for s in [0, 2] {
+        assert_eq!(count(s, ActionKind::BackwardInput), 4);
+        assert_eq!(count(s, ActionKind::BackwardWeight), 4);
+    }
+    assert_eq!(count(1, ActionKind::Backward), 4);
+    assert_eq!(count(1, ActionKind::BackwardWeight), 0);
+    // The last stage holds its first two `W`s back to the end of its program.
+    let last: Vec<String> = plan
+        .program(StageId(2))
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+    assert!(
+        last.ends_with(&["2W2".into(), "2W3".into(), "2AR".into(), "2OPT".into()]),
+        "{last:?}"
+    );
+    let d = difference(&params, &single_device(&layers));
+    assert!(d.max_relative <= 1e-5, "{d:?}");
+
+    let (fused_params, fused) = train(
+        &layers,
+        &Run {
+            backward: Backward::Fused,
+            ..run
+        },
+    );
+    assert_eq!(fused.fused_stages(), [StageId(0), StageId(1), StageId(2)]);
+    assert_eq!(fused.plan().count(StageId(2), ActionKind::Backward), 4);
+    let d = difference(&fused_params, &params);
+    assert!(d.max_relative <= 1e-5, "{d:?}");
+}
+
 /// Deferred weight gradients hold each dense layer's input and pre-activation gradient until
-/// their group's `W`: reported per worker, and smaller groups hold less.
+/// their group's `W`: reported per worker, and smaller groups hold less. ZB-H1 places its
+/// `W`s, and by default each computes its own micro-batch.
 #[test]
 fn smaller_weight_groups_hold_less() {
     let layers = common::seeded(3, |d| MlpConfig::new(WIDTH, 2, CLASSES).init(d));
-    let peak = |backward| {
+    let peak_under = |schedule, backward| {
         let mut pipeline = Pipeline::builder()
             .layers(layers.clone())
+            .schedule(schedule)
             .balance([3])
             .micro_batches(4)
             .backward(backward)
@@ -257,6 +311,7 @@ fn smaller_weight_groups_hold_less() {
         let report = pipeline.train_step(&batch).unwrap();
         report.workers[0].peak_deferred_bytes
     };
+    let peak = |backward| peak_under(ScheduleKind::OneFOneB, backward);
     let whole = peak(Backward::Split { weight_group: 0 });
     let pairs = peak(Backward::Split { weight_group: 2 });
     let single = peak(Backward::Split { weight_group: 1 });
@@ -266,6 +321,9 @@ fn smaller_weight_groups_hold_less() {
     assert_eq!(pairs, 2 * per_micro_batch);
     assert_eq!(whole, 4 * per_micro_batch);
     assert_eq!(peak(Backward::Fused), 0);
+    let zb = |weight_group| peak_under(ScheduleKind::ZbH1, Backward::Split { weight_group });
+    assert_eq!(zb(0), per_micro_batch);
+    assert_eq!(zb(2), 2 * per_micro_batch);
 }
 
 /// Micro-batches of few rows (here 2 rows against 32 input features) take the other GEMM

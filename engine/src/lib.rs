@@ -32,7 +32,7 @@
 //! let split = Partition::from_balance(&[1, 1], model.len())?;
 //! let workers = Workers::build(World::new(1, 2)?, split, &model, &[device.clone()], &OptimizerConfig::sgd(), 1)?;
 //! let mut runtime = Runtime::new(workers, RuntimeConfig {
-//!     schedule: ScheduleKind::OneFOneB,
+//!     schedule: ScheduleKind::OneFOneB.into(),
 //!     micro_batches: 2,
 //!     learning_rate: 0.1,
 //!     remat: Remat::Never,
@@ -77,6 +77,7 @@ mod tape;
 mod thread;
 mod tie;
 mod transport;
+mod turns;
 mod worker;
 mod workers;
 mod world;

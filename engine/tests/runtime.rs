@@ -56,7 +56,7 @@ fn runtime(device: &Device) -> Runtime<Dense> {
     )
     .unwrap();
     let config = RuntimeConfig {
-        schedule: ScheduleKind::OneFOneB,
+        schedule: ScheduleKind::OneFOneB.into(),
         micro_batches: 2,
         learning_rate: 0.1,
         remat: Remat::ExceptLast,

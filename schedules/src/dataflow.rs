@@ -31,11 +31,12 @@ pub(crate) fn serialize_display<S: serde::Serializer>(a: &Action, s: S) -> Resul
 /// Why the dry run stopped short.
 #[derive(Clone, Debug)]
 pub(crate) struct Deadlock {
-    /// The lowest blocked stage, its step, and the action it waits on.
+    /// The lowest blocked rank (as the id of its program), its step, and the action it waits
+    /// on.
     pub stage: StageId,
     pub step: usize,
     pub waits_for: Action,
-    /// Where the stage that should produce `waits_for` is stuck (None if it finished).
+    /// Where the rank that should produce `waits_for` is stuck (None if it finished).
     pub producer_step: Option<(usize, Action)>,
 }
 
@@ -47,7 +48,8 @@ pub(crate) fn run(
     duration: impl Fn(&Action) -> f64,
     transfer: f64,
 ) -> Result<Vec<Vec<Slot>>, Deadlock> {
-    let p = plan.stages();
+    let p = plan.ranks();
+    let stages = plan.stages();
     let lowered = plan.is_lowered();
     let mut done: HashMap<Key, f64> = HashMap::new();
     let mut slots: Vec<Vec<Slot>> = vec![Vec::new(); p];
@@ -58,7 +60,7 @@ pub(crate) fn run(
         for s in 0..p {
             let program = &plan.programs()[s];
             while let Some(action) = program.get(pc[s]) {
-                let Some(ready) = ready_at(action, p, lowered, &done, transfer) else {
+                let Some(ready) = ready_at(action, stages, lowered, &done, transfer) else {
                     break;
                 };
                 let start = clock[s].max(ready);
@@ -79,11 +81,10 @@ pub(crate) fn run(
         if !progressed {
             let action = plan.programs()[s][pc[s]];
             let waits_for = producer_of(&action, lowered, &done);
-            let producer = waits_for.stage.index();
-            let producer_step = plan
-                .programs()
-                .get(producer)
-                .and_then(|prog| prog.get(pc[producer]).map(|a| (pc[producer], *a)));
+            let producer_step = plan.rank_of(waits_for.stage).and_then(|producer| {
+                let program = plan.programs().get(producer)?;
+                program.get(pc[producer]).map(|a| (pc[producer], *a))
+            });
             return Err(Deadlock {
                 stage: StageId::from(s),
                 step: pc[s],

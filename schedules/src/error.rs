@@ -31,6 +31,40 @@ pub enum ScheduleError {
         /// What is wrong with it.
         reason: String,
     },
+    /// Interleaved 1F1B with fewer than two chunks per rank.
+    #[error(
+        "interleaved with {virtual_stages} virtual stage(s) per rank: give at least 2 (with 1, \
+         use 1f1b)"
+    )]
+    VirtualStages {
+        /// The chunks per rank given.
+        virtual_stages: usize,
+    },
+    /// Model stages that do not split into ranks of `virtual_stages` chunks.
+    #[error(
+        "{stages} model stages do not split into ranks of {virtual_stages} chunks each: give a \
+         multiple of {virtual_stages}"
+    )]
+    UnevenChunks {
+        /// The model stages.
+        stages: usize,
+        /// Chunks per rank.
+        virtual_stages: usize,
+    },
+    /// Interleaved 1F1B with a number of micro-batches that is not a multiple of the ranks.
+    #[error(
+        "interleaved needs the micro-batches in whole rounds of one per rank: {micro_batches} \
+         micro-batches is not a multiple of {stages}; use .micro_batches({}) or \
+         .micro_batches({})",
+        micro_batches / stages * stages,
+        (micro_batches / stages + 1) * stages
+    )]
+    InterleavedMicroBatches {
+        /// The micro-batches given.
+        micro_batches: usize,
+        /// The ranks.
+        stages: usize,
+    },
     /// An unknown schedule name.
     #[error("unknown schedule `{name}`: expected one of {expected}")]
     UnknownSchedule {
@@ -38,6 +72,47 @@ pub enum ScheduleError {
         name: String,
         /// The accepted names.
         expected: &'static str,
+    },
+    /// A plan read from a file that breaks a rule, with where in the file.
+    #[error(
+        "plan file line {line}, column {column} (`{}`): {}\n{}",
+        source.action,
+        source.violation,
+        source.grid
+    )]
+    PlanFile {
+        /// 1-based line of the failing action's stage.
+        line: usize,
+        /// 1-based column (CSV cell or word) of the failing action.
+        column: usize,
+        /// The validator's finding.
+        source: Box<ValidationError>,
+    },
+    /// A given plan whose shape differs from the pipeline's.
+    #[error(
+        "the plan has {plan_stages} stage(s) and {plan_micro_batches} micro-batch(es), the \
+         pipeline {stages} and {micro_batches}: give the pipeline the plan's shape \
+         (.stages({plan_stages}) and .micro_batches({plan_micro_batches})) or write a plan for \
+         {stages} stage(s) and {micro_batches} micro-batch(es)"
+    )]
+    PlanShape {
+        /// The plan's stages (rows).
+        plan_stages: usize,
+        /// The plan's micro-batches (one more than the largest named).
+        plan_micro_batches: usize,
+        /// The pipeline's stages.
+        stages: usize,
+        /// The pipeline's micro-batches.
+        micro_batches: usize,
+    },
+    /// A plan given to run that already holds communication, which the pipeline adds itself.
+    #[error(
+        "the given plan is lowered (it holds `{action}`): give its compute actions only (F, B, \
+         I, W); the pipeline adds the sends, receives, all-reduce and optimizer step"
+    )]
+    Lowered {
+        /// The first action that is not compute.
+        action: String,
     },
     /// A plan that breaks a rule (see [`crate::validate`]).
     #[error(transparent)]

@@ -3,9 +3,11 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::action::Action;
 use crate::error::{Result, ScheduleError};
+use crate::id::StageId;
 use crate::plan::Plan;
-use crate::{gpipe, one_f_one_b};
+use crate::{gpipe, interleaved, one_f_one_b, zb_h1, zb_v};
 
 /// A pipeline schedule: how micro-batches are ordered on each stage.
 ///
@@ -25,17 +27,59 @@ pub enum ScheduleKind {
     /// Same bubble as GPipe, peak stash ≤ p − s on stage s.
     #[default]
     OneFOneB,
+    /// ZB-H1 (zero bubble, Qi et al. 2023): 1F1B with the backward split into `I` (input
+    /// gradient, sent upstream at once) and `W` (weight gradient), the `W`s placed to fill
+    /// 1F1B's bubbles. A third of 1F1B's bubble when F, I and W cost the same, at 1F1B's peak
+    /// stash (the most any stage holds, `min(p, m)`).
+    ZbH1,
+    /// Interleaved 1F1B (Megatron-LM): each of the p ranks holds `virtual_stages` (v ≥ 2)
+    /// chunks of the model, chunk c on rank c mod p, so the plan has p·v stages; the bubble is
+    /// v times smaller than 1F1B's, (p − 1)/(v·m + p − 1). m must be a multiple of p.
+    Interleaved {
+        /// Chunks per rank (v).
+        virtual_stages: usize,
+    },
+    /// ZB-V (zero bubble in a V): two chunks per rank, rank r holding stages r and 2p − 1 − r
+    /// (the first and the last on rank 0), the backward split as in ZB-H1, the order built by
+    /// a greedy list scheduler under 1F1B's activation memory; about zero bubble when F, I and
+    /// W cost the same.
+    ZbV,
 }
 
 impl ScheduleKind {
-    /// Every schedule kind.
-    pub const ALL: [ScheduleKind; 2] = [ScheduleKind::GPipe, ScheduleKind::OneFOneB];
+    /// Every schedule kind with one stage per rank (all but [`ScheduleKind::Interleaved`] and
+    /// [`ScheduleKind::ZbV`]).
+    pub const ALL: [ScheduleKind; 3] = [
+        ScheduleKind::GPipe,
+        ScheduleKind::OneFOneB,
+        ScheduleKind::ZbH1,
+    ];
 
-    const EXPECTED: &'static str = "gpipe, 1f1b";
+    const EXPECTED: &'static str =
+        "gpipe, 1f1b, zb-h1, zb-v, interleaved (v = 2), interleaved-v<v>";
+
+    /// Model stages per rank: v for [`ScheduleKind::Interleaved`], 2 for
+    /// [`ScheduleKind::ZbV`], else 1.
+    pub const fn virtual_stages(self) -> usize {
+        match self {
+            ScheduleKind::Interleaved { virtual_stages } => virtual_stages,
+            ScheduleKind::ZbV => 2,
+            _ => 1,
+        }
+    }
+
+    /// Whether the plan places split backwards (`I` and `W`) itself, rather than full
+    /// backwards (`B`) that an engine may split in place ([`Plan::split_backward`]).
+    pub const fn splits_backward(self) -> bool {
+        matches!(self, ScheduleKind::ZbH1 | ScheduleKind::ZbV)
+    }
 
     /// The compute-only plan (forwards and backwards, no communication) of this schedule for
-    /// `stages` stages and `micro_batches` micro-batches. Any p ≥ 1, m ≥ 1 works, m < p included.
-    /// Run [`crate::lower`] on it to get a plan a worker can interpret.
+    /// `stages` ranks (one stage each, but [`ScheduleKind::Interleaved`]'s v and
+    /// [`ScheduleKind::ZbV`]'s 2) and
+    /// `micro_batches` micro-batches. Any p ≥ 1, m ≥ 1 works, m < p included, except that
+    /// interleaved needs v ≥ 2 and m a multiple of p. Run [`crate::lower`] on it to get a plan
+    /// a worker can interpret.
     pub fn plan(self, stages: usize, micro_batches: usize) -> Result<Plan> {
         if stages == 0 {
             return Err(ScheduleError::ZeroStages);
@@ -43,13 +87,34 @@ impl ScheduleKind {
         if micro_batches == 0 {
             return Err(ScheduleError::ZeroMicroBatches);
         }
-        let programs = (0..stages)
-            .map(|s| match self {
-                ScheduleKind::GPipe => gpipe::program(s.into(), micro_batches),
-                ScheduleKind::OneFOneB => one_f_one_b::program(s.into(), stages, micro_batches),
-            })
-            .collect();
-        Ok(Plan::new(stages, micro_batches, programs))
+        if let ScheduleKind::Interleaved { virtual_stages } = self {
+            if virtual_stages < 2 {
+                return Err(ScheduleError::VirtualStages { virtual_stages });
+            }
+            if micro_batches % stages != 0 {
+                return Err(ScheduleError::InterleavedMicroBatches {
+                    micro_batches,
+                    stages,
+                });
+            }
+        }
+        let (p, m) = (stages, micro_batches);
+        // One stage per rank: a program per rank from the schedule's generator.
+        let each = |program: fn(StageId, usize, usize) -> Vec<Action>| {
+            Plan::new(p, m, (0..p).map(|r| program(r.into(), p, m)).collect())
+        };
+        Ok(match self {
+            ScheduleKind::GPipe => each(|s, _, m| gpipe::program(s, m)),
+            ScheduleKind::OneFOneB => each(one_f_one_b::program),
+            ScheduleKind::ZbH1 => each(zb_h1::program),
+            ScheduleKind::Interleaved { virtual_stages } => {
+                let programs = (0..p)
+                    .map(|r| interleaved::program(r, p, virtual_stages, m))
+                    .collect();
+                Plan::with_placement(m, programs, interleaved::placement(p, virtual_stages))
+            }
+            ScheduleKind::ZbV => zb_v::plan(p, m),
+        })
     }
 }
 
@@ -58,6 +123,11 @@ impl fmt::Display for ScheduleKind {
         f.write_str(match self {
             ScheduleKind::GPipe => "gpipe",
             ScheduleKind::OneFOneB => "1f1b",
+            ScheduleKind::ZbH1 => "zb-h1",
+            ScheduleKind::ZbV => "zb-v",
+            ScheduleKind::Interleaved { virtual_stages } => {
+                return write!(f, "interleaved-v{virtual_stages}");
+            }
         })
     }
 }
@@ -69,10 +139,18 @@ impl FromStr for ScheduleKind {
         match name.to_ascii_lowercase().as_str() {
             "gpipe" | "fill-drain" => Ok(ScheduleKind::GPipe),
             "1f1b" | "one-f-one-b" | "pipedream-flush" => Ok(ScheduleKind::OneFOneB),
-            _ => Err(ScheduleError::UnknownSchedule {
-                name: name.to_string(),
-                expected: Self::EXPECTED,
-            }),
+            "zb-h1" | "zbh1" | "zero-bubble-h1" => Ok(ScheduleKind::ZbH1),
+            "zb-v" | "zbv" | "zero-bubble-v" => Ok(ScheduleKind::ZbV),
+            "interleaved" | "interleaved-1f1b" => {
+                Ok(ScheduleKind::Interleaved { virtual_stages: 2 })
+            }
+            other => match other.strip_prefix("interleaved-v").map(str::parse) {
+                Some(Ok(virtual_stages)) => Ok(ScheduleKind::Interleaved { virtual_stages }),
+                _ => Err(ScheduleError::UnknownSchedule {
+                    name: name.to_string(),
+                    expected: Self::EXPECTED,
+                }),
+            },
         }
     }
 }

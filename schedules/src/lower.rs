@@ -13,7 +13,6 @@
 //! ```
 
 use crate::action::{Action, ActionKind};
-use crate::id::StageId;
 use crate::plan::Plan;
 
 /// What [`lower`] appends after a stage's last backward.
@@ -36,13 +35,16 @@ impl Default for Lowering {
 }
 
 /// Lowers a compute-only plan. Actions that are not compute (already lowered) are copied through.
+/// A rank that holds several stages gets each stage's all-reduce and optimizer step, in stage
+/// order.
 pub fn lower(plan: &Plan, options: Lowering) -> Plan {
     let last = plan.stages().saturating_sub(1);
-    let programs = StageId::range(plan.stages())
-        .map(|stage| {
-            let s = stage.index();
-            let mut out = Vec::with_capacity(plan.program(stage).len() * 2 + 2);
-            for &action in plan.program(stage) {
+    let programs = (0..plan.ranks())
+        .map(|rank| {
+            let program = &plan.programs()[rank];
+            let mut out = Vec::with_capacity(program.len() * 2 + 2);
+            for &action in program {
+                let s = action.stage.index();
                 let with = |kind| Action { kind, ..action };
                 match action.kind {
                     ActionKind::Forward => {
@@ -66,14 +68,16 @@ pub fn lower(plan: &Plan, options: Lowering) -> Plan {
                     _ => out.push(action),
                 }
             }
-            if options.all_reduce {
-                out.push(Action::all_reduce(stage));
-            }
-            if options.optimizer_step {
-                out.push(Action::optimizer_step(stage));
+            for stage in plan.stages_of(rank) {
+                if options.all_reduce {
+                    out.push(Action::all_reduce(stage));
+                }
+                if options.optimizer_step {
+                    out.push(Action::optimizer_step(stage));
+                }
             }
             out
         })
         .collect();
-    Plan::new(plan.stages(), plan.micro_batches(), programs)
+    plan.with_programs(programs)
 }

@@ -7,10 +7,14 @@ use crate::action::{Action, ActionKind};
 use crate::error::{Result, ScheduleError};
 use crate::id::StageId;
 
-/// Per-stage ordered lists of [`Action`]s for one training step.
+/// Per-rank ordered lists of [`Action`]s for one training step.
 ///
-/// A plan is data: the engine interprets it without knowing which schedule made it. Its text form
-/// has one line per stage, `<stage>: <action> <action> …`, and parses back to the same plan:
+/// A plan is data: the engine interprets it without knowing which schedule made it. Each
+/// program runs on one pipeline **rank** and its actions name the model **stage** they work on.
+/// Most schedules place one stage per rank (stage s on rank s, and the two words coincide);
+/// interleaved schedules give each rank several stages (its *chunks*, [`Plan::rank_of`]).
+/// Its text form has one line per rank, `<rank>: <action> <action> …`, and parses back to the
+/// same plan:
 ///
 /// ```
 /// use pipetrain_schedules::{Plan, ScheduleKind};
@@ -21,7 +25,10 @@ use crate::id::StageId;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Plan {
     micro_batches: usize,
+    /// Per rank.
     programs: Vec<Vec<Action>>,
+    /// The rank of each model stage.
+    placement: Vec<usize>,
 }
 
 impl Plan {
@@ -31,13 +38,55 @@ impl Plan {
         programs.resize_with(stages.max(programs.len()), Vec::new);
         Self {
             micro_batches,
+            placement: (0..programs.len()).collect(),
             programs,
         }
     }
 
-    /// Number of stages (one program each).
+    /// A plan whose ranks may hold several stages: `programs[r]` runs on rank r, and
+    /// `placement[stage]` is the rank that holds each model stage. Nothing is checked here
+    /// ([`crate::validate`] checks that every action is on its stage's rank).
+    pub fn with_placement(
+        micro_batches: usize,
+        programs: Vec<Vec<Action>>,
+        placement: Vec<usize>,
+    ) -> Self {
+        Self {
+            micro_batches,
+            programs,
+            placement,
+        }
+    }
+
+    /// This plan's placement and micro-batches with other `programs` (one per rank).
+    pub(crate) fn with_programs(&self, programs: Vec<Vec<Action>>) -> Plan {
+        Plan::with_placement(self.micro_batches, programs, self.placement.clone())
+    }
+
+    /// Number of model stages.
     pub fn stages(&self) -> usize {
+        self.placement.len()
+    }
+
+    /// Number of ranks (one program each); [`stages`](Self::stages) unless interleaved.
+    pub fn ranks(&self) -> usize {
         self.programs.len()
+    }
+
+    /// The rank that runs `stage`, if the plan has that stage.
+    pub fn rank_of(&self, stage: StageId) -> Option<usize> {
+        self.placement.get(stage.index()).copied()
+    }
+
+    /// The stages rank `rank` holds, in ascending order.
+    pub fn stages_of(&self, rank: usize) -> impl Iterator<Item = StageId> + '_ {
+        StageId::range(self.stages()).filter(move |&s| self.placement[s.index()] == rank)
+    }
+
+    /// Whether some rank holds more than one stage (or a stage sits on another rank than its
+    /// index).
+    pub fn is_interleaved(&self) -> bool {
+        self.placement.iter().enumerate().any(|(s, &r)| s != r) || self.ranks() != self.stages()
     }
 
     /// Number of micro-batches per step.
@@ -45,15 +94,16 @@ impl Plan {
         self.micro_batches
     }
 
-    /// The program of `stage`.
+    /// The program of `stage`, for a plan of one stage per rank (in general: of the rank with
+    /// the stage's index).
     ///
     /// # Panics
-    /// If `stage` is out of range.
+    /// If there is no such rank.
     pub fn program(&self, stage: StageId) -> &[Action] {
         &self.programs[stage.index()]
     }
 
-    /// All programs, indexed by stage.
+    /// All programs, indexed by rank.
     pub fn programs(&self) -> &[Vec<Action>] {
         &self.programs
     }
@@ -95,7 +145,7 @@ impl FromStr for Plan {
     type Err = ScheduleError;
 
     /// Parses the text form. The number of micro-batches is one more than the largest micro-batch
-    /// named (a plan that names none has one).
+    /// named (a plan that names none has one); see [`Plan::from_programs`] for the stages.
     fn from_str(text: &str) -> Result<Self> {
         let mut programs = Vec::new();
         for (i, line) in text
@@ -127,13 +177,38 @@ impl FromStr for Plan {
                 .map_err(|e| fail(e.to_string()))?;
             programs.push(program);
         }
+        Ok(Plan::from_programs(programs))
+    }
+}
+
+impl Plan {
+    /// A plan from per-rank programs as written: one more micro-batch than the largest named
+    /// (at least one); as many stages as ranks or one more than the largest stage named; each
+    /// stage on the first rank whose program names it (else on rank `stage mod ranks`).
+    pub fn from_programs(programs: Vec<Vec<Action>>) -> Plan {
         let micro_batches = programs
             .iter()
             .flatten()
-            .filter_map(|a: &Action| a.micro_batch)
+            .filter_map(|a| a.micro_batch)
             .map(|mb| mb.index() + 1)
             .max()
             .unwrap_or(1);
-        Ok(Plan::new(programs.len(), micro_batches, programs))
+        let ranks = programs.len();
+        let stages = programs
+            .iter()
+            .flatten()
+            .map(|a| a.stage.index() + 1)
+            .max()
+            .unwrap_or(0)
+            .max(ranks);
+        let placement = (0..stages)
+            .map(|s| {
+                programs
+                    .iter()
+                    .position(|p| p.iter().any(|a| a.stage.index() == s))
+                    .unwrap_or(s % ranks.max(1))
+            })
+            .collect();
+        Plan::with_placement(micro_batches, programs, placement)
     }
 }

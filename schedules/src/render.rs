@@ -17,8 +17,9 @@ use crate::id::StageId;
 use crate::plan::Plan;
 use crate::simulate::Simulation;
 
-/// One row per stage, one column per step of its program. `mark` = (stage, step) is drawn
-/// `>…<` (a step past the end marks the end of the row).
+/// One row per stage (per rank, `rank r`, when ranks hold several stages), one column per step
+/// of its program. `mark` = (row, step) is drawn `>…<` (a step past the end marks the end of
+/// the row).
 pub fn programs(plan: &Plan, mark: Option<(StageId, usize)>) -> String {
     let width = plan
         .actions()
@@ -26,9 +27,13 @@ pub fn programs(plan: &Plan, mark: Option<(StageId, usize)>) -> String {
         .max()
         .unwrap_or(1);
     let mut out = String::new();
-    for stage in StageId::range(plan.stages()) {
-        let program = plan.program(stage);
-        let _ = write!(out, "{stage} |");
+    for (rank, program) in plan.programs().iter().enumerate() {
+        let stage = StageId::from(rank);
+        match plan.is_interleaved() {
+            true => write!(out, "rank {rank} |"),
+            false => write!(out, "{stage} |"),
+        }
+        .expect("writing to a String");
         for step in 0..=program.len() {
             let marked = mark == Some((stage, step));
             let text = program.get(step).map(ToString::to_string);
@@ -51,7 +56,8 @@ pub fn programs(plan: &Plan, mark: Option<(StageId, usize)>) -> String {
 
 /// One row per stage, one column per time slot of a simulation; `.` is idle. A slot is the
 /// shortest compute action's duration; longer actions span several columns. Communication,
-/// all-reduce and optimizer steps are not drawn.
+/// all-reduce and optimizer steps are not drawn. When ranks hold several stages, rows are
+/// ranks and each cell names the stage too (`5F3`: forward of micro-batch 3 on stage 5).
 pub fn timeline(sim: &Simulation) -> String {
     let compute = || {
         sim.stages
@@ -70,13 +76,18 @@ pub fn timeline(sim: &Simulation) -> String {
             .collect();
     }
     let columns = (sim.makespan / unit).round() as usize;
+    let chunked = sim.stages.iter().any(|row| {
+        row.timeline
+            .iter()
+            .any(|slot| slot.action.stage != row.stage)
+    });
     let label = |slot: &crate::dataflow::Slot| {
         let a = slot.action;
-        format!(
-            "{}{}",
-            a.kind.code(),
-            a.micro_batch.map(|m| m.0).unwrap_or(0)
-        )
+        let mb = a.micro_batch.map(|m| m.0).unwrap_or(0);
+        match chunked {
+            true => format!("{}{}{mb}", a.stage.0, a.kind.code()),
+            false => format!("{}{mb}", a.kind.code()),
+        }
     };
     let width = compute().map(|slot| label(slot).len()).max().unwrap_or(1);
     let mut out = String::new();
@@ -89,7 +100,10 @@ pub fn timeline(sim: &Simulation) -> String {
                 *cell = label(slot);
             }
         }
-        let _ = write!(out, "{} |", stage.stage);
+        let _ = match chunked {
+            true => write!(out, "rank {} |", stage.stage.0),
+            false => write!(out, "{} |", stage.stage),
+        };
         for cell in cells {
             let _ = write!(out, " {cell:width$}");
         }

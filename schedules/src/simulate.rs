@@ -26,9 +26,13 @@ use crate::validate::validate;
 pub struct Costs {
     /// Forward time of one micro-batch, per stage.
     pub forward: Vec<f64>,
-    /// Full backward time of one micro-batch, per stage. A split backward's input and weight
-    /// halves each take half of it.
+    /// Full backward time of one micro-batch, per stage. A split backward's weight half (`W`)
+    /// takes [`weight_fraction`](Self::weight_fraction) of it, the input half (`I`) the rest.
     pub backward: Vec<f64>,
+    /// The share of a full backward that its weight-gradient half (`W`) takes, in `[0, 1]`
+    /// (0.5 in [`Costs::uniform`]: `Costs::uniform(p, 1.0, 2.0)` is the zero-bubble paper's
+    /// T_F = T_B = T_W).
+    pub weight_fraction: f64,
     /// Time for an activation or gradient to reach the neighbouring stage.
     pub transfer: f64,
     /// Time of one stage's gradient all-reduce.
@@ -44,6 +48,7 @@ impl Costs {
         Self {
             forward: vec![forward; stages],
             backward: vec![backward; stages],
+            weight_fraction: 0.5,
             transfer: 0.0,
             all_reduce: 0.0,
             optimizer: 0.0,
@@ -57,7 +62,8 @@ impl Costs {
         match action.kind {
             ActionKind::Forward => at(&self.forward),
             ActionKind::Backward => at(&self.backward),
-            ActionKind::BackwardInput | ActionKind::BackwardWeight => at(&self.backward) / 2.0,
+            ActionKind::BackwardInput => at(&self.backward) * (1.0 - self.weight_fraction),
+            ActionKind::BackwardWeight => at(&self.backward) * self.weight_fraction,
             ActionKind::AllReduce => self.all_reduce,
             ActionKind::OptimizerStep => self.optimizer,
             _ => 0.0,
@@ -65,10 +71,10 @@ impl Costs {
     }
 }
 
-/// What the dry run of one stage found.
+/// What the dry run of one stage (one rank, when ranks hold several stages) found.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct StageSimulation {
-    /// The stage.
+    /// The stage (the rank, as the id of its program, when ranks hold several stages).
     pub stage: StageId,
     /// Time spent running actions.
     pub busy: f64,
@@ -87,9 +93,9 @@ pub struct StageSimulation {
 pub struct Simulation {
     /// Time from the first action's start to the last one's end.
     pub makespan: f64,
-    /// Total idle time over total stage time (p × makespan).
+    /// Total idle time over total stage time (ranks × makespan).
     pub bubble_fraction: f64,
-    /// Per stage.
+    /// Per stage (per rank).
     pub stages: Vec<StageSimulation>,
 }
 

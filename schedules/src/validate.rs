@@ -75,7 +75,7 @@ impl fmt::Display for Violation {
             Violation::WrongStage { named } => {
                 write!(
                     f,
-                    "the action names {named}, not the stage whose program holds it"
+                    "the action names {named}, which this program's rank does not hold"
                 )
             }
             Violation::MicroBatchOutOfRange { micro_batches } => write!(
@@ -138,7 +138,8 @@ fn describe(a: &Action) -> String {
 #[derive(Clone, Debug, thiserror::Error)]
 #[error("invalid plan: {stage}, step {step} (`{action}`): {violation}\n{grid}")]
 pub struct ValidationError {
-    /// The stage whose program breaks the rule.
+    /// The program (row) that breaks the rule: the stage's, or the rank's when ranks hold
+    /// several stages.
     pub stage: StageId,
     /// Index of the failing action in that program (its length if the problem is at the end).
     pub step: usize,
@@ -200,16 +201,24 @@ fn report(plan: &Plan, checked: std::result::Result<(), Failure>) -> Result<()> 
 type Failure = (StageId, usize, Action, Violation);
 
 fn check(plan: &Plan, purpose: Purpose) -> std::result::Result<(), Failure> {
-    if plan.stages() == 0 || plan.micro_batches() == 0 {
+    if plan.stages() == 0 || plan.ranks() == 0 || plan.micro_batches() == 0 {
         let a = Action::optimizer_step(StageId(0));
         return Err((StageId(0), 0, a, Violation::Empty));
+    }
+    for (rank, program) in plan.programs().iter().enumerate() {
+        for (step, &a) in program.iter().enumerate() {
+            if plan.rank_of(a.stage) != Some(rank) {
+                let v = Violation::WrongStage { named: a.stage };
+                return Err((StageId::from(rank), step, a, v));
+            }
+        }
     }
     for stage in StageId::range(plan.stages()) {
         check_stage(plan, stage, purpose)?;
     }
     check_matching(plan)?;
     dataflow::run(plan, |_| 0.0, 0.0).map(|_| ()).map_err(|d| {
-        let action = plan.program(d.stage)[d.step];
+        let action = plan.programs()[d.stage.index()][d.step];
         let violation = Violation::Deadlock {
             waits_for: d.waits_for,
             producer_step: d.producer_step,
@@ -222,14 +231,14 @@ fn check_stage(plan: &Plan, stage: StageId, purpose: Purpose) -> std::result::Re
     use ActionKind::*;
     let (s, p, m) = (stage.index(), plan.stages(), plan.micro_batches());
     let lowered = plan.is_lowered();
-    let program = plan.program(stage);
+    // The program of the rank that holds the stage; a failure names that program (row).
+    let rank = plan.rank_of(stage).expect("a stage of the plan");
+    let row = StageId::from(rank);
+    let program = &plan.programs()[rank];
     let mut seen: HashMap<(ActionKind, Option<MicroBatchId>), usize> = HashMap::new();
     let mut last_backward = None;
-    for (step, &a) in program.iter().enumerate() {
-        let fail = |v| Err((stage, step, a, v));
-        if a.stage != stage {
-            return fail(Violation::WrongStage { named: a.stage });
-        }
+    for (step, &a) in program.iter().enumerate().filter(|(_, a)| a.stage == stage) {
+        let fail = |v| Err((row, step, a, v));
         if a.micro_batch.is_some_and(|mb| mb.index() >= m) {
             return fail(Violation::MicroBatchOutOfRange { micro_batches: m });
         }
@@ -300,7 +309,7 @@ fn check_stage(plan: &Plan, stage: StageId, purpose: Purpose) -> std::result::Re
         let missing = |kind, step: Option<usize>| {
             let step = step.unwrap_or(end);
             Err((
-                stage,
+                row,
                 step,
                 Action::new(stage, kind, mb),
                 Violation::Missing {
@@ -338,9 +347,9 @@ fn check_stage(plan: &Plan, stage: StageId, purpose: Purpose) -> std::result::Re
 /// Every send has its receive on the neighbour, and every receive its send.
 fn check_matching(plan: &Plan) -> std::result::Result<(), Failure> {
     use ActionKind::*;
-    for stage in StageId::range(plan.stages()) {
-        for (step, &a) in plan.program(stage).iter().enumerate() {
-            let s = stage.index();
+    for (rank, program) in plan.programs().iter().enumerate() {
+        for (step, &a) in program.iter().enumerate() {
+            let s = a.stage.index();
             let counterpart = match a.kind {
                 SendActivation => (s + 1, RecvActivation),
                 RecvActivation => (s - 1, SendActivation),
@@ -353,8 +362,10 @@ fn check_matching(plan: &Plan) -> std::result::Result<(), Failure> {
                 kind: counterpart.1,
                 ..a
             };
-            if !plan.program(c.stage).contains(&c) {
-                return Err((stage, step, a, Violation::Unmatched { counterpart: c }));
+            let there = plan.rank_of(c.stage).map(|r| &plan.programs()[r]);
+            if !there.is_some_and(|p| p.contains(&c)) {
+                let v = Violation::Unmatched { counterpart: c };
+                return Err((StageId::from(rank), step, a, v));
             }
         }
     }

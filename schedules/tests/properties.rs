@@ -24,7 +24,7 @@ fn every_plan_validates_compute_only_and_lowered() {
 
 #[test]
 fn uniform_bubble_is_p_minus_1_over_m_plus_p_minus_1() {
-    for kind in ScheduleKind::ALL {
+    for kind in [ScheduleKind::GPipe, ScheduleKind::OneFOneB] {
         for (p, m) in shapes() {
             let expected = (p - 1) as f64 / (m + p - 1) as f64;
             let costs = Costs::uniform(p, 1.0, 2.0);
@@ -78,22 +78,98 @@ fn gpipe_stashes_m_and_1f1b_at_most_p_minus_s() {
 
 #[test]
 fn backwards_run_in_ascending_micro_batch_order_in_every_schedule() {
-    // Gradients accumulate in program order; equal orders make schedules bitwise equal.
+    // Gradients accumulate in program order; equal orders make schedules bitwise equal. A
+    // schedule runs either full backwards or split ones, each kind in ascending order.
     for kind in ScheduleKind::ALL {
         for (p, m) in shapes() {
             let plan = kind.plan(p, m).unwrap();
             for program in plan.programs() {
-                let order: Vec<_> = program
-                    .iter()
-                    .filter(|a| a.kind == ActionKind::Backward)
-                    .map(|a| a.mb())
-                    .collect();
-                assert_eq!(
-                    order,
-                    MicroBatchId::range(m).collect::<Vec<_>>(),
-                    "{kind} p={p} m={m}"
-                );
+                let order = |kinds: &[ActionKind]| -> Vec<MicroBatchId> {
+                    program
+                        .iter()
+                        .filter(|a| kinds.contains(&a.kind))
+                        .map(|a| a.mb())
+                        .collect()
+                };
+                let all = MicroBatchId::range(m).collect::<Vec<_>>();
+                if kind.splits_backward() {
+                    assert!(
+                        order(&[ActionKind::Backward]).is_empty(),
+                        "{kind} p={p} m={m}"
+                    );
+                    assert_eq!(
+                        order(&[ActionKind::BackwardInput]),
+                        all,
+                        "{kind} p={p} m={m}"
+                    );
+                    assert_eq!(
+                        order(&[ActionKind::BackwardWeight]),
+                        all,
+                        "{kind} p={p} m={m}"
+                    );
+                } else {
+                    assert_eq!(order(&[ActionKind::Backward]), all, "{kind} p={p} m={m}");
+                }
             }
+        }
+    }
+}
+
+/// Total idle time over the stages.
+fn idle(sim: &pipetrain_schedules::Simulation) -> f64 {
+    sim.stages.iter().map(|s| s.idle).sum()
+}
+
+fn peak(sim: &pipetrain_schedules::Simulation) -> usize {
+    sim.stages.iter().map(|s| s.peak_stash).max().unwrap_or(0)
+}
+
+#[test]
+fn zb_h1_has_at_most_half_1f1b_bubble_at_1f1b_peak_stash() {
+    // T_F = T_I = T_W = 1 (a full backward costs 2), free transfers: the paper's setting.
+    for (p, m) in shapes() {
+        let costs = Costs::uniform(p, 1.0, 2.0);
+        let zb = lower(&ScheduleKind::ZbH1.plan(p, m).unwrap(), Lowering::default());
+        let zb = simulate(&zb, &costs).unwrap();
+        let ofob = simulate(&ScheduleKind::OneFOneB.plan(p, m).unwrap(), &costs).unwrap();
+        let at = format!("p={p} m={m}: zb-h1 {zb:?}\n1f1b {ofob:?}");
+        assert!(zb.bubble_fraction <= ofob.bubble_fraction + 1e-12, "{at}");
+        assert!(peak(&zb) <= peak(&ofob), "peak stash {at}");
+        assert_eq!(peak(&zb), p.min(m), "{at}");
+        if m >= p {
+            // The paper's claim, exactly: (p − 1)·T_F idle per stage, a third of 1F1B's.
+            assert!(
+                zb.bubble_fraction <= ofob.bubble_fraction / 2.0 + 1e-12,
+                "{at}"
+            );
+            assert!((idle(&zb) * 3.0 - idle(&ofob)).abs() < 1e-9, "{at}");
+            assert!((zb.makespan - (3 * m + p - 1) as f64).abs() < 1e-9, "{at}");
+        } else {
+            // Too few W's to fill the drain: at most two thirds of 1F1B's idle time.
+            assert!(idle(&zb) * 3.0 <= idle(&ofob) * 2.0 + 1e-9, "{at}");
+        }
+    }
+}
+
+#[test]
+fn zb_h1_stashes_at_most_p_on_every_stage_and_holds_back_s_weights_on_stage_s() {
+    for (p, m) in shapes() {
+        let plan = ScheduleKind::ZbH1.plan(p, m).unwrap();
+        for (s, program) in plan.programs().iter().enumerate() {
+            assert!(
+                pipetrain_schedules::peak_stash(program) <= p.min(m),
+                "p={p} m={m} s={s}"
+            );
+            let trailing = program
+                .iter()
+                .rev()
+                .take_while(|a| a.kind == ActionKind::BackwardWeight)
+                .count();
+            assert_eq!(
+                trailing,
+                (s + 1).min(m),
+                "p={p} m={m} stage {s}: {program:?}"
+            );
         }
     }
 }
@@ -151,6 +227,159 @@ proptest! {
     fn parsing_accepts_only_what_printing_produces(text in "[0-9]{0,3}[A-Z]{0,4}[0-9]{0,3}") {
         if let Ok(action) = text.parse::<Action>() {
             prop_assert_eq!(action.to_string(), text);
+        }
+    }
+}
+
+#[test]
+fn interleaved_bubble_is_p_minus_1_over_v_m_plus_p_minus_1() {
+    for v in 2..=4 {
+        let kind = ScheduleKind::Interleaved { virtual_stages: v };
+        for (p, m) in shapes().filter(|(p, m)| m % p == 0) {
+            let compute = kind.plan(p, m).unwrap();
+            assert_eq!((compute.ranks(), compute.stages()), (p, p * v));
+            validate(&compute).unwrap_or_else(|e| panic!("{kind} p={p} m={m}: {e}"));
+            let lowered = lower(&compute, Lowering::default());
+            // Uniform costs per chunk; transfers free.
+            let sim = simulate(&lowered, &Costs::uniform(p * v, 1.0, 2.0))
+                .unwrap_or_else(|e| panic!("{kind} p={p} m={m} lowered: {e}"));
+            let expected = (p - 1) as f64 / (v * m + p - 1) as f64;
+            assert!(
+                (sim.bubble_fraction - expected).abs() < 1e-9,
+                "{kind} p={p} m={m}: bubble {} != {expected}",
+                sim.bubble_fraction
+            );
+            for (r, st) in sim.stages.iter().enumerate() {
+                let bound = ((v - 1) * p + 2 * (p - r - 1) + 1).min(m * v);
+                assert!(st.peak_stash <= bound, "{kind} p={p} m={m} rank {r}");
+            }
+            for stage in StageId::range(p * v) {
+                assert_eq!(compute.rank_of(stage), Some(stage.index() % p));
+                let rank = &compute.programs()[stage.index() % p];
+                let order: Vec<_> = rank
+                    .iter()
+                    .filter(|a| a.stage == stage && a.kind == ActionKind::Backward)
+                    .map(|a| a.mb())
+                    .collect();
+                assert_eq!(order, MicroBatchId::range(m).collect::<Vec<_>>());
+            }
+        }
+    }
+}
+
+#[test]
+fn interleaved_refuses_one_chunk_and_ragged_rounds() {
+    let kind = |v| ScheduleKind::Interleaved { virtual_stages: v };
+    let e = kind(1).plan(4, 8).unwrap_err().to_string();
+    assert!(e.contains("at least 2") && e.contains("1f1b"), "{e}");
+    let e = kind(2).plan(4, 6).unwrap_err().to_string();
+    assert!(
+        e.contains("6") && e.contains(".micro_batches(4)") && e.contains(".micro_batches(8)"),
+        "{e}"
+    );
+    assert_eq!("interleaved".parse::<ScheduleKind>().unwrap(), kind(2));
+    assert_eq!("interleaved-v3".parse::<ScheduleKind>().unwrap(), kind(3));
+    assert_eq!(kind(3).to_string(), "interleaved-v3");
+}
+
+#[test]
+fn the_validator_catches_an_interleaved_plan_that_deadlocks() {
+    // Rank 0 holds stages 0 and 2, rank 1 stages 1 and 3. Rank 0 forwards stage 2 before
+    // stage 0 has sent anything downstream: stage 2 waits for stage 1, which waits for stage 0.
+    let plan: Plan = "0: 2F0 0F0 0B0 2B0\n1: 1F0 3F0 3B0 1B0\n".parse().unwrap();
+    assert_eq!(plan.rank_of(StageId(2)), Some(0));
+    let e = validate(&plan).unwrap_err().to_string();
+    assert!(e.contains("deadlock") && e.contains(">2F0<"), "{e}");
+    // An action on a stage another rank holds.
+    let plan: Plan = "0: 0F0 2F0 2B0 0B0\n1: 1F0 2B0\n".parse().unwrap();
+    let e = validate(&plan).unwrap_err().to_string();
+    assert!(e.contains("which this program's rank does not hold"), "{e}");
+}
+
+#[test]
+fn zb_v_has_at_most_zb_h1_bubble_at_1f1b_activation_memory() {
+    for (p, m) in shapes() {
+        let plan = ScheduleKind::ZbV.plan(p, m).unwrap();
+        assert_eq!((plan.ranks(), plan.stages()), (p, 2 * p));
+        validate(&plan).unwrap_or_else(|e| panic!("zb-v p={p} m={m}: {e}"));
+        // The V: rank r holds stages r and 2p − 1 − r.
+        for r in 0..p {
+            let held: Vec<StageId> = plan.stages_of(r).collect();
+            assert_eq!(held, [StageId::from(r), StageId::from(2 * p - 1 - r)]);
+        }
+        // A chunk is half a stage: F = I = W = 1/2 against ZB-H1's 1.
+        let zb_v = simulate(
+            &lower(&plan, Lowering::default()),
+            &Costs::uniform(2 * p, 0.5, 1.0),
+        )
+        .unwrap_or_else(|e| panic!("zb-v p={p} m={m} lowered: {e}"));
+        let zb_h1 = simulate(
+            &ScheduleKind::ZbH1.plan(p, m).unwrap(),
+            &Costs::uniform(p, 1.0, 2.0),
+        )
+        .unwrap();
+        assert!(
+            zb_v.bubble_fraction <= zb_h1.bubble_fraction + 1e-12,
+            "p={p} m={m}: zb-v {} > zb-h1 {}",
+            zb_v.bubble_fraction,
+            zb_h1.bubble_fraction
+        );
+        // Chunk activations per rank: at most twice 1F1B's stage activations (min(p, m)).
+        for st in &zb_v.stages {
+            assert!(st.peak_stash <= 2 * p.min(m), "p={p} m={m}: {st:?}");
+        }
+        for stage in StageId::range(2 * p) {
+            let program = &plan.programs()[plan.rank_of(stage).unwrap()];
+            for kind in [
+                ActionKind::Forward,
+                ActionKind::BackwardInput,
+                ActionKind::BackwardWeight,
+            ] {
+                let order: Vec<_> = program
+                    .iter()
+                    .filter(|a| a.stage == stage && a.kind == kind)
+                    .map(|a| a.mb())
+                    .collect();
+                assert_eq!(
+                    order,
+                    MicroBatchId::range(m).collect::<Vec<_>>(),
+                    "p={p} m={m}"
+                );
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, rng_seed: proptest::test_runner::RngSeed::Fixed(11), ..ProptestConfig::default() })]
+
+    /// A hand-edited plan (two neighbouring actions of a rank swapped) is either refused by
+    /// the validator or runs to completion in the dry run: the check itself never hangs, and
+    /// what it accepts cannot deadlock.
+    #[test]
+    fn a_swapped_plan_is_refused_or_runs_to_completion(
+        which in 0usize..4,
+        p in 1usize..=4,
+        rounds in 1usize..=3,
+        at in any::<prop::sample::Index>(),
+    ) {
+        let kinds = [
+            ScheduleKind::OneFOneB,
+            ScheduleKind::ZbH1,
+            ScheduleKind::Interleaved { virtual_stages: 2 },
+            ScheduleKind::ZbV,
+        ];
+        let plan = kinds[which].plan(p, p * rounds).unwrap();
+        let mut programs = plan.programs().to_vec();
+        let rank = at.index(p);
+        let steps = programs[rank].len();
+        let i = at.index(steps - 1);
+        programs[rank].swap(i, i + 1);
+        let edited = Plan::from_programs(programs);
+        let lowered = lower(&edited, Lowering::default());
+        if validate(&lowered).is_ok() {
+            let sim = simulate(&lowered, &Costs::uniform(edited.stages(), 1.0, 2.0)).unwrap();
+            prop_assert!(sim.makespan.is_finite());
         }
     }
 }

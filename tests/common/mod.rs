@@ -51,6 +51,24 @@ pub const TINY_RESNET: [&str; 8] = [
     "8",
 ];
 
+/// A tiny GPT (vocabulary 16, context 8, width 16, 2 heads, 2 blocks), batch 8.
+pub const TINY_GPT: [&str; 14] = [
+    "--model",
+    "gpt",
+    "--vocab",
+    "16",
+    "--context",
+    "8",
+    "--d-model",
+    "16",
+    "--heads",
+    "2",
+    "--layers",
+    "2",
+    "--batch",
+    "8",
+];
+
 /// A fresh directory for one test's files, removed when dropped (also when the test fails).
 pub fn scratch(name: &str) -> tempfile::TempDir {
     tempfile::Builder::new()

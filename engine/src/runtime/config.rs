@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use pipetrain_schedules::ScheduleKind;
+use pipetrain_schedules::Schedule;
 
 use crate::loss::Loss;
 use crate::remat::Remat;
@@ -40,7 +40,8 @@ impl Default for DataParallel {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backward {
     /// One backward (`B`) per micro-batch: autodiff computes input and weight gradients
-    /// together, for every layer.
+    /// together, for every layer. A schedule that places split backwards (ZB-H1) runs `B`
+    /// where it has `I` (see [`Runtime::fused_stages`](crate::Runtime::fused_stages)).
     Fused,
     /// The [dense](crate::dense) layers run by hand with a split backward: `I` computes the
     /// input gradient at once, `W` the weight gradients, deferred and computed together for
@@ -48,8 +49,12 @@ pub enum Backward {
     /// groups hold fewer inputs and gradients, see
     /// [`WorkerReport::peak_deferred_bytes`](crate::WorkerReport::peak_deferred_bytes)). Other
     /// layers keep the autodiff path; a stage without dense layers keeps `B`.
+    ///
+    /// Under a schedule that places the `W`s itself (ZB-H1), `weight_group: 0` means 1: each
+    /// `W` computes its own micro-batch's weight gradients where the schedule put it.
     Split {
-        /// Micro-batches per weight-gradient pass; `0` for all of the step's.
+        /// Micro-batches per weight-gradient pass; `0` for all of the step's (1 under a
+        /// schedule that places the `W`s).
         weight_group: usize,
     },
 }
@@ -63,8 +68,8 @@ impl Default for Backward {
 /// What the runtime runs: the schedule, the step's settings and the tied parameters.
 #[derive(Clone)]
 pub struct RuntimeConfig {
-    /// The schedule of every step.
-    pub schedule: ScheduleKind,
+    /// The schedule of every step: generated, or a given compute plan.
+    pub schedule: Schedule,
     /// Micro-batches per replica per step (m).
     pub micro_batches: usize,
     /// Learning rate of the optimizer steps.

@@ -24,6 +24,9 @@ pub(super) struct Plans {
     pub step: Arc<Plan>,
     /// A non-final step of an accumulation: no all-reduce, no optimizer step.
     pub accumulating: Arc<Plan>,
+    /// The compute plan per rank, when ranks hold several stages: the order of
+    /// [`Turns`](crate::turns::Turns).
+    pub ranks: Option<Arc<Plan>>,
 }
 
 /// Persistent workers running steps of a lowered plan.
@@ -51,7 +54,7 @@ pub(super) struct Plans {
 /// let world = World::new(2, 2)?; // 2 replicas × 2 stages
 /// let workers = Workers::build(world, Partition::from_balance(&[1, 1], 2)?, &model, &[device.clone()], &OptimizerConfig::sgd(), 1)?;
 /// let config = RuntimeConfig {
-///     schedule: ScheduleKind::OneFOneB,
+///     schedule: ScheduleKind::OneFOneB.into(),
 ///     micro_batches: 2,
 ///     learning_rate: 0.1,
 ///     remat: Remat::Never,
@@ -102,18 +105,31 @@ impl<L: Layer> Runtime<L> {
         fabric: Box<dyn Fabric>,
     ) -> Result<Self> {
         let stages = workers.world().stages();
-        let mut unlowered = config.schedule.plan(stages, config.micro_batches)?;
-        if matches!(config.backward, Backward::Split { .. }) {
-            // Split the stages that hold a dense layer; the others keep `B`.
-            let dense: Vec<bool> = (0..stages)
-                .map(|s| {
-                    workers.states().iter().any(|w| {
+        let planned = config.schedule.plan(stages, config.micro_batches)?;
+        let split = matches!(config.backward, Backward::Split { .. });
+        // The stages that can split their backward: those holding a dense layer.
+        let dense: Vec<bool> = (0..stages)
+            .map(|s| {
+                split
+                    && workers.states().iter().any(|w| {
                         w.id.stage.index() == s && w.layers.iter().any(|l| l.dense().is_some())
                     })
-                })
-                .collect();
-            unlowered = unlowered.split_backward(|s| dense[s.index()]);
-        }
+            })
+            .collect();
+        let unlowered = if planned.places_weights() {
+            // The schedule places each `W`: the other stages run fused `B`s (see
+            // `fused_stages`).
+            planned.join_backward(|s| !dense[s.index()])
+        } else {
+            planned.split_backward(|s| dense[s.index()])
+        };
+        // Ranks holding several stages: the dry run proves the rank order deadlock-free, then
+        // every stage runs on its own worker (its actions in rank order), taking turns.
+        validate(&lower(&unlowered, Lowering::default()))?;
+        let ranks = unlowered
+            .is_interleaved()
+            .then(|| Arc::new(unlowered.clone()));
+        let unlowered = unlowered.by_stage();
         let step = lower(&unlowered, Lowering::default());
         validate(&step)?;
         let accumulating = lower(
@@ -137,6 +153,7 @@ impl<L: Layer> Runtime<L> {
             plans: Plans {
                 step: Arc::new(step),
                 accumulating: Arc::new(accumulating),
+                ranks,
             },
             config,
             fabric,
@@ -273,6 +290,33 @@ impl<L: Layer> Runtime<L> {
     /// The lowered plan of a step that ends with the optimizer step.
     pub fn plan(&self) -> &Plan {
         &self.plans.step
+    }
+
+    /// The stages whose backward cannot be split (no [dense](crate::dense) layer, or
+    /// [`Backward::Fused`]) although the schedule places split backwards (`I`, `W`): they run
+    /// a full backward `B` where the schedule has `I` and nothing where it has `W`. The result
+    /// is the same; the bubble the `W`s were to fill stays there. Empty for schedules
+    /// that place full backwards.
+    pub fn fused_stages(&self) -> Vec<StageId> {
+        let stages = self.workers.world().stages();
+        let Ok(planned) = self.config.schedule.plan(stages, self.config.micro_batches) else {
+            return Vec::new(); // the runtime started with this plan: unreachable
+        };
+        let planned = planned.by_stage();
+        let input = pipetrain_schedules::ActionKind::BackwardInput;
+        StageId::range(stages)
+            .filter(|&s| planned.count(s, input) > 0 && self.plans.step.count(s, input) == 0)
+            .collect()
+    }
+
+    /// Micro-batches per weight-gradient pass (0: the step's): the [`Backward`]'s, except that
+    /// a plan placing its own `W`s computes each at its place unless a group is given.
+    pub(super) fn weight_group(&self) -> usize {
+        match self.config.backward {
+            Backward::Split { weight_group: 0 } if self.config.schedule.splits_backward() => 1,
+            Backward::Split { weight_group } => weight_group,
+            Backward::Fused => 0,
+        }
     }
 
     /// What the runtime runs.

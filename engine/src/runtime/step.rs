@@ -15,6 +15,7 @@ use crate::layer::Layer;
 use crate::remat::Remat;
 use crate::report::StepOutcome;
 use crate::thread::Job;
+use crate::turns::Turns;
 use crate::worker::{Feed, Finished, StepContext, WorkerState};
 
 impl<L: Layer> Runtime<L> {
@@ -46,10 +47,8 @@ impl<L: Layer> Runtime<L> {
             bucket_elems: (dp.bucket_bytes / std::mem::size_of::<f32>()).max(1),
             zero: dp.zero,
             split: matches!(self.config.backward, Backward::Split { .. }),
-            weight_group: match self.config.backward {
-                Backward::Split { weight_group } => weight_group,
-                Backward::Fused => 0,
-            },
+            weight_group: self.weight_group(),
+            turns: (self.plans.ranks.as_deref()).map(|p| Turns::new(p, world.replicas())),
         };
         let feeds = feeds(world.local(), world.stages(), shards, true);
         let (finished, ctx) = self
@@ -121,6 +120,7 @@ impl<L: Layer> Runtime<L> {
             zero: false,
             split: false,
             weight_group: 0,
+            turns: None,
         };
         let feeds = feeds(&active, world.stages(), shards, false);
         // A failed inference changes no state, but may leave messages in flight: fresh links.

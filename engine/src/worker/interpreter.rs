@@ -26,6 +26,7 @@ use crate::report::WorkerReport;
 use crate::stash::Stash;
 use crate::tie::TieSlot;
 use crate::transport::{Flow, Tag, TransportError};
+use crate::turns::Turns;
 
 /// What the whole step shares.
 pub(crate) struct StepContext {
@@ -47,6 +48,9 @@ pub(crate) struct StepContext {
     pub split: bool,
     /// Micro-batches whose deferred weight gradients are computed together (0: the step's).
     pub weight_group: usize,
+    /// The compute order across the stages of each rank, when ranks hold several (interleaved
+    /// plans).
+    pub turns: Option<Turns>,
 }
 
 /// What a worker that finished its program hands back.
@@ -169,13 +173,22 @@ impl<'a, L: Layer> Worker<'a, L> {
                 phase = %if self.ctx.loss.is_some() { "train" } else { "inference" },
             )
             .entered();
+            let turns = self.ctx.turns.as_ref().filter(|_| action.kind.is_compute());
+            if turns.is_some_and(|t| t.wait(self.id().replica, &action, &self.ctx.abort).is_err()) {
+                return None; // another worker failed while this one waited for its turn
+            }
             let started = Instant::now();
             let outcome = catch_unwind(AssertUnwindSafe(|| self.interpret(action)));
             if !action.kind.is_transfer() {
                 self.compute += started.elapsed();
             }
             let cause = match outcome {
-                Ok(Ok(())) => continue,
+                Ok(Ok(())) => {
+                    if let Some(turns) = turns {
+                        turns.done(self.id().replica, &action);
+                    }
+                    continue;
+                }
                 Ok(Err(Failure::Stopped)) => return None,
                 Ok(Err(Failure::Cause(cause))) => cause,
                 Err(payload) => Cause::Panic {

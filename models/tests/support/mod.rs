@@ -28,7 +28,7 @@ pub fn two_stages<L: pipetrain_engine::Layer>(
     let workers =
         Workers::build(world, split, init, &[device], &OptimizerConfig::sgd(), 1).unwrap();
     let config = RuntimeConfig {
-        schedule,
+        schedule: schedule.into(),
         micro_batches,
         learning_rate,
         remat,

@@ -209,6 +209,15 @@ pub struct TrainArgs {
     /// Pipeline schedule.
     #[arg(long, value_enum, default_value_t, ignore_case = true)]
     pub schedule: ScheduleArg,
+    /// Chunks of the model per worker under --schedule interleaved (v ≥ 2).
+    #[arg(long, default_value_t = 2, value_name = "V")]
+    pub virtual_stages: usize,
+    /// Run a hand-written compute plan instead of a schedule: CSV (one row of actions per
+    /// stage, e.g. `0F0,0F1,0B0,0B1`) or the text form; `pipetrain plan --format csv` writes
+    /// one. Validated (complete, deadlock-free) before training; its stages and micro-batches
+    /// must be --stages and --micro-batches.
+    #[arg(long, value_name = "FILE", conflicts_with = "schedule")]
+    pub plan: Option<PathBuf>,
     /// Re-materialization. Default: except_last, or never for --model resnet (batch norm needs
     /// it; other modes are refused with it).
     #[arg(long, value_enum, ignore_case = true)]

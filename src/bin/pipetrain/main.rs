@@ -28,6 +28,7 @@ mod backward;
 mod bench;
 mod bytes;
 mod checkpoints;
+mod compare;
 mod config;
 mod conflicts;
 mod data;
@@ -89,7 +90,8 @@ enum Command {
     /// perplexity for --model gpt. Takes the model and data flags of `train`.
     #[command(args_override_self = true)]
     Eval(args::TrainArgs),
-    /// Print a schedule's plan: grid, simulated bubble and peak stash per stage.
+    /// Print a schedule's plan: grid, simulated bubble and peak stash per stage; --compare puts
+    /// every schedule in one table; --format csv writes the plan for `train --plan`.
     #[command(after_help = Exit::table())]
     Plan(plan::PlanArgs),
     /// Measure the experiment table (single device, data parallel, model parallel, GPipe and

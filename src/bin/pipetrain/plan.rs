@@ -5,6 +5,10 @@
 //! validates the lowered plan and dry-runs it. The result is gathered once into a [`Report`],
 //! which is then printed as text (grid, per-stage table, totals) or as JSON.
 //!
+//! `--format csv` prints the compute plan itself, one row of actions per stage: the file
+//! `train --plan FILE` runs and `plan --plan FILE` reads back. `--compare` puts every schedule
+//! side by side ([`crate::compare`]).
+//!
 //! ```text
 //! $ pipetrain plan --stages 2 --micro-batches 2 --schedule gpipe
 //! plan: gpipe, 2 stages, 2 micro-batches; costs per micro-batch and stage: forward 1, backward 2, transfer 0
@@ -22,9 +26,10 @@
 //! ```
 
 use std::io::{self, Write as _};
+use std::path::PathBuf;
 
 use pipetrain_schedules::{
-    Costs, Lowering, ScheduleKind, Simulation, StageId, lower, render, simulate,
+    Costs, Lowering, Plan, PlanFile, Simulation, StageId, lower, render, simulate,
 };
 use serde::Serialize;
 
@@ -44,12 +49,27 @@ pub struct PlanArgs {
     /// Pipeline schedule.
     #[arg(long, value_enum, default_value_t, ignore_case = true)]
     pub schedule: ScheduleArg,
+    /// Chunks of the model per worker under --schedule interleaved (v ≥ 2); costs are per
+    /// worker's share of the model, so a chunk costs 1/v of them.
+    #[arg(long, default_value_t = 2, value_name = "V")]
+    pub virtual_stages: usize,
+    /// Read a compute plan (CSV or text form, as `--format csv` writes) instead of generating
+    /// one; its rows and micro-batches give --stages and --micro-batches.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["schedule", "compare"])]
+    pub plan: Option<PathBuf>,
+    /// Compare every schedule in one table: makespan, bubble, peak stash per stage.
+    #[arg(long)]
+    pub compare: bool,
     /// Time of one micro-batch's forward on one stage.
     #[arg(long, default_value_t = 1.0, value_name = "F", value_parser = parse_cost, allow_negative_numbers = true)]
     pub forward_cost: f64,
-    /// Time of one micro-batch's backward on one stage.
+    /// Time of one micro-batch's full backward on one stage (input and weight gradients).
     #[arg(long, default_value_t = 2.0, value_name = "B", value_parser = parse_cost, allow_negative_numbers = true)]
     pub backward_cost: f64,
+    /// The part of --backward-cost that the weight gradient (W) takes when the backward is
+    /// split; the input gradient (I) takes the rest. Default: half.
+    #[arg(long, value_name = "W", value_parser = parse_cost, allow_negative_numbers = true)]
+    pub weight_cost: Option<f64>,
     /// Time for an activation or a gradient to reach the neighbouring stage.
     #[arg(long, default_value_t = 0.0, value_name = "T", value_parser = parse_cost, allow_negative_numbers = true)]
     pub transfer_cost: f64,
@@ -68,6 +88,8 @@ pub enum Format {
     Text,
     /// One pretty-printed JSON object, for scripts.
     Json,
+    /// The compute plan itself, one row of actions per stage (what `train --plan` reads).
+    Csv,
 }
 
 /// What `pipetrain plan` can reject beyond what the schedule crate checks.
@@ -83,6 +105,12 @@ pub enum PlanError {
         /// What is wrong and what to give instead.
         reason: String,
     },
+    /// `--lowered` with `--format csv`, whose plan is compute only.
+    #[error(
+        "--lowered with --format csv: a plan file holds compute actions only (pipetrain adds the \
+         communication); drop --lowered, or use --format text to see the lowered plan"
+    )]
+    LoweredCsv,
 }
 
 /// Runs `pipetrain plan`.
@@ -91,16 +119,40 @@ pub enum PlanError {
 /// A shape or cost the schedule refuses (usage); a plan that fails to simulate, or stdout that
 /// cannot be written (runtime).
 pub fn run(args: &PlanArgs) -> Result<Exit, Failure> {
-    let report = Report::build(args)?;
-    let text = match args.format {
-        Format::Text => report.text(),
-        Format::Json => serde_json::to_string_pretty(&report)? + "\n",
+    let text = if args.compare {
+        crate::compare::text_or_json(args)?
+    } else {
+        let (name, compute) = compute_plan(args)?;
+        match args.format {
+            Format::Csv if args.lowered => return Err(Failure::usage(PlanError::LoweredCsv)),
+            Format::Csv => PlanFile::csv(&compute),
+            Format::Text => Report::build(args, name, &compute)?.text(),
+            Format::Json => {
+                serde_json::to_string_pretty(&Report::build(args, name, &compute)?)? + "\n"
+            }
+        }
     };
     match io::stdout().lock().write_all(text.as_bytes()) {
         // `pipetrain plan | head` is not an error.
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(Exit::Success),
         other => other.map(|()| Exit::Success).map_err(Into::into),
     }
+}
+
+/// The compute plan to report on and its name: read from `--plan`, or generated.
+fn compute_plan(args: &PlanArgs) -> Result<(String, Plan), Failure> {
+    if let Some(path) = &args.plan {
+        return Ok((
+            path.display().to_string(),
+            crate::schedule::read_plan(path)?,
+        ));
+    }
+    let schedule = args.schedule.kind(args.virtual_stages);
+    // The schedule refuses only shapes (zero stages or micro-batches): the flags' fault.
+    let plan = schedule
+        .plan(args.stages, args.micro_batches)
+        .map_err(Failure::usage)?;
+    Ok((schedule.to_string(), plan))
 }
 
 /// Why `value` cannot be a duration, if it cannot.
@@ -127,11 +179,14 @@ fn parse_cost(text: &str) -> Result<f64, String> {
     cost_problem(value).map_or(Ok(value), Err)
 }
 
-/// The costs given on the command line, checked again here for callers that skip clap.
-fn costs(args: &PlanArgs) -> Result<Costs, PlanError> {
+/// The costs given on the command line for a plan of `stages` model stages on `ranks` ranks
+/// (a rank's stages share its costs), checked again here for callers that skip clap.
+pub(crate) fn costs(args: &PlanArgs, stages: usize, ranks: usize) -> Result<Costs, PlanError> {
+    let weight = args.weight_cost.unwrap_or(args.backward_cost / 2.0);
     for (flag, value) in [
         ("forward-cost", args.forward_cost),
         ("backward-cost", args.backward_cost),
+        ("weight-cost", weight),
         ("transfer-cost", args.transfer_cost),
     ] {
         if let Some(reason) = cost_problem(value) {
@@ -142,8 +197,26 @@ fn costs(args: &PlanArgs) -> Result<Costs, PlanError> {
             });
         }
     }
-    let mut costs = Costs::uniform(args.stages, args.forward_cost, args.backward_cost);
+    if weight > args.backward_cost {
+        return Err(PlanError::BadCost {
+            flag: "weight-cost",
+            value: weight,
+            reason: format!(
+                "the weight gradient is part of the backward: give at most --backward-cost {}",
+                num(args.backward_cost)
+            ),
+        });
+    }
+    let chunks = (stages / ranks.max(1)).max(1) as f64;
+    let mut costs = Costs::uniform(
+        stages,
+        args.forward_cost / chunks,
+        args.backward_cost / chunks,
+    );
     costs.transfer = args.transfer_cost;
+    if args.backward_cost > 0.0 {
+        costs.weight_fraction = weight / args.backward_cost;
+    }
     Ok(costs)
 }
 
@@ -157,12 +230,18 @@ struct Report {
     makespan: f64,
     /// Total idle time over p × makespan.
     bubble_fraction: f64,
-    /// (p − 1) / (m + p − 1): GPipe's and 1F1B's bubble with free transfers.
+    /// Stages per worker (interleaved's v; else 1).
+    virtual_stages: usize,
+    /// (p − 1) / (v·m + p − 1): GPipe's and 1F1B's bubble with free transfers (v = 1), and
+    /// interleaved 1F1B's.
     ideal_bubble_fraction: f64,
     peak_stash: Vec<usize>,
     per_stage: Vec<StageReport>,
     /// [`render::timeline`] of the simulation.
     grid: String,
+    /// The grid's column: the shortest compute action (see [`render::timeline`]).
+    #[serde(skip)]
+    unit: Option<f64>,
     /// The lowered plan's text form, with `--lowered`.
     #[serde(skip_serializing_if = "Option::is_none")]
     lowered_plan: Option<String>,
@@ -172,6 +251,8 @@ struct Report {
 struct CostsReport {
     forward: f64,
     backward: f64,
+    /// The weight gradient's part of `backward`.
+    weight: f64,
     transfer: f64,
 }
 
@@ -185,29 +266,27 @@ struct StageReport {
 }
 
 impl Report {
-    fn build(args: &PlanArgs) -> Result<Self, Failure> {
-        let costs = costs(args).map_err(Failure::usage)?;
-        let schedule = ScheduleKind::from(args.schedule);
-        // The schedule refuses only shapes (zero stages or micro-batches): the flags' fault.
-        let compute = schedule
-            .plan(args.stages, args.micro_batches)
-            .map_err(Failure::usage)?;
-        let plan = lower(&compute, Lowering::default());
+    fn build(args: &PlanArgs, schedule: String, compute: &Plan) -> Result<Self, Failure> {
+        let (p, m) = (compute.ranks(), compute.micro_batches());
+        let v = compute.stages() / p.max(1);
+        let costs = costs(args, compute.stages(), p).map_err(Failure::usage)?;
+        let plan = lower(compute, Lowering::default());
         // `simulate` validates the plan first: an invalid one is an error here, not a hang.
         let sim: Simulation = simulate(&plan, &costs)?;
-        let (p, m) = (args.stages, args.micro_batches);
         Ok(Self {
-            schedule: schedule.to_string(),
+            schedule,
             stages: p,
             micro_batches: m,
             costs: CostsReport {
                 forward: args.forward_cost,
                 backward: args.backward_cost,
+                weight: args.backward_cost * costs.weight_fraction,
                 transfer: args.transfer_cost,
             },
             makespan: sim.makespan,
             bubble_fraction: sim.bubble_fraction,
-            ideal_bubble_fraction: (p - 1) as f64 / (m + p - 1) as f64,
+            virtual_stages: v,
+            ideal_bubble_fraction: (p - 1) as f64 / (v * m + p - 1) as f64,
             peak_stash: sim.stages.iter().map(|s| s.peak_stash).collect(),
             per_stage: sim
                 .stages
@@ -221,6 +300,13 @@ impl Report {
                 })
                 .collect(),
             grid: render::timeline(&sim),
+            unit: sim
+                .stages
+                .iter()
+                .flat_map(|s| &s.timeline)
+                .filter(|slot| slot.action.kind.is_compute() && slot.end > slot.start)
+                .map(|slot| slot.end - slot.start)
+                .reduce(f64::min),
             lowered_plan: args.lowered.then(|| plan.to_string()),
         })
     }
@@ -231,18 +317,14 @@ impl Report {
         let c = &self.costs;
         let mut out = format!(
             "plan: {}, {p} stages, {m} micro-batches; costs per micro-batch and stage: \
-             forward {}, backward {}, transfer {}\n\n",
+             forward {}, backward {} (weight gradient {}), transfer {}\n\n",
             self.schedule,
             num(c.forward),
             num(c.backward),
+            num(c.weight),
             num(c.transfer),
         );
-        // The grid's column is the shortest compute action (see `render::timeline`).
-        let unit = [c.forward, c.backward]
-            .into_iter()
-            .filter(|&t| t > 0.0)
-            .reduce(f64::min);
-        match unit {
+        match self.unit {
             Some(unit) => {
                 out += &self.grid;
                 // Transfers shift starts off the column grid; render rounds them to a column.
@@ -252,18 +334,18 @@ impl Report {
                     ""
                 };
                 out += &format!(
-                    "(one column = {}; F forward, B backward, . idle; transfers not drawn{rounded})\n\n",
+                    "(one column = {}; F forward, B backward, I input gradient, W weight gradient, \
+                     . idle; transfers not drawn{rounded})\n\n",
                     num(unit)
                 );
             }
-            None => out += "(no grid: forward and backward both cost 0)\n\n",
+            None => out += "(no grid: every compute action costs 0)\n\n",
         }
-        let headers = ["stage", "busy", "idle", "bubble", "peak stash"];
-        let rows: Vec<[String; 5]> = self
+        let rows: Vec<Vec<String>> = self
             .per_stage
             .iter()
             .map(|s| {
-                [
+                vec![
                     s.stage.index().to_string(),
                     num(s.busy),
                     num(s.idle),
@@ -272,32 +354,16 @@ impl Report {
                 ]
             })
             .collect();
-        let widths: Vec<usize> = (0..headers.len())
-            .map(|i| {
-                rows.iter()
-                    .map(|r| r[i].len())
-                    .chain([headers[i].len()])
-                    .max()
-                    .unwrap_or(0)
-            })
-            .collect();
-        let line = |cells: &[&str]| {
-            let cells: Vec<String> = cells
-                .iter()
-                .zip(&widths)
-                .map(|(cell, &w)| format!("{cell:>w$}"))
-                .collect();
-            cells.join("  ") + "\n"
+        out += &table(&["stage", "busy", "idle", "bubble", "peak stash"], &rows);
+        let (v, formula) = match self.virtual_stages {
+            1 => (1, "(p-1)/(m+p-1)"),
+            v => (v, "(p-1)/(v*m+p-1)"),
         };
-        out += &line(&headers);
-        for row in &rows {
-            out += &line(&row.iter().map(String::as_str).collect::<Vec<_>>());
-        }
         out += &format!(
-            "\nbubble    {} of {p} stages x makespan (ideal (p-1)/(m+p-1) = {}/{} = {})\n",
+            "\nbubble    {} of {p} stages x makespan (ideal {formula} = {}/{} = {})\n",
             percent(self.bubble_fraction),
             p - 1,
-            m + p - 1,
+            v * m + p - 1,
             percent(self.ideal_bubble_fraction),
         );
         out += &format!("makespan  {}\n", num(self.makespan));
@@ -309,8 +375,33 @@ impl Report {
     }
 }
 
+/// Right-aligned columns under `headers`, two spaces apart, one line per row.
+pub(crate) fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let widths: Vec<usize> = (0..headers.len())
+        .map(|i| {
+            rows.iter()
+                .map(|r| r[i].len())
+                .chain([headers[i].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: &mut dyn Iterator<Item = &str>| {
+        let cells: Vec<String> = cells
+            .zip(&widths)
+            .map(|(cell, &w)| format!("{cell:>w$}"))
+            .collect();
+        cells.join("  ") + "\n"
+    };
+    let mut out = line(&mut headers.iter().copied());
+    for row in rows {
+        out += &line(&mut row.iter().map(String::as_str));
+    }
+    out
+}
+
 /// A time or cost for people: at most three decimals, no trailing zeros (`24`, `26.1`).
-fn num(value: f64) -> String {
+pub(crate) fn num(value: f64) -> String {
     let text = format!("{value:.3}");
     let text = text.trim_end_matches('0').trim_end_matches('.');
     if text == "-0" {
@@ -321,6 +412,6 @@ fn num(value: f64) -> String {
 }
 
 /// A fraction as a percentage with two decimals (`27.27 %`).
-fn percent(fraction: f64) -> String {
+pub(crate) fn percent(fraction: f64) -> String {
     format!("{:.2} %", fraction * 100.0)
 }

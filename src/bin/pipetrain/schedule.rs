@@ -1,11 +1,17 @@
 //! `--schedule`: the schedules the command line offers, as clap values.
 //!
-//! The names are those of [`ScheduleKind`]'s `FromStr` and `Display` (`gpipe`, `1f1b`, and
+//! The names are those of [`ScheduleKind`]'s `FromStr` and `Display` (`gpipe`, `1f1b`, `zb-h1` and
 //! the aliases it accepts); the test below holds the two to each other. The library stays free
 //! of clap: the mapping is the `From` here.
 
+use std::path::Path;
+
 use clap::ValueEnum;
-use pipetrain::ScheduleKind;
+use pipetrain::partitioner::Partition;
+use pipetrain::schedules::{Plan, PlanFile, Schedule};
+use pipetrain::{Layer, Pipeline, ScheduleKind};
+
+use crate::failure::Failure;
 
 /// A pipeline schedule, as `--schedule` spells it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
@@ -18,14 +24,73 @@ pub enum ScheduleArg {
     #[default]
     #[value(name = "1f1b", aliases = ["one-f-one-b", "pipedream-flush"])]
     OneFOneB,
+    /// ZB-H1 (zero bubble): 1F1B with the backward split into input gradient (sent upstream at
+    /// once) and weight gradient, placed to fill the bubbles; a third of 1F1B's bubble when
+    /// forward, input and weight gradients cost the same, at 1F1B's peak stash. Splits only
+    /// dense layers (the MLP's): a stage without one runs a full backward (with a warning).
+    #[value(name = "zb-h1", aliases = ["zbh1", "zero-bubble-h1"])]
+    ZbH1,
+    /// Interleaved 1F1B (Megatron-LM): each worker holds --virtual-stages chunks of the model
+    /// (chunk c on worker c mod p), so the model is cut into stages × v chunks; the bubble
+    /// shrinks v-fold, for v times the messages. --micro-batches must be a multiple of
+    /// --stages.
+    #[value(name = "interleaved", alias = "interleaved-1f1b")]
+    Interleaved,
+    /// ZB-V (zero bubble in a V): two chunks per worker, worker r holding chunks r and
+    /// 2p − 1 − r, the backward split as in zb-h1; about zero bubble at 1F1B's activation
+    /// memory when forward, input and weight gradients cost the same.
+    #[value(name = "zb-v", aliases = ["zbv", "zero-bubble-v"])]
+    ZbV,
 }
 
-impl From<ScheduleArg> for ScheduleKind {
-    fn from(schedule: ScheduleArg) -> Self {
-        match schedule {
+impl ScheduleArg {
+    /// The library's schedule; `virtual_stages` is interleaved's chunks per worker (the others
+    /// ignore it).
+    pub fn kind(self, virtual_stages: usize) -> ScheduleKind {
+        match self {
             ScheduleArg::Gpipe => ScheduleKind::GPipe,
             ScheduleArg::OneFOneB => ScheduleKind::OneFOneB,
+            ScheduleArg::ZbH1 => ScheduleKind::ZbH1,
+            ScheduleArg::Interleaved => ScheduleKind::Interleaved { virtual_stages },
+            ScheduleArg::ZbV => ScheduleKind::ZbV,
         }
+    }
+}
+
+/// The schedule of `--schedule`, or the plan read from `--plan FILE`, parsed and validated
+/// (a bad file is a usage error naming its path, line and column).
+pub fn of(
+    schedule: ScheduleArg,
+    virtual_stages: usize,
+    plan: Option<&Path>,
+) -> Result<Schedule, Failure> {
+    match plan {
+        Some(path) => Ok(read_plan(path)?.into()),
+        None => Ok(schedule.kind(virtual_stages).into()),
+    }
+}
+
+/// The compute plan in the file at `path`, parsed and validated.
+pub fn read_plan(path: &Path) -> Result<Plan, Failure> {
+    let at = |e: &dyn std::fmt::Display| Failure::usage(format!("--plan {}: {e}", path.display()));
+    let text = std::fs::read_to_string(path).map_err(|e| at(&e))?;
+    let file = PlanFile::parse(&text).map_err(|e| at(&e))?;
+    file.check().map_err(|e| at(&e))?;
+    Ok(file.plan().clone())
+}
+
+/// Warns, on stderr, about each stage that runs full backwards where the schedule placed split
+/// ones (see [`Pipeline::fused_stages`]), naming its layers.
+pub fn warn_fused<L: Layer>(pipeline: &Pipeline<L>, partition: &Partition) {
+    for stage in pipeline.fused_stages() {
+        let layers = partition.range(stage);
+        eprintln!(
+            "warning: {} places split backwards, but {stage} (layers {layers:?}) has no layer \
+             with a split backward (the MLP's dense layers have one): it runs full backwards, \
+             with 1F1B's bubble there; use --backward split with a model of dense layers, or \
+             --schedule 1f1b",
+            pipeline.schedule()
+        );
     }
 }
 
@@ -40,15 +105,19 @@ mod tests {
     fn every_kind_is_offered_under_its_library_name_and_aliases() {
         let kinds: Vec<ScheduleKind> = ScheduleArg::value_variants()
             .iter()
-            .map(|&s| ScheduleKind::from(s))
+            .map(|&s| s.kind(2))
             .collect();
-        assert_eq!(kinds, ScheduleKind::ALL);
+        let interleaved = ScheduleKind::Interleaved { virtual_stages: 2 };
+        let two_per_rank = [interleaved, ScheduleKind::ZbV];
+        assert_eq!(kinds, [&ScheduleKind::ALL[..], &two_per_rank].concat());
         for &arg in ScheduleArg::value_variants() {
             let value = arg.to_possible_value().unwrap();
-            assert_eq!(value.get_name(), ScheduleKind::from(arg).to_string());
+            if arg != ScheduleArg::Interleaved {
+                assert_eq!(value.get_name(), arg.kind(2).to_string());
+            }
             for name in value.get_name_and_aliases() {
                 let parsed: ScheduleKind = name.parse().unwrap();
-                assert_eq!(parsed, ScheduleKind::from(arg), "{name}");
+                assert_eq!(parsed, arg.kind(2), "{name}");
             }
         }
     }

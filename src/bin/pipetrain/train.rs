@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use burn::prelude::*;
 use pipetrain::engine::SingleDevice;
-use pipetrain::{Batch, CrossEntropy, Layer, OptimizerConfig, Pipeline, Remat, ScheduleKind, Tie};
+use pipetrain::{Batch, CrossEntropy, Layer, OptimizerConfig, Pipeline, Remat, Tie};
 
 use crate::args::{OptimizerKind, TrainArgs};
 use crate::checkpoints;
@@ -98,7 +98,7 @@ pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
 /// The settings every model trains with, checked once.
 struct Settings<'a> {
     args: &'a TrainArgs,
-    schedule: ScheduleKind,
+    schedule: pipetrain::schedules::Schedule,
     remat: Remat,
     optimizer: OptimizerConfig,
     optimizer_name: &'static str,
@@ -117,7 +117,7 @@ fn train(
     metrics: Option<Metrics>,
     dist: Option<&Distributed>,
 ) -> Result<Exit, Failure> {
-    let schedule = ScheduleKind::from(args.schedule);
+    let schedule = crate::schedule::of(args.schedule, args.virtual_stages, args.plan.as_deref())?;
     let remat: Remat = args.remat();
     if args.batch == 0 {
         return Err(Failure::usage("--batch 0: must be at least 1"));
@@ -220,7 +220,7 @@ fn train_with<L: Layer>(
     let mut builder = Pipeline::builder()
         .layers(layers)
         .micro_batches(args.micro_batches)
-        .schedule(s.schedule)
+        .schedule(s.schedule.clone())
         .remat(s.remat)
         .backward(args.backward.with_group(args.weight_group))
         .optimizer(s.optimizer.clone())
@@ -331,6 +331,7 @@ fn train_with<L: Layer>(
         if step == first_step {
             if let Some(p) = pipeline.partition() {
                 progress.println(&format!("stage split: {p} (balance {:?})", p.balance()));
+                crate::schedule::warn_fused(&pipeline, p);
             }
         }
         if let Some(r) = reference.as_mut() {

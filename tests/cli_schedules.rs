@@ -1,0 +1,267 @@
+//! `pipetrain train --schedule zb-h1`: the zero-bubble schedule from the command line, on a
+//! model whose layers split their backward (the MLP) and on one whose layers do not (the GPT).
+
+mod common;
+use common::{TINY_GPT, max_rel_diff, pipetrain, stdout_of_success};
+
+#[test]
+fn zb_h1_over_three_stages_matches_single_device() {
+    let args = [
+        "train",
+        "--stages",
+        "3",
+        "--micro-batches",
+        "6",
+        "--schedule",
+        "zb-h1",
+        "--width",
+        "32",
+        "--hidden-layers",
+        "4",
+        "--batch",
+        "24",
+        "--steps",
+        "2",
+        "--verify",
+    ];
+    let out = pipetrain(&args);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let stdout = stdout_of_success(&args, out);
+    assert!(
+        stdout.contains("zb-h1"),
+        "the header names the schedule:\n{stdout}"
+    );
+    max_rel_diff(&stdout);
+    assert!(
+        !stderr.contains("warning"),
+        "every MLP stage splits:\n{stderr}"
+    );
+}
+
+#[test]
+fn zb_h1_on_a_model_without_split_backward_warns_and_still_matches() {
+    let args = [
+        &["train"][..],
+        &TINY_GPT,
+        &["--stages", "2", "--micro-batches", "2", "--steps", "1"],
+        &["--schedule", "zb-h1", "--verify"],
+    ]
+    .concat();
+    let out = pipetrain(&args);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let stdout = stdout_of_success(&args, out);
+    max_rel_diff(&stdout);
+    for stage in ["stage 0 (layers 0..", "stage 1 (layers "] {
+        assert!(
+            stderr.contains(&format!(
+                "warning: zb-h1 places split backwards, but {stage}"
+            )),
+            "{stage}:\n{stderr}"
+        );
+    }
+    assert!(stderr.contains("runs full backwards"), "{stderr}");
+}
+
+/// `pipetrain plan --format csv` writes the plan `train --plan` runs: the same training as
+/// `--schedule`, bitwise (same plan, same order), and within the tolerance of one device.
+#[test]
+fn a_plan_written_as_csv_trains_like_its_schedule() {
+    let dir = common::scratch("plan-csv");
+    let path = dir.path().join("zb.csv");
+    let csv = common::success(&[
+        "plan",
+        "--stages",
+        "2",
+        "--micro-batches",
+        "4",
+        "--schedule",
+        "zb-h1",
+        "--format",
+        "csv",
+    ]);
+    assert_eq!(csv.lines().count(), 2, "one row per stage:\n{csv}");
+    assert!(csv.starts_with("0F0,0F1,0I0,0W0,"), "{csv}");
+    std::fs::write(&path, &csv).unwrap();
+    let shape = ["--stages", "2", "--micro-batches", "4", "--batch", "16"];
+    let run = |how: &[&str]| {
+        let args = [&["train"][..], &common::TINY, &shape, how, &["--verify"]].concat();
+        common::success(&args)
+    };
+    let from_file = run(&["--plan", path.to_str().unwrap()]);
+    let generated = run(&["--schedule", "zb-h1"]);
+    let diff = |stdout: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with("verify: max_rel_diff="))
+            .map(str::to_string)
+    };
+    max_rel_diff(&from_file);
+    assert_eq!(diff(&from_file), diff(&generated));
+    assert!(from_file.contains("a given plan"), "{from_file}");
+}
+
+/// A hand-written plan that deadlocks is refused before training, naming the file, line and
+/// column; so is one of the wrong shape, naming the flags that fix it.
+#[test]
+fn a_bad_plan_file_is_refused_with_line_and_column() {
+    let dir = common::scratch("plan-bad");
+    let path = dir.path().join("mine.csv");
+    std::fs::write(&path, "# mine\n0F0,0B0,0F1,0B1\n1F0,1F1,1B0,1B1\n").unwrap();
+    let file = path.to_str().unwrap();
+    let args = |extra: &[&'static str]| -> Vec<String> {
+        [&["train", "--plan", file][..], &common::TINY, extra]
+            .concat()
+            .into_iter()
+            .map(String::from)
+            .collect()
+    };
+    let refused = |args: Vec<String>| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        common::failure_with(common::USAGE, &args)
+    };
+    let err = refused(args(&["--stages", "2", "--micro-batches", "2"]));
+    assert!(
+        err.contains(&format!(
+            "--plan {file}: plan file line 2, column 2 (`0B0`): deadlock"
+        )),
+        "{err}"
+    );
+    std::fs::write(&path, "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n").unwrap();
+    let err = refused(args(&["--stages", "2", "--micro-batches", "4"]));
+    assert!(err.contains("--micro-batches 2"), "{err}");
+    std::fs::write(&path, "0F0,0RB0,0B0\n").unwrap();
+    let err = refused(args(&["--stages", "1", "--micro-batches", "1"]));
+    assert!(
+        err.contains("line 1: column 2") && err.contains("compute actions only"),
+        "{err}"
+    );
+}
+
+/// `plan --compare` puts every schedule in one table, with the simulator's speed-up over 1F1B.
+#[test]
+fn plan_compare_tables_every_schedule() {
+    let out = common::success(&["plan", "--compare", "--stages", "4", "--micro-batches", "8"]);
+    let row = |name: &str| {
+        out.lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no {name} row:\n{out}"))
+            .split_whitespace()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        row("1f1b")[1..],
+        ["33", "27.27", "%", "1.00x", "4", "3", "2", "1"]
+    );
+    assert_eq!(row("gpipe")[1..5], ["33", "27.27", "%", "1.00x"]);
+    assert_eq!(
+        row("zb-h1")[1..],
+        ["27", "11.11", "%", "1.22x", "4", "4", "4", "4"]
+    );
+    let json: serde_json::Value = serde_json::from_str(&common::success(&[
+        "plan",
+        "--compare",
+        "--format",
+        "json",
+        "--stages",
+        "2",
+        "--micro-batches",
+        "4",
+        "--weight-cost",
+        "0.5",
+    ]))
+    .unwrap();
+    assert_eq!(json["weight_cost"], 0.5);
+    // gpipe, 1f1b, zb-h1, zb-v and interleaved-v2 (4 micro-batches fill whole rounds of 2)
+    assert_eq!(json["schedules"].as_array().unwrap().len(), 5);
+}
+
+/// `--schedule interleaved --virtual-stages 2`: the model is cut into stages × 2 chunks and
+/// trains like one device; a micro-batch count that is not a multiple of the stages is refused
+/// naming the nearest that work.
+#[test]
+fn interleaved_from_the_command_line() {
+    let shape = [
+        "--stages",
+        "2",
+        "--virtual-stages",
+        "2",
+        "--schedule",
+        "interleaved",
+        "--width",
+        "16",
+        "--hidden-layers",
+        "4",
+    ];
+    let stdout = common::success(
+        &[
+            &["train"][..],
+            &shape,
+            &[
+                "--micro-batches",
+                "4",
+                "--batch",
+                "16",
+                "--steps",
+                "2",
+                "--verify",
+            ],
+        ]
+        .concat(),
+    );
+    max_rel_diff(&stdout);
+    assert!(stdout.contains("interleaved-v2"), "{stdout}");
+    // The split is measured (by time): only its chunk count is fixed, stages × v = 4.
+    let split = stdout
+        .lines()
+        .find(|l| l.starts_with("stage split: ["))
+        .unwrap_or_else(|| panic!("no split line:\n{stdout}"));
+    assert_eq!(split.matches(" | ").count(), 3, "{split}");
+    let err = common::failure_with(
+        common::USAGE,
+        &[
+            &["train"][..],
+            &shape,
+            &["--micro-batches", "3", "--batch", "12"],
+        ]
+        .concat(),
+    );
+    assert!(
+        err.contains("--micro-batches 2 or --micro-batches 4"),
+        "{err}"
+    );
+    let out = common::success(&["plan", "--compare", "--stages", "2", "--micro-batches", "4"]);
+    assert!(out.contains("interleaved-v2"), "{out}");
+}
+
+/// `--schedule zb-v`: two chunks per worker in a V, trained like one device; `plan --compare`
+/// lists it.
+#[test]
+fn zb_v_from_the_command_line() {
+    let stdout = common::success(&[
+        "train",
+        "--schedule",
+        "zb-v",
+        "--stages",
+        "2",
+        "--micro-batches",
+        "4",
+        "--batch",
+        "16",
+        "--width",
+        "16",
+        "--hidden-layers",
+        "4",
+        "--steps",
+        "2",
+        "--verify",
+    ]);
+    max_rel_diff(&stdout);
+    assert!(stdout.contains("zb-v"), "{stdout}");
+    let out = common::success(&["plan", "--compare", "--stages", "4", "--micro-batches", "8"]);
+    let zb_v = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("zb-v "))
+        .unwrap_or_else(|| panic!("no zb-v row:\n{out}"));
+    assert!(zb_v.contains("5.88 %"), "{zb_v}");
+}
