@@ -111,7 +111,11 @@ fn select(args: &BenchArgs, mpi: bool) -> Result<Vec<Row>, String> {
             .as_ref()
             .is_none_or(|only| row.label().to_lowercase().contains(&only.to_lowercase()))
     };
-    let all = configs::rows(&args.micro_batches, args.threads, mpi);
+    // A row that cuts more chunks than the model has layers (hidden blocks + head) cannot run.
+    let all: Vec<Row> = configs::rows(&args.micro_batches, args.threads, mpi)
+        .into_iter()
+        .filter(|r| r.shape.chunks() <= args.hidden_layers + 1)
+        .collect();
     let mut main: Vec<Row> = all.iter().filter(|r| matches(r)).cloned().collect();
     // An MPI row is read against the same layout in this process: that row runs too.
     let twins: Vec<Row> = all

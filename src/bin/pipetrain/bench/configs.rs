@@ -101,6 +101,16 @@ impl Shape {
         }
     }
 
+    /// Model stages the row cuts: stages × the schedule's chunks per rank.
+    pub fn chunks(&self) -> usize {
+        match *self {
+            Shape::Pipeline {
+                stages, schedule, ..
+            } => stages * schedule.virtual_stages(),
+            Shape::Independent { .. } => 1,
+        }
+    }
+
     /// Processes the row runs in (1 but for MPI rows).
     pub fn processes(&self) -> usize {
         match *self {
@@ -296,6 +306,29 @@ pub fn rows(ms: &[usize], threads: usize, mpi: bool) -> Vec<Row> {
             });
         }
     }
+    // The schedules beyond 1F1B at m = 8 (or the largest count given): zero bubble and
+    // interleaved on 2 ranks; their bubble is below the fill-drain bound the limit assumes.
+    if let Some(&m) = ms
+        .iter()
+        .filter(|&&m| m >= 2)
+        .min_by_key(|&&m| m.abs_diff(8))
+    {
+        for (schedule, name) in [
+            (ScheduleKind::ZbH1, "ZB-H1"),
+            (
+                ScheduleKind::Interleaved { virtual_stages: 2 },
+                "interleaved v=2",
+            ),
+            (ScheduleKind::ZbV, "ZB-V"),
+        ] {
+            rows.push(Row {
+                group: "schedules",
+                name: format!("{name}, 2 ranks, m={m}"),
+                shape: pipeline(1, 2, m, schedule, false),
+                peer: None,
+            });
+        }
+    }
     rows.push(Row {
         group: "hybrid",
         name: "2 replicas x 2 stages, 1F1B, m=4".into(),
@@ -370,6 +403,7 @@ mod tests {
         let rows = rows(&[1, 4, 8, 32], 1, true);
         for group in [
             "MPI",
+            "schedules",
             "data parallel",
             "model parallel",
             "pipelined",
@@ -399,7 +433,7 @@ mod tests {
         // Every row with a PyTorch counterpart but 1F1B at m = 1, which torch refuses.
         let no_peer: Vec<_> = rows
             .iter()
-            .filter(|r| r.peer.is_none() && r.group != "backward")
+            .filter(|r| r.peer.is_none() && r.group != "backward" && r.group != "schedules")
             .map(Row::label)
             .collect();
         assert_eq!(

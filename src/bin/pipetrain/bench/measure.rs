@@ -139,9 +139,11 @@ fn build(shape: &Shape, w: &Workload, device: &Device) -> pipetrain::Result<Pipe
     };
     device.seed(INIT_SEED);
     let layers = MlpConfig::new(w.width, w.hidden, w.classes).init(device);
+    // Interleaved schedules cut each rank's share into chunks: the balance lists the chunks.
+    let chunks = stages * schedule.virtual_stages();
     Pipeline::builder()
         .layers(layers)
-        .balance(balance(w.hidden, stages))
+        .balance(balance(w.hidden, chunks))
         .micro_batches(m)
         .schedule(schedule)
         .remat(Remat::Never)
