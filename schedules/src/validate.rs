@@ -11,7 +11,7 @@
 //! A failure names the stage, the step (index in the stage's program), the action and the
 //! reason, followed by the program grid with the failing step marked `>…<`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 use crate::action::{Action, ActionKind};
@@ -344,9 +344,18 @@ fn check_stage(plan: &Plan, stage: StageId, purpose: Purpose) -> std::result::Re
     Ok(())
 }
 
-/// Every send has its receive on the neighbour, and every receive its send.
+/// Every send has its receive on the neighbour, and every receive its send. Looked up in a set
+/// of every rank's actions: a search of the neighbour's program per message made `plan` take
+/// O(p·m²) (p = 200, m = 2000: 9 s).
 fn check_matching(plan: &Plan) -> std::result::Result<(), Failure> {
     use ActionKind::*;
+    // Each action with the rank whose program holds it.
+    let held: HashSet<(usize, Action)> = plan
+        .programs()
+        .iter()
+        .enumerate()
+        .flat_map(|(rank, program)| program.iter().map(move |&a| (rank, a)))
+        .collect();
     for (rank, program) in plan.programs().iter().enumerate() {
         for (step, &a) in program.iter().enumerate() {
             let s = a.stage.index();
@@ -362,8 +371,8 @@ fn check_matching(plan: &Plan) -> std::result::Result<(), Failure> {
                 kind: counterpart.1,
                 ..a
             };
-            let there = plan.rank_of(c.stage).map(|r| &plan.programs()[r]);
-            if !there.is_some_and(|p| p.contains(&c)) {
+            let there = plan.rank_of(c.stage);
+            if !there.is_some_and(|r| held.contains(&(r, c))) {
                 let v = Violation::Unmatched { counterpart: c };
                 return Err((StageId::from(rank), step, a, v));
             }
