@@ -6,7 +6,7 @@
 //! stage s waits for the forward of k on s − 1, a backward waits for the backward on s + 1.
 //! The run reaches a fixed point; programs that are not finished then are deadlocked.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::action::{Action, ActionKind};
 use crate::id::{MicroBatchId, StageId};
@@ -51,7 +51,9 @@ pub(crate) fn run(
     let p = plan.ranks();
     let stages = plan.stages();
     let lowered = plan.is_lowered();
-    let mut done: HashMap<Key, f64> = HashMap::new();
+    let actions: usize = plan.programs().iter().map(Vec::len).sum();
+    let mut done: HashMap<Key, f64> =
+        HashMap::with_capacity_and_hasher(actions, Default::default());
     let mut slots: Vec<Vec<Slot>> = vec![Vec::new(); p];
     let mut pc = vec![0usize; p];
     let mut clock = vec![0f64; p];

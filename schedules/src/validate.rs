@@ -11,7 +11,7 @@
 //! A failure names the stage, the step (index in the stage's program), the action and the
 //! reason, followed by the program grid with the failing step marked `>…<`.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::fmt;
 
 use crate::action::{Action, ActionKind};
@@ -235,7 +235,7 @@ fn check_stage(plan: &Plan, stage: StageId, purpose: Purpose) -> std::result::Re
     let rank = plan.rank_of(stage).expect("a stage of the plan");
     let row = StageId::from(rank);
     let program = &plan.programs()[rank];
-    let mut seen: HashMap<(ActionKind, Option<MicroBatchId>), usize> = HashMap::new();
+    let mut seen: HashMap<(ActionKind, Option<MicroBatchId>), usize> = HashMap::default();
     let mut last_backward = None;
     for (step, &a) in program.iter().enumerate().filter(|(_, a)| a.stage == stage) {
         let fail = |v| Err((row, step, a, v));
