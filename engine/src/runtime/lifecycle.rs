@@ -68,9 +68,15 @@ pub(super) struct Plans {
 ///     inputs: Tensor::<2>::ones([8, 4], &device).into(),
 ///     targets: Tensor::<2>::zeros([8, 2], &device).into(),
 /// };
+/// let threads = runtime.threads(); // one persistent thread per worker
 /// let first = runtime.step(&batch)?;
 /// let second = runtime.step(&batch)?;
 /// assert!(second.loss < first.loss);
+/// // The same four threads ran both steps.
+/// assert_eq!(runtime.threads(), threads);
+/// let ids: std::collections::HashSet<_> = threads.iter().map(|(_, t)| *t).collect();
+/// assert_eq!(ids.len(), 4);
+/// // Joined here: none outlives the runtime.
 /// assert_eq!(runtime.into_workers().into_model().len(), 2);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
