@@ -112,7 +112,7 @@ impl MpiCollective {
         let values = match envelope.body {
             Body::Values(values) => values,
             // From a member in this process: the sender's buffer itself, if it let go of it.
-            Body::Shared(values) => Arc::try_unwrap(values).unwrap_or_else(|v| v.to_vec()),
+            Body::Shared(values) => take_back(values),
             Body::Bytes(bytes) => {
                 return Err(CollectiveError::Mismatch {
                     peer,
@@ -136,6 +136,46 @@ impl MpiCollective {
     /// The key of tensor `i`'s message from member `member` in call `call`.
     fn key(&self, call: u32, i: usize, member: usize) -> (u32, u32) {
         (call, (i * self.size() + member) as u32)
+    }
+
+    /// Sends tensor `i`'s `values` (owned here) to every other member in call `call`, as one
+    /// buffer they all share; [`collect`](Self::collect) takes it back.
+    fn share(
+        &self,
+        call: u32,
+        i: usize,
+        values: Vec<f32>,
+    ) -> Result<Arc<Vec<f32>>, CollectiveError> {
+        let values = Arc::new(values);
+        for peer in (0..self.size()).filter(|&p| p != self.rank) {
+            self.send_body(
+                peer,
+                self.key(call, i, self.rank),
+                Body::Shared(Arc::clone(&values)),
+            )?;
+        }
+        Ok(values)
+    }
+
+    /// Receives every tensor another member owns (call `call`) into `out`, then takes back the
+    /// buffers this member [`share`](Self::share)d.
+    fn collect(
+        &mut self,
+        call: u32,
+        owners: &[usize],
+        lens: &[usize],
+        out: &mut [Option<Vec<f32>>],
+        shared: Vec<(usize, Arc<Vec<f32>>)>,
+    ) -> Result<(), CollectiveError> {
+        let me = self.rank;
+        for i in (0..out.len()).filter(|&i| owners[i] != me) {
+            let key = self.key(call, i, owners[i]);
+            out[i] = Some(self.recv(owners[i], key, lens[i])?);
+        }
+        for (i, values) in shared {
+            out[i] = Some(take_back(values));
+        }
+        Ok(())
     }
 
     /// Tensor `i` summed over the members in rank order at member `owners[i]`, which gets
@@ -176,29 +216,22 @@ impl MpiCollective {
             }
             let sum = sum.expect("at least one member");
             if share {
-                // Sent as it is to every peer; taken back below, once the sends are done.
-                let sum = Arc::new(sum);
-                for peer in (0..size).filter(|&p| p != me) {
-                    let key = self.key(gather, i, me);
-                    self.send_body(peer, key, Body::Shared(Arc::clone(&sum)))?;
-                }
-                shared.push((i, sum));
+                shared.push((i, self.share(gather, i, sum)?));
             } else {
                 out[i] = Some(sum);
             }
         }
         if share {
-            for i in (0..out.len()).filter(|&i| owners[i] != me) {
-                let key = self.key(gather, i, owners[i]);
-                out[i] = Some(self.recv(owners[i], key, lens[i])?);
-            }
-            for (i, sum) in shared {
-                // Still held by a send in flight: copied rather than waited for.
-                out[i] = Some(Arc::try_unwrap(sum).unwrap_or_else(|sum| sum.to_vec()));
-            }
+            self.collect(gather, owners, &lens, &mut out, shared)?;
         }
         Ok(out)
     }
+}
+
+/// The buffer of a shared send: its own once every send let go of it, else a copy (a send
+/// still in flight is not waited for).
+fn take_back(values: Arc<Vec<f32>>) -> Vec<f32> {
+    Arc::try_unwrap(values).unwrap_or_else(|v| v.to_vec())
 }
 
 /// A rank-1 tensor of `values` on `device`.
@@ -255,7 +288,7 @@ impl Collective for MpiCollective {
         lens: &[usize],
         device: &Device,
     ) -> Result<Vec<Tensor<1>>, CollectiveError> {
-        let (me, size) = (self.rank, self.size());
+        let me = self.rank;
         self.calls += 1;
         let call = self.calls;
         let mut out: Vec<Option<Vec<f32>>> = vec![None; lens.len()];
@@ -264,19 +297,10 @@ impl Collective for MpiCollective {
             if owners[i] != me {
                 continue;
             }
-            let v = Arc::new(tensor_values(t.expect("an owner passes its tensors")));
-            for peer in (0..size).filter(|&p| p != me) {
-                self.send_body(peer, self.key(call, i, me), Body::Shared(Arc::clone(&v)))?;
-            }
-            shared.push((i, v));
+            let values = tensor_values(t.expect("an owner passes its tensors"));
+            shared.push((i, self.share(call, i, values)?));
         }
-        for i in (0..lens.len()).filter(|&i| owners[i] != me) {
-            let key = self.key(call, i, owners[i]);
-            out[i] = Some(self.recv(owners[i], key, lens[i])?);
-        }
-        for (i, v) in shared {
-            out[i] = Some(Arc::try_unwrap(v).unwrap_or_else(|v| v.to_vec()));
-        }
+        self.collect(call, owners, lens, &mut out, shared)?;
         Ok(out
             .into_iter()
             .map(|v| tensor(v.expect("every tensor placed"), device))
