@@ -311,3 +311,32 @@ fn unsupported_zero_stage_is_refused() {
     let stderr = train_failure(&tiny(&["--zero", "3"]));
     assert!(stderr.contains("ZeRO stage 3"), "{stderr}");
 }
+
+#[test]
+fn the_device_list_reaches_the_builder_and_cuda_without_the_feature_says_how() {
+    // Three devices for one replica of two stages: only the builder can refuse this, so the
+    // message proves the CLI hands --devices to it.
+    let err = train_failure(&tiny(&["--devices", "cpu,cpu,cpu", "--stages", "2"]));
+    assert!(
+        err.contains("3 devices") && err.contains("one device per stage"),
+        "{err}"
+    );
+    // One per stage and one per worker train (both CPU here) and match single device.
+    assert!(verified(&tiny(&["--devices", "cpu,cpu", "--stages", "2"])) <= common::TOLERANCE);
+    let per_worker = [
+        "--device",
+        "cpu,cpu,cpu,cpu",
+        "--stages",
+        "2",
+        "--replicas",
+        "2",
+    ];
+    assert!(verified(&tiny(&per_worker)) <= common::TOLERANCE);
+    if !cfg!(feature = "cuda") {
+        let err = train_failure(&tiny(&["--device", "cuda:0"]));
+        assert!(
+            err.contains("--features cuda") && !err.contains("panicked"),
+            "{err}"
+        );
+    }
+}

@@ -81,6 +81,7 @@ Examples:
 
   # on a GPU (a build with --features cuda)
   pipetrain train --device cuda:0 --stages 2 --micro-batches 8
+  pipetrain train --devices cuda:0,cuda:1 --stages 2 --replicas 2   # one GPU per stage
 
   # real data with a held-out split; accuracy (or perplexity) on it at the end
   pipetrain train --data mnist:data/mnist --width 784 --held-out 0.1 --steps 200
@@ -246,10 +247,11 @@ pub struct TrainArgs {
     /// Compute threads per worker (default: cores / workers).
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Device of every worker: cpu (burn's flex backend), cuda or cuda:N (a build with
-    /// `--features cuda`).
-    #[arg(long, default_value = "cpu")]
-    pub device: crate::device::DeviceSpec,
+    /// Devices of the workers: cpu (burn's flex backend), cuda or cuda:N (a build with
+    /// `--features cuda`); one for all, or a comma list with one per stage or one per worker
+    /// (replica-major), e.g. `--devices cuda:0,cuda:1` for two stages.
+    #[arg(long, visible_alias = "devices", default_value = "cpu")]
+    pub device: crate::device::Devices,
     /// Also train a single-device copy on the same data and compare the weights at the end;
     /// prints `verify: max_rel_diff=<x>` and exits with 3 if x > --verify-tolerance.
     #[arg(long, overrides_with = "no_verify")]

@@ -104,7 +104,10 @@ struct Settings<'a> {
     optimizer_name: &'static str,
     model: Model,
     data: Data,
+    /// The first of `devices`: the model's init, the data and the `--verify` reference.
     device: Device,
+    /// `--device`: the workers' devices as the builder takes them.
+    devices: Vec<Device>,
     ties: Vec<Tie>,
     /// SIGINT/SIGTERM, in a one-process run.
     stop: Option<Stop>,
@@ -149,7 +152,8 @@ fn train(
     let data = Data::open(args, args.batch)?;
     let model = Model::from_args(args, data.shapes()).map_err(Failure::usage)?;
     model.check_fits().map_err(Failure::usage)?;
-    let device = args.device.device().map_err(Failure::usage)?;
+    let devices = args.device.devices().map_err(Failure::usage)?;
+    let device = devices[0].clone();
     device.seed(args.seed);
     let ties = match (&model, args.tie_embeddings) {
         (Model::Gpt(c), true) => vec![c.tie_embeddings()],
@@ -169,6 +173,7 @@ fn train(
         model,
         data,
         device,
+        devices,
         ties,
         stop: dist.is_none().then(Stop::install).transpose()?,
     };
@@ -224,6 +229,7 @@ fn train_with<L: Layer>(
         .remat(s.remat)
         .backward(args.backward.with_group(args.weight_group))
         .optimizer(s.optimizer.clone())
+        .devices(s.devices.iter().cloned())
         .learning_rate(args.lr)
         .loss(CrossEntropy)
         .replicas(args.replicas)
