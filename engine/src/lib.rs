@@ -96,7 +96,7 @@ pub use optimizer::OptimizerConfig;
 pub use params::{Difference, difference, parameters, trainable_parameters};
 pub use reference::SingleDevice;
 pub use remat::{ParseRematError, Remat};
-pub use report::{StepOutcome, WorkerReport};
+pub use report::{ActionTimes, StepOutcome, WorkerReport};
 pub use runtime::{Backward, DataParallel, Runtime, RuntimeConfig};
 pub use tie::{Tie, TieError, TiePlan, equalize};
 pub use transport::{ChannelTransport, Flow, Tag, Transport, TransportError};

@@ -119,6 +119,14 @@ impl Shape {
         }
     }
 
+    /// This shape with `schedule` instead of its own.
+    pub fn with_schedule(mut self, schedule: ScheduleKind) -> Shape {
+        if let Shape::Pipeline { schedule: s, .. } = &mut self {
+            *s = schedule;
+        }
+        self
+    }
+
     /// The same configuration in this process.
     pub fn in_process(mut self) -> Shape {
         if let Shape::Pipeline { processes, .. } = &mut self {

@@ -5,6 +5,7 @@
 use std::time::Instant;
 
 use burn::prelude::*;
+use pipetrain::schedules::simulate;
 use pipetrain::{Backward, Batch, OptimizerConfig, Pipeline, Remat};
 use pipetrain_models::{MlpConfig, MlpLayer, synthetic};
 
@@ -31,12 +32,16 @@ pub struct Measured {
     pub peak_memory: u64,
     /// Cores the other processes of the machine kept busy during the measured steps.
     pub others: Option<f64>,
+    /// Per measured step (one-pipeline rows): the samples/s the simulator predicts for the
+    /// plan with the F/B/W costs that step measured.
+    pub predicted: Vec<f64>,
 }
 
 impl Measured {
     /// This run's rates and the other's, the later run's loss and memory, the busier reading.
     pub fn merge(&mut self, other: Measured) {
         self.rates.extend(other.rates);
+        self.predicted.extend(other.predicted);
         self.loss = other.loss;
         self.peak_memory = self.peak_memory.max(other.peak_memory);
         self.others = match (self.others, other.others) {
@@ -99,6 +104,11 @@ fn run(shape: &Shape, workload: &Workload) -> pipetrain::Result<Measured> {
             measured
                 .rates
                 .push((copies * workload.batch) as f64 / seconds);
+            if let ([pipeline], [report]) = (&pipelines[..], &reports[..]) {
+                let simulated = simulate(pipeline.plan(), &report.measured_costs())?;
+                let makespan = simulated.makespan.max(1e-12);
+                measured.predicted.push(workload.batch as f64 / makespan);
+            }
         }
         measured.loss = reports[0].loss;
         if step + 1 == workload.warmup + workload.steps {

@@ -219,6 +219,7 @@ pub fn render(header: &Header, lines: &[Line]) -> String {
     }
     let _ = writeln!(out);
     let _ = write!(out, "{}", against_in_process(lines));
+    let _ = write!(out, "{}", against_one_f_one_b(lines));
     let _ = writeln!(out, "{}", notes(with_peers, lines));
     out
 }
@@ -243,6 +244,45 @@ fn against_in_process(lines: &[Line]) -> String {
             local.row.label(),
             rate(Some(mpi)),
             rate(Some(here))
+        );
+    }
+    if !out.is_empty() {
+        out.push('\n');
+    }
+    out
+}
+
+/// Each `schedules` row's speed-up over 1F1B at the same layout and m, measured and as the
+/// simulator predicts it from the action costs each run measured.
+fn against_one_f_one_b(lines: &[Line]) -> String {
+    use pipetrain::ScheduleKind;
+    let mut out = String::new();
+    for line in lines.iter().filter(|l| l.row.group == "schedules") {
+        let twin = line.row.shape.with_schedule(ScheduleKind::OneFOneB);
+        let Some(base) = lines.iter().find(|l| l.row.shape == twin) else {
+            continue;
+        };
+        if out.is_empty() {
+            out.push_str(
+                "Schedules over 1F1B at the same m: measured (median samples/s ÷ 1F1B's) and \
+                 predicted (the simulator run on each plan with the per-stage forward, backward \
+                 input / weight, all-reduce and optimizer times its own steps measured; \
+                 transfers free):\n\n",
+            );
+        }
+        let (x, one) = (median(&line.ours.rates), median(&base.ours.rates));
+        let (px, pone) = (median(&line.ours.predicted), median(&base.ours.predicted));
+        let _ = writeln!(
+            out,
+            "- `{}`: measured {} ({} vs {} samples/s), predicted {} ({} vs {} samples/s \
+             simulated)",
+            line.row.label(),
+            fraction(x, Some(one)),
+            rate(Some(x)),
+            rate(Some(one)),
+            fraction(px, Some(pone)),
+            rate(Some(px)),
+            rate(Some(pone)),
         );
     }
     if !out.is_empty() {
@@ -298,7 +338,43 @@ fn notes(with_peers: bool, lines: &[Line]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::median;
+    use super::super::configs::rows;
+    use super::super::measure::Measured;
+    use super::{Line, against_one_f_one_b, median};
+
+    #[test]
+    fn schedules_are_set_against_one_f_one_b_measured_and_predicted() {
+        let line = |name: &str, rates: Vec<f64>, predicted: Vec<f64>| {
+            let row = rows(&[8], 1, false)
+                .into_iter()
+                .find(|r| r.name.starts_with(name))
+                .unwrap();
+            Line {
+                row,
+                ours: Measured {
+                    rates,
+                    predicted,
+                    ..Measured::default()
+                },
+                limit: None,
+                ceiling: None,
+                peer: None,
+            }
+        };
+        let lines = [
+            line("1F1B, 2 stages, m=8", vec![100.0, 100.0], vec![200.0]),
+            line("ZB-H1", vec![50.0], vec![150.0, 150.0]),
+        ];
+        let text = against_one_f_one_b(&lines);
+        assert!(
+            text.contains(
+                "ZB-H1, 2 ranks, m=8`: measured 0.50 (50 vs 100 samples/s), predicted 0.75"
+            ),
+            "{text}"
+        );
+        // Without its 1F1B twin a schedule row has nothing to be set against.
+        assert!(against_one_f_one_b(&lines[1..]).is_empty());
+    }
 
     #[test]
     fn median_of_odd_and_even_counts() {
