@@ -103,6 +103,14 @@ pub fn render(header: &Header, lines: &[Line]) -> String {
         w.steps,
         header.reps
     );
+    if lines.iter().any(|l| !l.row.shape.is_mlp()) {
+        let _ = writeln!(
+            out,
+            "- `GPT schedules` rows: {} on synthetic tokens, SGD lr 0.01, remat never, split \
+             by measured layer times; their samples/s are sequences/s; no reference or peer rows",
+            w.gpt_name()
+        );
+    }
     let others: Vec<f64> = lines.iter().filter_map(|l| l.ours.others).collect();
     if !others.is_empty() {
         let max = others.iter().copied().fold(0.0, f64::max);
@@ -257,7 +265,11 @@ fn against_in_process(lines: &[Line]) -> String {
 fn against_one_f_one_b(lines: &[Line]) -> String {
     use pipetrain::ScheduleKind;
     let mut out = String::new();
-    for line in lines.iter().filter(|l| l.row.group == "schedules") {
+    let beyond = |l: &&Line| {
+        l.row.group.ends_with("schedules")
+            && matches!(l.row.shape, super::configs::Shape::Pipeline { schedule, .. } if schedule != ScheduleKind::OneFOneB)
+    };
+    for line in lines.iter().filter(beyond) {
         let twin = line.row.shape.with_schedule(ScheduleKind::OneFOneB);
         let Some(base) = lines.iter().find(|l| l.row.shape == twin) else {
             continue;
