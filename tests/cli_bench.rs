@@ -104,6 +104,7 @@ fn the_table_has_every_configuration_with_real_numbers() {
     for label in [
         "single device: 1 worker, m=1 (16 rows)",
         "single device: 1 worker, m=4 (4 rows)",
+        "single device: 1 worker, 2 threads, m=1",
         "independent workers: 2 x 1 worker, no communication, m=4 (4 rows)",
         "data parallel: 2 replicas x 1 stage, m=1",
         "model parallel: 2 stages, m=1",

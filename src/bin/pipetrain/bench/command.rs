@@ -234,6 +234,7 @@ fn lines(
                     Shape::Pipeline {
                         replicas: 1,
                         stages: 1,
+                        threads: None,
                         ..
                     }
                 ) && s.rows_per_micro_batch(batch) == rows_mb

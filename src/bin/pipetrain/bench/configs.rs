@@ -96,6 +96,8 @@ pub enum Shape {
         processes: usize,
         /// What it trains.
         model: BenchModel,
+        /// Compute threads per worker, when not the [`Workload`]'s.
+        threads: Option<usize>,
     },
     /// `workers` independent 1-stage pipelines stepping at once on their own threads, each on
     /// the whole batch in `micro_batches` micro-batches, with no communication: what that many
@@ -159,6 +161,16 @@ impl Shape {
                 ..
             }
         )
+    }
+
+    /// The pipeline this shape runs (one of them, for independent workers: 1 worker, GPipe).
+    pub fn as_pipeline(self) -> Shape {
+        match self {
+            Shape::Independent { micro_batches, .. } => {
+                pipeline(1, 1, micro_batches, ScheduleKind::GPipe, false)
+            }
+            pipeline => pipeline,
+        }
     }
 
     /// This shape with `schedule` instead of its own.
@@ -232,6 +244,7 @@ fn pipeline(replicas: usize, stages: usize, m: usize, schedule: ScheduleKind, ze
         backward: Backward::default(),
         processes: 1,
         model: BenchModel::Mlp,
+        threads: None,
     }
 }
 
@@ -295,7 +308,25 @@ pub fn independent(batch: usize, workers: usize, rows: usize) -> Row {
 /// `mpi`, the data-parallel and hybrid rows again across processes.
 pub fn rows(ms: &[usize], threads: usize, mpi: bool) -> Vec<Row> {
     let t = threads.to_string();
-    let mut rows = vec![
+    let mut rows = Vec::new();
+    // PyTorch's best single process on this machine uses both cores: so may ours.
+    if threads == 1 {
+        let mut shape = pipeline(1, 1, 1, ScheduleKind::GPipe, false);
+        if let Shape::Pipeline { threads, .. } = &mut shape {
+            *threads = Some(2);
+        }
+        rows.push(Row {
+            group: "single device",
+            name: "1 worker, 2 threads, m=1".into(),
+            shape,
+            peer: Some(peer(
+                "bench_single.py",
+                "one process, gradients accumulated over m micro-batches",
+                &["--threads".into(), "2".into(), "--m".into(), "1".into()],
+            )),
+        });
+    }
+    rows.extend([
         Row {
             group: "data parallel",
             name: "2 replicas x 1 stage, m=1".into(),
@@ -323,7 +354,7 @@ pub fn rows(ms: &[usize], threads: usize, mpi: bool) -> Vec<Row> {
                 ],
             )),
         },
-    ];
+    ]);
     let schedules = [
         (ScheduleKind::GPipe, "GPipe", "gpipe"),
         (ScheduleKind::OneFOneB, "1F1B", "1f1b"),

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use burn::prelude::*;
 use pipetrain::schedules::simulate;
-use pipetrain::{Backward, Batch, Layer, OptimizerConfig, Pipeline, Remat};
+use pipetrain::{Batch, Layer, OptimizerConfig, Pipeline, Remat};
 use pipetrain_models::{GptConfig, GptLayer, MlpConfig, MlpLayer, synthetic};
 
 use super::configs::{GPT, Shape, Workload};
@@ -179,25 +179,20 @@ fn build_gpt(
 /// A fresh pipeline for `shape` (one of the copies of an independent row): seeded init, the
 /// hidden blocks split evenly over the stages and the head on the last one, like the peers.
 fn build(shape: &Shape, w: &Workload, device: &Device) -> pipetrain::Result<Pipeline<MlpLayer>> {
-    let (replicas, stages, m, schedule, zero, backward) = match *shape {
-        Shape::Pipeline {
-            replicas,
-            stages,
-            micro_batches,
-            schedule,
-            zero,
-            backward,
-            ..
-        } => (replicas, stages, micro_batches, schedule, zero, backward),
-        Shape::Independent { micro_batches, .. } => (
-            1,
-            1,
-            micro_batches,
-            pipetrain::ScheduleKind::GPipe,
-            false,
-            Backward::default(),
-        ),
+    let Shape::Pipeline {
+        replicas,
+        stages,
+        micro_batches: m,
+        schedule,
+        zero,
+        backward,
+        threads,
+        ..
+    } = shape.as_pipeline()
+    else {
+        unreachable!("as_pipeline gives a pipeline")
     };
+    let threads = threads.unwrap_or(w.threads);
     device.seed(INIT_SEED);
     let layers = MlpConfig::new(w.width, w.hidden, w.classes).init(device);
     // Interleaved schedules cut each rank's share into chunks: the balance lists the chunks.
@@ -211,7 +206,7 @@ fn build(shape: &Shape, w: &Workload, device: &Device) -> pipetrain::Result<Pipe
         .backward(backward)
         .optimizer(OptimizerConfig::sgd())
         .learning_rate(0.01)
-        .threads_per_worker(w.threads)
+        .threads_per_worker(threads)
         .replicas(replicas)
         .zero(u8::from(zero))
         .build()

@@ -228,6 +228,7 @@ pub fn render(header: &Header, lines: &[Line]) -> String {
     let _ = writeln!(out);
     let _ = write!(out, "{}", against_in_process(lines));
     let _ = write!(out, "{}", against_one_f_one_b(lines));
+    let _ = write!(out, "{}", best_against_best(lines));
     let _ = writeln!(out, "{}", notes(with_peers, lines));
     out
 }
@@ -303,6 +304,35 @@ fn against_one_f_one_b(lines: &[Line]) -> String {
     out
 }
 
+/// The fastest pipetrain configuration on the MLP (any row but the independent-workers
+/// references) against the fastest PyTorch single process (the `single device` rows' peers, 1
+/// or 2 threads); empty without peers.
+fn best_against_best(lines: &[Line]) -> String {
+    let ours = lines
+        .iter()
+        .filter(|l| l.row.shape.is_mlp() && l.row.group != "independent workers")
+        .map(|l| (median(&l.ours.rates), l))
+        .filter(|(r, _)| r.is_finite())
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    let theirs = lines
+        .iter()
+        .filter(|l| l.row.group == "single device")
+        .filter_map(|l| Some((l.peer.as_ref()?.as_ref().ok()?.median, l)))
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    match (ours, theirs) {
+        (Some((x, ours)), Some((y, theirs))) => format!(
+            "Best against best: pipetrain's fastest configuration, `{}` ({} samples/s), is {} \
+             of PyTorch's fastest single process, the peer of `{}` ({} samples/s).\n\n",
+            ours.row.label(),
+            rate(Some(x)),
+            fraction(x, Some(y)),
+            theirs.row.label(),
+            rate(Some(y)),
+        ),
+        _ => String::new(),
+    }
+}
+
 fn notes(with_peers: bool, lines: &[Line]) -> String {
     let mut out = String::from(
         "## Columns\n\n\
@@ -352,7 +382,7 @@ fn notes(with_peers: bool, lines: &[Line]) -> String {
 mod tests {
     use super::super::configs::rows;
     use super::super::measure::Measured;
-    use super::{Line, against_one_f_one_b, median};
+    use super::{Line, against_one_f_one_b, best_against_best, median};
 
     #[test]
     fn schedules_are_set_against_one_f_one_b_measured_and_predicted() {
@@ -386,6 +416,48 @@ mod tests {
         );
         // Without its 1F1B twin a schedule row has nothing to be set against.
         assert!(against_one_f_one_b(&lines[1..]).is_empty());
+    }
+
+    #[test]
+    fn the_best_row_is_set_against_the_best_single_process_peer() {
+        use super::super::peers::PeerResult;
+        let all = rows(&[8], 1, false);
+        let line = |name: &str, rate: f64, peer: Option<f64>| Line {
+            row: all
+                .iter()
+                .find(|r| r.name.starts_with(name))
+                .unwrap()
+                .clone(),
+            ours: Measured {
+                rates: vec![rate],
+                ..Measured::default()
+            },
+            limit: None,
+            ceiling: None,
+            peer: peer.map(|median| {
+                Ok(PeerResult {
+                    median,
+                    min: median,
+                    max: median,
+                    others: None,
+                })
+            }),
+        };
+        let lines = [
+            line("1 worker, 2 threads, m=1", 300.0, Some(250.0)),
+            line("1F1B, 2 stages, m=8", 360.0, Some(100.0)),
+            line("ZB-V", 340.0, None),
+        ];
+        let text = best_against_best(&lines);
+        assert!(
+            text.contains("`pipelined: 1F1B, 2 stages, m=8` (360 samples/s), is 1.44")
+                && text.contains("`single device: 1 worker, 2 threads, m=1` (250 samples/s)"),
+            "{text}"
+        );
+        assert!(
+            best_against_best(&lines[1..]).is_empty(),
+            "no single-process peer"
+        );
     }
 
     #[test]
