@@ -45,10 +45,10 @@ pub enum ActivationError {
         /// The shape found.
         shape: Vec<usize>,
     },
-    /// The batch cannot be split into equal micro-batches.
+    /// The batch has fewer rows than the parts asked for (every part needs a row).
     #[error(
-        "batch of {batch} rows does not split into {parts} equal parts; use a batch size that is \
-         a multiple of {parts} (micro-batches × replicas) or change the number of micro-batches"
+        "batch of {batch} rows does not split into {parts} parts of at least one row; use a batch \
+         of at least {parts} rows (micro-batches × replicas) or fewer micro-batches"
     )]
     Ragged {
         /// Rows in the batch.
@@ -178,22 +178,30 @@ impl Activation {
         }
     }
 
-    /// Splits along dimension 0 into `parts` equal parts, or says why it cannot.
+    /// Splits along dimension 0 into `parts` contiguous parts whose row counts differ by at most
+    /// one, the first ones longer ([`chunk_rows`]; `torch.tensor_split`'s sizes), or says why it
+    /// cannot: every part needs at least one row.
+    ///
+    /// ```
+    /// use burn::prelude::*;
+    /// use pipetrain_engine::Activation;
+    /// let x: Activation = Tensor::<2>::zeros([7, 3], &Device::flex()).into();
+    /// let rows: Vec<usize> = x.clone().split(4)?.iter().map(|p| p.batch_size()).collect();
+    /// assert_eq!(rows, [2, 2, 2, 1]);
+    /// assert!(x.split(8).is_err()); // 7 rows cannot fill 8 parts
+    /// # Ok::<(), pipetrain_engine::ActivationError>(())
+    /// ```
     pub fn split(self, parts: usize) -> Result<Vec<Activation>, ActivationError> {
         let batch = self.batch_size();
-        if parts == 0 || batch % parts != 0 || batch == 0 {
+        if parts == 0 || batch < parts {
             return Err(ActivationError::Ragged { batch, parts });
         }
-        let rows = batch / parts;
-        Ok(match self {
-            Activation::Float1(t) => t.split(rows, 0).into_iter().map(Into::into).collect(),
-            Activation::Float2(t) => t.split(rows, 0).into_iter().map(Into::into).collect(),
-            Activation::Float3(t) => t.split(rows, 0).into_iter().map(Into::into).collect(),
-            Activation::Float4(t) => t.split(rows, 0).into_iter().map(Into::into).collect(),
-            Activation::Int1(t) => t.split(rows, 0).into_iter().map(Into::into).collect(),
-            Activation::Int2(t) => t.split(rows, 0).into_iter().map(Into::into).collect(),
-            Activation::Int3(t) => t.split(rows, 0).into_iter().map(Into::into).collect(),
-        })
+        let sizes = chunk_rows(batch, parts);
+        Ok(each_variant!(self, t => t
+            .split_with_sizes(sizes, 0)
+            .into_iter()
+            .map(Into::into)
+            .collect()))
     }
 
     /// Concatenates along dimension 0. All parts must have the variant of the first.
@@ -239,6 +247,19 @@ impl Activation {
     pub fn to_f64_vec(&self) -> Vec<f64> {
         each_variant!(self, t => t.clone().inner().into_data().convert::<f64>().try_to_vec::<f64>().expect("f64 data"))
     }
+}
+
+/// The row counts of `rows` rows cut into `parts` contiguous parts: sizes differ by at most one,
+/// the first `rows % parts` parts one row longer (`torch.tensor_split`, `numpy.array_split`).
+///
+/// ```
+/// use pipetrain_engine::chunk_rows;
+/// assert_eq!(chunk_rows(7, 4), [2, 2, 2, 1]);
+/// assert_eq!(chunk_rows(250, 16).iter().filter(|&&r| r == 16).count(), 10); // 10 × 16 + 6 × 15
+/// ```
+pub fn chunk_rows(rows: usize, parts: usize) -> Vec<usize> {
+    let (base, extra) = (rows / parts.max(1), rows % parts.max(1));
+    (0..parts).map(|i| base + usize::from(i < extra)).collect()
 }
 
 impl fmt::Display for Activation {

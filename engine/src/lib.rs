@@ -84,7 +84,7 @@ mod world;
 mod zero;
 
 pub use abort::Abort;
-pub use activation::{Activation, ActivationError, FromActivation};
+pub use activation::{Activation, ActivationError, FromActivation, chunk_rows};
 pub use batch::{Batch, Shard};
 pub use collective::{ChannelCollective, Collective, CollectiveError, even_bounds};
 pub use dense::{Dense, DenseActivation};

@@ -203,7 +203,8 @@ pub struct TrainArgs {
     /// Micro-batches per step.
     #[arg(long, default_value_t = 8)]
     pub micro_batches: usize,
-    /// Mini-batch size (rows per step).
+    /// Mini-batch size (rows per step): any size of at least --replicas × --micro-batches;
+    /// micro-batches then differ by at most one row, each loss weighted by its rows.
     #[arg(long, default_value_t = 256)]
     pub batch: usize,
     /// Pipeline schedule.

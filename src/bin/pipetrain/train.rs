@@ -123,10 +123,10 @@ fn train(
         return Err(Failure::usage("--batch 0: must be at least 1"));
     }
     let parts = args.micro_batches * args.replicas;
-    if parts > 0 && args.batch % parts != 0 {
+    if args.batch < parts {
         return Err(Failure::usage(format!(
-            "--batch {} does not split into --replicas {} × --micro-batches {} equal \
-             micro-batches; use a batch that is a multiple of {parts}",
+            "--batch {} does not split into --replicas {} × --micro-batches {} micro-batches \
+             of at least one row; use a batch of at least {parts} rows or fewer micro-batches",
             args.batch, args.replicas, args.micro_batches
         )));
     }
