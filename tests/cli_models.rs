@@ -115,6 +115,58 @@ fn gpt_trains_under_verify_and_reports_perplexity() {
     assert!(perplexity > 1.0 && perplexity.is_finite(), "{stdout}");
 }
 
+/// `--context-range`: a GPT whose sequence length changes at every step (no re-planning, no
+/// declared shape) trains like one device at 2 stages × 2 replicas, both schedules.
+#[test]
+fn gpt_with_a_sequence_length_changing_every_step_passes_verify() {
+    let range: pipetrain_data::ContextRange = "3..8".parse().unwrap();
+    let lengths: Vec<usize> = (0..6).map(|i| range.length_at(0, i)).collect();
+    assert!(
+        lengths.windows(2).all(|w| w[0] != w[1]),
+        "seed 0 draws a new length every step: {lengths:?}"
+    );
+    for schedule in ["gpipe", "1f1b"] {
+        let stdout = verified(
+            &[
+                &common::TINY_GPT[..],
+                &[
+                    "--context-range",
+                    "3..8",
+                    "--stages",
+                    "2",
+                    "--replicas",
+                    "2",
+                ],
+                &["--micro-batches", "2", "--steps", "6", "--seed", "0"],
+                &["--schedule", schedule, "--optimizer", "sgd"],
+            ]
+            .concat(),
+        );
+        assert!(stdout.contains("drawn from 3..8"), "{stdout}");
+    }
+}
+
+#[test]
+fn context_range_longer_than_the_context_or_without_gpt_is_refused() {
+    let stderr = failure_with(
+        USAGE,
+        &[
+            &["train"],
+            &common::TINY_GPT[..],
+            &["--context-range", "4..9"],
+        ]
+        .concat(),
+    );
+    assert!(stderr.contains("--context 9"), "{stderr}");
+    let stderr = failure_with(USAGE, &["train", "--context-range", "4..8"]);
+    assert!(stderr.contains("--model gpt"), "{stderr}");
+    let stderr = failure_with(
+        USAGE,
+        &["train", "--model", "gpt", "--context-range", "8..4"],
+    );
+    assert!(stderr.contains("MIN ≤ MAX"), "{stderr}");
+}
+
 /// Writes a tiny MNIST: `n` images of `side`×`side` whose label is visible in the pixels.
 fn write_mnist(dir: &std::path::Path, n: usize, side: usize) {
     let mut images = Vec::new();
@@ -247,7 +299,7 @@ fn text_file_trains_the_gpt_and_reports_perplexity() {
     )
     .unwrap();
     let data = format!("text:{}", path.display());
-    let stdout = verified(&[
+    let gpt = [
         "--model",
         "gpt",
         "--data",
@@ -260,13 +312,16 @@ fn text_file_trains_the_gpt_and_reports_perplexity() {
         "2",
         "--layers",
         "1",
-        "--micro-batches",
-        "2",
         "--batch",
         "8",
-    ]);
+    ];
+    let stdout = verified(&[&gpt[..], &["--micro-batches", "2"]].concat());
     assert!(stdout.contains("vocab 256"), "{stdout}");
     assert!(held_out(&stdout, "perplexity").is_finite());
+    // Windows of --context 8 tokens, each batch cut to a length drawn from 2..8.
+    let varying = ["--context-range", "2..8", "--stages", "2", "--steps", "4"];
+    let stdout = verified(&[&gpt[..], &varying[..]].concat());
+    assert!(stdout.contains("drawn from 2..8"), "{stdout}");
 }
 
 #[test]

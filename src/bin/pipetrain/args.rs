@@ -72,6 +72,7 @@ Examples:
   pipetrain train --model resnet --channels 16 --blocks 4 --image 32 --stages 2
   pipetrain train --model gpt --vocab 256 --context 64 --d-model 128 --heads 4 --layers 4
   pipetrain train --model gpt --tie-embeddings --stages 2   # embedding and head tied across stages
+  pipetrain train --model gpt --context 128 --context-range 32..128   # a new length every step
 
   # checkpoints: save every 10 steps; resume under another layout; start from PyTorch weights
   pipetrain train --stages 2 --replicas 2 --steps 50 --checkpoint run.safetensors --checkpoint-every 10
@@ -156,6 +157,10 @@ pub struct TrainArgs {
     /// GPT: tokens per example (the window length of `text:` data).
     #[arg(long, default_value_t = 64, help_heading = "GPT")]
     pub context: usize,
+    /// GPT: sequences of a length drawn per batch from MIN..MAX (both included, MAX ≤
+    /// --context; the first batch is MAX long): shapes that change between steps, no re-planning.
+    #[arg(long, value_name = "MIN..MAX", help_heading = "GPT")]
+    pub context_range: Option<pipetrain_data::ContextRange>,
     /// GPT: model width.
     #[arg(long, default_value_t = 64, help_heading = "GPT")]
     pub d_model: usize,

@@ -34,6 +34,15 @@ impl Model {
         };
         let classes = args.classes;
         positive("--classes", classes)?;
+        if let Some(range) = args
+            .context_range
+            .filter(|_| !matches!(args.model, ModelKind::Gpt))
+        {
+            return Err(format!(
+                "--context-range {range} varies the sequence length of token data: use it with \
+                 --model gpt, or drop it"
+            ));
+        }
         match args.model {
             ModelKind::Mlp => {
                 positive("--width", args.width)?;
@@ -98,6 +107,13 @@ impl Model {
                         }
                     },
                 };
+                if let Some(range) = args.context_range.filter(|r| r.max > context) {
+                    return Err(format!(
+                        "--context-range {range}: sequences of {} tokens do not fit the context \
+                         of {context} (--context); give --context {} or a smaller MAX",
+                        range.max, range.max
+                    ));
+                }
                 Ok(Model::Gpt(GptConfig::new(
                     vocab,
                     context,
@@ -210,6 +226,20 @@ impl Model {
     /// full-batch step.
     pub fn reference_chunks(&self, replicas: usize, micro_batches: usize) -> Option<usize> {
         matches!(self, Model::ResNet(_)).then_some(replicas * micro_batches)
+    }
+}
+
+/// Batch `index` of the run cut to its drawn sequence length under `--context-range` (else
+/// as it is).
+///
+/// # Errors
+/// A batch without token sequences as long as the range's MAX.
+pub fn cut_to_length(args: &TrainArgs, index: u64, batch: Batch) -> Result<Batch, String> {
+    match args.context_range {
+        Some(range) => range
+            .cut(batch, range.length_at(args.seed, index))
+            .map_err(|e| format!("--context-range: {e}")),
+        None => Ok(batch),
     }
 }
 

@@ -299,6 +299,12 @@ fn train_with<L: Layer>(
         progress.println(&d.describe());
     }
     progress.println(&format!("data: {}", s.data.describe()));
+    if let Some(r) = args.context_range {
+        progress.println(&format!(
+            "  sequence length per batch drawn from {r} (batch 0: {})",
+            r.max
+        ));
+    }
     if args.accumulate > 1 || args.zero > 0 {
         progress.println(&format!(
             "  accumulate {} batches per optimizer step; ZeRO stage {}",
@@ -312,8 +318,9 @@ fn train_with<L: Layer>(
     for step in first_step..args.steps {
         let batches: Vec<Batch> = (0..k as u64)
             .map(|j| {
-                s.data
-                    .batch(&s.model, step * k as u64 + j, args.batch, &s.device)
+                let index = step * k as u64 + j;
+                let batch = s.data.batch(&s.model, index, args.batch, &s.device)?;
+                crate::model::cut_to_length(args, index, batch)
             })
             .collect::<Result<_, _>>()?;
         let mut totals = StepTotals::default();
