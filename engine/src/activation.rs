@@ -5,11 +5,14 @@ use std::fmt;
 use burn::prelude::*;
 use burn::tensor::Int;
 
+use crate::bundle::Bundle;
+
 /// A tensor of any supported rank and kind: what one layer hands the next, what one stage sends
 /// another, and what a micro-batch's inputs and targets are.
 ///
-/// Float tensors of rank 1–4 and int tensors (token ids, class labels) of rank 1–3. Convert with
-/// `From` and [`Activation::float`] / [`Activation::int`]:
+/// Float tensors of rank 1–4, int tensors (token ids, class labels) of rank 1–3, and a
+/// [`Bundle`] of named ones (several tensors across one boundary, some without gradient).
+/// Convert with `From` and [`Activation::float`] / [`Activation::int`] / [`Activation::bundle`]:
 ///
 /// ```
 /// use burn::prelude::*;
@@ -30,6 +33,7 @@ pub enum Activation {
     Int1(Tensor<1, Int>),
     Int2(Tensor<2, Int>),
     Int3(Tensor<3, Int>),
+    Bundle(Bundle),
 }
 
 /// A layer or loss received an activation it cannot take.
@@ -62,8 +66,9 @@ pub enum ActivationError {
 }
 
 macro_rules! each_variant {
-    ($value:expr, $t:ident => $body:expr) => {
+    ($value:expr, $t:ident => $body:expr, $b:ident => $bundle:expr) => {
         match $value {
+            Activation::Bundle($b) => $bundle,
             Activation::Float1($t) => $body,
             Activation::Float2($t) => $body,
             Activation::Float3($t) => $body,
@@ -76,8 +81,9 @@ macro_rules! each_variant {
 }
 
 macro_rules! map_variant {
-    ($value:expr, $t:ident => $body:expr) => {
+    ($value:expr, $t:ident => $body:expr, $b:ident => $bundle:expr) => {
         match $value {
+            Activation::Bundle($b) => Activation::Bundle($bundle),
             Activation::Float1($t) => Activation::Float1($body),
             Activation::Float2($t) => Activation::Float2($body),
             Activation::Float3($t) => Activation::Float3($body),
@@ -143,9 +149,25 @@ impl Activation {
         Tensor::<D, Int>::from_activation(self)
     }
 
-    /// The shape.
+    /// The bundle, or an error naming what was found.
+    pub fn bundle(self) -> Result<Bundle, ActivationError> {
+        match self {
+            Activation::Bundle(b) => Ok(b),
+            other => Err(other.mismatch("bundle")),
+        }
+    }
+
+    /// The shape (a bundle's: its first part's).
     pub fn dims(&self) -> Vec<usize> {
-        each_variant!(self, t => t.shape().to_vec())
+        each_variant!(self, t => t.shape().to_vec(), b => b.parts().first().map_or(Vec::new(), |p| p.value.dims()))
+    }
+
+    /// Values held (a bundle's: all its parts').
+    pub fn elements(&self) -> usize {
+        match self {
+            Activation::Bundle(b) => b.parts().iter().map(|p| p.value.elements()).sum(),
+            other => other.dims().iter().product(),
+        }
     }
 
     /// Rows along dimension 0 (the batch dimension).
@@ -164,8 +186,11 @@ impl Activation {
         )
     }
 
-    /// "rank-2 float" and the like.
+    /// "rank-2 float" and the like ("bundle").
     pub fn describe(&self) -> String {
+        if let Activation::Bundle(_) = self {
+            return "bundle".into();
+        }
         let kind = if self.is_float() { "float" } else { "int" };
         format!("rank-{} {kind}", self.dims().len())
     }
@@ -201,7 +226,7 @@ impl Activation {
             .split_with_sizes(sizes, 0)
             .into_iter()
             .map(Into::into)
-            .collect()))
+            .collect(), b => b.split(parts)?.into_iter().map(Into::into).collect()))
     }
 
     /// Concatenates along dimension 0. All parts must have the variant of the first.
@@ -230,22 +255,29 @@ impl Activation {
             Activation::Int1(_) => cat_as!(Int1),
             Activation::Int2(_) => cat_as!(Int2),
             Activation::Int3(_) => cat_as!(Int3),
+            Activation::Bundle(_) => {
+                let bundles = parts
+                    .into_iter()
+                    .map(Activation::bundle)
+                    .collect::<Result<Vec<_>, _>>()?;
+                Activation::Bundle(Bundle::cat(bundles)?)
+            }
         })
     }
 
     /// The same values on `device`.
     pub fn to_device(self, device: &Device) -> Activation {
-        map_variant!(self, t => t.to_device(device))
+        map_variant!(self, t => t.to_device(device), b => b.map(|p| p.to_device(device)))
     }
 
     /// Without autodiff: the plain tensor that crosses a thread or process boundary.
     pub fn detach(self) -> Activation {
-        map_variant!(self, t => t.inner())
+        map_variant!(self, t => t.inner(), b => b.map(Activation::detach))
     }
 
     /// All values as `f64`, flattened (for tests, metrics and verification).
     pub fn to_f64_vec(&self) -> Vec<f64> {
-        each_variant!(self, t => t.clone().inner().into_data().convert::<f64>().try_to_vec::<f64>().expect("f64 data"))
+        each_variant!(self, t => t.clone().inner().into_data().convert::<f64>().try_to_vec::<f64>().expect("f64 data"), b => b.parts().iter().flat_map(|p| p.value.to_f64_vec()).collect())
     }
 }
 
@@ -264,6 +296,9 @@ pub fn chunk_rows(rows: usize, parts: usize) -> Vec<usize> {
 
 impl fmt::Display for Activation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Activation::Bundle(b) = self {
+            return b.fmt(f);
+        }
         write!(f, "{} {:?}", self.describe(), self.dims())
     }
 }
