@@ -1,4 +1,4 @@
-//! `pipetrain train --model mlp|resnet|gpt` and `--data ...`: each model trains under
+//! `pipetrain train --model mlp|resnet|unet|gpt` and `--data ...`: each model trains under
 //! `--stages 2 --verify` on tiny sizes; MNIST (IDX), safetensors and text files the tests
 //! write train and report held-out accuracy / perplexity; `pipetrain eval` evaluates.
 
@@ -165,6 +165,52 @@ fn context_range_longer_than_the_context_or_without_gpt_is_refused() {
         &["train", "--model", "gpt", "--context-range", "8..4"],
     );
     assert!(stderr.contains("MIN ≤ MAX"), "{stderr}");
+}
+
+/// `--model unet`: long skips cut at stage boundaries (`[1, 2, 2, 1]` cuts both skips twice),
+/// both schedules, every remat mode, replicas: `--verify` passes.
+#[test]
+fn unet_with_skips_across_stages_passes_verify() {
+    let unet = [
+        "--model",
+        "unet",
+        "--channels",
+        "2",
+        "--depth",
+        "2",
+        "--image",
+        "8",
+    ];
+    let data = [
+        "--classes",
+        "3",
+        "--batch",
+        "12",
+        "--micro-batches",
+        "3",
+        "--steps",
+        "2",
+    ];
+    for (stages, balance, schedule, remat, replicas) in [
+        ("2", "3,3", "gpipe", "never", "1"),
+        ("3", "2,2,2", "1f1b", "always", "1"),
+        ("4", "1,2,2,1", "1f1b", "except_last", "2"),
+        ("4", "1,2,2,1", "gpipe", "always", "2"),
+    ] {
+        let layout = [
+            "--stages",
+            stages,
+            "--balance",
+            balance,
+            "--replicas",
+            replicas,
+        ];
+        let flags = [&layout[..], &["--schedule", schedule, "--remat", remat]].concat();
+        let stdout = verified(&[&unet[..], &data[..], &flags[..]].concat());
+        assert!(stdout.contains("U-Net (2 levels"), "{stdout}");
+    }
+    let stderr = failure_with(USAGE, &[&["train"], &unet[..], &["--image", "6"]].concat());
+    assert!(stderr.contains("multiple of 2^2 = 4"), "{stderr}");
 }
 
 /// Writes a tiny MNIST: `n` images of `side`×`side` whose label is visible in the pixels.

@@ -56,7 +56,7 @@ impl Bundle {
     }
 
     /// With `value` as part `name`, differentiable if it is float. A part of that name is
-    /// replaced.
+    /// replaced in place.
     pub fn with(self, name: impl Into<String>, value: impl Into<Activation>) -> Self {
         let value = value.into();
         let differentiable = value.is_float();
@@ -78,21 +78,28 @@ impl Bundle {
         })
     }
 
-    /// With `part` (replacing one of its name). An int part is never differentiable; a part
+    /// With `part` (replacing one of its name in place). An int part is never differentiable; a part
     /// that is not is cut from the graph (as [`with_constant`](Self::with_constant)).
     pub fn with_part(mut self, mut part: Part) -> Self {
         part.differentiable &= part.value.is_float();
         if !part.differentiable {
             part.value = crate::adapter::constant(part.value);
         }
-        self.parts.retain(|p| p.name != part.name);
-        self.parts.push(part);
+        match self.parts.iter_mut().find(|p| p.name == part.name) {
+            Some(same) => *same = part,
+            None => self.parts.push(part),
+        }
         self
     }
 
     /// A bundle of `parts` as they are (names assumed distinct).
     pub(crate) fn from_parts(parts: Vec<Part>) -> Self {
         Bundle { parts }
+    }
+
+    /// With every part of `other` after these (each replacing one of its name in place).
+    pub fn with_parts(self, other: Bundle) -> Self {
+        other.parts.into_iter().fold(self, Bundle::with_part)
     }
 
     /// The parts, in insertion order.

@@ -20,6 +20,10 @@ pub enum ModelKind {
     /// ResNet-like CNN with batch norm: stem, `--blocks` residual blocks of `--channels`, pooled
     /// linear head; `--image`-sided inputs. Needs `--remat never`.
     Resnet,
+    /// U-Net-like CNN: stem, `--depth` levels down (stride-2 conv, channels doubled) and up
+    /// (upsample, conv, + the long skip of its level), pooled linear head; `--channels`,
+    /// `--image`-sided inputs. The skips cross stage boundaries wherever the model is cut.
+    Unet,
     /// GPT-like decoder: embeddings, `--layers` blocks of `--d-model` with `--heads` heads,
     /// next-token head over `--vocab`; `--context` tokens per example.
     Gpt,
@@ -70,6 +74,7 @@ Examples:
 
   # models: ResNet-like CNN (batch norm: remat is never) and GPT-like decoder
   pipetrain train --model resnet --channels 16 --blocks 4 --image 32 --stages 2
+  pipetrain train --model unet --channels 8 --depth 2 --image 16 --stages 3   # long skips across stages
   pipetrain train --model gpt --vocab 256 --context 64 --d-model 128 --heads 4 --layers 4
   pipetrain train --model gpt --tie-embeddings --stages 2   # embedding and head tied across stages
   pipetrain train --model gpt --context 128 --context-range 32..128   # a new length every step
@@ -150,6 +155,10 @@ pub struct TrainArgs {
     /// ResNet: side of the square synthetic input images (real data brings its own).
     #[arg(long, default_value_t = 32, help_heading = "ResNet")]
     pub image: usize,
+    /// U-Net: levels down and up (--image must divide by 2^depth); --channels, --image and
+    /// --classes as for the ResNet.
+    #[arg(long, default_value_t = 2, help_heading = "U-Net")]
+    pub depth: usize,
     /// GPT: vocabulary size; every token id of the data must be in 0..vocab (text: data is
     /// bytes, so up to 256).
     #[arg(long, default_value_t = 256, help_heading = "GPT")]

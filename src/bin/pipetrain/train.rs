@@ -175,6 +175,7 @@ fn train(
     match model {
         Model::Mlp(c) => train_with(&settings, c.init(&settings.device), metrics, dist),
         Model::ResNet(c) => train_with(&settings, c.init(&settings.device), metrics, dist),
+        Model::UNet(c) => train_with(&settings, c.init(&settings.device), metrics, dist),
         Model::Gpt(c) => train_with(&settings, c.init(&settings.device), metrics, dist),
     }
 }
