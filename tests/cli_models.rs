@@ -171,16 +171,7 @@ fn context_range_longer_than_the_context_or_without_gpt_is_refused() {
 /// both schedules, every remat mode, replicas: `--verify` passes.
 #[test]
 fn unet_with_skips_across_stages_passes_verify() {
-    let unet = [
-        "--model",
-        "unet",
-        "--channels",
-        "2",
-        "--depth",
-        "2",
-        "--image",
-        "8",
-    ];
+    let unet = common::TINY_UNET;
     let data = [
         "--classes",
         "3",
@@ -334,22 +325,20 @@ fn safetensors_file_trains_under_verify() {
     assert!(stdout.contains("(6 examples)"), "{stdout}");
 }
 
-#[test]
-fn text_file_trains_the_gpt_and_reports_perplexity() {
-    let tmp = scratch("text");
-    let dir = tmp.path();
+/// `dir/input.txt`: 8 times a 45-byte sentence (40 windows of 8 + 1 bytes); its `--data` spec.
+fn fox_text(dir: &std::path::Path) -> String {
     let path = dir.join("input.txt");
     std::fs::write(
         &path,
         "the quick brown fox jumps over the lazy dog. ".repeat(8),
     )
     .unwrap();
-    let data = format!("text:{}", path.display());
-    let gpt = [
-        "--model",
-        "gpt",
-        "--data",
-        &data,
+    format!("text:{}", path.display())
+}
+
+/// A tiny GPT on `data` (text): context 8, width 16, 2 heads, 1 block, batches of 8.
+fn text_gpt(data: &str) -> Vec<&str> {
+    let sizes = [
         "--context",
         "8",
         "--d-model",
@@ -358,9 +347,20 @@ fn text_file_trains_the_gpt_and_reports_perplexity() {
         "2",
         "--layers",
         "1",
-        "--batch",
-        "8",
     ];
+    [
+        &["--model", "gpt", "--data", data][..],
+        &sizes[..],
+        &["--batch", "8"],
+    ]
+    .concat()
+}
+
+#[test]
+fn text_file_trains_the_gpt_and_reports_perplexity() {
+    let tmp = scratch("text");
+    let data = fox_text(tmp.path());
+    let gpt = text_gpt(&data);
     let stdout = verified(&[&gpt[..], &["--micro-batches", "2"]].concat());
     assert!(stdout.contains("vocab 256"), "{stdout}");
     assert!(held_out(&stdout, "perplexity").is_finite());
@@ -368,6 +368,35 @@ fn text_file_trains_the_gpt_and_reports_perplexity() {
     let varying = ["--context-range", "2..8", "--stages", "2", "--steps", "4"];
     let stdout = verified(&[&gpt[..], &varying[..]].concat());
     assert!(stdout.contains("drawn from 2..8"), "{stdout}");
+}
+
+/// `--keep-last`: 36 training windows in batches of 8 give an epoch of 4 full batches and a
+/// short one of 4 rows (2 replicas × 2 micro-batches of 1); the epoch trains every row once
+/// and `--verify` passes. Too short a last batch, synthetic data or accumulation are refused.
+#[test]
+fn keep_last_trains_an_epoch_whose_last_batch_is_short() {
+    let tmp = scratch("keep-last");
+    let data = fox_text(tmp.path());
+    let gpt = text_gpt(&data);
+    let layout = ["--micro-batches", "2", "--replicas", "2", "--steps", "5"];
+    let stdout = verified(&[&gpt[..], &layout[..], &["--keep-last"]].concat());
+    assert!(
+        stdout.contains("36 training examples (5 batches per epoch)"),
+        "{stdout}"
+    );
+    let stdout = verified(&[&gpt[..], &layout[..]].concat());
+    assert!(stdout.contains("(4 batches per epoch)"), "{stdout}");
+    let start = [&["train"][..], &gpt[..], &["--keep-last"]].concat();
+    let too_short = ["--batch", "10", "--micro-batches", "8"];
+    let stderr = failure_with(USAGE, &[&start[..], &too_short[..]].concat());
+    assert!(stderr.contains("has 6 rows, fewer than"), "{stderr}");
+    let stderr = failure_with(USAGE, &[&start[..], &["--accumulate", "2"]].concat());
+    assert!(
+        stderr.contains("--keep-last with --accumulate 2"),
+        "{stderr}"
+    );
+    let stderr = failure_with(USAGE, &["train", "--keep-last"]);
+    assert!(stderr.contains("applies to loaded data"), "{stderr}");
 }
 
 #[test]

@@ -190,6 +190,10 @@ pub struct TrainArgs {
     /// Synthetic data holds out one batch of --batch rows instead (and refuses this flag).
     #[arg(long, value_name = "FRACTION", help_heading = "Data")]
     pub held_out: Option<f64>,
+    /// Loaded data: train each epoch's short last batch too (default: drop it); it needs at
+    /// least --replicas × --micro-batches rows, cut into micro-batches that differ by a row.
+    #[arg(long, help_heading = "Data")]
+    pub keep_last: bool,
     /// Pipeline stages. Default: 2, or the length of --balance.
     #[arg(long)]
     pub stages: Option<usize>,
