@@ -294,6 +294,7 @@ impl<L: Layer> PipelineBuilder<L> {
         if layers.is_empty() {
             return config("the layer sequence is empty: a pipeline needs at least one layer");
         }
+        pipetrain_engine::check_skips(&layers)?;
         if let Some(i) = layers.iter().position(Layer::batch_statistics) {
             if self.remat != Remat::Never {
                 return config(format!(

@@ -36,7 +36,8 @@ pub(crate) struct StepContext {
     pub remat: Remat,
     /// The loss on the last stage; `None` for an inference run.
     pub loss: Option<Arc<dyn Loss>>,
-    /// 1 / (m · R · k): makes the summed gradients the mean gradient of the accumulated batches.
+    /// 1 / k (accumulation): with each micro-batch's row weight ([`Feed::weights`]), makes the
+    /// summed gradients the mean gradient of the accumulated batches.
     pub loss_scale: f64,
     pub abort: Arc<Abort>,
     pub start: Instant,
@@ -67,6 +68,8 @@ pub(crate) struct Finished {
 pub(crate) struct Feed {
     pub inputs: Vec<Option<Activation>>,
     pub targets: Vec<Option<Activation>>,
+    /// The last stage's loss weight per micro-batch: its rows / the batch's rows.
+    pub weights: Vec<f64>,
 }
 
 /// An action failed; `Stopped` means another worker failed first.

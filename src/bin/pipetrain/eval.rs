@@ -146,6 +146,7 @@ pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
     let evaluation = match model {
         Model::Mlp(c) => evaluate_layers(&weights(args, c.init(&device))?, held_out, lm),
         Model::ResNet(c) => evaluate_layers(&weights(args, c.init(&device))?, held_out, lm),
+        Model::UNet(c) => evaluate_layers(&weights(args, c.init(&device))?, held_out, lm),
         Model::Gpt(c) => evaluate_layers(&weights(args, c.init(&device))?, held_out, lm),
     }?;
     if let Some(path) = args.init.as_ref().or(args.resume.as_ref()) {

@@ -126,10 +126,10 @@ fn train(
         return Err(Failure::usage("--batch 0: must be at least 1"));
     }
     let parts = args.micro_batches * args.replicas;
-    if parts > 0 && args.batch % parts != 0 {
+    if args.batch < parts {
         return Err(Failure::usage(format!(
-            "--batch {} does not split into --replicas {} × --micro-batches {} equal \
-             micro-batches; use a batch that is a multiple of {parts}",
+            "--batch {} does not split into --replicas {} × --micro-batches {} micro-batches \
+             of at least one row; use a batch of at least {parts} rows or fewer micro-batches",
             args.batch, args.replicas, args.micro_batches
         )));
     }
@@ -180,6 +180,7 @@ fn train(
     match model {
         Model::Mlp(c) => train_with(&settings, c.init(&settings.device), metrics, dist),
         Model::ResNet(c) => train_with(&settings, c.init(&settings.device), metrics, dist),
+        Model::UNet(c) => train_with(&settings, c.init(&settings.device), metrics, dist),
         Model::Gpt(c) => train_with(&settings, c.init(&settings.device), metrics, dist),
     }
 }
@@ -305,6 +306,12 @@ fn train_with<L: Layer>(
         progress.println(&d.describe());
     }
     progress.println(&format!("data: {}", s.data.describe()));
+    if let Some(r) = args.context_range {
+        progress.println(&format!(
+            "  sequence length per batch drawn from {r} (batch 0: {})",
+            r.max
+        ));
+    }
     if args.accumulate > 1 || args.zero > 0 {
         progress.println(&format!(
             "  accumulate {} batches per optimizer step; ZeRO stage {}",
@@ -318,8 +325,9 @@ fn train_with<L: Layer>(
     for step in first_step..args.steps {
         let batches: Vec<Batch> = (0..k as u64)
             .map(|j| {
-                s.data
-                    .batch(&s.model, step * k as u64 + j, args.batch, &s.device)
+                let index = step * k as u64 + j;
+                let batch = s.data.batch(&s.model, index, args.batch, &s.device)?;
+                crate::model::cut_to_length(args, index, batch)
             })
             .collect::<Result<_, _>>()?;
         let mut totals = StepTotals::default();
