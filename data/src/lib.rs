@@ -14,6 +14,8 @@
 //!   [`tensors`]; [`DataSpec`] picks one from a string such as `mnist:data/mnist`.
 //! - [`check_ints`] / [`check_finite`]: labels and token ids inside the model's range, float
 //!   values finite, checked once at load.
+//! - [`burn_data`] (feature `burn-dataset`): these datasets as burn `Dataset`s and a burn `Batcher`,
+//!   and any burn dataset as one of these ([`burn_data::FromBurn`]).
 //!
 //! ```
 //! use burn::prelude::*;
@@ -35,6 +37,8 @@
 //! # Ok::<(), pipetrain_data::DataError>(())
 //! ```
 
+#[cfg(feature = "burn-dataset")]
+pub mod burn_data;
 mod bytes;
 pub mod cifar10;
 mod collate;
