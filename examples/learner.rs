@@ -179,8 +179,10 @@ impl PipelineModel for Mlp {
 /// One generated example.
 #[derive(Clone, Debug)]
 pub struct Point {
-    features: [f32; FEATURES],
-    label: i64,
+    /// The features.
+    pub features: [f32; FEATURES],
+    /// The class.
+    pub label: i64,
 }
 
 /// A mini-batch.
