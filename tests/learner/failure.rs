@@ -4,13 +4,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use burn::nn::loss::CrossEntropyLossConfig;
+use burn::optim::SgdConfig;
 use burn::prelude::*;
 use burn::train::{ClassificationOutput, InferenceStep, TrainOutput, TrainStep, TrainingError};
-use pipetrain::learner::PipelineModel;
+use pipetrain::learner::{PipelineModel, PipelineStrategy};
 use pipetrain::{Activation, ActivationError, Batch, Layer};
 
 use crate::example::{self, ClassBatch, Mlp, MlpLayer};
-use crate::{common, fit, values};
+use crate::{common, fit, launch, values};
 
 /// The example's MLP with a tripwire on its last layer: that layer's `trip`-th training
 /// forward (autodiff; the metrics' inference forwards do not count) is an error.
@@ -128,5 +129,40 @@ fn a_failing_stage_ends_fit_through_burn_trains_error_path() {
     assert!(
         values(&seen, "valid", "Loss").is_empty(),
         "no validation after the failure"
+    );
+}
+
+#[test]
+fn settings_the_pipeline_refuses_end_fit_before_training_with_the_remedy() {
+    let model = common::seeded(example::SEED, |device| Mlp::new(&device.clone().autodiff()));
+    let dir = common::scratch("learner-config");
+    let refused = |strategy: PipelineStrategy<Mlp>, accumulate: Option<usize>| {
+        let mut training =
+            example::training(dir.path(), false).with_training_strategy(strategy.into());
+        if let Some(k) = accumulate {
+            training = training.grads_accumulation(k);
+        }
+        let (result, _) = launch(training, example::learner(model.clone()));
+        let error = result.error.expect("refused").to_string();
+        let (initial, last) = (example::weights(&model), example::weights(&result.model));
+        assert_eq!(initial, last, "nothing trained: {error}");
+        error
+    };
+    let sgd = || PipelineStrategy::new(SgdConfig::new());
+    let error = refused(sgd().stages(5), None);
+    assert!(
+        error.contains("5 stages but only 3 layers") && error.contains(".stages(3)"),
+        "{error}"
+    );
+    let error = refused(sgd().stages(2), Some(2));
+    assert!(
+        error.contains("grads_accumulation(2)") && error.contains("2× larger batch"),
+        "{error}"
+    );
+    // 32 rows do not split into 3 replicas: the first step says so.
+    let error = refused(sgd().replicas(3), None);
+    assert!(
+        error.contains("32") && error.contains("3 replica"),
+        "{error}"
     );
 }
