@@ -33,6 +33,9 @@
 mod builder;
 mod checkpoint;
 mod error;
+#[cfg(feature = "burn-train")]
+pub mod learner;
+mod learning_rate;
 pub mod memory;
 mod pipeline;
 mod report;

@@ -15,6 +15,8 @@
 //! - [`ContextRange`]: token sequences whose length changes from batch to batch.
 //! - [`check_ints`] / [`check_finite`]: labels and token ids inside the model's range, float
 //!   values finite, checked once at load.
+//! - [`burn_data`] (feature `burn-dataset`): these datasets as burn `Dataset`s and a burn `Batcher`,
+//!   and any burn dataset as one of these ([`burn_data::FromBurn`]).
 //!
 //! ```
 //! use burn::prelude::*;
@@ -36,6 +38,8 @@
 //! # Ok::<(), pipetrain_data::DataError>(())
 //! ```
 
+#[cfg(feature = "burn-dataset")]
+pub mod burn_data;
 mod bytes;
 pub mod cifar10;
 mod collate;

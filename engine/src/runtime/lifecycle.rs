@@ -330,6 +330,12 @@ impl<L: Layer> Runtime<L> {
         &self.config
     }
 
+    /// Sets the learning rate of the next optimizer steps (a scheduler's value for this step).
+    /// The caller checks it (positive and finite).
+    pub fn set_learning_rate(&mut self, learning_rate: f64) {
+        self.config.learning_rate = learning_rate;
+    }
+
     /// Batches accumulated since the last optimizer step.
     pub fn pending(&self) -> usize {
         self.pending

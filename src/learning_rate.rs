@@ -1,0 +1,45 @@
+//! Changing a [`Pipeline`]'s learning rate between steps, for a learning-rate scheduler.
+
+use pipetrain_engine::Layer;
+
+use crate::error::{Result, config};
+use crate::pipeline::{Pipeline, State};
+
+impl<L: Layer> Pipeline<L> {
+    /// The learning rate of the next optimizer step.
+    pub fn learning_rate(&self) -> f64 {
+        match &self.state {
+            State::Running(runtime) => runtime.config().learning_rate,
+            State::Pending { .. } => self.config.runtime.learning_rate,
+        }
+    }
+
+    /// Sets the learning rate of the next optimizer steps, e.g. a scheduler's value for this
+    /// step; refused (and nothing changes) unless it is positive and finite.
+    ///
+    /// ```
+    /// use burn::prelude::*;
+    /// use pipetrain::Pipeline;
+    /// use pipetrain_models::MlpConfig;
+    ///
+    /// let layers = MlpConfig::new(8, 2, 3).init(&Device::flex());
+    /// let mut pipeline = Pipeline::builder().layers(layers).balance([2, 1]).build()?;
+    /// pipeline.set_learning_rate(0.05)?;
+    /// assert_eq!(pipeline.learning_rate(), 0.05);
+    /// assert!(pipeline.set_learning_rate(f64::NAN).is_err());
+    /// # Ok::<(), pipetrain::Error>(())
+    /// ```
+    pub fn set_learning_rate(&mut self, learning_rate: f64) -> Result<()> {
+        if !(learning_rate.is_finite() && learning_rate > 0.0) {
+            return config(format!(
+                "learning rate {learning_rate} is not a positive finite number; give the \
+                 scheduler a positive rate, e.g. 0.01"
+            ));
+        }
+        self.config.runtime.learning_rate = learning_rate;
+        if let State::Running(runtime) = &mut self.state {
+            runtime.set_learning_rate(learning_rate);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,101 @@
+//! The pipelined `Learner` against burn's single-device one.
+
+use burn::optim::SgdConfig;
+use burn::optim::lr_scheduler::exponential::ExponentialLrSchedulerConfig;
+use burn::train::Learner;
+
+use crate::example::{self, Mlp};
+use crate::{common, fit, launch, values};
+
+#[test]
+fn the_pipelined_learner_learns_the_single_device_learners_weights_and_renders_its_metrics() {
+    let model = common::seeded(example::SEED, |device| Mlp::new(&device.clone().autodiff()));
+    let (single, single_seen) = fit(model.clone(), false);
+    let (pipelined, seen) = fit(model.clone(), true);
+    assert!(single.error.is_none() && pipelined.error.is_none());
+
+    let initial = example::weights(&model);
+    let reference = example::weights(&single.model);
+    let trained = example::weights(&pipelined.model);
+    let moved = pipetrain::engine::difference(&reference, &initial).max_relative;
+    assert!(moved > 1e-2, "training should move the weights ({moved})");
+    let difference = pipetrain::engine::difference(&trained, &reference).max_relative;
+    assert!(
+        difference <= common::TOLERANCE,
+        "pipelined vs single-device Learner: max_rel_diff {difference:e}"
+    );
+
+    // 8 mini-batches of training and 2 of validation per epoch reach the renderer, for both
+    // metrics, and the run learns the blobs.
+    let batches = |split: &str, per_epoch: usize| {
+        for metric in ["Accuracy", "Loss"] {
+            let values = values(&seen, split, metric);
+            assert!(
+                values.len() >= per_epoch * example::EPOCHS,
+                "{split} {metric}: {values:?}"
+            );
+        }
+    };
+    batches("train", example::TRAIN / example::BATCH);
+    batches("valid", example::VALID / example::BATCH);
+    let accuracy = values(&seen, "valid", "Accuracy");
+    assert!(
+        *accuracy.last().unwrap() >= 90.0,
+        "valid accuracy {accuracy:?}"
+    );
+    // Validation runs burn's own step on the merged model: the same metrics as single-device.
+    for metric in ["Accuracy", "Loss"] {
+        let (ours, theirs) = (
+            values(&seen, "valid", metric),
+            values(&single_seen, "valid", metric),
+        );
+        assert_eq!(ours.len(), theirs.len(), "valid {metric}");
+        for (a, b) in ours.iter().zip(&theirs) {
+            assert!(
+                (a - b).abs() <= 1e-4 * b.abs().max(1.0),
+                "valid {metric}: {ours:?} vs {theirs:?}"
+            );
+        }
+    }
+    // Training loss: the pipeline's step loss against burn's forward loss, batch by batch.
+    let (ours, theirs) = (
+        values(&seen, "train", "Loss"),
+        values(&single_seen, "train", "Loss"),
+    );
+    assert_eq!(ours.len(), theirs.len());
+    for (a, b) in ours.iter().zip(&theirs) {
+        assert!(
+            (a - b).abs() <= 1e-4 * b.abs().max(1.0),
+            "train loss: {ours:?} vs {theirs:?}"
+        );
+    }
+}
+
+#[test]
+fn the_learners_scheduler_sets_each_pipeline_steps_learning_rate() {
+    let model = common::seeded(example::SEED, |device| Mlp::new(&device.clone().autodiff()));
+    let learner = || {
+        // 0.5, then ×0.9 every step.
+        let scheduler = ExponentialLrSchedulerConfig::new(0.5, 0.9).init().unwrap();
+        Learner::new(model.clone(), SgdConfig::new().init(), scheduler)
+    };
+    let dir = common::scratch("learner-scheduler");
+    let (single, _) = launch(example::training(dir.path(), false), learner());
+    let (pipelined, seen) = launch(example::training(dir.path(), true), learner());
+    let difference = pipetrain::engine::difference(
+        &example::weights(&pipelined.model),
+        &example::weights(&single.model),
+    );
+    assert!(
+        difference.max_relative <= common::TOLERANCE,
+        "pipelined vs single-device under a decaying learning rate: {difference:?}"
+    );
+    // A constant rate would have ended elsewhere.
+    let (constant, _) = fit(model.clone(), true);
+    let moved = pipetrain::engine::difference(
+        &example::weights(&constant.model),
+        &example::weights(&single.model),
+    );
+    assert!(moved.max_relative > 1e-3, "{moved:?}");
+    assert!(!values(&seen, "train", "Loss").is_empty());
+}
