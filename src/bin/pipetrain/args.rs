@@ -172,10 +172,14 @@ pub struct TrainArgs {
     /// Train on data with NaN or infinite float values (refused by default, naming the row).
     #[arg(long, help_heading = "Data")]
     pub allow_nonfinite_inputs: bool,
-    /// Fraction of loaded data held out of training and evaluated at the end [default: 0.1].
-    /// Synthetic data holds out one batch of --batch rows instead (and refuses this flag).
+    /// Fraction of loaded data held out of training and evaluated at the end [default: 0.1];
+    /// 0 trains on everything (no held-out metric). Synthetic data holds out one batch of
+    /// --batch rows instead (and takes only 0).
     #[arg(long, value_name = "FRACTION", help_heading = "Data")]
     pub held_out: Option<f64>,
+    /// Visit loaded data in file order every epoch instead of a seeded shuffle.
+    #[arg(long, help_heading = "Data")]
+    pub no_shuffle: bool,
     /// Pipeline stages. Default: 2, or the length of --balance.
     #[arg(long)]
     pub stages: Option<usize>,

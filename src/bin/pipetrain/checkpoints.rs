@@ -28,6 +28,7 @@ impl RunIdentity {
             ("model", model.describe()),
             ("data", args.data.clone()),
             ("held-out", args.held_out().to_string()),
+            ("shuffle", (!args.no_shuffle).to_string()),
             ("seed", args.seed.to_string()),
             ("batch", args.batch.to_string()),
             ("accumulate", args.accumulate.to_string()),
@@ -79,6 +80,14 @@ pub fn save<L: Layer>(
     Ok(())
 }
 
+/// The value a checkpoint saved before `flag` was recorded ran with.
+fn default_of(flag: &str) -> Option<&'static str> {
+    DEFAULTS.iter().find(|(f, _)| *f == flag).map(|(_, v)| *v)
+}
+
+/// Identity entries added after checkpoints were first written, with their defaults.
+const DEFAULTS: &[(&str, &str)] = &[("shuffle", "true")];
+
 /// Loads `path` (or `read`, its contents read already) into `pipeline` and returns the step to continue from and the saved data
 /// position.
 ///
@@ -102,7 +111,9 @@ pub fn resume<L: Layer>(
         other => Failure::runtime(format!("--resume: {other}")),
     })?;
     for (flag, value) in &run.entries {
-        let saved = progress.extra.get(flag).map(String::as_str).unwrap_or("?");
+        let saved = progress.extra.get(flag).map(String::as_str);
+        // Checkpoints older than a flag were saved with its default.
+        let saved = saved.or_else(|| default_of(flag)).unwrap_or("?");
         if saved != value {
             return Err(Failure::usage(format!(
                 "--resume {}: the run was saved with --{flag} {saved}, this one has --{flag} \

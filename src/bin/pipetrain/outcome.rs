@@ -31,6 +31,10 @@ pub fn verify_and_evaluate<L: Layer>(
             (None, None) => crate::verify::verify(pipeline, single, tolerance),
         };
     }
+    if held_out.is_empty() {
+        println!("held-out: nothing held out (--held-out 0)");
+        return Ok(exit);
+    }
     let evaluation: Evaluation = match gathered {
         Some(model) => evaluate(
             |x| {
