@@ -40,6 +40,7 @@
 //!     data_parallel: DataParallel::default(),
 //!     ties: Vec::new(),
 //!     backward: Backward::default(),
+//!     guard: Default::default(),
 //! })?;
 //! let batch = Batch {
 //!     inputs: Tensor::<2>::ones([4, 4], &device).into(),
@@ -60,6 +61,7 @@ mod deferred;
 pub mod dense;
 mod error;
 mod fabric;
+mod guard;
 mod layer;
 mod loss;
 #[cfg(feature = "mpi")]
@@ -90,6 +92,7 @@ pub use collective::{ChannelCollective, Collective, CollectiveError, even_bounds
 pub use dense::{Dense, DenseActivation};
 pub use error::{Cause, EngineError, Result};
 pub use fabric::{ChannelFabric, Fabric, Links, TieLink};
+pub use guard::GradGuard;
 pub use layer::Layer;
 pub use loss::{CrossEntropy, Loss, Mse};
 pub use optimizer::OptimizerConfig;

@@ -62,6 +62,7 @@ pub(super) struct Plans {
 ///     data_parallel: DataParallel::default(),
 ///     ties: Vec::new(),
 ///     backward: Backward::default(),
+///     guard: Default::default(),
 /// };
 /// let mut runtime = Runtime::new(workers, config)?;
 /// let batch = Batch {

@@ -241,6 +241,16 @@ pub struct TrainArgs {
     /// Learning rate.
     #[arg(long, default_value_t = 0.01)]
     pub lr: f64,
+    /// Scale the gradients so that their global L2 norm (over every stage and replica) is at
+    /// most this before each optimizer step, as torch.nn.utils.clip_grad_norm_ does; the norm
+    /// before clipping is the `grad_norm` column of --metrics.
+    #[arg(long, value_name = "MAX_NORM", value_parser = crate::guard::parse_clip)]
+    pub clip_grad_norm: Option<f64>,
+    /// Skip a step whose loss or a gradient is NaN or infinite (no stage applies it; counted in
+    /// the `skipped` column of --metrics) instead of stopping with an error naming the step,
+    /// stage and parameter.
+    #[arg(long)]
+    pub skip_nonfinite: bool,
     /// Optimizer steps (each takes --accumulate batches).
     #[arg(long, default_value_t = 20)]
     pub steps: u64,

@@ -71,6 +71,18 @@ pub fn save<L: Layer>(
     run: &RunIdentity,
     position: String,
 ) -> Result<(), Failure> {
+    // A step that made a weight infinite (from finite gradients) must not replace a good file.
+    let params = match dist {
+        None => pipeline.trainable_parameters(),
+        Some(_) => Vec::new(),
+    };
+    if let Some(i) = params.iter().position(|p| p.iter().any(|x| !x.is_finite())) {
+        return Err(Failure::runtime(format!(
+            "--checkpoint {}: not written: parameter tensor {i} (in model order) holds a NaN or \
+             infinite weight; lower --lr or clip gradients (--clip-grad-norm 1.0)",
+            path.display()
+        )));
+    }
     let mut extra = run.extra();
     extra.insert(DATA_POSITION.to_string(), position);
     match dist {

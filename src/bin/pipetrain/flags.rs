@@ -12,6 +12,8 @@ const METHODS: &[(&str, &str)] = &[
     ("learning_rate", "--lr"),
     ("threads_per_worker", "--threads"),
     ("memory_budget", "--memory-budget"),
+    ("clip_grad_norm", "--clip-grad-norm"),
+    ("skip_nonfinite", "--skip-nonfinite"),
 ];
 
 /// Library functions and the flags that call them.

@@ -12,7 +12,7 @@ use burn::prelude::*;
 use pipetrain::engine::SingleDevice;
 use pipetrain::{Batch, CrossEntropy, Layer, OptimizerConfig, Pipeline, Remat, Tie};
 
-use crate::args::{OptimizerKind, TrainArgs};
+use crate::args::TrainArgs;
 use crate::checkpoints;
 use crate::data::Data;
 use crate::distributed::Distributed;
@@ -140,12 +140,7 @@ fn train(
         return Err(Failure::usage("--steps 0: train at least one step"));
     }
     crate::conflicts::train(args, dist.is_some())?;
-    let (optimizer, optimizer_name) = match args.optimizer {
-        OptimizerKind::Sgd => (OptimizerConfig::sgd(), "sgd"),
-        OptimizerKind::SgdMomentum => (OptimizerConfig::sgd_momentum(0.9), "sgd-momentum"),
-        OptimizerKind::Adam => (OptimizerConfig::adam(), "adam"),
-        OptimizerKind::Adamw => (OptimizerConfig::adamw(), "adamw"),
-    };
+    let (optimizer, optimizer_name) = crate::optimizer::of(args);
     let data = Data::open(args, args.batch)?;
     let model = Model::from_args(args, data.shapes()).map_err(Failure::usage)?;
     model.check_fits().map_err(Failure::usage)?;
@@ -210,7 +205,9 @@ fn train_with<L: Layer>(
     let k = args.accumulate.max(1);
     let mut reference = match args.verify && leader {
         true => Some(Reference::new(
-            SingleDevice::new(layers.clone(), &s.device, &s.optimizer).with_ties(&s.ties)?,
+            SingleDevice::new(layers.clone(), &s.device, &s.optimizer)
+                .with_guard(crate::guard::of(args))
+                .with_ties(&s.ties)?,
             (s.model.reference_chunks(args.replicas, args.micro_batches)).map(|c| c * k),
             args.lockstep,
         )),
@@ -230,6 +227,7 @@ fn train_with<L: Layer>(
         .accumulation(args.accumulate)
         .zero(args.zero)
         .bucket_bytes((args.bucket_mb * (1u64 << 20) as f64) as usize);
+    builder = crate::guard::configure(builder, args);
     // A multi-process run needs a split every process agrees on: without --balance, even.
     let balance = args
         .balance
@@ -308,7 +306,7 @@ fn train_with<L: Layer>(
     let started = Instant::now();
     let mut throughput = Vec::new();
     let mut losses = Vec::new();
-    let mut last = None;
+    let (mut last, mut skipped) = (None, 0);
     for step in first_step..args.steps {
         let batches: Vec<Batch> = (0..k as u64)
             .map(|j| {
@@ -319,7 +317,7 @@ fn train_with<L: Layer>(
         let mut totals = StepTotals::default();
         let mut report = None;
         for batch in &batches {
-            let mut r = pipeline.train_step(batch).map_err(Failure::of_build)?;
+            let mut r = crate::guard::step_result(step + 1, pipeline.train_step(batch))?;
             if let Some(d) = dist {
                 // Each process has its own last stages' share of the loss.
                 r.loss = d.total_loss(r.loss)?;
@@ -349,13 +347,15 @@ fn train_with<L: Layer>(
             })
             .unwrap_or_default();
         let line = format!(
-            "step {:>4}/{}  loss {:.6}  {:>8.1} samples/s  bubble {:>5.1}%{overlap}",
+            "step {:>4}/{}  loss {:.6}  {:>8.1} samples/s  bubble {:>5.1}%{overlap}{}",
             step + 1,
             args.steps,
             totals.loss,
             sps,
-            100.0 * report.bubble_fraction()
+            100.0 * report.bubble_fraction(),
+            totals.describe_guard(args.clip_grad_norm.is_some())
         );
+        skipped += u64::from(totals.skipped);
         progress.step(&line, totals.loss, sps);
         if let Some(m) = metrics.as_mut() {
             m.write(&Row {
@@ -366,6 +366,8 @@ fn train_with<L: Layer>(
                 wall_ms: totals.wall.as_secs_f64() * 1e3,
                 bubble: totals.bubble(),
                 all_reduce_ms: totals.all_reduce.as_secs_f64() * 1e3,
+                grad_norm: totals.grad_norm.unwrap_or(f64::NAN),
+                skipped,
                 stages: totals
                     .stages
                     .iter()
