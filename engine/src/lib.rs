@@ -67,6 +67,7 @@ mod loss;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 mod optimizer;
+mod optimizer_options;
 mod params;
 pub mod pool;
 pub mod profile;
@@ -95,7 +96,7 @@ pub use fabric::{ChannelFabric, Fabric, Links, TieLink};
 pub use guard::GradGuard;
 pub use layer::Layer;
 pub use loss::{CrossEntropy, Loss, Mse};
-pub use optimizer::OptimizerConfig;
+pub use optimizer::{AdamOptions, OptimizerConfig, OptimizerError, SgdOptions};
 pub use params::{Difference, difference, parameters, trainable_parameters};
 pub use reference::SingleDevice;
 pub use remat::{ParseRematError, Remat};

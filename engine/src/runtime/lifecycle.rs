@@ -331,6 +331,11 @@ impl<L: Layer> Runtime<L> {
         &self.config
     }
 
+    /// Sets the learning rate of the following optimizer steps (a schedule's value).
+    pub fn set_learning_rate(&mut self, learning_rate: f64) {
+        self.config.learning_rate = learning_rate;
+    }
+
     /// Batches accumulated since the last optimizer step.
     pub fn pending(&self) -> usize {
         self.pending

@@ -39,6 +39,20 @@ pub enum OptimizerKind {
     Adamw,
 }
 
+/// Which learning-rate schedule (`--lr-schedule`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum ScheduleKindArg {
+    /// The same rate every step.
+    #[default]
+    Constant,
+    /// Cosine annealing to --min-lr (CosineAnnealingLR).
+    Cosine,
+    /// A straight line to --min-lr (LinearLR).
+    Linear,
+    /// x --lr-gamma every --lr-step-size steps (StepLR).
+    Step,
+}
+
 /// Worked examples shown under `pipetrain train --help`.
 const EXAMPLES: &str = "\
 Examples:
@@ -235,12 +249,62 @@ pub struct TrainArgs {
     /// (0: all of the step's, the fastest; smaller holds less memory).
     #[arg(long, default_value_t = 0)]
     pub weight_group: usize,
-    /// Optimizer.
-    #[arg(long, value_enum, default_value_t)]
+    /// Optimizer: torch.optim's SGD, Adam or AdamW, with PyTorch's defaults.
+    #[arg(long, value_enum, default_value_t, help_heading = "Optimizer")]
     pub optimizer: OptimizerKind,
-    /// Learning rate.
-    #[arg(long, default_value_t = 0.01)]
+    /// Learning rate (the base rate of --lr-schedule).
+    #[arg(long, default_value_t = 0.01, help_heading = "Optimizer")]
     pub lr: f64,
+    /// SGD: momentum factor [default: 0; 0.9 with sgd-momentum].
+    #[arg(long, help_heading = "Optimizer")]
+    pub momentum: Option<f64>,
+    /// SGD: dampening of the momentum buffer [default: 0].
+    #[arg(long, help_heading = "Optimizer")]
+    pub dampening: Option<f64>,
+    /// SGD: Nesterov momentum (needs --momentum > 0 and dampening 0).
+    #[arg(long, help_heading = "Optimizer")]
+    pub nesterov: bool,
+    /// Adam/AdamW: beta1,beta2 [default: 0.9,0.999].
+    #[arg(
+        long,
+        value_name = "B1,B2",
+        value_parser = crate::optimizer::parse_betas,
+        help_heading = "Optimizer"
+    )]
+    pub betas: Option<(f64, f64)>,
+    /// Adam/AdamW: epsilon added to the root of the second moment [default: 1e-8].
+    #[arg(long, help_heading = "Optimizer")]
+    pub eps: Option<f64>,
+    /// Weight decay: SGD and Adam add λw to the gradient, AdamW decays decoupled [default: 0;
+    /// AdamW 1e-2].
+    #[arg(long, help_heading = "Optimizer")]
+    pub weight_decay: Option<f64>,
+    /// Learning-rate schedule over the run's optimizer steps (equal to torch.optim.lr_scheduler
+    /// step by step; see README).
+    #[arg(long, value_enum, default_value_t, help_heading = "Optimizer")]
+    pub lr_schedule: ScheduleKindArg,
+    /// Linear warm-up steps from lr/N to lr before the schedule.
+    #[arg(
+        long,
+        default_value_t = 0,
+        value_name = "N",
+        help_heading = "Optimizer"
+    )]
+    pub warmup_steps: u64,
+    /// cosine/linear: the rate at the run's last step.
+    #[arg(long, default_value_t = 0.0, help_heading = "Optimizer")]
+    pub min_lr: f64,
+    /// step: steps between decays.
+    #[arg(
+        long,
+        default_value_t = 30,
+        value_name = "N",
+        help_heading = "Optimizer"
+    )]
+    pub lr_step_size: u64,
+    /// step: the factor of each decay.
+    #[arg(long, default_value_t = 0.1, help_heading = "Optimizer")]
+    pub lr_gamma: f64,
     /// Scale the gradients so that their global L2 norm (over every stage and replica) is at
     /// most this before each optimizer step, as torch.nn.utils.clip_grad_norm_ does; the norm
     /// before clipping is the `grad_norm` column of --metrics.

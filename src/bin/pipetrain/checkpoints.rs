@@ -29,6 +29,8 @@ impl RunIdentity {
             ("data", args.data.clone()),
             ("held-out", args.held_out().to_string()),
             ("shuffle", (!args.no_shuffle).to_string()),
+            // A schedule's rates depend on --lr and --steps: a resumed run must use the same.
+            ("lr-schedule", lr_schedule(args)),
             ("seed", args.seed.to_string()),
             ("batch", args.batch.to_string()),
             ("accumulate", args.accumulate.to_string()),
@@ -98,7 +100,17 @@ fn default_of(flag: &str) -> Option<&'static str> {
 }
 
 /// Identity entries added after checkpoints were first written, with their defaults.
-const DEFAULTS: &[(&str, &str)] = &[("shuffle", "true")];
+const DEFAULTS: &[(&str, &str)] = &[("shuffle", "true"), ("lr-schedule", "constant")];
+
+/// The identity of `--lr-schedule`: `constant` (any `--lr` may resume it, as before schedules
+/// existed), else the schedule with its base rate.
+fn lr_schedule(args: &TrainArgs) -> String {
+    match crate::optimizer::schedule(args) {
+        Ok(s) if s == pipetrain::LrSchedule::default() => "constant".to_string(),
+        Ok(s) => format!("{s}, from lr {}", args.lr),
+        Err(_) => String::new(),
+    }
+}
 
 /// Loads `path` (or `read`, its contents read already) into `pipeline` and returns the step to continue from and the saved data
 /// position.

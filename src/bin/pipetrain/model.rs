@@ -3,7 +3,7 @@
 
 use burn::prelude::*;
 use pipetrain::engine::{Activation, ActivationError};
-use pipetrain::{Batch, Remat};
+use pipetrain::{Batch, Remat, Tie};
 use pipetrain_models::{GptConfig, MlpConfig, ResNetConfig, synthetic};
 
 use crate::args::{ModelKind, TrainArgs};
@@ -21,6 +21,20 @@ pub enum Model {
 }
 
 impl Model {
+    /// The ties of `--tie-embeddings` (`tie`): the GPT's embedding and head, no other model's.
+    ///
+    /// # Errors
+    /// The flag with another model.
+    pub fn ties(&self, tie: bool) -> Result<Vec<Tie>, String> {
+        match (self, tie) {
+            (Model::Gpt(c), true) => Ok(vec![c.tie_embeddings()]),
+            (_, true) => {
+                Err("--tie-embeddings ties a GPT's embeddings: use it with --model gpt".into())
+            }
+            (_, false) => Ok(Vec::new()),
+        }
+    }
+
     /// The model the flags describe; with loaded data, input sizes follow the data's `shapes`
     /// (the flags give the rest: `--classes` and `--vocab` are never raised to fit the data,
     /// whose labels are checked against them at load).

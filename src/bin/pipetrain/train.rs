@@ -101,7 +101,9 @@ struct Settings<'a> {
     schedule: pipetrain::schedules::Schedule,
     remat: Remat,
     optimizer: OptimizerConfig,
-    optimizer_name: &'static str,
+    /// The optimizer, its settings and the base learning rate, for the banner.
+    optimizer_name: String,
+    lr_schedule: pipetrain::LrSchedule,
     model: Model,
     data: Data,
     device: Device,
@@ -140,27 +142,21 @@ fn train(
         return Err(Failure::usage("--steps 0: train at least one step"));
     }
     crate::conflicts::train(args, dist.is_some())?;
-    let (optimizer, optimizer_name) = crate::optimizer::of(args);
+    let (optimizer, optimizer_name) = crate::optimizer::of(args)?;
+    let lr_schedule = crate::optimizer::schedule(args)?;
     let data = Data::open(args, args.batch)?;
     let model = Model::from_args(args, data.shapes()).map_err(Failure::usage)?;
     model.check_fits().map_err(Failure::usage)?;
     let device = args.device.device().map_err(Failure::usage)?;
     device.seed(args.seed);
-    let ties = match (&model, args.tie_embeddings) {
-        (Model::Gpt(c), true) => vec![c.tie_embeddings()],
-        (_, true) => {
-            return Err(Failure::usage(
-                "--tie-embeddings ties a GPT's embeddings: use it with --model gpt",
-            ));
-        }
-        (_, false) => Vec::new(),
-    };
+    let ties = model.ties(args.tie_embeddings).map_err(Failure::usage)?;
     let settings = Settings {
         args,
         schedule,
         remat,
         optimizer,
         optimizer_name,
+        lr_schedule,
         model,
         data,
         device,
@@ -279,7 +275,7 @@ fn train_with<L: Layer>(
     let progress = Progress::of_process(args.steps, dist.is_some(), leader);
     progress.println(&format!(
         "pipetrain: {} ({params} params), {} replicas × {} stages, {} micro-batches of {}, \
-         {}, remat {}, {} backward, {} lr {}, {} threads/worker on {}",
+         {}, remat {}, {} backward, {}, lr schedule {}, {} threads/worker on {}",
         s.model.describe(),
         pipeline.replicas(),
         pipeline.stages(),
@@ -289,7 +285,7 @@ fn train_with<L: Layer>(
         s.remat,
         args.backward.describe(args.weight_group),
         s.optimizer_name,
-        args.lr,
+        s.lr_schedule,
         pipeline.threads_per_worker(),
         args.device,
     ));
@@ -314,6 +310,8 @@ fn train_with<L: Layer>(
                     .batch(&s.model, step * k as u64 + j, args.batch, &s.device)
             })
             .collect::<Result<_, _>>()?;
+        let lr = s.lr_schedule.at(args.lr, step);
+        pipeline.set_learning_rate(lr);
         let mut totals = StepTotals::default();
         let mut report = None;
         for batch in &batches {
@@ -333,7 +331,7 @@ fn train_with<L: Layer>(
             }
         }
         if let Some(r) = reference.as_mut() {
-            r.step(batches, args.lr, &pipeline, step + 1)?;
+            r.step(batches, lr, &pipeline, step + 1)?;
         }
         let sps = totals.samples as f64 / totals.wall.as_secs_f64().max(1e-12);
         let overlap = report
@@ -361,7 +359,7 @@ fn train_with<L: Layer>(
             m.write(&Row {
                 step: step + 1,
                 loss: totals.loss,
-                lr: args.lr,
+                lr,
                 samples_per_sec: sps,
                 wall_ms: totals.wall.as_secs_f64() * 1e3,
                 bubble: totals.bubble(),
