@@ -124,6 +124,19 @@ impl TrainArgs {
     }
 }
 
+/// clap's parser for `--rename REGEX=REPLACEMENT` (split at the last `=`: a replacement holds
+/// none, a pattern may).
+fn parse_rename(text: &str) -> Result<(String, String), String> {
+    match text.rsplit_once('=') {
+        Some((pattern, replacement)) if !pattern.is_empty() => {
+            Ok((pattern.to_string(), replacement.to_string()))
+        }
+        _ => Err(format!(
+            "`{text}` is not REGEX=REPLACEMENT; e.g. '^model\\.=' drops a `model.` prefix"
+        )),
+    }
+}
+
 /// clap's parser for `--verify-tolerance`: a finite number >= 0 (clap names the flag).
 fn parse_tolerance(text: &str) -> Result<f64, String> {
     match text.trim().parse::<f64>() {
@@ -380,6 +393,16 @@ pub struct TrainArgs {
     /// Every parameter must be present with its shape. With `eval`: the weights to evaluate.
     #[arg(long, value_name = "FILE", help_heading = "Checkpoints")]
     pub init: Option<PathBuf>,
+    /// With --init: rewrite the file's tensor names before matching them, REGEX=REPLACEMENT
+    /// (`$1` for groups), e.g. `^module\.=` to drop DataParallel's prefix; repeatable, applied
+    /// in order before the model's own PyTorch names are mapped (README: Coming from PyTorch).
+    #[arg(
+        long,
+        value_name = "REGEX=REPLACEMENT",
+        value_parser = parse_rename,
+        help_heading = "Checkpoints"
+    )]
+    pub rename: Vec<(String, String)>,
     /// GPT: tie the token embedding (stage 0) and the output projection (last stage) into one
     /// parameter, GPT-2 style; their gradients are summed between the stages every step.
     #[arg(long, help_heading = "GPT")]

@@ -174,10 +174,19 @@ pub fn resume<L: Layer>(
 /// # Errors
 /// The file is unreadable (runtime) or does not fit the model (usage; the error names the
 /// tensor).
-pub fn init<L: Layer>(path: &Path, layers: Vec<L>) -> Result<Vec<L>, Failure> {
+pub fn init<L: Layer>(
+    path: &Path,
+    layers: Vec<L>,
+    args: &TrainArgs,
+    model: &Model,
+) -> Result<Vec<L>, Failure> {
+    pipetrain::engine::checkpoint::check_renames(&args.rename)
+        .map_err(|e| Failure::usage(format!("--rename: {e}")))?;
     match Checkpoint::read(path) {
-        Ok(checkpoint) => checkpoint.load_model(layers),
-        Err(CheckpointError::NotACheckpoint { .. }) => return plain_weights(path, layers),
+        Ok(checkpoint) if args.rename.is_empty() => checkpoint.load_model(layers),
+        Ok(_) | Err(CheckpointError::NotACheckpoint { .. }) => {
+            return plain_weights(path, layers, args, model);
+        }
         Err(e) => Err(e),
     }
     .map_err(|e| failure("--init", e))
@@ -188,11 +197,33 @@ pub fn init<L: Layer>(path: &Path, layers: Vec<L>) -> Result<Vec<L>, Failure> {
 /// from burn's store); else the shapes do: a non-square Linear weight fits one layout only. A
 /// file whose Linear weights are all square fits both and is refused rather than guessed (a
 /// wrong guess transposes every matrix).
-fn plain_weights<L: Layer>(path: &Path, layers: Vec<L>) -> Result<Vec<L>, Failure> {
-    use pipetrain::engine::checkpoint::init_from;
+///
+/// `--rename` rules apply first; then the model's PyTorch names (a `nn.Sequential` MLP's
+/// `0.weight`, `2.weight`, …, see [`Model::pytorch_renames`]) are mapped onto its own when every
+/// name has that form.
+fn plain_weights<L: Layer>(
+    path: &Path,
+    layers: Vec<L>,
+    args: &TrainArgs,
+    model: &Model,
+) -> Result<Vec<L>, Failure> {
     let bytes = std::fs::read(path).map_err(|e| format!("--init {}: {e}", path.display()))?;
     let (_, header) = safetensors::SafeTensors::read_metadata(&bytes)
         .map_err(|e| format!("--init {}: {e}", path.display()))?;
+    let names: Vec<String> = header.tensors().keys().cloned().collect();
+    let names = pipetrain::engine::checkpoint::rename_all(&names, &args.rename)
+        .map_err(|e| Failure::usage(format!("--rename: {e}")))?;
+    let sequential = names.iter().all(|name| {
+        let (index, rest) = name.split_once('.').unwrap_or_default();
+        index.parse::<usize>().is_ok() && matches!(rest, "weight" | "bias")
+    });
+    let mut renames = args.rename.clone();
+    if sequential {
+        renames.extend(model.pytorch_renames());
+    }
+    let init_from = |path: &Path, layers: Vec<L>, pytorch: bool| {
+        pipetrain::engine::checkpoint::init_renamed(path, layers, pytorch, &renames)
+    };
     let meta = header.metadata().clone().unwrap_or_default();
     let known = match (meta.get("format"), meta.get("producer")) {
         (Some(f), _) if f == "pt" => Some(true),
@@ -229,9 +260,8 @@ fn failure(flag: &str, error: CheckpointError) -> Failure {
     let message = format!("{flag}: {error}");
     match error {
         CheckpointError::NotACheckpoint { .. }
-        | CheckpointError::Missing { .. }
+        | CheckpointError::Keys { .. }
         | CheckpointError::Mismatch { .. }
-        | CheckpointError::Unexpected { .. }
         | CheckpointError::Optimizer { .. } => Failure::usage(message),
         _ => Failure::runtime(message),
     }

@@ -19,6 +19,7 @@ const METHODS: &[(&str, &str)] = &[
 /// Library functions and the flags that call them.
 const FUNCTIONS: &[(&str, &str)] = &[
     ("`init_from`", "--init"),
+    ("`rename` rules", "--rename rules"),
     ("`Remat::Always`", "--remat always"),
     ("`Backward::Split { weight_group: 1 }`", "--weight-group 1"),
 ];

@@ -21,6 +21,16 @@ pub enum Model {
 }
 
 impl Model {
+    /// Rename rules from the names of the PyTorch module that mirrors the model onto its own:
+    /// the MLP's `nn.Sequential` (see [`MlpConfig::pytorch_renames`]); none for the GPT, whose
+    /// documented PyTorch module has its names (README), and the ResNet.
+    pub fn pytorch_renames(&self) -> Vec<(String, String)> {
+        match self {
+            Model::Mlp(c) => c.pytorch_renames(),
+            Model::ResNet(_) | Model::Gpt(_) => Vec::new(),
+        }
+    }
+
     /// The ties of `--tie-embeddings` (`tie`): the GPT's embedding and head, no other model's.
     ///
     /// # Errors

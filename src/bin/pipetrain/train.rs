@@ -182,7 +182,7 @@ fn train_with<L: Layer>(
     let params: usize = layers.iter().map(|l| l.num_params()).sum();
     let layers = match &args.init {
         Some(path) => {
-            let layers = checkpoints::init(path, layers)?;
+            let layers = checkpoints::init(path, layers, args, &s.model)?;
             if leader {
                 println!("init: weights from {}", path.display());
             }
