@@ -301,7 +301,7 @@ fn train_with<L: Layer>(
     }
     let started = Instant::now();
     let mut throughput = Vec::new();
-    let mut losses = Vec::new();
+    let (mut losses, mut rates) = (Vec::new(), Vec::new());
     let (mut last, mut skipped) = (None, 0);
     for step in first_step..args.steps {
         let batches: Vec<Batch> = (0..k as u64)
@@ -377,6 +377,7 @@ fn train_with<L: Layer>(
             throughput.push(sps);
         }
         losses.push(totals.loss);
+        rates.push(lr);
         last = Some(report);
         // A signal stops the run here, after a whole step, saving it first.
         let stopping = s.stop.as_ref().and_then(Stop::requested);
@@ -424,21 +425,24 @@ fn train_with<L: Layer>(
     if pipeline.replicas() > 1 && dist.is_none() {
         summary::print_optimizer_state(&pipeline);
     }
-    if let Some(path) = &args.plot {
-        let (lo, hi) = crate::plot::loss_png(path, &losses)?;
-        println!(
-            "plot: {} (loss from {lo:.4} to {hi:.4} over {} steps)",
-            path.display(),
-            losses.len()
-        );
-    }
+    let title = format!(
+        "pipetrain: {}, {} stages × {} replicas, {} lr {}, {}",
+        crate::plot::short(&s.model.describe()),
+        pipeline.stages(),
+        pipeline.replicas(),
+        crate::plot::short(&s.optimizer_name),
+        args.lr,
+        s.lr_schedule
+    );
+    let curve = crate::plot::Curve::new(&title, &losses, &rates);
+    let plot = args.plot.as_deref().map(|path| (path, curve));
     let held_out = s.data.held_out(&s.model, args.batch, &s.device)?;
     crate::outcome::verify_and_evaluate(
         &mut pipeline,
         gathered.as_deref(),
         reference,
         args.verify_tolerance,
-        held_out,
-        s.model.is_language_model(),
+        (held_out, s.model.is_language_model()),
+        plot,
     )
 }
