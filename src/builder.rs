@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use burn::prelude::*;
 use pipetrain_engine::{
-    Backward, CrossEntropy, DataParallel, Fabric, Layer, Loss, OptimizerConfig, Remat,
+    Backward, CrossEntropy, DataParallel, Fabric, GradGuard, Layer, Loss, OptimizerConfig, Remat,
     RuntimeConfig, Tie, pool,
 };
 use pipetrain_partitioner::Partition;
@@ -13,6 +13,8 @@ use pipetrain_schedules::{Lowering, Schedule, ScheduleKind, lower, validate};
 
 use crate::error::{Result, config};
 use crate::pipeline::Pipeline;
+
+mod checks;
 
 /// How the layers are split into stages.
 pub(crate) enum Split {
@@ -103,6 +105,7 @@ pub struct PipelineBuilder<L: Layer> {
     ties: Vec<Tie>,
     memory_budget: Option<u64>,
     distributed: Option<Distributed>,
+    guard: GradGuard,
 }
 
 impl<L: Layer> Default for PipelineBuilder<L> {
@@ -127,6 +130,7 @@ impl<L: Layer> Default for PipelineBuilder<L> {
             ties: Vec::new(),
             memory_budget: None,
             distributed: None,
+            guard: GradGuard::default(),
         }
     }
 }
@@ -193,6 +197,22 @@ impl<L: Layer> PipelineBuilder<L> {
     /// The learning rate.
     pub fn learning_rate(mut self, learning_rate: f64) -> Self {
         self.learning_rate = learning_rate;
+        self
+    }
+
+    /// Clip the global gradient norm (over every stage and replica) to `max_norm` before each
+    /// optimizer step, as `torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)` does
+    /// on one device; [`StepReport::grad_norm`](crate::StepReport::grad_norm) reports the norm
+    /// before clipping.
+    pub fn clip_grad_norm(mut self, max_norm: f64) -> Self {
+        self.guard.clip_norm = Some(max_norm);
+        self
+    }
+
+    /// Skip (apply nothing, on every stage) a step with a NaN or infinite gradient instead of
+    /// failing it ([`StepReport::skipped`](crate::StepReport::skipped) says so).
+    pub fn skip_nonfinite(mut self) -> Self {
+        self.guard.skip_nonfinite = true;
         self
     }
 
@@ -288,6 +308,7 @@ impl<L: Layer> PipelineBuilder<L> {
 
     /// Validates every setting and builds the pipeline. No thread runs before this succeeds.
     pub fn build(self) -> Result<Pipeline<L>> {
+        self.check_settings()?;
         let Some(layers) = self.layers else {
             return config("no layers: call .layers(model_layers) with the model's layer sequence");
         };
@@ -362,35 +383,6 @@ impl<L: Layer> PipelineBuilder<L> {
                  process could differ; give .balance([...]) for the {stages} stages"
             ));
         }
-        if self.micro_batches == 0 {
-            return config(
-                "micro_batches = 0: each step needs at least one micro-batch (use .micro_batches(1))",
-            );
-        }
-        if !(self.learning_rate.is_finite() && self.learning_rate > 0.0) {
-            return config(format!(
-                "learning rate {} is not a positive finite number; try 0.01",
-                self.learning_rate
-            ));
-        }
-        if self.replicas == 0 {
-            return config("replicas = 0: use .replicas(1) for no data parallelism");
-        }
-        if self.accumulation == 0 {
-            return config("accumulation = 0: use .accumulation(1) to step after every batch");
-        }
-        if self.zero > 1 {
-            return config(format!(
-                "ZeRO stage {} is not supported: use 0 (off) or 1 (optimizer state sharded)",
-                self.zero
-            ));
-        }
-        if self.bucket_bytes < 4 {
-            return config(format!(
-                "bucket of {} bytes cannot hold one f32 gradient; use at least 4 (default 25 MiB)",
-                self.bucket_bytes
-            ));
-        }
         let workers = stages * self.replicas;
         let devices = match self.devices.len() {
             0 => vec![Device::flex(); workers],
@@ -411,9 +403,6 @@ impl<L: Layer> PipelineBuilder<L> {
                 ));
             }
         };
-        if self.threads == Some(0) {
-            return config("threads_per_worker = 0: each worker needs at least one thread");
-        }
         let unlowered = self.schedule.plan(stages, self.micro_batches)?;
         let plan = lower(&unlowered, Lowering::default());
         validate(&plan)?;
@@ -435,6 +424,7 @@ impl<L: Layer> PipelineBuilder<L> {
                 },
                 ties,
                 backward: self.backward,
+                guard: self.guard,
             },
             optimizer: self.optimizer,
             devices,

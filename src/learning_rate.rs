@@ -15,7 +15,8 @@ impl<L: Layer> Pipeline<L> {
     }
 
     /// Sets the learning rate of the next optimizer steps, e.g. a scheduler's value for this
-    /// step; refused (and nothing changes) unless it is positive and finite.
+    /// step (a schedule may reach 0, as torch's cosine does); refused, and nothing changes,
+    /// unless it is finite and not negative.
     ///
     /// ```
     /// use burn::prelude::*;
@@ -30,10 +31,10 @@ impl<L: Layer> Pipeline<L> {
     /// # Ok::<(), pipetrain::Error>(())
     /// ```
     pub fn set_learning_rate(&mut self, learning_rate: f64) -> Result<()> {
-        if !(learning_rate.is_finite() && learning_rate > 0.0) {
+        if !(learning_rate.is_finite() && learning_rate >= 0.0) {
             return config(format!(
-                "learning rate {learning_rate} is not a positive finite number; give the \
-                 scheduler a positive rate, e.g. 0.01"
+                "learning rate {learning_rate} is not a finite number >= 0; give the \
+                 scheduler a rate such as 0.01"
             ));
         }
         self.config.runtime.learning_rate = learning_rate;

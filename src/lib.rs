@@ -36,20 +36,23 @@ mod error;
 #[cfg(feature = "burn-train")]
 pub mod learner;
 mod learning_rate;
+mod lr_schedule;
 pub mod memory;
 mod pipeline;
 mod report;
 
 pub use builder::PipelineBuilder;
 pub use error::{Error, Result};
+pub use lr_schedule::{Decay, LrSchedule};
 pub use pipeline::Pipeline;
 pub use report::{StageReport, StepReport};
 
 pub use pipetrain_engine as engine;
 pub use pipetrain_engine::checkpoint::{Checkpoint, CheckpointError, Progress};
 pub use pipetrain_engine::{
-    Activation, ActivationError, Backward, Batch, Bundle, CrossEntropy, Dense, DenseActivation,
-    Layer, Loss, Mse, OptimizerConfig, Remat, Tie,
+    Activation, ActivationError, AdamOptions, Backward, Batch, Bundle, CrossEntropy, Dense,
+    DenseActivation, GradGuard, Layer, Loss, Mse, OptimizerConfig, OptimizerError, Remat,
+    SgdOptions, Tie,
 };
 pub use pipetrain_partitioner as partitioner;
 pub use pipetrain_schedules as schedules;

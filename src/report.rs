@@ -49,6 +49,12 @@ pub struct StepReport {
     pub all_reduce: Duration,
     /// Fraction of the all-reduce time that overlapped upstream stages' backward.
     pub all_reduce_overlap: Option<f64>,
+    /// The global gradient norm (over every stage and replica) before clipping; `None` when no
+    /// optimizer step ran.
+    pub grad_norm: Option<f64>,
+    /// Whether the update was skipped for a non-finite gradient (see
+    /// [`PipelineBuilder::skip_nonfinite`](crate::PipelineBuilder::skip_nonfinite)).
+    pub skipped: bool,
 }
 
 impl StepReport {
@@ -144,6 +150,7 @@ impl StepReport {
 
     pub(crate) fn from_outcome(step: u64, o: StepOutcome, predicted: &[f64]) -> Self {
         let (all_reduce_time, overlap) = (o.all_reduce_time(), o.all_reduce_overlap());
+        let (grad_norm, skipped) = (o.grad_norm(), o.skipped());
         let workers = o
             .workers
             .into_iter()
@@ -171,6 +178,8 @@ impl StepReport {
             optimizer_step: o.optimizer_step,
             all_reduce: all_reduce_time,
             all_reduce_overlap: overlap,
+            grad_norm,
+            skipped,
         }
     }
 }

@@ -35,7 +35,7 @@ fn run_with(file: &std::path::Path, extra: &[&str]) -> String {
     )
 }
 
-const COLUMNS: [&str; 11] = [
+const COLUMNS: [&str; 13] = [
     "step",
     "loss",
     "lr",
@@ -43,6 +43,8 @@ const COLUMNS: [&str; 11] = [
     "wall_ms",
     "bubble",
     "all_reduce_ms",
+    "grad_norm",
+    "skipped",
     "stage0_compute_ms",
     "stage0_idle_ms",
     "stage1_compute_ms",
@@ -76,7 +78,9 @@ fn csv_has_a_header_and_a_row_of_numbers_per_optimizer_step() {
         assert_eq!(row[2], 0.01);
         assert!(row[3] > 0.0 && row[4] > 0.0);
         assert!((0.0..=1.0).contains(&row[5]), "bubble: {row:?}");
-        assert!(row[6] >= 0.0 && row[7] > 0.0 && row[9] > 0.0);
+        assert!(row[7].is_finite() && row[7] > 0.0, "grad_norm: {row:?}");
+        assert_eq!(row[8], 0.0, "no step skipped");
+        assert!(row[6] >= 0.0 && row[9] > 0.0 && row[11] > 0.0);
     }
 }
 

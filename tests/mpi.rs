@@ -188,6 +188,25 @@ fn four_ranks_two_by_two_verify_and_match_the_in_process_run() {
     );
 }
 
+/// Global-norm clipping over MPI: each replica's stages sum their squared norms over the
+/// `STAGES` channel, with ZeRO-1's shares summed over the replicas first (issue 17, item 5).
+#[test]
+fn clipping_over_four_ranks_matches_the_in_process_run() {
+    let layout = [
+        "--stages",
+        "2",
+        "--balance",
+        "2,1",
+        "--replicas",
+        "2",
+        "--zero",
+        "1",
+    ];
+    let clip = ["--clip-grad-norm", "0.05", "--optimizer", "adam"];
+    let flags: Vec<&str> = layout.iter().chain(&clip).copied().collect();
+    same_as_in_process(4, &flags, &[]);
+}
+
 /// Three members per group: the sums run in rank order over MPI too (c₀ + c₁ + c₂ is not
 /// c₀ + (c₁ + c₂) in floats), with each tensor owned by one of three ranks.
 #[test]

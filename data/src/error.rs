@@ -261,8 +261,11 @@ pub enum DataError {
         message: String,
     },
 
-    /// A held-out fraction outside `(0, 1)`.
-    #[error("held-out fraction {held_out} is not in (0, 1); use e.g. 0.1 to hold out 10%")]
+    /// A held-out fraction outside `[0, 1)`.
+    #[error(
+        "held-out fraction {held_out} is not in [0, 1); use e.g. 0.1 to hold out 10%, or 0 to \
+         train on everything"
+    )]
     BadFraction {
         /// The fraction given.
         held_out: f64,

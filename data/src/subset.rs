@@ -71,7 +71,8 @@ impl<D: Dataset + ?Sized> Dataset for Subset<D> {
 /// `round(len × held_out)` examples are held out, the rest train. Deterministic (no shuffling:
 /// shuffle the training view with a [`Loader`](crate::Loader)).
 ///
-/// Errors when `held_out` is not in `(0, 1)` or when either side would be empty.
+/// `held_out = 0` trains on everything (the held-out view is empty). Errors when `held_out` is
+/// not in `[0, 1)` or when a positive fraction would leave either side empty.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -86,14 +87,14 @@ pub fn split<D: Dataset + ?Sized>(
     dataset: Arc<D>,
     held_out: f64,
 ) -> Result<(Subset<D>, Subset<D>)> {
-    if !(held_out > 0.0 && held_out < 1.0) {
+    if !(0.0..1.0).contains(&held_out) {
         return Err(DataError::BadFraction { held_out });
     }
     let len = dataset.len();
     let held = ((len as f64) * held_out).round() as usize;
     let held = held.min(len);
     let train = len - held;
-    if held == 0 || train == 0 {
+    if (held == 0 && held_out > 0.0) || train == 0 {
         return Err(DataError::EmptySplit {
             len,
             held_out,

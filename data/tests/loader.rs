@@ -291,7 +291,10 @@ fn split_holds_out_the_tail_and_rejects_empty_sides() {
     let loader = LoaderConfig::new(2).build(held).unwrap();
     assert_eq!(loader.batches_per_epoch(), 1);
 
-    for fraction in [0.0, 1.0, -0.5, 1.5, f64::NAN] {
+    // 0 trains on everything.
+    let (train, held) = split(Arc::clone(&data), 0.0).unwrap();
+    assert_eq!((train.len(), held.len()), (10, 0));
+    for fraction in [1.0, -0.5, 1.5, f64::NAN] {
         assert!(matches!(
             split(Arc::clone(&data), fraction),
             Err(DataError::BadFraction { .. })

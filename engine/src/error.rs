@@ -42,6 +42,17 @@ pub enum Cause {
     /// The collective failed.
     #[error("collective: {0}")]
     Collective(#[from] crate::collective::CollectiveError),
+    /// A gradient of the step is NaN or infinite (or its squared norm overflows f32); no stage
+    /// applied the step. This is the lowest stage where one appeared.
+    #[error(
+        "non-finite gradient of `{parameter}` (the first stage and parameter with one; no \
+         stage applied this step): lower the learning rate, clip gradients \
+         (.clip_grad_norm(1.0)) or skip such steps (.skip_nonfinite())"
+    )]
+    NonFinite {
+        /// The parameter's full-model name, e.g. `3.linear.weight`.
+        parameter: String,
+    },
 }
 
 /// Everything the engine can return: the crate's one error type. Sub-errors (checkpoint, ties,

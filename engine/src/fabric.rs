@@ -39,6 +39,9 @@ pub struct Links {
     pub collective: Box<dyn Collective>,
     /// Per tie it shares with another stage of its replica: the pair's group.
     pub ties: HashMap<usize, Box<dyn Collective>>,
+    /// Over the stages of its replica (its rank is its stage index): the gradient guard's
+    /// global norm (see [`GradGuard`](crate::GradGuard)).
+    pub stages: Box<dyn Collective>,
 }
 
 /// Makes the links of a world's local workers.
@@ -84,6 +87,11 @@ impl Fabric for ChannelFabric {
             let ids = world.stage_group(s.into());
             collectives.extend(ids.zip(ChannelCollective::group(replicas, abort)));
         }
+        let mut lines: HashMap<WorkerId, ChannelCollective> = HashMap::new();
+        for r in 0..replicas {
+            let ids = world.replica(r.into());
+            lines.extend(ids.zip(ChannelCollective::group(stages, abort)));
+        }
         let mut pairs: HashMap<WorkerId, HashMap<usize, Box<dyn Collective>>> = HashMap::new();
         for r in 0..replicas {
             for link in ties {
@@ -103,6 +111,7 @@ impl Fabric for ChannelFabric {
                 transport: Box::new(transports.remove(id).expect("one per worker")),
                 collective: Box::new(collectives.remove(id).expect("one per worker")),
                 ties: pairs.remove(id).unwrap_or_default(),
+                stages: Box::new(lines.remove(id).expect("one per worker")),
             })
             .collect())
     }

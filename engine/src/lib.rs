@@ -40,6 +40,7 @@
 //!     data_parallel: DataParallel::default(),
 //!     ties: Vec::new(),
 //!     backward: Backward::default(),
+//!     guard: Default::default(),
 //! })?;
 //! let batch = Batch {
 //!     inputs: Tensor::<2>::ones([4, 4], &device).into(),
@@ -61,11 +62,13 @@ mod deferred;
 pub mod dense;
 mod error;
 mod fabric;
+mod guard;
 mod layer;
 mod loss;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 mod optimizer;
+mod optimizer_options;
 mod params;
 pub mod pool;
 pub mod profile;
@@ -93,9 +96,10 @@ pub use collective::{ChannelCollective, Collective, CollectiveError, even_bounds
 pub use dense::{Dense, DenseActivation};
 pub use error::{Cause, EngineError, Result};
 pub use fabric::{ChannelFabric, Fabric, Links, TieLink};
+pub use guard::GradGuard;
 pub use layer::Layer;
 pub use loss::{CrossEntropy, Loss, Mse};
-pub use optimizer::OptimizerConfig;
+pub use optimizer::{AdamOptions, OptimizerConfig, OptimizerError, SgdOptions};
 pub use params::{Difference, difference, parameters, trainable_parameters};
 pub use reference::SingleDevice;
 pub use remat::{ParseRematError, Remat};

@@ -1,7 +1,16 @@
-//! Optimizer choice: burn's optimizers, one instance per stage. Building one, and converting
-//! burn's configs into an [`OptimizerConfig`], live in the adapter (`adapter/optimizer.rs`).
+//! Optimizer choice: burn's optimizers, one instance per stage, with PyTorch's settings and
+//! defaults ([`SgdOptions`], [`AdamOptions`]). Building one, and converting burn's configs into
+//! an [`OptimizerConfig`], live in the adapter (`adapter/optimizer.rs`).
+//!
+//! burn 0.22.1's update rules are torch.optim's, checked term by term: SGD's weight decay
+//! (`g + λw`), momentum buffer (`b = μb + (1 − τ)g`, the first step `b = g`) and Nesterov
+//! (`g + μb`); Adam's L2 weight decay, bias corrections and ε added to `√v̂` (burn folds the
+//! corrections into one factor, `m·√(1−β₂ᵗ)/(1−β₁ᵗ) / (√v + ε√(1−β₂ᵗ))`, the same value);
+//! AdamW's decoupled decay `w(1 − lr·λ)` before the Adam step. Only the defaults differ
+//! (burn's ε 1e-5, AdamW λ 1e-4, momentum dampening 0.1): these constructors use PyTorch's.
 
 use crate::adapter::{self, AdamConfig, AdamWConfig, SgdConfig};
+pub use crate::optimizer_options::{AdamOptions, OptimizerError, SgdOptions};
 
 /// Which burn optimizer each stage runs. Every stage gets its own instance over its own
 /// parameters; since these optimizers are element-wise, that equals one optimizer over the whole
@@ -13,6 +22,12 @@ use crate::adapter::{self, AdamConfig, AdamWConfig, SgdConfig};
 /// let _state = adam.init();
 /// let sgd = OptimizerConfig::sgd_momentum(0.9);
 /// assert_eq!(sgd.name(), "sgd");
+/// use pipetrain_engine::{AdamOptions, SgdOptions};
+/// let nesterov = SgdOptions { momentum: 0.9, nesterov: true, ..SgdOptions::default() };
+/// assert!(OptimizerConfig::torch_sgd(nesterov).is_ok());
+/// let bad = SgdOptions { nesterov: true, ..SgdOptions::default() };
+/// assert!(OptimizerConfig::torch_sgd(bad).is_err()); // Nesterov needs momentum
+/// assert_eq!(AdamOptions::adamw().weight_decay, 1e-2);
 /// ```
 #[derive(Debug)]
 pub enum OptimizerConfig {
@@ -48,17 +63,48 @@ impl OptimizerConfig {
 
     /// SGD with momentum `momentum` (dampening 0, no Nesterov).
     pub fn sgd_momentum(momentum: f64) -> Self {
-        OptimizerConfig::Sgd(adapter::sgd_momentum(momentum))
+        OptimizerConfig::Sgd(adapter::sgd(&SgdOptions {
+            momentum,
+            ..SgdOptions::default()
+        }))
     }
 
-    /// Adam with burn's defaults.
+    /// Adam with PyTorch's defaults ([`AdamOptions::adam`]).
     pub fn adam() -> Self {
-        OptimizerConfig::Adam(AdamConfig::new())
+        OptimizerConfig::Adam(adapter::adam(&AdamOptions::adam()))
     }
 
-    /// AdamW with burn's defaults.
+    /// AdamW with PyTorch's defaults ([`AdamOptions::adamw`]).
     pub fn adamw() -> Self {
-        OptimizerConfig::AdamW(AdamWConfig::new())
+        OptimizerConfig::AdamW(adapter::adamw(&AdamOptions::adamw()))
+    }
+
+    /// `torch.optim.SGD(params, lr, momentum, dampening, weight_decay, nesterov)`.
+    ///
+    /// # Errors
+    /// A negative or non-finite setting, or Nesterov without momentum or with dampening (torch
+    /// refuses those too).
+    pub fn torch_sgd(options: SgdOptions) -> Result<Self, OptimizerError> {
+        options.check()?;
+        Ok(OptimizerConfig::Sgd(adapter::sgd(&options)))
+    }
+
+    /// `torch.optim.Adam(params, lr, betas, eps, weight_decay)`.
+    ///
+    /// # Errors
+    /// A beta outside `[0, 1)`, or a negative or non-finite ε or weight decay.
+    pub fn torch_adam(options: AdamOptions) -> Result<Self, OptimizerError> {
+        options.check()?;
+        Ok(OptimizerConfig::Adam(adapter::adam(&options)))
+    }
+
+    /// `torch.optim.AdamW(params, lr, betas, eps, weight_decay)`.
+    ///
+    /// # Errors
+    /// As [`torch_adam`](Self::torch_adam).
+    pub fn torch_adamw(options: AdamOptions) -> Result<Self, OptimizerError> {
+        options.check()?;
+        Ok(OptimizerConfig::AdamW(adapter::adamw(&options)))
     }
 
     /// A short name for logs.

@@ -7,6 +7,7 @@ use pipetrain_schedules::{Action, MicroBatchId};
 use crate::activation::Activation;
 use crate::adapter::{self, Accumulator, ModuleOptimizer};
 use crate::error::{Cause, EngineError, Result};
+use crate::guard::{self, GradGuard};
 use crate::layer::Layer;
 use crate::loss::Loss;
 use crate::optimizer::OptimizerConfig;
@@ -22,6 +23,7 @@ pub struct SingleDevice<L: Layer> {
     optimizer: ModuleOptimizer,
     device: Device,
     ties: Vec<TieSlot>,
+    guard: GradGuard,
 }
 
 impl<L: Layer> SingleDevice<L> {
@@ -37,6 +39,7 @@ impl<L: Layer> SingleDevice<L> {
             optimizer: optimizer.init(),
             device,
             ties: Vec::new(),
+            guard: GradGuard::default(),
         }
     }
 
@@ -52,6 +55,13 @@ impl<L: Layer> SingleDevice<L> {
         Ok(self)
     }
 
+    /// With the pipeline's gradient guard: the global norm clipped as one device clips it, and
+    /// a step with a non-finite gradient skipped.
+    pub fn with_guard(mut self, guard: GradGuard) -> Self {
+        self.guard = guard;
+        self
+    }
+
     /// The optimizer step on the `accumulated` gradients, after summing tied gradients.
     fn apply(&mut self, mut accumulated: Accumulator<Vec<L>>, learning_rate: f64) {
         let grads = accumulated.take();
@@ -62,7 +72,9 @@ impl<L: Layer> SingleDevice<L> {
             adapter::sum_tied_gradients(grads, &self.ties, &mut HashMap::new(), &device)
                 .expect("no collective: a local sum cannot fail")
         };
-        adapter::step(&mut self.optimizer, learning_rate, &mut self.layers, grads);
+        if let Some(grads) = guard::clip_single(&self.guard, &self.layers, grads) {
+            adapter::step(&mut self.optimizer, learning_rate, &mut self.layers, grads);
+        }
     }
 
     /// One step on the whole batch; returns the mean loss.

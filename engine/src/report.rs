@@ -69,6 +69,12 @@ pub struct WorkerReport {
     pub backward_end: Option<Duration>,
     /// Its compute actions' times, by kind.
     pub actions: ActionTimes,
+    /// The global gradient norm (over every stage and replica, before clipping) that this
+    /// worker's optimizer step saw; `None` on a step without an optimizer step.
+    pub grad_norm: Option<f64>,
+    /// Whether the optimizer step was skipped for a non-finite gradient
+    /// ([`GradGuard::skip_nonfinite`](crate::GradGuard::skip_nonfinite)).
+    pub skipped: bool,
 }
 
 /// What [`Runtime::step`](crate::Runtime::step) returns.
@@ -87,6 +93,17 @@ pub struct StepOutcome {
 }
 
 impl StepOutcome {
+    /// The global gradient norm before clipping (every worker saw the same); `None` when no
+    /// optimizer step ran.
+    pub fn grad_norm(&self) -> Option<f64> {
+        self.workers.iter().find_map(|w| w.grad_norm)
+    }
+
+    /// Whether the step's update was skipped for a non-finite gradient.
+    pub fn skipped(&self) -> bool {
+        self.workers.iter().any(|w| w.skipped)
+    }
+
     /// Total time spent in gradient all-reduces, summed over workers.
     pub fn all_reduce_time(&self) -> Duration {
         self.workers

@@ -64,6 +64,7 @@ fn runtime(device: &Device) -> Runtime<Dense> {
         data_parallel: DataParallel::default(),
         ties: Vec::new(),
         backward: Backward::default(),
+        guard: Default::default(),
     };
     Runtime::new(workers, config).unwrap()
 }

@@ -45,6 +45,30 @@ impl MlpConfig {
         Self { input, ..self }
     }
 
+    /// Rename rules (regex, replacement) from the names of the PyTorch module that mirrors
+    /// this MLP onto this model's: `nn.Sequential(nn.Linear(input, width), nn.ReLU(), …,
+    /// nn.Linear(width, classes))`, whose state dict has `0.weight`, `0.bias`, `2.weight`, …
+    /// (the ReLUs take the odd indices), while this model has `0.linear.weight`, … and the head
+    /// `{L}.weight`. PyTorch's index is twice the layer's.
+    ///
+    /// ```
+    /// use pipetrain_models::MlpConfig;
+    /// let rules = MlpConfig::new(8, 2, 3).pytorch_renames();
+    /// assert_eq!(rules[1], (r"^2\.(weight|bias)$".to_string(), "1.linear.$1".to_string()));
+    /// assert_eq!(rules[2], (r"^4\.(weight|bias)$".to_string(), "2.$1".to_string()));
+    /// ```
+    pub fn pytorch_renames(&self) -> Vec<(String, String)> {
+        (0..=self.hidden_layers)
+            .map(|i| {
+                let to = match i < self.hidden_layers {
+                    true => format!("{i}.linear.$1"),
+                    false => format!("{i}.$1"),
+                };
+                (format!(r"^{}\.(weight|bias)$", 2 * i), to)
+            })
+            .collect()
+    }
+
     /// The layer sequence: blocks `fc0..fc{L-1}`, then the head `fc{L}`.
     pub fn init(&self, device: &Device) -> Vec<MlpLayer> {
         let mut layers: Vec<MlpLayer> = (0..self.hidden_layers)

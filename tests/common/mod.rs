@@ -174,6 +174,16 @@ pub fn max_rel_diff(stdout: &str) -> f64 {
 
 /// Writes `tensors`, each `(name, shape, values)`, as f32 tensors of a safetensors file.
 pub fn write_safetensors(path: &Path, tensors: &[(&str, Vec<usize>, Vec<f32>)]) {
+    write_safetensors_with(path, tensors, None);
+}
+
+/// [`write_safetensors`] with `metadata` (e.g. `format: pt`, as `safetensors.torch.save_file`
+/// writes).
+pub fn write_safetensors_with(
+    path: &Path,
+    tensors: &[(&str, Vec<usize>, Vec<f32>)],
+    metadata: Option<HashMap<String, String>>,
+) {
     let bytes: Vec<Vec<u8>> = tensors
         .iter()
         .map(|(_, _, v)| v.iter().flat_map(|x| x.to_le_bytes()).collect())
@@ -188,7 +198,7 @@ pub fn write_safetensors(path: &Path, tensors: &[(&str, Vec<usize>, Vec<f32>)]) 
             )
         })
         .collect();
-    let data = safetensors::serialize(views, None::<HashMap<String, String>>).unwrap();
+    let data = safetensors::serialize(views, metadata).unwrap();
     std::fs::write(path, data).unwrap();
 }
 

@@ -57,6 +57,11 @@ impl Slots {
         (gather.slots, gather.tensors)
     }
 
+    /// The parameter of entry `i`.
+    pub(crate) fn id(&self, i: usize) -> ParamId {
+        self.ids[i]
+    }
+
     /// Values per entry.
     pub(crate) fn sizes(&self) -> Vec<usize> {
         self.shapes.iter().map(|s| s.iter().product()).collect()

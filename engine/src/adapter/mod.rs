@@ -28,7 +28,7 @@ pub(crate) use autodiff::{
 pub(crate) use grads::{Buffers, Slots, assign_owners, owners_of};
 pub(crate) use names::{Named, ParamId, named_parameters};
 pub(crate) use optim_state::{StateScalar, StateTensor, export_state, import_state};
-pub(crate) use optimizer::{AdamConfig, AdamWConfig, ModuleOptimizer, SgdConfig, sgd_momentum};
-pub(crate) use store::{apply_safetensors, save_safetensors};
+pub(crate) use optimizer::{AdamConfig, AdamWConfig, ModuleOptimizer, SgdConfig, adam, adamw, sgd};
+pub(crate) use store::{apply_safetensors, rename_rules, save_safetensors};
 pub(crate) use tied::sum_tied_gradients;
 pub(crate) use values::{float_values, set_values, value_of};

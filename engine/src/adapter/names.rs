@@ -1,8 +1,9 @@
 //! Parameter ids and full-model names.
 //!
 //! A parameter's name is what burn's store calls it over the whole layer sequence, enum variants
-//! skipped: `"{layer}.{field}…"`, e.g. `3.linear.weight` (the names of a PyTorch
-//! `nn.Sequential` state dict). Checkpoints and ties name parameters this way.
+//! skipped: `"{layer}.{field}…"`, e.g. `3.linear.weight`. Checkpoints and ties name parameters
+//! this way; a PyTorch module's names differ per model and are mapped at the edges (`--init`
+//! renames, `pipetrain export`).
 
 use burn::store::ModuleSnapshot;
 

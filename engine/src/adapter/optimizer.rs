@@ -1,14 +1,46 @@
 //! burn's optimizers behind [`OptimizerConfig`]: the config types it wraps, building an
 //! optimizer from it, and converting burn's configs into it.
 
+use burn::optim::decay::WeightDecayConfig;
 use burn::optim::momentum::MomentumConfig;
 pub(crate) use burn::optim::{AdamConfig, AdamWConfig, ModuleOptimizer, SgdConfig};
 
-use crate::optimizer::OptimizerConfig;
+use crate::optimizer::{AdamOptions, OptimizerConfig, SgdOptions};
 
-/// burn's SGD config with momentum `momentum` (dampening 0, no Nesterov).
-pub(crate) fn sgd_momentum(momentum: f64) -> SgdConfig {
-    SgdConfig::new().with_momentum(Some(MomentumConfig::new().with_momentum(momentum)))
+/// burn's SGD config for torch's settings (no momentum state when momentum is 0, as torch).
+pub(crate) fn sgd(o: &SgdOptions) -> SgdConfig {
+    let momentum = (o.momentum != 0.0).then(|| {
+        MomentumConfig::new()
+            .with_momentum(o.momentum)
+            .with_dampening(o.dampening)
+            .with_nesterov(o.nesterov)
+    });
+    SgdConfig::new()
+        .with_momentum(momentum)
+        .with_weight_decay(decay(o.weight_decay))
+}
+
+/// burn's Adam config for torch's settings.
+pub(crate) fn adam(o: &AdamOptions) -> AdamConfig {
+    AdamConfig::new()
+        .with_beta_1(o.betas.0 as f32)
+        .with_beta_2(o.betas.1 as f32)
+        .with_epsilon(o.eps as f32)
+        .with_weight_decay(decay(o.weight_decay))
+}
+
+/// burn's AdamW config for torch's settings.
+pub(crate) fn adamw(o: &AdamOptions) -> AdamWConfig {
+    AdamWConfig::new()
+        .with_beta_1(o.betas.0 as f32)
+        .with_beta_2(o.betas.1 as f32)
+        .with_epsilon(o.eps as f32)
+        .with_weight_decay(o.weight_decay as f32)
+}
+
+/// An L2 penalty added to the gradient, `None` for 0.
+fn decay(weight_decay: f64) -> Option<WeightDecayConfig> {
+    (weight_decay != 0.0).then(|| WeightDecayConfig::new(weight_decay as f32))
 }
 
 impl OptimizerConfig {

@@ -2,13 +2,29 @@
 //! whole layer sequence with enum variants skipped (see [`names`](super::names)).
 
 use burn::module::Module;
-use burn::store::{ApplyError, ModuleSnapshot, PyTorchToBurnAdapter, SafetensorsStore};
+use burn::store::{
+    ApplyError, KeyRemapper, ModuleSnapshot, PyTorchToBurnAdapter, SafetensorsStore,
+};
 
 /// `model`'s tensors as the bytes of a safetensors file.
 pub(crate) fn save_safetensors<M: Module>(model: &M) -> Result<Vec<u8>, String> {
     let mut store = SafetensorsStore::from_bytes(None).skip_enum_variants(true);
     model.save_into(&mut store).map_err(|e| e.to_string())?;
     store.get_bytes().map_err(|e| e.to_string())
+}
+
+/// burn-store's key remapper for `renames` (regex, replacement), in order.
+///
+/// # Errors
+/// A pattern that is not a regular expression, named.
+pub(crate) fn rename_rules(renames: &[(String, String)]) -> Result<KeyRemapper, String> {
+    let mut remapper = KeyRemapper::new();
+    for (pattern, replacement) in renames {
+        remapper = remapper
+            .add_pattern(pattern, replacement.as_str())
+            .map_err(|e| format!("rename pattern `{pattern}`: {e}"))?;
+    }
+    Ok(remapper)
 }
 
 /// What applying a file to a model found, besides the tensors that were applied.
@@ -29,8 +45,11 @@ pub(crate) fn apply_safetensors<M: Module>(
     model: &mut M,
     bytes: Vec<u8>,
     pytorch: bool,
+    renames: &[(String, String)],
 ) -> Result<Applied, String> {
+    let remapper = rename_rules(renames)?;
     let mut store = SafetensorsStore::from_bytes(Some(bytes))
+        .remap(remapper)
         .skip_enum_variants(true)
         .allow_partial(true) // missing tensors are reported by the caller, by name
         .validate(true);

@@ -71,15 +71,21 @@ pub enum CheckpointError {
         /// The file.
         path: PathBuf,
     },
-    /// The model has a parameter the file lacks.
-    #[error("{}: tensor `{tensor}` is missing (the model expects it{detail})", path.display())]
-    Missing {
+    /// Keys that do not match, listed the way PyTorch's `load_state_dict(strict=True)` lists
+    /// them: parameters of the model the file lacks, and tensors of the file no parameter takes.
+    #[error(
+        "{}: error(s) in loading the state dict: {}; map the file's names onto the model's \
+         with `rename` rules (REGEX=REPLACEMENT)",
+        path.display(),
+        keys_text(missing, unexpected)
+    )]
+    Keys {
         /// The file.
         path: PathBuf,
-        /// The parameter's full-model name.
-        tensor: String,
-        /// More context.
-        detail: String,
+        /// The model's parameters the file lacks (full-model names).
+        missing: Vec<String>,
+        /// The file's tensors that match no parameter (after renaming).
+        unexpected: Vec<String>,
     },
     /// A tensor's shape or type does not fit the model.
     #[error("{}: tensor `{tensor}` does not fit the model: {reason}", path.display())]
@@ -90,18 +96,6 @@ pub enum CheckpointError {
         tensor: String,
         /// How it differs.
         reason: String,
-    },
-    /// The file has a tensor the model does not: a different model, or a renamed layer.
-    #[error(
-        "{}: tensor `{tensor}` matches no parameter of the model (a different model or layer \
-         order?)",
-        path.display()
-    )]
-    Unexpected {
-        /// The file.
-        path: PathBuf,
-        /// The tensor's name.
-        tensor: String,
     },
     /// A weight that is NaN or infinite: training from it would make every step NaN.
     #[error(
@@ -152,4 +146,26 @@ pub(super) fn corrupt(path: &Path, reason: impl std::fmt::Display) -> Checkpoint
         path: path.to_path_buf(),
         reason: reason.to_string(),
     }
+}
+
+/// `Missing key(s): "a", "b". Unexpected key(s): "c"` (at most 8 of each named).
+fn keys_text(missing: &[String], unexpected: &[String]) -> String {
+    let list = |keys: &[String]| {
+        let mut text: Vec<String> = keys.iter().take(8).map(|k| format!("\"{k}\"")).collect();
+        if keys.len() > 8 {
+            text.push(format!("and {} more", keys.len() - 8));
+        }
+        text.join(", ")
+    };
+    let mut parts = Vec::new();
+    if !missing.is_empty() {
+        parts.push(format!("missing key(s) in the file: {}", list(missing)));
+    }
+    if !unexpected.is_empty() {
+        parts.push(format!(
+            "unexpected key(s) in the file: {}",
+            list(unexpected)
+        ));
+    }
+    parts.join("; ")
 }

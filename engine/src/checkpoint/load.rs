@@ -126,7 +126,7 @@ impl Checkpoint {
 
     /// `model` (the whole layer sequence) with every parameter replaced by the checkpoint's.
     pub fn load_model<L: Layer>(&self, model: Vec<L>) -> Result<Vec<L>> {
-        apply(&self.path, model, self.bytes.clone(), false)
+        apply(&self.path, model, self.bytes.clone(), false, &[])
     }
 
     /// `layers` (model layers `offset` … `offset + layers.len() − 1`, for example one stage)
@@ -149,7 +149,7 @@ impl Checkpoint {
             }
         }
         let bytes = safetensors::serialize(views, None).map_err(|e| corrupt(&self.path, e))?;
-        apply(&self.path, layers, bytes, false)
+        apply(&self.path, layers, bytes, false, &[])
     }
 
     /// Loads `worker`'s optimizer state (the entries of the parameters it holds; with ZeRO-1,
@@ -183,46 +183,85 @@ impl Checkpoint {
 /// norm `weight`/`bias` read as `gamma`/`beta`, as burn's PyTorch adapter does. A pipetrain
 /// checkpoint works too (its optimizer state is ignored).
 pub fn init_from<L: Layer>(path: impl AsRef<Path>, model: Vec<L>, pytorch: bool) -> Result<Vec<L>> {
+    init_renamed(path, model, pytorch, &[])
+}
+
+/// [`init_from`], with the file's tensor names rewritten first by `renames` (each a regex and
+/// its replacement, `$1` for groups, applied in order to every name, as burn-store's key
+/// remapper does): a state dict whose module names differ from the model's (a model's PyTorch
+/// names, `module.` prefixes, renamed layers). The keys are then matched strictly: missing and
+/// unexpected ones are listed together ([`CheckpointError::Keys`]) before any shape is compared.
+pub fn init_renamed<L: Layer>(
+    path: impl AsRef<Path>,
+    model: Vec<L>,
+    pytorch: bool,
+    renames: &[(String, String)],
+) -> Result<Vec<L>> {
     let path = path.as_ref();
     let bytes = std::fs::read(path).map_err(io(path))?;
     SafeTensors::read_metadata(&bytes).map_err(|e| corrupt(path, e))?;
-    apply(path, model, bytes, pytorch)
+    apply(path, model, bytes, pytorch, renames)
+}
+
+/// Checks rename rules (see [`init_renamed`]) before any file is read.
+///
+/// # Errors
+/// The first pattern that is not a regular expression, named.
+pub fn check_renames(renames: &[(String, String)]) -> std::result::Result<(), String> {
+    adapter::rename_rules(renames).map(|_| ())
+}
+
+/// `names` rewritten by `renames` as [`init_renamed`] rewrites a file's tensor names.
+///
+/// # Errors
+/// A pattern that is not a regular expression, named.
+pub fn rename_all(
+    names: &[String],
+    renames: &[(String, String)],
+) -> std::result::Result<Vec<String>, String> {
+    let rules = adapter::rename_rules(renames)?.to_regex_pairs();
+    Ok(names
+        .iter()
+        .map(|name| {
+            rules
+                .iter()
+                .fold(name.clone(), |n, (pattern, replacement)| {
+                    pattern.replace_all(&n, replacement.as_str()).into_owned()
+                })
+        })
+        .collect())
 }
 
 /// `model` with the tensors of the safetensors `bytes` (read from `path`) applied, checked
 /// strictly (see [`init_from`]).
-fn apply<L: Layer>(path: &Path, model: Vec<L>, bytes: Vec<u8>, pytorch: bool) -> Result<Vec<L>> {
+fn apply<L: Layer>(
+    path: &Path,
+    model: Vec<L>,
+    bytes: Vec<u8>,
+    pytorch: bool,
+    renames: &[(String, String)],
+) -> Result<Vec<L>> {
     let bytes = to_f32_weights(path, bytes)?;
     let mut model: Vec<L> = model.iter().map(|l| l.valid()).collect();
     // The store lets missing tensors through: they are reported below, by name.
-    let applied =
-        adapter::apply_safetensors(&mut model, bytes, pytorch).map_err(|e| corrupt(path, e))?;
+    let applied = adapter::apply_safetensors(&mut model, bytes, pytorch, renames)
+        .map_err(|e| corrupt(path, e))?;
+    let unexpected: Vec<String> = (applied.unused.into_iter())
+        .filter(|t| !t.starts_with(OPTIMIZER_PREFIX))
+        .collect();
+    // Names first, as PyTorch's strict load: a shape error of a wrongly named tensor misleads.
+    if !applied.missing.is_empty() || !unexpected.is_empty() {
+        return Err(CheckpointError::Keys {
+            path: path.to_path_buf(),
+            missing: applied.missing.into_iter().map(|(name, _)| name).collect(),
+            unexpected,
+        });
+    }
     if let Some((tensor, reason)) = applied.errors.into_iter().next() {
         return Err(CheckpointError::Mismatch {
             path: path.to_path_buf(),
             tensor,
             reason,
-        });
-    }
-    if let Some((tensor, container)) = applied.missing.first() {
-        return Err(CheckpointError::Missing {
-            path: path.to_path_buf(),
-            tensor: tensor.clone(),
-            detail: if container.is_empty() {
-                String::new()
-            } else {
-                format!(" in a {container}")
-            },
-        });
-    }
-    if let Some(tensor) = applied
-        .unused
-        .iter()
-        .find(|t| !t.starts_with(OPTIMIZER_PREFIX))
-    {
-        return Err(CheckpointError::Unexpected {
-            path: path.to_path_buf(),
-            tensor: tensor.clone(),
         });
     }
     Ok(model)

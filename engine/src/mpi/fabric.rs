@@ -134,10 +134,13 @@ impl Fabric for MpiFabric {
                 let member = self.collective(id, &pair, channel::tie(link.tie), world, abort)?;
                 pairs.insert(link.tie, Box::new(member));
             }
+            let line: Vec<WorkerId> = world.replica(id.replica).collect();
+            let stages = self.collective(id, &line, channel::STAGES, world, abort)?;
             links.push(Links {
                 transport: Box::new(transport),
                 collective: Box::new(collective),
                 ties: pairs,
+                stages: Box::new(stages),
             });
         }
         Ok(links)

@@ -48,6 +48,8 @@ pub(crate) mod channel {
     pub const COLLECTIVE: u32 = 1;
     /// Process-level control: broadcasts and gathers of the launcher.
     pub const CONTROL: u32 = u32::MAX - 1;
+    /// The group of a replica's stages (the gradient guard's norm).
+    pub const STAGES: u32 = u32::MAX - 2;
     /// A failure notice: the sending process failed, the body says how.
     pub const FAILURE: u32 = u32::MAX;
 

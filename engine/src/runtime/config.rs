@@ -84,4 +84,6 @@ pub struct RuntimeConfig {
     pub ties: Vec<Tie>,
     /// Fused or split backward.
     pub backward: Backward,
+    /// Non-finite gradient checks and gradient clipping before each optimizer step.
+    pub guard: crate::guard::GradGuard,
 }

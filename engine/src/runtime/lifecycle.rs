@@ -62,6 +62,7 @@ pub(super) struct Plans {
 ///     data_parallel: DataParallel::default(),
 ///     ties: Vec::new(),
 ///     backward: Backward::default(),
+///     guard: Default::default(),
 /// };
 /// let mut runtime = Runtime::new(workers, config)?;
 /// let batch = Batch {
@@ -331,7 +332,7 @@ impl<L: Layer> Runtime<L> {
     }
 
     /// Sets the learning rate of the next optimizer steps (a scheduler's value for this step).
-    /// The caller checks it (positive and finite).
+    /// The caller checks it (finite, not negative).
     pub fn set_learning_rate(&mut self, learning_rate: f64) {
         self.config.learning_rate = learning_rate;
     }

@@ -50,6 +50,10 @@ impl<L: Layer> Runtime<L> {
             split: matches!(self.config.backward, Backward::Split { .. }),
             weight_group: self.weight_group(),
             turns: (self.plans.ranks.as_deref()).map(|p| Turns::new(p, world.replicas())),
+            guard: self.config.guard,
+            layer_offsets: (0..world.stages())
+                .map(|s| self.workers.partition().range(s.into()).start)
+                .collect(),
         };
         let feeds = feeds(world.local(), world.stages(), shards, true);
         let (finished, ctx) = self
@@ -124,6 +128,8 @@ impl<L: Layer> Runtime<L> {
             split: false,
             weight_group: 0,
             turns: None,
+            guard: Default::default(),
+            layer_offsets: Vec::new(),
         };
         let feeds = feeds(&active, world.stages(), shards, false);
         // A failed inference changes no state, but may leave messages in flight: fresh links.

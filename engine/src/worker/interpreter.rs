@@ -19,6 +19,7 @@ use crate::collective::CollectiveError;
 use crate::deferred::Deferred;
 use crate::error::{Cause, EngineError, panic_message};
 use crate::fabric::Links;
+use crate::guard::GradGuard;
 use crate::layer::Layer;
 use crate::loss::Loss;
 use crate::remat::Remat;
@@ -52,6 +53,10 @@ pub(crate) struct StepContext {
     /// The compute order across the stages of each rank, when ranks hold several (interleaved
     /// plans).
     pub turns: Option<Turns>,
+    /// Checks and clipping of the summed gradients before the optimizer step.
+    pub guard: GradGuard,
+    /// The index in the whole model of each stage's first layer (names in errors).
+    pub layer_offsets: Vec<usize>,
 }
 
 /// What a worker that finished its program hands back.
@@ -118,6 +123,10 @@ pub(crate) struct Worker<'a, L: Layer> {
     pub(super) actions: ActionTimes,
     /// Set while layers run: the input and its origin, for panic messages.
     pub(super) input_context: Option<String>,
+    /// The global gradient norm the optimizer step saw.
+    pub(super) grad_norm: Option<f64>,
+    /// Whether the optimizer step skipped a non-finite step.
+    pub(super) skipped: bool,
 }
 
 impl<'a, L: Layer> Worker<'a, L> {
@@ -147,6 +156,8 @@ impl<'a, L: Layer> Worker<'a, L> {
             compute: Duration::ZERO,
             actions: ActionTimes::default(),
             input_context: None,
+            grad_norm: None,
+            skipped: false,
         }
     }
 
@@ -229,6 +240,8 @@ impl<'a, L: Layer> Worker<'a, L> {
             all_reduce: self.all_reduce,
             backward_end: self.backward_end,
             actions: std::mem::take(&mut self.actions),
+            grad_norm: self.grad_norm,
+            skipped: self.skipped,
         };
         Some(Finished {
             loss: self.loss,

@@ -4,6 +4,7 @@
 //! step, buffers).
 
 mod compute;
+mod guard;
 mod interpreter;
 mod state;
 mod sync;

@@ -80,12 +80,18 @@ impl<L: Layer> Worker<'_, L> {
             Some(Reduced { grads, sharded }) => (grads, sharded),
             None => (self.state.grads.take(), None),
         };
-        adapter::step(
-            &mut self.state.optimizer,
-            self.ctx.learning_rate,
-            &mut self.state.layers,
-            grads,
-        );
+        // A skipped (or failed) step changes no parameter: no update, and no ZeRO-1 exchange
+        // (every replica's parameters are unchanged).
+        let grads = self.guard(grads)?;
+        let sharded = sharded.filter(|_| grads.is_some());
+        if let Some(grads) = grads {
+            adapter::step(
+                &mut self.state.optimizer,
+                self.ctx.learning_rate,
+                &mut self.state.layers,
+                grads,
+            );
+        }
         if let Some(sharded) = sharded {
             let device = self.state.device.clone().inner();
             let layers = std::mem::take(&mut self.state.layers);

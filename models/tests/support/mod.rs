@@ -36,6 +36,7 @@ pub fn two_stages<L: pipetrain_engine::Layer>(
         data_parallel: DataParallel::default(),
         ties: Vec::new(),
         backward: Backward::default(),
+        guard: Default::default(),
     };
     let mut runtime = Runtime::new(workers, config).unwrap();
     let losses = data

@@ -43,6 +43,20 @@ pub enum OptimizerKind {
     Adamw,
 }
 
+/// Which learning-rate schedule (`--lr-schedule`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum ScheduleKindArg {
+    /// The same rate every step.
+    #[default]
+    Constant,
+    /// Cosine annealing to --min-lr (CosineAnnealingLR).
+    Cosine,
+    /// A straight line to --min-lr (LinearLR).
+    Linear,
+    /// x --lr-gamma every --lr-step-size steps (StepLR).
+    Step,
+}
+
 /// Worked examples shown under `pipetrain train --help`.
 const EXAMPLES: &str = "\
 Examples:
@@ -117,6 +131,19 @@ impl TrainArgs {
     }
 }
 
+/// clap's parser for `--rename REGEX=REPLACEMENT` (split at the last `=`: a replacement holds
+/// none, a pattern may).
+fn parse_rename(text: &str) -> Result<(String, String), String> {
+    match text.rsplit_once('=') {
+        Some((pattern, replacement)) if !pattern.is_empty() => {
+            Ok((pattern.to_string(), replacement.to_string()))
+        }
+        _ => Err(format!(
+            "`{text}` is not REGEX=REPLACEMENT; e.g. '^model\\.=' drops a `model.` prefix"
+        )),
+    }
+}
+
 /// clap's parser for `--verify-tolerance`: a finite number >= 0 (clap names the flag).
 fn parse_tolerance(text: &str) -> Result<f64, String> {
     match text.trim().parse::<f64>() {
@@ -187,14 +214,18 @@ pub struct TrainArgs {
     /// Train on data with NaN or infinite float values (refused by default, naming the row).
     #[arg(long, help_heading = "Data")]
     pub allow_nonfinite_inputs: bool,
-    /// Fraction of loaded data held out of training and evaluated at the end [default: 0.1].
-    /// Synthetic data holds out one batch of --batch rows instead (and refuses this flag).
+    /// Fraction of loaded data held out of training and evaluated at the end [default: 0.1];
+    /// 0 trains on everything (no held-out metric). Synthetic data holds out one batch of
+    /// --batch rows instead (and takes only 0).
     #[arg(long, value_name = "FRACTION", help_heading = "Data")]
     pub held_out: Option<f64>,
     /// Loaded data: train each epoch's short last batch too (default: drop it); it needs at
     /// least --replicas × --micro-batches rows, cut into micro-batches that differ by a row.
     #[arg(long, help_heading = "Data")]
     pub keep_last: bool,
+    /// Visit loaded data in file order every epoch instead of a seeded shuffle.
+    #[arg(long, help_heading = "Data")]
+    pub no_shuffle: bool,
     /// Pipeline stages. Default: 2, or the length of --balance.
     #[arg(long)]
     pub stages: Option<usize>,
@@ -251,12 +282,72 @@ pub struct TrainArgs {
     /// (0: all of the step's, the fastest; smaller holds less memory).
     #[arg(long, default_value_t = 0)]
     pub weight_group: usize,
-    /// Optimizer.
-    #[arg(long, value_enum, default_value_t)]
+    /// Optimizer: torch.optim's SGD, Adam or AdamW, with PyTorch's defaults.
+    #[arg(long, value_enum, default_value_t, help_heading = "Optimizer")]
     pub optimizer: OptimizerKind,
-    /// Learning rate.
-    #[arg(long, default_value_t = 0.01)]
+    /// Learning rate (the base rate of --lr-schedule).
+    #[arg(long, default_value_t = 0.01, help_heading = "Optimizer")]
     pub lr: f64,
+    /// SGD: momentum factor [default: 0; 0.9 with sgd-momentum].
+    #[arg(long, help_heading = "Optimizer")]
+    pub momentum: Option<f64>,
+    /// SGD: dampening of the momentum buffer [default: 0].
+    #[arg(long, help_heading = "Optimizer")]
+    pub dampening: Option<f64>,
+    /// SGD: Nesterov momentum (needs --momentum > 0 and dampening 0).
+    #[arg(long, help_heading = "Optimizer")]
+    pub nesterov: bool,
+    /// Adam/AdamW: beta1,beta2 [default: 0.9,0.999].
+    #[arg(
+        long,
+        value_name = "B1,B2",
+        value_parser = crate::optimizer::parse_betas,
+        help_heading = "Optimizer"
+    )]
+    pub betas: Option<(f64, f64)>,
+    /// Adam/AdamW: epsilon added to the root of the second moment [default: 1e-8].
+    #[arg(long, help_heading = "Optimizer")]
+    pub eps: Option<f64>,
+    /// Weight decay: SGD and Adam add λw to the gradient, AdamW decays decoupled [default: 0;
+    /// AdamW 1e-2].
+    #[arg(long, help_heading = "Optimizer")]
+    pub weight_decay: Option<f64>,
+    /// Learning-rate schedule over the run's optimizer steps (equal to torch.optim.lr_scheduler
+    /// step by step; see README).
+    #[arg(long, value_enum, default_value_t, help_heading = "Optimizer")]
+    pub lr_schedule: ScheduleKindArg,
+    /// Linear warm-up steps from lr/N to lr before the schedule.
+    #[arg(
+        long,
+        default_value_t = 0,
+        value_name = "N",
+        help_heading = "Optimizer"
+    )]
+    pub warmup_steps: u64,
+    /// cosine/linear: the rate at the run's last step.
+    #[arg(long, default_value_t = 0.0, help_heading = "Optimizer")]
+    pub min_lr: f64,
+    /// step: steps between decays.
+    #[arg(
+        long,
+        default_value_t = 30,
+        value_name = "N",
+        help_heading = "Optimizer"
+    )]
+    pub lr_step_size: u64,
+    /// step: the factor of each decay.
+    #[arg(long, default_value_t = 0.1, help_heading = "Optimizer")]
+    pub lr_gamma: f64,
+    /// Scale the gradients so that their global L2 norm (over every stage and replica) is at
+    /// most this before each optimizer step, as torch.nn.utils.clip_grad_norm_ does; the norm
+    /// before clipping is the `grad_norm` column of --metrics.
+    #[arg(long, value_name = "MAX_NORM", value_parser = crate::guard::parse_clip)]
+    pub clip_grad_norm: Option<f64>,
+    /// Skip a step whose loss or a gradient is NaN or infinite (no stage applies it; counted in
+    /// the `skipped` column of --metrics) instead of stopping with an error naming the step,
+    /// stage and parameter.
+    #[arg(long)]
+    pub skip_nonfinite: bool,
     /// Optimizer steps (each takes --accumulate batches).
     #[arg(long, default_value_t = 20)]
     pub steps: u64,
@@ -323,6 +414,16 @@ pub struct TrainArgs {
     /// Every parameter must be present with its shape. With `eval`: the weights to evaluate.
     #[arg(long, value_name = "FILE", help_heading = "Checkpoints")]
     pub init: Option<PathBuf>,
+    /// With --init: rewrite the file's tensor names before matching them, REGEX=REPLACEMENT
+    /// (`$1` for groups), e.g. `^module\.=` to drop DataParallel's prefix; repeatable, applied
+    /// in order before the model's own PyTorch names are mapped (README: Coming from PyTorch).
+    #[arg(
+        long,
+        value_name = "REGEX=REPLACEMENT",
+        value_parser = parse_rename,
+        help_heading = "Checkpoints"
+    )]
+    pub rename: Vec<(String, String)>,
     /// GPT: tie the token embedding (stage 0) and the output projection (last stage) into one
     /// parameter, GPT-2 style; their gradients are summed between the stages every step.
     #[arg(long, help_heading = "GPT")]

@@ -28,6 +28,9 @@ impl RunIdentity {
             ("model", model.describe()),
             ("data", args.data.clone()),
             ("held-out", args.held_out().to_string()),
+            ("shuffle", (!args.no_shuffle).to_string()),
+            // A schedule's rates depend on --lr and --steps: a resumed run must use the same.
+            ("lr-schedule", lr_schedule(args)),
             ("seed", args.seed.to_string()),
             ("batch", args.batch.to_string()),
             ("accumulate", args.accumulate.to_string()),
@@ -70,6 +73,18 @@ pub fn save<L: Layer>(
     run: &RunIdentity,
     position: String,
 ) -> Result<(), Failure> {
+    // A step that made a weight infinite (from finite gradients) must not replace a good file.
+    let params = match dist {
+        None => pipeline.trainable_parameters(),
+        Some(_) => Vec::new(),
+    };
+    if let Some(i) = params.iter().position(|p| p.iter().any(|x| !x.is_finite())) {
+        return Err(Failure::runtime(format!(
+            "--checkpoint {}: not written: parameter tensor {i} (in model order) holds a NaN or \
+             infinite weight; lower --lr or clip gradients (--clip-grad-norm 1.0)",
+            path.display()
+        )));
+    }
     let mut extra = run.extra();
     extra.insert(DATA_POSITION.to_string(), position);
     match dist {
@@ -77,6 +92,24 @@ pub fn save<L: Layer>(
         None => pipeline.save_checkpoint(path, extra)?,
     }
     Ok(())
+}
+
+/// The value a checkpoint saved before `flag` was recorded ran with.
+fn default_of(flag: &str) -> Option<&'static str> {
+    DEFAULTS.iter().find(|(f, _)| *f == flag).map(|(_, v)| *v)
+}
+
+/// Identity entries added after checkpoints were first written, with their defaults.
+const DEFAULTS: &[(&str, &str)] = &[("shuffle", "true"), ("lr-schedule", "constant")];
+
+/// The identity of `--lr-schedule`: `constant` (any `--lr` may resume it, as before schedules
+/// existed), else the schedule with its base rate.
+fn lr_schedule(args: &TrainArgs) -> String {
+    match crate::optimizer::schedule(args) {
+        Ok(s) if s == pipetrain::LrSchedule::default() => "constant".to_string(),
+        Ok(s) => format!("{s}, from lr {}", args.lr),
+        Err(_) => String::new(),
+    }
 }
 
 /// Loads `path` (or `read`, its contents read already) into `pipeline` and returns the step to continue from and the saved data
@@ -102,7 +135,9 @@ pub fn resume<L: Layer>(
         other => Failure::runtime(format!("--resume: {other}")),
     })?;
     for (flag, value) in &run.entries {
-        let saved = progress.extra.get(flag).map(String::as_str).unwrap_or("?");
+        let saved = progress.extra.get(flag).map(String::as_str);
+        // Checkpoints older than a flag were saved with its default.
+        let saved = saved.or_else(|| default_of(flag)).unwrap_or("?");
         if saved != value {
             return Err(Failure::usage(format!(
                 "--resume {}: the run was saved with --{flag} {saved}, this one has --{flag} \
@@ -139,10 +174,19 @@ pub fn resume<L: Layer>(
 /// # Errors
 /// The file is unreadable (runtime) or does not fit the model (usage; the error names the
 /// tensor).
-pub fn init<L: Layer>(path: &Path, layers: Vec<L>) -> Result<Vec<L>, Failure> {
+pub fn init<L: Layer>(
+    path: &Path,
+    layers: Vec<L>,
+    args: &TrainArgs,
+    model: &Model,
+) -> Result<Vec<L>, Failure> {
+    pipetrain::engine::checkpoint::check_renames(&args.rename)
+        .map_err(|e| Failure::usage(format!("--rename: {e}")))?;
     match Checkpoint::read(path) {
-        Ok(checkpoint) => checkpoint.load_model(layers),
-        Err(CheckpointError::NotACheckpoint { .. }) => return plain_weights(path, layers),
+        Ok(checkpoint) if args.rename.is_empty() => checkpoint.load_model(layers),
+        Ok(_) | Err(CheckpointError::NotACheckpoint { .. }) => {
+            return plain_weights(path, layers, args, model);
+        }
         Err(e) => Err(e),
     }
     .map_err(|e| failure("--init", e))
@@ -153,11 +197,33 @@ pub fn init<L: Layer>(path: &Path, layers: Vec<L>) -> Result<Vec<L>, Failure> {
 /// from burn's store); else the shapes do: a non-square Linear weight fits one layout only. A
 /// file whose Linear weights are all square fits both and is refused rather than guessed (a
 /// wrong guess transposes every matrix).
-fn plain_weights<L: Layer>(path: &Path, layers: Vec<L>) -> Result<Vec<L>, Failure> {
-    use pipetrain::engine::checkpoint::init_from;
+///
+/// `--rename` rules apply first; then the model's PyTorch names (a `nn.Sequential` MLP's
+/// `0.weight`, `2.weight`, …, see [`Model::pytorch_renames`]) are mapped onto its own when every
+/// name has that form.
+fn plain_weights<L: Layer>(
+    path: &Path,
+    layers: Vec<L>,
+    args: &TrainArgs,
+    model: &Model,
+) -> Result<Vec<L>, Failure> {
     let bytes = std::fs::read(path).map_err(|e| format!("--init {}: {e}", path.display()))?;
     let (_, header) = safetensors::SafeTensors::read_metadata(&bytes)
         .map_err(|e| format!("--init {}: {e}", path.display()))?;
+    let names: Vec<String> = header.tensors().keys().cloned().collect();
+    let names = pipetrain::engine::checkpoint::rename_all(&names, &args.rename)
+        .map_err(|e| Failure::usage(format!("--rename: {e}")))?;
+    let sequential = names.iter().all(|name| {
+        let (index, rest) = name.split_once('.').unwrap_or_default();
+        index.parse::<usize>().is_ok() && matches!(rest, "weight" | "bias")
+    });
+    let mut renames = args.rename.clone();
+    if sequential {
+        renames.extend(model.pytorch_renames());
+    }
+    let init_from = |path: &Path, layers: Vec<L>, pytorch: bool| {
+        pipetrain::engine::checkpoint::init_renamed(path, layers, pytorch, &renames)
+    };
     let meta = header.metadata().clone().unwrap_or_default();
     let known = match (meta.get("format"), meta.get("producer")) {
         (Some(f), _) if f == "pt" => Some(true),
@@ -194,9 +260,8 @@ fn failure(flag: &str, error: CheckpointError) -> Failure {
     let message = format!("{flag}: {error}");
     match error {
         CheckpointError::NotACheckpoint { .. }
-        | CheckpointError::Missing { .. }
+        | CheckpointError::Keys { .. }
         | CheckpointError::Mismatch { .. }
-        | CheckpointError::Unexpected { .. }
         | CheckpointError::Optimizer { .. } => Failure::usage(message),
         _ => Failure::runtime(message),
     }

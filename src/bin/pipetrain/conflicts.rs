@@ -46,6 +46,12 @@ pub fn eval(args: &TrainArgs) -> Result<(), Failure> {
     if let (Some(init), Some(resume)) = (&args.init, &args.resume) {
         return Err(both(init, resume));
     }
+    if args.held_out == Some(0.0) {
+        return Err(Failure::usage(
+            "--held-out 0 holds nothing out, so eval would have nothing to evaluate; give a \
+             fraction such as 0.1",
+        ));
+    }
     let outputs = [
         ("--checkpoint", args.checkpoint.is_some()),
         ("--metrics", args.metrics.is_some()),

@@ -39,6 +39,8 @@ pub enum Data {
     Synthetic {
         /// The run's seed.
         seed: u64,
+        /// Whether one batch is held out (`--held-out 0`: none).
+        held_out: bool,
     },
     /// A loaded data set.
     Loaded {
@@ -71,10 +73,10 @@ impl Data {
             .parse()
             .map_err(|e| Failure::usage(format!("--data: {e}")))?;
         let path = match &spec {
-            DataSpec::Synthetic if args.held_out.is_some() => {
+            DataSpec::Synthetic if args.held_out.is_some_and(|h| h != 0.0) => {
                 return Err(Failure::usage(format!(
                     "--held-out {held_out} applies to loaded data; synthetic data holds out one \
-                     batch of --batch rows: drop --held-out or give --data"
+                     batch of --batch rows (--held-out 0: none): drop --held-out or give --data"
                 )));
             }
             DataSpec::Synthetic if args.keep_last => {
@@ -83,7 +85,16 @@ impl Data {
                      or give --data",
                 ));
             }
-            DataSpec::Synthetic => return Ok(Data::Synthetic { seed }),
+            DataSpec::Synthetic if args.no_shuffle => {
+                return Err(Failure::usage(
+                    "--no-shuffle keeps the order of a loaded data set; synthetic data has no \
+                     order to keep: drop --no-shuffle or give --data",
+                ));
+            }
+            DataSpec::Synthetic => {
+                let held_out = args.held_out.is_none();
+                return Ok(Data::Synthetic { seed, held_out });
+            }
             DataSpec::Mnist(dir) | DataSpec::Cifar10(dir) => dir,
             DataSpec::Text(file) | DataSpec::Tensors(file) => file,
         };
@@ -118,6 +129,7 @@ impl Data {
         let loader = LoaderConfig {
             seed,
             drop_last: !args.keep_last,
+            shuffle: !args.no_shuffle,
             ..LoaderConfig::new(batch)
         }
         .build(train)
@@ -141,18 +153,27 @@ impl Data {
     /// A one-line description for the run's banner.
     pub fn describe(&self) -> String {
         match self {
-            Data::Synthetic { seed } => format!("synthetic data (seed {seed})"),
+            Data::Synthetic { seed, held_out } => format!(
+                "synthetic data (seed {seed}){}",
+                if *held_out { "" } else { ", nothing held out" }
+            ),
             Data::Loaded {
                 spec,
                 train,
                 held_out,
                 ..
-            } => format!(
-                "{spec}: {} training examples ({} batches per epoch), {} held out",
-                train.dataset().len(),
-                train.batches_per_epoch(),
-                held_out.len()
-            ),
+            } => {
+                format!(
+                    "{spec}: {} training examples ({} batches per epoch), {} held out",
+                    train.dataset().len(),
+                    train.batches_per_epoch(),
+                    held_out.len()
+                ) + if train.config().shuffle {
+                    ""
+                } else {
+                    ", file order (no shuffle)"
+                }
+            }
         }
     }
 
@@ -177,7 +198,7 @@ impl Data {
         device: &Device,
     ) -> Result<Batch, String> {
         match self {
-            Data::Synthetic { seed } => Ok(model.synthetic(*seed, index, rows, device)),
+            Data::Synthetic { seed, .. } => Ok(model.synthetic(*seed, index, rows, device)),
             Data::Loaded { spec, train, .. } => {
                 let position = Position::from_step(index, train.batches_per_epoch());
                 let batch = train
@@ -197,9 +218,10 @@ impl Data {
         device: &Device,
     ) -> Result<Vec<Batch>, String> {
         match self {
-            Data::Synthetic { seed } => {
-                Ok(vec![model.synthetic(*seed, HELD_OUT_INDEX, rows, device)])
-            }
+            Data::Synthetic { seed, held_out } => Ok(match held_out {
+                true => vec![model.synthetic(*seed, HELD_OUT_INDEX, rows, device)],
+                false => Vec::new(),
+            }),
             Data::Loaded { spec, held_out, .. } => {
                 let indices: Vec<usize> = (0..held_out.len()).collect();
                 indices

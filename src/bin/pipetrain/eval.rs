@@ -116,9 +116,9 @@ fn evaluate_layers<L: Layer>(
 
 /// The weights to evaluate: `--init FILE` (a checkpoint or a state dict) or `--resume FILE` (a
 /// checkpoint's weights), else the fresh init.
-fn weights<L: Layer>(args: &TrainArgs, layers: Vec<L>) -> Result<Vec<L>, Failure> {
+fn weights<L: Layer>(args: &TrainArgs, model: &Model, layers: Vec<L>) -> Result<Vec<L>, Failure> {
     match args.init.as_ref().or(args.resume.as_ref()) {
-        Some(path) => crate::checkpoints::init(path, layers),
+        Some(path) => crate::checkpoints::init(path, layers, args, model),
         None => Ok(layers),
     }
 }
@@ -143,11 +143,12 @@ pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
     model.check_fits().map_err(Failure::usage)?;
     let held_out = data.held_out(&model, args.batch, &device)?;
     let lm = model.is_language_model();
+    let m = &model;
     let evaluation = match model {
-        Model::Mlp(c) => evaluate_layers(&weights(args, c.init(&device))?, held_out, lm),
-        Model::ResNet(c) => evaluate_layers(&weights(args, c.init(&device))?, held_out, lm),
-        Model::UNet(c) => evaluate_layers(&weights(args, c.init(&device))?, held_out, lm),
-        Model::Gpt(c) => evaluate_layers(&weights(args, c.init(&device))?, held_out, lm),
+        Model::Mlp(c) => evaluate_layers(&weights(args, m, c.init(&device))?, held_out, lm),
+        Model::ResNet(c) => evaluate_layers(&weights(args, m, c.init(&device))?, held_out, lm),
+        Model::UNet(c) => evaluate_layers(&weights(args, m, c.init(&device))?, held_out, lm),
+        Model::Gpt(c) => evaluate_layers(&weights(args, m, c.init(&device))?, held_out, lm),
     }?;
     if let Some(path) = args.init.as_ref().or(args.resume.as_ref()) {
         println!("weights: {}", path.display());

@@ -12,11 +12,14 @@ const METHODS: &[(&str, &str)] = &[
     ("learning_rate", "--lr"),
     ("threads_per_worker", "--threads"),
     ("memory_budget", "--memory-budget"),
+    ("clip_grad_norm", "--clip-grad-norm"),
+    ("skip_nonfinite", "--skip-nonfinite"),
 ];
 
 /// Library functions and the flags that call them.
 const FUNCTIONS: &[(&str, &str)] = &[
     ("`init_from`", "--init"),
+    ("`rename` rules", "--rename rules"),
     ("`Remat::Always`", "--remat always"),
     ("`Backward::Split { weight_group: 1 }`", "--weight-group 1"),
 ];

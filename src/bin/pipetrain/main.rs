@@ -1,4 +1,5 @@
-//! The `pipetrain` command line: `train` (the default command), `eval`, `plan` and `bench`. Its exit
+//! The `pipetrain` command line: `train` (the default command), `eval`, `plan`, `bench` and
+//! `export`. Its exit
 //! codes are [`exit::Exit`]'s.
 
 use std::process::ExitCode;
@@ -36,11 +37,14 @@ mod device;
 mod distributed;
 mod eval;
 mod exit;
+mod export;
 mod failure;
 mod flags;
 mod flows;
+mod guard;
 mod metrics;
 mod model;
+mod optimizer;
 mod outcome;
 mod paths;
 mod plan;
@@ -99,6 +103,10 @@ enum Command {
     /// against the PyTorch peers in the same run.
     #[command(args_override_self = true)]
     Bench(bench::BenchArgs),
+    /// Write a checkpoint's weights as the state dict of the PyTorch module that mirrors its
+    /// model (names and [out, in] Linear weights; README: Coming from PyTorch).
+    #[command(after_help = Exit::table())]
+    Export(export::ExportArgs),
 }
 
 fn main() -> ExitCode {
@@ -131,6 +139,7 @@ fn run(argv: Vec<std::ffi::OsString>) -> Exit {
         Some(Command::Train(args)) => train::run(&args),
         Some(Command::Eval(args)) => eval::run(&args),
         Some(Command::Bench(args)) => bench::run(&args),
+        Some(Command::Export(args)) => export::run(&args),
         None => train::run(&cli.train),
     };
     match result {

@@ -1,8 +1,8 @@
 //! `--metrics run.csv` / `run.jsonl`: one row per optimizer step.
 //!
 //! ```text
-//! step,loss,lr,samples_per_sec,wall_ms,bubble,all_reduce_ms,stage0_compute_ms,stage0_idle_ms,...
-//! 1,2.406145,0.01,2241.0,7.14,0.435,0.012,2.28,1.71,...
+//! step,loss,lr,samples_per_sec,wall_ms,bubble,all_reduce_ms,grad_norm,skipped,stage0_compute_ms,...
+//! 1,2.406145,0.01,2241.0,7.14,0.435,0.012,1.0318,0,2.28,...
 //! ```
 //!
 //! Times of an optimizer step are summed over its `--accumulate` batches; `bubble` is the mean
@@ -34,6 +34,10 @@ pub struct Row {
     pub bubble: f64,
     /// Time in all-reduce, in ms.
     pub all_reduce_ms: f64,
+    /// The global gradient norm before clipping (NaN on a step without one).
+    pub grad_norm: f64,
+    /// Steps skipped for a non-finite loss or gradient so far (`--skip-nonfinite`).
+    pub skipped: u64,
     /// `(compute_ms, idle_ms)` of each stage of replica 0.
     pub stages: Vec<(f64, f64)>,
 }
@@ -49,6 +53,8 @@ impl Row {
             ("wall_ms".into(), self.wall_ms),
             ("bubble".into(), self.bubble),
             ("all_reduce_ms".into(), self.all_reduce_ms),
+            ("grad_norm".into(), self.grad_norm),
+            ("skipped".into(), self.skipped as f64),
         ];
         for (s, (compute, idle)) in self.stages.iter().enumerate() {
             f.push((format!("stage{s}_compute_ms"), *compute));
@@ -123,7 +129,7 @@ impl Metrics {
                 let object: Map<String, Value> = fields
                     .into_iter()
                     .map(|(n, v)| {
-                        let v = if n == "step" {
+                        let v = if n == "step" || n == "skipped" {
                             json!(v as u64)
                         } else {
                             json!(v)

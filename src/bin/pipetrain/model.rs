@@ -3,7 +3,7 @@
 
 use burn::prelude::*;
 use pipetrain::engine::{Activation, ActivationError};
-use pipetrain::{Batch, Remat};
+use pipetrain::{Batch, Remat, Tie};
 use pipetrain_models::{GptConfig, MlpConfig, ResNetConfig, UNetConfig, synthetic};
 
 use crate::args::{ModelKind, TrainArgs};
@@ -23,6 +23,30 @@ pub enum Model {
 }
 
 impl Model {
+    /// Rename rules from the names of the PyTorch module that mirrors the model onto its own:
+    /// the MLP's `nn.Sequential` (see [`MlpConfig::pytorch_renames`]); none for the GPT, whose
+    /// documented PyTorch module has its names (README), the ResNet and the U-Net.
+    pub fn pytorch_renames(&self) -> Vec<(String, String)> {
+        match self {
+            Model::Mlp(c) => c.pytorch_renames(),
+            Model::ResNet(_) | Model::UNet(_) | Model::Gpt(_) => Vec::new(),
+        }
+    }
+
+    /// The ties of `--tie-embeddings` (`tie`): the GPT's embedding and head, no other model's.
+    ///
+    /// # Errors
+    /// The flag with another model.
+    pub fn ties(&self, tie: bool) -> Result<Vec<Tie>, String> {
+        match (self, tie) {
+            (Model::Gpt(c), true) => Ok(vec![c.tie_embeddings()]),
+            (_, true) => {
+                Err("--tie-embeddings ties a GPT's embeddings: use it with --model gpt".into())
+            }
+            (_, false) => Ok(Vec::new()),
+        }
+    }
+
     /// The model the flags describe; with loaded data, input sizes follow the data's `shapes`
     /// (the flags give the rest: `--classes` and `--vocab` are never raised to fit the data,
     /// whose labels are checked against them at load).

@@ -2,23 +2,28 @@
 //! evaluation, on the pipeline itself or (under MPI, on rank 0) on the model gathered from
 //! every process.
 
+use std::path::Path;
+
 use pipetrain::{Batch, Layer, Pipeline};
 
 use crate::eval::{Evaluation, evaluate};
 use crate::exit::Exit;
 use crate::failure::Failure;
+use crate::plot::Curve;
 use crate::reference::Reference;
 
-/// Verifies (when `reference` is given) and evaluates on `held_out`; prints both. `gathered`
-/// is the trained model of a multi-process run, gathered on this process: the pipeline's own
-/// inference would need every process, so the gathered model runs layer by layer instead.
+/// Verifies (when `reference` is given) and evaluates on `held_out` (batches, and whether the
+/// model is a language model); prints both, then draws `plot` with the held-out result.
+/// `gathered` is the trained model of a multi-process run, gathered on this process: the
+/// pipeline's own inference would need every process, so the gathered model runs layer by
+/// layer instead.
 pub fn verify_and_evaluate<L: Layer>(
     pipeline: &mut Pipeline<L>,
     gathered: Option<&[L]>,
     reference: Option<Reference<L>>,
     tolerance: f64,
-    held_out: Vec<Batch>,
-    language: bool,
+    (held_out, language): (Vec<Batch>, bool),
+    plot: Option<(&Path, Curve<'_>)>,
 ) -> Result<Exit, Failure> {
     let mut exit = Exit::Success;
     if let Some(reference) = reference {
@@ -30,6 +35,11 @@ pub fn verify_and_evaluate<L: Layer>(
             }
             (None, None) => crate::verify::verify(pipeline, single, tolerance),
         };
+    }
+    if held_out.is_empty() {
+        println!("held-out: nothing held out (--held-out 0)");
+        draw(plot, None)?;
+        return Ok(exit);
     }
     let evaluation: Evaluation = match gathered {
         Some(model) => evaluate(
@@ -49,5 +59,21 @@ pub fn verify_and_evaluate<L: Layer>(
         )?,
     };
     println!("held-out {evaluation}");
+    draw(plot, Some(format!("held-out {evaluation}")))?;
     Ok(exit)
+}
+
+/// Draws `plot` (if asked for) with `held_out` under its title, and says so.
+fn draw(plot: Option<(&Path, Curve<'_>)>, held_out: Option<String>) -> Result<(), String> {
+    let Some((path, curve)) = plot else {
+        return Ok(());
+    };
+    let curve = Curve { held_out, ..curve };
+    let (lo, hi) = crate::plot::draw(path, &curve)?;
+    println!(
+        "plot: {} (loss from {lo:.4} to {hi:.4} over {} steps)",
+        path.display(),
+        curve.losses.len()
+    );
+    Ok(())
 }

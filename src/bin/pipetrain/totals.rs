@@ -14,6 +14,10 @@ pub struct StepTotals {
     pub all_reduce: Duration,
     /// `(compute, idle)` of each stage of replica 0.
     pub stages: Vec<(Duration, Duration)>,
+    /// The global gradient norm before clipping, of the batch that ran the optimizer step.
+    pub grad_norm: Option<f64>,
+    /// Whether that step was skipped for a non-finite gradient.
+    pub skipped: bool,
 }
 
 impl StepTotals {
@@ -22,6 +26,8 @@ impl StepTotals {
         self.samples += report.samples;
         self.wall += report.wall;
         self.all_reduce += report.all_reduce;
+        self.grad_norm = report.grad_norm.or(self.grad_norm);
+        self.skipped |= report.skipped;
         let replica0 = report
             .workers
             .iter()
@@ -32,6 +38,19 @@ impl StepTotals {
             }
             self.stages[i].0 += s.compute;
             self.stages[i].1 += s.idle;
+        }
+    }
+
+    /// `  grad-norm x` (and `skipped`) for the step line; empty without clipping or skips.
+    pub fn describe_guard(&self, clipping: bool) -> String {
+        let norm = match (self.grad_norm, clipping) {
+            (Some(n), true) => format!("  grad-norm {n:.4}"),
+            _ => String::new(),
+        };
+        norm + if self.skipped {
+            "  skipped (non-finite)"
+        } else {
+            ""
         }
     }
 

@@ -12,7 +12,7 @@ use burn::prelude::*;
 use pipetrain::engine::SingleDevice;
 use pipetrain::{Batch, CrossEntropy, Layer, OptimizerConfig, Pipeline, Remat, Tie};
 
-use crate::args::{OptimizerKind, TrainArgs};
+use crate::args::TrainArgs;
 use crate::checkpoints;
 use crate::data::Data;
 use crate::distributed::Distributed;
@@ -101,7 +101,9 @@ struct Settings<'a> {
     schedule: pipetrain::schedules::Schedule,
     remat: Remat,
     optimizer: OptimizerConfig,
-    optimizer_name: &'static str,
+    /// The optimizer, its settings and the base learning rate, for the banner.
+    optimizer_name: String,
+    lr_schedule: pipetrain::LrSchedule,
     model: Model,
     data: Data,
     /// The first of `devices`: the model's init, the data and the `--verify` reference.
@@ -143,33 +145,22 @@ fn train(
         return Err(Failure::usage("--steps 0: train at least one step"));
     }
     crate::conflicts::train(args, dist.is_some())?;
-    let (optimizer, optimizer_name) = match args.optimizer {
-        OptimizerKind::Sgd => (OptimizerConfig::sgd(), "sgd"),
-        OptimizerKind::SgdMomentum => (OptimizerConfig::sgd_momentum(0.9), "sgd-momentum"),
-        OptimizerKind::Adam => (OptimizerConfig::adam(), "adam"),
-        OptimizerKind::Adamw => (OptimizerConfig::adamw(), "adamw"),
-    };
+    let (optimizer, optimizer_name) = crate::optimizer::of(args)?;
+    let lr_schedule = crate::optimizer::schedule(args)?;
     let data = Data::open(args, args.batch)?;
     let model = Model::from_args(args, data.shapes()).map_err(Failure::usage)?;
     model.check_fits().map_err(Failure::usage)?;
     let devices = args.device.devices().map_err(Failure::usage)?;
     let device = devices[0].clone();
     device.seed(args.seed);
-    let ties = match (&model, args.tie_embeddings) {
-        (Model::Gpt(c), true) => vec![c.tie_embeddings()],
-        (_, true) => {
-            return Err(Failure::usage(
-                "--tie-embeddings ties a GPT's embeddings: use it with --model gpt",
-            ));
-        }
-        (_, false) => Vec::new(),
-    };
+    let ties = model.ties(args.tie_embeddings).map_err(Failure::usage)?;
     let settings = Settings {
         args,
         schedule,
         remat,
         optimizer,
         optimizer_name,
+        lr_schedule,
         model,
         data,
         device,
@@ -197,7 +188,7 @@ fn train_with<L: Layer>(
     let params: usize = layers.iter().map(|l| l.num_params()).sum();
     let layers = match &args.init {
         Some(path) => {
-            let layers = checkpoints::init(path, layers)?;
+            let layers = checkpoints::init(path, layers, args, &s.model)?;
             if leader {
                 println!("init: weights from {}", path.display());
             }
@@ -216,7 +207,9 @@ fn train_with<L: Layer>(
     let k = args.accumulate.max(1);
     let mut reference = match args.verify && leader {
         true => Some(Reference::new(
-            SingleDevice::new(layers.clone(), &s.device, &s.optimizer).with_ties(&s.ties)?,
+            SingleDevice::new(layers.clone(), &s.device, &s.optimizer)
+                .with_guard(crate::guard::of(args))
+                .with_ties(&s.ties)?,
             (s.model.reference_chunks(args.replicas, args.micro_batches)).map(|c| c * k),
             args.lockstep,
         )),
@@ -237,6 +230,7 @@ fn train_with<L: Layer>(
         .accumulation(args.accumulate)
         .zero(args.zero)
         .bucket_bytes((args.bucket_mb * (1u64 << 20) as f64) as usize);
+    builder = crate::guard::configure(builder, args);
     // A multi-process run needs a split every process agrees on: without --balance, even.
     let balance = args
         .balance
@@ -288,7 +282,7 @@ fn train_with<L: Layer>(
     let progress = Progress::of_process(args.steps, dist.is_some(), leader);
     progress.println(&format!(
         "pipetrain: {} ({params} params), {} replicas × {} stages, {} micro-batches of {}, \
-         {}, remat {}, {} backward, {} lr {}, {} threads/worker on {}",
+         {}, remat {}, {} backward, {}, lr schedule {}, {} threads/worker on {}",
         s.model.describe(),
         pipeline.replicas(),
         pipeline.stages(),
@@ -298,7 +292,7 @@ fn train_with<L: Layer>(
         s.remat,
         args.backward.describe(args.weight_group),
         s.optimizer_name,
-        args.lr,
+        s.lr_schedule,
         pipeline.threads_per_worker(),
         args.device,
     ));
@@ -320,8 +314,8 @@ fn train_with<L: Layer>(
     }
     let started = Instant::now();
     let mut throughput = Vec::new();
-    let mut losses = Vec::new();
-    let mut last = None;
+    let (mut losses, mut rates) = (Vec::new(), Vec::new());
+    let (mut last, mut skipped) = (None, 0);
     for step in first_step..args.steps {
         let batches: Vec<Batch> = (0..k as u64)
             .map(|j| {
@@ -330,10 +324,14 @@ fn train_with<L: Layer>(
                 crate::model::cut_to_length(args, index, batch)
             })
             .collect::<Result<_, _>>()?;
+        let lr = s.lr_schedule.at(args.lr, step);
+        pipeline
+            .set_learning_rate(lr)
+            .map_err(|e| Failure::usage(format!("--lr-schedule at step {step}: {e}")))?;
         let mut totals = StepTotals::default();
         let mut report = None;
         for batch in &batches {
-            let mut r = pipeline.train_step(batch).map_err(Failure::of_build)?;
+            let mut r = crate::guard::step_result(step + 1, pipeline.train_step(batch))?;
             if let Some(d) = dist {
                 // Each process has its own last stages' share of the loss.
                 r.loss = d.total_loss(r.loss)?;
@@ -349,7 +347,7 @@ fn train_with<L: Layer>(
             }
         }
         if let Some(r) = reference.as_mut() {
-            r.step(batches, args.lr, &pipeline, step + 1)?;
+            r.step(batches, lr, &pipeline, step + 1)?;
         }
         let sps = totals.samples as f64 / totals.wall.as_secs_f64().max(1e-12);
         let overlap = report
@@ -363,23 +361,27 @@ fn train_with<L: Layer>(
             })
             .unwrap_or_default();
         let line = format!(
-            "step {:>4}/{}  loss {:.6}  {:>8.1} samples/s  bubble {:>5.1}%{overlap}",
+            "step {:>4}/{}  loss {:.6}  {:>8.1} samples/s  bubble {:>5.1}%{overlap}{}",
             step + 1,
             args.steps,
             totals.loss,
             sps,
-            100.0 * report.bubble_fraction()
+            100.0 * report.bubble_fraction(),
+            totals.describe_guard(args.clip_grad_norm.is_some())
         );
+        skipped += u64::from(totals.skipped);
         progress.step(&line, totals.loss, sps);
         if let Some(m) = metrics.as_mut() {
             m.write(&Row {
                 step: step + 1,
                 loss: totals.loss,
-                lr: args.lr,
+                lr,
                 samples_per_sec: sps,
                 wall_ms: totals.wall.as_secs_f64() * 1e3,
                 bubble: totals.bubble(),
                 all_reduce_ms: totals.all_reduce.as_secs_f64() * 1e3,
+                grad_norm: totals.grad_norm.unwrap_or(f64::NAN),
+                skipped,
                 stages: totals
                     .stages
                     .iter()
@@ -391,6 +393,7 @@ fn train_with<L: Layer>(
             throughput.push(sps);
         }
         losses.push(totals.loss);
+        rates.push(lr);
         last = Some(report);
         // A signal stops the run here, after a whole step, saving it first.
         let stopping = s.stop.as_ref().and_then(Stop::requested);
@@ -438,21 +441,24 @@ fn train_with<L: Layer>(
     if pipeline.replicas() > 1 && dist.is_none() {
         summary::print_optimizer_state(&pipeline);
     }
-    if let Some(path) = &args.plot {
-        let (lo, hi) = crate::plot::loss_png(path, &losses)?;
-        println!(
-            "plot: {} (loss from {lo:.4} to {hi:.4} over {} steps)",
-            path.display(),
-            losses.len()
-        );
-    }
+    let title = format!(
+        "pipetrain: {}, {} stages × {} replicas, {} lr {}, {}",
+        crate::plot::short(&s.model.describe()),
+        pipeline.stages(),
+        pipeline.replicas(),
+        crate::plot::short(&s.optimizer_name),
+        args.lr,
+        s.lr_schedule
+    );
+    let curve = crate::plot::Curve::new(&title, &losses, &rates);
+    let plot = args.plot.as_deref().map(|path| (path, curve));
     let held_out = s.data.held_out(&s.model, args.batch, &s.device)?;
     crate::outcome::verify_and_evaluate(
         &mut pipeline,
         gathered.as_deref(),
         reference,
         args.verify_tolerance,
-        held_out,
-        s.model.is_language_model(),
+        (held_out, s.model.is_language_model()),
+        plot,
     )
 }

@@ -1,0 +1,107 @@
+//! torch.optim's settings for SGD, Adam and AdamW, with PyTorch's defaults and checks.
+
+/// `torch.optim.SGD`'s settings; the default is PyTorch's (all zero, no Nesterov).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SgdOptions {
+    /// Momentum factor μ (0: plain SGD).
+    pub momentum: f64,
+    /// Dampening τ of the momentum buffer's gradient term.
+    pub dampening: f64,
+    /// Nesterov momentum (needs momentum > 0 and dampening 0).
+    pub nesterov: bool,
+    /// L2 penalty λ added to the gradient (`g + λw`).
+    pub weight_decay: f64,
+}
+
+/// `torch.optim.Adam`'s and `AdamW`'s settings.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdamOptions {
+    /// `(β₁, β₂)`, the moments' decay rates.
+    pub betas: (f64, f64),
+    /// ε, added to `√v̂`.
+    pub eps: f64,
+    /// Adam: L2 penalty added to the gradient; AdamW: decoupled decay `w(1 − lr·λ)`.
+    pub weight_decay: f64,
+}
+
+impl AdamOptions {
+    /// `torch.optim.Adam`'s defaults: betas (0.9, 0.999), eps 1e-8, weight decay 0.
+    pub fn adam() -> Self {
+        Self {
+            betas: (0.9, 0.999),
+            eps: 1e-8,
+            weight_decay: 0.0,
+        }
+    }
+
+    /// `torch.optim.AdamW`'s defaults: Adam's, with weight decay 1e-2.
+    pub fn adamw() -> Self {
+        Self {
+            weight_decay: 1e-2,
+            ..Self::adam()
+        }
+    }
+
+    pub(crate) fn check(&self) -> Result<(), OptimizerError> {
+        for (setting, beta) in [("beta1", self.betas.0), ("beta2", self.betas.1)] {
+            if !(0.0..1.0).contains(&beta) {
+                return Err(OptimizerError::new(
+                    setting,
+                    beta,
+                    "must be in [0, 1), e.g. 0.9",
+                ));
+            }
+        }
+        non_negative("eps", self.eps)?;
+        non_negative("weight_decay", self.weight_decay)
+    }
+}
+
+impl SgdOptions {
+    pub(crate) fn check(&self) -> Result<(), OptimizerError> {
+        non_negative("momentum", self.momentum)?;
+        non_negative("dampening", self.dampening)?;
+        non_negative("weight_decay", self.weight_decay)?;
+        if self.nesterov && (self.momentum == 0.0 || self.dampening != 0.0) {
+            return Err(OptimizerError::new(
+                "nesterov with momentum",
+                self.momentum,
+                "Nesterov momentum needs momentum > 0 and dampening 0, e.g. momentum 0.9",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// An optimizer setting torch.optim would refuse.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("optimizer {setting} = {value}: {remedy}")]
+pub struct OptimizerError {
+    /// The setting, e.g. `beta1`.
+    pub setting: &'static str,
+    /// Its value.
+    pub value: f64,
+    /// What would be accepted.
+    pub remedy: &'static str,
+}
+
+impl OptimizerError {
+    fn new(setting: &'static str, value: f64, remedy: &'static str) -> Self {
+        Self {
+            setting,
+            value,
+            remedy,
+        }
+    }
+}
+
+fn non_negative(setting: &'static str, value: f64) -> Result<(), OptimizerError> {
+    match value.is_finite() && value >= 0.0 {
+        true => Ok(()),
+        false => Err(OptimizerError::new(
+            setting,
+            value,
+            "must be a finite number >= 0",
+        )),
+    }
+}
