@@ -168,7 +168,10 @@ fn a_diverged_run_stops_before_verify() {
     assert_eq!(out.status.code(), Some(common::RUNTIME), "{out:?}");
     assert!(!stdout.contains("verify:"), "{stdout}");
     let stderr = common::stderr_of_failure(&args, out);
-    assert!(stderr.contains("error: step ") && stderr.contains("non-finite"), "{stderr}");
+    assert!(
+        stderr.contains("error: step ") && stderr.contains("non-finite"),
+        "{stderr}"
+    );
 }
 
 #[test]
