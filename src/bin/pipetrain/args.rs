@@ -99,6 +99,12 @@ Examples:
   pipetrain train --init torch_state_dict.safetensors --stages 2
   pipetrain eval --init run.safetensors
 
+  # from PyTorch: torch.optim settings and defaults, lr schedules, clipping, state dicts
+  pipetrain train --optimizer adamw --lr 1e-3 --lr-schedule cosine --warmup-steps 100 --min-lr 1e-5
+  pipetrain train --stages 2 --replicas 2 --clip-grad-norm 1.0 --skip-nonfinite --verify
+  pipetrain train --init torch_sd.safetensors --rename '^module\\.=' --checkpoint run.safetensors
+  pipetrain export run.safetensors --format pytorch -o trained.safetensors
+
   # on a GPU (a build with --features cuda)
   pipetrain train --device cuda:0 --stages 2 --micro-batches 8
   pipetrain train --devices cuda:0,cuda:1 --stages 2 --replicas 2   # one GPU per stage
