@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use burn::prelude::*;
 use pipetrain::engine::SingleDevice;
-use pipetrain::{Batch, CrossEntropy, Layer, OptimizerConfig, Pipeline, Remat, Tie};
+use pipetrain::{Batch, Layer, OptimizerConfig, Remat, Tie};
 
 use crate::args::TrainArgs;
 use crate::checkpoints;
@@ -26,7 +26,7 @@ use crate::progress::Progress;
 use crate::reference::Reference;
 use crate::stop::Stop;
 use crate::summary;
-use crate::totals::{StepTotals, even_balance};
+use crate::totals::StepTotals;
 
 /// Runs `pipetrain train`, recording a chrome trace around the run when `--profile` is given.
 /// Returns [`Exit::VerifyFailed`] when `--verify` finds the weights apart, else
@@ -96,11 +96,11 @@ pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
 }
 
 /// The settings every model trains with, checked once.
-struct Settings<'a> {
-    args: &'a TrainArgs,
-    schedule: pipetrain::schedules::Schedule,
-    remat: Remat,
-    optimizer: OptimizerConfig,
+pub(crate) struct Settings<'a> {
+    pub(crate) args: &'a TrainArgs,
+    pub(crate) schedule: pipetrain::schedules::Schedule,
+    pub(crate) remat: Remat,
+    pub(crate) optimizer: OptimizerConfig,
     /// The optimizer, its settings and the base learning rate, for the banner.
     optimizer_name: String,
     lr_schedule: pipetrain::LrSchedule,
@@ -109,8 +109,8 @@ struct Settings<'a> {
     /// The first of `devices`: the model's init, the data and the `--verify` reference.
     device: Device,
     /// `--device`: the workers' devices as the builder takes them.
-    devices: Vec<Device>,
-    ties: Vec<Tie>,
+    pub(crate) devices: Vec<Device>,
+    pub(crate) ties: Vec<Tie>,
     /// SIGINT/SIGTERM, in a one-process run.
     stop: Option<Stop>,
 }
@@ -203,7 +203,6 @@ fn train_with<L: Layer>(
     };
     // Under MPI, rank 0 gathers the trained model into a copy of this at the end.
     let template = dist.map(|_| layers.clone());
-    let n_layers = layers.len();
     let k = args.accumulate.max(1);
     let mut reference = match args.verify && leader {
         true => Some(Reference::new(
@@ -216,50 +215,7 @@ fn train_with<L: Layer>(
         false => None,
     };
 
-    let mut builder = Pipeline::builder()
-        .layers(layers)
-        .micro_batches(args.micro_batches)
-        .schedule(s.schedule.clone())
-        .remat(s.remat)
-        .backward(args.backward.with_group(args.weight_group))
-        .optimizer(s.optimizer.clone())
-        .devices(s.devices.iter().cloned())
-        .learning_rate(args.lr)
-        .loss(CrossEntropy)
-        .replicas(args.replicas)
-        .accumulation(args.accumulate)
-        .zero(args.zero)
-        .bucket_bytes((args.bucket_mb * (1u64 << 20) as f64) as usize);
-    builder = crate::guard::configure(builder, args);
-    // A multi-process run needs a split every process agrees on: without --balance, even.
-    let balance = args
-        .balance
-        .clone()
-        .or_else(|| dist.map(|_| even_balance(n_layers, args.stages.unwrap_or(2))));
-    if let Some(d) = dist {
-        builder = builder.distributed(d.local(), d.fabric());
-    }
-    builder = match (&balance, args.stages) {
-        (Some(balance), stages) => {
-            let b = builder.balance(balance.iter().copied());
-            if let Some(p) = stages { b.stages(p) } else { b }
-        }
-        (None, stages) => builder.stages(stages.unwrap_or(2)),
-    };
-    if let Some(t) = args.threads {
-        let stages = args.stages.or(balance.as_ref().map(Vec::len)).unwrap_or(2);
-        let workers = dist.map_or(args.replicas * stages, |_| args.workers_per_process);
-        let (t, warning) = crate::threads::capped(t, workers, crate::threads::cores());
-        warning.inspect(|w| eprintln!("{w}"));
-        builder = builder.threads_per_worker(t);
-    }
-    if let Some(bytes) = args.memory_budget {
-        builder = builder.memory_budget(bytes);
-    }
-    for tie in &s.ties {
-        builder = builder.tie(tie.clone());
-    }
-    let mut pipeline = builder.build().map_err(Failure::of_build)?;
+    let mut pipeline = crate::setup::pipeline(s, layers, dist)?;
     let run = checkpoints::RunIdentity::of(args, &s.model);
     let first_step = match &args.resume {
         Some(path) => {

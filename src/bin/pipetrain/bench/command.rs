@@ -112,7 +112,7 @@ fn select(args: &BenchArgs, mpi: bool) -> Result<Vec<Row>, String> {
             .is_none_or(|only| row.label().to_lowercase().contains(&only.to_lowercase()))
     };
     // A row that cuts more chunks than the model has layers (hidden blocks + head) cannot run.
-    let all: Vec<Row> = configs::rows(&args.micro_batches, args.threads, mpi)
+    let all: Vec<Row> = super::rows::rows(&args.micro_batches, args.threads, mpi)
         .into_iter()
         .filter(|r| match r.shape.is_mlp() {
             true => r.shape.chunks() <= args.hidden_layers + 1,

@@ -11,6 +11,7 @@ mod measure;
 mod mpi;
 mod peers;
 mod probe;
+mod rows;
 mod table;
 
 pub use args::BenchArgs;

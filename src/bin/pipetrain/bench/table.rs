@@ -380,8 +380,8 @@ fn notes(with_peers: bool, lines: &[Line]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::configs::rows;
     use super::super::measure::Measured;
+    use super::super::rows::rows;
     use super::{Line, against_one_f_one_b, best_against_best, median};
 
     #[test]

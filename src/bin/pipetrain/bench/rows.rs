@@ -1,0 +1,193 @@
+//! The table's rows, in order: data parallel, model parallel, pipelined, the schedules beyond
+//! 1F1B (MLP and GPT), hybrid, MPI, ZeRO-1 and the backward comparisons.
+
+use pipetrain::{Backward, ScheduleKind};
+
+use super::configs::{BenchModel, Row, Shape, over_mpi, peer, pipeline, with_backward};
+
+/// The table's configurations for `ms` micro-batch counts, in order (single-device and
+/// independent-worker reference rows are added by the command where limits need them); with
+/// `mpi`, the data-parallel and hybrid rows again across processes.
+pub fn rows(ms: &[usize], threads: usize, mpi: bool) -> Vec<Row> {
+    let t = threads.to_string();
+    let mut rows = Vec::new();
+    // PyTorch's best single process on this machine uses both cores: so may ours.
+    if threads == 1 {
+        let mut shape = pipeline(1, 1, 1, ScheduleKind::GPipe, false);
+        if let Shape::Pipeline { threads, .. } = &mut shape {
+            *threads = Some(2);
+        }
+        rows.push(Row {
+            group: "single device",
+            name: "1 worker, 2 threads, m=1".into(),
+            shape,
+            peer: Some(peer(
+                "bench_single.py",
+                "one process, gradients accumulated over m micro-batches",
+                &["--threads".into(), "2".into(), "--m".into(), "1".into()],
+            )),
+        });
+    }
+    rows.extend([
+        Row {
+            group: "data parallel",
+            name: "2 replicas x 1 stage, m=1".into(),
+            shape: pipeline(2, 1, 1, ScheduleKind::OneFOneB, false),
+            peer: Some(peer(
+                "bench_ddp.py",
+                "DistributedDataParallel, 2 gloo ranks",
+                &["--threads".into(), t.clone()],
+            )),
+        },
+        Row {
+            group: "model parallel",
+            name: "2 stages, m=1".into(),
+            shape: pipeline(1, 2, 1, ScheduleKind::GPipe, false),
+            peer: Some(peer(
+                "bench_pipe.py",
+                "torch.distributed.pipelining, 2 ranks",
+                &[
+                    "--schedule".into(),
+                    "gpipe".into(),
+                    "--m".into(),
+                    "1".into(),
+                    "--threads".into(),
+                    t.clone(),
+                ],
+            )),
+        },
+    ]);
+    let schedules = [
+        (ScheduleKind::GPipe, "GPipe", "gpipe"),
+        (ScheduleKind::OneFOneB, "1F1B", "1f1b"),
+    ];
+    for (schedule, name, flag) in schedules {
+        for &m in ms {
+            if m == 1 && schedule == ScheduleKind::GPipe {
+                continue; // the model-parallel row
+            }
+            // torch.distributed.pipelining's 1F1B needs at least as many micro-batches as
+            // stages; it refuses m = 1.
+            let comparable = schedule == ScheduleKind::GPipe || m >= 2;
+            rows.push(Row {
+                group: "pipelined",
+                name: format!("{name}, 2 stages, m={m}"),
+                shape: pipeline(1, 2, m, schedule, false),
+                peer: comparable.then(|| {
+                    peer(
+                        "bench_pipe.py",
+                        "torch.distributed.pipelining, 2 ranks",
+                        &[
+                            "--schedule".into(),
+                            flag.into(),
+                            "--m".into(),
+                            m.to_string(),
+                            "--threads".into(),
+                            t.clone(),
+                        ],
+                    )
+                }),
+            });
+        }
+    }
+    // The schedules beyond 1F1B at m = 8 (or the largest count given): zero bubble and
+    // interleaved on 2 ranks; their bubble is below the fill-drain bound the limit assumes.
+    if let Some(&m) = ms
+        .iter()
+        .filter(|&&m| m >= 2)
+        .min_by_key(|&&m| m.abs_diff(8))
+    {
+        let beyond = [
+            (ScheduleKind::ZbH1, "ZB-H1"),
+            (
+                ScheduleKind::Interleaved { virtual_stages: 2 },
+                "interleaved v=2",
+            ),
+            (ScheduleKind::ZbV, "ZB-V"),
+        ];
+        for (schedule, name) in beyond {
+            rows.push(Row {
+                group: "schedules",
+                name: format!("{name}, 2 ranks, m={m}"),
+                shape: pipeline(1, 2, m, schedule, false),
+                peer: None,
+            });
+        }
+        // The same schedules on the GPT, against its own 1F1B.
+        for (schedule, name) in [(ScheduleKind::OneFOneB, "1F1B")].into_iter().chain(beyond) {
+            let mut shape = pipeline(1, 2, m, schedule, false);
+            if let Shape::Pipeline { model, .. } = &mut shape {
+                *model = BenchModel::Gpt;
+            }
+            rows.push(Row {
+                group: "GPT schedules",
+                name: format!("{name}, 2 ranks, m={m}"),
+                shape,
+                peer: None,
+            });
+        }
+    }
+    rows.push(Row {
+        group: "hybrid",
+        name: "2 replicas x 2 stages, 1F1B, m=4".into(),
+        shape: pipeline(2, 2, 4, ScheduleKind::OneFOneB, false),
+        peer: None,
+    });
+    if mpi {
+        rows.push(Row {
+            group: "MPI",
+            name: "2 replicas x 1 stage, m=1, 2 processes".into(),
+            shape: over_mpi(pipeline(2, 1, 1, ScheduleKind::OneFOneB, false)),
+            peer: Some(peer(
+                "bench_ddp.py",
+                "DistributedDataParallel, 2 gloo ranks",
+                &["--threads".into(), t.clone()],
+            )),
+        });
+        rows.push(Row {
+            group: "MPI",
+            name: "2 replicas x 2 stages, 1F1B, m=4, 4 processes".into(),
+            shape: over_mpi(pipeline(2, 2, 4, ScheduleKind::OneFOneB, false)),
+            peer: None,
+        });
+    }
+    rows.push(Row {
+        group: "ZeRO-1",
+        name: "2 replicas x 1 stage, m=1, optimizer state sharded".into(),
+        shape: pipeline(2, 1, 1, ScheduleKind::OneFOneB, true),
+        peer: None,
+    });
+    // The split backward against autodiff's fused one, and its weight-gradient groups (memory
+    // against speed), at the largest micro-batch count.
+    if let Some(&m) = ms.iter().max().filter(|&&m| m > 1) {
+        let fused = Backward::Fused;
+        rows.push(Row {
+            group: "backward",
+            name: format!("1 worker, m={m}, fused (autodiff)"),
+            shape: with_backward(pipeline(1, 1, m, ScheduleKind::GPipe, false), fused),
+            peer: None,
+        });
+        rows.push(Row {
+            group: "backward",
+            name: format!("1F1B, 2 stages, m={m}, fused (autodiff)"),
+            shape: with_backward(pipeline(1, 2, m, ScheduleKind::OneFOneB, false), fused),
+            peer: None,
+        });
+        let mut groups = vec![1, m / 4];
+        groups.dedup();
+        for group in groups.into_iter().filter(|&g| g >= 1 && g < m) {
+            rows.push(Row {
+                group: "backward",
+                name: format!("1F1B, 2 stages, m={m}, split, weight group {group}"),
+                shape: with_backward(
+                    pipeline(1, 2, m, ScheduleKind::OneFOneB, false),
+                    Backward::Split {
+                        weight_group: group,
+                    },
+                ),
+                peer: None,
+            });
+        }
+    }
+    rows
+}

@@ -1,0 +1,67 @@
+//! The [`Pipeline`] that `pipetrain train` runs: the builder set from the flags (schedule,
+//! split, devices, replicas, threads, memory budget, ties, the gradient guard) and, under MPI,
+//! this process's share of the workers.
+
+use pipetrain::{CrossEntropy, Layer, Pipeline};
+
+use crate::distributed::Distributed;
+use crate::failure::Failure;
+use crate::totals::even_balance;
+use crate::train::Settings;
+
+/// Builds the pipeline for `layers` as the flags in `s` ask.
+///
+/// # Errors
+/// A configuration the builder refuses (usage).
+pub fn pipeline<L: Layer>(
+    s: &Settings<'_>,
+    layers: Vec<L>,
+    dist: Option<&Distributed>,
+) -> Result<Pipeline<L>, Failure> {
+    let n_layers = layers.len();
+    let args = s.args;
+    let mut builder = Pipeline::builder()
+        .layers(layers)
+        .micro_batches(args.micro_batches)
+        .schedule(s.schedule.clone())
+        .remat(s.remat)
+        .backward(args.backward.with_group(args.weight_group))
+        .optimizer(s.optimizer.clone())
+        .devices(s.devices.iter().cloned())
+        .learning_rate(args.lr)
+        .loss(CrossEntropy)
+        .replicas(args.replicas)
+        .accumulation(args.accumulate)
+        .zero(args.zero)
+        .bucket_bytes((args.bucket_mb * (1u64 << 20) as f64) as usize);
+    builder = crate::guard::configure(builder, args);
+    // A multi-process run needs a split every process agrees on: without --balance, even.
+    let balance = args
+        .balance
+        .clone()
+        .or_else(|| dist.map(|_| even_balance(n_layers, args.stages.unwrap_or(2))));
+    if let Some(d) = dist {
+        builder = builder.distributed(d.local(), d.fabric());
+    }
+    builder = match (&balance, args.stages) {
+        (Some(balance), stages) => {
+            let b = builder.balance(balance.iter().copied());
+            if let Some(p) = stages { b.stages(p) } else { b }
+        }
+        (None, stages) => builder.stages(stages.unwrap_or(2)),
+    };
+    if let Some(t) = args.threads {
+        let stages = args.stages.or(balance.as_ref().map(Vec::len)).unwrap_or(2);
+        let workers = dist.map_or(args.replicas * stages, |_| args.workers_per_process);
+        let (t, warning) = crate::threads::capped(t, workers, crate::threads::cores());
+        warning.inspect(|w| eprintln!("{w}"));
+        builder = builder.threads_per_worker(t);
+    }
+    if let Some(bytes) = args.memory_budget {
+        builder = builder.memory_budget(bytes);
+    }
+    for tie in &s.ties {
+        builder = builder.tie(tie.clone());
+    }
+    builder.build().map_err(Failure::of_build)
+}
