@@ -10,7 +10,7 @@ use burn::train::checkpoint::{Checkpointer, FileCheckpointer, KeepLastNCheckpoin
 use pipetrain::learner::PipelineStrategy;
 
 use crate::example::{self, Mlp};
-use crate::{common, launch};
+use crate::{common, launch, rel_diff};
 
 #[test]
 fn burns_checkpointer_saves_the_merged_model_and_a_resumed_run_ends_where_the_whole_run_does() {
@@ -40,12 +40,9 @@ fn burns_checkpointer_saves_the_merged_model_and_a_resumed_run_ends_where_the_wh
     let resumed = training().checkpoint(example::EPOCHS - 1);
     let (resumed, _) = launch(resumed, example::learner(model.clone()));
     assert!(resumed.error.is_none(), "{:?}", resumed.error);
-    let difference = pipetrain::engine::difference(
-        &example::weights(&resumed.model),
-        &example::weights(&whole.model),
-    );
+    let difference = rel_diff(&resumed.model, &whole.model);
     assert!(
-        difference.max_relative <= common::TOLERANCE,
+        difference <= common::TOLERANCE,
         "resumed vs whole run: {difference:?}"
     );
 }
@@ -82,11 +79,7 @@ fn with_the_pipelines_optimizer_state_an_adam_run_resumes_exactly() {
         let training = training(dir.path(), state).checkpoint(example::EPOCHS - 1);
         let (resumed, _) = launch(training, learner());
         assert!(resumed.error.is_none(), "{:?}", resumed.error);
-        pipetrain::engine::difference(
-            &example::weights(&resumed.model),
-            &example::weights(&whole.model),
-        )
-        .max_relative
+        rel_diff(&resumed.model, &whole.model)
     };
     let exact = resume(Some(&state));
     assert!(
