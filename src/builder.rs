@@ -246,7 +246,14 @@ impl<L: Layer> PipelineBuilder<L> {
     }
 
     /// Devices: one per stage (shared by the replicas), one per worker (`replicas × stages`,
-    /// replica-major), or a single one for all. Default: the CPU.
+    /// replica-major), or a single one for all; with interleaved chunks, one per rank also
+    /// works. Default: the CPU (burn's flex). Several workers may share a device.
+    ///
+    /// Each worker moves its layers to its device and every activation, gradient and input it
+    /// receives to it before computing. On GPUs, each worker is its own persistent thread and
+    /// cubecl gives each thread its own stream (its default `StreamPolicy::PerThread`, ids
+    /// taken modulo `max_streams`, 128 by default), so stages sharing a GPU do not serialise
+    /// on one stream; gradients from replicas on other devices are moved before they are summed.
     pub fn devices(mut self, devices: impl IntoIterator<Item = Device>) -> Self {
         self.devices = devices.into_iter().collect();
         self
@@ -287,6 +294,7 @@ impl<L: Layer> PipelineBuilder<L> {
         if layers.is_empty() {
             return config("the layer sequence is empty: a pipeline needs at least one layer");
         }
+        pipetrain_engine::check_skips(&layers)?;
         if let Some(i) = layers.iter().position(Layer::batch_statistics) {
             if self.remat != Remat::Never {
                 return config(format!(

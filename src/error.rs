@@ -26,6 +26,9 @@ pub enum Error {
     /// The plan failed.
     #[error(transparent)]
     Schedule(#[from] ScheduleError),
+    /// The layers' skips do not pair up (a pop without a stash, a name stashed twice, …).
+    #[error(transparent)]
+    Skips(#[from] pipetrain_engine::SkipError),
     /// A tie names a parameter the model lacks, or shapes that do not match.
     #[error(transparent)]
     Tie(#[from] pipetrain_engine::TieError),

@@ -48,8 +48,8 @@ pub use report::{StageReport, StepReport};
 pub use pipetrain_engine as engine;
 pub use pipetrain_engine::checkpoint::{Checkpoint, CheckpointError, Progress};
 pub use pipetrain_engine::{
-    Activation, ActivationError, Backward, Batch, CrossEntropy, Dense, DenseActivation, Layer,
-    Loss, Mse, OptimizerConfig, Remat, Tie,
+    Activation, ActivationError, Backward, Batch, Bundle, CrossEntropy, Dense, DenseActivation,
+    Layer, Loss, Mse, OptimizerConfig, Remat, Tie,
 };
 pub use pipetrain_partitioner as partitioner;
 pub use pipetrain_schedules as schedules;

@@ -142,7 +142,7 @@ pub fn layer_memory<L: Layer>(layers: &[L], sample: &Activation) -> Result<Vec<L
 /// Bytes of one activation (4 per element: f32 floats, token ids stored as 32-bit or wider are
 /// counted at 4 too).
 pub(crate) fn activation_bytes(a: &Activation) -> u64 {
-    a.dims().iter().product::<usize>() as u64 * F32
+    a.elements() as u64 * F32
 }
 
 /// Each worker's memory at the peak of `report`'s step, replica-major: `sample` (one

@@ -209,13 +209,10 @@ impl<L: Layer> Pipeline<L> {
         };
         let stages = *stages;
         // A training batch splits into replicas × m; an inference batch given to `forward`
-        // first may split only into m micro-batches (it then runs on replica 0) or not at all.
+        // first may have rows only for m micro-batches (it then runs on replica 0) or fewer.
         let (r, m) = (self.replicas(), self.micro_batches());
         let rows = inputs.batch_size();
-        let parts = [r * m, m, 1]
-            .into_iter()
-            .find(|&p| rows % p == 0)
-            .unwrap_or(1);
+        let parts = [r * m, m, 1].into_iter().find(|&p| rows >= p).unwrap_or(1);
         let sample = micro_batch(inputs, parts)?;
         let costs = profile::layer_costs(layers, &sample, &self.config.devices[0], 5)?;
         let partition = match self.config.memory_budget {
@@ -354,8 +351,9 @@ impl<L: Layer> Pipeline<L> {
         }
     }
 
-    /// One training step on `batch`: replica i takes the i-th of `replicas` contiguous shards,
-    /// split into m micro-batches; forward and backward through the pipeline; the stages'
+    /// One training step on `batch` of any size ≥ `replicas × m` rows: it is cut into
+    /// `replicas × m` contiguous micro-batches whose rows differ by at most one (replica i takes
+    /// the i-th m), each micro-batch's loss weighted by its share of the rows; forward and backward through the pipeline; the stages'
     /// gradients are summed over the replicas; one optimizer step per worker. Equal to one
     /// full-batch step on one device. With [`accumulation(k)`](crate::PipelineBuilder::accumulation)
     /// only every k-th call all-reduces and steps ([`StepReport::optimizer_step`]).
@@ -401,9 +399,8 @@ impl<L: Layer> Pipeline<L> {
     /// Inference through the pipeline, without autodiff: the batch is cut like a training
     /// batch — into `replicas` shards of `micro_batches` micro-batches each — and streamed
     /// through the stages, stage s forwarding micro-batch i while stage s+1 forwards i−1, every
-    /// replica on its own shard. A batch that does not split into `replicas × micro_batches`
-    /// runs on replica 0 alone, in `micro_batches` micro-batches if it splits into those, else
-    /// as one. The outputs come back in the batch's row order.
+    /// replica on its own shard. A batch of fewer than `replicas × micro_batches` rows runs on
+    /// replica 0 alone, in `micro_batches` micro-batches if it has that many rows, else as one. The outputs come back in the batch's row order.
     pub fn forward(&mut self, inputs: Activation) -> Result<Activation> {
         self.start_on(&inputs)?;
         Ok(self.runtime_mut().infer(inputs)?)
@@ -441,7 +438,7 @@ impl<L: Layer> Pipeline<L> {
     }
 }
 
-/// The first of `parts` equal row slices of `inputs`.
+/// The first of `parts` row slices of `inputs` (the longest).
 fn micro_batch(inputs: &Activation, parts: usize) -> Result<Activation> {
     Ok(inputs.clone().split(parts)?.swap_remove(0))
 }

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use pipetrain_engine::StepOutcome;
-use pipetrain_schedules::{StageId, WorkerId};
+use pipetrain_engine::{ActionTimes, StepOutcome};
+use pipetrain_schedules::{ActionKind, Costs, StageId, WorkerId};
 
 /// Measurements of one stage (summed over nothing: one row per worker).
 #[derive(Clone, Debug, PartialEq)]
@@ -25,6 +25,9 @@ pub struct StageReport {
     pub peak_deferred_bytes: usize,
     /// When the worker's all-reduce ran, as offsets from the step's start.
     pub all_reduce: Option<(Duration, Duration)>,
+    /// Its compute actions' times by kind (forward, backward or its input and weight halves,
+    /// all-reduce, optimizer step).
+    pub actions: ActionTimes,
 }
 
 /// What [`crate::Pipeline::train_step`] returns.
@@ -68,6 +71,77 @@ impl StepReport {
             .find(|s| s.worker.stage == stage && s.worker.replica.0 == 0)
     }
 
+    /// The plan's action costs as this step measured them, in seconds, from replica 0's
+    /// workers: per stage, the mean forward and the mean backward of one micro-batch (a split
+    /// backward's input half plus its weight half, whose time is spread over the micro-batches
+    /// it covered); the weight half's share of all backward time; the mean all-reduce and
+    /// optimizer step. Transfers count as free (they are idle time, not compute). Feed it to
+    /// [`simulate`](crate::schedules::simulate) to predict what a plan takes with these costs.
+    ///
+    /// ```
+    /// use burn::prelude::*;
+    /// use pipetrain::schedules::simulate;
+    /// use pipetrain::{Pipeline, ScheduleKind};
+    /// use pipetrain_models::{MlpConfig, synthetic};
+    ///
+    /// let device = Device::flex();
+    /// let mut pipeline = Pipeline::builder()
+    ///     .layers(MlpConfig::new(16, 3, 4).init(&device))
+    ///     .stages(2)
+    ///     .micro_batches(4)
+    ///     .schedule(ScheduleKind::ZbH1) // separate input- and weight-gradient actions
+    ///     .build()?;
+    /// let report = pipeline.train_step(&synthetic::classification(0, 0, 16, 16, 4, &device))?;
+    /// let stage = &report.workers[1].actions;
+    /// assert_eq!(stage.count(pipetrain::schedules::ActionKind::Forward), 4);
+    /// let costs = report.measured_costs();
+    /// assert!(costs.forward.iter().chain(&costs.backward).all(|&t| t > 0.0));
+    /// assert!(costs.weight_fraction > 0.0 && costs.weight_fraction < 1.0);
+    /// let predicted = simulate(pipeline.plan(), &costs)?.makespan; // seconds
+    /// assert!(predicted > 0.0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn measured_costs(&self) -> Costs {
+        let stages: Vec<&StageReport> = {
+            let mut s: Vec<_> = self
+                .workers
+                .iter()
+                .filter(|w| w.worker.replica.0 == 0)
+                .collect();
+            s.sort_by_key(|w| w.worker.stage);
+            s
+        };
+        let secs = |d: Duration| d.as_secs_f64();
+        let mean = |w: &StageReport, k| w.actions.mean(k).map_or(0.0, secs);
+        let (mut input, mut weight) = (0.0, 0.0);
+        let mut costs = Costs::uniform(stages.len(), 0.0, 0.0);
+        for (i, w) in stages.iter().enumerate() {
+            let a = &w.actions;
+            let forwards = a.count(ActionKind::Forward).max(1) as f64;
+            let full = secs(a.total(ActionKind::Backward));
+            let (i_half, w_half) = (
+                secs(a.total(ActionKind::BackwardInput)),
+                secs(a.total(ActionKind::BackwardWeight)),
+            );
+            input += i_half;
+            weight += w_half;
+            costs.forward[i] = mean(w, ActionKind::Forward);
+            costs.backward[i] = (full + i_half + w_half) / forwards;
+        }
+        costs.weight_fraction = if input + weight > 0.0 {
+            weight / (input + weight)
+        } else {
+            0.5
+        };
+        let over = |k| {
+            let v: Vec<f64> = stages.iter().map(|w| mean(w, k)).collect();
+            v.iter().sum::<f64>() / v.len().max(1) as f64
+        };
+        costs.all_reduce = over(ActionKind::AllReduce);
+        costs.optimizer = over(ActionKind::OptimizerStep);
+        costs
+    }
+
     pub(crate) fn from_outcome(step: u64, o: StepOutcome, predicted: &[f64]) -> Self {
         let (all_reduce_time, overlap) = (o.all_reduce_time(), o.all_reduce_overlap());
         let workers = o
@@ -85,6 +159,7 @@ impl StepReport {
                 peak_stash: w.peak_stash,
                 peak_deferred_bytes: w.peak_deferred_bytes,
                 all_reduce: w.all_reduce,
+                actions: w.actions,
             })
             .collect();
         Self {

@@ -11,6 +11,7 @@ fn tiny_bench() -> Vec<&'static str> {
     let mut args = vec!["bench"];
     args.extend(TINY);
     args.extend(["--steps", "2", "--warmup", "1", "--micro-batches", "1,4"]);
+    args.extend(["--gpt-width", "8", "--gpt-context", "8"]);
     args
 }
 
@@ -103,6 +104,7 @@ fn the_table_has_every_configuration_with_real_numbers() {
     for label in [
         "single device: 1 worker, m=1 (16 rows)",
         "single device: 1 worker, m=4 (4 rows)",
+        "single device: 1 worker, 2 threads, m=1",
         "independent workers: 2 x 1 worker, no communication, m=4 (4 rows)",
         "data parallel: 2 replicas x 1 stage, m=1",
         "model parallel: 2 stages, m=1",
@@ -111,6 +113,9 @@ fn the_table_has_every_configuration_with_real_numbers() {
         "pipelined: 1F1B, 2 stages, m=4",
         "hybrid: 2 replicas x 2 stages, 1F1B, m=4",
         "ZeRO-1: 2 replicas x 1 stage, m=1, optimizer state sharded",
+        "GPT schedules: 1F1B, 2 ranks, m=4",
+        "GPT schedules: ZB-H1, 2 ranks, m=4",
+        "GPT schedules: ZB-V, 2 ranks, m=4",
     ] {
         let r = row(&rows, label);
         let median = number(&r[2]);
@@ -125,6 +130,23 @@ fn the_table_has_every_configuration_with_real_numbers() {
         assert!(loss.is_finite() && loss > 0.0, "{label}: {r:?}");
         assert!(number(&r[10]) >= 0.0, "{label}: {r:?}");
     }
+    // Each schedule beyond 1F1B is set against 1F1B, measured and predicted from its costs.
+    for label in [
+        "schedules: ZB-H1, 2 ranks, m=4",
+        "GPT schedules: ZB-H1, 2 ranks, m=4",
+        "GPT schedules: interleaved v=2, 2 ranks, m=4",
+        "GPT schedules: ZB-V, 2 ranks, m=4",
+    ] {
+        let line = document
+            .lines()
+            .find(|l| l.starts_with(&format!("- `{label}`: measured ")))
+            .unwrap_or_else(|| panic!("no speed-up line for {label}:\n{document}"));
+        let predicted = line.split("predicted ").nth(1).expect("a prediction");
+        let ratio = number(predicted.split_whitespace().next().unwrap());
+        assert!(ratio > 0.0 && ratio.is_finite(), "{line}");
+    }
+    // The GPT rows have no MLP reference to be a fraction of.
+    assert_eq!(row(&rows, "GPT schedules: ZB-H1, 2 ranks, m=4")[4], "–");
     // Limits: 2 workers × the 4-row single-device throughput × 4/5 for 2 stages at m = 4.
     let single = number(&row(&rows, "single device: 1 worker, m=4 (4 rows)")[2]);
     let pipelined = row(&rows, "pipelined: 1F1B, 2 stages, m=4");

@@ -1,4 +1,4 @@
-//! `pipetrain train --model mlp|resnet|gpt` and `--data ...`: each model trains under
+//! `pipetrain train --model mlp|resnet|unet|gpt` and `--data ...`: each model trains under
 //! `--stages 2 --verify` on tiny sizes; MNIST (IDX), safetensors and text files the tests
 //! write train and report held-out accuracy / perplexity; `pipetrain eval` evaluates.
 
@@ -113,6 +113,95 @@ fn gpt_trains_under_verify_and_reports_perplexity() {
     let stdout = verified(&[&common::TINY_GPT[..], &["--micro-batches", "2"]].concat());
     let perplexity = held_out(&stdout, "perplexity");
     assert!(perplexity > 1.0 && perplexity.is_finite(), "{stdout}");
+}
+
+/// `--context-range`: a GPT whose sequence length changes at every step (no re-planning, no
+/// declared shape) trains like one device at 2 stages × 2 replicas, both schedules.
+#[test]
+fn gpt_with_a_sequence_length_changing_every_step_passes_verify() {
+    let range: pipetrain_data::ContextRange = "3..8".parse().unwrap();
+    let lengths: Vec<usize> = (0..6).map(|i| range.length_at(0, i)).collect();
+    assert!(
+        lengths.windows(2).all(|w| w[0] != w[1]),
+        "seed 0 draws a new length every step: {lengths:?}"
+    );
+    for schedule in ["gpipe", "1f1b"] {
+        let stdout = verified(
+            &[
+                &common::TINY_GPT[..],
+                &[
+                    "--context-range",
+                    "3..8",
+                    "--stages",
+                    "2",
+                    "--replicas",
+                    "2",
+                ],
+                &["--micro-batches", "2", "--steps", "6", "--seed", "0"],
+                &["--schedule", schedule, "--optimizer", "sgd"],
+            ]
+            .concat(),
+        );
+        assert!(stdout.contains("drawn from 3..8"), "{stdout}");
+    }
+}
+
+#[test]
+fn context_range_longer_than_the_context_or_without_gpt_is_refused() {
+    let stderr = failure_with(
+        USAGE,
+        &[
+            &["train"],
+            &common::TINY_GPT[..],
+            &["--context-range", "4..9"],
+        ]
+        .concat(),
+    );
+    assert!(stderr.contains("--context 9"), "{stderr}");
+    let stderr = failure_with(USAGE, &["train", "--context-range", "4..8"]);
+    assert!(stderr.contains("--model gpt"), "{stderr}");
+    let stderr = failure_with(
+        USAGE,
+        &["train", "--model", "gpt", "--context-range", "8..4"],
+    );
+    assert!(stderr.contains("MIN ≤ MAX"), "{stderr}");
+}
+
+/// `--model unet`: long skips cut at stage boundaries (`[1, 2, 2, 1]` cuts both skips twice),
+/// both schedules, every remat mode, replicas: `--verify` passes.
+#[test]
+fn unet_with_skips_across_stages_passes_verify() {
+    let unet = common::TINY_UNET;
+    let data = [
+        "--classes",
+        "3",
+        "--batch",
+        "12",
+        "--micro-batches",
+        "3",
+        "--steps",
+        "2",
+    ];
+    for (stages, balance, schedule, remat, replicas) in [
+        ("2", "3,3", "gpipe", "never", "1"),
+        ("3", "2,2,2", "1f1b", "always", "1"),
+        ("4", "1,2,2,1", "1f1b", "except_last", "2"),
+        ("4", "1,2,2,1", "gpipe", "always", "2"),
+    ] {
+        let layout = [
+            "--stages",
+            stages,
+            "--balance",
+            balance,
+            "--replicas",
+            replicas,
+        ];
+        let flags = [&layout[..], &["--schedule", schedule, "--remat", remat]].concat();
+        let stdout = verified(&[&unet[..], &data[..], &flags[..]].concat());
+        assert!(stdout.contains("U-Net (2 levels"), "{stdout}");
+    }
+    let stderr = failure_with(USAGE, &[&["train"], &unet[..], &["--image", "6"]].concat());
+    assert!(stderr.contains("multiple of 2^2 = 4"), "{stderr}");
 }
 
 /// Writes a tiny MNIST: `n` images of `side`×`side` whose label is visible in the pixels.
@@ -236,22 +325,20 @@ fn safetensors_file_trains_under_verify() {
     assert!(stdout.contains("(6 examples)"), "{stdout}");
 }
 
-#[test]
-fn text_file_trains_the_gpt_and_reports_perplexity() {
-    let tmp = scratch("text");
-    let dir = tmp.path();
+/// `dir/input.txt`: 8 times a 45-byte sentence (40 windows of 8 + 1 bytes); its `--data` spec.
+fn fox_text(dir: &std::path::Path) -> String {
     let path = dir.join("input.txt");
     std::fs::write(
         &path,
         "the quick brown fox jumps over the lazy dog. ".repeat(8),
     )
     .unwrap();
-    let data = format!("text:{}", path.display());
-    let stdout = verified(&[
-        "--model",
-        "gpt",
-        "--data",
-        &data,
+    format!("text:{}", path.display())
+}
+
+/// A tiny GPT on `data` (text): context 8, width 16, 2 heads, 1 block, batches of 8.
+fn text_gpt(data: &str) -> Vec<&str> {
+    let sizes = [
         "--context",
         "8",
         "--d-model",
@@ -260,13 +347,56 @@ fn text_file_trains_the_gpt_and_reports_perplexity() {
         "2",
         "--layers",
         "1",
-        "--micro-batches",
-        "2",
-        "--batch",
-        "8",
-    ]);
+    ];
+    [
+        &["--model", "gpt", "--data", data][..],
+        &sizes[..],
+        &["--batch", "8"],
+    ]
+    .concat()
+}
+
+#[test]
+fn text_file_trains_the_gpt_and_reports_perplexity() {
+    let tmp = scratch("text");
+    let data = fox_text(tmp.path());
+    let gpt = text_gpt(&data);
+    let stdout = verified(&[&gpt[..], &["--micro-batches", "2"]].concat());
     assert!(stdout.contains("vocab 256"), "{stdout}");
     assert!(held_out(&stdout, "perplexity").is_finite());
+    // Windows of --context 8 tokens, each batch cut to a length drawn from 2..8.
+    let varying = ["--context-range", "2..8", "--stages", "2", "--steps", "4"];
+    let stdout = verified(&[&gpt[..], &varying[..]].concat());
+    assert!(stdout.contains("drawn from 2..8"), "{stdout}");
+}
+
+/// `--keep-last`: 36 training windows in batches of 8 give an epoch of 4 full batches and a
+/// short one of 4 rows (2 replicas × 2 micro-batches of 1); the epoch trains every row once
+/// and `--verify` passes. Too short a last batch, synthetic data or accumulation are refused.
+#[test]
+fn keep_last_trains_an_epoch_whose_last_batch_is_short() {
+    let tmp = scratch("keep-last");
+    let data = fox_text(tmp.path());
+    let gpt = text_gpt(&data);
+    let layout = ["--micro-batches", "2", "--replicas", "2", "--steps", "5"];
+    let stdout = verified(&[&gpt[..], &layout[..], &["--keep-last"]].concat());
+    assert!(
+        stdout.contains("36 training examples (5 batches per epoch)"),
+        "{stdout}"
+    );
+    let stdout = verified(&[&gpt[..], &layout[..]].concat());
+    assert!(stdout.contains("(4 batches per epoch)"), "{stdout}");
+    let start = [&["train"][..], &gpt[..], &["--keep-last"]].concat();
+    let too_short = ["--batch", "10", "--micro-batches", "8"];
+    let stderr = failure_with(USAGE, &[&start[..], &too_short[..]].concat());
+    assert!(stderr.contains("has 6 rows, fewer than"), "{stderr}");
+    let stderr = failure_with(USAGE, &[&start[..], &["--accumulate", "2"]].concat());
+    assert!(
+        stderr.contains("--keep-last with --accumulate 2"),
+        "{stderr}"
+    );
+    let stderr = failure_with(USAGE, &["train", "--keep-last"]);
+    assert!(stderr.contains("applies to loaded data"), "{stderr}");
 }
 
 #[test]

@@ -205,8 +205,27 @@ fn unknown_remat_mode_is_named() {
     }
 }
 
+/// Any batch size: 250 rows over 2 replicas × 8 micro-batches (16- and 15-row micro-batches,
+/// each loss weighted by its rows) trains like one device, for the MLP, the ResNet (batch norm:
+/// the reference steps micro-batch by micro-batch, cut the same way) and the GPT (token means).
 #[test]
-fn batch_not_divisible_by_micro_batches_names_both() {
+fn a_batch_that_is_no_multiple_of_the_micro_batches_matches_single_device() {
+    let uneven = ["--micro-batches", "8", "--replicas", "2", "--stages", "2"];
+    verified(
+        &[
+            &uneven[..],
+            &["--width", "16", "--batch", "250", "--steps", "2"],
+        ]
+        .concat(),
+    );
+    let resnet = ["--batch", "19", "--steps", "2"];
+    verified(&[&common::TINY_RESNET[..], &uneven[..], &resnet[..]].concat());
+    let gpt = [&common::TINY_GPT[..12], &["--batch", "21"], &uneven[..]].concat();
+    verified(&gpt);
+}
+
+#[test]
+fn batch_smaller_than_micro_batches_names_both() {
     let args = [
         "--width",
         "16",
@@ -215,7 +234,7 @@ fn batch_not_divisible_by_micro_batches_names_both() {
         "--stages",
         "2",
         "--batch",
-        "10",
+        "3",
         "--micro-batches",
         "4",
         "--steps",
@@ -223,8 +242,8 @@ fn batch_not_divisible_by_micro_batches_names_both() {
     ];
     let stderr = train_failure(&args);
     assert!(
-        stderr.contains("10") && stderr.contains('4'),
-        "the message names the batch (10) and the micro-batches (4): {stderr}"
+        stderr.contains("--batch 3") && stderr.contains("--micro-batches 4"),
+        "the message names the batch (3) and the micro-batches (4): {stderr}"
     );
 }
 
@@ -298,10 +317,10 @@ fn accumulation_matches_single_device() {
 }
 
 #[test]
-fn batch_not_divisible_by_replicas_times_micro_batches_names_them() {
-    let stderr = train_failure(&tiny(&["--replicas", "3", "--micro-batches", "2"]));
+fn batch_smaller_than_replicas_times_micro_batches_names_them() {
+    let stderr = train_failure(&tiny(&["--replicas", "3", "--micro-batches", "8"]));
     assert!(
-        stderr.contains("--replicas 3") && stderr.contains("multiple of 6"),
+        stderr.contains("--replicas 3") && stderr.contains("at least 24 rows"),
         "{stderr}"
     );
 }
@@ -310,4 +329,33 @@ fn batch_not_divisible_by_replicas_times_micro_batches_names_them() {
 fn unsupported_zero_stage_is_refused() {
     let stderr = train_failure(&tiny(&["--zero", "3"]));
     assert!(stderr.contains("ZeRO stage 3"), "{stderr}");
+}
+
+#[test]
+fn the_device_list_reaches_the_builder_and_cuda_without_the_feature_says_how() {
+    // Three devices for one replica of two stages: only the builder can refuse this, so the
+    // message proves the CLI hands --devices to it.
+    let err = train_failure(&tiny(&["--devices", "cpu,cpu,cpu", "--stages", "2"]));
+    assert!(
+        err.contains("3 devices") && err.contains("one device per stage"),
+        "{err}"
+    );
+    // One per stage and one per worker train (both CPU here) and match single device.
+    assert!(verified(&tiny(&["--devices", "cpu,cpu", "--stages", "2"])) <= common::TOLERANCE);
+    let per_worker = [
+        "--device",
+        "cpu,cpu,cpu,cpu",
+        "--stages",
+        "2",
+        "--replicas",
+        "2",
+    ];
+    assert!(verified(&tiny(&per_worker)) <= common::TOLERANCE);
+    if !cfg!(feature = "cuda") {
+        let err = train_failure(&tiny(&["--device", "cuda:0"]));
+        assert!(
+            err.contains("--features cuda") && !err.contains("panicked"),
+            "{err}"
+        );
+    }
 }

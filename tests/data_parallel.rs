@@ -215,7 +215,7 @@ fn zero_one_shards_optimizer_state() {
 }
 
 #[test]
-fn batch_that_does_not_split_over_replicas_is_refused() {
+fn batch_with_fewer_rows_than_replicas_times_micro_batches_is_refused() {
     let mut pipeline = Pipeline::builder()
         .layers(model())
         .stages(2)
@@ -223,12 +223,12 @@ fn batch_that_does_not_split_over_replicas_is_refused() {
         .micro_batches(2)
         .build()
         .unwrap();
-    let bad = synthetic::classification(0, 0, 8, WIDTH, CLASSES, &Device::flex());
+    let bad = synthetic::classification(0, 0, 5, WIDTH, CLASSES, &Device::flex());
     let message = pipeline.train_step(&bad).unwrap_err().to_string();
     assert!(
-        message.contains("8 rows")
+        message.contains("5 rows")
             && message.contains("3 replicas")
-            && message.contains("multiple of 6"),
+            && message.contains("at least 6 rows"),
         "{message}"
     );
 }

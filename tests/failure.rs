@@ -258,18 +258,18 @@ fn a_layer_error_is_reported_not_panicked() {
 }
 
 #[test]
-fn a_batch_that_does_not_split_is_an_error_before_any_thread_starts() {
+fn a_batch_with_fewer_rows_than_micro_batches_is_an_error_before_any_thread_starts() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let device = Device::flex();
     let mut pipeline = untripped_pipeline(&device, &[(6, 6), (6, 3)], 3);
-    let batch = synthetic::classification(1, 0, 8, 6, 3, &device);
+    let batch = synthetic::classification(1, 0, 2, 6, 3, &device);
     let err = pipeline.train_step(&batch).unwrap_err().to_string();
     assert!(
-        err.contains("batch of 8 rows does not split into 1 replicas × 3 micro-batches")
-            && err.contains("multiple of 3"),
+        err.contains("batch of 2 rows does not split into 1 replicas × 3 micro-batches")
+            && err.contains("at least 3 rows"),
         "{err}"
     );
-    // Not a worker failure: the pipeline is still usable.
-    let ok = synthetic::classification(1, 0, 9, 6, 3, &device);
+    // Not a worker failure: the pipeline is still usable, with a batch of any size ≥ 3.
+    let ok = synthetic::classification(1, 0, 8, 6, 3, &device);
     pipeline.train_step(&ok).unwrap();
 }

@@ -247,6 +247,22 @@ fn tied_embeddings_across_ranks_match_the_in_process_run() {
     }
 }
 
+/// The U-Net over MPI: its long skips, bundled with the image, cross process boundaries (4
+/// ranks, one layer on the first and last) with their gradients back.
+#[test]
+fn unet_skips_across_ranks_match_the_in_process_run() {
+    let unet = [&common::TINY_UNET[..], &["--classes", "3", "--batch", "6"]].concat();
+    let layout = [
+        "--stages",
+        "4",
+        "--balance",
+        "1,2,2,1",
+        "--micro-batches",
+        "2",
+    ];
+    same_run_as_in_process(4, &|path| model_job(&unet, &layout, path), &[]);
+}
+
 #[test]
 fn two_workers_per_process_give_the_same_bits() {
     same_as_in_process(

@@ -12,6 +12,7 @@
 //! - File formats, each loading to an [`InMemory`] and rejecting bad files with a
 //!   [`DataError`] naming the file and byte offset: [`mnist`], [`cifar10`], [`text`],
 //!   [`tensors`]; [`DataSpec`] picks one from a string such as `mnist:data/mnist`.
+//! - [`ContextRange`]: token sequences whose length changes from batch to batch.
 //! - [`check_ints`] / [`check_finite`]: labels and token ids inside the model's range, float
 //!   values finite, checked once at load.
 //! - [`burn_data`] (feature `burn-dataset`): these datasets as burn `Dataset`s and a burn `Batcher`,
@@ -44,6 +45,7 @@ pub mod cifar10;
 mod collate;
 mod dataset;
 mod error;
+mod length;
 mod loader;
 pub mod mnist;
 mod position;
@@ -57,6 +59,7 @@ mod validate;
 pub use collate::collate;
 pub use dataset::{Dataset, Example, InMemory, Values};
 pub use error::{ACCEPTED_SPECS, DataError, Result, Shape};
+pub use length::ContextRange;
 pub use loader::{Batches, Loader, LoaderConfig};
 pub use position::Position;
 pub use sampler::{DistributedSampler, SamplerConfig};

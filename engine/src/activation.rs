@@ -5,11 +5,14 @@ use std::fmt;
 use burn::prelude::*;
 use burn::tensor::Int;
 
+use crate::bundle::Bundle;
+
 /// A tensor of any supported rank and kind: what one layer hands the next, what one stage sends
 /// another, and what a micro-batch's inputs and targets are.
 ///
-/// Float tensors of rank 1–4 and int tensors (token ids, class labels) of rank 1–3. Convert with
-/// `From` and [`Activation::float`] / [`Activation::int`]:
+/// Float tensors of rank 1–4, int tensors (token ids, class labels) of rank 1–3, and a
+/// [`Bundle`] of named ones (several tensors across one boundary, some without gradient).
+/// Convert with `From` and [`Activation::float`] / [`Activation::int`] / [`Activation::bundle`]:
 ///
 /// ```
 /// use burn::prelude::*;
@@ -30,6 +33,7 @@ pub enum Activation {
     Int1(Tensor<1, Int>),
     Int2(Tensor<2, Int>),
     Int3(Tensor<3, Int>),
+    Bundle(Bundle),
 }
 
 /// A layer or loss received an activation it cannot take.
@@ -45,10 +49,10 @@ pub enum ActivationError {
         /// The shape found.
         shape: Vec<usize>,
     },
-    /// The batch cannot be split into equal micro-batches.
+    /// The batch has fewer rows than the parts asked for (every part needs a row).
     #[error(
-        "batch of {batch} rows does not split into {parts} equal parts; use a batch size that is \
-         a multiple of {parts} (micro-batches × replicas) or change the number of micro-batches"
+        "batch of {batch} rows does not split into {parts} parts of at least one row; use a batch \
+         of at least {parts} rows (micro-batches × replicas) or fewer micro-batches"
     )]
     Ragged {
         /// Rows in the batch.
@@ -62,8 +66,9 @@ pub enum ActivationError {
 }
 
 macro_rules! each_variant {
-    ($value:expr, $t:ident => $body:expr) => {
+    ($value:expr, $t:ident => $body:expr, $b:ident => $bundle:expr) => {
         match $value {
+            Activation::Bundle($b) => $bundle,
             Activation::Float1($t) => $body,
             Activation::Float2($t) => $body,
             Activation::Float3($t) => $body,
@@ -76,8 +81,9 @@ macro_rules! each_variant {
 }
 
 macro_rules! map_variant {
-    ($value:expr, $t:ident => $body:expr) => {
+    ($value:expr, $t:ident => $body:expr, $b:ident => $bundle:expr) => {
         match $value {
+            Activation::Bundle($b) => Activation::Bundle($bundle),
             Activation::Float1($t) => Activation::Float1($body),
             Activation::Float2($t) => Activation::Float2($body),
             Activation::Float3($t) => Activation::Float3($body),
@@ -143,9 +149,25 @@ impl Activation {
         Tensor::<D, Int>::from_activation(self)
     }
 
-    /// The shape.
+    /// The bundle, or an error naming what was found.
+    pub fn bundle(self) -> Result<Bundle, ActivationError> {
+        match self {
+            Activation::Bundle(b) => Ok(b),
+            other => Err(other.mismatch("bundle")),
+        }
+    }
+
+    /// The shape (a bundle's: its first part's).
     pub fn dims(&self) -> Vec<usize> {
-        each_variant!(self, t => t.shape().to_vec())
+        each_variant!(self, t => t.shape().to_vec(), b => b.parts().first().map_or(Vec::new(), |p| p.value.dims()))
+    }
+
+    /// Values held (a bundle's: all its parts').
+    pub fn elements(&self) -> usize {
+        match self {
+            Activation::Bundle(b) => b.parts().iter().map(|p| p.value.elements()).sum(),
+            other => other.dims().iter().product(),
+        }
     }
 
     /// Rows along dimension 0 (the batch dimension).
@@ -164,8 +186,11 @@ impl Activation {
         )
     }
 
-    /// "rank-2 float" and the like.
+    /// "rank-2 float" and the like ("bundle").
     pub fn describe(&self) -> String {
+        if let Activation::Bundle(_) = self {
+            return "bundle".into();
+        }
         let kind = if self.is_float() { "float" } else { "int" };
         format!("rank-{} {kind}", self.dims().len())
     }
@@ -178,22 +203,30 @@ impl Activation {
         }
     }
 
-    /// Splits along dimension 0 into `parts` equal parts, or says why it cannot.
+    /// Splits along dimension 0 into `parts` contiguous parts whose row counts differ by at most
+    /// one, the first ones longer ([`chunk_rows`]; `torch.tensor_split`'s sizes), or says why it
+    /// cannot: every part needs at least one row.
+    ///
+    /// ```
+    /// use burn::prelude::*;
+    /// use pipetrain_engine::Activation;
+    /// let x: Activation = Tensor::<2>::zeros([7, 3], &Device::flex()).into();
+    /// let rows: Vec<usize> = x.clone().split(4)?.iter().map(|p| p.batch_size()).collect();
+    /// assert_eq!(rows, [2, 2, 2, 1]);
+    /// assert!(x.split(8).is_err()); // 7 rows cannot fill 8 parts
+    /// # Ok::<(), pipetrain_engine::ActivationError>(())
+    /// ```
     pub fn split(self, parts: usize) -> Result<Vec<Activation>, ActivationError> {
         let batch = self.batch_size();
-        if parts == 0 || batch % parts != 0 || batch == 0 {
+        if parts == 0 || batch < parts {
             return Err(ActivationError::Ragged { batch, parts });
         }
-        let rows = batch / parts;
-        Ok(match self {
-            Activation::Float1(t) => t.split(rows, 0).into_iter().map(Into::into).collect(),
-            Activation::Float2(t) => t.split(rows, 0).into_iter().map(Into::into).collect(),
-            Activation::Float3(t) => t.split(rows, 0).into_iter().map(Into::into).collect(),
-            Activation::Float4(t) => t.split(rows, 0).into_iter().map(Into::into).collect(),
-            Activation::Int1(t) => t.split(rows, 0).into_iter().map(Into::into).collect(),
-            Activation::Int2(t) => t.split(rows, 0).into_iter().map(Into::into).collect(),
-            Activation::Int3(t) => t.split(rows, 0).into_iter().map(Into::into).collect(),
-        })
+        let sizes = chunk_rows(batch, parts);
+        Ok(each_variant!(self, t => t
+            .split_with_sizes(sizes, 0)
+            .into_iter()
+            .map(Into::into)
+            .collect(), b => b.split(parts)?.into_iter().map(Into::into).collect()))
     }
 
     /// Concatenates along dimension 0. All parts must have the variant of the first.
@@ -222,27 +255,50 @@ impl Activation {
             Activation::Int1(_) => cat_as!(Int1),
             Activation::Int2(_) => cat_as!(Int2),
             Activation::Int3(_) => cat_as!(Int3),
+            Activation::Bundle(_) => {
+                let bundles = parts
+                    .into_iter()
+                    .map(Activation::bundle)
+                    .collect::<Result<Vec<_>, _>>()?;
+                Activation::Bundle(Bundle::cat(bundles)?)
+            }
         })
     }
 
     /// The same values on `device`.
     pub fn to_device(self, device: &Device) -> Activation {
-        map_variant!(self, t => t.to_device(device))
+        map_variant!(self, t => t.to_device(device), b => b.map(|p| p.to_device(device)))
     }
 
     /// Without autodiff: the plain tensor that crosses a thread or process boundary.
     pub fn detach(self) -> Activation {
-        map_variant!(self, t => t.inner())
+        map_variant!(self, t => t.inner(), b => b.map(Activation::detach))
     }
 
     /// All values as `f64`, flattened (for tests, metrics and verification).
     pub fn to_f64_vec(&self) -> Vec<f64> {
-        each_variant!(self, t => t.clone().inner().into_data().convert::<f64>().try_to_vec::<f64>().expect("f64 data"))
+        each_variant!(self, t => t.clone().inner().into_data().convert::<f64>().try_to_vec::<f64>().expect("f64 data"), b => b.parts().iter().flat_map(|p| p.value.to_f64_vec()).collect())
     }
+}
+
+/// The row counts of `rows` rows cut into `parts` contiguous parts: sizes differ by at most one,
+/// the first `rows % parts` parts one row longer (`torch.tensor_split`, `numpy.array_split`).
+///
+/// ```
+/// use pipetrain_engine::chunk_rows;
+/// assert_eq!(chunk_rows(7, 4), [2, 2, 2, 1]);
+/// assert_eq!(chunk_rows(250, 16).iter().filter(|&&r| r == 16).count(), 10); // 10 × 16 + 6 × 15
+/// ```
+pub fn chunk_rows(rows: usize, parts: usize) -> Vec<usize> {
+    let (base, extra) = (rows / parts.max(1), rows % parts.max(1));
+    (0..parts).map(|i| base + usize::from(i < extra)).collect()
 }
 
 impl fmt::Display for Activation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Activation::Bundle(b) = self {
+            return b.fmt(f);
+        }
         write!(f, "{} {:?}", self.describe(), self.dims())
     }
 }

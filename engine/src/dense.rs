@@ -157,6 +157,10 @@ fn cat_rows(mut parts: Vec<Tensor<2>>) -> Tensor<2> {
 /// An activation of rank 2 or more as rows of features: `[d0, …, dn]` → `[d0·…·dn−1, dn]`, and
 /// the leading dimensions to restore it.
 pub(crate) fn to_rows(x: Activation) -> Result<(Tensor<2>, Vec<usize>), ActivationError> {
+    const WANTED: &str = "float of rank 2 to 4 (a dense layer's input)";
+    if !x.is_float() {
+        return Err(x.mismatch(WANTED));
+    }
     let dims = x.dims();
     let rows = |t: Activation| -> Result<Tensor<2>, ActivationError> {
         let features = *dims.last().expect("rank ≥ 1");
@@ -165,7 +169,7 @@ pub(crate) fn to_rows(x: Activation) -> Result<(Tensor<2>, Vec<usize>), Activati
             Activation::Float2(t) => t,
             Activation::Float3(t) => t.reshape([n, features]),
             Activation::Float4(t) => t.reshape([n, features]),
-            other => return Err(other.mismatch("float of rank 2 to 4 (a dense layer's input)")),
+            other => return Err(other.mismatch(WANTED)),
         })
     };
     let lead = dims[..dims.len().saturating_sub(1)].to_vec();

@@ -78,11 +78,12 @@ pub enum EngineError {
     /// The batch cannot be fed to the pipeline.
     #[error("bad batch: {0}")]
     Batch(#[from] ActivationError),
-    /// The batch does not cut into `replicas × micro_batches` equal parts. Found before any
-    /// worker runs: the pipeline stays usable.
+    /// The batch has fewer rows than `replicas × micro_batches` (each micro-batch needs a
+    /// row). Found before any worker runs: the pipeline stays usable.
     #[error(
         "a batch of {rows} rows does not split into {replicas} replicas × {micro_batches} \
-         micro-batches; use a batch size that is a multiple of {}",
+         micro-batches of at least one row; use a batch of at least {} rows or fewer \
+         micro-batches",
         replicas * micro_batches
     )]
     BatchSplit {

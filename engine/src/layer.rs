@@ -55,4 +55,18 @@ pub trait Layer: Module + 'static {
     fn batch_statistics(&self) -> bool {
         false
     }
+
+    /// Names of the skip tensors this layer stashes: parts of its output [`Bundle`](crate::Bundle)
+    /// that a later layer [pops](Layer::pops) (a U-Net's long skips). The pipeline builder
+    /// checks every pop against an earlier stash ([`check_skips`](crate::check_skips)). The
+    /// default: none.
+    fn stashes(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Names of the skip tensors this layer pops: parts of its input bundle that an earlier
+    /// layer [stashed](Layer::stashes). The default: none.
+    fn pops(&self) -> Vec<String> {
+        Vec::new()
+    }
 }

@@ -6,8 +6,8 @@ use burn::prelude::*;
 use crate::activation::{Activation, ActivationError};
 
 /// A loss: the mean over one micro-batch of the last stage's output against its targets. The
-/// engine scales it by 1/(m·R) so that the step's summed gradients equal the full-batch mean
-/// gradient.
+/// engine weights it by the micro-batch's rows / the batch's rows (micro-batches may differ by a
+/// row) so that the step's summed gradients equal the full-batch mean gradient.
 pub trait Loss: Send + Sync {
     /// The micro-batch's mean loss, a one-element tensor.
     fn loss(&self, output: Activation, target: Activation) -> Result<Tensor<1>, ActivationError>;
@@ -18,8 +18,8 @@ pub trait Loss: Send + Sync {
 /// - classification: rank-2 logits `[batch, classes]` against rank-1 labels `[batch]`;
 /// - language modelling: rank-3 logits `[batch, tokens, vocab]` against rank-2 next-token ids
 ///   `[batch, tokens]`, flattened to `[batch·tokens, vocab]` / `[batch·tokens]`, so the loss is
-///   the mean over all tokens of the micro-batch (every micro-batch has the same token count, so
-///   the engine's 1/m scaling still gives the full-batch mean).
+///   the mean over all tokens of the micro-batch (every row of a batch has the same token count, so
+///   the engine's weighting by rows weights by tokens and gives the full-batch token mean).
 ///
 /// Other ranks, float targets, or targets whose shape is not the logits' shape minus the last
 /// dimension are an [`ActivationError`], not a panic.

@@ -7,6 +7,7 @@ use pipetrain_partitioner::LayerCost;
 
 use crate::activation::{Activation, ActivationError};
 use crate::adapter;
+use crate::bundle::Bundle;
 use crate::layer::Layer;
 
 /// Forward and backward time of each layer on `sample` (one micro-batch), measured one layer at
@@ -57,14 +58,23 @@ pub fn layer_costs<L: Layer>(
         }
         let out = out.expect("at least one repeat");
         let param_bytes = (layer.num_params() * 4) as u64;
-        let activation_bytes = (out.dims().iter().product::<usize>() * 4) as u64;
+        let activation_bytes = (out.elements() * 4) as u64;
         costs.push(LayerCost::new(forward, backward).with_memory(param_bytes, activation_bytes));
         x = out;
     }
     Ok(costs)
 }
 
+/// The seed of a measuring backward: ones shaped like every differentiable float tensor of `a`
+/// (a bundle of them for a bundle), or `None` when `a` has none.
 fn ones_like(a: &Activation) -> Option<Activation> {
+    if let Activation::Bundle(b) = a {
+        let mut ones = Bundle::new();
+        for part in b.parts().iter().filter(|p| p.differentiable) {
+            ones = ones.with(part.name.clone(), ones_like(&part.value)?);
+        }
+        return Some(ones.into());
+    }
     let device = match a {
         Activation::Float1(t) => t.device(),
         Activation::Float2(t) => t.device(),

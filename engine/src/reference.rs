@@ -81,9 +81,10 @@ impl<L: Layer> SingleDevice<L> {
         Ok(reported)
     }
 
-    /// One step on the batch cut into `chunks` equal micro-batches (along dimension 0, as the
-    /// pipeline cuts it), run one after another: forward and backward of each with its loss
-    /// scaled by 1/`chunks`, gradients accumulated, then one optimizer step. Returns the mean
+    /// One step on the batch cut into `chunks` micro-batches (along dimension 0, as the
+    /// pipeline cuts it: rows differ by at most one, the first ones longer), run one after
+    /// another: forward and backward of each with its loss weighted by its rows / the batch's
+    /// rows, gradients accumulated, then one optimizer step. Returns the mean
     /// loss (the sum of the scaled micro-batch losses).
     ///
     /// For models whose layers only see one example at a time this equals [`step`](Self::step)
@@ -93,7 +94,7 @@ impl<L: Layer> SingleDevice<L> {
     /// micro-batch, in micro-batch order.
     ///
     /// # Errors
-    /// [`EngineError::Batch`] if the batch does not split into `chunks` equal parts; a layer or
+    /// [`EngineError::Batch`] if the batch has fewer than `chunks` rows; a layer or
     /// loss error names the failing micro-batch.
     pub fn step_chunked(
         &mut self,
@@ -103,12 +104,13 @@ impl<L: Layer> SingleDevice<L> {
         loss: &dyn Loss,
         learning_rate: f64,
     ) -> Result<f64> {
+        let rows = inputs.batch_size() as f64;
         let inputs = inputs.split(chunks)?;
         let targets = targets.split(chunks)?;
-        let scale = 1.0 / chunks as f64;
         let mut accumulated = Accumulator::new();
         let mut reported = 0.0;
         for (i, (x, y)) in inputs.into_iter().zip(targets).enumerate() {
+            let scale = x.batch_size() as f64 / rows;
             let value = self
                 .forward_loss(x, y, loss, Some(MicroBatchId::from(i)))?
                 .mul_scalar(scale);

@@ -1,8 +1,50 @@
 //! What one step measured.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-use pipetrain_schedules::WorkerId;
+use pipetrain_schedules::{ActionKind, WorkerId};
+
+/// How long one worker's compute actions of each kind took in a step: a count and a total per
+/// kind. The measured F/B/W costs a simulation of the plan can be fed with.
+///
+/// ```
+/// use std::time::Duration;
+/// use pipetrain_engine::ActionTimes;
+/// use pipetrain_schedules::ActionKind;
+/// let mut times = ActionTimes::default();
+/// times.record(ActionKind::Forward, Duration::from_millis(2));
+/// times.record(ActionKind::Forward, Duration::from_millis(4));
+/// assert_eq!(times.count(ActionKind::Forward), 2);
+/// assert_eq!(times.mean(ActionKind::Forward), Some(Duration::from_millis(3)));
+/// assert_eq!(times.mean(ActionKind::Backward), None);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ActionTimes(BTreeMap<ActionKind, (u32, Duration)>);
+
+impl ActionTimes {
+    /// Adds one action of `kind` that took `elapsed`.
+    pub fn record(&mut self, kind: ActionKind, elapsed: Duration) {
+        let entry = self.0.entry(kind).or_default();
+        entry.0 += 1;
+        entry.1 += elapsed;
+    }
+
+    /// How many actions of `kind` ran.
+    pub fn count(&self, kind: ActionKind) -> u32 {
+        self.0.get(&kind).map_or(0, |e| e.0)
+    }
+
+    /// Their total time.
+    pub fn total(&self, kind: ActionKind) -> Duration {
+        self.0.get(&kind).map_or(Duration::ZERO, |e| e.1)
+    }
+
+    /// Their mean time; `None` when none ran.
+    pub fn mean(&self, kind: ActionKind) -> Option<Duration> {
+        self.0.get(&kind).map(|&(n, t)| t / n.max(1))
+    }
+}
 
 /// Per-worker measurements of one step.
 #[derive(Clone, Debug, PartialEq)]
@@ -25,6 +67,8 @@ pub struct WorkerReport {
     pub all_reduce: Option<(Duration, Duration)>,
     /// When this worker's last backward of the step ended (offset from the step's start).
     pub backward_end: Option<Duration>,
+    /// Its compute actions' times, by kind.
+    pub actions: ActionTimes,
 }
 
 /// What [`Runtime::step`](crate::Runtime::step) returns.

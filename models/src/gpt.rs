@@ -3,11 +3,16 @@
 //!
 //! ```text
 //!   [N, T] token ids (int)
-//!   Embedding  wte[ids] + wpe[0..T]                                    [N, T, D]
-//!   Block      x += attn(ln1(x))   (causal, `heads` heads of D/heads)
+//!   Embedding  wte[ids] + wpe[0..T]               bundle {x: [N, T, D], positions: [N, T] int}
+//!   Block      x += attn(ln1(x))   (causal by `positions`, `heads` heads of D/heads)
 //!              x += mlp(ln2(x))    (Linear D→4D, GELU, Linear 4D→D)    (× layers)
-//!   Head       ln_f → Linear D→V (no bias)                             [N, T, V] logits
+//!   Head       ln_f(x) → Linear D→V (no bias)                          [N, T, V] logits
 //! ```
+//!
+//! Between layers (and so across stage boundaries) the hidden state travels with its position
+//! ids as a [`Bundle`]: `x` differentiable, `positions` a non-differentiable int tensor. Each
+//! block's attention mask comes from the positions (key position > query position is masked),
+//! so nothing but the ids decides what a token sees.
 //!
 //! Every item is one [`GptLayer`], so the partitioner can cut between any two. There is no
 //! dropout anywhere: a pipelined step then equals a single-device step up to rounding. Pair it
@@ -20,7 +25,7 @@ use burn::nn::{
 use burn::prelude::*;
 use burn::tensor::Bool;
 use burn::tensor::activation::{gelu, softmax};
-use pipetrain_engine::{Activation, ActivationError, Layer};
+use pipetrain_engine::{Activation, ActivationError, Bundle, Layer};
 
 /// The shape of a GPT-like decoder.
 ///
@@ -162,8 +167,18 @@ pub struct CausalSelfAttention {
 }
 
 impl CausalSelfAttention {
-    /// `[N, T, D] → [N, T, D]`.
+    /// `[N, T, D] → [N, T, D]`; position `t` attends to `0..=t`.
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
+        let [n, t, _] = x.dims();
+        let positions = Tensor::<1, Int>::arange(0..t as i64, &x.device())
+            .unsqueeze::<2>()
+            .expand([n, t]);
+        self.forward_at(x, positions)
+    }
+
+    /// `[N, T, D] → [N, T, D]`: token `i` attends to the tokens whose position (`[N, T]` ids)
+    /// is at most its own.
+    pub fn forward_at(&self, x: Tensor<3>, positions: Tensor<2, Int>) -> Tensor<3> {
         let [n, t, d] = x.dims();
         let (h, dh) = (self.heads, d / self.heads);
         // [N, T, D] → [N, H, T, Dh]
@@ -174,9 +189,13 @@ impl CausalSelfAttention {
         let scores = q
             .matmul(k.swap_dims(2, 3))
             .mul_scalar(1.0 / (dh as f64).sqrt());
-        // true above the diagonal: key position > query position, masked out.
-        let future: Tensor<4, Bool> = Tensor::<2, Bool>::tril_mask([t, t], 0, &scores.device())
-            .reshape([1, 1, t, t])
+        // true where the key's position > the query's: masked out.
+        let positions = positions.to_device(&scores.device());
+        let query = positions.clone().reshape([n, t, 1]).expand([n, t, t]);
+        let key = positions.reshape([n, 1, t]).expand([n, t, t]);
+        let future: Tensor<4, Bool> = key
+            .greater(query)
+            .reshape([n, 1, t, t])
             .expand([n, h, t, t]);
         // A large finite negative rather than -inf: exp underflows to exactly 0 either way,
         // and no inf ever enters a backward.
@@ -226,7 +245,8 @@ pub struct Head {
 }
 
 /// One layer of a [`GptConfig`] model. The embedding takes rank-2 int token ids `[N, T]`; blocks
-/// take and return rank-3 float `[N, T, D]`; the head returns rank-3 float logits `[N, T, V]`.
+/// take and return a bundle of `x` (float `[N, T, D]`) and `positions` (int `[N, T]`, no
+/// gradient); the head takes that bundle and returns rank-3 float logits `[N, T, V]`.
 #[derive(Module, Debug)]
 // A model holds a handful of layers, once; boxing the block would only add an indirection.
 #[allow(clippy::large_enum_variant)]
@@ -257,16 +277,28 @@ impl Layer for GptLayer {
                 // weights' device.
                 let tokens = e.token.forward(ids.to_device(&device));
                 let positions = e.position.weight.val().narrow(0, 0, t).unsqueeze::<3>();
-                (tokens + positions).into()
+                let n = tokens.dims()[0];
+                let ids = Tensor::<1, Int>::arange(0..t as i64, &device)
+                    .unsqueeze::<2>()
+                    .expand([n, t]);
+                Bundle::new()
+                    .with("x", tokens + positions)
+                    .with("positions", ids)
+                    .into()
             }
             GptLayer::Block(b) => {
-                let x: Tensor<3> = input.float()?;
-                let x = x.clone() + b.attention.forward(b.norm1.forward(x));
+                let input = input.bundle()?;
+                let x: Tensor<3> = input.get("x")?.clone().float()?;
+                let positions: Tensor<2, Int> = input.get("positions")?.clone().int()?;
+                let attended = b
+                    .attention
+                    .forward_at(b.norm1.forward(x.clone()), positions);
+                let x = x + attended;
                 let hidden = gelu(b.mlp.up.forward(b.norm2.forward(x.clone())));
-                (x + b.mlp.down.forward(hidden)).into()
+                input.with("x", x + b.mlp.down.forward(hidden)).into()
             }
             GptLayer::Head(h) => {
-                let x: Tensor<3> = input.float()?;
+                let x: Tensor<3> = input.bundle()?.take("x")?.float()?;
                 h.unembed.forward(h.norm.forward(x)).into()
             }
         })

@@ -8,6 +8,7 @@
 //! | MLP | [`MlpConfig`] | float `[N, F]` | logits `[N, classes]` | [`synthetic::classification`] |
 //! | ResNet-like CNN | [`ResNetConfig`] | float `[N, C, H, W]` | logits `[N, classes]` | [`synthetic::images`] |
 //! | GPT-like decoder | [`GptConfig`] | int `[N, T]` | logits `[N, T, vocab]` | [`synthetic::tokens`] |
+//! | U-Net-like CNN (long skips) | [`UNetConfig`] | float `[N, C, S, S]` | logits `[N, classes]` | [`synthetic::images`] |
 //!
 //! The ResNet uses batch norm: see [`resnet`] for how it behaves with micro-batches (train it
 //! with `Remat::Never`; its single-device reference is `SingleDevice::step_chunked`).
@@ -16,8 +17,10 @@ pub mod gpt;
 mod mlp;
 pub mod resnet;
 pub mod synthetic;
+pub mod unet;
 
 pub use gpt::{GptConfig, GptLayer};
 pub use mlp::{Block, MlpConfig, MlpLayer};
 pub use pipetrain_engine::Batch;
 pub use resnet::{ResNetConfig, ResNetLayer};
+pub use unet::{UNetConfig, UNetLayer};

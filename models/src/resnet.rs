@@ -178,10 +178,21 @@ impl ResNetConfig {
 
 /// A 3×3 convolution with padding 1 and no bias (batch norm follows).
 fn conv3x3(input: usize, output: usize, stride: usize, device: &Device) -> Conv2d {
+    conv3x3_with_bias(input, output, stride, false, device)
+}
+
+/// A 3×3 convolution with padding 1, with or without bias.
+pub(crate) fn conv3x3_with_bias(
+    input: usize,
+    output: usize,
+    stride: usize,
+    bias: bool,
+    device: &Device,
+) -> Conv2d {
     Conv2dConfig::new([input, output], [3, 3])
         .with_stride([stride, stride])
         .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
-        .with_bias(false)
+        .with_bias(bias)
         .init(device)
 }
 

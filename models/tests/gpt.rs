@@ -50,9 +50,17 @@ fn shapes_through_every_layer() {
     assert_eq!(layers.len(), 4);
     let mut x: Activation = Tensor::<2, Int>::zeros([3, 5], &device).into();
     let mut shapes = Vec::new();
-    for layer in &layers {
+    for (i, layer) in layers.iter().enumerate() {
         x = layer.forward(x).unwrap();
         shapes.push(x.dims());
+        if i + 1 < layers.len() {
+            // The hidden state travels with its position ids: int, no gradient.
+            let bundle = x.clone().bundle().unwrap();
+            let positions = &bundle.parts()[1];
+            assert_eq!(positions.name, "positions");
+            assert!(!positions.differentiable && !positions.value.is_float());
+            assert_eq!(positions.value.to_f64_vec()[..5], [0.0, 1.0, 2.0, 3.0, 4.0]);
+        }
     }
     assert_eq!(
         shapes,

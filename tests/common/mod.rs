@@ -69,6 +69,18 @@ pub const TINY_GPT: [&str; 14] = [
     "8",
 ];
 
+/// Tiny U-Net (2 levels from 2 channels, 8×8 images): long skips across stages.
+pub const TINY_UNET: [&str; 8] = [
+    "--model",
+    "unet",
+    "--channels",
+    "2",
+    "--depth",
+    "2",
+    "--image",
+    "8",
+];
+
 /// A fresh directory for one test's files, removed when dropped (also when the test fails).
 pub fn scratch(name: &str) -> tempfile::TempDir {
     tempfile::Builder::new()

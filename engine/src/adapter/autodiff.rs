@@ -6,6 +6,7 @@ use burn::optim::{GradientsAccumulator, GradientsParams, ModuleOptimizer};
 use burn::prelude::*;
 
 use crate::activation::{Activation, ActivationError};
+use crate::bundle::{Bundle, Part};
 
 /// A stage's parameter gradients, by parameter (burn's container).
 pub(crate) type Grads = GradientsParams;
@@ -14,7 +15,8 @@ pub(crate) type Grads = GradientsParams;
 pub(crate) type Gradients = burn::tensor::Gradients;
 
 /// A received (plain) activation as the leaf of this stage's graph. Float inputs of stages that
-/// must send an input gradient upstream require grad; int inputs (token ids) stay plain.
+/// must send an input gradient upstream require grad; int inputs (token ids) stay plain; a
+/// bundle's parts follow their own `differentiable` flag.
 pub(crate) fn leaf(input: Activation, require_grad: bool) -> Activation {
     macro_rules! float_leaf {
         ($t:expr) => {{
@@ -27,6 +29,29 @@ pub(crate) fn leaf(input: Activation, require_grad: bool) -> Activation {
         Activation::Float2(t) => Activation::Float2(float_leaf!(t)),
         Activation::Float3(t) => Activation::Float3(float_leaf!(t)),
         Activation::Float4(t) => Activation::Float4(float_leaf!(t)),
+        Activation::Bundle(b) => Activation::Bundle(Bundle::from_parts(
+            b.into_parts()
+                .into_iter()
+                .map(|p| Part {
+                    value: leaf(p.value, require_grad && p.differentiable),
+                    ..p
+                })
+                .collect(),
+        )),
+        int => int,
+    }
+}
+
+/// `input` with its float tensors cut from the graph (same values, same device, no gradient
+/// flows back through them): a bundle's constant parts, so single-device training treats them
+/// as the pipeline does.
+pub(crate) fn constant(input: Activation) -> Activation {
+    match input {
+        Activation::Float1(t) => Activation::Float1(t.detach()),
+        Activation::Float2(t) => Activation::Float2(t.detach()),
+        Activation::Float3(t) => Activation::Float3(t.detach()),
+        Activation::Float4(t) => Activation::Float4(t.detach()),
+        Activation::Bundle(b) => Activation::Bundle(b.map(constant)),
         int => int,
     }
 }
@@ -38,11 +63,37 @@ pub(crate) fn backward_loss(loss: &Tensor<1>) -> Gradients {
 
 /// Backward seeded with the upstream gradient: the vector-Jacobian product
 /// `d(sum(output ⊙ grad))/dθ = Jᵀ·grad`, exact, for one element-wise product and a sum (burn
-/// 0.22 has no public backward-with-seed).
+/// 0.22 has no public backward-with-seed). A bundle's differentiable parts are seeded together,
+/// each by the part of `grad` of its name; an output with nothing differentiable (int, or a
+/// bundle without such parts) gives no gradients.
 pub(crate) fn backward_seeded(
     output: &Activation,
     grad: Activation,
 ) -> Result<Gradients, ActivationError> {
+    match seeded_sum(output, grad)? {
+        Some(total) => Ok(total.backward()),
+        None => Ok(no_gradients()),
+    }
+}
+
+/// `sum(output ⊙ grad)` over every tracked float tensor of `output`, or `None` if none is.
+fn seeded_sum(output: &Activation, grad: Activation) -> Result<Option<Tensor<1>>, ActivationError> {
+    if let Activation::Bundle(out) = output {
+        let mut grads = grad.bundle()?;
+        let mut total: Option<Tensor<1>> = None;
+        for part in out.parts().iter().filter(|p| p.differentiable) {
+            if let Some(sum) = seeded_sum(&part.value, grads.take(&part.name)?)? {
+                total = Some(match total {
+                    Some(t) => t + sum,
+                    None => sum,
+                });
+            }
+        }
+        return Ok(total);
+    }
+    if !output.is_float() {
+        return Ok(None);
+    }
     if output.dims() != grad.dims() {
         return Err(ActivationError::Other(format!(
             "upstream gradient of shape {:?} does not match this stage's output {:?}",
@@ -52,7 +103,11 @@ pub(crate) fn backward_seeded(
     }
     macro_rules! seeded {
         ($out:expr, $d:literal) => {
-            ($out.clone() * grad.float::<$d>()?).sum().backward()
+            if $out.is_tracked() {
+                Some(($out.clone() * grad.float::<$d>()?).sum())
+            } else {
+                None
+            }
         };
     }
     Ok(match output {
@@ -60,20 +115,53 @@ pub(crate) fn backward_seeded(
         Activation::Float2(o) => seeded!(o, 2),
         Activation::Float3(o) => seeded!(o, 3),
         Activation::Float4(o) => seeded!(o, 4),
-        other => {
-            return Err(other.mismatch("float (a stage output must be float to backpropagate)"));
-        }
+        _ => unreachable!("a float activation"),
     })
 }
 
-/// The gradient of this stage's input leaf, plain, to send upstream.
+/// Gradients of a backward that reaches no parameter (burn has no public empty container: the
+/// backward of a throw-away leaf).
+fn no_gradients() -> Gradients {
+    let device = Device::flex().autodiff();
+    Tensor::<1>::zeros([1], &device)
+        .require_grad()
+        .sum()
+        .backward()
+}
+
+/// The gradient of this stage's input leaf, plain, to send upstream. A bundle's is a bundle of
+/// its differentiable parts' gradients (zeros for a part the stage did not use); an int input's
+/// an empty bundle (nothing to send back, but the message the plan expects).
 pub(crate) fn input_grad(input: &Activation, grads: &Gradients) -> Option<Activation> {
+    macro_rules! grad_or_zeros {
+        ($t:expr) => {
+            Some(
+                $t.grad(grads)
+                    .unwrap_or_else(|| $t.zeros_like().inner())
+                    .into(),
+            )
+        };
+    }
     match input {
         Activation::Float1(t) => t.grad(grads).map(Into::into),
         Activation::Float2(t) => t.grad(grads).map(Into::into),
         Activation::Float3(t) => t.grad(grads).map(Into::into),
         Activation::Float4(t) => t.grad(grads).map(Into::into),
-        _ => None,
+        Activation::Bundle(b) => {
+            let mut out = Bundle::new();
+            for part in b.parts().iter().filter(|p| p.differentiable) {
+                let grad = match &part.value {
+                    Activation::Float1(t) => grad_or_zeros!(t),
+                    Activation::Float2(t) => grad_or_zeros!(t),
+                    Activation::Float3(t) => grad_or_zeros!(t),
+                    Activation::Float4(t) => grad_or_zeros!(t),
+                    nested => input_grad(nested, grads),
+                };
+                out = out.with(part.name.clone(), grad?);
+            }
+            Some(out.into())
+        }
+        _ => Some(Bundle::new().into()),
     }
 }
 

@@ -22,7 +22,7 @@ mod tied;
 mod values;
 
 pub(crate) use autodiff::{
-    Accumulator, Gradients, Grads, backward_loss, backward_seeded, input_grad, leaf,
+    Accumulator, Gradients, Grads, backward_loss, backward_seeded, constant, input_grad, leaf,
     optimizer_state_bytes, register_dense, scalar, step,
 };
 pub(crate) use grads::{Buffers, Slots, assign_owners, owners_of};

@@ -21,6 +21,7 @@
 //! - [`Layout`] and [`check_environment`] — rank → workers, and the launcher's variables
 //!   (Slurm's, torchrun's) checked against MPI.
 
+mod bundle_wire;
 mod collective;
 mod comm;
 mod error;

@@ -256,10 +256,15 @@ pub(crate) fn f32_values(bytes: &[u8]) -> Result<Vec<f32>, MpiError> {
 /// Kinds of [`Activation`] on the wire: float or int, and the rank.
 const FLOAT: u32 = 0;
 const INT: u32 = 1;
+const BUNDLE: u32 = 2;
 
 /// An activation as bytes: kind, rank, dims (u32 each), then the values (`f32`, or `i64` for
-/// int tensors). Float values are sent as they are, so the receiver gets the same bits.
+/// int tensors). Float values are sent as they are, so the receiver gets the same bits. A
+/// bundle: see [`bundle_wire`](super::bundle_wire).
 pub(crate) fn activation_bytes(activation: Activation) -> Vec<u8> {
+    if let Activation::Bundle(bundle) = activation {
+        return super::bundle_wire::bundle_bytes(bundle, BUNDLE);
+    }
     let dims = activation.dims();
     let (kind, values): (u32, Vec<u8>) = match activation.detach() {
         Activation::Float1(t) => (FLOAT, floats(t.into_data())),
@@ -269,6 +274,7 @@ pub(crate) fn activation_bytes(activation: Activation) -> Vec<u8> {
         Activation::Int1(t) => (INT, ints(t.into_data())),
         Activation::Int2(t) => (INT, ints(t.into_data())),
         Activation::Int3(t) => (INT, ints(t.into_data())),
+        Activation::Bundle(_) => unreachable!("encoded above"),
     };
     let mut out = Vec::with_capacity(8 + 4 * dims.len() + values.len());
     out.extend_from_slice(&kind.to_le_bytes());
@@ -306,6 +312,9 @@ pub(crate) fn activation_from(bytes: &[u8], device: &Device) -> Result<Activatio
             .ok_or_else(|| bad(format!("{} bytes end inside the header", bytes.len())))
     };
     let (kind, rank) = (word(0)?, word(1)? as usize);
+    if kind == BUNDLE {
+        return super::bundle_wire::bundle_from(bytes, rank, device);
+    }
     let dims: Vec<usize> = (0..rank)
         .map(|i| word(2 + i).map(|d| d as usize))
         .collect::<Result<_, _>>()?;

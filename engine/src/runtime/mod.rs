@@ -5,8 +5,8 @@
 //! worker's thread is lent its state with its share (stage 0 the inputs, the last stage the
 //! targets), walks its lowered program (receive → compute → send; all-reduce and optimizer step
 //! at the end) and hands the state back with its report. The loss is scaled here, once:
-//! every micro-batch loss by 1/(m·R·k), so that the summed gradients are the mean gradient of
-//! the k accumulated batches, and the reported loss is the batch's true mean.
+//! every micro-batch loss by its rows / the batch's rows and by 1/k (micro-batches may differ
+//! by a row), so that the summed gradients are the mean gradient of the k accumulated batches, and the reported loss is the batch's true mean.
 //!
 //! First error wins (see [`crate::abort`]): the step returns the first failure once every
 //! worker has handed its state back; the runtime then refuses to go on

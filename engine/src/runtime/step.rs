@@ -19,8 +19,9 @@ use crate::turns::Turns;
 use crate::worker::{Feed, Finished, StepContext, WorkerState};
 
 impl<L: Layer> Runtime<L> {
-    /// One training step on `batch`: replica r takes the r-th of R contiguous shards, cut into m
-    /// micro-batches; forward and backward through the pipeline; each stage's gradients summed
+    /// One training step on `batch`: cut into R × m contiguous micro-batches whose rows differ
+    /// by at most one (replica r takes the r-th m), each loss weighted by its share of the rows;
+    /// forward and backward through the pipeline; each stage's gradients summed
     /// over the replicas; one optimizer step per worker (every k-th call with accumulation k).
     /// Equal to one full-batch step on one device.
     pub fn step(&mut self, batch: &Batch) -> Result<StepOutcome> {
@@ -41,7 +42,7 @@ impl<L: Layer> Runtime<L> {
             learning_rate: self.config.learning_rate,
             remat: self.config.remat,
             loss: Some(Arc::clone(&self.config.loss)),
-            loss_scale: 1.0 / (self.config.micro_batches * world.replicas() * k) as f64,
+            loss_scale: 1.0 / k as f64,
             abort: Arc::clone(&self.abort),
             start: Instant::now(),
             bucket_elems: (dp.bucket_bytes / std::mem::size_of::<f32>()).max(1),
@@ -55,7 +56,8 @@ impl<L: Layer> Runtime<L> {
             .launch(feeds, plan, ctx)
             .inspect_err(|_| self.poisoned = true)?;
         let wall = ctx.start.elapsed();
-        // The engine scaled each micro-batch loss by 1/(m·R·k): this batch's mean is k × the sum.
+        // Each micro-batch loss was weighted by its rows / the batch's and by 1/k: this batch's
+        // mean is k × the sum.
         let loss = finished.iter().map(|f| f.loss).sum::<f64>() * k as f64;
         self.pending = if optimizer_step { 0 } else { self.pending + 1 };
         self.optimizer_steps += u64::from(optimizer_step);
@@ -70,8 +72,8 @@ impl<L: Layer> Runtime<L> {
 
     /// Inference without autodiff: the batch is cut like a training batch — into R shards of m
     /// micro-batches — and streamed through the stages (stage s forwards micro-batch i while
-    /// stage s+1 forwards i−1). A batch that does not split into R × m runs on replica 0 alone,
-    /// in m micro-batches if it splits into those, else as one. Outputs come back in row order,
+    /// stage s+1 forwards i−1). A batch of fewer than R × m rows runs on replica 0 alone, in m
+    /// micro-batches if it has m rows, else as one. Outputs come back in row order,
     /// on replica 0's last-stage device.
     pub fn infer(&mut self, inputs: Activation) -> Result<Activation> {
         self.usable()?;
@@ -85,9 +87,9 @@ impl<L: Layer> Runtime<L> {
         }
         let rows = inputs.batch_size();
         let (r, m) = (world.replicas(), self.config.micro_batches);
-        let (replicas, parts) = if rows % (r * m) == 0 {
+        let (replicas, parts) = if rows >= r * m {
             (r, m)
-        } else if rows % m == 0 {
+        } else if rows >= m {
             (1, m)
         } else {
             (1, 1)
@@ -95,10 +97,11 @@ impl<L: Layer> Runtime<L> {
         let plan = inference(world.stages(), parts)?;
         validate_inference(&plan)?;
         let mut shards = Vec::with_capacity(replicas);
-        for shard in inputs.detach().split(replicas)? {
+        let mut micro_batches = inputs.detach().split(replicas * parts)?.into_iter();
+        for _ in 0..replicas {
             shards.push(Shard {
-                inputs: shard.split(parts)?,
-                targets: Vec::new(),
+                inputs: micro_batches.by_ref().take(parts).collect(),
+                ..Shard::default()
             });
         }
         let active: Vec<WorkerId> = world
@@ -230,6 +233,7 @@ fn feeds(
         }
         if train && id.stage.index() + 1 == stages {
             feed.targets = shard.targets.iter().cloned().map(Some).collect();
+            feed.weights = shard.weights.clone();
         }
         out.push((id, feed));
     }

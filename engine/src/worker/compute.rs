@@ -64,7 +64,12 @@ impl<L: Layer> Worker<'_, L> {
         Ok(x)
     }
 
-    fn scaled_loss(&self, output: Activation, target: Activation) -> Result<Tensor<1>, Failure> {
+    fn scaled_loss(
+        &self,
+        mb: MicroBatchId,
+        output: Activation,
+        target: Activation,
+    ) -> Result<Tensor<1>, Failure> {
         let loss = self
             .ctx
             .loss
@@ -72,7 +77,7 @@ impl<L: Layer> Worker<'_, L> {
             .expect("a training step has a loss")
             .loss(output, target)
             .map_err(|e| Failure::Cause(Cause::Loss(e)))?;
-        Ok(loss.mul_scalar(self.ctx.loss_scale))
+        Ok(loss.mul_scalar(self.ctx.loss_scale * self.feed.weights[mb.index()]))
     }
 
     /// The stage's forward without autodiff: the layers' `valid()` copies (cached until the next
@@ -190,7 +195,7 @@ impl<L: Layer> Worker<'_, L> {
                     _ => None,
                 };
                 let output = leaf.clone().unwrap_or(x);
-                Some((self.scaled_loss(output, target)?, leaf))
+                Some((self.scaled_loss(mb, output, target)?, leaf))
             }
             None => {
                 self.outgoing.insert(

@@ -22,7 +22,7 @@ use crate::fabric::Links;
 use crate::layer::Layer;
 use crate::loss::Loss;
 use crate::remat::Remat;
-use crate::report::WorkerReport;
+use crate::report::{ActionTimes, WorkerReport};
 use crate::stash::Stash;
 use crate::tie::TieSlot;
 use crate::transport::{Flow, Tag, TransportError};
@@ -36,7 +36,8 @@ pub(crate) struct StepContext {
     pub remat: Remat,
     /// The loss on the last stage; `None` for an inference run.
     pub loss: Option<Arc<dyn Loss>>,
-    /// 1 / (m · R · k): makes the summed gradients the mean gradient of the accumulated batches.
+    /// 1 / k (accumulation): with each micro-batch's row weight ([`Feed::weights`]), makes the
+    /// summed gradients the mean gradient of the accumulated batches.
     pub loss_scale: f64,
     pub abort: Arc<Abort>,
     pub start: Instant,
@@ -67,6 +68,8 @@ pub(crate) struct Finished {
 pub(crate) struct Feed {
     pub inputs: Vec<Option<Activation>>,
     pub targets: Vec<Option<Activation>>,
+    /// The last stage's loss weight per micro-batch: its rows / the batch's rows.
+    pub weights: Vec<f64>,
 }
 
 /// An action failed; `Stopped` means another worker failed first.
@@ -112,6 +115,7 @@ pub(crate) struct Worker<'a, L: Layer> {
     pub(super) loss: f64,
     pub(super) outputs: Vec<(MicroBatchId, Activation)>,
     pub(super) compute: Duration,
+    pub(super) actions: ActionTimes,
     /// Set while layers run: the input and its origin, for panic messages.
     pub(super) input_context: Option<String>,
 }
@@ -141,6 +145,7 @@ impl<'a, L: Layer> Worker<'a, L> {
             loss: 0.0,
             outputs: Vec::new(),
             compute: Duration::ZERO,
+            actions: ActionTimes::default(),
             input_context: None,
         }
     }
@@ -180,7 +185,9 @@ impl<'a, L: Layer> Worker<'a, L> {
             let started = Instant::now();
             let outcome = catch_unwind(AssertUnwindSafe(|| self.interpret(action)));
             if !action.kind.is_transfer() {
-                self.compute += started.elapsed();
+                let elapsed = started.elapsed();
+                self.compute += elapsed;
+                self.actions.record(action.kind, elapsed);
             }
             let cause = match outcome {
                 Ok(Ok(())) => {
@@ -221,6 +228,7 @@ impl<'a, L: Layer> Worker<'a, L> {
             peak_deferred_bytes: self.deferred.peak_bytes(),
             all_reduce: self.all_reduce,
             backward_end: self.backward_end,
+            actions: std::mem::take(&mut self.actions),
         };
         Some(Finished {
             loss: self.loss,

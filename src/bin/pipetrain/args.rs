@@ -20,6 +20,10 @@ pub enum ModelKind {
     /// ResNet-like CNN with batch norm: stem, `--blocks` residual blocks of `--channels`, pooled
     /// linear head; `--image`-sided inputs. Needs `--remat never`.
     Resnet,
+    /// U-Net-like CNN: stem, `--depth` levels down (stride-2 conv, channels doubled) and up
+    /// (upsample, conv, + the long skip of its level), pooled linear head; `--channels`,
+    /// `--image`-sided inputs. The skips cross stage boundaries wherever the model is cut.
+    Unet,
     /// GPT-like decoder: embeddings, `--layers` blocks of `--d-model` with `--heads` heads,
     /// next-token head over `--vocab`; `--context` tokens per example.
     Gpt,
@@ -70,8 +74,10 @@ Examples:
 
   # models: ResNet-like CNN (batch norm: remat is never) and GPT-like decoder
   pipetrain train --model resnet --channels 16 --blocks 4 --image 32 --stages 2
+  pipetrain train --model unet --channels 8 --depth 2 --image 16 --stages 3   # long skips across stages
   pipetrain train --model gpt --vocab 256 --context 64 --d-model 128 --heads 4 --layers 4
   pipetrain train --model gpt --tie-embeddings --stages 2   # embedding and head tied across stages
+  pipetrain train --model gpt --context 128 --context-range 32..128   # a new length every step
 
   # checkpoints: save every 10 steps; resume under another layout; start from PyTorch weights
   pipetrain train --stages 2 --replicas 2 --steps 50 --checkpoint run.safetensors --checkpoint-every 10
@@ -81,6 +87,7 @@ Examples:
 
   # on a GPU (a build with --features cuda)
   pipetrain train --device cuda:0 --stages 2 --micro-batches 8
+  pipetrain train --devices cuda:0,cuda:1 --stages 2 --replicas 2   # one GPU per stage
 
   # real data with a held-out split; accuracy (or perplexity) on it at the end
   pipetrain train --data mnist:data/mnist --width 784 --held-out 0.1 --steps 200
@@ -149,6 +156,10 @@ pub struct TrainArgs {
     /// ResNet: side of the square synthetic input images (real data brings its own).
     #[arg(long, default_value_t = 32, help_heading = "ResNet")]
     pub image: usize,
+    /// U-Net: levels down and up (--image must divide by 2^depth); --channels, --image and
+    /// --classes as for the ResNet.
+    #[arg(long, default_value_t = 2, help_heading = "U-Net")]
+    pub depth: usize,
     /// GPT: vocabulary size; every token id of the data must be in 0..vocab (text: data is
     /// bytes, so up to 256).
     #[arg(long, default_value_t = 256, help_heading = "GPT")]
@@ -156,6 +167,10 @@ pub struct TrainArgs {
     /// GPT: tokens per example (the window length of `text:` data).
     #[arg(long, default_value_t = 64, help_heading = "GPT")]
     pub context: usize,
+    /// GPT: sequences of a length drawn per batch from MIN..MAX (both included, MAX ≤
+    /// --context; the first batch is MAX long): shapes that change between steps, no re-planning.
+    #[arg(long, value_name = "MIN..MAX", help_heading = "GPT")]
+    pub context_range: Option<pipetrain_data::ContextRange>,
     /// GPT: model width.
     #[arg(long, default_value_t = 64, help_heading = "GPT")]
     pub d_model: usize,
@@ -176,6 +191,10 @@ pub struct TrainArgs {
     /// Synthetic data holds out one batch of --batch rows instead (and refuses this flag).
     #[arg(long, value_name = "FRACTION", help_heading = "Data")]
     pub held_out: Option<f64>,
+    /// Loaded data: train each epoch's short last batch too (default: drop it); it needs at
+    /// least --replicas × --micro-batches rows, cut into micro-batches that differ by a row.
+    #[arg(long, help_heading = "Data")]
+    pub keep_last: bool,
     /// Pipeline stages. Default: 2, or the length of --balance.
     #[arg(long)]
     pub stages: Option<usize>,
@@ -203,7 +222,8 @@ pub struct TrainArgs {
     /// Micro-batches per step.
     #[arg(long, default_value_t = 8)]
     pub micro_batches: usize,
-    /// Mini-batch size (rows per step).
+    /// Mini-batch size (rows per step): any size of at least --replicas × --micro-batches;
+    /// micro-batches then differ by at most one row, each loss weighted by its rows.
     #[arg(long, default_value_t = 256)]
     pub batch: usize,
     /// Pipeline schedule.
@@ -246,10 +266,11 @@ pub struct TrainArgs {
     /// Compute threads per worker (default: cores / workers).
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Device of every worker: cpu (burn's flex backend), cuda or cuda:N (a build with
-    /// `--features cuda`).
-    #[arg(long, default_value = "cpu")]
-    pub device: crate::device::DeviceSpec,
+    /// Devices of the workers: cpu (burn's flex backend), cuda or cuda:N (a build with
+    /// `--features cuda`); one for all, or a comma list with one per stage or one per worker
+    /// (replica-major), e.g. `--devices cuda:0,cuda:1` for two stages.
+    #[arg(long, visible_alias = "devices", default_value = "cpu")]
+    pub device: crate::device::Devices,
     /// Also train a single-device copy on the same data and compare the weights at the end;
     /// prints `verify: max_rel_diff=<x>` and exits with 3 if x > --verify-tolerance.
     #[arg(long, overrides_with = "no_verify")]

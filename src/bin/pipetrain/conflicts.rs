@@ -21,6 +21,13 @@ pub fn train(args: &TrainArgs, multi_process: bool) -> Result<(), Failure> {
     if let (Some(init), Some(resume)) = (&args.init, &args.resume) {
         return Err(both(init, resume));
     }
+    if args.keep_last && args.accumulate > 1 {
+        return Err(Failure::usage(format!(
+            "--keep-last with --accumulate {}: a short batch would weigh as much as a full one \
+             in the accumulated step; drop one of them",
+            args.accumulate
+        )));
+    }
     if args.resume.is_some() && args.verify {
         return Err(Failure::usage(
             "--verify compares against single-device training from step 0, so it cannot \

@@ -77,6 +77,12 @@ impl Data {
                      batch of --batch rows: drop --held-out or give --data"
                 )));
             }
+            DataSpec::Synthetic if args.keep_last => {
+                return Err(Failure::usage(
+                    "--keep-last applies to loaded data (synthetic data has no epochs): drop it \
+                     or give --data",
+                ));
+            }
             DataSpec::Synthetic => return Ok(Data::Synthetic { seed }),
             DataSpec::Mnist(dir) | DataSpec::Cifar10(dir) => dir,
             DataSpec::Text(file) | DataSpec::Tensors(file) => file,
@@ -101,8 +107,17 @@ impl Data {
         };
         let (train, held) = split(Arc::new(data), held_out)
             .map_err(|e| Failure::usage(format!("--data {spec} --held-out {held_out}: {e}")))?;
+        let short = train.len() % batch;
+        let parts = args.replicas * args.micro_batches;
+        if args.keep_last && short > 0 && short < parts {
+            return Err(Failure::usage(format!(
+                "--keep-last: the last batch of each epoch has {short} rows, fewer than \
+                 --replicas × --micro-batches = {parts}; drop --keep-last or change --batch"
+            )));
+        }
         let loader = LoaderConfig {
             seed,
+            drop_last: !args.keep_last,
             ..LoaderConfig::new(batch)
         }
         .build(train)

@@ -1,7 +1,9 @@
-//! `--device cpu|cuda|cuda:N`: where every stage of every replica computes.
+//! `--device cpu|cuda|cuda:N[,…]`: where the stages of every replica compute.
 //!
 //! CPU (burn's `flex` backend) is the default and the reference. CUDA needs a build with
 //! `--features cuda` (burn's CUDA backend; it builds only where a CUDA toolkit is installed).
+//! A comma list places workers: one device for all, one per stage, or one per worker
+//! (replica-major), as [`pipetrain::PipelineBuilder::devices`] takes them.
 
 use std::str::FromStr;
 
@@ -46,12 +48,19 @@ impl DeviceSpec {
     /// The burn device.
     ///
     /// # Errors
-    /// CUDA in a build without the `cuda` feature.
+    /// CUDA in a build without the `cuda` feature, or a CUDA device that cannot run a first
+    /// operation (no driver, no such GPU): the message carries the driver's words.
     pub fn device(self) -> Result<Device, String> {
         match self {
             DeviceSpec::Cpu => Ok(Device::flex()),
             #[cfg(feature = "cuda")]
-            DeviceSpec::Cuda(n) => Ok(Device::cuda(n)),
+            DeviceSpec::Cuda(n) => probe_cuda(n).map_err(|why| {
+                format!(
+                    "--device {self}: CUDA is not usable here: {why}; check that the NVIDIA \
+                     driver (libcuda.so) is installed and that GPU {n} exists (nvidia-smi), or \
+                     use --device cpu"
+                )
+            }),
             #[cfg(not(feature = "cuda"))]
             DeviceSpec::Cuda(_) => Err(format!(
                 "--device {self}: this pipetrain was built without CUDA; rebuild with \
@@ -62,9 +71,84 @@ impl DeviceSpec {
     }
 }
 
+/// The first operation on a CUDA device loads the driver; burn and cudarc panic when it is
+/// missing. The panic is caught here, before any worker starts, and becomes an error that carries
+/// its message (which names the library searched for).
+#[cfg(feature = "cuda")]
+fn probe_cuda(n: usize) -> Result<Device, String> {
+    let quiet = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let probe = std::panic::catch_unwind(|| {
+        let device = Device::cuda(n);
+        Tensor::<1>::zeros([1], &device).into_data();
+        device
+    });
+    std::panic::set_hook(quiet);
+    probe.map_err(|payload| {
+        payload
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_string()))
+            .unwrap_or_else(|| "the CUDA runtime panicked".into())
+    })
+}
+
+/// `--device a,b,…`: one device for every worker, one per stage, or one per worker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Devices(Vec<DeviceSpec>);
+
+impl Default for Devices {
+    fn default() -> Self {
+        Devices(vec![DeviceSpec::Cpu])
+    }
+}
+
+impl FromStr for Devices {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        s.split(',')
+            .map(|d| d.trim().parse())
+            .collect::<Result<Vec<_>, _>>()
+            .map(Devices)
+    }
+}
+
+impl std::fmt::Display for Devices {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<String> = self.0.iter().map(ToString::to_string).collect();
+        write!(f, "{}", names.join(","))
+    }
+}
+
+impl Devices {
+    /// The first device: where the model is initialised, the data is made and the `--verify`
+    /// reference trains.
+    pub fn first(&self) -> DeviceSpec {
+        self.0[0]
+    }
+
+    /// The burn devices, in the order given.
+    ///
+    /// # Errors
+    /// As [`DeviceSpec::device`], for the first device that fails.
+    pub fn devices(&self) -> Result<Vec<Device>, String> {
+        self.0.iter().map(|d| d.device()).collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::DeviceSpec;
+    use super::{DeviceSpec, Devices};
+
+    #[test]
+    fn lists_parse_and_print() {
+        let list: Devices = "cpu, cuda:1,cuda".parse().unwrap();
+        assert_eq!(list.to_string(), "cpu,cuda:1,cuda:0");
+        assert_eq!(list.first(), DeviceSpec::Cpu);
+        let err = "cpu,gpu".parse::<Devices>().unwrap_err();
+        assert!(err.contains("--device gpu"), "{err}");
+    }
 
     #[test]
     fn parses_and_prints() {

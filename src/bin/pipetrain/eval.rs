@@ -134,7 +134,7 @@ pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
     crate::conflicts::eval(args)?;
     paths::inputs_exist(&[("--init", &args.init), ("--resume", &args.resume)])
         .map_err(Failure::usage)?;
-    let device = args.device.device().map_err(Failure::usage)?;
+    let device = args.device.first().device().map_err(Failure::usage)?;
     device.seed(args.seed);
     // Nothing trains: the training loader is built with batches of 1, so that a --batch larger
     // than the training split is no error here (it only sizes the held-out chunks).
@@ -146,6 +146,7 @@ pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
     let evaluation = match model {
         Model::Mlp(c) => evaluate_layers(&weights(args, c.init(&device))?, held_out, lm),
         Model::ResNet(c) => evaluate_layers(&weights(args, c.init(&device))?, held_out, lm),
+        Model::UNet(c) => evaluate_layers(&weights(args, c.init(&device))?, held_out, lm),
         Model::Gpt(c) => evaluate_layers(&weights(args, c.init(&device))?, held_out, lm),
     }?;
     if let Some(path) = args.init.as_ref().or(args.resume.as_ref()) {

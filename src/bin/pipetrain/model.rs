@@ -1,10 +1,10 @@
-//! `--model mlp|resnet|gpt`: the model's configuration from the flags and the data's shapes,
+//! `--model mlp|resnet|unet|gpt`: the model's configuration from the flags and the data's shapes,
 //! its synthetic batches, and how its inputs and its single-device reference look.
 
 use burn::prelude::*;
 use pipetrain::engine::{Activation, ActivationError};
 use pipetrain::{Batch, Remat};
-use pipetrain_models::{GptConfig, MlpConfig, ResNetConfig, synthetic};
+use pipetrain_models::{GptConfig, MlpConfig, ResNetConfig, UNetConfig, synthetic};
 
 use crate::args::{ModelKind, TrainArgs};
 use crate::data::Shapes;
@@ -16,6 +16,8 @@ pub enum Model {
     Mlp(MlpConfig),
     /// `--model resnet`.
     ResNet(ResNetConfig),
+    /// `--model unet`.
+    UNet(UNetConfig),
     /// `--model gpt`.
     Gpt(GptConfig),
 }
@@ -34,6 +36,15 @@ impl Model {
         };
         let classes = args.classes;
         positive("--classes", classes)?;
+        if let Some(range) = args
+            .context_range
+            .filter(|_| !matches!(args.model, ModelKind::Gpt))
+        {
+            return Err(format!(
+                "--context-range {range} varies the sequence length of token data: use it with \
+                 --model gpt, or drop it"
+            ));
+        }
         match args.model {
             ModelKind::Mlp => {
                 positive("--width", args.width)?;
@@ -43,18 +54,7 @@ impl Model {
                 ))
             }
             ModelKind::Resnet => {
-                positive("--channels", args.channels)?;
-                positive("--image", args.image)?;
-                let (in_channels, side) = match shapes {
-                    None => (3, args.image),
-                    Some(s) => image_shape(&s.input).ok_or_else(|| {
-                        format!(
-                            "--model resnet needs images: inputs of shape [C, H, H] or [H·H], \
-                             the data has {:?}",
-                            s.input
-                        )
-                    })?,
-                };
+                let (in_channels, side) = images(args, shapes, "resnet")?;
                 let remat = args.remat();
                 if remat != Remat::Never {
                     return Err(format!(
@@ -67,6 +67,15 @@ impl Model {
                         .with_image(in_channels, side)
                         .with_downsample_every(2),
                 ))
+            }
+            ModelKind::Unet => {
+                let (in_channels, side) = images(args, shapes, "unet")?;
+                let config = UNetConfig::new(args.channels, args.depth, classes)
+                    .with_image(in_channels, side);
+                config
+                    .check()
+                    .map_err(|e| format!("--model unet --depth {}: {e}", args.depth))?;
+                Ok(Model::UNet(config))
             }
             ModelKind::Gpt => {
                 for (name, value) in [
@@ -98,6 +107,13 @@ impl Model {
                         }
                     },
                 };
+                if let Some(range) = args.context_range.filter(|r| r.max > context) {
+                    return Err(format!(
+                        "--context-range {range}: sequences of {} tokens do not fit the context \
+                         of {context} (--context); give --context {} or a smaller MAX",
+                        range.max, range.max
+                    ));
+                }
                 Ok(Model::Gpt(GptConfig::new(
                     vocab,
                     context,
@@ -120,6 +136,10 @@ impl Model {
                 "ResNet ({} blocks of {} channels, {}×{}×{} images, {} classes)",
                 c.blocks, c.channels, c.in_channels, c.image, c.image, c.classes
             ),
+            Model::UNet(c) => format!(
+                "U-Net ({} levels from {} channels, {}×{}×{} images, {} classes)",
+                c.depth, c.channels, c.in_channels, c.image, c.image, c.classes
+            ),
             Model::Gpt(c) => format!(
                 "GPT ({} layers, d_model {}, {} heads, context {}, vocab {})",
                 c.layers, c.d_model, c.heads, c.context, c.vocab
@@ -133,15 +153,18 @@ impl Model {
             Model::Mlp(c) => {
                 synthetic::classification(seed, index, batch, c.input, c.classes, device)
             }
-            Model::ResNet(c) => synthetic::images(
-                seed,
-                index,
-                batch,
-                c.in_channels,
-                c.image,
-                c.classes,
-                device,
-            ),
+            Model::ResNet(ResNetConfig {
+                in_channels,
+                image,
+                classes,
+                ..
+            })
+            | Model::UNet(UNetConfig {
+                in_channels,
+                image,
+                classes,
+                ..
+            }) => synthetic::images(seed, index, batch, *in_channels, *image, *classes, device),
             Model::Gpt(c) => synthetic::tokens(seed, index, batch, c.context, c.vocab, device),
         }
     }
@@ -158,15 +181,20 @@ impl Model {
                 4 => Ok(inputs.float::<4>()?.reshape([n, rest]).into()),
                 _ => Ok(inputs), // rank 2 already; other ranks fail in the first layer
             },
-            Model::ResNet(c) => match dims.len() {
+            Model::ResNet(ResNetConfig {
+                in_channels, image, ..
+            })
+            | Model::UNet(UNetConfig {
+                in_channels, image, ..
+            }) => match dims.len() {
                 4 => Ok(inputs),
                 2 => Ok(inputs
                     .float::<2>()?
-                    .reshape([n, c.in_channels, c.image, c.image])
+                    .reshape([n, *in_channels, *image, *image])
                     .into()),
                 _ => Ok(inputs
                     .float::<3>()?
-                    .reshape([n, c.in_channels, c.image, c.image])
+                    .reshape([n, *in_channels, *image, *image])
                     .into()),
             },
             Model::Gpt(_) => Ok(inputs),
@@ -184,6 +212,7 @@ impl Model {
         let (params, flags): (u128, &str) = match self {
             Model::Mlp(c) => (c.width as u128 * c.classes as u128, "--classes or --width"),
             Model::ResNet(c) => (c.channels as u128 * c.classes as u128, "--classes"),
+            Model::UNet(c) => (c.channels as u128 * c.classes as u128, "--classes"),
             Model::Gpt(c) => (c.vocab as u128 * c.d_model as u128, "--vocab or --d-model"),
         };
         let needed = params * 4 * 4;
@@ -211,6 +240,44 @@ impl Model {
     pub fn reference_chunks(&self, replicas: usize, micro_batches: usize) -> Option<usize> {
         matches!(self, Model::ResNet(_)).then_some(replicas * micro_batches)
     }
+}
+
+/// Batch `index` of the run cut to its drawn sequence length under `--context-range` (else
+/// as it is).
+///
+/// # Errors
+/// A batch without token sequences as long as the range's MAX.
+pub fn cut_to_length(args: &TrainArgs, index: u64, batch: Batch) -> Result<Batch, String> {
+    match args.context_range {
+        Some(range) => range
+            .cut(batch, range.length_at(args.seed, index))
+            .map_err(|e| format!("--context-range: {e}")),
+        None => Ok(batch),
+    }
+}
+
+/// `--channels` and `--image` checked, and the input images' channels and side: 3 × `--image`
+/// for synthetic data, the data's own otherwise.
+fn images(
+    args: &TrainArgs,
+    shapes: Option<&Shapes>,
+    model: &str,
+) -> Result<(usize, usize), String> {
+    for (name, value) in [("--channels", args.channels), ("--image", args.image)] {
+        if value == 0 {
+            return Err(format!("{name} 0: must be at least 1"));
+        }
+    }
+    Ok(match shapes {
+        None => (3, args.image),
+        Some(s) => image_shape(&s.input).ok_or_else(|| {
+            format!(
+                "--model {model} needs images: inputs of shape [C, H, H] or [H·H], \
+                 the data has {:?}",
+                s.input
+            )
+        })?,
+    })
 }
 
 /// This machine's memory in bytes (Linux: `MemTotal` of `/proc/meminfo`), if known.

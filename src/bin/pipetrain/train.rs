@@ -104,7 +104,10 @@ struct Settings<'a> {
     optimizer_name: &'static str,
     model: Model,
     data: Data,
+    /// The first of `devices`: the model's init, the data and the `--verify` reference.
     device: Device,
+    /// `--device`: the workers' devices as the builder takes them.
+    devices: Vec<Device>,
     ties: Vec<Tie>,
     /// SIGINT/SIGTERM, in a one-process run.
     stop: Option<Stop>,
@@ -123,10 +126,10 @@ fn train(
         return Err(Failure::usage("--batch 0: must be at least 1"));
     }
     let parts = args.micro_batches * args.replicas;
-    if parts > 0 && args.batch % parts != 0 {
+    if args.batch < parts {
         return Err(Failure::usage(format!(
-            "--batch {} does not split into --replicas {} × --micro-batches {} equal \
-             micro-batches; use a batch that is a multiple of {parts}",
+            "--batch {} does not split into --replicas {} × --micro-batches {} micro-batches \
+             of at least one row; use a batch of at least {parts} rows or fewer micro-batches",
             args.batch, args.replicas, args.micro_batches
         )));
     }
@@ -149,7 +152,8 @@ fn train(
     let data = Data::open(args, args.batch)?;
     let model = Model::from_args(args, data.shapes()).map_err(Failure::usage)?;
     model.check_fits().map_err(Failure::usage)?;
-    let device = args.device.device().map_err(Failure::usage)?;
+    let devices = args.device.devices().map_err(Failure::usage)?;
+    let device = devices[0].clone();
     device.seed(args.seed);
     let ties = match (&model, args.tie_embeddings) {
         (Model::Gpt(c), true) => vec![c.tie_embeddings()],
@@ -169,12 +173,14 @@ fn train(
         model,
         data,
         device,
+        devices,
         ties,
         stop: dist.is_none().then(Stop::install).transpose()?,
     };
     match model {
         Model::Mlp(c) => train_with(&settings, c.init(&settings.device), metrics, dist),
         Model::ResNet(c) => train_with(&settings, c.init(&settings.device), metrics, dist),
+        Model::UNet(c) => train_with(&settings, c.init(&settings.device), metrics, dist),
         Model::Gpt(c) => train_with(&settings, c.init(&settings.device), metrics, dist),
     }
 }
@@ -224,6 +230,7 @@ fn train_with<L: Layer>(
         .remat(s.remat)
         .backward(args.backward.with_group(args.weight_group))
         .optimizer(s.optimizer.clone())
+        .devices(s.devices.iter().cloned())
         .learning_rate(args.lr)
         .loss(CrossEntropy)
         .replicas(args.replicas)
@@ -299,6 +306,12 @@ fn train_with<L: Layer>(
         progress.println(&d.describe());
     }
     progress.println(&format!("data: {}", s.data.describe()));
+    if let Some(r) = args.context_range {
+        progress.println(&format!(
+            "  sequence length per batch drawn from {r} (batch 0: {})",
+            r.max
+        ));
+    }
     if args.accumulate > 1 || args.zero > 0 {
         progress.println(&format!(
             "  accumulate {} batches per optimizer step; ZeRO stage {}",
@@ -312,8 +325,9 @@ fn train_with<L: Layer>(
     for step in first_step..args.steps {
         let batches: Vec<Batch> = (0..k as u64)
             .map(|j| {
-                s.data
-                    .batch(&s.model, step * k as u64 + j, args.batch, &s.device)
+                let index = step * k as u64 + j;
+                let batch = s.data.batch(&s.model, index, args.batch, &s.device)?;
+                crate::model::cut_to_length(args, index, batch)
             })
             .collect::<Result<_, _>>()?;
         let mut totals = StepTotals::default();

@@ -29,6 +29,13 @@ pub struct BenchArgs {
     /// MLP: hidden Linear+ReLU blocks.
     #[arg(long, default_value_t = 8)]
     pub hidden_layers: usize,
+    /// GPT schedules rows: model width of the GPT (4 blocks, 4 heads, vocabulary 512, 32
+    /// sequences per batch); 0 leaves those rows out.
+    #[arg(long, default_value_t = 256)]
+    pub gpt_width: usize,
+    /// GPT schedules rows: tokens per sequence.
+    #[arg(long, default_value_t = 64)]
+    pub gpt_context: usize,
     /// Output classes.
     #[arg(long, default_value_t = 10)]
     pub classes: usize,

@@ -114,7 +114,10 @@ fn select(args: &BenchArgs, mpi: bool) -> Result<Vec<Row>, String> {
     // A row that cuts more chunks than the model has layers (hidden blocks + head) cannot run.
     let all: Vec<Row> = configs::rows(&args.micro_batches, args.threads, mpi)
         .into_iter()
-        .filter(|r| r.shape.chunks() <= args.hidden_layers + 1)
+        .filter(|r| match r.shape.is_mlp() {
+            true => r.shape.chunks() <= args.hidden_layers + 1,
+            false => args.gpt_width > 0,
+        })
         .collect();
     let mut main: Vec<Row> = all.iter().filter(|r| matches(r)).cloned().collect();
     // An MPI row is read against the same layout in this process: that row runs too.
@@ -129,7 +132,7 @@ fn select(args: &BenchArgs, mpi: bool) -> Result<Vec<Row>, String> {
         .cloned()
         .collect();
     main.splice(0..0, twins);
-    for row in &main {
+    for row in main.iter().filter(|r| r.shape.is_mlp()) {
         if let Shape::Pipeline {
             replicas,
             micro_batches,
@@ -150,7 +153,7 @@ fn select(args: &BenchArgs, mpi: bool) -> Result<Vec<Row>, String> {
     // independent-workers reference.
     let mut singles: BTreeSet<usize> = BTreeSet::new();
     let mut independents: BTreeSet<(usize, usize)> = BTreeSet::new();
-    for row in &main {
+    for row in main.iter().filter(|r| r.shape.is_mlp()) {
         let rows = row.shape.rows_per_micro_batch(batch);
         singles.insert(rows);
         if row.shape.workers() > 1 {
@@ -178,7 +181,7 @@ fn select(args: &BenchArgs, mpi: bool) -> Result<Vec<Row>, String> {
     let needed = |row: &Row| {
         args.only.is_none()
             || matches(row)
-            || main.iter().any(|m| {
+            || main.iter().filter(|m| m.shape.is_mlp()).any(|m| {
                 let rows = m.shape.rows_per_micro_batch(batch);
                 let r = row.shape.rows_per_micro_batch(batch);
                 rows == r && (row.shape.workers() == 1 || row.shape.workers() == m.shape.workers())
@@ -231,23 +234,27 @@ fn lines(
                     Shape::Pipeline {
                         replicas: 1,
                         stages: 1,
+                        threads: None,
                         ..
                     }
                 ) && s.rows_per_micro_batch(batch) == rows_mb
             });
+            // The GPT rows have no single-device or independent reference rows.
+            let is_single = is_single || !shape.is_mlp();
             let limit = (!is_single)
                 .then(|| single.map(|t| workers as f64 * t * shape.bubble_bound()))
                 .flatten();
-            let ceiling = (workers > 1 && !matches!(shape, Shape::Independent { .. }))
-                .then(|| {
-                    median_of(&|s: &Shape| {
-                        matches!(s, Shape::Independent { .. })
-                            && s.workers() == workers
-                            && s.rows_per_micro_batch(batch) == rows_mb
+            let ceiling =
+                (workers > 1 && shape.is_mlp() && !matches!(shape, Shape::Independent { .. }))
+                    .then(|| {
+                        median_of(&|s: &Shape| {
+                            matches!(s, Shape::Independent { .. })
+                                && s.workers() == workers
+                                && s.rows_per_micro_batch(batch) == rows_mb
+                        })
+                        .map(|t| t * shape.bubble_bound())
                     })
-                    .map(|t| t * shape.bubble_bound())
-                })
-                .flatten();
+                    .flatten();
             Line {
                 row: row.clone(),
                 ours: measured.clone(),

@@ -23,6 +23,10 @@ pub struct Workload {
     pub warmup: usize,
     /// Measured steps.
     pub steps: usize,
+    /// Width of the GPT rows' model (0: no GPT rows).
+    pub gpt_width: usize,
+    /// Tokens per sequence of the GPT rows.
+    pub gpt_context: usize,
 }
 
 impl Workload {
@@ -36,7 +40,18 @@ impl Workload {
             threads: args.threads,
             warmup: args.warmup,
             steps: args.steps,
+            gpt_width: args.gpt_width,
+            gpt_context: args.gpt_context,
         }
+    }
+
+    /// `GPT-4x256 (vocab 512, context 64), batch 32`.
+    pub fn gpt_name(&self) -> String {
+        let (vocab, _, blocks, batch) = GPT;
+        format!(
+            "GPT-{blocks}x{} (vocab {vocab}, context {}), batch {batch}",
+            self.gpt_width, self.gpt_context
+        )
     }
 
     /// `MLP-8x1024, batch 256`.
@@ -44,6 +59,20 @@ impl Workload {
         format!("MLP-{}x{}, batch {}", self.hidden, self.width, self.batch)
     }
 }
+
+/// The model a pipeline row trains.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BenchModel {
+    /// The [`Workload`]'s MLP (the PyTorch peers' workload).
+    Mlp,
+    /// [`GPT`], a small decoder on synthetic tokens: no split backward (its layers have no
+    /// dense form), so zero-bubble plans run its backward whole.
+    Gpt,
+}
+
+/// The GPT rows' vocabulary, heads, blocks and batch (sequences); width and context are the
+/// [`Workload`]'s.
+pub const GPT: (usize, usize, usize, usize) = (512, 4, 4, 32);
 
 /// What a row runs.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -65,6 +94,10 @@ pub enum Shape {
         /// 1: every worker a thread of this process; more: `mpirun -np processes`, one worker
         /// per process (replicas × stages of them).
         processes: usize,
+        /// What it trains.
+        model: BenchModel,
+        /// Compute threads per worker, when not the [`Workload`]'s.
+        threads: Option<usize>,
     },
     /// `workers` independent 1-stage pipelines stepping at once on their own threads, each on
     /// the whole batch in `micro_batches` micro-batches, with no communication: what that many
@@ -117,6 +150,35 @@ impl Shape {
             Shape::Pipeline { processes, .. } => processes,
             Shape::Independent { .. } => 1,
         }
+    }
+
+    /// Whether it trains the MLP of the [`Workload`] (the rows limits and peers are for).
+    pub fn is_mlp(&self) -> bool {
+        !matches!(
+            self,
+            Shape::Pipeline {
+                model: BenchModel::Gpt,
+                ..
+            }
+        )
+    }
+
+    /// The pipeline this shape runs (one of them, for independent workers: 1 worker, GPipe).
+    pub fn as_pipeline(self) -> Shape {
+        match self {
+            Shape::Independent { micro_batches, .. } => {
+                pipeline(1, 1, micro_batches, ScheduleKind::GPipe, false)
+            }
+            pipeline => pipeline,
+        }
+    }
+
+    /// This shape with `schedule` instead of its own.
+    pub fn with_schedule(mut self, schedule: ScheduleKind) -> Shape {
+        if let Shape::Pipeline { schedule: s, .. } = &mut self {
+            *s = schedule;
+        }
+        self
     }
 
     /// The same configuration in this process.
@@ -181,6 +243,8 @@ fn pipeline(replicas: usize, stages: usize, m: usize, schedule: ScheduleKind, ze
         zero,
         backward: Backward::default(),
         processes: 1,
+        model: BenchModel::Mlp,
+        threads: None,
     }
 }
 
@@ -244,7 +308,25 @@ pub fn independent(batch: usize, workers: usize, rows: usize) -> Row {
 /// `mpi`, the data-parallel and hybrid rows again across processes.
 pub fn rows(ms: &[usize], threads: usize, mpi: bool) -> Vec<Row> {
     let t = threads.to_string();
-    let mut rows = vec![
+    let mut rows = Vec::new();
+    // PyTorch's best single process on this machine uses both cores: so may ours.
+    if threads == 1 {
+        let mut shape = pipeline(1, 1, 1, ScheduleKind::GPipe, false);
+        if let Shape::Pipeline { threads, .. } = &mut shape {
+            *threads = Some(2);
+        }
+        rows.push(Row {
+            group: "single device",
+            name: "1 worker, 2 threads, m=1".into(),
+            shape,
+            peer: Some(peer(
+                "bench_single.py",
+                "one process, gradients accumulated over m micro-batches",
+                &["--threads".into(), "2".into(), "--m".into(), "1".into()],
+            )),
+        });
+    }
+    rows.extend([
         Row {
             group: "data parallel",
             name: "2 replicas x 1 stage, m=1".into(),
@@ -272,7 +354,7 @@ pub fn rows(ms: &[usize], threads: usize, mpi: bool) -> Vec<Row> {
                 ],
             )),
         },
-    ];
+    ]);
     let schedules = [
         (ScheduleKind::GPipe, "GPipe", "gpipe"),
         (ScheduleKind::OneFOneB, "1F1B", "1f1b"),
@@ -313,18 +395,32 @@ pub fn rows(ms: &[usize], threads: usize, mpi: bool) -> Vec<Row> {
         .filter(|&&m| m >= 2)
         .min_by_key(|&&m| m.abs_diff(8))
     {
-        for (schedule, name) in [
+        let beyond = [
             (ScheduleKind::ZbH1, "ZB-H1"),
             (
                 ScheduleKind::Interleaved { virtual_stages: 2 },
                 "interleaved v=2",
             ),
             (ScheduleKind::ZbV, "ZB-V"),
-        ] {
+        ];
+        for (schedule, name) in beyond {
             rows.push(Row {
                 group: "schedules",
                 name: format!("{name}, 2 ranks, m={m}"),
                 shape: pipeline(1, 2, m, schedule, false),
+                peer: None,
+            });
+        }
+        // The same schedules on the GPT, against its own 1F1B.
+        for (schedule, name) in [(ScheduleKind::OneFOneB, "1F1B")].into_iter().chain(beyond) {
+            let mut shape = pipeline(1, 2, m, schedule, false);
+            if let Shape::Pipeline { model, .. } = &mut shape {
+                *model = BenchModel::Gpt;
+            }
+            rows.push(Row {
+                group: "GPT schedules",
+                name: format!("{name}, 2 ranks, m={m}"),
+                shape,
                 peer: None,
             });
         }
@@ -404,6 +500,7 @@ mod tests {
         for group in [
             "MPI",
             "schedules",
+            "GPT schedules",
             "data parallel",
             "model parallel",
             "pipelined",
@@ -433,7 +530,9 @@ mod tests {
         // Every row with a PyTorch counterpart but 1F1B at m = 1, which torch refuses.
         let no_peer: Vec<_> = rows
             .iter()
-            .filter(|r| r.peer.is_none() && r.group != "backward" && r.group != "schedules")
+            .filter(|r| {
+                r.peer.is_none() && r.group != "backward" && !r.group.ends_with("schedules")
+            })
             .map(Row::label)
             .collect();
         assert_eq!(

@@ -5,10 +5,11 @@
 use std::time::Instant;
 
 use burn::prelude::*;
-use pipetrain::{Backward, Batch, OptimizerConfig, Pipeline, Remat};
-use pipetrain_models::{MlpConfig, MlpLayer, synthetic};
+use pipetrain::schedules::simulate;
+use pipetrain::{Batch, Layer, OptimizerConfig, Pipeline, Remat};
+use pipetrain_models::{GptConfig, GptLayer, MlpConfig, MlpLayer, synthetic};
 
-use super::configs::{Shape, Workload};
+use super::configs::{GPT, Shape, Workload};
 use super::probe::CpuSnapshot;
 
 /// Seed of the model init (every row starts from the same weights).
@@ -31,12 +32,16 @@ pub struct Measured {
     pub peak_memory: u64,
     /// Cores the other processes of the machine kept busy during the measured steps.
     pub others: Option<f64>,
+    /// Per measured step (one-pipeline rows): the samples/s the simulator predicts for the
+    /// plan with the F/B/W costs that step measured.
+    pub predicted: Vec<f64>,
 }
 
 impl Measured {
     /// This run's rates and the other's, the later run's loss and memory, the busier reading.
     pub fn merge(&mut self, other: Measured) {
         self.rates.extend(other.rates);
+        self.predicted.extend(other.predicted);
         self.loss = other.loss;
         self.peak_memory = self.peak_memory.max(other.peak_memory);
         self.others = match (self.others, other.others) {
@@ -57,6 +62,15 @@ pub fn run_row(shape: &Shape, workload: &Workload) -> Result<Measured, String> {
 /// Runs `shape` on `workload` once in this process, from scratch.
 fn run(shape: &Shape, workload: &Workload) -> pipetrain::Result<Measured> {
     let device = Device::flex();
+    if !shape.is_mlp() {
+        let (vocab, _, _, batch) = GPT;
+        let context = workload.gpt_context;
+        let data: Vec<Batch> = (0..BATCHES)
+            .map(|k| synthetic::tokens(DATA_SEED, k, batch, context, vocab, &device))
+            .collect();
+        let pipelines = vec![build_gpt(shape, workload, &device)?];
+        return measure(pipelines, &data, batch, workload);
+    }
     let data: Vec<Batch> = (0..BATCHES)
         .map(|k| {
             synthetic::classification(
@@ -73,13 +87,25 @@ fn run(shape: &Shape, workload: &Workload) -> pipetrain::Result<Measured> {
         Shape::Pipeline { .. } => 1,
         Shape::Independent { workers, .. } => workers,
     };
-    let mut pipelines = (0..copies)
+    let pipelines = (0..copies)
         .map(|_| build(shape, workload, &device))
         .collect::<pipetrain::Result<Vec<_>>>()?;
+    measure(pipelines, &data, workload.batch, workload)
+}
+
+/// Steps `pipelines` at once on `data` (cycled), `batch` rows each: the warm-up, then the
+/// timed steps.
+fn measure<L: Layer>(
+    mut pipelines: Vec<Pipeline<L>>,
+    data: &[Batch],
+    batch: usize,
+    workload: &Workload,
+) -> pipetrain::Result<Measured> {
+    let copies = pipelines.len();
     let mut measured = Measured::default();
     let mut start = None;
     for step in 0..workload.warmup + workload.steps {
-        let batch = &data[step % BATCHES as usize];
+        let batch_data = &data[step % data.len()];
         if step == workload.warmup {
             start = Some(CpuSnapshot::now());
         }
@@ -87,7 +113,7 @@ fn run(shape: &Shape, workload: &Workload) -> pipetrain::Result<Measured> {
         let reports = std::thread::scope(|s| {
             let handles: Vec<_> = pipelines
                 .iter_mut()
-                .map(|p| s.spawn(move || p.train_step(batch)))
+                .map(|p| s.spawn(move || p.train_step(batch_data)))
                 .collect();
             handles
                 .into_iter()
@@ -96,9 +122,12 @@ fn run(shape: &Shape, workload: &Workload) -> pipetrain::Result<Measured> {
         })?;
         let seconds = t.elapsed().as_secs_f64().max(1e-12);
         if step >= workload.warmup {
-            measured
-                .rates
-                .push((copies * workload.batch) as f64 / seconds);
+            measured.rates.push((copies * batch) as f64 / seconds);
+            if let ([pipeline], [report]) = (&pipelines[..], &reports[..]) {
+                let simulated = simulate(pipeline.plan(), &report.measured_costs())?;
+                let makespan = simulated.makespan.max(1e-12);
+                measured.predicted.push(batch as f64 / makespan);
+            }
         }
         measured.loss = reports[0].loss;
         if step + 1 == workload.warmup + workload.steps {
@@ -115,28 +144,55 @@ fn run(shape: &Shape, workload: &Workload) -> pipetrain::Result<Measured> {
     Ok(measured)
 }
 
+/// A fresh GPT pipeline for `shape` (a GPT schedules row): seeded init, blocks split by the
+/// measured split over the shape's chunks, SGD at 0.01 like the MLP rows.
+fn build_gpt(
+    shape: &Shape,
+    w: &Workload,
+    device: &Device,
+) -> pipetrain::Result<Pipeline<GptLayer>> {
+    let Shape::Pipeline {
+        stages,
+        micro_batches,
+        schedule,
+        ..
+    } = *shape
+    else {
+        unreachable!("GPT rows are pipelines")
+    };
+    let (vocab, heads, blocks, _) = GPT;
+    let heads = if w.gpt_width % heads == 0 { heads } else { 1 };
+    device.seed(INIT_SEED);
+    let layers = GptConfig::new(vocab, w.gpt_context, w.gpt_width, heads, blocks).init(device);
+    Pipeline::builder()
+        .layers(layers)
+        .stages(stages)
+        .micro_batches(micro_batches)
+        .schedule(schedule)
+        .remat(Remat::Never)
+        .optimizer(OptimizerConfig::sgd())
+        .learning_rate(0.01)
+        .threads_per_worker(w.threads)
+        .build()
+}
+
 /// A fresh pipeline for `shape` (one of the copies of an independent row): seeded init, the
 /// hidden blocks split evenly over the stages and the head on the last one, like the peers.
 fn build(shape: &Shape, w: &Workload, device: &Device) -> pipetrain::Result<Pipeline<MlpLayer>> {
-    let (replicas, stages, m, schedule, zero, backward) = match *shape {
-        Shape::Pipeline {
-            replicas,
-            stages,
-            micro_batches,
-            schedule,
-            zero,
-            backward,
-            ..
-        } => (replicas, stages, micro_batches, schedule, zero, backward),
-        Shape::Independent { micro_batches, .. } => (
-            1,
-            1,
-            micro_batches,
-            pipetrain::ScheduleKind::GPipe,
-            false,
-            Backward::default(),
-        ),
+    let Shape::Pipeline {
+        replicas,
+        stages,
+        micro_batches: m,
+        schedule,
+        zero,
+        backward,
+        threads,
+        ..
+    } = shape.as_pipeline()
+    else {
+        unreachable!("as_pipeline gives a pipeline")
     };
+    let threads = threads.unwrap_or(w.threads);
     device.seed(INIT_SEED);
     let layers = MlpConfig::new(w.width, w.hidden, w.classes).init(device);
     // Interleaved schedules cut each rank's share into chunks: the balance lists the chunks.
@@ -150,7 +206,7 @@ fn build(shape: &Shape, w: &Workload, device: &Device) -> pipetrain::Result<Pipe
         .backward(backward)
         .optimizer(OptimizerConfig::sgd())
         .learning_rate(0.01)
-        .threads_per_worker(w.threads)
+        .threads_per_worker(threads)
         .replicas(replicas)
         .zero(u8::from(zero))
         .build()

@@ -103,6 +103,14 @@ pub fn render(header: &Header, lines: &[Line]) -> String {
         w.steps,
         header.reps
     );
+    if lines.iter().any(|l| !l.row.shape.is_mlp()) {
+        let _ = writeln!(
+            out,
+            "- `GPT schedules` rows: {} on synthetic tokens, SGD lr 0.01, remat never, split \
+             by measured layer times; their samples/s are sequences/s; no reference or peer rows",
+            w.gpt_name()
+        );
+    }
     let others: Vec<f64> = lines.iter().filter_map(|l| l.ours.others).collect();
     if !others.is_empty() {
         let max = others.iter().copied().fold(0.0, f64::max);
@@ -219,6 +227,8 @@ pub fn render(header: &Header, lines: &[Line]) -> String {
     }
     let _ = writeln!(out);
     let _ = write!(out, "{}", against_in_process(lines));
+    let _ = write!(out, "{}", against_one_f_one_b(lines));
+    let _ = write!(out, "{}", best_against_best(lines));
     let _ = writeln!(out, "{}", notes(with_peers, lines));
     out
 }
@@ -249,6 +259,78 @@ fn against_in_process(lines: &[Line]) -> String {
         out.push('\n');
     }
     out
+}
+
+/// Each `schedules` row's speed-up over 1F1B at the same layout and m, measured and as the
+/// simulator predicts it from the action costs each run measured.
+fn against_one_f_one_b(lines: &[Line]) -> String {
+    use pipetrain::ScheduleKind;
+    let mut out = String::new();
+    let beyond = |l: &&Line| {
+        l.row.group.ends_with("schedules")
+            && matches!(l.row.shape, super::configs::Shape::Pipeline { schedule, .. } if schedule != ScheduleKind::OneFOneB)
+    };
+    for line in lines.iter().filter(beyond) {
+        let twin = line.row.shape.with_schedule(ScheduleKind::OneFOneB);
+        let Some(base) = lines.iter().find(|l| l.row.shape == twin) else {
+            continue;
+        };
+        if out.is_empty() {
+            out.push_str(
+                "Schedules over 1F1B at the same m: measured (median samples/s ÷ 1F1B's) and \
+                 predicted (the simulator run on each plan with the per-stage forward, backward \
+                 input / weight, all-reduce and optimizer times its own steps measured; \
+                 transfers free):\n\n",
+            );
+        }
+        let (x, one) = (median(&line.ours.rates), median(&base.ours.rates));
+        let (px, pone) = (median(&line.ours.predicted), median(&base.ours.predicted));
+        let _ = writeln!(
+            out,
+            "- `{}`: measured {} ({} vs {} samples/s), predicted {} ({} vs {} samples/s \
+             simulated)",
+            line.row.label(),
+            fraction(x, Some(one)),
+            rate(Some(x)),
+            rate(Some(one)),
+            fraction(px, Some(pone)),
+            rate(Some(px)),
+            rate(Some(pone)),
+        );
+    }
+    if !out.is_empty() {
+        out.push('\n');
+    }
+    out
+}
+
+/// The fastest pipetrain configuration on the MLP (any row but the independent-workers
+/// references) against the fastest PyTorch single process (the `single device` rows' peers, 1
+/// or 2 threads); empty without peers.
+fn best_against_best(lines: &[Line]) -> String {
+    let ours = lines
+        .iter()
+        .filter(|l| l.row.shape.is_mlp() && l.row.group != "independent workers")
+        .map(|l| (median(&l.ours.rates), l))
+        .filter(|(r, _)| r.is_finite())
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    let theirs = lines
+        .iter()
+        .filter(|l| l.row.group == "single device")
+        .filter_map(|l| Some((l.peer.as_ref()?.as_ref().ok()?.median, l)))
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    match (ours, theirs) {
+        (Some((x, ours)), Some((y, theirs))) => format!(
+            "Best against best: pipetrain's fastest configuration, `{}` ({} samples/s), is {} \
+             of PyTorch's fastest single process, the peer of `{}` ({} samples/s).\n\n",
+            ours.row.label(),
+            rate(Some(x)),
+            fraction(x, Some(y)),
+            theirs.row.label(),
+            rate(Some(y)),
+        ),
+        _ => String::new(),
+    }
 }
 
 fn notes(with_peers: bool, lines: &[Line]) -> String {
@@ -298,7 +380,85 @@ fn notes(with_peers: bool, lines: &[Line]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::median;
+    use super::super::configs::rows;
+    use super::super::measure::Measured;
+    use super::{Line, against_one_f_one_b, best_against_best, median};
+
+    #[test]
+    fn schedules_are_set_against_one_f_one_b_measured_and_predicted() {
+        let line = |name: &str, rates: Vec<f64>, predicted: Vec<f64>| {
+            let row = rows(&[8], 1, false)
+                .into_iter()
+                .find(|r| r.name.starts_with(name))
+                .unwrap();
+            Line {
+                row,
+                ours: Measured {
+                    rates,
+                    predicted,
+                    ..Measured::default()
+                },
+                limit: None,
+                ceiling: None,
+                peer: None,
+            }
+        };
+        let lines = [
+            line("1F1B, 2 stages, m=8", vec![100.0, 100.0], vec![200.0]),
+            line("ZB-H1", vec![50.0], vec![150.0, 150.0]),
+        ];
+        let text = against_one_f_one_b(&lines);
+        assert!(
+            text.contains(
+                "ZB-H1, 2 ranks, m=8`: measured 0.50 (50 vs 100 samples/s), predicted 0.75"
+            ),
+            "{text}"
+        );
+        // Without its 1F1B twin a schedule row has nothing to be set against.
+        assert!(against_one_f_one_b(&lines[1..]).is_empty());
+    }
+
+    #[test]
+    fn the_best_row_is_set_against_the_best_single_process_peer() {
+        use super::super::peers::PeerResult;
+        let all = rows(&[8], 1, false);
+        let line = |name: &str, rate: f64, peer: Option<f64>| Line {
+            row: all
+                .iter()
+                .find(|r| r.name.starts_with(name))
+                .unwrap()
+                .clone(),
+            ours: Measured {
+                rates: vec![rate],
+                ..Measured::default()
+            },
+            limit: None,
+            ceiling: None,
+            peer: peer.map(|median| {
+                Ok(PeerResult {
+                    median,
+                    min: median,
+                    max: median,
+                    others: None,
+                })
+            }),
+        };
+        let lines = [
+            line("1 worker, 2 threads, m=1", 300.0, Some(250.0)),
+            line("1F1B, 2 stages, m=8", 360.0, Some(100.0)),
+            line("ZB-V", 340.0, None),
+        ];
+        let text = best_against_best(&lines);
+        assert!(
+            text.contains("`pipelined: 1F1B, 2 stages, m=8` (360 samples/s), is 1.44")
+                && text.contains("`single device: 1 worker, 2 threads, m=1` (250 samples/s)"),
+            "{text}"
+        );
+        assert!(
+            best_against_best(&lines[1..]).is_empty(),
+            "no single-process peer"
+        );
+    }
 
     #[test]
     fn median_of_odd_and_even_counts() {
