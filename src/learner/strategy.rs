@@ -102,7 +102,8 @@ impl<M: PipelineModel> PipelineStrategy<M> {
     }
 
     /// Micro-batches per mini-batch ([`PipelineBuilder::micro_batches`]). The train loader's
-    /// batches must split into `replicas × micro_batches` equal parts.
+    /// batches must have at least `replicas × micro_batches` rows (they split as
+    /// [`Batch::shard`](pipetrain_engine::Batch::shard) says).
     pub fn micro_batches(mut self, micro_batches: usize) -> Self {
         self.micro_batches = micro_batches;
         self
