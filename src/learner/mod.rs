@@ -6,6 +6,7 @@
 mod epoch;
 mod failure;
 mod model;
+mod resume;
 mod strategy;
 
 pub use model::{PipelineModel, TrainInput, TrainOutput};

@@ -2,6 +2,7 @@
 //! burn's own single-device loop (events, validation, checkpointer, early stopping); each
 //! mini-batch's train step is the pipeline's.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use burn::prelude::*;
@@ -13,9 +14,9 @@ use burn::train::{
 use pipetrain_engine::{CrossEntropy, Loss, OptimizerConfig};
 use pipetrain_schedules::{Schedule, StageId};
 
-use super::epoch;
 use super::failure::training_error;
 use super::model::PipelineModel;
+use super::{epoch, resume};
 use crate::builder::PipelineBuilder;
 use crate::error::{Error, Result};
 use crate::pipeline::Pipeline;
@@ -50,14 +51,16 @@ type Configure<L> = Arc<dyn Fn(PipelineBuilder<L>) -> PipelineBuilder<L> + Send 
 /// - **checkpoints** go through burn-train's checkpointer, with the merged model's full record.
 ///   The optimizer state stays inside the pipeline (each stage's): the optimizer record burn
 ///   saves beside it is the `Learner`'s own, which this strategy does not step, so a resumed run
-///   restarts the optimizer state (exact for plain SGD).
+///   restarts the optimizer state (exact for plain SGD) unless the pipeline's own checkpoints
+///   are kept too ([`optimizer_state_dir`](Self::optimizer_state_dir)).
 /// - **errors**: a failed stage ends `fit` through burn-train's error path: the result's `error`
 ///   is a `TrainingError::Workers` naming the worker, stage, action and micro-batch.
 ///
 /// The optimizer is given here ([`new`](Self::new)), as the `Learner`'s is opaque; use the same
 /// config. burn-train's `grads_accumulation` is refused (it sums gradients; the pipeline's
 /// micro-batches already accumulate); per-group learning rates are not applied (the scheduler's
-/// base rate is).
+/// base rate is). The pipeline runs on the CPU unless given devices:
+/// `.with_pipeline(|b| b.devices([..]))`.
 pub struct PipelineStrategy<M: PipelineModel> {
     optimizer: OptimizerConfig,
     stages: Option<usize>,
@@ -66,6 +69,7 @@ pub struct PipelineStrategy<M: PipelineModel> {
     schedule: Option<Schedule>,
     loss: Arc<dyn Loss>,
     configure: Option<Configure<M::Layer>>,
+    state_dir: Option<PathBuf>,
 }
 
 impl<M: PipelineModel> PipelineStrategy<M> {
@@ -80,6 +84,7 @@ impl<M: PipelineModel> PipelineStrategy<M> {
             schedule: None,
             loss: Arc::new(CrossEntropy),
             configure: None,
+            state_dir: None,
         }
     }
 
@@ -97,7 +102,8 @@ impl<M: PipelineModel> PipelineStrategy<M> {
     }
 
     /// Micro-batches per mini-batch ([`PipelineBuilder::micro_batches`]). The train loader's
-    /// batches must split into `replicas × micro_batches` equal parts.
+    /// batches must have at least `replicas × micro_batches` rows (they split as
+    /// [`Batch::shard`](pipetrain_engine::Batch::shard) says).
     pub fn micro_batches(mut self, micro_batches: usize) -> Self {
         self.micro_batches = micro_batches;
         self
@@ -126,6 +132,16 @@ impl<M: PipelineModel> PipelineStrategy<M> {
         + 'static,
     ) -> Self {
         self.configure = Some(Arc::new(configure));
+        self
+    }
+
+    /// Saves the pipeline's own checkpoint (weights, every stage's optimizer state, step count)
+    /// at the end of every epoch, as `dir/pipeline-{epoch}.safetensors`, and loads that epoch's
+    /// when the run resumes with `SupervisedTraining::checkpoint(epoch)`: exact resume for any
+    /// optimizer (burn's own optimizer record does not hold the pipeline's state). One file per
+    /// epoch is kept.
+    pub fn optimizer_state_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.state_dir = Some(dir.into());
         self
     }
 
@@ -201,6 +217,7 @@ impl<M: PipelineModel> SupervisedLearningStrategy<M> for PipelineStrategy<M> {
     ) -> (M, SupervisedTrainingEventProcessor<M>) {
         let TrainingComponents {
             num_epochs,
+            checkpoint: resumed,
             mut checkpointer,
             grad_accumulation,
             interrupter,
@@ -211,7 +228,15 @@ impl<M: PipelineModel> SupervisedLearningStrategy<M> for PipelineStrategy<M> {
         } = components;
         let mut model = learner.model();
         let device = model.devices().into_iter().next().unwrap_or_default();
-        let mut pipeline = match self.pipeline(model.clone(), grad_accumulation) {
+        let restored = self
+            .pipeline(model.clone(), grad_accumulation)
+            .and_then(|mut p| {
+                if let (Some(dir), Some(epoch)) = (&self.state_dir, resumed) {
+                    resume::load(&mut p, dir, epoch)?;
+                }
+                Ok(p)
+            });
+        let mut pipeline = match restored {
             Ok(pipeline) => pipeline,
             Err(error) => {
                 interrupter.fail(training_error(error, 1));
@@ -241,6 +266,13 @@ impl<M: PipelineModel> SupervisedLearningStrategy<M> for PipelineStrategy<M> {
             }
             if interrupter.should_stop() {
                 break;
+            }
+            if let Some(dir) = &self.state_dir {
+                let saved = resume::save(&pipeline, dir, epoch);
+                if let Err(error) = saved {
+                    interrupter.fail(training_error(error, stages));
+                    break;
+                }
             }
             if let Some(checkpointer) = &mut checkpointer {
                 // The full merged model is what burn's checkpointer saves.

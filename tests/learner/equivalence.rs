@@ -2,10 +2,12 @@
 
 use burn::optim::SgdConfig;
 use burn::optim::lr_scheduler::exponential::ExponentialLrSchedulerConfig;
-use burn::train::Learner;
+use burn::train::metric::LossMetric;
+use burn::train::metric::store::{Aggregate, Direction, Split};
+use burn::train::{Learner, MetricEarlyStoppingStrategy, StoppingCondition};
 
 use crate::example::{self, Mlp};
-use crate::{common, fit, launch, values};
+use crate::{common, fit, launch, rel_diff, values};
 
 #[test]
 fn the_pipelined_learner_learns_the_single_device_learners_weights_and_renders_its_metrics() {
@@ -82,20 +84,48 @@ fn the_learners_scheduler_sets_each_pipeline_steps_learning_rate() {
     let dir = common::scratch("learner-scheduler");
     let (single, _) = launch(example::training(dir.path(), false), learner());
     let (pipelined, seen) = launch(example::training(dir.path(), true), learner());
-    let difference = pipetrain::engine::difference(
-        &example::weights(&pipelined.model),
-        &example::weights(&single.model),
-    );
+    let difference = rel_diff(&pipelined.model, &single.model);
     assert!(
-        difference.max_relative <= common::TOLERANCE,
+        difference <= common::TOLERANCE,
         "pipelined vs single-device under a decaying learning rate: {difference:?}"
     );
     // A constant rate would have ended elsewhere.
     let (constant, _) = fit(model.clone(), true);
-    let moved = pipetrain::engine::difference(
-        &example::weights(&constant.model),
-        &example::weights(&single.model),
-    );
-    assert!(moved.max_relative > 1e-3, "{moved:?}");
+    let moved = rel_diff(&constant.model, &single.model);
+    assert!(moved > 1e-3, "{moved:?}");
     assert!(!values(&seen, "train", "Loss").is_empty());
+}
+
+#[test]
+fn burns_early_stopping_stops_the_pipelined_run_where_it_stops_the_single_device_one() {
+    let model = common::seeded(example::SEED, |device| Mlp::new(&device.clone().autodiff()));
+    // "Highest" on a falling validation loss: no improvement after epoch 1, stop after epoch 2.
+    let stop = || {
+        MetricEarlyStoppingStrategy::new(
+            &LossMetric::new(),
+            Aggregate::Mean,
+            Direction::Highest,
+            Split::Valid,
+            StoppingCondition::NoImprovementSince { n_epochs: 1 },
+        )
+    };
+    let dir = common::scratch("learner-early-stopping");
+    let run = |pipelined: bool| {
+        let training = example::training(dir.path(), pipelined).early_stopping(stop());
+        launch(training, example::learner(model.clone()))
+    };
+    let (single, _) = run(false);
+    let (pipelined, seen) = run(true);
+    let difference = rel_diff(&pipelined.model, &single.model);
+    assert!(difference <= common::TOLERANCE, "{difference:?}");
+    // Two epochs of 2 validation batches (plus each epoch's final value), not three.
+    let valid = values(&seen, "valid", "Loss");
+    assert_eq!(
+        valid.len(),
+        2 * (example::VALID / example::BATCH + 1),
+        "{valid:?}"
+    );
+    let (all_epochs, _) = fit(model.clone(), true);
+    let moved = rel_diff(&all_epochs.model, &pipelined.model);
+    assert!(moved > 1e-3, "{moved:?}");
 }

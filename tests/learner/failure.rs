@@ -159,10 +159,10 @@ fn settings_the_pipeline_refuses_end_fit_before_training_with_the_remedy() {
         error.contains("grads_accumulation(2)") && error.contains("2× larger batch"),
         "{error}"
     );
-    // 32 rows do not split into 3 replicas: the first step says so.
-    let error = refused(sgd().replicas(3), None);
+    // 32 rows cannot fill 3 replicas × 16 micro-batches: the first step says so.
+    let error = refused(sgd().replicas(3).micro_batches(16), None);
     assert!(
-        error.contains("32") && error.contains("3 replica"),
+        error.contains("a batch of 32 rows does not split into 3 replicas × 16 micro-batches"),
         "{error}"
     );
 }

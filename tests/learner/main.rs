@@ -49,6 +49,12 @@ where
     )
 }
 
+/// The norm-wise relative difference of `actual`'s weights from `reference`'s (as `--verify`).
+pub fn rel_diff(actual: &example::Mlp, reference: &example::Mlp) -> f64 {
+    let (a, b) = (example::weights(actual), example::weights(reference));
+    pipetrain::engine::difference(&a, &b).max_relative
+}
+
 /// The values of `metric` that reached the renderer in `split` ("train" or "valid"), in order.
 pub fn values(seen: &Seen, split: &str, metric: &str) -> Vec<f64> {
     let seen = seen.lock().unwrap();
