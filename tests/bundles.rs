@@ -105,7 +105,7 @@ fn batches() -> Vec<Batch> {
 }
 
 fn single_device(data: &[Batch]) -> Vec<Vec<f32>> {
-    let mut single = SingleDevice::new(model(), &Device::flex(), &OptimizerConfig::adam());
+    let mut single = SingleDevice::new(model(), &Device::flex(), &common::adam_eps_1e5());
     for b in data {
         single
             .step(b.inputs.clone(), b.targets.clone(), &CrossEntropy, LR)
@@ -130,7 +130,7 @@ fn int_and_gradient_free_float_tensors_cross_stages_and_train_like_one_device() 
                         .micro_batches(2)
                         .schedule(schedule)
                         .remat(remat)
-                        .optimizer(OptimizerConfig::adam())
+                        .optimizer(common::adam_eps_1e5())
                         .learning_rate(LR)
                         .build()
                         .unwrap();

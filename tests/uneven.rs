@@ -30,7 +30,7 @@ fn batches(rows: usize, steps: u64) -> Vec<Batch> {
 
 /// The single-device weights after one full-batch Adam step per batch.
 fn reference(batches: &[Batch]) -> Vec<Vec<f32>> {
-    let mut single = SingleDevice::new(model(), &Device::flex(), &OptimizerConfig::adam());
+    let mut single = SingleDevice::new(model(), &Device::flex(), &common::adam_eps_1e5());
     for b in batches {
         single
             .step(b.inputs.clone(), b.targets.clone(), &CrossEntropy, LR)
@@ -52,7 +52,7 @@ fn pipeline(
         .micro_batches(m)
         .schedule(schedule)
         .remat(Remat::Never)
-        .optimizer(OptimizerConfig::adam())
+        .optimizer(common::adam_eps_1e5())
         .learning_rate(LR)
         .build()
         .unwrap()

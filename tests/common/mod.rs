@@ -17,11 +17,33 @@ static RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// model) while no other test of this binary can reseed or draw. Every initialisation in a test
 /// binary that compares weights goes through here: a test that draws without the lock moves
 /// another test's stream between its seed and its draw.
-pub fn seeded<T>(seed: u64, init: impl FnOnce(&Device) -> T) -> T {
+///
+/// burn initialises parameters lazily, at their first read: every parameter of the result is
+/// read here, under the lock, so its values are drawn now and not whenever (and after whichever
+/// other test's reseeding) it is first used.
+pub fn seeded<T: burn::module::Module>(seed: u64, init: impl FnOnce(&Device) -> T) -> T {
     let _rng = RNG.lock().unwrap_or_else(|e| e.into_inner());
     let device = Device::flex();
     device.seed(seed);
-    init(&device)
+    let module = init(&device);
+    module.visit(&mut Materialize);
+    module
+}
+
+/// Reads every parameter, which draws the lazily initialised ones.
+struct Materialize;
+
+impl burn::module::ModuleVisitor for Materialize {
+    fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<burn::tensor::Tensor<D>>) {
+        let _ = param.val();
+    }
+
+    fn visit_int<const D: usize>(
+        &mut self,
+        param: &burn::module::Param<burn::tensor::Tensor<D, burn::tensor::Int>>,
+    ) {
+        let _ = param.val();
+    }
 }
 
 /// Largest `verify: max_rel_diff` accepted (the CLI's own tolerance).
@@ -210,4 +232,16 @@ pub fn tensors(path: &Path) -> HashMap<String, Vec<u8>> {
         .into_iter()
         .map(|(n, v)| (n, v.data().to_vec()))
         .collect()
+}
+
+/// Adam with ε = 1e-5 (burn's default) rather than PyTorch's 1e-8, for equivalence tests on tiny
+/// models: a gradient that is 0 up to rounding (a dead unit, a key bias that softmax ignores, a
+/// row that one micro-batch split leaves out) becomes an lr-sized step at ε = 1e-8, whose sign
+/// depends on the summation order, so two correct runs can differ by more than 1e-5.
+pub fn adam_eps_1e5() -> pipetrain::OptimizerConfig {
+    pipetrain::OptimizerConfig::torch_adam(pipetrain::AdamOptions {
+        eps: 1e-5,
+        ..pipetrain::AdamOptions::adam()
+    })
+    .unwrap()
 }
