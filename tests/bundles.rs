@@ -3,7 +3,7 @@
 //! and a float tensor without gradient cross several stages without a hang, and the weights
 //! equal single-device training.
 //!
-//! The model (5 layers; every cut puts the bundles on the boundaries):
+//! The model (5 layers; every cut puts bundles on the boundaries):
 //!
 //! ```text
 //!   x [N, W] ─ Bucket:  ids = argmax(lin(x)) [N, 1] int,  x as a constant    (nothing to differentiate)
@@ -118,14 +118,25 @@ fn single_device(data: &[Batch]) -> Vec<Vec<f32>> {
 fn int_and_gradient_free_float_tensors_cross_stages_and_train_like_one_device() {
     let data = batches();
     let expected = single_device(&data);
-    for stages in [2, 3, 5] {
+    // Every 2-stage split, and 3, 4 and 5 stages with the int and the constant float crossing
+    // several boundaries.
+    let balances = [
+        vec![1, 4],
+        vec![2, 3],
+        vec![3, 2],
+        vec![4, 1],
+        vec![1, 1, 3],
+        vec![1, 2, 1, 1],
+        vec![1; 5],
+    ];
+    for balance in balances {
         for replicas in [1, 2] {
             let mut by_schedule = Vec::new();
             for schedule in [ScheduleKind::GPipe, ScheduleKind::OneFOneB] {
                 for remat in [Remat::Never, Remat::Always] {
                     let mut pipeline = Pipeline::builder()
                         .layers(model())
-                        .stages(stages)
+                        .balance(balance.clone())
                         .replicas(replicas)
                         .micro_batches(2)
                         .schedule(schedule)
@@ -139,7 +150,7 @@ fn int_and_gradient_free_float_tensors_cross_stages_and_train_like_one_device() 
                     }
                     let got = pipeline.parameters();
                     let d = difference(&got, &expected);
-                    let case = format!("{stages} stages × {replicas}, {schedule:?}, {remat:?}");
+                    let case = format!("{balance:?} × {replicas}, {schedule:?}, {remat:?}");
                     assert!(d.max_relative <= common::TOLERANCE, "{case}: {d:?}");
                     by_schedule.push((remat, got));
                 }
