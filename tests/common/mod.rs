@@ -34,7 +34,10 @@ pub fn seeded<T: burn::module::Module>(seed: u64, init: impl FnOnce(&Device) -> 
 struct Materialize;
 
 impl burn::module::ModuleVisitor for Materialize {
-    fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<burn::tensor::Tensor<D>>) {
+    fn visit_float<const D: usize>(
+        &mut self,
+        param: &burn::module::Param<burn::tensor::Tensor<D>>,
+    ) {
         let _ = param.val();
     }
 
