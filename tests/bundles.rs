@@ -20,8 +20,7 @@ use burn::tensor::Int;
 use burn::tensor::activation::relu;
 use pipetrain::engine::{SingleDevice, difference};
 use pipetrain::{
-    Activation, ActivationError, Batch, Bundle, CrossEntropy, Layer, OptimizerConfig, Pipeline,
-    Remat, ScheduleKind,
+    Activation, ActivationError, Batch, Bundle, CrossEntropy, Layer, Pipeline, Remat, ScheduleKind,
 };
 use pipetrain_models::synthetic;
 

@@ -8,7 +8,7 @@ mod common;
 
 use burn::prelude::*;
 use pipetrain::engine::{SingleDevice, difference};
-use pipetrain::{Batch, CrossEntropy, OptimizerConfig, Pipeline, Remat, ScheduleKind};
+use pipetrain::{Batch, CrossEntropy, Pipeline, Remat, ScheduleKind};
 use pipetrain_data::{InMemory, LoaderConfig, Position, Values};
 use pipetrain_models::{MlpConfig, MlpLayer, synthetic};
 
