@@ -170,40 +170,29 @@ fn two_ranks_two_stages_verify_and_match_the_in_process_run() {
     same_as_in_process(2, &["--stages", "2", "--balance", "2,1"], &[]);
 }
 
+/// 2 replicas × 2 stages with ZeRO-1: one worker per rank of a 4-rank job.
+const TWO_BY_TWO: [&str; 8] = [
+    "--stages",
+    "2",
+    "--balance",
+    "2,1",
+    "--replicas",
+    "2",
+    "--zero",
+    "1",
+];
+
 #[test]
 fn four_ranks_two_by_two_verify_and_match_the_in_process_run() {
-    same_as_in_process(
-        4,
-        &[
-            "--stages",
-            "2",
-            "--balance",
-            "2,1",
-            "--replicas",
-            "2",
-            "--zero",
-            "1",
-        ],
-        &[],
-    );
+    same_as_in_process(4, &TWO_BY_TWO, &[]);
 }
 
 /// Global-norm clipping over MPI: each replica's stages sum their squared norms over the
 /// `STAGES` channel, with ZeRO-1's shares summed over the replicas first (issue 17, item 5).
 #[test]
 fn clipping_over_four_ranks_matches_the_in_process_run() {
-    let layout = [
-        "--stages",
-        "2",
-        "--balance",
-        "2,1",
-        "--replicas",
-        "2",
-        "--zero",
-        "1",
-    ];
     let clip = ["--clip-grad-norm", "0.05", "--optimizer", "adam"];
-    let flags: Vec<&str> = layout.iter().chain(&clip).copied().collect();
+    let flags: Vec<&str> = TWO_BY_TWO.iter().chain(&clip).copied().collect();
     same_as_in_process(4, &flags, &[]);
 }
 
