@@ -75,7 +75,7 @@ fn csv_has_a_header_and_a_row_of_numbers_per_optimizer_step() {
         assert_eq!(row.len(), COLUMNS.len());
         assert_eq!(row[0], (i + 1) as f64);
         assert!(row[1].is_finite() && row[1] > 0.0, "loss: {row:?}");
-        assert_eq!(row[2], 0.01);
+        assert_eq!(row[2], 0.001, "Adam's default lr");
         assert!(row[3] > 0.0 && row[4] > 0.0);
         assert!((0.0..=1.0).contains(&row[5]), "bubble: {row:?}");
         assert!(row[7].is_finite() && row[7] > 0.0, "grad_norm: {row:?}");

@@ -1,5 +1,6 @@
-//! `--lr 1e6` stops with an error naming the step, stage and parameter before any checkpoint
-//! of NaN weights is written; `--skip-nonfinite` skips such steps and counts them;
+//! `--optimizer sgd --lr 1e6` (SGD: Adam's steps are bounded by lr, so its weights stay finite)
+//! stops with an error naming the step, stage and parameter before any checkpoint of NaN
+//! weights is written; `--skip-nonfinite` skips such steps and counts them;
 //! `--clip-grad-norm` on 2 stages × 2 replicas matches single-device clipping (issue 17, items 5
 //! and 6).
 
@@ -22,7 +23,16 @@ fn a_huge_learning_rate_stops_naming_the_step_before_a_nan_checkpoint() {
     let ck = ck.to_str().unwrap();
     let args = tiny(
         "8",
-        &["--lr", "1e6", "--checkpoint", ck, "--checkpoint-every", "1"],
+        &[
+            "--optimizer",
+            "sgd",
+            "--lr",
+            "1e6",
+            "--checkpoint",
+            ck,
+            "--checkpoint-every",
+            "1",
+        ],
     );
     let e = failure_with(RUNTIME, &args);
     assert!(e.contains("error: step "), "{e}");
@@ -53,7 +63,15 @@ fn skip_nonfinite_skips_and_counts_the_steps() {
     let m = metrics.to_str().unwrap();
     let out = success(&tiny(
         "6",
-        &["--lr", "1e6", "--skip-nonfinite", "--metrics", m],
+        &[
+            "--optimizer",
+            "sgd",
+            "--lr",
+            "1e6",
+            "--skip-nonfinite",
+            "--metrics",
+            m,
+        ],
     ));
     assert!(out.contains("skipped (non-finite)"), "{out}");
     let text = std::fs::read_to_string(&metrics).unwrap();

@@ -214,7 +214,6 @@ fn gpt_state_dict() -> StateDict {
             ("attention.query.weight", vec![16, 16]),
             ("attention.query.bias", vec![16]),
             ("attention.key.weight", vec![16, 16]),
-            ("attention.key.bias", vec![16]),
             ("attention.value.weight", vec![16, 16]),
             ("attention.value.bias", vec![16]),
             ("attention.output.weight", vec![16, 16]),

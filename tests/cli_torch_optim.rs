@@ -193,11 +193,11 @@ fn settings_of_another_optimizer_and_torchs_refusals_are_usage_errors() {
         e.contains("--nesterov is not a setting of --optimizer adam"),
         "{e}"
     );
-    let e = failure_with(USAGE, &tiny("1", &["--nesterov"]));
+    let e = failure_with(USAGE, &tiny("1", &["--optimizer", "sgd", "--nesterov"]));
     assert!(e.contains("Nesterov momentum needs momentum > 0"), "{e}");
     let e = failure_with(
         USAGE,
         &tiny("1", &["--lr-schedule", "cosine", "--min-lr", "1"]),
     );
-    assert!(e.contains("min_lr 1: must be in [0, lr = 0.01]"), "{e}");
+    assert!(e.contains("min_lr 1: must be in [0, lr = 0.001]"), "{e}");
 }

@@ -13,15 +13,10 @@ const VOCAB: usize = 16;
 const CONTEXT: usize = 8;
 const BATCH: usize = 8;
 
-/// Adam with ε = 1e-5 (burn's default) rather than PyTorch's 1e-8: the GPT's attention key bias
-/// has a gradient of 0 up to rounding (softmax ignores a shift shared by all keys), and a tiny ε
-/// turns that noise into lr-sized steps that differ between any two summation orders.
+/// Adam with PyTorch's defaults (ε = 1e-8): the GPT has no key bias, the one parameter whose
+/// gradient is 0 up to rounding, which a tiny ε would turn into lr-sized steps.
 fn adam() -> OptimizerConfig {
-    OptimizerConfig::torch_adam(AdamOptions {
-        eps: 1e-5,
-        ..AdamOptions::adam()
-    })
-    .unwrap()
+    OptimizerConfig::torch_adam(AdamOptions::adam()).unwrap()
 }
 fn config() -> GptConfig {
     GptConfig::new(VOCAB, CONTEXT, 8, 2, 2)

@@ -4,7 +4,7 @@
 //! ```text
 //!   [N, T] token ids (int)
 //!   Embedding  wte[ids] + wpe[0..T]               bundle {x: [N, T, D], positions: [N, T] int}
-//!   Block      x += attn(ln1(x))   (causal by `positions`, `heads` heads of D/heads)
+//!   Block      x += attn(ln1(x))   (causal by `positions`, `heads` heads of D/heads; no key bias)
 //!              x += mlp(ln2(x))    (Linear D→4D, GELU, Linear 4D→D)    (× layers)
 //!   Head       ln_f(x) → Linear D→V (no bias)                          [N, T, V] logits
 //! ```
@@ -120,7 +120,7 @@ impl GptConfig {
                 norm1: LayerNormConfig::new(d).init(device),
                 attention: CausalSelfAttention {
                     query: LinearConfig::new(d, d).init(device),
-                    key: LinearConfig::new(d, d).init(device),
+                    key: LinearConfig::new(d, d).with_bias(false).init(device),
                     value: LinearConfig::new(d, d).init(device),
                     output: LinearConfig::new(d, d).init(device),
                     heads: self.heads,
@@ -156,7 +156,10 @@ pub struct Embeddings {
 pub struct CausalSelfAttention {
     /// D → D query projection.
     pub query: Linear,
-    /// D → D key projection.
+    /// D → D key projection, without bias: a key bias adds `q·b` to every score of a query,
+    /// which softmax ignores, so its gradient is 0 up to rounding; Adam at ε = 1e-8 would turn
+    /// that rounding noise into lr-sized steps that differ between any two summation orders
+    /// (LLaMA-style models drop it too).
     pub key: Linear,
     /// D → D value projection.
     pub value: Linear,

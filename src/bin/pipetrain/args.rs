@@ -32,11 +32,11 @@ pub enum ModelKind {
 #[derive(Clone, Copy, Debug, Default, ValueEnum)]
 pub enum OptimizerKind {
     /// Plain SGD.
-    #[default]
     Sgd,
     /// SGD with momentum 0.9.
     SgdMomentum,
-    /// Adam.
+    /// Adam (the default: the README's first run learns in 20 steps).
+    #[default]
     Adam,
     /// AdamW.
     Adamw,
@@ -57,6 +57,15 @@ pub enum ScheduleKindArg {
 }
 
 impl TrainArgs {
+    /// `--lr`, or the optimizer's default: 1e-3 for Adam and AdamW (torch.optim's), 0.01 for
+    /// SGD.
+    pub fn lr(&self) -> f64 {
+        self.lr_flag.unwrap_or(match self.optimizer {
+            OptimizerKind::Adam | OptimizerKind::Adamw => 1e-3,
+            OptimizerKind::Sgd | OptimizerKind::SgdMomentum => 0.01,
+        })
+    }
+
     /// `--held-out`, or its default.
     pub fn held_out(&self) -> f64 {
         self.held_out.unwrap_or(0.1)
@@ -226,9 +235,10 @@ pub struct TrainArgs {
     /// Optimizer: torch.optim's SGD, Adam or AdamW, with PyTorch's defaults.
     #[arg(long, value_enum, default_value_t, help_heading = "Optimizer")]
     pub optimizer: OptimizerKind,
-    /// Learning rate (the base rate of --lr-schedule).
-    #[arg(long, default_value_t = 0.01, help_heading = "Optimizer")]
-    pub lr: f64,
+    /// Learning rate (the base rate of --lr-schedule) [default: 0.001 for adam and adamw,
+    /// 0.01 for sgd and sgd-momentum]. Read it through [`TrainArgs::lr`].
+    #[arg(long = "lr", help_heading = "Optimizer")]
+    pub lr_flag: Option<f64>,
     /// SGD: momentum factor [default: 0; 0.9 with sgd-momentum].
     #[arg(long, help_heading = "Optimizer")]
     pub momentum: Option<f64>,

@@ -107,7 +107,7 @@ const DEFAULTS: &[(&str, &str)] = &[("shuffle", "true"), ("lr-schedule", "consta
 fn lr_schedule(args: &TrainArgs) -> String {
     match crate::optimizer::schedule(args) {
         Ok(s) if s == pipetrain::LrSchedule::default() => "constant".to_string(),
-        Ok(s) => format!("{s}, from lr {}", args.lr),
+        Ok(s) => format!("{s}, from lr {}", args.lr()),
         Err(_) => String::new(),
     }
 }

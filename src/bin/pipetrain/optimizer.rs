@@ -73,7 +73,7 @@ pub fn of(args: &TrainArgs) -> Result<(OptimizerConfig, String), Failure> {
         };
         (config.map_err(bad)?, text)
     };
-    let text = format!("{} ({settings}) lr {}", name(args.optimizer), args.lr);
+    let text = format!("{} ({settings}) lr {}", name(args.optimizer), args.lr());
     Ok((config, text))
 }
 
@@ -96,7 +96,7 @@ pub fn schedule(args: &TrainArgs) -> Result<LrSchedule, Failure> {
         warmup: args.warmup_steps,
         decay,
     };
-    schedule.check(args.lr).map_err(|e| {
+    schedule.check(args.lr()).map_err(|e| {
         Failure::usage(format!(
             "--lr-schedule: {e} (--min-lr, --warmup-steps, --lr-step-size, --lr-gamma)"
         ))

@@ -280,7 +280,7 @@ fn train_with<L: Layer>(
                 crate::model::cut_to_length(args, index, batch)
             })
             .collect::<Result<_, _>>()?;
-        let lr = s.lr_schedule.at(args.lr, step);
+        let lr = s.lr_schedule.at(args.lr(), step);
         pipeline
             .set_learning_rate(lr)
             .map_err(|e| Failure::usage(format!("--lr-schedule at step {step}: {e}")))?;
@@ -403,7 +403,7 @@ fn train_with<L: Layer>(
         pipeline.stages(),
         pipeline.replicas(),
         crate::plot::short(&s.optimizer_name),
-        args.lr,
+        args.lr(),
         s.lr_schedule
     );
     let curve = crate::plot::Curve::new(&title, &losses, &rates);
