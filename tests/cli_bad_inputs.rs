@@ -20,17 +20,18 @@ fn data_file(dir: &Path, labels: &[i64], poison: Option<(usize, f32)>) -> String
     if let Some((i, v)) = poison {
         x[i] = v;
     }
-    let x: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
     let y: Vec<u8> = labels.iter().flat_map(|v| v.to_le_bytes()).collect();
+    write_data(dir, &x, Dtype::I64, vec![labels.len()], &y)
+}
+
+/// Writes `x` (F32, rows × 4) and `y` (`dtype`, `shape`, little-endian `bytes`) as a
+/// `tensors:` data file. Returns the `--data` value.
+fn write_data(dir: &Path, x: &[f32], dtype: Dtype, shape: Vec<usize>, bytes: &[u8]) -> String {
+    let rows = shape[0];
+    let x: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
     let views: HashMap<String, TensorView<'_>> = [
-        (
-            "x",
-            TensorView::new(Dtype::F32, vec![labels.len(), 4], &x).unwrap(),
-        ),
-        (
-            "y",
-            TensorView::new(Dtype::I64, vec![labels.len()], &y).unwrap(),
-        ),
+        ("x", TensorView::new(Dtype::F32, vec![rows, 4], &x).unwrap()),
+        ("y", TensorView::new(dtype, shape, bytes).unwrap()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
@@ -120,6 +121,25 @@ fn a_negative_label_is_refused_at_load_naming_the_row() {
     assert!(e.contains("row 4") && e.contains("label -1"), "{e}");
     assert!(e.contains("fix the data"), "{e}");
     assert!(!e.contains("panicked"), "{e}");
+}
+
+#[test]
+fn float_or_wrongly_shaped_labels_are_refused_at_load_naming_the_remedy() {
+    // They used to load and fail at the first step's loss.
+    let tmp = scratch("float-labels");
+    let x = vec![0.5; 8 * 4];
+    let labels: Vec<u8> = (0..8)
+        .flat_map(|i| ((i % 3) as f32).to_le_bytes())
+        .collect();
+    let data = write_data(tmp.path(), &x, Dtype::F32, vec![8], &labels);
+    let e = failure_with(USAGE, &train(&data, &[]));
+    assert!(e.contains("the targets are float of shape [N]"), "{e}");
+    assert!(e.contains("--model mlp") && e.contains("int64"), "{e}");
+    let pairs: Vec<u8> = (0..16i64).flat_map(|i| (i % 3).to_le_bytes()).collect();
+    let data = write_data(tmp.path(), &x, Dtype::I64, vec![8, 2], &pairs);
+    let e = failure_with(USAGE, &train(&data, &[]));
+    assert!(e.contains("int of shape [N, 2]"), "{e}");
+    assert!(e.contains("class labels of shape [N]"), "{e}");
 }
 
 #[test]

@@ -10,10 +10,11 @@
 use std::sync::Arc;
 
 use burn::prelude::*;
+use clap::ValueEnum;
 use pipetrain::Batch;
 use pipetrain_data::{
-    DataError, DataSpec, Dataset, InMemory, Loader, LoaderConfig, Position, Subset, check_finite,
-    check_ints, collate, split,
+    DataError, DataSpec, Dataset, InMemory, Loader, LoaderConfig, Position, Subset, Values,
+    check_finite, check_ints, collate, split,
 };
 
 use crate::args::{ModelKind, TrainArgs};
@@ -246,6 +247,7 @@ fn check(data: &InMemory, spec: &DataSpec, args: &TrainArgs) -> Result<(), Failu
         _ => ("--classes", args.classes),
     };
     let source = format!("--data {spec}");
+    check_targets(data, &source, args.model)?;
     if let Err(e) = check_ints(data, limit, &source) {
         let remedy = match &e {
             // A model that wide would not fit in memory: the value is corrupt, not a class.
@@ -265,6 +267,31 @@ fn check(data: &InMemory, spec: &DataSpec, args: &TrainArgs) -> Result<(), Failu
                 "{e}, or pass --allow-nonfinite-inputs to train on it anyway"
             ))
         })?;
+    }
+    Ok(())
+}
+
+/// Every built-in model trains with cross-entropy on int targets: class labels `[N]`, or next
+/// tokens `[N, T]` for the GPT. Float or wrongly-ranked targets are refused at load, naming the
+/// file and the remedy, not at the first step's loss.
+fn check_targets(data: &InMemory, source: &str, model: ModelKind) -> Result<(), Failure> {
+    let (want, rank) = match model {
+        ModelKind::Gpt => ("next-token ids of shape [N, T]", 1),
+        _ => ("class labels of shape [N]", 0),
+    };
+    let float = matches!(data.targets(), Values::Float(_));
+    if float || data.target_shape().len() != rank {
+        let mut shape = vec!["N".to_string()];
+        shape.extend(data.target_shape().iter().map(usize::to_string));
+        return Err(Failure::usage(format!(
+            "{source}: the targets are {} of shape [{}], but --model {} trains with \
+             cross-entropy on int {want}: save y as int64 (numpy: y.astype(\"int64\"))",
+            if float { "float" } else { "int" },
+            shape.join(", "),
+            model
+                .to_possible_value()
+                .map_or("?".into(), |v| v.get_name().to_string()),
+        )));
     }
     Ok(())
 }
