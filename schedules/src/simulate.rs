@@ -33,6 +33,10 @@ pub struct Costs {
     /// (0.5 in [`Costs::uniform`]: `Costs::uniform(p, 1.0, 2.0)` is the zero-bubble paper's
     /// T_F = T_B = T_W).
     pub weight_fraction: f64,
+    /// Per stage, the weight-gradient half's (`W`) own time, overriding
+    /// [`weight_fraction`](Self::weight_fraction) where given (the input half takes the rest of
+    /// `backward`): stages whose layers split their backward in different proportions.
+    pub weight: Vec<f64>,
     /// Time for an activation or gradient to reach the neighbouring stage.
     pub transfer: f64,
     /// Time of one stage's gradient all-reduce.
@@ -49,6 +53,7 @@ impl Costs {
             forward: vec![forward; stages],
             backward: vec![backward; stages],
             weight_fraction: 0.5,
+            weight: Vec::new(),
             transfer: 0.0,
             all_reduce: 0.0,
             optimizer: 0.0,
@@ -59,11 +64,17 @@ impl Costs {
     pub fn duration(&self, action: &Action) -> f64 {
         let s = action.stage.index();
         let at = |v: &[f64]| v.get(s).or(v.last()).copied().unwrap_or(0.0);
+        let split = |input: bool| match (self.weight.is_empty(), input) {
+            (true, true) => at(&self.backward) * (1.0 - self.weight_fraction),
+            (true, false) => at(&self.backward) * self.weight_fraction,
+            (false, true) => at(&self.backward) - at(&self.weight),
+            (false, false) => at(&self.weight),
+        };
         match action.kind {
             ActionKind::Forward => at(&self.forward),
             ActionKind::Backward => at(&self.backward),
-            ActionKind::BackwardInput => at(&self.backward) * (1.0 - self.weight_fraction),
-            ActionKind::BackwardWeight => at(&self.backward) * self.weight_fraction,
+            ActionKind::BackwardInput => split(true),
+            ActionKind::BackwardWeight => split(false),
             ActionKind::AllReduce => self.all_reduce,
             ActionKind::OptimizerStep => self.optimizer,
             _ => 0.0,

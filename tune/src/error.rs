@@ -1,0 +1,47 @@
+//! [`TuneError`]: what the search refuses, with the numbers and the remedy.
+
+/// The result type of this crate.
+pub type Result<T> = std::result::Result<T, TuneError>;
+
+/// Why the search could not run.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TuneError {
+    /// The cost table has no entry for a micro-batch size the search needs.
+    #[error(
+        "the cost table has no times at {rows} rows per micro-batch (measured: {measured:?}); \
+         measure every size of `Space::rows_in_play`"
+    )]
+    MissingRows {
+        /// The size asked for.
+        rows: usize,
+        /// The sizes measured.
+        measured: Vec<usize>,
+    },
+    /// A malformed cost table.
+    #[error("bad cost table: {what}")]
+    BadTable {
+        /// What is wrong.
+        what: String,
+    },
+    /// A search space with nothing to search.
+    #[error("{what}")]
+    EmptySpace {
+        /// What is missing, and the remedy.
+        what: String,
+    },
+    /// No candidate of the space fits the memory budget.
+    #[error(
+        "no configuration fits the memory budget of {budget} bytes per worker; the closest, \
+         {closest}, needs {needed} bytes: give at least --memory-budget {needed}, or allow \
+         re-materialization or more workers"
+    )]
+    NothingFits {
+        /// The budget.
+        budget: u64,
+        /// The candidate that came closest.
+        closest: String,
+        /// The bytes it needs on its fullest worker.
+        needed: u64,
+    },
+}

@@ -1,0 +1,214 @@
+//! One configuration, evaluated: its split (the partitioner, under the budget), its memory per
+//! worker and its simulated step.
+//!
+//! ```text
+//! knobs ─► plan (schedule, stages, m) ─► peak stash per chunk
+//!   │       cost table at batch/(R·m) rows ─► per-layer time (+ recompute) and bytes
+//!   └─► partition_by_time(layers, chunks, budget) ─► per-rank bytes ≤ budget?
+//!         └─► lower + simulate(per-chunk F, B, W; transfer, all-reduce, optimizer, turns)
+//!               └─► samples/s = batch / (makespan + step overhead)
+//! ```
+//! Memory is counted as `pipetrain::memory` counts it: per layer parameters × (2 + optimizer
+//! slots), its output × the micro-batches it holds (one under re-materialization), and the split
+//! backward's deferred inputs × the weight-gradient group (1 for the zero-bubble schedules,
+//! which place each `W`; m for GPipe and 1F1B, which batch them). Schedules with one chunk per
+//! worker split under the budget charged at the most micro-batches any stage stashes (as the
+//! builder does, so the split it reports is the one `--memory-budget` would pick); schedules with
+//! several chunks per worker split by time and check each worker's chunks together.
+
+use pipetrain_partitioner::{LayerCost, Partition, PartitionError, partition_by_time};
+use pipetrain_schedules::{Action, Costs, Lowering, Plan, StageId, lower, peak_stash, simulate};
+
+use crate::candidate::{Candidate, Infeasible, Knobs, Reason};
+use crate::error::Result;
+use crate::space::Space;
+use crate::table::{CostTable, LayerTimes};
+
+/// The candidate `knobs` make, or why they cannot.
+///
+/// # Errors
+/// A cost table without the micro-batch size these knobs need.
+pub fn evaluate(
+    table: &CostTable,
+    space: &Space,
+    knobs: Knobs,
+) -> Result<std::result::Result<Candidate, Infeasible>> {
+    let refuse = |reason| Ok(Err(Infeasible { knobs, reason }));
+    let Knobs {
+        replicas,
+        stages,
+        micro_batches: m,
+        schedule,
+        remat,
+    } = knobs;
+    let rows = space.batch / (replicas * m);
+    let times = table.at(rows)?;
+    let v = schedule.virtual_stages();
+    let chunks = stages * v;
+    if chunks > table.layers() {
+        return refuse(Reason::TooFewLayers {
+            chunks,
+            layers: table.layers(),
+        });
+    }
+    let plan = match schedule.plan(stages, m) {
+        Ok(plan) => plan,
+        Err(e) => return refuse(Reason::Schedule(e.to_string())),
+    };
+    let stash: Vec<usize> = StageId::range(chunks)
+        .map(|s| chunk_stash(&plan, s))
+        .collect();
+    let split = schedule.splits_backward();
+    let group = if split { 1 } else { m as u64 };
+    let slow = table.slowdown(knobs.workers());
+    let extra = remat.recomputed(m) as f64 / m as f64;
+    let layer_bytes = |i: usize, stashed: usize| {
+        let t = &times[i];
+        let held = table.param_bytes[i].saturating_mul(2 + space.optimizer_slots);
+        held.saturating_add(t.activation_bytes.saturating_mul(remat.charged(stashed)))
+            .saturating_add(t.deferred_bytes.saturating_mul(group))
+    };
+    let most = stash.iter().copied().max().unwrap_or(0);
+    let costs: Vec<LayerCost> = times
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let back = backward(t, split) + extra * t.forward;
+            LayerCost::new(t.forward * slow, back * slow).with_memory(layer_bytes(i, most), 0)
+        })
+        .collect();
+    let budget = space.memory_budget;
+    let partition = match partition_by_time(&costs, chunks, budget.filter(|_| v == 1)) {
+        Ok(p) => p,
+        Err(PartitionError::OverBudget {
+            stage,
+            needed,
+            budget,
+            ..
+        }) => {
+            return refuse(Reason::OverBudget {
+                stage,
+                needed,
+                budget,
+            });
+        }
+        Err(e) => return refuse(Reason::Schedule(e.to_string())),
+    };
+    let memory = rank_memory(&plan, &partition, &stash, layer_bytes);
+    if let Some(budget) = budget
+        && let Some((rank, &needed)) = memory.iter().enumerate().find(|(_, b)| **b > budget)
+    {
+        return refuse(Reason::OverBudget {
+            stage: StageId::from(rank),
+            needed,
+            budget,
+        });
+    }
+    let sim_costs = chunk_costs(table, &partition, times, knobs, &costs);
+    let lowered = lower(
+        &plan,
+        Lowering {
+            all_reduce: replicas > 1,
+            optimizer_step: true,
+        },
+    );
+    let simulated = simulate(&lowered, &sim_costs).expect("a generated plan is valid");
+    let step_seconds = simulated.makespan + table.step;
+    Ok(Ok(Candidate {
+        knobs,
+        partition,
+        samples_per_sec: space.batch as f64 / step_seconds.max(1e-12),
+        step_seconds,
+        bubble: simulated.bubble_fraction,
+        memory,
+    }))
+}
+
+/// A layer's backward under a schedule that splits it (`I` + `W`) or not.
+fn backward(t: &LayerTimes, split: bool) -> f64 {
+    if split {
+        t.input + t.weight
+    } else {
+        t.backward
+    }
+}
+
+/// Most micro-batches chunk `stage` stashes at once in `plan`.
+fn chunk_stash(plan: &Plan, stage: StageId) -> usize {
+    let rank = plan.rank_of(stage).unwrap_or(stage.index());
+    let own: Vec<Action> = plan.programs()[rank]
+        .iter()
+        .filter(|a| a.stage == stage)
+        .copied()
+        .collect();
+    peak_stash(&own)
+}
+
+/// Bytes per rank: the sum over the chunks it holds of their layers' bytes at their stash.
+fn rank_memory(
+    plan: &Plan,
+    partition: &Partition,
+    stash: &[usize],
+    layer_bytes: impl Fn(usize, usize) -> u64,
+) -> Vec<u64> {
+    let mut memory = vec![0u64; plan.ranks()];
+    for (stage, range) in partition.iter() {
+        let rank = plan.rank_of(stage).unwrap_or(stage.index());
+        let bytes: u64 = range.map(|i| layer_bytes(i, stash[stage.index()])).sum();
+        memory[rank] = memory[rank].saturating_add(bytes);
+    }
+    memory
+}
+
+/// The simulator's per-chunk costs: the chunk's layers summed (with the slowdown and the
+/// recomputed forwards already in `costs`), a turn hand-over per compute action when a worker
+/// holds several chunks, and the all-reduce and optimizer step of the largest chunk.
+fn chunk_costs(
+    table: &CostTable,
+    partition: &Partition,
+    times: &[LayerTimes],
+    knobs: Knobs,
+    costs: &[LayerCost],
+) -> Costs {
+    let turn = if knobs.schedule.virtual_stages() > 1 {
+        table.turn
+    } else {
+        0.0
+    };
+    let slow = table.slowdown(knobs.workers());
+    let split = knobs.schedule.splits_backward();
+    let mut c = Costs::uniform(partition.stages(), 0.0, 0.0);
+    let mut largest = 0u64;
+    for (stage, range) in partition.iter() {
+        let s = stage.index();
+        c.forward[s] = costs[range.clone()].iter().map(|l| l.forward).sum::<f64>() + turn;
+        let weight: f64 = times[range.clone()].iter().map(|t| t.weight).sum::<f64>() * slow;
+        let has_weight = split && times[range.clone()].iter().any(|t| t.weight > 0.0);
+        let turns = if has_weight { 2.0 } else { 1.0 } * turn;
+        c.backward[s] = costs[range.clone()].iter().map(|l| l.backward).sum::<f64>() + turns;
+        c.weight.push(if has_weight { weight + turn } else { 0.0 });
+        largest = largest.max(range.map(|i| table.param_bytes[i]).sum());
+    }
+    c.transfer = table.transfer;
+    if knobs.replicas > 1 {
+        c.all_reduce = largest as f64 * table.all_reduce_per_byte;
+    }
+    c.optimizer = largest as f64 * table.optimizer_per_byte;
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chunk_counts_its_own_stash() {
+        let plan = pipetrain_schedules::ScheduleKind::GPipe.plan(2, 4).unwrap();
+        assert_eq!(chunk_stash(&plan, StageId(0)), 4);
+        let plan = pipetrain_schedules::ScheduleKind::OneFOneB
+            .plan(2, 4)
+            .unwrap();
+        assert_eq!(chunk_stash(&plan, StageId(0)), 2);
+        assert_eq!(chunk_stash(&plan, StageId(1)), 1);
+    }
+}

@@ -1,0 +1,126 @@
+//! [`CostTable`]: what a model costs on a machine, measured once and cached — per layer and per
+//! micro-batch size, and the engine's fixed costs.
+//!
+//! Kernels are not linear in rows (a micro-batch of 8 rows costs about twice per row what one
+//! of 256 does on the CPU), so every layer is timed at every micro-batch size the search may
+//! choose ([`RowsCosts`]), never scaled from one.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Result, TuneError};
+
+/// One layer at one micro-batch size: times in seconds, bytes for one micro-batch.
+#[derive(Clone, Copy, Debug, PartialEq, Default, Serialize, Deserialize)]
+pub struct LayerTimes {
+    /// Forward.
+    pub forward: f64,
+    /// Full backward as 1F1B and GPipe run it (weight gradients of the step's micro-batches
+    /// batched: their share per micro-batch).
+    pub backward: f64,
+    /// Input-gradient half (`I`) as the zero-bubble schedules run it; the whole backward for a
+    /// layer that cannot split.
+    pub input: f64,
+    /// Weight-gradient half (`W`) of one micro-batch; 0 for a layer that cannot split.
+    pub weight: f64,
+    /// The layer's output for one micro-batch (what a stashed micro-batch keeps).
+    pub activation_bytes: u64,
+    /// What the split backward holds from a micro-batch's `I` to its `W` (a dense layer's input
+    /// and pre-activation gradient); 0 for a layer that cannot split.
+    pub deferred_bytes: u64,
+}
+
+/// Every layer's [`LayerTimes`] at micro-batches of `rows` rows.
+#[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
+pub struct RowsCosts {
+    /// Rows per micro-batch.
+    pub rows: usize,
+    /// Per layer, in model order.
+    pub layers: Vec<LayerTimes>,
+}
+
+/// A model's measured costs on one machine: the input of [`search`](crate::search).
+#[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
+pub struct CostTable {
+    /// Parameter bytes per layer.
+    pub param_bytes: Vec<u64>,
+    /// Per micro-batch size in play.
+    pub rows: Vec<RowsCosts>,
+    /// Seconds for a message (activation or gradient) to reach the neighbouring stage.
+    pub transfer: f64,
+    /// Seconds per parameter byte of one stage's gradient all-reduce across replicas.
+    pub all_reduce_per_byte: f64,
+    /// Seconds per parameter byte of an optimizer step.
+    pub optimizer_per_byte: f64,
+    /// Seconds each compute action costs on a worker holding several chunks (interleaved,
+    /// ZB-V), for handing the turn between them.
+    pub turn: f64,
+    /// Seconds a step costs beyond its plan (launch, sharding, collecting the reports).
+    pub step: f64,
+    /// How much slower each worker computes when `n` workers run at once (entry n − 1; they
+    /// share the memory bandwidth and caches): 1.0 for one. Missing entries repeat the last.
+    pub slowdown: Vec<f64>,
+}
+
+impl CostTable {
+    /// Number of layers.
+    pub fn layers(&self) -> usize {
+        self.param_bytes.len()
+    }
+
+    /// The layer times at `rows` rows per micro-batch.
+    ///
+    /// # Errors
+    /// [`TuneError::MissingRows`] when the table was not measured at that size.
+    pub fn at(&self, rows: usize) -> Result<&[LayerTimes]> {
+        self.rows
+            .iter()
+            .find(|r| r.rows == rows)
+            .map(|r| &r.layers[..])
+            .ok_or_else(|| TuneError::MissingRows {
+                rows,
+                measured: self.rows.iter().map(|r| r.rows).collect(),
+            })
+    }
+
+    /// The compute slowdown with `workers` running at once.
+    pub fn slowdown(&self, workers: usize) -> f64 {
+        let i = workers.saturating_sub(1);
+        self.slowdown
+            .get(i)
+            .or(self.slowdown.last())
+            .copied()
+            .unwrap_or(1.0)
+    }
+
+    /// Checks that every row size has one entry per layer and every time is finite and
+    /// non-negative.
+    ///
+    /// # Errors
+    /// [`TuneError::BadTable`] naming the first bad entry.
+    pub fn check(&self) -> Result<()> {
+        let bad = |what: String| Err(TuneError::BadTable { what });
+        for r in &self.rows {
+            if r.layers.len() != self.layers() {
+                return bad(format!(
+                    "{} layer entries at {} rows, {} parameter entries",
+                    r.layers.len(),
+                    r.rows,
+                    self.layers()
+                ));
+            }
+            for (i, l) in r.layers.iter().enumerate() {
+                for (name, t) in [
+                    ("forward", l.forward),
+                    ("backward", l.backward),
+                    ("input", l.input),
+                    ("weight", l.weight),
+                ] {
+                    if !t.is_finite() || t < 0.0 {
+                        return bad(format!("layer {i} {name} time {t} at {} rows", r.rows));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
