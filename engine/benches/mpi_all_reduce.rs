@@ -57,7 +57,7 @@ fn main() {
     let world = World::with_local(me.size, 1, layout.local()).expect("world");
     let mut fabric = MpiFabric::new(comm.clone(), layout);
     let abort = Arc::new(Abort::new());
-    let mut links = fabric.connect(&world, &[], &abort).expect("links");
+    let mut links = fabric.connect(&world, &[], &[], &abort).expect("links");
     let collective = &mut links[0].collective;
     let device = Device::flex();
     let sizes = sizes();

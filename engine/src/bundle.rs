@@ -122,8 +122,13 @@ impl Bundle {
 
     /// Removes and returns part `name`, or an error naming the parts there are.
     pub fn take(&mut self, name: &str) -> Result<Activation, ActivationError> {
+        self.take_part(name).map(|p| p.value)
+    }
+
+    /// Removes and returns part `name` with its flag, or an error naming the parts there are.
+    pub(crate) fn take_part(&mut self, name: &str) -> Result<Part, ActivationError> {
         match self.parts.iter().position(|p| p.name == name) {
-            Some(i) => Ok(self.parts.remove(i).value),
+            Some(i) => Ok(self.parts.remove(i)),
             None => Err(self.missing(name)),
         }
     }

@@ -1,5 +1,5 @@
 //! The fabric: what connects the workers. It makes each local worker's [`Links`] — the
-//! transport to its neighbouring stages, the collective over its stage group, and the pairs
+//! transport to its neighbouring stages (and to the stages it exchanges skips with), the collective over its stage group, and the pairs
 //! that sum tied parameters — and is injected into the [`Runtime`](crate::Runtime), so another
 //! transport (MPI, NCCL) plugs in without touching the engine. [`ChannelFabric`], in-process
 //! channels, is the default.
@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use pipetrain_schedules::{StageId, WorkerId};
+use pipetrain_schedules::{SkipRoute, StageId, WorkerId};
 
 use crate::abort::Abort;
 use crate::collective::{ChannelCollective, Collective};
@@ -33,7 +33,7 @@ pub struct TieLink {
 
 /// One worker's connections.
 pub struct Links {
-    /// To the neighbouring stages of its replica.
+    /// To the neighbouring stages of its replica, and to the stages of its skip routes.
     pub transport: Box<dyn Transport>,
     /// Over its stage group (its rank is its replica index).
     pub collective: Box<dyn Collective>,
@@ -46,12 +46,15 @@ pub struct Links {
 
 /// Makes the links of a world's local workers.
 pub trait Fabric: Send {
-    /// The links of every local worker of `world`, in `world.local()` order. Every wait on
-    /// them must also watch `abort` (see [`Abort::watch`]), so that a failure anywhere ends it.
+    /// The links of every local worker of `world`, in `world.local()` order; each replica's
+    /// transports also link the two stages of every skip route in `skips` directly. Every wait
+    /// on them must also watch `abort` (see [`Abort::watch`]), so that a failure anywhere ends
+    /// it.
     fn connect(
         &mut self,
         world: &World,
         ties: &[TieLink],
+        skips: &[SkipRoute],
         abort: &Arc<Abort>,
     ) -> Result<Vec<Links>>;
 }
@@ -66,6 +69,7 @@ impl Fabric for ChannelFabric {
         &mut self,
         world: &World,
         ties: &[TieLink],
+        skips: &[SkipRoute],
         abort: &Arc<Abort>,
     ) -> Result<Vec<Links>> {
         if !world.is_whole() {
@@ -80,7 +84,7 @@ impl Fabric for ChannelFabric {
         let mut transports: HashMap<WorkerId, ChannelTransport> = HashMap::new();
         for r in 0..replicas {
             let ids = world.replica(r.into());
-            transports.extend(ids.zip(ChannelTransport::pipeline(stages, abort)));
+            transports.extend(ids.zip(ChannelTransport::pipeline(stages, skips, abort)));
         }
         let mut collectives: HashMap<WorkerId, ChannelCollective> = HashMap::new();
         for s in 0..stages {

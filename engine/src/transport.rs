@@ -1,5 +1,6 @@
 //! Transport: moves activations downstream and input gradients upstream between neighbouring
-//! stages of one replica.
+//! stages of one replica, and skips straight from the stage that stashes them to the one that
+//! pops them (their gradients straight back), on flows of their own.
 //!
 //! Messages are tagged with (flow, micro-batch); a receive asks for one tag and buffers whatever
 //! else arrives first, so an out-of-order arrival is never mistaken for another micro-batch.
@@ -10,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crossbeam_channel::{Receiver, Sender, select, unbounded};
-use pipetrain_schedules::{ActionKind, MicroBatchId, StageId};
+use pipetrain_schedules::{Action, ActionKind, MicroBatchId, SkipRoute, StageId};
 
 use crate::abort::Abort;
 use crate::activation::Activation;
@@ -22,18 +23,50 @@ pub enum Flow {
     Activation,
     /// An input gradient, from stage s to s − 1.
     Gradient,
+    /// The skips `stash` stashed for `pop`, straight from one to the other.
+    Skip(SkipRoute),
+    /// Their gradients, straight back from `pop` to `stash`.
+    SkipGradient(SkipRoute),
 }
 
 impl Flow {
-    /// The flow a transfer action moves: activations for `SF`/`RF`, gradients for `SB`/`RB`.
+    /// The flow a transfer action moves: activations for `SF`/`RF`, gradients for `SB`/`RB`,
+    /// skips for `SK`/`RK` and their gradients for `SKB`/`RKB` (between the action's stage and
+    /// its peer).
     ///
     /// # Panics
-    /// On an action kind that is not a transfer.
-    pub fn of(kind: ActionKind) -> Flow {
-        match kind {
+    /// On an action that is not a transfer, or a skip transfer without a peer.
+    pub fn of(action: &Action) -> Flow {
+        let route = |stash, pop| SkipRoute { stash, pop };
+        let peer = || action.peer.expect("a skip transfer names its peer");
+        match action.kind {
             ActionKind::SendActivation | ActionKind::RecvActivation => Flow::Activation,
             ActionKind::SendGradient | ActionKind::RecvGradient => Flow::Gradient,
+            ActionKind::SendSkip => Flow::Skip(route(action.stage, peer())),
+            ActionKind::RecvSkip => Flow::Skip(route(peer(), action.stage)),
+            ActionKind::SendSkipGradient => Flow::SkipGradient(route(peer(), action.stage)),
+            ActionKind::RecvSkipGradient => Flow::SkipGradient(route(action.stage, peer())),
             other => panic!("{other} moves no tensor between stages"),
+        }
+    }
+
+    /// The stage a message of this flow sent by `me` goes to.
+    pub fn destination(self, me: StageId) -> StageId {
+        match self {
+            Flow::Activation => StageId(me.0 + 1),
+            Flow::Gradient => StageId(me.0.checked_sub(1).expect("stage 0 sends no gradient")),
+            Flow::Skip(route) => route.pop,
+            Flow::SkipGradient(route) => route.stash,
+        }
+    }
+
+    /// The stage a message of this flow received by `me` comes from.
+    pub fn source(self, me: StageId) -> StageId {
+        match self {
+            Flow::Activation => StageId(me.0.saturating_sub(1)),
+            Flow::Gradient => StageId(me.0 + 1),
+            Flow::Skip(route) => route.stash,
+            Flow::SkipGradient(route) => route.pop,
         }
     }
 }
@@ -86,9 +119,9 @@ pub enum TransportError {
     },
 }
 
-/// One worker's link to its neighbouring stages.
+/// One worker's link to its neighbouring stages (and the stages it exchanges skips with).
 pub trait Transport: Send {
-    /// Sends `payload` (a plain, detached tensor) to the neighbour `tag.flow` points to. Never
+    /// Sends `payload` (a plain, detached tensor) to the stage `tag.flow` points to. Never
     /// blocks for long: the receiver buffers.
     fn send(&mut self, tag: Tag, payload: Activation) -> Result<(), TransportError>;
     /// Blocks until the message tagged `tag` arrives, or the step is aborted.
@@ -110,49 +143,60 @@ struct Inbox {
     rx: Receiver<Message>,
 }
 
-/// In-process transport over unbounded crossbeam channels.
+/// In-process transport over unbounded crossbeam channels: one channel per direction between
+/// neighbours and between the two stages of each skip route, so a skip never passes through the
+/// stages between.
 pub struct ChannelTransport {
-    downstream: Option<Link>,
-    upstream: Option<Link>,
-    from_upstream: Option<Inbox>,
-    from_downstream: Option<Inbox>,
+    me: StageId,
+    /// To each stage this one sends to.
+    links: HashMap<StageId, Link>,
+    /// From each stage this one receives from.
+    inboxes: HashMap<StageId, Inbox>,
     pending: HashMap<Tag, Activation>,
     abort: Arc<Abort>,
 }
 
 impl ChannelTransport {
-    /// Endpoints for one replica's pipeline of `stages` stages, indexed by stage.
-    pub fn pipeline(stages: usize, abort: &Arc<Abort>) -> Vec<ChannelTransport> {
-        let mut ends: Vec<ChannelTransport> = (0..stages)
-            .map(|_| ChannelTransport {
-                downstream: None,
-                upstream: None,
-                from_upstream: None,
-                from_downstream: None,
+    /// Endpoints for one replica's pipeline of `stages` stages, indexed by stage: links between
+    /// neighbours, and between the stages of each of `skips`.
+    pub fn pipeline(
+        stages: usize,
+        skips: &[SkipRoute],
+        abort: &Arc<Abort>,
+    ) -> Vec<ChannelTransport> {
+        let mut ends: Vec<ChannelTransport> = StageId::range(stages)
+            .map(|me| ChannelTransport {
+                me,
+                links: HashMap::new(),
+                inboxes: HashMap::new(),
                 pending: HashMap::new(),
                 abort: Arc::clone(abort),
             })
             .collect();
-        for s in 1..stages {
-            let (up, down) = (StageId::from(s - 1), StageId::from(s));
-            let (act_tx, act_rx) = unbounded();
-            ends[s - 1].downstream = Some(Link {
-                peer: down,
-                tx: act_tx,
-            });
-            ends[s].from_upstream = Some(Inbox {
-                peer: up,
-                rx: act_rx,
-            });
-            let (grad_tx, grad_rx) = unbounded();
-            ends[s].upstream = Some(Link {
-                peer: up,
-                tx: grad_tx,
-            });
-            ends[s - 1].from_downstream = Some(Inbox {
-                peer: down,
-                rx: grad_rx,
-            });
+        let neighbours = (1..stages).map(|s| (s - 1, s));
+        let skips = skips.iter().map(|r| (r.stash.index(), r.pop.index()));
+        for (a, b) in neighbours.chain(skips) {
+            for (from, to) in [(a, b), (b, a)] {
+                if ends[from].links.contains_key(&StageId::from(to)) {
+                    continue; // a skip between neighbours shares their channels
+                }
+                let (tx, rx) = unbounded();
+                let (peer_of_sender, peer_of_receiver) = (StageId::from(to), StageId::from(from));
+                ends[from].links.insert(
+                    peer_of_sender,
+                    Link {
+                        peer: peer_of_sender,
+                        tx,
+                    },
+                );
+                ends[to].inboxes.insert(
+                    peer_of_receiver,
+                    Inbox {
+                        peer: peer_of_receiver,
+                        rx,
+                    },
+                );
+            }
         }
         ends
     }
@@ -160,11 +204,11 @@ impl ChannelTransport {
 
 impl Transport for ChannelTransport {
     fn send(&mut self, tag: Tag, payload: Activation) -> Result<(), TransportError> {
-        let link = match tag.flow {
-            Flow::Activation => self.downstream.as_ref(),
-            Flow::Gradient => self.upstream.as_ref(),
-        };
-        let link = link.expect("validated plans only send to existing neighbours");
+        let to = tag.flow.destination(self.me);
+        let link = self
+            .links
+            .get(&to)
+            .expect("validated plans only send to linked stages");
         link.tx.send(Message { tag, payload }).map_err(|_| {
             if self.abort.is_aborted() {
                 TransportError::Aborted
@@ -181,11 +225,11 @@ impl Transport for ChannelTransport {
         if let Some(payload) = self.pending.remove(&tag) {
             return Ok(payload);
         }
-        let inbox = match tag.flow {
-            Flow::Activation => self.from_upstream.as_ref(),
-            Flow::Gradient => self.from_downstream.as_ref(),
-        };
-        let inbox = inbox.expect("validated plans only receive from existing neighbours");
+        let from = tag.flow.source(self.me);
+        let inbox = self
+            .inboxes
+            .get(&from)
+            .expect("validated plans only receive from linked stages");
         loop {
             select! {
                 recv(inbox.rx) -> message => match message {

@@ -8,6 +8,7 @@ use crate::adapter::{Named, named_parameters};
 use crate::error::{EngineError, Result};
 use crate::layer::Layer;
 use crate::optimizer::OptimizerConfig;
+use crate::skip_routes::SkipRoutes;
 use crate::worker::WorkerState;
 use crate::world::World;
 
@@ -52,6 +53,8 @@ pub struct Workers<L: Layer> {
     /// the whole model: what a process that runs only some stages knows of the others (where a
     /// tie's other half lives).
     skeleton: Vec<Vec<Named>>,
+    /// The skips that cross stages, by stage pair.
+    skips: SkipRoutes,
 }
 
 impl<L: Layer> Workers<L> {
@@ -106,6 +109,7 @@ impl<L: Layer> Workers<L> {
             ));
         }
         Ok(Self {
+            skips: SkipRoutes::new(model, &partition),
             world,
             partition,
             optimizer: optimizer.clone(),
@@ -136,6 +140,12 @@ impl<L: Layer> Workers<L> {
     /// The stage split.
     pub fn partition(&self) -> &Partition {
         &self.partition
+    }
+
+    /// The skips that cross stages under this partition: sent straight from the stashing to the
+    /// popping stage.
+    pub fn skip_routes(&self) -> &SkipRoutes {
+        &self.skips
     }
 
     /// The optimizer every worker runs.

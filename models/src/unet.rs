@@ -12,8 +12,9 @@
 //!
 //! Between layers the image travels as a [`Bundle`]: `x` and every skip stashed and not yet
 //! popped, all differentiable. Skip `skip{d}` is made by `Down d` and used by `Up d`, so the
-//! partitioner may cut anywhere between them and the skip crosses those stage boundaries with
-//! `x` (through each stage between; its gradient comes back the same way). Each layer declares
+//! partitioner may cut anywhere between them: in a pipeline the engine sends the skip straight
+//! from the stage of `Down d` to the stage of `Up d` (the stages between never see it) and its
+//! gradient straight back. Each layer declares
 //! its skips ([`Layer::stashes`] / [`Layer::pops`]), which the pipeline builder checks. No batch
 //! norm: any re-materialization mode is exact.
 

@@ -13,8 +13,16 @@
 //! | `1RF3` | [`ActionKind::RecvActivation`] | receive the input of micro-batch 3 from stage s−1    |
 //! | `1SB3` | [`ActionKind::SendGradient`]   | send the input gradient of micro-batch 3 to stage s−1 |
 //! | `1RB3` | [`ActionKind::RecvGradient`]   | receive the output gradient of micro-batch 3 from s+1 |
+//! | `1SK3>3` | [`ActionKind::SendSkip`]     | send the skips of micro-batch 3 that stage 3 pops, straight to it |
+//! | `3RK3<1` | [`ActionKind::RecvSkip`]     | receive the skips of micro-batch 3 that stage 1 stashed |
+//! | `3SKB3>1` | [`ActionKind::SendSkipGradient`] | send those skips' gradients straight back to stage 1 |
+//! | `1RKB3<3` | [`ActionKind::RecvSkipGradient`] | receive them on stage 1, before its backward of 3 |
 //! | `1AR`  | [`ActionKind::AllReduce`]      | all-reduce this stage's gradients across replicas    |
 //! | `1OPT` | [`ActionKind::OptimizerStep`]  | apply the optimizer to this stage's parameters       |
+//!
+//! A skip transfer names its **peer**, the other stage of the pair (`>` the stage it sends to,
+//! `<` the one it receives from): skips go straight from the stashing to the popping stage,
+//! not through the stages between (see [`route_skips`](crate::route_skips)).
 //!
 //! The stage is the *model* stage the action works on. Today every pipeline rank runs one stage;
 //! interleaved schedules will give a rank several (virtual) stages, and the IR does not change.
@@ -45,6 +53,18 @@ pub enum ActionKind {
     SendGradient,
     /// Receive an output gradient from downstream (from stage + 1).
     RecvGradient,
+    /// Send the skips this stage stashed for one micro-batch straight to the stage that pops
+    /// them (the action's peer).
+    SendSkip,
+    /// Receive the skips the peer stage stashed for one micro-batch, before this stage's
+    /// forward pops them.
+    RecvSkip,
+    /// Send the gradients of the skips this stage popped straight back to the stage that
+    /// stashed them (the peer).
+    SendSkipGradient,
+    /// Receive the gradients of the skips this stage stashed from the stage that popped them,
+    /// before this stage's backward.
+    RecvSkipGradient,
     /// All-reduce this stage's accumulated gradients across its replicas.
     AllReduce,
     /// One optimizer step on this stage's parameters.
@@ -53,7 +73,7 @@ pub enum ActionKind {
 
 impl ActionKind {
     /// Every kind, in text-code order.
-    pub const ALL: [ActionKind; 10] = [
+    pub const ALL: [ActionKind; 14] = [
         ActionKind::Forward,
         ActionKind::Backward,
         ActionKind::BackwardInput,
@@ -62,6 +82,10 @@ impl ActionKind {
         ActionKind::RecvActivation,
         ActionKind::SendGradient,
         ActionKind::RecvGradient,
+        ActionKind::SendSkip,
+        ActionKind::RecvSkip,
+        ActionKind::SendSkipGradient,
+        ActionKind::RecvSkipGradient,
         ActionKind::AllReduce,
         ActionKind::OptimizerStep,
     ];
@@ -77,6 +101,10 @@ impl ActionKind {
             ActionKind::RecvActivation => "RF",
             ActionKind::SendGradient => "SB",
             ActionKind::RecvGradient => "RB",
+            ActionKind::SendSkip => "SK",
+            ActionKind::RecvSkip => "RK",
+            ActionKind::SendSkipGradient => "SKB",
+            ActionKind::RecvSkipGradient => "RKB",
             ActionKind::AllReduce => "AR",
             ActionKind::OptimizerStep => "OPT",
         }
@@ -93,6 +121,10 @@ impl ActionKind {
             ActionKind::RecvActivation => "recv-activation",
             ActionKind::SendGradient => "send-gradient",
             ActionKind::RecvGradient => "recv-gradient",
+            ActionKind::SendSkip => "send-skip",
+            ActionKind::RecvSkip => "recv-skip",
+            ActionKind::SendSkipGradient => "send-skip-gradient",
+            ActionKind::RecvSkipGradient => "recv-skip-gradient",
             ActionKind::AllReduce => "all-reduce",
             ActionKind::OptimizerStep => "optimizer-step",
         }
@@ -114,7 +146,7 @@ impl ActionKind {
         )
     }
 
-    /// Whether this kind moves a tensor between neighbouring stages.
+    /// Whether this kind moves a tensor between stages (neighbours, or a skip's pair).
     pub const fn is_transfer(self) -> bool {
         matches!(
             self,
@@ -122,6 +154,28 @@ impl ActionKind {
                 | ActionKind::RecvActivation
                 | ActionKind::SendGradient
                 | ActionKind::RecvGradient
+        ) || self.is_skip()
+    }
+
+    /// Whether this kind moves skips between a stashing and a popping stage (it names a peer).
+    pub const fn is_skip(self) -> bool {
+        matches!(
+            self,
+            ActionKind::SendSkip
+                | ActionKind::RecvSkip
+                | ActionKind::SendSkipGradient
+                | ActionKind::RecvSkipGradient
+        )
+    }
+
+    /// Whether this kind sends (its peer is the receiver).
+    pub const fn is_send(self) -> bool {
+        matches!(
+            self,
+            ActionKind::SendActivation
+                | ActionKind::SendGradient
+                | ActionKind::SendSkip
+                | ActionKind::SendSkipGradient
         )
     }
 
@@ -136,7 +190,8 @@ impl fmt::Display for ActionKind {
     }
 }
 
-/// One step of one stage's program: (stage, kind, micro-batch).
+/// One step of one stage's program: (stage, kind, micro-batch), and for a skip transfer the
+/// peer stage.
 ///
 /// ```
 /// use pipetrain_schedules::{Action, ActionKind, MicroBatchId, StageId};
@@ -145,6 +200,10 @@ impl fmt::Display for ActionKind {
 /// assert_eq!("1F3".parse::<Action>().unwrap(), a);
 /// assert_eq!(Action::optimizer_step(StageId(0)).to_string(), "0OPT");
 /// assert!("1X3".parse::<Action>().is_err());
+/// let skip = Action::skip(StageId(1), ActionKind::SendSkip, MicroBatchId(0), StageId(3));
+/// assert_eq!(skip.to_string(), "1SK0>3");
+/// assert_eq!("1SK0>3".parse::<Action>().unwrap(), skip);
+/// assert!("1SK0".parse::<Action>().is_err(), "a skip transfer names its peer");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Action {
@@ -154,6 +213,9 @@ pub struct Action {
     pub kind: ActionKind,
     /// The micro-batch, for every kind but all-reduce and optimizer step.
     pub micro_batch: Option<MicroBatchId>,
+    /// The other stage of a skip transfer ([`ActionKind::is_skip`]); `None` for every other
+    /// kind.
+    pub peer: Option<StageId>,
 }
 
 impl Action {
@@ -161,13 +223,35 @@ impl Action {
     ///
     /// # Panics
     /// If `kind` takes no micro-batch ([`ActionKind::AllReduce`], [`ActionKind::OptimizerStep`]);
-    /// use [`Action::all_reduce`] / [`Action::optimizer_step`] for those.
+    /// use [`Action::all_reduce`] / [`Action::optimizer_step`] for those. If `kind` is a skip
+    /// transfer: use [`Action::skip`].
     pub fn new(stage: StageId, kind: ActionKind, micro_batch: MicroBatchId) -> Self {
         assert!(kind.has_micro_batch(), "{kind} takes no micro-batch");
+        assert!(!kind.is_skip(), "{kind} names a peer: use Action::skip");
         Self {
             stage,
             kind,
             micro_batch: Some(micro_batch),
+            peer: None,
+        }
+    }
+
+    /// A skip transfer of `micro_batch` between `stage` and `peer`.
+    ///
+    /// # Panics
+    /// If `kind` is not a skip transfer ([`ActionKind::is_skip`]).
+    pub fn skip(
+        stage: StageId,
+        kind: ActionKind,
+        micro_batch: MicroBatchId,
+        peer: StageId,
+    ) -> Self {
+        assert!(kind.is_skip(), "{kind} is no skip transfer");
+        Self {
+            stage,
+            kind,
+            micro_batch: Some(micro_batch),
+            peer: Some(peer),
         }
     }
 
@@ -187,6 +271,7 @@ impl Action {
             stage,
             kind: ActionKind::AllReduce,
             micro_batch: None,
+            peer: None,
         }
     }
 
@@ -196,6 +281,7 @@ impl Action {
             stage,
             kind: ActionKind::OptimizerStep,
             micro_batch: None,
+            peer: None,
         }
     }
 
@@ -214,6 +300,10 @@ impl fmt::Display for Action {
         write!(f, "{}{}", self.stage.0, self.kind.code())?;
         if let Some(mb) = self.micro_batch {
             write!(f, "{}", mb.0)?;
+        }
+        if let Some(peer) = self.peer {
+            let arrow = if self.kind.is_send() { '>' } else { '<' };
+            write!(f, "{arrow}{}", peer.0)?;
         }
         Ok(())
     }
@@ -234,12 +324,19 @@ impl FromStr for Action {
         let code_end = rest
             .find(|c: char| !c.is_ascii_uppercase())
             .unwrap_or(rest.len());
-        let (code, mb_text) = rest.split_at(code_end);
+        let (code, rest) = rest.split_at(code_end);
+        let (mb_text, peer_text) = match rest.find(['>', '<']) {
+            Some(i) => (&rest[..i], Some(&rest[i..])),
+            None => (rest, None),
+        };
         let stage = parse_number(stage_text).ok_or_else(|| {
             fail("expected a stage number first, without leading zeros (e.g. `1F3`)")
         })?;
         let kind = ActionKind::from_code(code).ok_or_else(|| {
-            fail("unknown action code; expected one of F, B, I, W, SF, RF, SB, RB, AR, OPT")
+            fail(
+                "unknown action code; expected one of F, B, I, W, SF, RF, SB, RB, SK, RK, SKB, \
+                 RKB, AR, OPT",
+            )
         })?;
         let micro_batch = if kind.has_micro_batch() {
             Some(MicroBatchId(parse_number(mb_text).ok_or_else(|| {
@@ -250,10 +347,29 @@ impl FromStr for Action {
         } else {
             return Err(fail("all-reduce and optimizer step take no micro-batch"));
         };
+        let arrow = if kind.is_send() { '>' } else { '<' };
+        let peer = match (kind.is_skip(), peer_text) {
+            (false, None) => None,
+            (false, Some(_)) => return Err(fail("only a skip transfer names a peer")),
+            (true, None) => {
+                return Err(fail(&format!(
+                    "a skip transfer names its peer stage after `{arrow}` (e.g. `1SK0>3`)"
+                )));
+            }
+            (true, Some(text)) => {
+                let number = text
+                    .strip_prefix(arrow)
+                    .ok_or_else(|| fail(&format!("a {kind} names its peer after `{arrow}`")))?;
+                Some(StageId(parse_number(number).ok_or_else(|| {
+                    fail("expected the peer stage number, without leading zeros")
+                })?))
+            }
+        };
         Ok(Self {
             stage: StageId(stage),
             kind,
             micro_batch,
+            peer,
         })
     }
 }

@@ -1,7 +1,8 @@
 //! The dry run shared by [`crate::validate`] (deadlock check) and [`crate::simulate`] (timing).
 //!
 //! Every stage runs its program in order. Sends never block (the transport's channels are
-//! unbounded); a receive blocks until its matching send has happened, plus the transfer time.
+//! unbounded); a receive blocks until its matching send has happened, plus the transfer time
+//! (a skip's receive, `RK`/`RKB`, until its peer's send naming this stage).
 //! A compute-only plan has no receives, so its cross-stage edges are implicit: a forward of k on
 //! stage s waits for the forward of k on s − 1, a backward waits for the backward on s + 1.
 //! The run reaches a fixed point; programs that are not finished then are deadlocked.
@@ -40,7 +41,7 @@ pub(crate) struct Deadlock {
     pub producer_step: Option<(usize, Action)>,
 }
 
-type Key = (StageId, ActionKind, Option<MicroBatchId>);
+type Key = (StageId, ActionKind, Option<MicroBatchId>, Option<StageId>);
 
 /// Runs `plan` with per-action `duration` and per-edge `transfer` time.
 pub(crate) fn run(
@@ -67,7 +68,10 @@ pub(crate) fn run(
                 };
                 let start = clock[s].max(ready);
                 let end = start + duration(action);
-                done.insert((action.stage, action.kind, action.micro_batch), end);
+                done.insert(
+                    (action.stage, action.kind, action.micro_batch, action.peer),
+                    end,
+                );
                 slots[s].push(Slot {
                     action: *action,
                     start,
@@ -109,11 +113,19 @@ fn ready_at(
     let remote = |stage: usize, kinds: &[ActionKind]| {
         kinds
             .iter()
-            .find_map(|&k| done.get(&(StageId::from(stage), k, action.micro_batch)))
+            .find_map(|&k| done.get(&(StageId::from(stage), k, action.micro_batch, None)))
             .map(|t| t + transfer)
+    };
+    // A skip's send on the peer, naming this stage as its peer.
+    let skip = |kind| {
+        let peer = action.peer?;
+        let key = (peer, kind, action.micro_batch, Some(action.stage));
+        done.get(&key).map(|t| t + transfer)
     };
     use ActionKind::*;
     match (lowered, action.kind) {
+        (_, RecvSkip) => skip(SendSkip),
+        (_, RecvSkipGradient) => skip(SendSkipGradient),
         (true, RecvActivation) if s > 0 => remote(s - 1, &[SendActivation]),
         (true, RecvGradient) => remote(s + 1, &[SendGradient]),
         (false, Forward) if s > 0 => remote(s - 1, &[Forward]),
@@ -133,16 +145,25 @@ fn producer_of(blocked: &Action, lowered: bool, done: &HashMap<Key, f64>) -> Act
         stage: StageId::from(stage),
         kind,
         micro_batch: mb,
+        peer: None,
+    };
+    let skip = |kind| Action {
+        stage: blocked.peer.unwrap_or(blocked.stage),
+        kind,
+        micro_batch: mb,
+        peer: Some(blocked.stage),
     };
     use ActionKind::*;
     match (lowered, blocked.kind) {
+        (_, RecvSkip) => skip(SendSkip),
+        (_, RecvSkipGradient) => skip(SendSkipGradient),
         (true, RecvActivation) => at(s.saturating_sub(1), SendActivation),
         (true, RecvGradient) => at(s + 1, SendGradient),
         (false, Forward) => at(s - 1, Forward),
         _ => {
             // A compute-only backward: report the full backward unless a split one ran.
             let input = at(s + 1, BackwardInput);
-            if done.contains_key(&(input.stage, input.kind, mb)) {
+            if done.contains_key(&(input.stage, input.kind, mb, None)) {
                 input
             } else {
                 at(s + 1, Backward)

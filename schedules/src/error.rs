@@ -114,6 +114,18 @@ pub enum ScheduleError {
         /// The first action that is not compute.
         action: String,
     },
+    /// A skip route that does not go from a stage to a later one of the plan.
+    #[error(
+        "skip route {route} does not fit a plan of {stages} stages: a skip goes from the \
+         stashing stage to a later popping stage, both below {stages} (e.g. `0:{last}`)",
+        last = stages.saturating_sub(1)
+    )]
+    SkipRoute {
+        /// The route, `stash:pop`.
+        route: String,
+        /// The plan's stages.
+        stages: usize,
+    },
     /// A plan that breaks a rule (see [`crate::validate`]).
     #[error(transparent)]
     Invalid(#[from] Box<ValidationError>),

@@ -112,3 +112,46 @@ pub fn timeline(sim: &Simulation) -> String {
     }
     out
 }
+
+/// The skip flows of a plan, one line per stage pair: how many skips go straight from the
+/// stashing to the popping stage (`SK` → `RK`) and how many gradients come back (`SKB` →
+/// `RKB`); empty when the plan sends no skips.
+///
+/// ```
+/// use pipetrain_schedules::{lower, render, route_skips, Lowering, ScheduleKind, SkipRoute};
+/// let compute = ScheduleKind::OneFOneB.plan(4, 2).unwrap();
+/// let routes: Vec<SkipRoute> = vec!["0:3".parse().unwrap(), "1:2".parse().unwrap()];
+/// let plan = lower(&route_skips(&compute, &routes).unwrap(), Lowering::default());
+/// assert_eq!(render::skips(&plan), "\
+/// skip stage 0 -> stage 3: 2 sends (SK), 2 gradients back (SKB), not through stages 1..2
+/// skip stage 1 -> stage 2: 2 sends (SK), 2 gradients back (SKB)
+/// ");
+/// ```
+pub fn skips(plan: &Plan) -> String {
+    use crate::action::ActionKind;
+    let mut out = String::new();
+    for route in plan.skip_routes() {
+        let count = |kind, stage, peer| {
+            plan.actions()
+                .filter(|a| a.kind == kind && a.stage == stage && a.peer == Some(peer))
+                .count()
+        };
+        let sends = count(ActionKind::SendSkip, route.stash, route.pop);
+        let grads = count(ActionKind::SendSkipGradient, route.pop, route.stash);
+        let _ = write!(
+            out,
+            "skip {} -> {}: {sends} sends (SK), {grads} gradients back (SKB)",
+            route.stash, route.pop
+        );
+        if route.pop.0 > route.stash.0 + 1 {
+            let _ = write!(
+                out,
+                ", not through stages {}..{}",
+                route.stash.0 + 1,
+                route.pop.0 - 1
+            );
+        }
+        out.push('\n');
+    }
+    out
+}

@@ -5,7 +5,11 @@
 //! most one all-reduce and one optimizer step, after the last backward. In a lowered plan every
 //! forward on s > 0 is preceded by its receive and every forward on s < p − 1 followed by its
 //! send (and the same for gradients, the other way), and every send has its receive on the
-//! neighbour. Across stages: forward on s after s − 1, backward on s after s + 1, and no deadlock
+//! neighbour. A skip transfer (`SK`, `RK`, `SKB`, `RKB`) names a peer on the right side (a
+//! later stage for `SK`/`RKB`, an earlier one for `RK`/`SKB`); skips are received before the
+//! forward that pops them and sent after it, their gradients received before the backward that
+//! needs them and sent after the one that makes them, every `RK` is answered by an `SKB` in
+//! training, and each has its counterpart on the peer. Across stages: forward on s after s − 1, backward on s after s + 1, and no deadlock
 //! when receives block — checked by a dry run (see [`crate::dataflow`]).
 //!
 //! A failure names the stage, the step (index in the stage's program), the action and the
@@ -45,6 +49,14 @@ pub enum Violation {
     },
     /// A transfer across the pipeline's ends (receive on stage 0, send beyond the last stage).
     NoNeighbour,
+    /// A skip transfer whose peer is not a stage of the plan on the side the skip flows from or
+    /// to.
+    SkipPeer,
+    /// A receive after the action that consumes what it receives.
+    TooLate {
+        /// The consumer that ran first.
+        consumer: Action,
+    },
     /// Both a full backward and a split backward for one micro-batch.
     MixedBackward,
     /// A backward, all-reduce or optimizer step in an inference plan.
@@ -91,6 +103,16 @@ impl fmt::Display for Violation {
                 )
             }
             Violation::NoNeighbour => write!(f, "transfer past the end of the pipeline"),
+            Violation::SkipPeer => write!(
+                f,
+                "a skip goes from a stage to a later one of the plan: `SK` and `RKB` name a \
+                 later peer, `RK` and `SKB` an earlier one"
+            ),
+            Violation::TooLate { consumer } => write!(
+                f,
+                "runs after `{consumer}` ({}), which needs what it receives",
+                describe(consumer)
+            ),
             Violation::MixedBackward => write!(
                 f,
                 "both a full backward (B) and a split backward (I/W) for the same micro-batch"
@@ -235,7 +257,8 @@ fn check_stage(plan: &Plan, stage: StageId, purpose: Purpose) -> std::result::Re
     let rank = plan.rank_of(stage).expect("a stage of the plan");
     let row = StageId::from(rank);
     let program = &plan.programs()[rank];
-    let mut seen: HashMap<(ActionKind, Option<MicroBatchId>), usize> = HashMap::default();
+    type Seen = (ActionKind, Option<MicroBatchId>, Option<StageId>);
+    let mut seen: HashMap<Seen, usize> = HashMap::default();
     let mut last_backward = None;
     for (step, &a) in program.iter().enumerate().filter(|(_, a)| a.stage == stage) {
         let fail = |v| Err((row, step, a, v));
@@ -247,17 +270,41 @@ fn check_stage(plan: &Plan, stage: StageId, purpose: Purpose) -> std::result::Re
         if no_upstream || no_downstream {
             return fail(Violation::NoNeighbour);
         }
+        let later = a.peer.is_some_and(|peer| peer > stage && peer.index() < p);
+        let earlier = a.peer.is_some_and(|peer| peer < stage);
+        let peer_ok = match a.kind {
+            SendSkip | RecvSkipGradient => later,
+            RecvSkip | SendSkipGradient => earlier,
+            _ => a.peer.is_none(),
+        };
+        if !peer_ok {
+            return fail(Violation::SkipPeer);
+        }
         if purpose == Purpose::Inference
-            && !matches!(a.kind, Forward | SendActivation | RecvActivation)
+            && !matches!(
+                a.kind,
+                Forward | SendActivation | RecvActivation | SendSkip | RecvSkip
+            )
         {
             return fail(Violation::TrainingOnly);
         }
-        if seen.insert((a.kind, a.micro_batch), step).is_some() {
+        if seen.insert((a.kind, a.micro_batch, a.peer), step).is_some() {
             return fail(Violation::Duplicate);
         }
-        let has = |kind| seen.contains_key(&(kind, a.micro_batch));
+        let has = |kind| seen.contains_key(&(kind, a.micro_batch, None));
         let needs = |kind| Violation::Before {
-            needs: Action { kind, ..a },
+            needs: Action {
+                kind,
+                peer: None,
+                ..a
+            },
+        };
+        let too_late = |kind| Violation::TooLate {
+            consumer: Action {
+                kind,
+                peer: None,
+                ..a
+            },
         };
         let needed = match a.kind {
             Forward if lowered && s > 0 && !has(RecvActivation) => Some(needs(RecvActivation)),
@@ -266,12 +313,18 @@ fn check_stage(plan: &Plan, stage: StageId, purpose: Purpose) -> std::result::Re
             Backward | BackwardInput if lowered && s + 1 < p && !has(RecvGradient) => {
                 Some(needs(RecvGradient))
             }
-            SendGradient if !has(Backward) && !has(BackwardInput) => Some(needs(Backward)),
+            SendGradient | SendSkipGradient if !has(Backward) && !has(BackwardInput) => {
+                Some(needs(Backward))
+            }
+            SendSkip if !has(Forward) => Some(needs(Forward)),
+            RecvSkip if has(Forward) => Some(too_late(Forward)),
+            RecvSkipGradient if has(Backward) => Some(too_late(Backward)),
+            RecvSkipGradient if has(BackwardInput) => Some(too_late(BackwardInput)),
             BackwardWeight if !has(BackwardInput) => Some(needs(BackwardInput)),
             AllReduce | OptimizerStep => {
                 let pending = (0..m).map(MicroBatchId::from).find(|&mb| {
-                    !seen.contains_key(&(Backward, Some(mb)))
-                        && !seen.contains_key(&(BackwardWeight, Some(mb)))
+                    !seen.contains_key(&(Backward, Some(mb), None))
+                        && !seen.contains_key(&(BackwardWeight, Some(mb), None))
                 });
                 match pending {
                     Some(mb) => Some(Violation::Before {
@@ -304,7 +357,21 @@ fn check_stage(plan: &Plan, stage: StageId, purpose: Purpose) -> std::result::Re
     }
     // Completeness: everything every micro-batch needs on this stage.
     let end = program.len();
-    let step_of = |kind, mb| seen.get(&(kind, Some(mb))).copied();
+    let step_of = |kind, mb| seen.get(&(kind, Some(mb), None)).copied();
+    if purpose == Purpose::Training {
+        // Every skip received is popped, and its gradient goes back to the stashing stage.
+        for &(kind, mb, peer) in seen.keys() {
+            let (Some(mb), Some(peer)) = (mb, peer) else {
+                continue;
+            };
+            if kind == RecvSkip && !seen.contains_key(&(SendSkipGradient, Some(mb), Some(peer))) {
+                let skb = Action::skip(stage, SendSkipGradient, mb, peer);
+                let at = step_of(Backward, mb).or(step_of(BackwardInput, mb));
+                let v = Violation::Missing { missing: skb };
+                return Err((row, at.map_or(end, |b| b + 1), skb, v));
+            }
+        }
+    }
     for mb in MicroBatchId::range(m) {
         let missing = |kind, step: Option<usize>| {
             let step = step.unwrap_or(end);
@@ -344,7 +411,13 @@ fn check_stage(plan: &Plan, stage: StageId, purpose: Purpose) -> std::result::Re
     Ok(())
 }
 
-/// Every send has its receive on the neighbour, and every receive its send. Looked up in a set
+/// The peer of a skip transfer (checked present by `check_stage`).
+fn peer(a: Action) -> usize {
+    a.peer.expect("a skip transfer names its peer").index()
+}
+
+/// Every send has its receive on the neighbour (a skip's on its peer), and every receive its
+/// send. Looked up in a set
 /// of every rank's actions: a search of the neighbour's program per message made `plan` take
 /// O(p·m²) (p = 200, m = 2000: 9 s).
 fn check_matching(plan: &Plan) -> std::result::Result<(), Failure> {
@@ -364,11 +437,16 @@ fn check_matching(plan: &Plan) -> std::result::Result<(), Failure> {
                 RecvActivation => (s - 1, SendActivation),
                 SendGradient => (s - 1, RecvGradient),
                 RecvGradient => (s + 1, SendGradient),
+                SendSkip => (peer(a), RecvSkip),
+                RecvSkip => (peer(a), SendSkip),
+                SendSkipGradient => (peer(a), RecvSkipGradient),
+                RecvSkipGradient => (peer(a), SendSkipGradient),
                 _ => continue,
             };
             let c = Action {
                 stage: StageId::from(counterpart.0),
                 kind: counterpart.1,
+                peer: a.peer.map(|_| a.stage),
                 ..a
             };
             let there = plan.rank_of(c.stage);

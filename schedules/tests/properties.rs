@@ -204,7 +204,9 @@ fn any_action() -> impl Strategy<Value = Action> {
         0u32..100_000,
     )
         .prop_map(|(s, kind, mb)| {
-            if kind.has_micro_batch() {
+            if kind.is_skip() {
+                Action::skip(StageId(s), kind, MicroBatchId(mb), StageId(mb % 1000))
+            } else if kind.has_micro_batch() {
                 Action::new(StageId(s), kind, MicroBatchId(mb))
             } else if kind == ActionKind::AllReduce {
                 Action::all_reduce(StageId(s))

@@ -1,11 +1,12 @@
 //! [`MpiFabric`]: the engine's [`Fabric`] over MPI — each local worker gets an
-//! [`MpiTransport`] to its neighbours and an [`MpiCollective`] over its stage group (and one
+//! [`MpiTransport`] to its neighbours (and, point to point, to its skip routes' stages: MPI
+//! reaches any rank, so skips need no links of their own) and an [`MpiCollective`] over its stage group (and one
 //! per tie pair it holds).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use pipetrain_schedules::WorkerId;
+use pipetrain_schedules::{SkipRoute, WorkerId};
 
 use super::collective::MpiCollective;
 use super::comm::Comm;
@@ -83,6 +84,7 @@ impl Fabric for MpiFabric {
         &mut self,
         world: &World,
         ties: &[TieLink],
+        _skips: &[SkipRoute],
         abort: &Arc<Abort>,
     ) -> Result<Vec<Links>> {
         let expected = self.layout.local();

@@ -1,8 +1,9 @@
 //! [`MpiTransport`]: activations and input gradients between neighbouring stages of one
-//! replica, over MPI (or locally, when the neighbour runs in the same process).
+//! replica, and skips (and their gradients) point to point between the stage that stashes them
+//! and the one that pops them, over MPI (or locally, when the peer runs in the same process).
 
 use burn::prelude::*;
-use pipetrain_schedules::{StageId, WorkerId};
+use pipetrain_schedules::WorkerId;
 
 use super::comm::Comm;
 use super::inbox::{Inbox, Wait};
@@ -33,38 +34,27 @@ impl MpiTransport {
         }
     }
 
-    /// The neighbour a tag's flow goes to (sending) or comes from (receiving the other flow).
-    fn neighbour(&self, flow: Flow) -> WorkerId {
-        let s = self.me.stage.index();
-        let stage = match flow {
-            Flow::Activation => s + 1,
-            Flow::Gradient => s
-                .checked_sub(1)
-                .expect("validated plans send to neighbours"),
-        };
-        WorkerId::new(self.me.replica, StageId::from(stage))
-    }
-
-    /// The neighbour messages of `flow` come from.
-    fn sender(&self, flow: Flow) -> StageId {
-        let s = self.me.stage.index();
-        StageId::from(match flow {
-            Flow::Activation => s.saturating_sub(1),
-            Flow::Gradient => s + 1,
-        })
+    /// The worker a message of `flow` goes to.
+    fn receiver(&self, flow: Flow) -> WorkerId {
+        WorkerId::new(self.me.replica, flow.destination(self.me.stage))
     }
 }
 
+/// The inbox key of a flow: the receiver tells its messages apart by it. Activations 0,
+/// gradients 1; a skip 2 + 2·(the stashing stage), its gradient 3 + 2·(the popping stage) — one
+/// key per sender of each kind.
 fn flow_key(flow: Flow) -> u32 {
     match flow {
         Flow::Activation => 0,
         Flow::Gradient => 1,
+        Flow::Skip(route) => 2 + 2 * route.stash.0,
+        Flow::SkipGradient(route) => 3 + 2 * route.pop.0,
     }
 }
 
 impl Transport for MpiTransport {
     fn send(&mut self, tag: Tag, payload: Activation) -> Result<(), TransportError> {
-        let peer = self.neighbour(tag.flow);
+        let peer = self.receiver(tag.flow);
         let envelope = Envelope {
             route: Route {
                 to: peer.rank(self.layout.stages()) as u32,
@@ -85,7 +75,7 @@ impl Transport for MpiTransport {
     }
 
     fn recv(&mut self, tag: Tag) -> Result<Activation, TransportError> {
-        let peer = self.sender(tag.flow);
+        let peer = tag.flow.source(self.me.stage);
         let key = (flow_key(tag.flow), tag.micro_batch.index() as u32);
         match self.inbox.take(key.0, key.1) {
             Ok(envelope) => activation_from(envelope.body.as_bytes(), &self.device)

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::thread::ThreadId;
 
-use pipetrain_schedules::{Lowering, Plan, StageId, WorkerId, lower, validate};
+use pipetrain_schedules::{Lowering, Plan, StageId, WorkerId, lower, route_skips, validate};
 
 use super::config::{Backward, RuntimeConfig};
 use super::step::died;
@@ -130,6 +130,8 @@ impl<L: Layer> Runtime<L> {
         } else {
             planned.split_backward(|s| dense[s.index()])
         };
+        // Skips that cross stages go straight from the stashing to the popping stage.
+        let unlowered = route_skips(&unlowered, &workers.skip_routes().pairs())?;
         // Ranks holding several stages: the dry run proves the rank order deadlock-free, then
         // every stage runs on its own worker (its actions in rank order), taking turns.
         validate(&lower(&unlowered, Lowering::default()))?;
@@ -188,7 +190,8 @@ impl<L: Layer> Runtime<L> {
             })
             .collect();
         self.abort = Arc::new(Abort::new());
-        let links = self.fabric.connect(&world, &ties, &self.abort)?;
+        let skips = self.workers.skip_routes().pairs();
+        let links = self.fabric.connect(&world, &ties, &skips, &self.abort)?;
         for (thread, links) in self.threads.iter().zip(links) {
             let slots = self.tie_plan.slots(thread.worker().stage.index());
             if !thread.connect(links, slots) {

@@ -4,7 +4,9 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use pipetrain_schedules::{Plan, ReplicaId, StageId, WorkerId, inference, validate_inference};
+use pipetrain_schedules::{
+    Plan, ReplicaId, StageId, WorkerId, inference, route_skips, validate_inference,
+};
 
 use super::config::Backward;
 use super::lifecycle::Runtime;
@@ -54,6 +56,7 @@ impl<L: Layer> Runtime<L> {
             layer_offsets: (0..world.stages())
                 .map(|s| self.workers.partition().range(s.into()).start)
                 .collect(),
+            skips: self.workers.skip_routes().clone(),
         };
         let feeds = feeds(world.local(), world.stages(), shards, true);
         let (finished, ctx) = self
@@ -98,7 +101,10 @@ impl<L: Layer> Runtime<L> {
         } else {
             (1, 1)
         };
-        let plan = inference(world.stages(), parts)?;
+        let plan = route_skips(
+            &inference(world.stages(), parts)?,
+            &self.workers.skip_routes().pairs(),
+        )?;
         validate_inference(&plan)?;
         let mut shards = Vec::with_capacity(replicas);
         let mut micro_batches = inputs.detach().split(replicas * parts)?.into_iter();
@@ -130,6 +136,7 @@ impl<L: Layer> Runtime<L> {
             turns: None,
             guard: Default::default(),
             layer_offsets: Vec::new(),
+            skips: self.workers.skip_routes().clone(),
         };
         let feeds = feeds(&active, world.stages(), shards, false);
         // A failed inference changes no state, but may leave messages in flight: fresh links.

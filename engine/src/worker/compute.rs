@@ -111,17 +111,14 @@ impl<L: Layer> Worker<'_, L> {
 
     pub(super) fn forward(&mut self, mb: MicroBatchId) -> Result<(), Failure> {
         let input = self.input(mb);
-        let activation = Tag {
-            flow: Flow::Activation,
-            micro_batch: mb,
-        };
+        let input = self.with_skips(mb, input)?;
         if self.ctx.loss.is_none() {
             // Inference: no graph, no stash; the last stage keeps the output.
             let out = self.forward_plain(input)?;
             if self.is_last() {
                 self.outputs.push((mb, out));
             } else {
-                self.outgoing.insert(activation, out);
+                self.queue_output(mb, out)?;
             }
             return Ok(());
         }
@@ -130,7 +127,7 @@ impl<L: Layer> Worker<'_, L> {
             if !self.is_last() {
                 // The forward's only consumer downstream: compute it without a graph.
                 let out = self.forward_plain(input.clone())?;
-                self.outgoing.insert(activation, out);
+                self.queue_output(mb, out)?;
             }
             // On the last stage the output feeds only its own backward: nothing to do until then.
             self.stash.put(mb, Stashed::Input { input, target });
@@ -198,13 +195,7 @@ impl<L: Layer> Worker<'_, L> {
                 Some((self.scaled_loss(mb, output, target)?, leaf))
             }
             None => {
-                self.outgoing.insert(
-                    Tag {
-                        flow: Flow::Activation,
-                        micro_batch: mb,
-                    },
-                    x.detach(),
-                );
+                self.queue_output(mb, x.detach())?;
                 None
             }
         };
@@ -255,10 +246,7 @@ impl<L: Layer> Worker<'_, L> {
             Stashed::Input { input, target } => match self.forward_tape(mb, input, target)? {
                 Stashed::Tape(tape) => {
                     // The recomputed output was queued for sending again; it was sent already.
-                    self.outgoing.remove(&Tag {
-                        flow: Flow::Activation,
-                        micro_batch: mb,
-                    });
+                    self.drop_queued_output(mb);
                     tape
                 }
                 Stashed::Input { .. } => unreachable!("forward_tape records a tape"),
@@ -275,14 +263,16 @@ impl<L: Layer> Worker<'_, L> {
                     None => Upstream::Graph(grads),
                 }
             }
-            None => Upstream::Grad(
-                self.received
+            None => {
+                let grad = self
+                    .received
                     .remove(&Tag {
                         flow: Flow::Gradient,
                         micro_batch: mb,
                     })
-                    .expect("validated: gradient received before backward"),
-            ),
+                    .expect("validated: gradient received before backward");
+                Upstream::Grad(self.with_skip_grads(mb, grad)?)
+            }
         };
         let mut segments = tape.segments;
         let mut input_grad = None;
@@ -325,13 +315,7 @@ impl<L: Layer> Worker<'_, L> {
                         .to_string(),
                 ))
             })?;
-            self.outgoing.insert(
-                Tag {
-                    flow: Flow::Gradient,
-                    micro_batch: mb,
-                },
-                grad,
-            );
+            self.queue_input_grad(mb, grad)?;
         }
         Ok(())
     }

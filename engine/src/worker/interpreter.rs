@@ -24,6 +24,7 @@ use crate::layer::Layer;
 use crate::loss::Loss;
 use crate::remat::Remat;
 use crate::report::{ActionTimes, WorkerReport};
+use crate::skip_routes::SkipRoutes;
 use crate::stash::Stash;
 use crate::tie::TieSlot;
 use crate::transport::{Flow, Tag, TransportError};
@@ -57,6 +58,8 @@ pub(crate) struct StepContext {
     pub guard: GradGuard,
     /// The index in the whole model of each stage's first layer (names in errors).
     pub layer_offsets: Vec<usize>,
+    /// The skips sent straight between stages.
+    pub skips: SkipRoutes,
 }
 
 /// What a worker that finished its program hands back.
@@ -257,8 +260,11 @@ impl<'a, L: Layer> Worker<'a, L> {
             micro_batch: action.mb(),
         };
         match action.kind {
-            ActionKind::RecvActivation | ActionKind::RecvGradient => {
-                let flow = Flow::of(action.kind);
+            ActionKind::RecvActivation
+            | ActionKind::RecvGradient
+            | ActionKind::RecvSkip
+            | ActionKind::RecvSkipGradient => {
+                let flow = Flow::of(&action);
                 let payload = self
                     .links
                     .transport
@@ -266,8 +272,11 @@ impl<'a, L: Layer> Worker<'a, L> {
                     .to_device(&self.state.device);
                 self.received.insert(tag(flow), payload);
             }
-            ActionKind::SendActivation | ActionKind::SendGradient => {
-                let flow = Flow::of(action.kind);
+            ActionKind::SendActivation
+            | ActionKind::SendGradient
+            | ActionKind::SendSkip
+            | ActionKind::SendSkipGradient => {
+                let flow = Flow::of(&action);
                 let payload = self
                     .outgoing
                     .remove(&tag(flow))

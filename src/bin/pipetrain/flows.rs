@@ -1,6 +1,7 @@
 //! Flow arrows of the chrome trace, paired as the slices stream past: a send `sSFm` on replica
 //! r carries micro-batch m's activation to `(s+1)RFm`, a send `sSBm` its input gradient to
-//! `(s-1)RBm`, and the k-th send of a (replica, receive action) pairs with the k-th receive of
+//! `(s-1)RBm`, a skip `sSKm>t` its skips straight to `tRKm<s` and `tSKBm>s` their gradients
+//! back to `sRKBm<t` (category `skip`, their own arrows), and the k-th send of a (replica, receive action) pairs with the k-th receive of
 //! it. Each worker runs its actions one at a time, so both arrive in time order and pair first
 //! in, first out; only the ends still waiting for their other end are held.
 
@@ -61,30 +62,40 @@ impl Flows {
 
 /// Whether `action` receives a tensor.
 fn is_receive(action: Action) -> bool {
-    matches!(
-        action.kind,
-        ActionKind::RecvActivation | ActionKind::RecvGradient
-    )
+    action.kind.is_transfer() && !action.kind.is_send()
 }
 
 /// The receive that takes what `send` sends, or `None` if `send` is no send.
 fn receiver(send: Action) -> Option<Action> {
+    let mb = send.micro_batch?;
     let (stage, kind) = match send.kind {
         ActionKind::SendActivation => (send.stage.0 + 1, ActionKind::RecvActivation),
         ActionKind::SendGradient => (send.stage.0.checked_sub(1)?, ActionKind::RecvGradient),
+        ActionKind::SendSkip => {
+            return Some(Action::skip(
+                send.peer?,
+                ActionKind::RecvSkip,
+                mb,
+                send.stage,
+            ));
+        }
+        ActionKind::SendSkipGradient => {
+            let kind = ActionKind::RecvSkipGradient;
+            return Some(Action::skip(send.peer?, kind, mb, send.stage));
+        }
         _ => return None,
     };
-    Some(Action {
-        stage: StageId(stage),
-        kind,
-        micro_batch: send.micro_batch,
-    })
+    Some(Action::new(StageId(stage), kind, mb))
 }
 
 /// The start and finish events of flow `id` from `send` to `recv` (the `target` action).
 fn arrow(id: u64, send: &Slice, recv: &Slice, target: Action) -> Vec<Value> {
     let name = format!("{}→{target}", send.name);
-    let cat = "transfer";
+    let cat = if target.kind.is_skip() {
+        "skip"
+    } else {
+        "transfer"
+    };
     // Both ends strictly inside their slices, so each binds to its own. A send can return
     // after its receive did (the channel hand-off is inside both), so the arrow starts at
     // whichever ends first and never points back in time.
@@ -124,6 +135,23 @@ mod tests {
         assert!(flows.add(slice("0SF0", 2.0)).is_empty());
         assert_eq!(flows.add(slice("1RF0", 3.0)).len(), 2);
         assert!(flows.add(slice("0F0", 4.0)).is_empty(), "no transfer");
+    }
+
+    #[test]
+    fn skips_flow_straight_between_their_pair_in_their_own_category() {
+        let mut flows = Flows::default();
+        assert!(flows.add(slice("0SK0>2", 0.0)).is_empty());
+        assert!(
+            flows.add(slice("1RF0", 1.0)).is_empty(),
+            "not the skip's receive"
+        );
+        let skip = flows.add(slice("2RK0<0", 2.0));
+        assert_eq!(skip.len(), 2);
+        assert_eq!(skip[0]["cat"], "skip");
+        assert_eq!(skip[0]["name"], "0SK0>2→2RK0<0");
+        assert!(flows.add(slice("2SKB0>0", 3.0)).is_empty());
+        let back = flows.add(slice("0RKB0<2", 4.0));
+        assert_eq!(back[1]["name"], "2SKB0>0→0RKB0<2");
     }
 
     #[test]
