@@ -206,6 +206,9 @@ fn a_second_sigint_exits_at_once_without_finishing_the_step() {
         ck.to_str().unwrap(),
     ];
     let child = start_after("step    1/", &big);
+    // Into step 2 before the first signal: one that lands between step 1's line and the
+    // loop's stop check (seen under load) stops cleanly after step 1 before the second comes.
+    std::thread::sleep(Duration::from_millis(500));
     let (code, stderr) = signal_times(child, "INT", 2);
     assert_eq!(code, 130, "{stderr}");
     assert!(!stderr.contains("stopped after step"), "{stderr}");
