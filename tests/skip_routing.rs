@@ -181,3 +181,25 @@ fn a_failure_on_the_popping_stage_wakes_the_stashing_stage() {
         );
     }
 }
+
+#[test]
+fn inference_sends_skips_straight_too() {
+    let (layers, balance) = model(1, false);
+    let mut pipeline = Pipeline::builder()
+        .layers(layers)
+        .balance(balance)
+        .replicas(2)
+        .micro_batches(2)
+        .build()
+        .unwrap();
+    let inputs = batches()[0].inputs.clone();
+    // The strict probes on stages 1 and 2 fail the run if skip0 reaches them.
+    let got: Tensor<2> = pipeline.forward(inputs.clone()).unwrap().float().unwrap();
+    let mut x = inputs;
+    for layer in model(0, false).0 {
+        x = layer.forward(x).unwrap();
+    }
+    let expected: Tensor<2> = x.float().unwrap();
+    let diff: f32 = (got - expected).abs().max().into_scalar();
+    assert!(diff <= 1e-6, "{diff}");
+}
