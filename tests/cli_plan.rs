@@ -2,7 +2,7 @@
 
 mod common;
 
-use pipetrain_schedules::{Lowering, Plan, ScheduleKind, lower};
+use pipetrain_schedules::{Lowering, Plan, ScheduleKind, SkipRoute, lower, route_skips};
 use serde_json::Value;
 
 /// `pipetrain plan <args>`.
@@ -149,6 +149,43 @@ fn lowered_prints_the_plan_text_form_which_parses_back() {
         Lowering::default(),
     );
     assert_eq!(printed, expected);
+}
+
+#[test]
+fn skip_routes_show_their_flows_and_transfers_in_the_lowered_plan() {
+    for schedule in ["gpipe", "1f1b", "zb-h1", "zb-v"] {
+        let args = [
+            "--stages",
+            "4",
+            "--micro-batches",
+            "4",
+            "--schedule",
+            schedule,
+        ];
+        let text = stdout_of(&[&args[..], &["--skip", "0:3,1:2", "--lowered"]].concat());
+        assert!(
+            text.contains("skip stage 0 -> stage 3: 4 sends (SK), 4 gradients back (SKB)"),
+            "{schedule}:\n{text}"
+        );
+        let (_, plan_text) = text.split_once("lowered plan:\n").expect("a lowered plan");
+        let printed: Plan = plan_text.parse().expect("the printed plan parses");
+        let routes: Vec<SkipRoute> = vec!["0:3".parse().unwrap(), "1:2".parse().unwrap()];
+        assert_eq!(printed.skip_routes(), routes);
+        if schedule == "1f1b" {
+            let compute = ScheduleKind::OneFOneB.plan(4, 4).unwrap();
+            let routed = route_skips(&compute, &routes).unwrap();
+            assert_eq!(printed, lower(&routed, Lowering::default()));
+        }
+    }
+    let report = json_of(&["--stages", "3", "--skip", "0:2"]);
+    assert_eq!(report["skip_routes"][0]["pop"], 2);
+    let e = stderr_of_failure(&["--stages", "3", "--skip", "1:3"]);
+    assert!(
+        e.contains("skip route 1:3") && e.contains("3 stages"),
+        "{e}"
+    );
+    let e = stderr_of_failure(&["--stages", "3", "--skip", "2:1"]);
+    assert!(e.contains("`1:2`"), "{e}");
 }
 
 #[test]

@@ -158,3 +158,57 @@ fn two_stage_profile_has_one_slice_per_action_and_paired_flows() {
 fn replicated_profile_has_a_track_per_worker_and_all_reduce_slices() {
     check_trace(2, 2, 2, 1);
 }
+
+/// The U-Net cut `2,1,1,2`: `skip0` goes from stage 0 straight to stage 3 and `skip1` from 1 to
+/// 2; the trace draws each skip transfer as its own flow (category `skip`), between the pair
+/// only.
+#[test]
+fn unet_profile_draws_skip_flows_straight_between_their_stages() {
+    let tmp = scratch("profile-unet");
+    let path = tmp.path().join("t.json");
+    let unet = [&common::TINY_UNET[..], &["--classes", "3", "--batch", "6"]].concat();
+    let layout = [
+        "--stages",
+        "4",
+        "--balance",
+        "2,1,1,2",
+        "--micro-batches",
+        "2",
+        "--steps",
+        "1",
+        "--profile",
+        path.to_str().unwrap(),
+    ];
+    train(&[&unet[..], &layout[..]].concat());
+    let events: Vec<Value> =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).expect("valid JSON");
+    let skip_sends: Vec<&str> = events
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["cat"] == "action")
+        .filter_map(|e| e["name"].as_str())
+        .filter(|n| n.contains("SK"))
+        .collect();
+    let flows: BTreeSet<&str> = events
+        .iter()
+        .filter(|e| e["ph"] == "s" && e["cat"] == "skip")
+        .filter_map(|e| e["name"].as_str())
+        .collect();
+    for mb in 0..2 {
+        for flow in [
+            format!("0SK{mb}>3→3RK{mb}<0"),
+            format!("3SKB{mb}>0→0RKB{mb}<3"),
+            format!("1SK{mb}>2→2RK{mb}<1"),
+            format!("2SKB{mb}>1→1RKB{mb}<2"),
+        ] {
+            assert!(flows.contains(flow.as_str()), "{flow} in {flows:?}");
+        }
+    }
+    let skip_flows = events
+        .iter()
+        .filter(|e| e["ph"] == "s" && e["cat"] == "skip")
+        .count();
+    assert_eq!(skip_flows, skip_sends.len(), "one flow per skip send");
+    // Training step: 2 micro-batches × (2 skips + 2 gradients); the held-out evaluation
+    // streams forwards only, skips included.
+    assert!(skip_sends.len() >= 8, "{skip_sends:?}");
+}

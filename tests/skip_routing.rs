@@ -181,3 +181,125 @@ fn a_failure_on_the_popping_stage_wakes_the_stashing_stage() {
         );
     }
 }
+
+#[test]
+fn inference_sends_skips_straight_too() {
+    let (layers, balance) = model(1, false);
+    let mut pipeline = Pipeline::builder()
+        .layers(layers)
+        .balance(balance)
+        .replicas(2)
+        .micro_batches(2)
+        .build()
+        .unwrap();
+    let inputs = batches()[0].inputs.clone();
+    // The strict probes on stages 1 and 2 fail the run if skip0 reaches them.
+    let got: Tensor<2> = pipeline.forward(inputs.clone()).unwrap().float().unwrap();
+    let mut x = inputs;
+    for layer in model(0, false).0 {
+        x = layer.forward(x).unwrap();
+    }
+    let expected: Tensor<2> = x.float().unwrap();
+    let diff: f32 = (got - expected).abs().max().into_scalar();
+    assert!(diff <= 1e-6, "{diff}");
+}
+
+/// Stage 0 stashes an int skip (`ids`) and a float one without gradient (`mask`) for stage 2;
+/// stage 1 only sees `x`.
+#[derive(Module, Debug)]
+enum Tiny {
+    Stash(burn::nn::Linear),
+    Mid(burn::nn::Linear),
+    Pop(burn::nn::Linear),
+}
+
+impl Layer for Tiny {
+    fn forward(&self, input: Activation) -> Result<Activation, ActivationError> {
+        use pipetrain::Bundle;
+        Ok(match self {
+            Tiny::Stash(linear) => {
+                let x: Tensor<2> = input.float()?;
+                let mask = x.clone().greater_elem(0.0).float();
+                let ids = x.clone().argmax(1);
+                Bundle::new()
+                    .with("x", linear.forward(x))
+                    .with("ids", ids)
+                    .with_constant("mask", mask)
+                    .into()
+            }
+            Tiny::Mid(linear) => {
+                let mut b = input.bundle()?;
+                let x: Tensor<2> = b.take("x")?.float()?;
+                Bundle::new()
+                    .with("x", linear.forward(x))
+                    .with_parts(b)
+                    .into()
+            }
+            Tiny::Pop(linear) => {
+                let mut b = input.bundle()?;
+                let x: Tensor<2> = b.take("x")?.float()?;
+                let mask: Tensor<2> = b.take("mask")?.float()?;
+                let ids: Tensor<2, burn::tensor::Int> = b.take("ids")?.int()?;
+                (linear.forward(x * mask) + ids.float()).into()
+            }
+        })
+    }
+    fn stashes(&self) -> Vec<String> {
+        match self {
+            Tiny::Stash(_) => vec!["ids".into(), "mask".into()],
+            _ => Vec::new(),
+        }
+    }
+    fn pops(&self) -> Vec<String> {
+        match self {
+            Tiny::Pop(_) => vec!["ids".into(), "mask".into()],
+            _ => Vec::new(),
+        }
+    }
+}
+
+#[test]
+fn skips_without_gradient_go_straight_and_ask_for_none() {
+    use burn::nn::LinearConfig;
+    let tiny = || {
+        common::seeded(SEED, |d| {
+            vec![
+                Tiny::Stash(LinearConfig::new(4, 4).init(d)),
+                Tiny::Mid(LinearConfig::new(4, 4).init(d)),
+                Tiny::Pop(LinearConfig::new(4, 4).init(d)),
+            ]
+        })
+    };
+    let device = Device::flex();
+    let inputs: Activation =
+        Tensor::<2>::random([6, 4], burn::tensor::Distribution::Default, &device)
+            .sub_scalar(0.5)
+            .into();
+    let targets: Activation = Tensor::<2>::zeros([6, 4], &device).into();
+    let mut single = SingleDevice::new(tiny(), &device, &OptimizerConfig::sgd());
+    single
+        .step(inputs.clone(), targets.clone(), &pipetrain::Mse, LR)
+        .unwrap();
+    let batch = Batch { inputs, targets };
+    for schedule in [ScheduleKind::GPipe, ScheduleKind::OneFOneB] {
+        for remat in [Remat::Never, Remat::Always] {
+            let mut pipeline = Pipeline::builder()
+                .layers(tiny())
+                .stages(3)
+                .micro_batches(2)
+                .schedule(schedule)
+                .remat(remat)
+                .loss(pipetrain::Mse)
+                .optimizer(OptimizerConfig::sgd())
+                .learning_rate(LR)
+                .build()
+                .unwrap();
+            pipeline.train_step(&batch).unwrap();
+            let d = difference(&pipeline.parameters(), &single.parameters());
+            assert!(
+                d.max_relative <= common::TOLERANCE,
+                "{schedule:?} {remat:?}: {d:?}"
+            );
+        }
+    }
+}

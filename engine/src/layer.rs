@@ -58,7 +58,12 @@ pub trait Layer: Module + 'static {
 
     /// Names of the skip tensors this layer stashes: parts of its output [`Bundle`](crate::Bundle)
     /// that a later layer [pops](Layer::pops) (a U-Net's long skips). The pipeline builder
-    /// checks every pop against an earlier stash ([`check_skips`](crate::check_skips)). The
+    /// checks every pop against an earlier stash ([`check_skips`](crate::check_skips)). When
+    /// the two layers sit on different stages, the engine takes the skip out of the stashing
+    /// stage's output and sends it straight to the popping stage, which finds it in its input
+    /// bundle; the stages between never see it ([`SkipRoutes`](crate::SkipRoutes)), so a layer
+    /// between the stash and the pop must pass on the parts it does not know (as
+    /// [`Bundle::with_parts`](crate::Bundle::with_parts) does) and never read a skip. The
     /// default: none.
     fn stashes(&self) -> Vec<String> {
         Vec::new()

@@ -247,3 +247,59 @@ impl Transport for ChannelTransport {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use burn::prelude::*;
+
+    use super::*;
+    use crate::error::EngineError;
+
+    fn tag(flow: Flow) -> Tag {
+        Tag {
+            flow,
+            micro_batch: MicroBatchId(0),
+        }
+    }
+
+    #[test]
+    fn a_skip_goes_straight_to_its_popping_stage_and_its_gradient_straight_back() {
+        let abort = Arc::new(Abort::new());
+        let route: SkipRoute = "0:3".parse().unwrap();
+        let mut ends = ChannelTransport::pipeline(4, &[route], &abort);
+        // Only the pair is linked beyond the neighbours.
+        assert!(ends[0].links.contains_key(&StageId(3)));
+        assert!(ends[3].inboxes.contains_key(&StageId(0)));
+        assert!(!ends[1].inboxes.contains_key(&StageId(3)));
+        let x = Tensor::<2>::ones([2, 3], &Device::flex());
+        ends[0]
+            .send(tag(Flow::Skip(route)), x.clone().into())
+            .unwrap();
+        let got = ends[3].recv(tag(Flow::Skip(route))).unwrap();
+        assert_eq!(got.dims(), vec![2, 3]);
+        ends[3]
+            .send(tag(Flow::SkipGradient(route)), x.into())
+            .unwrap();
+        assert!(ends[0].recv(tag(Flow::SkipGradient(route))).is_ok());
+        // Nothing reached the stages between.
+        for between in &ends[1..3] {
+            assert!(between.inboxes.values().all(|inbox| inbox.rx.is_empty()));
+        }
+    }
+
+    #[test]
+    fn a_stage_waiting_for_a_skip_wakes_when_the_step_aborts() {
+        let abort = Arc::new(Abort::new());
+        let route: SkipRoute = "0:2".parse().unwrap();
+        let mut ends = ChannelTransport::pipeline(3, &[route], &abort);
+        let waiter = std::thread::spawn({
+            let mut stage0 = ends.remove(0);
+            move || stage0.recv(tag(Flow::SkipGradient(route)))
+        });
+        abort.fail(EngineError::World("stage 2 failed".into()));
+        assert!(matches!(
+            waiter.join().unwrap(),
+            Err(TransportError::Aborted)
+        ));
+    }
+}

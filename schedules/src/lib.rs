@@ -40,6 +40,7 @@ mod simulate;
 mod skip;
 mod split;
 mod validate;
+mod violation;
 mod zb_h1;
 mod zb_v;
 

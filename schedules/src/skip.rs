@@ -72,7 +72,9 @@ impl FromStr for SkipRoute {
 }
 
 /// `plan` (compute only, or an inference plan) with the skip transfers of `routes` added around
-/// each forward and backward (see the [module docs](self)); lower it afterwards.
+/// each forward and backward — per route `s:t` and micro-batch k: `sSKk>t` after s's forward,
+/// `tRKk<s` before t's, `tSKBk>s` after t's backward (or `I`), `sRKBk<t` before s's; lower it
+/// afterwards.
 ///
 /// ```
 /// use pipetrain_schedules::{lower, route_skips, validate, Lowering, ScheduleKind, SkipRoute};

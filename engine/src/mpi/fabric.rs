@@ -1,7 +1,7 @@
 //! [`MpiFabric`]: the engine's [`Fabric`] over MPI — each local worker gets an
-//! [`MpiTransport`] to its neighbours (and, point to point, to its skip routes' stages: MPI
-//! reaches any rank, so skips need no links of their own) and an [`MpiCollective`] over its stage group (and one
-//! per tie pair it holds).
+//! [`MpiTransport`] to its neighbours (and, point to point, to the stages of its skip routes:
+//! MPI reaches any rank, so skips need no links of their own) and an [`MpiCollective`] over its
+//! stage group (and one per tie pair it holds).
 
 use std::collections::HashMap;
 use std::sync::Arc;

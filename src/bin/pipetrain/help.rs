@@ -34,6 +34,7 @@ Examples:
   # models: ResNet-like CNN (batch norm: remat is never) and GPT-like decoder
   pipetrain train --model resnet --channels 16 --blocks 4 --image 32 --stages 2
   pipetrain train --model unet --channels 8 --depth 2 --image 16 --stages 3   # long skips across stages
+  pipetrain plan --stages 4 --skip 0:3 --lowered   # skips sent straight from stage 0 to 3 (SK/RK)
   pipetrain train --model gpt --vocab 256 --context 64 --d-model 128 --heads 4 --layers 4
   pipetrain train --model gpt --tie-embeddings --stages 2   # embedding and head tied across stages
   pipetrain train --model gpt --context 128 --context-range 32..128   # a new length every step

@@ -29,7 +29,8 @@ use std::io::{self, Write as _};
 use std::path::PathBuf;
 
 use pipetrain_schedules::{
-    Costs, Lowering, Plan, PlanFile, Simulation, StageId, lower, render, simulate,
+    Costs, Lowering, Plan, PlanFile, Simulation, SkipRoute, StageId, lower, render, route_skips,
+    simulate,
 };
 use serde::Serialize;
 
@@ -79,6 +80,16 @@ pub struct PlanArgs {
     /// Also print the lowered plan's text form (one line per stage; it parses back to the plan).
     #[arg(long)]
     pub lowered: bool,
+    /// Skips sent straight from stage STASH to stage POP (a layer on STASH stashes what a layer
+    /// on POP pops): the plan gets their transfers and prints their flows. Repeat or separate
+    /// with commas, e.g. `--skip 0:3,1:2`.
+    #[arg(
+        long,
+        value_name = "STASH:POP",
+        value_delimiter = ',',
+        conflicts_with = "compare"
+    )]
+    pub skip: Vec<SkipRoute>,
 }
 
 /// How `pipetrain plan` prints its report.
@@ -242,6 +253,11 @@ struct Report {
     /// The grid's column: the shortest compute action (see [`render::timeline`]).
     #[serde(skip)]
     unit: Option<f64>,
+    /// The stage pairs that exchange skips (`--skip`).
+    skip_routes: Vec<SkipRoute>,
+    /// [`render::skips`]: the skip flows.
+    #[serde(skip)]
+    skip_flows: String,
     /// The lowered plan's text form, with `--lowered`.
     #[serde(skip_serializing_if = "Option::is_none")]
     lowered_plan: Option<String>,
@@ -270,7 +286,8 @@ impl Report {
         let (p, m) = (compute.ranks(), compute.micro_batches());
         let v = compute.stages() / p.max(1);
         let costs = costs(args, compute.stages(), p).map_err(Failure::usage)?;
-        let plan = lower(compute, Lowering::default());
+        let routed = route_skips(compute, &args.skip).map_err(Failure::usage)?;
+        let plan = lower(&routed, Lowering::default());
         // `simulate` validates the plan first: an invalid one is an error here, not a hang.
         let sim: Simulation = simulate(&plan, &costs)?;
         Ok(Self {
@@ -307,6 +324,8 @@ impl Report {
                 .filter(|slot| slot.action.kind.is_compute() && slot.end > slot.start)
                 .map(|slot| slot.end - slot.start)
                 .reduce(f64::min),
+            skip_routes: plan.skip_routes(),
+            skip_flows: render::skips(&plan),
             lowered_plan: args.lowered.then(|| plan.to_string()),
         })
     }
@@ -367,6 +386,10 @@ impl Report {
             percent(self.ideal_bubble_fraction),
         );
         out += &format!("makespan  {}\n", num(self.makespan));
+        if !self.skip_flows.is_empty() {
+            out += "\nskips, straight from the stashing to the popping stage:\n";
+            out += &self.skip_flows;
+        }
         if let Some(plan) = &self.lowered_plan {
             out += "\nlowered plan:\n";
             out += plan;

@@ -20,8 +20,9 @@
 //!   *per step*. Threads are renumbered by name (`pipetrain-r{R}s{S}`): every step of a worker
 //!   lands on one track, ordered by replica then stage.
 //! - **Flows.** A send `sSFm` on replica r carries micro-batch m's activation to `(s+1)RFm`; a
-//!   send `sSBm` carries its input gradient to `(s-1)RBm` ([`crate::flows`] pairs them). The
-//!   flow starts at the end of the send and finishes inside the receive (`"bp": "e"`: bound to
+//!   send `sSBm` carries its input gradient to `(s-1)RBm`; a skip `sSKm>t` goes straight to
+//!   `tRKm<s` and its gradient `tSKBm>s` back to `sRKBm<t`, drawn in category `skip`
+//!   ([`crate::flows`] pairs them). The flow starts at the end of the send and finishes inside the receive (`"bp": "e"`: bound to
 //!   the enclosing slice).
 //! - **Streaming.** The raw file is read twice, one event (one line) at a time: once for the
 //!   threads, once to write the result. Nothing holds the whole trace (it once took ~23× the
