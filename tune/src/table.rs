@@ -43,6 +43,8 @@ pub struct RowsCosts {
 pub struct CostTable {
     /// Parameter bytes per layer.
     pub param_bytes: Vec<u64>,
+    /// Optimizer-state bytes per layer, as the optimizer holds them (none given: 0).
+    pub optimizer_bytes: Vec<u64>,
     /// Per micro-batch size in play.
     pub rows: Vec<RowsCosts>,
     /// Seconds for a message (activation or gradient) to reach the neighbouring stage.
