@@ -11,7 +11,7 @@ use crate::builder::PipelineBuilder;
 use crate::error::{Result, config};
 
 /// The space `auto` searches: `batch` rows per step on `workers` workers (one thread each),
-/// every schedule (GPipe, 1F1B, ZB-H1, interleaved with 2 chunks, ZB-V), every
+/// every schedule (1F1B, GPipe, ZB-H1, interleaved with 2 chunks, ZB-V), every
 /// re-materialization mode, up to 32 micro-batches.
 pub fn default_space(batch: usize, workers: usize, memory_budget: Option<u64>) -> Space {
     Space {
@@ -19,8 +19,8 @@ pub fn default_space(batch: usize, workers: usize, memory_budget: Option<u64>) -
         workers,
         memory_budget,
         schedules: vec![
-            ScheduleKind::GPipe,
             ScheduleKind::OneFOneB,
+            ScheduleKind::GPipe,
             ScheduleKind::ZbH1,
             ScheduleKind::Interleaved { virtual_stages: 2 },
             ScheduleKind::ZbV,

@@ -154,7 +154,7 @@ proptest! {
         for pair in ranking.candidates.windows(2) {
             prop_assert!(pair[0].samples_per_sec >= pair[1].samples_per_sec);
         }
-        let total = ranking.candidates.len() + ranking.infeasible.len();
+        let total = ranking.candidates.len() + ranking.infeasible.len() + ranking.equivalent.len();
         prop_assert_eq!(total, knobs(&space, table.layers()).len());
     }
 
@@ -164,7 +164,8 @@ proptest! {
         for k in knobs(&space, table.layers()) {
             let v = k.schedule.virtual_stages();
             let chunks = k.stages * v;
-            let found = ranking.candidates.iter().find(|c| c.knobs == k);
+            let kept = ranking.equivalent.iter().find(|(e, _)| *e == k).map_or(k, |(_, kept)| *kept);
+            let found = ranking.candidates.iter().find(|c| c.knobs == kept);
             if chunks > table.layers() || k.schedule.plan(k.stages, k.micro_batches).is_err() {
                 prop_assert!(found.is_none());
                 continue;
