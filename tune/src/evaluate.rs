@@ -46,6 +46,9 @@ pub fn evaluate(
     } = knobs;
     let rows = space.batch / (replicas * m);
     let times = table.at(rows)?;
+    // The whole replica's rows in one micro-batch: GPipe and 1F1B batch the step's weight
+    // gradients into one product over all of them.
+    let batched = table.at(space.batch / replicas)?;
     let v = schedule.virtual_stages();
     let chunks = stages * v;
     if chunks > table.layers() {
@@ -81,7 +84,7 @@ pub fn evaluate(
         .iter()
         .enumerate()
         .map(|(i, t)| {
-            let back = backward(t, split) + extra * t.forward;
+            let back = backward(t, &batched[i], split, m) + extra * t.forward;
             LayerCost::new(t.forward * slow, back * slow).with_memory(layer_bytes(i, most), 0)
         })
         .collect();
@@ -132,12 +135,15 @@ pub fn evaluate(
     }))
 }
 
-/// A layer's backward under a schedule that splits it (`I` + `W`) or not.
-fn backward(t: &LayerTimes, split: bool) -> f64 {
+/// A layer's backward per micro-batch: under a schedule that places `I` and `W` (`split`), both
+/// at the micro-batch's rows (`t`); under GPipe and 1F1B, `I` at its rows and its m-th share of
+/// the one weight-gradient product over the replica's rows (`batched`). A layer that cannot
+/// split has no `W`: its `I` is its whole backward.
+pub fn backward(t: &LayerTimes, batched: &LayerTimes, split: bool, m: usize) -> f64 {
     if split {
         t.input + t.weight
     } else {
-        t.backward
+        t.input + batched.weight / m as f64
     }
 }
 

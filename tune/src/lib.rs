@@ -55,7 +55,7 @@ mod table;
 
 pub use candidate::{Candidate, Infeasible, Knobs, Ranking, Reason};
 pub use error::{Result, TuneError};
-pub use evaluate::{chunk_held, evaluate};
+pub use evaluate::{backward, chunk_held, evaluate};
 pub use search::{knobs, search};
 pub use space::{Recompute, Space};
 pub use table::{CostTable, LayerTimes, RowsCosts};

@@ -174,7 +174,12 @@ proptest! {
             let extra = k.remat.recomputed(k.micro_batches) as f64 / k.micro_batches as f64;
             let layer_time = |i: usize| {
                 let t = &times[i];
-                let back = if k.schedule.splits_backward() { t.input + t.weight } else { t.backward };
+                let whole = &table.at(space.batch / k.replicas).unwrap()[i];
+                let back = if k.schedule.splits_backward() {
+                    t.input + t.weight
+                } else {
+                    t.input + whole.weight / k.micro_batches as f64
+                };
                 t.forward + back + extra * t.forward
             };
             let slowest = |p: &Partition| {
