@@ -240,23 +240,24 @@ fn trials<'a, L: Layer>(
     optimizer: &OptimizerConfig,
 ) -> Result<&'a Candidate, Failure> {
     println!(
-        "runs: {} timed step(s) after a warm-up, one configuration at a time, same initial weights",
+        "runs: {} timed round(s) after a warm-up, each round one step of each configuration \
+         in turn, same initial weights",
         args.run_steps
     );
+    let measured = trial::run(
+        candidates,
+        layers,
+        batches,
+        optimizer,
+        args.train.lr,
+        args.run_steps,
+    )?;
     println!(
         "{:>4}  {:>12}  {:>11}  {:>9}  {:>16}  {:>16}",
         "rank", "predicted/s", "measured/s", "meas/pred", "predicted peak", "measured peak"
     );
     let mut best: Option<(f64, &Candidate)> = None;
-    for (i, c) in candidates.iter().enumerate() {
-        let t = trial::run(
-            c,
-            layers.to_vec(),
-            batches,
-            optimizer,
-            args.train.lr,
-            args.run_steps,
-        )?;
+    for (i, (c, t)) in candidates.iter().zip(&measured).enumerate() {
         println!(
             "{:>4}  {:>12.1}  {:>11.1}  {:>9.2}  {:>16}  {:>16}",
             i + 1,
@@ -277,13 +278,10 @@ fn trials<'a, L: Layer>(
         .unwrap_or(0)
         + 1;
     println!(
-        "winner: rank {rank}, {} ({rate:.1} samples/s measured; the top prediction measured {})",
+        "winner: rank {rank}, {} ({rate:.1} samples/s measured); the top prediction measured \
+         {:.1}% of it",
         winner.knobs,
-        if rank == 1 {
-            "fastest".to_string()
-        } else {
-            "slower".to_string()
-        }
+        100.0 * measured[0].samples_per_sec / rate
     );
     Ok(winner)
 }

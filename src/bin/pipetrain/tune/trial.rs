@@ -1,12 +1,13 @@
-//! Running one candidate for a few steps, in this process, from the same initial weights: its
-//! measured samples/s (median of the timed steps, wall clock around `train_step`) and the
-//! measured peak bytes of its fullest worker (`Pipeline::worker_memory`, a worker's chunks
-//! summed).
+//! Running the top candidates for a few steps, in this process, from the same initial weights,
+//! alternating: every pipeline is built and warmed up, then each round steps each pipeline once
+//! in turn, so a change in the machine's load falls on all of them alike. Per candidate: the
+//! median samples/s of its timed steps (wall clock around `train_step`) and the measured peak
+//! bytes of its fullest worker (`Pipeline::worker_memory`, a worker's chunks summed).
 
 use std::time::Instant;
 
 use pipetrain::tune::Candidate;
-use pipetrain::{Batch, CrossEntropy, Layer, OptimizerConfig, Pipeline};
+use pipetrain::{Batch, CrossEntropy, Layer, OptimizerConfig, Pipeline, StepReport};
 
 use crate::failure::Failure;
 
@@ -18,53 +19,70 @@ pub struct Trial {
     pub peak_memory: u64,
 }
 
-/// Runs `candidate` on `layers` for one warm-up and `steps` timed steps of `batches` (cycled).
+/// Runs every candidate on a copy of `layers`: one warm-up step each, then `steps` rounds of
+/// one step each, cycling through `batches`.
 ///
 /// # Errors
 /// A configuration the builder refuses, or a failed step.
 pub fn run<L: Layer>(
-    candidate: &Candidate,
-    layers: Vec<L>,
+    candidates: &[Candidate],
+    layers: &[L],
     batches: &[Batch],
     optimizer: &OptimizerConfig,
     lr: f64,
     steps: usize,
-) -> Result<Trial, Failure> {
-    let mut pipeline = Pipeline::builder()
-        .layers(layers)
-        .configure(candidate)
-        .optimizer(optimizer.clone())
-        .learning_rate(lr)
-        .loss(CrossEntropy)
-        .build()
-        .map_err(Failure::of_build)?;
-    let mut rates = Vec::new();
-    let mut last = None;
-    for step in 0..=steps.max(1) {
-        let batch = &batches[step % batches.len()];
-        let t = Instant::now();
-        let report = pipeline.train_step(batch)?;
-        let seconds = t.elapsed().as_secs_f64().max(1e-12);
-        if step > 0 {
-            rates.push(batch.len() as f64 / seconds);
-        }
-        last = Some(report);
-    }
-    rates.sort_by(f64::total_cmp);
-    let report = last.expect("at least one step");
-    let k = candidate.knobs;
-    let plan = k.schedule.plan(k.stages, k.micro_batches)?;
-    let mut per_rank = vec![0u64; plan.ranks()];
-    for w in pipeline.worker_memory(&report)? {
-        let rank = plan
-            .rank_of(w.worker.stage)
-            .unwrap_or(w.worker.stage.index());
-        if w.worker.replica.0 == 0 {
-            per_rank[rank] += w.total();
+) -> Result<Vec<Trial>, Failure> {
+    let mut pipelines = candidates
+        .iter()
+        .map(|c| {
+            Pipeline::builder()
+                .layers(layers.to_vec())
+                .configure(c)
+                .optimizer(optimizer.clone())
+                .learning_rate(lr)
+                .loss(CrossEntropy)
+                .build()
+                .map_err(Failure::of_build)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut rates = vec![Vec::new(); candidates.len()];
+    let mut last: Vec<Option<StepReport>> = vec![None; candidates.len()];
+    for round in 0..=steps.max(1) {
+        let batch = &batches[round % batches.len()];
+        for (i, pipeline) in pipelines.iter_mut().enumerate() {
+            let t = Instant::now();
+            let report = pipeline.train_step(batch)?;
+            if round > 0 {
+                rates[i].push(batch.len() as f64 / t.elapsed().as_secs_f64().max(1e-12));
+            }
+            last[i] = Some(report);
         }
     }
-    Ok(Trial {
-        samples_per_sec: rates[rates.len() / 2],
-        peak_memory: per_rank.into_iter().max().unwrap_or(0),
-    })
+    let mut trials = Vec::with_capacity(candidates.len());
+    for ((c, pipeline), (mut rates, report)) in candidates
+        .iter()
+        .zip(&pipelines)
+        .zip(rates.into_iter().zip(last))
+    {
+        rates.sort_by(f64::total_cmp);
+        let report = report.expect("at least one step");
+        let plan = c
+            .knobs
+            .schedule
+            .plan(c.knobs.stages, c.knobs.micro_batches)?;
+        let mut per_rank = vec![0u64; plan.ranks()];
+        for w in pipeline.worker_memory(&report)? {
+            let rank = plan
+                .rank_of(w.worker.stage)
+                .unwrap_or(w.worker.stage.index());
+            if w.worker.replica.0 == 0 {
+                per_rank[rank] += w.total();
+            }
+        }
+        trials.push(Trial {
+            samples_per_sec: rates[rates.len() / 2],
+            peak_memory: per_rank.into_iter().max().unwrap_or(0),
+        });
+    }
+    Ok(trials)
 }
