@@ -14,6 +14,7 @@ use pipetrain_schedules::{Lowering, Schedule, ScheduleKind, lower, validate};
 use crate::error::{Result, config};
 use crate::pipeline::Pipeline;
 
+mod access;
 mod checks;
 
 /// How the layers are split into stages.

@@ -35,6 +35,9 @@ pub enum Error {
     /// A checkpoint could not be written or read.
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
+    /// The configuration search ([`crate::tune`]) refused its inputs or found nothing that fits.
+    #[error(transparent)]
+    Tune(#[from] pipetrain_tune::TuneError),
     /// No split into the asked number of stages fits
     /// [`memory_budget`](crate::PipelineBuilder::memory_budget).
     #[error(

@@ -40,6 +40,7 @@ mod lr_schedule;
 pub mod memory;
 mod pipeline;
 mod report;
+pub mod tune;
 
 pub use builder::PipelineBuilder;
 pub use error::{Error, Result};

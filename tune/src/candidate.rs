@@ -124,6 +124,9 @@ pub struct Ranking {
     pub candidates: Vec<Candidate>,
     /// Left out, with the reason, in search order.
     pub infeasible: Vec<Infeasible>,
+    /// Feasible but predicted exactly like a configuration earlier in search order: (this one,
+    /// the one ranked instead).
+    pub equivalent: Vec<(Knobs, Knobs)>,
 }
 
 impl Ranking {

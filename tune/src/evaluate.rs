@@ -8,16 +8,19 @@
 //!         └─► lower + simulate(per-chunk F, B, W; transfer, all-reduce, optimizer, turns)
 //!               └─► samples/s = batch / (makespan + step overhead)
 //! ```
-//! Memory is counted as `pipetrain::memory` counts it: per layer parameters × (2 + optimizer
-//! slots), its output × the micro-batches it holds (one under re-materialization), and the split
-//! backward's deferred inputs × the weight-gradient group (1 for the zero-bubble schedules,
-//! which place each `W`; m for GPipe and 1F1B, which batch them). Schedules with one chunk per
+//! Memory is counted as `pipetrain::memory` counts it: per layer parameters × 2 (weights and
+//! gradients) and its measured optimizer state, its output × the micro-batches it holds (one
+//! under re-materialization), and the split backward's deferred inputs × the micro-batches
+//! between an `I` and its `W` (the most the plan keeps waiting under the zero-bubble schedules,
+//! which place each `W`; m for GPipe and 1F1B, which batch them at the end). Schedules with one chunk per
 //! worker split under the budget charged at the most micro-batches any stage stashes (as the
 //! builder does, so the split it reports is the one `--memory-budget` would pick); schedules with
 //! several chunks per worker split by time and check each worker's chunks together.
 
 use pipetrain_partitioner::{LayerCost, Partition, PartitionError, partition_by_time};
-use pipetrain_schedules::{Action, Costs, Lowering, Plan, StageId, lower, peak_stash, simulate};
+use pipetrain_schedules::{
+    Action, ActionKind, Costs, Lowering, Plan, StageId, lower, peak_stash, simulate,
+};
 
 use crate::candidate::{Candidate, Infeasible, Knobs, Reason};
 use crate::error::Result;
@@ -43,6 +46,9 @@ pub fn evaluate(
     } = knobs;
     let rows = space.batch / (replicas * m);
     let times = table.at(rows)?;
+    // The whole replica's rows in one micro-batch: GPipe and 1F1B batch the step's weight
+    // gradients into one product over all of them.
+    let batched = table.at(space.batch / replicas)?;
     let v = schedule.virtual_stages();
     let chunks = stages * v;
     if chunks > table.layers() {
@@ -55,25 +61,30 @@ pub fn evaluate(
         Ok(plan) => plan,
         Err(e) => return refuse(Reason::Schedule(e.to_string())),
     };
-    let stash: Vec<usize> = StageId::range(chunks)
-        .map(|s| chunk_stash(&plan, s))
-        .collect();
     let split = schedule.splits_backward();
-    let group = if split { 1 } else { m as u64 };
+    let held: Vec<(usize, usize)> = StageId::range(chunks)
+        .map(|s| chunk_held(&plan, s, split))
+        .collect();
     let slow = table.slowdown(knobs.workers());
     let extra = remat.recomputed(m) as f64 / m as f64;
-    let layer_bytes = |i: usize, stashed: usize| {
+    let layer_bytes = |i: usize, (stashed, deferred): (usize, usize)| {
         let t = &times[i];
-        let held = table.param_bytes[i].saturating_mul(2 + space.optimizer_slots);
-        held.saturating_add(t.activation_bytes.saturating_mul(remat.charged(stashed)))
-            .saturating_add(t.deferred_bytes.saturating_mul(group))
+        let state = table.optimizer_bytes.get(i).copied().unwrap_or(0);
+        table.param_bytes[i]
+            .saturating_mul(2)
+            .saturating_add(state)
+            .saturating_add(t.activation_bytes.saturating_mul(remat.charged(stashed)))
+            .saturating_add(t.deferred_bytes.saturating_mul(deferred as u64))
     };
-    let most = stash.iter().copied().max().unwrap_or(0);
+    let most = (
+        held.iter().map(|h| h.0).max().unwrap_or(0),
+        held.iter().map(|h| h.1).max().unwrap_or(0),
+    );
     let costs: Vec<LayerCost> = times
         .iter()
         .enumerate()
         .map(|(i, t)| {
-            let back = backward(t, split) + extra * t.forward;
+            let back = backward(t, &batched[i], split, m) + extra * t.forward;
             LayerCost::new(t.forward * slow, back * slow).with_memory(layer_bytes(i, most), 0)
         })
         .collect();
@@ -94,7 +105,7 @@ pub fn evaluate(
         }
         Err(e) => return refuse(Reason::Schedule(e.to_string())),
     };
-    let memory = rank_memory(&plan, &partition, &stash, layer_bytes);
+    let memory = rank_memory(&plan, &partition, &held, layer_bytes);
     if let Some(budget) = budget
         && let Some((rank, &needed)) = memory.iter().enumerate().find(|(_, b)| **b > budget)
     {
@@ -124,37 +135,59 @@ pub fn evaluate(
     }))
 }
 
-/// A layer's backward under a schedule that splits it (`I` + `W`) or not.
-fn backward(t: &LayerTimes, split: bool) -> f64 {
+/// A layer's backward per micro-batch: under a schedule that places `I` and `W` (`split`), both
+/// at the micro-batch's rows (`t`); under GPipe and 1F1B, `I` at its rows and its m-th share of
+/// the one weight-gradient product over the replica's rows (`batched`). A layer that cannot
+/// split has no `W`: its `I` is its whole backward.
+pub fn backward(t: &LayerTimes, batched: &LayerTimes, split: bool, m: usize) -> f64 {
     if split {
         t.input + t.weight
     } else {
-        t.backward
+        t.input + batched.weight / m as f64
     }
 }
 
-/// Most micro-batches chunk `stage` stashes at once in `plan`.
-fn chunk_stash(plan: &Plan, stage: StageId) -> usize {
+/// Most micro-batches chunk `stage` stashes at once in `plan`, and most whose weight gradients
+/// wait at once: between `I` and `W` when the plan places them (`split`), else every one of
+/// the step's (the batched weight gradients at the end).
+pub fn chunk_held(plan: &Plan, stage: StageId, split: bool) -> (usize, usize) {
     let rank = plan.rank_of(stage).unwrap_or(stage.index());
     let own: Vec<Action> = plan.programs()[rank]
         .iter()
         .filter(|a| a.stage == stage)
         .copied()
         .collect();
-    peak_stash(&own)
+    let deferred = match split {
+        false => plan.micro_batches(),
+        true => {
+            let (mut live, mut peak) = (0usize, 0usize);
+            for a in &own {
+                match a.kind {
+                    ActionKind::BackwardInput => {
+                        live += 1;
+                        peak = peak.max(live);
+                    }
+                    ActionKind::BackwardWeight => live = live.saturating_sub(1),
+                    _ => {}
+                }
+            }
+            peak
+        }
+    };
+    (peak_stash(&own), deferred)
 }
 
 /// Bytes per rank: the sum over the chunks it holds of their layers' bytes at their stash.
 fn rank_memory(
     plan: &Plan,
     partition: &Partition,
-    stash: &[usize],
-    layer_bytes: impl Fn(usize, usize) -> u64,
+    held: &[(usize, usize)],
+    layer_bytes: impl Fn(usize, (usize, usize)) -> u64,
 ) -> Vec<u64> {
     let mut memory = vec![0u64; plan.ranks()];
     for (stage, range) in partition.iter() {
         let rank = plan.rank_of(stage).unwrap_or(stage.index());
-        let bytes: u64 = range.map(|i| layer_bytes(i, stash[stage.index()])).sum();
+        let bytes: u64 = range.map(|i| layer_bytes(i, held[stage.index()])).sum();
         memory[rank] = memory[rank].saturating_add(bytes);
     }
     memory
@@ -203,12 +236,15 @@ mod tests {
 
     #[test]
     fn a_chunk_counts_its_own_stash() {
-        let plan = pipetrain_schedules::ScheduleKind::GPipe.plan(2, 4).unwrap();
-        assert_eq!(chunk_stash(&plan, StageId(0)), 4);
-        let plan = pipetrain_schedules::ScheduleKind::OneFOneB
-            .plan(2, 4)
-            .unwrap();
-        assert_eq!(chunk_stash(&plan, StageId(0)), 2);
-        assert_eq!(chunk_stash(&plan, StageId(1)), 1);
+        use pipetrain_schedules::ScheduleKind;
+        let plan = ScheduleKind::GPipe.plan(2, 4).unwrap();
+        assert_eq!(chunk_held(&plan, StageId(0), false), (4, 4));
+        let plan = ScheduleKind::OneFOneB.plan(2, 4).unwrap();
+        assert_eq!(chunk_held(&plan, StageId(0), false), (2, 4));
+        assert_eq!(chunk_held(&plan, StageId(1), false), (1, 4));
+        // ZB-H1 on 2 stages, m = 2: the last stage runs I0 I1 before W0 (the engine measured
+        // two micro-batches deferred there).
+        let plan = ScheduleKind::ZbH1.plan(2, 2).unwrap();
+        assert_eq!(chunk_held(&plan, StageId(1), true).1, 2);
     }
 }

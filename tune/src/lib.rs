@@ -19,7 +19,6 @@
 //!     batch: 64,
 //!     workers: 2,
 //!     memory_budget: None,
-//!     optimizer_slots: 0,
 //!     schedules: vec![ScheduleKind::GPipe, ScheduleKind::OneFOneB],
 //!     remats: vec![Recompute::Never],
 //!     max_micro_batches: 8,
@@ -56,7 +55,7 @@ mod table;
 
 pub use candidate::{Candidate, Infeasible, Knobs, Ranking, Reason};
 pub use error::{Result, TuneError};
-pub use evaluate::evaluate;
+pub use evaluate::{backward, chunk_held, evaluate};
 pub use search::{knobs, search};
 pub use space::{Recompute, Space};
 pub use table::{CostTable, LayerTimes, RowsCosts};

@@ -2,7 +2,7 @@
 
 use std::cmp::Ordering;
 
-use crate::candidate::{Knobs, Ranking};
+use crate::candidate::{Candidate, Knobs, Ranking};
 use crate::error::Result;
 use crate::evaluate::evaluate;
 use crate::space::Space;
@@ -10,7 +10,10 @@ use crate::table::CostTable;
 
 /// Evaluates every replicas × stages × micro-batches × schedule × re-materialization of
 /// `space` on `table`: the feasible ones ranked by predicted samples/s (ties: fewer workers,
-/// then less memory, then search order), the others with their reason.
+/// then less memory, then search order), the others with their reason. A feasible
+/// configuration the model cannot tell from an earlier one in search order (same layout, split,
+/// predicted step and memory: e.g. any schedule on one stage, or any remat mode at m = 1) is
+/// listed in [`Ranking::equivalent`] instead of the ranking.
 ///
 /// # Errors
 /// A malformed table or empty space, or a table without a micro-batch size in play
@@ -21,7 +24,10 @@ pub fn search(table: &CostTable, space: &Space) -> Result<Ranking> {
     let mut ranking = Ranking::default();
     for knobs in knobs(space, table.layers()) {
         match evaluate(table, space, knobs)? {
-            Ok(candidate) => ranking.candidates.push(candidate),
+            Ok(candidate) => match ranking.candidates.iter().find(|c| same(c, &candidate)) {
+                Some(kept) => ranking.equivalent.push((candidate.knobs, kept.knobs)),
+                None => ranking.candidates.push(candidate),
+            },
             Err(infeasible) => ranking.infeasible.push(infeasible),
         }
     }
@@ -33,6 +39,15 @@ pub fn search(table: &CostTable, space: &Space) -> Result<Ranking> {
             .then(a.peak_memory().cmp(&b.peak_memory()))
     });
     Ok(ranking)
+}
+
+/// Whether the model predicts `a` and `b` alike: same layout and split, same step and memory.
+fn same(a: &Candidate, b: &Candidate) -> bool {
+    (a.knobs.replicas, a.knobs.stages, a.knobs.micro_batches)
+        == (b.knobs.replicas, b.knobs.stages, b.knobs.micro_batches)
+        && a.partition == b.partition
+        && a.step_seconds.to_bits() == b.step_seconds.to_bits()
+        && a.memory == b.memory
 }
 
 /// Every point of `space` for a model of `layers` layers, in search order.

@@ -62,8 +62,6 @@ pub struct Space {
     pub workers: usize,
     /// Bytes each worker may hold (`None`: no limit).
     pub memory_budget: Option<u64>,
-    /// Parameter-sized optimizer-state slots (0 SGD, 1 momentum, 2 Adam).
-    pub optimizer_slots: u64,
     /// Schedules to try.
     pub schedules: Vec<ScheduleKind>,
     /// Re-materialization modes to try.

@@ -14,13 +14,13 @@ use crate::error::{Result, TuneError};
 pub struct LayerTimes {
     /// Forward.
     pub forward: f64,
-    /// Full backward as 1F1B and GPipe run it (weight gradients of the step's micro-batches
-    /// batched: their share per micro-batch).
+    /// Whole backward of one micro-batch (`input + weight`; kept for reading the table, the
+    /// search uses the halves: see [`backward`](crate::backward)).
     pub backward: f64,
-    /// Input-gradient half (`I`) as the zero-bubble schedules run it; the whole backward for a
-    /// layer that cannot split.
+    /// Input-gradient half (`I`); the whole backward for a layer that cannot split.
     pub input: f64,
-    /// Weight-gradient half (`W`) of one micro-batch; 0 for a layer that cannot split.
+    /// Weight-gradient half (`W`) of one micro-batch of these rows; 0 for a layer that cannot
+    /// split.
     pub weight: f64,
     /// The layer's output for one micro-batch (what a stashed micro-batch keeps).
     pub activation_bytes: u64,
@@ -43,6 +43,8 @@ pub struct RowsCosts {
 pub struct CostTable {
     /// Parameter bytes per layer.
     pub param_bytes: Vec<u64>,
+    /// Optimizer-state bytes per layer, as the optimizer holds them (none given: 0).
+    pub optimizer_bytes: Vec<u64>,
     /// Per micro-batch size in play.
     pub rows: Vec<RowsCosts>,
     /// Seconds for a message (activation or gradient) to reach the neighbouring stage.

@@ -4,7 +4,9 @@
 
 use pipetrain_partitioner::Partition;
 use pipetrain_schedules::{ScheduleKind, StageId, peak_stash};
-use pipetrain_tune::{CostTable, Knobs, LayerTimes, Recompute, RowsCosts, Space, knobs, search};
+use pipetrain_tune::{
+    CostTable, Knobs, LayerTimes, Recompute, RowsCosts, Space, chunk_held, knobs, search,
+};
 use proptest::prelude::*;
 
 const SCHEDULES: [ScheduleKind; 5] = [
@@ -17,13 +19,8 @@ const SCHEDULES: [ScheduleKind; 5] = [
 
 /// A space over `workers` workers and a table of random per-layer costs for it.
 fn case() -> impl Strategy<Value = (CostTable, Space)> {
-    (
-        2usize..=6,
-        1usize..=3,
-        prop::option::of(1u64..4000),
-        0u64..=2,
-    )
-        .prop_flat_map(|(layers, workers, budget, slots)| {
+    (2usize..=6, 1usize..=3, prop::option::of(1u64..4000)).prop_flat_map(
+        |(layers, workers, budget)| {
             let layer = (
                 1u32..100,
                 1u32..100,
@@ -35,14 +32,14 @@ fn case() -> impl Strategy<Value = (CostTable, Space)> {
             );
             (
                 prop::collection::vec(0u64..300, layers),
+                prop::collection::vec(0u64..600, layers),
                 prop::collection::vec(layer, layers),
             )
-                .prop_map(move |(params, per_layer)| {
+                .prop_map(move |(params, state, per_layer)| {
                     let space = Space {
                         batch: 16,
                         workers,
                         memory_budget: budget,
-                        optimizer_slots: slots,
                         schedules: SCHEDULES.to_vec(),
                         remats: Recompute::ALL.to_vec(),
                         max_micro_batches: 8,
@@ -71,6 +68,7 @@ fn case() -> impl Strategy<Value = (CostTable, Space)> {
                         .collect();
                     let table = CostTable {
                         param_bytes: params,
+                        optimizer_bytes: state,
                         rows,
                         transfer: 1e-4,
                         all_reduce_per_byte: 1e-6,
@@ -81,7 +79,8 @@ fn case() -> impl Strategy<Value = (CostTable, Space)> {
                     };
                     (table, space)
                 })
-        })
+        },
+    )
 }
 
 /// The oracle's bytes of each rank under `knobs` with the chunks split as `partition`.
@@ -90,11 +89,6 @@ fn rank_bytes(table: &CostTable, space: &Space, k: Knobs, partition: &Partition)
     let times = table
         .at(space.batch / (k.replicas * k.micro_batches))
         .unwrap();
-    let group = if k.schedule.splits_backward() {
-        1
-    } else {
-        k.micro_batches as u64
-    };
     let mut ranks = vec![0u64; plan.ranks()];
     for (stage, range) in partition.iter() {
         let rank = plan.rank_of(stage).unwrap_or(stage.index());
@@ -109,11 +103,13 @@ fn rank_bytes(table: &CostTable, space: &Space, k: Knobs, partition: &Partition)
         } else {
             stash.min(1)
         };
+        let deferred = chunk_held(&plan, stage, k.schedule.splits_backward()).1 as u64;
         for i in range {
             let t = &times[i];
-            ranks[rank] += table.param_bytes[i] * (2 + space.optimizer_slots)
+            ranks[rank] += table.param_bytes[i] * 2
+                + table.optimizer_bytes[i]
                 + t.activation_bytes * held
-                + t.deferred_bytes * group;
+                + t.deferred_bytes * deferred;
         }
     }
     ranks
@@ -158,7 +154,7 @@ proptest! {
         for pair in ranking.candidates.windows(2) {
             prop_assert!(pair[0].samples_per_sec >= pair[1].samples_per_sec);
         }
-        let total = ranking.candidates.len() + ranking.infeasible.len();
+        let total = ranking.candidates.len() + ranking.infeasible.len() + ranking.equivalent.len();
         prop_assert_eq!(total, knobs(&space, table.layers()).len());
     }
 
@@ -168,7 +164,8 @@ proptest! {
         for k in knobs(&space, table.layers()) {
             let v = k.schedule.virtual_stages();
             let chunks = k.stages * v;
-            let found = ranking.candidates.iter().find(|c| c.knobs == k);
+            let kept = ranking.equivalent.iter().find(|(e, _)| *e == k).map_or(k, |(_, kept)| *kept);
+            let found = ranking.candidates.iter().find(|c| c.knobs == kept);
             if chunks > table.layers() || k.schedule.plan(k.stages, k.micro_batches).is_err() {
                 prop_assert!(found.is_none());
                 continue;
@@ -177,7 +174,12 @@ proptest! {
             let extra = k.remat.recomputed(k.micro_batches) as f64 / k.micro_batches as f64;
             let layer_time = |i: usize| {
                 let t = &times[i];
-                let back = if k.schedule.splits_backward() { t.input + t.weight } else { t.backward };
+                let whole = &table.at(space.batch / k.replicas).unwrap()[i];
+                let back = if k.schedule.splits_backward() {
+                    t.input + t.weight
+                } else {
+                    t.input + whole.weight / k.micro_batches as f64
+                };
                 t.forward + back + extra * t.forward
             };
             let slowest = |p: &Partition| {
@@ -201,9 +203,12 @@ proptest! {
                         peak_stash(&own)
                     }).max().unwrap_or(0);
                     let held = if k.remat == Recompute::Never { most as u64 } else { (most as u64).min(1) };
-                    let group = if k.schedule.splits_backward() { 1 } else { k.micro_batches as u64 };
+                    let group = (0..chunks)
+                        .map(|s| chunk_held(&plan, StageId::from(s), k.schedule.splits_backward()).1)
+                        .max()
+                        .unwrap_or(0) as u64;
                     bytes = p.iter().map(|(_, r)| r.map(|i| {
-                        table.param_bytes[i] * (2 + space.optimizer_slots)
+                        table.param_bytes[i] * 2 + table.optimizer_bytes[i]
                             + times[i].activation_bytes * held + times[i].deferred_bytes * group
                     }).sum()).collect();
                 }

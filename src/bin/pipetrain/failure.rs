@@ -48,6 +48,7 @@ impl Failure {
             | Error::Partition(_)
             | Error::Schedule(_)
             | Error::Tie(_)
+            | Error::Tune(_)
             | Error::MemoryBudget { .. } => Self::usage(error),
             other => Self::runtime(other),
         }

@@ -1,5 +1,5 @@
-//! The `pipetrain` command line: `train` (the default command), `eval`, `plan`, `bench` and
-//! `export`. Its exit
+//! The `pipetrain` command line: `train` (the default command), `eval`, `plan`, `bench`,
+//! `export` and `tune`. Its exit
 //! codes are [`exit::Exit`]'s.
 
 use std::process::ExitCode;
@@ -62,6 +62,7 @@ mod threads;
 mod totals;
 mod trace;
 mod train;
+mod tune;
 mod verify;
 
 // mimalloc as the binary's allocator: burn-flex allocates a fresh buffer per op; the system
@@ -109,6 +110,11 @@ enum Command {
     /// model (names and [out, in] Linear weights; README: Coming from PyTorch).
     #[command(after_help = Exit::table())]
     Export(export::ExportArgs),
+    /// Choose replicas × stages × micro-batches × schedule × remat for the model: measure its
+    /// costs (cached), rank every configuration by the simulator under --memory-budget, run
+    /// the top ones beside their predictions, and --apply FILE writes the winner for --config.
+    #[command(args_override_self = true, after_help = Exit::table())]
+    Tune(tune::TuneArgs),
 }
 
 fn main() -> ExitCode {
@@ -142,6 +148,7 @@ fn run(argv: Vec<std::ffi::OsString>) -> Exit {
         Some(Command::Eval(args)) => eval::run(&args),
         Some(Command::Bench(args)) => bench::run(&args),
         Some(Command::Export(args)) => export::run(&args),
+        Some(Command::Tune(args)) => tune::run(&args),
         None => train::run(&cli.train),
     };
     match result {

@@ -1,0 +1,54 @@
+//! The measured cost table, cached per model shape and machine: a JSON file named after a hash
+//! of its key (the model, batch, optimizer, workers, micro-batch sizes, CPU model and
+//! pipetrain version), holding the key itself so that a hash collision is never read as a hit.
+
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+
+use pipetrain::tune::CostTable;
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize)]
+struct Entry {
+    key: String,
+    table: CostTable,
+}
+
+/// The cache directory: `dir`, else `$XDG_CACHE_HOME/pipetrain`, else `~/.cache/pipetrain`.
+pub fn dir(dir: Option<&Path>) -> PathBuf {
+    if let Some(d) = dir {
+        return d.to_path_buf();
+    }
+    match (std::env::var_os("XDG_CACHE_HOME"), std::env::var_os("HOME")) {
+        (Some(x), _) if !x.is_empty() => PathBuf::from(x).join("pipetrain"),
+        (_, Some(home)) => PathBuf::from(home).join(".cache/pipetrain"),
+        _ => std::env::temp_dir().join("pipetrain"),
+    }
+}
+
+/// The file that holds `key`'s table in `dir`.
+pub fn path(dir: &Path, key: &str) -> PathBuf {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    key.hash(&mut hasher);
+    dir.join(format!("tune-{:016x}.json", hasher.finish()))
+}
+
+/// The table cached at `path` for `key`, if there is one.
+pub fn load(path: &Path, key: &str) -> Option<CostTable> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let entry: Entry = serde_json::from_str(&text).ok()?;
+    (entry.key == key).then_some(entry.table)
+}
+
+/// Writes `table` for `key` at `path` (the directory is created).
+pub fn store(path: &Path, key: &str, table: &CostTable) -> std::io::Result<()> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let entry = Entry {
+        key: key.to_string(),
+        table: table.clone(),
+    };
+    let text = serde_json::to_string_pretty(&entry).map_err(std::io::Error::other)?;
+    std::fs::write(path, text)
+}

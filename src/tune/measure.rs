@@ -1,0 +1,343 @@
+//! [`measure`]: a model's [`CostTable`] on this machine.
+//!
+//! ## How each number is measured
+//!
+//! - **Per layer, at each micro-batch size in play**: the engine's profiler times every layer's
+//!   forward and autodiff backward alone (best of 5) — the relative weights of the layers —
+//!   and a one-worker pipeline of the whole model runs a few steps with the split backward
+//!   (ZB-H1, one micro-batch of that many rows): its measured forward, input- and
+//!   weight-gradient totals are what the engine really spends, and they are shared out over the
+//!   layers by the profiler's weights (the weight gradient over the layers that can split it).
+//! - **Engine costs**: the optimizer step per parameter byte and the per-step overhead (wall
+//!   time minus the simulated plan) from those runs; the hand-over between a worker's chunks
+//!   from a one-worker interleaved run (wall minus the simulated plan, per compute action); the
+//!   slowdown of `n` workers stepping at once from `n` independent one-worker pipelines run
+//!   side by side; a message between stages from a channel round trip; the all-reduce per byte
+//!   from summing two parameter-sized tensors.
+
+use std::time::Instant;
+
+use burn::prelude::*;
+use pipetrain_engine::{Batch, Layer, OptimizerConfig, Remat, profile};
+use pipetrain_schedules::{ActionKind, Costs, Lowering, ScheduleKind, lower, simulate};
+use pipetrain_tune::{CostTable, LayerTimes, RowsCosts, Space};
+
+use crate::error::Result;
+use crate::memory::activation_bytes;
+use crate::pipeline::Pipeline;
+use crate::report::StepReport;
+
+/// How long the measurement runs: measured steps per calibration run (after one warm-up step).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Calibration {
+    /// Timed steps of each calibration pipeline (the fastest counts).
+    pub steps: usize,
+    /// Repeats of the per-layer profiler (the fastest counts).
+    pub repeats: usize,
+}
+
+impl Default for Calibration {
+    fn default() -> Self {
+        Self {
+            steps: 3,
+            repeats: 5,
+        }
+    }
+}
+
+/// Measures `layers` on `device` at every micro-batch size of `space` ([`Space::rows_in_play`]),
+/// with rows cut from `batch` (which must hold `space.batch` rows). One compute thread per
+/// worker, as the search assumes.
+///
+/// # Errors
+/// A batch too small, or an engine error while measuring.
+pub fn measure<L: Layer>(
+    layers: &[L],
+    batch: &Batch,
+    space: &Space,
+    optimizer: &OptimizerConfig,
+    device: &Device,
+    calibration: Calibration,
+) -> Result<CostTable> {
+    let rows = space.rows_in_play(layers.len());
+    let run = |schedule: ScheduleKind, balance: Vec<usize>, rows: usize, m: usize| {
+        let sample = cut(batch, rows * m)?;
+        let pipeline = one_worker(layers, schedule, balance, m, optimizer, device)?;
+        let plan = lower(&schedule.plan(1, m)?, Lowering::default());
+        timed(pipeline, &plan, &sample, calibration.steps)
+    };
+    let mut table = CostTable {
+        param_bytes: layers.iter().map(|l| l.num_params() as u64 * 4).collect(),
+        slowdown: vec![1.0],
+        ..CostTable::default()
+    };
+    let (mut optimizer_per_byte, mut overheads) = (f64::INFINITY, Vec::new());
+    let total_params: u64 = table.param_bytes.iter().sum();
+    for &r in &rows {
+        let sample = cut(batch, r)?;
+        let profiled = profile::layer_costs(layers, &sample.inputs, device, calibration.repeats)?;
+        let (costs, overhead, _, state) = run(ScheduleKind::ZbH1, vec![layers.len()], r, 1)?;
+        if table.optimizer_bytes.is_empty() {
+            table.optimizer_bytes = optimizer_bytes(&table.param_bytes, optimizer, state);
+        }
+        overheads.push(overhead);
+        optimizer_per_byte = optimizer_per_byte.min(costs.optimizer / total_params.max(1) as f64);
+        let input_bytes = activation_bytes(&sample.inputs);
+        table.rows.push(RowsCosts {
+            rows: r,
+            layers: share(layers, &profiled, &costs, input_bytes),
+        });
+    }
+    table.optimizer_per_byte = optimizer_per_byte.min(1.0);
+    table.step = median(&mut overheads);
+    let mid = rows[rows.len() / 2];
+    if layers.len() >= 2 && space.schedules.iter().any(|s| s.virtual_stages() > 1) {
+        let half = layers.len() / 2;
+        let interleaved = ScheduleKind::Interleaved { virtual_stages: 2 };
+        let (_, overhead, actions, _) = run(interleaved, vec![half, layers.len() - half], mid, 2)?;
+        table.turn = ((overhead - table.step) / actions.max(1) as f64).max(0.0);
+    }
+    table.slowdown = slowdown(layers, &cut(batch, mid)?, space.workers, optimizer, device)?;
+    table.transfer = message_latency();
+    table.all_reduce_per_byte = sum_per_byte(device);
+    Ok(table)
+}
+
+/// The first `rows` rows of `batch` (one micro-batch of a `rows`-row cut).
+fn cut(batch: &Batch, rows: usize) -> Result<Batch> {
+    let parts = (batch.len() / rows.max(1)).max(1);
+    let shard = batch.shard(1, parts)?.swap_remove(0);
+    Ok(Batch {
+        inputs: shard
+            .inputs
+            .into_iter()
+            .next()
+            .expect("one micro-batch at least"),
+        targets: shard
+            .targets
+            .into_iter()
+            .next()
+            .expect("one micro-batch at least"),
+    })
+}
+
+/// A fresh one-worker pipeline of `layers` (chunks `balance`), `m` micro-batches, no remat.
+fn one_worker<L: Layer>(
+    layers: &[L],
+    schedule: ScheduleKind,
+    balance: Vec<usize>,
+    m: usize,
+    optimizer: &OptimizerConfig,
+    device: &Device,
+) -> Result<Pipeline<L>> {
+    Pipeline::builder()
+        .layers(layers.to_vec())
+        .balance(balance)
+        .micro_batches(m)
+        .schedule(schedule)
+        .remat(Remat::Never)
+        .optimizer(optimizer.clone())
+        .devices([device.clone()])
+        .threads_per_worker(1)
+        .build()
+}
+
+/// One warm-up step then `steps` timed ones: the fastest step's measured costs, its wall time
+/// minus `plan`'s (one program per worker) simulated makespan under those costs, the compute
+/// actions it ran and the optimizer state its workers hold.
+fn timed<L: Layer>(
+    mut pipeline: Pipeline<L>,
+    plan: &pipetrain_schedules::Plan,
+    batch: &Batch,
+    steps: usize,
+) -> Result<(Costs, f64, u32, u64)> {
+    pipeline.train_step(batch)?;
+    let mut best: Option<(f64, StepReport)> = None;
+    for _ in 0..steps.max(1) {
+        let report = pipeline.train_step(batch)?;
+        let wall = report.wall.as_secs_f64();
+        if best.as_ref().is_none_or(|(w, _)| wall < *w) {
+            best = Some((wall, report));
+        }
+    }
+    let (wall, report) = best.expect("at least one step");
+    let costs = report.measured_costs();
+    let simulated = simulate(plan, &costs)?.makespan;
+    let compute = [
+        ActionKind::Forward,
+        ActionKind::Backward,
+        ActionKind::BackwardInput,
+        ActionKind::BackwardWeight,
+    ];
+    let actions = report
+        .workers
+        .iter()
+        .flat_map(|w| compute.iter().map(|&k| w.actions.count(k)))
+        .sum();
+    let state = pipeline
+        .worker_memory(&report)?
+        .iter()
+        .map(|w| w.optimizer_state)
+        .sum();
+    Ok((costs, (wall - simulated).max(0.0), actions, state))
+}
+
+/// Slack per layer over its share of the measured optimizer state: the serialized record's
+/// headers vary a little with the parameters' ids.
+const STATE_SLACK: u64 = 256;
+
+/// Per layer: its parameter-sized state slots, plus an even share of what the measured state
+/// (`measured` bytes for the whole model) holds beyond them, plus [`STATE_SLACK`].
+fn optimizer_bytes(params: &[u64], optimizer: &OptimizerConfig, measured: u64) -> Vec<u64> {
+    let slots = optimizer.state_slots();
+    let base: u64 = params.iter().map(|p| p * slots).sum();
+    let holders = params.iter().filter(|&&p| p > 0).count().max(1) as u64;
+    let extra = measured.saturating_sub(base).div_ceil(holders);
+    params
+        .iter()
+        .map(|&p| match (p, measured) {
+            (0, _) | (_, 0) => 0,
+            _ => p * slots + extra + STATE_SLACK,
+        })
+        .collect()
+}
+
+/// The one-stage run's totals shared out over the layers by the profiler's weights.
+fn share<L: Layer>(
+    layers: &[L],
+    profiled: &[pipetrain_partitioner::LayerCost],
+    run: &Costs,
+    input_bytes: u64,
+) -> Vec<LayerTimes> {
+    let forward: f64 = profiled.iter().map(|c| c.forward).sum::<f64>().max(1e-12);
+    let backward: f64 = profiled.iter().map(|c| c.backward).sum::<f64>().max(1e-12);
+    let dense: Vec<bool> = layers.iter().map(|l| l.dense().is_some()).collect();
+    let dense_backward: f64 = profiled
+        .iter()
+        .zip(&dense)
+        .filter(|(_, d)| **d)
+        .map(|(c, _)| c.backward)
+        .sum::<f64>()
+        .max(1e-12);
+    let (f_total, b_total) = (run.forward[0], run.backward[0]);
+    let w_total = b_total * run.weight_fraction;
+    let mut inputs = std::iter::once(input_bytes)
+        .chain(profiled.iter().map(|c| c.activation_bytes))
+        .collect::<Vec<_>>()
+        .into_iter();
+    profiled
+        .iter()
+        .zip(&dense)
+        .map(|(c, &is_dense)| {
+            let input = inputs.next().unwrap_or(0);
+            let whole = b_total * c.backward / backward;
+            let weight = match is_dense {
+                true => (w_total * c.backward / dense_backward).min(whole),
+                false => 0.0,
+            };
+            LayerTimes {
+                forward: f_total * c.forward / forward,
+                backward: whole,
+                input: whole - weight,
+                weight,
+                activation_bytes: c.activation_bytes,
+                deferred_bytes: match is_dense {
+                    true => input + c.activation_bytes,
+                    false => 0,
+                },
+            }
+        })
+        .collect()
+}
+
+/// Per worker count n (entry n − 1): the mean step time of n one-worker pipelines stepping at
+/// once over that of one alone.
+fn slowdown<L: Layer>(
+    layers: &[L],
+    batch: &Batch,
+    workers: usize,
+    optimizer: &OptimizerConfig,
+    device: &Device,
+) -> Result<Vec<f64>> {
+    let step_time = |n: usize| -> Result<f64> {
+        let mut pipelines = (0..n)
+            .map(|_| {
+                one_worker(
+                    layers,
+                    ScheduleKind::OneFOneB,
+                    vec![layers.len()],
+                    1,
+                    optimizer,
+                    device,
+                )
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let mut best = f64::INFINITY;
+        for step in 0..4 {
+            let t = Instant::now();
+            std::thread::scope(|s| {
+                let handles: Vec<_> = pipelines
+                    .iter_mut()
+                    .map(|p| s.spawn(move || p.train_step(batch).map(|_| ())))
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("a calibration pipeline panicked"))
+                    .collect::<Result<Vec<_>>>()
+            })?;
+            if step > 0 {
+                best = best.min(t.elapsed().as_secs_f64());
+            }
+        }
+        Ok(best)
+    };
+    let alone = step_time(1)?.max(1e-12);
+    let mut out = vec![1.0];
+    for n in 2..=workers {
+        out.push((step_time(n)? / alone).max(1.0));
+    }
+    Ok(out)
+}
+
+/// Seconds for a message to reach another thread: half the fastest of 200 round trips.
+fn message_latency() -> f64 {
+    let (to, from_main) = std::sync::mpsc::channel::<u32>();
+    let (back, from_worker) = std::sync::mpsc::channel::<u32>();
+    let worker = std::thread::spawn(move || {
+        while let Ok(x) = from_main.recv() {
+            if back.send(x).is_err() {
+                break;
+            }
+        }
+    });
+    let mut best = f64::INFINITY;
+    for i in 0..200 {
+        let t = Instant::now();
+        let _ = to.send(i);
+        let _ = from_worker.recv();
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    drop(to);
+    let _ = worker.join();
+    best / 2.0
+}
+
+/// Seconds per byte of summing two 4 MiB tensors on `device` (fastest of 5).
+fn sum_per_byte(device: &Device) -> f64 {
+    const ELEMENTS: usize = 1 << 20;
+    let a = Tensor::<1>::ones([ELEMENTS], device);
+    let b = Tensor::<1>::ones([ELEMENTS], device);
+    let mut best = f64::INFINITY;
+    for _ in 0..5 {
+        let t = Instant::now();
+        let c = a.clone() + b.clone();
+        let _ = c.into_data();
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    best / (ELEMENTS * 4) as f64
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(0.0)
+}
