@@ -249,7 +249,7 @@ fn trials<'a, L: Layer>(
         layers,
         batches,
         optimizer,
-        args.train.lr,
+        args.train.lr(),
         args.run_steps,
     )?;
     println!(

@@ -43,7 +43,7 @@ pub fn model(args: &TrainArgs) -> Vec<(&'static str, Value)> {
     });
     out.push(("batch", int(args.batch)));
     out.push(("optimizer", name(&|| args.optimizer.to_possible_value())));
-    out.push(("lr", Value::Float(args.lr)));
+    out.push(("lr", Value::Float(args.lr())));
     out
 }
 
