@@ -42,7 +42,7 @@ pub struct Calibration {
 impl Default for Calibration {
     fn default() -> Self {
         Self {
-            steps: 3,
+            steps: 5,
             repeats: 5,
             passes: 2,
         }
@@ -127,6 +127,38 @@ pub fn measure<L: Layer>(
     Ok(table)
 }
 
+/// How much slower (> 1) or faster the machine runs `layers` now than when `table` was
+/// measured: one one-worker run at the largest micro-batch size of the table against the
+/// table's times there. [`CostTable::scale`](pipetrain_tune::CostTable::scale) the table by it
+/// before trusting a cached table's predictions.
+///
+/// # Errors
+/// A batch too small, or an engine error.
+pub fn drift<L: Layer>(
+    table: &CostTable,
+    layers: &[L],
+    batch: &Batch,
+    optimizer: &OptimizerConfig,
+    device: &Device,
+) -> Result<f64> {
+    let Some(kept) = table.rows.first() else {
+        return Ok(1.0);
+    };
+    let sample = cut(batch, kept.rows)?;
+    let pipeline = one_worker(
+        layers,
+        ScheduleKind::ZbH1,
+        vec![layers.len()],
+        1,
+        optimizer,
+        device,
+    )?;
+    let plan = lower(&ScheduleKind::ZbH1.plan(1, 1)?, Lowering::default());
+    let (costs, _, _, _) = timed(pipeline, &plan, &sample, Calibration::default().steps)?;
+    let now = costs.forward[0] + costs.backward[0];
+    Ok(now / total(kept).max(1e-12))
+}
+
 /// The first `rows` rows of `batch` (one micro-batch of a `rows`-row cut).
 fn cut(batch: &Batch, rows: usize) -> Result<Batch> {
     let parts = (batch.len() / rows.max(1)).max(1);
@@ -166,7 +198,7 @@ fn one_worker<L: Layer>(
         .build()
 }
 
-/// One warm-up step then `steps` timed ones: the fastest step's measured costs, its wall time
+/// One warm-up step then `steps` timed ones: the median step's measured costs, its wall time
 /// minus `plan`'s (one program per worker) simulated makespan under those costs, the compute
 /// actions it ran and the optimizer state its workers hold.
 fn timed<L: Layer>(
@@ -176,18 +208,17 @@ fn timed<L: Layer>(
     steps: usize,
 ) -> Result<(Costs, f64, u32, u64)> {
     pipeline.train_step(batch)?;
-    let mut best: Option<(f64, StepReport)> = None;
+    let mut steps_run: Vec<(f64, StepReport)> = Vec::new();
     for _ in 0..steps.max(1) {
         // Timed around the call, as `pipetrain tune` times its runs (sharding and the report
         // included).
         let t = Instant::now();
         let report = pipeline.train_step(batch)?;
-        let wall = t.elapsed().as_secs_f64();
-        if best.as_ref().is_none_or(|(w, _)| wall < *w) {
-            best = Some((wall, report));
-        }
+        steps_run.push((t.elapsed().as_secs_f64(), report));
     }
-    let (wall, report) = best.expect("at least one step");
+    // The median step, as the runs report their median.
+    steps_run.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (wall, report) = steps_run.swap_remove(steps_run.len() / 2);
     let costs = report.measured_costs();
     let simulated = simulate(plan, &costs)?.makespan;
     let compute = [

@@ -5,7 +5,9 @@ use std::time::Instant;
 
 use burn::prelude::*;
 use pipetrain::memory::Bytes;
-use pipetrain::tune::{Calibration, Candidate, CostTable, Recompute, Space, measure, search};
+use pipetrain::tune::{
+    Calibration, Candidate, CostTable, Recompute, Space, drift, measure, search,
+};
 use pipetrain::{Batch, Layer, OptimizerConfig, ScheduleKind};
 
 use super::args::TuneArgs;
@@ -202,10 +204,15 @@ fn cost_table<L: Layer>(
     );
     let path = cache::path(&cache::dir(args.cache_dir.as_deref()), &key);
     if !args.remeasure
-        && let Some(table) = cache::load(&path, &key)
+        && let Some(mut table) = cache::load(&path, &key)
     {
+        // The machine's speed drifts (other tenants, clocks): re-anchor the cached times with
+        // one check run.
+        let factor = drift(&table, layers, batch, optimizer, device)?;
+        table.scale(factor);
         println!(
-            "cost table: cached {} (--remeasure to measure again)",
+            "cost table: cached {}, times scaled by {factor:.3} after a check run (--remeasure to \
+             measure again)",
             path.display()
         );
         return Ok(table);
