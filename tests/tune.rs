@@ -24,6 +24,7 @@ fn a_budget_that_rules_out_the_fastest_picks_one_that_trains_under_it() {
     let quick = Calibration {
         steps: 1,
         repeats: 1,
+        passes: 1,
     };
     let table = measure(&layers, &batch, &space, &optimizer, &device, quick).unwrap();
     assert_eq!(table.layers(), 5);

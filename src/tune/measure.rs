@@ -11,8 +11,8 @@
 //! - **Engine costs**: the optimizer step per parameter byte and the per-step overhead (wall
 //!   time minus the simulated plan) from those runs; the hand-over between a worker's chunks
 //!   from a one-worker interleaved run (wall minus the simulated plan, per compute action); the
-//!   slowdown of `n` workers stepping at once from `n` independent one-worker pipelines run
-//!   side by side; a message between stages from a channel round trip; the all-reduce per byte
+//!   slowdown of `n` workers stepping at once from `n` data-parallel replicas of the whole model
+//!   against one (at the rows each of that many replicas takes); a message between stages from a channel round trip; the all-reduce per byte
 //!   from summing two parameter-sized tensors.
 
 use std::time::Instant;
@@ -34,13 +34,17 @@ pub struct Calibration {
     pub steps: usize,
     /// Repeats of the per-layer profiler (the fastest counts).
     pub repeats: usize,
+    /// Passes over every measurement (the fastest per micro-batch size counts, and the least
+    /// slowdown): a burst of load from other processes during one pass does not stick.
+    pub passes: usize,
 }
 
 impl Default for Calibration {
     fn default() -> Self {
         Self {
-            steps: 3,
+            steps: 5,
             repeats: 5,
+            passes: 2,
         }
     }
 }
@@ -73,7 +77,8 @@ pub fn measure<L: Layer>(
     };
     let (mut optimizer_per_byte, mut overheads) = (f64::INFINITY, Vec::new());
     let total_params: u64 = table.param_bytes.iter().sum();
-    for &r in &rows {
+    let passes = calibration.passes.max(1);
+    for &r in rows.iter().cycle().take(rows.len() * passes) {
         let sample = cut(batch, r)?;
         let profiled = profile::layer_costs(layers, &sample.inputs, device, calibration.repeats)?;
         let (costs, overhead, _, state) = run(ScheduleKind::ZbH1, vec![layers.len()], r, 1)?;
@@ -83,10 +88,15 @@ pub fn measure<L: Layer>(
         overheads.push(overhead);
         optimizer_per_byte = optimizer_per_byte.min(costs.optimizer / total_params.max(1) as f64);
         let input_bytes = activation_bytes(&sample.inputs);
-        table.rows.push(RowsCosts {
+        let measured = RowsCosts {
             rows: r,
             layers: share(layers, &profiled, &costs, input_bytes),
-        });
+        };
+        match table.rows.iter_mut().find(|k| k.rows == r) {
+            Some(kept) if total(kept) <= total(&measured) => {}
+            Some(kept) => *kept = measured,
+            None => table.rows.push(measured),
+        }
     }
     table.optimizer_per_byte = optimizer_per_byte.min(1.0);
     table.step = median(&mut overheads);
@@ -97,10 +107,56 @@ pub fn measure<L: Layer>(
         let (_, overhead, actions, _) = run(interleaved, vec![half, layers.len() - half], mid, 2)?;
         table.turn = ((overhead - table.step) / actions.max(1) as f64).max(0.0);
     }
-    table.slowdown = slowdown(layers, &cut(batch, mid)?, space.workers, optimizer, device)?;
+    // Workers sharing the machine slow each other (memory bandwidth, caches, burn-autodiff's
+    // process-wide lock): measured at the rows each of `workers` replicas would take.
+    let rows_each = (space.batch / space.workers.max(1)).max(1);
+    for _ in 0..passes {
+        let measured = slowdown(layers, batch, rows_each, space.workers, optimizer, device)?;
+        table.slowdown = match table.slowdown.len() == measured.len() {
+            true => table
+                .slowdown
+                .iter()
+                .zip(&measured)
+                .map(|(a, b)| a.min(*b))
+                .collect(),
+            false => measured,
+        };
+    }
     table.transfer = message_latency();
     table.all_reduce_per_byte = sum_per_byte(device);
     Ok(table)
+}
+
+/// How much slower (> 1) or faster the machine runs `layers` now than when `table` was
+/// measured: one one-worker run at the largest micro-batch size of the table against the
+/// table's times there. [`CostTable::scale`](pipetrain_tune::CostTable::scale) the table by it
+/// before trusting a cached table's predictions.
+///
+/// # Errors
+/// A batch too small, or an engine error.
+pub fn drift<L: Layer>(
+    table: &CostTable,
+    layers: &[L],
+    batch: &Batch,
+    optimizer: &OptimizerConfig,
+    device: &Device,
+) -> Result<f64> {
+    let Some(kept) = table.rows.first() else {
+        return Ok(1.0);
+    };
+    let sample = cut(batch, kept.rows)?;
+    let pipeline = one_worker(
+        layers,
+        ScheduleKind::ZbH1,
+        vec![layers.len()],
+        1,
+        optimizer,
+        device,
+    )?;
+    let plan = lower(&ScheduleKind::ZbH1.plan(1, 1)?, Lowering::default());
+    let (costs, _, _, _) = timed(pipeline, &plan, &sample, Calibration::default().steps)?;
+    let now = costs.forward[0] + costs.backward[0];
+    Ok(now / total(kept).max(1e-12))
 }
 
 /// The first `rows` rows of `batch` (one micro-batch of a `rows`-row cut).
@@ -142,7 +198,7 @@ fn one_worker<L: Layer>(
         .build()
 }
 
-/// One warm-up step then `steps` timed ones: the fastest step's measured costs, its wall time
+/// One warm-up step then `steps` timed ones: the median step's measured costs, its wall time
 /// minus `plan`'s (one program per worker) simulated makespan under those costs, the compute
 /// actions it ran and the optimizer state its workers hold.
 fn timed<L: Layer>(
@@ -152,15 +208,17 @@ fn timed<L: Layer>(
     steps: usize,
 ) -> Result<(Costs, f64, u32, u64)> {
     pipeline.train_step(batch)?;
-    let mut best: Option<(f64, StepReport)> = None;
+    let mut steps_run: Vec<(f64, StepReport)> = Vec::new();
     for _ in 0..steps.max(1) {
+        // Timed around the call, as `pipetrain tune` times its runs (sharding and the report
+        // included).
+        let t = Instant::now();
         let report = pipeline.train_step(batch)?;
-        let wall = report.wall.as_secs_f64();
-        if best.as_ref().is_none_or(|(w, _)| wall < *w) {
-            best = Some((wall, report));
-        }
+        steps_run.push((t.elapsed().as_secs_f64(), report));
     }
-    let (wall, report) = best.expect("at least one step");
+    // The median step, as the runs report their median.
+    steps_run.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (wall, report) = steps_run.swap_remove(steps_run.len() / 2);
     let costs = report.measured_costs();
     let simulated = simulate(plan, &costs)?.makespan;
     let compute = [
@@ -250,41 +308,33 @@ fn share<L: Layer>(
         .collect()
 }
 
-/// Per worker count n (entry n − 1): the mean step time of n one-worker pipelines stepping at
-/// once over that of one alone.
+/// Per worker count n (entry n − 1): the step time of n data-parallel replicas of the whole
+/// model (one stage, one micro-batch of `rows` rows each) over that of one alone: what workers
+/// sharing the machine cost each other (memory bandwidth, caches, burn-autodiff's process-wide
+/// lock), as the engine runs them.
 fn slowdown<L: Layer>(
     layers: &[L],
     batch: &Batch,
+    rows: usize,
     workers: usize,
     optimizer: &OptimizerConfig,
     device: &Device,
 ) -> Result<Vec<f64>> {
     let step_time = |n: usize| -> Result<f64> {
-        let mut pipelines = (0..n)
-            .map(|_| {
-                one_worker(
-                    layers,
-                    ScheduleKind::OneFOneB,
-                    vec![layers.len()],
-                    1,
-                    optimizer,
-                    device,
-                )
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let mut pipeline = Pipeline::builder()
+            .layers(layers.to_vec())
+            .balance([layers.len()])
+            .replicas(n)
+            .remat(Remat::Never)
+            .optimizer(optimizer.clone())
+            .devices([device.clone()])
+            .threads_per_worker(1)
+            .build()?;
+        let sample = cut(batch, n * rows)?;
         let mut best = f64::INFINITY;
-        for step in 0..4 {
+        for step in 0..6 {
             let t = Instant::now();
-            std::thread::scope(|s| {
-                let handles: Vec<_> = pipelines
-                    .iter_mut()
-                    .map(|p| s.spawn(move || p.train_step(batch).map(|_| ())))
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| h.join().expect("a calibration pipeline panicked"))
-                    .collect::<Result<Vec<_>>>()
-            })?;
+            pipeline.train_step(&sample)?;
             if step > 0 {
                 best = best.min(t.elapsed().as_secs_f64());
             }
@@ -293,7 +343,7 @@ fn slowdown<L: Layer>(
     };
     let alone = step_time(1)?.max(1e-12);
     let mut out = vec![1.0];
-    for n in 2..=workers {
+    for n in (2..=workers).filter(|n| n * rows <= batch.len()) {
         out.push((step_time(n)? / alone).max(1.0));
     }
     Ok(out)
@@ -335,6 +385,14 @@ fn sum_per_byte(device: &Device) -> f64 {
         best = best.min(t.elapsed().as_secs_f64());
     }
     best / (ELEMENTS * 4) as f64
+}
+
+/// Seconds of one micro-batch through every layer (forward and both backward halves).
+fn total(rows: &RowsCosts) -> f64 {
+    rows.layers
+        .iter()
+        .map(|l| l.forward + l.input + l.weight)
+        .sum()
 }
 
 fn median(values: &mut [f64]) -> f64 {

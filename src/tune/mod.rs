@@ -9,7 +9,7 @@ mod auto;
 mod measure;
 
 pub use auto::{choose, default_space};
-pub use measure::{Calibration, measure};
+pub use measure::{Calibration, drift, measure};
 pub use pipetrain_tune::{
     Candidate, CostTable, Infeasible, Knobs, LayerTimes, Ranking, Reason, Recompute, RowsCosts,
     Space, TuneError, search,

@@ -50,12 +50,17 @@ fn same(a: &Candidate, b: &Candidate) -> bool {
         && a.memory == b.memory
 }
 
-/// Every point of `space` for a model of `layers` layers, in search order.
+/// Every point of `space` for a model of `layers` layers, in search order. Schedules with
+/// several chunks per worker (interleaved, ZB-V) are tried on two stages or more: on one they
+/// only add hand-overs between the chunks of the one worker.
 pub fn knobs(space: &Space, layers: usize) -> Vec<Knobs> {
     let mut out = Vec::new();
     for (replicas, stages) in space.layouts(layers) {
         for micro_batches in space.micro_batches(replicas) {
             for &schedule in &space.schedules {
+                if stages == 1 && schedule.virtual_stages() > 1 {
+                    continue;
+                }
                 for &remat in &space.remats {
                     out.push(Knobs {
                         replicas,

@@ -84,6 +84,24 @@ impl CostTable {
             })
     }
 
+    /// Every time in the table multiplied by `factor` (a machine running `factor` times slower
+    /// than when the table was measured); bytes unchanged.
+    pub fn scale(&mut self, factor: f64) {
+        for rows in &mut self.rows {
+            for l in &mut rows.layers {
+                l.forward *= factor;
+                l.backward *= factor;
+                l.input *= factor;
+                l.weight *= factor;
+            }
+        }
+        self.transfer *= factor;
+        self.all_reduce_per_byte *= factor;
+        self.optimizer_per_byte *= factor;
+        self.turn *= factor;
+        self.step *= factor;
+    }
+
     /// The compute slowdown with `workers` running at once.
     pub fn slowdown(&self, workers: usize) -> f64 {
         let i = workers.saturating_sub(1);
@@ -124,5 +142,43 @@ impl CostTable {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scale_multiplies_every_time_and_keeps_the_bytes() {
+        let layer = LayerTimes {
+            forward: 1.0,
+            backward: 2.0,
+            input: 1.5,
+            weight: 0.5,
+            activation_bytes: 7,
+            deferred_bytes: 9,
+        };
+        let mut table = CostTable {
+            param_bytes: vec![3],
+            rows: vec![RowsCosts {
+                rows: 4,
+                layers: vec![layer],
+            }],
+            step: 0.25,
+            turn: 0.5,
+            slowdown: vec![1.0, 1.2],
+            ..CostTable::default()
+        };
+        table.scale(2.0);
+        let l = table.at(4).unwrap()[0];
+        assert_eq!(
+            (l.forward, l.backward, l.input, l.weight),
+            (2.0, 4.0, 3.0, 1.0)
+        );
+        assert_eq!((l.activation_bytes, l.deferred_bytes), (7, 9));
+        assert_eq!((table.step, table.turn), (0.5, 1.0));
+        assert_eq!(table.slowdown(2), 1.2, "a ratio, not a time");
+        assert!(table.at(8).is_err());
     }
 }

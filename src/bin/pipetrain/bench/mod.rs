@@ -16,4 +16,4 @@ mod table;
 
 pub use args::BenchArgs;
 pub use command::run;
-pub(crate) use probe::cpu_model;
+pub(crate) use probe::{CpuSnapshot, cpu_model};

@@ -5,12 +5,14 @@ use std::time::Instant;
 
 use burn::prelude::*;
 use pipetrain::memory::Bytes;
-use pipetrain::tune::{Calibration, Candidate, CostTable, Recompute, Space, measure, search};
+use pipetrain::tune::{
+    Calibration, Candidate, CostTable, Recompute, Space, drift, measure, search,
+};
 use pipetrain::{Batch, Layer, OptimizerConfig, ScheduleKind};
 
 use super::args::TuneArgs;
 use super::{cache, flags, trial};
-use crate::bench::cpu_model;
+use crate::bench::{CpuSnapshot, cpu_model};
 use crate::exit::Exit;
 use crate::failure::Failure;
 use crate::model::Model;
@@ -202,15 +204,20 @@ fn cost_table<L: Layer>(
     );
     let path = cache::path(&cache::dir(args.cache_dir.as_deref()), &key);
     if !args.remeasure
-        && let Some(table) = cache::load(&path, &key)
+        && let Some(mut table) = cache::load(&path, &key)
     {
+        // The machine's speed drifts (other tenants, clocks): re-anchor the cached times with
+        // one check run.
+        let factor = drift(&table, layers, batch, optimizer, device)?;
+        table.scale(factor);
         println!(
-            "cost table: cached {} (--remeasure to measure again)",
+            "cost table: cached {}, times scaled by {factor:.3} after a check run (--remeasure to \
+             measure again)",
             path.display()
         );
         return Ok(table);
     }
-    let t = Instant::now();
+    let (t, cpu) = (Instant::now(), CpuSnapshot::now());
     let table = measure(
         layers,
         batch,
@@ -221,8 +228,9 @@ fn cost_table<L: Layer>(
     )?;
     match cache::store(&path, &key, &table) {
         Ok(()) => println!(
-            "cost table: measured at {rows:?} rows per micro-batch in {:.1}s, cached {}",
+            "cost table: measured at {rows:?} rows per micro-batch in {:.1}s{}, cached {}",
             t.elapsed().as_secs_f64(),
+            others(&cpu),
             path.display()
         ),
         Err(e) => eprintln!("warning: cost table not cached at {}: {e}", path.display()),
@@ -240,10 +248,11 @@ fn trials<'a, L: Layer>(
     optimizer: &OptimizerConfig,
 ) -> Result<&'a Candidate, Failure> {
     println!(
-        "runs: {} timed round(s) after a warm-up, each round one step of each configuration \
-         in turn, same initial weights",
+        "runs: {} timed step(s) each over 2 rounds, each round one configuration after the \
+         other (one untimed step, then its timed ones), same initial weights",
         args.run_steps
     );
+    let cpu = CpuSnapshot::now();
     let measured = trial::run(
         candidates,
         layers,
@@ -271,6 +280,7 @@ fn trials<'a, L: Layer>(
             best = Some((t.samples_per_sec, c));
         }
     }
+    println!("runs done{}", others(&cpu));
     let (rate, winner) = best.expect("at least one run");
     let rank = candidates
         .iter()
@@ -284,4 +294,13 @@ fn trials<'a, L: Layer>(
         100.0 * measured[0].samples_per_sec / rate
     );
     Ok(winner)
+}
+
+/// ` (other processes kept N cores busy meanwhile)` since `start`, or nothing without /proc.
+fn others(start: &CpuSnapshot) -> String {
+    start
+        .others_until(&CpuSnapshot::now())
+        .map_or(String::new(), |c| {
+            format!(" (other processes kept {c:.2} cores busy meanwhile)")
+        })
 }

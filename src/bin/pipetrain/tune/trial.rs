@@ -1,6 +1,7 @@
 //! Running the top candidates for a few steps, in this process, from the same initial weights,
-//! alternating: every pipeline is built and warmed up, then each round steps each pipeline once
-//! in turn, so a change in the machine's load falls on all of them alike. Per candidate: the
+//! alternating: every pipeline is built, then in each of [`ROUNDS`] rounds each pipeline in turn
+//! runs one untimed step (its caches warm again after the others ran) and its share of the
+//! timed steps, so a change in the machine's load falls on all of them alike. Per candidate: the
 //! median samples/s of its timed steps (wall clock around `train_step`) and the measured peak
 //! bytes of its fullest worker (`Pipeline::worker_memory`, a worker's chunks summed).
 
@@ -11,6 +12,9 @@ use pipetrain::{Batch, CrossEntropy, Layer, OptimizerConfig, Pipeline, StepRepor
 
 use crate::failure::Failure;
 
+/// Rounds the timed steps are spread over.
+const ROUNDS: usize = 2;
+
 /// What a run measured.
 pub struct Trial {
     /// Median samples/s of the timed steps.
@@ -19,8 +23,8 @@ pub struct Trial {
     pub peak_memory: u64,
 }
 
-/// Runs every candidate on a copy of `layers`: one warm-up step each, then `steps` rounds of
-/// one step each, cycling through `batches`.
+/// Runs every candidate on a copy of `layers` for `steps` timed steps (at least one per round),
+/// cycling through `batches`.
 ///
 /// # Errors
 /// A configuration the builder refuses, or a failed step.
@@ -47,15 +51,18 @@ pub fn run<L: Layer>(
         .collect::<Result<Vec<_>, _>>()?;
     let mut rates = vec![Vec::new(); candidates.len()];
     let mut last: Vec<Option<StepReport>> = vec![None; candidates.len()];
-    for round in 0..=steps.max(1) {
-        let batch = &batches[round % batches.len()];
+    let per_round = steps.div_ceil(ROUNDS).max(1);
+    for _ in 0..ROUNDS {
         for (i, pipeline) in pipelines.iter_mut().enumerate() {
-            let t = Instant::now();
-            let report = pipeline.train_step(batch)?;
-            if round > 0 {
-                rates[i].push(batch.len() as f64 / t.elapsed().as_secs_f64().max(1e-12));
+            for step in 0..=per_round {
+                let batch = &batches[step % batches.len()];
+                let t = Instant::now();
+                let report = pipeline.train_step(batch)?;
+                if step > 0 {
+                    rates[i].push(batch.len() as f64 / t.elapsed().as_secs_f64().max(1e-12));
+                }
+                last[i] = Some(report);
             }
-            last[i] = Some(report);
         }
     }
     let mut trials = Vec::with_capacity(candidates.len());
