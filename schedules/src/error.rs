@@ -54,10 +54,8 @@ pub enum ScheduleError {
     /// Interleaved 1F1B with a number of micro-batches that is not a multiple of the ranks.
     #[error(
         "interleaved needs the micro-batches in whole rounds of one per rank: {micro_batches} \
-         micro-batches is not a multiple of {stages}; use .micro_batches({}) or \
-         .micro_batches({})",
-        micro_batches / stages * stages,
-        (micro_batches / stages + 1) * stages
+         micro-batches is not a multiple of {stages}; use {}",
+        whole_rounds(*micro_batches, *stages)
     )]
     InterleavedMicroBatches {
         /// The micro-batches given.
@@ -133,3 +131,36 @@ pub enum ScheduleError {
 
 /// The crate's result type.
 pub type Result<T, E = ScheduleError> = std::result::Result<T, E>;
+
+/// The micro-batch counts next to `micro_batches` that are whole rounds of `stages`: the one
+/// below (when it is not 0) and the one above.
+fn whole_rounds(micro_batches: usize, stages: usize) -> String {
+    let below = micro_batches / stages.max(1) * stages;
+    let above = below + stages;
+    match below {
+        0 => format!(".micro_batches({above})"),
+        _ => format!(".micro_batches({below}) or .micro_batches({above})"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interleaved_remedies_are_whole_rounds_and_never_zero() {
+        let e = |micro_batches| {
+            ScheduleError::InterleavedMicroBatches {
+                micro_batches,
+                stages: 4,
+            }
+            .to_string()
+        };
+        assert!(e(1).ends_with("use .micro_batches(4)"), "{}", e(1));
+        assert!(
+            e(6).ends_with("use .micro_batches(4) or .micro_batches(8)"),
+            "{}",
+            e(6)
+        );
+    }
+}
