@@ -52,7 +52,7 @@ pub use pipetrain_engine as engine;
 pub use pipetrain_engine::checkpoint::{Checkpoint, CheckpointError, Progress};
 pub use pipetrain_engine::{
     Activation, ActivationError, AdamOptions, Backward, Batch, Bundle, CrossEntropy, Dense,
-    DenseActivation, GradGuard, Layer, Loss, Mse, OptimizerConfig, OptimizerError, Remat,
+    DenseActivation, GradGuard, Layer, Linears, Loss, Mse, OptimizerConfig, OptimizerError, Remat,
     SgdOptions, Tie,
 };
 pub use pipetrain_partitioner as partitioner;

@@ -217,27 +217,14 @@ pub(crate) fn budget_costs(
         .collect()
 }
 
-/// Bytes each layer holds for deferred weight gradients with the split backward: a
-/// [dense](pipetrain_engine::Dense) layer keeps its input and its pre-activation gradient (its
-/// output's size) for each of the `group` micro-batches of a weight-gradient group; other layers,
-/// and every layer with `group` 0 (fused backward), nothing. `input` is the bytes of the first
-/// layer's input for one micro-batch, `costs` the profiled output bytes.
-pub(crate) fn deferred_bytes<L: Layer>(
-    layers: &[L],
-    costs: &[LayerCost],
-    input: u64,
-    group: u64,
-) -> Vec<u64> {
-    let inputs = std::iter::once(input).chain(costs.iter().map(|c| c.activation_bytes));
-    layers
-        .iter()
-        .zip(costs)
-        .zip(inputs)
-        .map(|((layer, c), input)| match layer.dense() {
-            Some(_) => (input + c.activation_bytes).saturating_mul(group),
-            None => 0,
-        })
-        .collect()
+/// Bytes each layer holds for deferred weight gradients with the split backward: what its split
+/// keeps for one micro-batch (`split`, from
+/// [`profile::split_bytes`](pipetrain_engine::profile::split_bytes): a dense layer's input and
+/// pre-activation gradient, the input and output gradient of each split `Linear` call) for each
+/// of the `group` micro-batches of a weight-gradient group; nothing with `group` 0 (fused
+/// backward).
+pub(crate) fn deferred_bytes(split: &[u64], group: u64) -> Vec<u64> {
+    split.iter().map(|b| b.saturating_mul(group)).collect()
 }
 
 /// Micro-batches of a weight-gradient group under `backward` with `m` micro-batches per step;

@@ -227,8 +227,11 @@ impl<L: Layer> Pipeline<L> {
                     self.micro_batches(),
                     self.schedule().splits_backward(),
                 );
-                let input = memory::activation_bytes(&sample);
-                let deferred = memory::deferred_bytes(layers, &costs, input, group);
+                let split = match group {
+                    0 => vec![0; layers.len()],
+                    _ => profile::split_bytes(layers, &sample, &self.config.devices[0])?,
+                };
+                let deferred = memory::deferred_bytes(&split, group);
                 let budgeted = memory::budget_costs(&costs, slots, stashed, &deferred);
                 partition_by_time(&budgeted, stages, Some(budget)).map_err(|e| {
                     let deferring = deferred.iter().any(|&d| d > 0);

@@ -1,6 +1,7 @@
 //! Deferred weight gradients: what each micro-batch's input-gradient pass (`I`) leaves for the
-//! weight-gradient pass (`W`) of the [dense](crate::dense) layers, and the groups of micro-batches
-//! whose weight gradients are computed together.
+//! weight-gradient pass (`W`) — of the [dense](crate::dense) layers and of the split
+//! [`Linear` calls](crate::linears) inside other layers — and the groups of micro-batches whose
+//! weight gradients are computed together.
 //!
 //! Micro-batch `j` belongs to group `j / g` (`g` micro-batches per group, the last group may be
 //! smaller). A group's weight gradients are computed when `W` has run for each of its
@@ -12,17 +13,40 @@ use std::collections::{BTreeMap, BTreeSet};
 use burn::prelude::*;
 use pipetrain_schedules::MicroBatchId;
 
-/// One dense layer's share of one micro-batch: its input and the gradient before its activation.
+use crate::adapter::LinearParams;
+
+/// Whose weight gradient: a dense layer, or the `call`-th split `Linear` call of a layer's
+/// forward (ordered by layer, then call).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Owner {
+    /// The stage's dense layer of this index.
+    Dense { layer: usize },
+    /// A `Linear` called inside the stage's layer of this index.
+    Linear { layer: usize, call: usize },
+}
+
+/// One owner's share of one micro-batch: the input of its product and the gradient of the
+/// product's output (for a dense layer: before its activation).
 struct Pending {
-    layer: usize,
+    owner: Owner,
+    params: Option<LinearParams>,
     input: Tensor<2>,
     grad: Tensor<2>,
 }
 
-/// A complete group: per dense layer (stage order), the inputs and gradients of its
-/// micro-batches in micro-batch order.
+/// One owner's inputs and gradients over a complete group's micro-batches, in micro-batch
+/// order.
+pub(crate) struct Weighted {
+    pub owner: Owner,
+    /// The parameters of a split `Linear` call (`None` for a dense layer: its own).
+    pub params: Option<LinearParams>,
+    pub inputs: Vec<Tensor<2>>,
+    pub grads: Vec<Tensor<2>>,
+}
+
+/// A complete group: per owner (stage order), what its weight gradient needs.
 pub(crate) struct Group {
-    pub layers: Vec<(usize, Vec<Tensor<2>>, Vec<Tensor<2>>)>,
+    pub owners: Vec<Weighted>,
 }
 
 /// The weight-gradient work waiting for its `W`, with the bytes it holds.
@@ -57,20 +81,24 @@ impl Deferred {
         }
     }
 
-    /// Keeps dense layer `layer`'s input and pre-activation gradient of micro-batch `mb`.
+    /// Keeps `owner`'s input and output gradient of micro-batch `mb` (`params`: a split
+    /// `Linear` call's parameters).
     pub(crate) fn put(
         &mut self,
         mb: MicroBatchId,
-        layer: usize,
+        owner: Owner,
+        params: Option<LinearParams>,
         input: Tensor<2>,
         grad: Tensor<2>,
     ) {
         self.bytes += bytes(&input) + bytes(&grad);
         self.peak_bytes = self.peak_bytes.max(self.bytes);
-        self.pending
-            .entry(mb)
-            .or_default()
-            .push(Pending { layer, input, grad });
+        self.pending.entry(mb).or_default().push(Pending {
+            owner,
+            params,
+            input,
+            grad,
+        });
     }
 
     /// `W` ran for `mb`: its group, if that completes it.
@@ -83,21 +111,23 @@ impl Deferred {
         if !members.iter().all(|m| self.released.contains(m)) {
             return None;
         }
-        let mut by_layer: BTreeMap<usize, (Vec<Tensor<2>>, Vec<Tensor<2>>)> = BTreeMap::new();
+        let mut by_owner: BTreeMap<Owner, Weighted> = BTreeMap::new();
         for m in members {
             self.released.remove(&m);
             for p in self.pending.remove(&m).unwrap_or_default() {
                 self.bytes -= bytes(&p.input) + bytes(&p.grad);
-                let entry = by_layer.entry(p.layer).or_default();
-                entry.0.push(p.input);
-                entry.1.push(p.grad);
+                let entry = by_owner.entry(p.owner).or_insert_with(|| Weighted {
+                    owner: p.owner,
+                    params: p.params,
+                    inputs: Vec::new(),
+                    grads: Vec::new(),
+                });
+                entry.inputs.push(p.input);
+                entry.grads.push(p.grad);
             }
         }
         Some(Group {
-            layers: by_layer
-                .into_iter()
-                .map(|(layer, (inputs, grads))| (layer, inputs, grads))
-                .collect(),
+            owners: by_owner.into_values().collect(),
         })
     }
 

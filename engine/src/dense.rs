@@ -18,6 +18,7 @@ use burn::nn::Linear;
 use burn::prelude::*;
 
 use crate::activation::{Activation, ActivationError};
+use crate::adapter::LinearParams;
 
 /// The element-wise function after a [`Dense`] layer's affine map.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,8 +82,9 @@ impl<'a> Dense<'a> {
         self.activation
     }
 
-    pub(crate) fn linear_module(&self) -> &'a Linear {
-        self.linear
+    /// The `Linear`'s parameters, where the weight gradients go.
+    pub(crate) fn params(&self) -> LinearParams {
+        LinearParams::of(self.linear)
     }
 
     /// Forward without autodiff of a rank-2 input `[rows, in]`: the output `[rows, out]`.
@@ -127,22 +129,24 @@ impl<'a> Dense<'a> {
             pre_activation_grad.matmul(weight.transpose())
         }
     }
+}
 
-    /// The weight and bias gradients of a group of micro-batches: `Xᵀ·dZ` and `Σ_rows dZ`, over
-    /// the rows of all of them (`inputs` and `grads` in the same micro-batch order).
-    pub(crate) fn weight_grads(
-        &self,
-        inputs: Vec<Tensor<2>>,
-        grads: Vec<Tensor<2>>,
-    ) -> (Tensor<2>, Option<Tensor<1>>) {
-        let x = cat_rows(inputs);
-        let dz = cat_rows(grads);
-        let bias = self.linear.bias.as_ref().map(|_| {
-            let [_, out] = dz.dims();
-            dz.clone().sum_dim(0).reshape([out])
-        });
-        (x.transpose().matmul(dz), bias)
-    }
+/// The weight and bias gradients of a product `x·W (+ b)` over a group of micro-batches: `Xᵀ·dY`
+/// and `Σ_rows dY` over the rows of all of them (`inputs` and `grads` in the same micro-batch
+/// order), in one GEMM with `k` = every row of the group. Shared by the dense layers and the
+/// split `Linear` calls ([`crate::linears`]).
+pub(crate) fn weight_grads(
+    inputs: Vec<Tensor<2>>,
+    grads: Vec<Tensor<2>>,
+    bias: bool,
+) -> (Tensor<2>, Option<Tensor<1>>) {
+    let x = cat_rows(inputs);
+    let dy = cat_rows(grads);
+    let bias = bias.then(|| {
+        let [_, out] = dy.dims();
+        dy.clone().sum_dim(0).reshape([out])
+    });
+    (x.transpose().matmul(dy), bias)
 }
 
 /// The rows of `parts` stacked in order (no copy for one part).

@@ -4,6 +4,7 @@ use burn::module::Module;
 
 use crate::activation::{Activation, ActivationError};
 use crate::dense::Dense;
+use crate::linears::Linears;
 
 /// A burn [`Module`] that a pipeline can place on a stage: a forward from one [`Activation`] to
 /// the next.
@@ -46,6 +47,31 @@ pub trait Layer: Module + 'static {
     /// the layer on the autodiff path.
     fn dense(&self) -> Option<Dense<'_>> {
         None
+    }
+
+    /// The forward with this layer's `Linear`s called through `linears`
+    /// (`linears.forward(&self.proj, x)`), for a layer that is not [dense](Layer::dense) but
+    /// spends its time in `Linear`s (a transformer block, a pooling + `Linear` head). When the
+    /// engine splits the backward it passes split [`Linears`]: the layer's autodiff backward
+    /// then computes the input gradient only through those calls, and their weight gradients
+    /// are computed once for a group of micro-batches, as for dense layers (see
+    /// [`crate::linears`]). Say so with [`splits_linears`](Layer::splits_linears), and make
+    /// [`forward`](Layer::forward) call this with [`Linears::plain`]: one code path for both.
+    /// The default ignores `linears` and calls [`forward`](Layer::forward).
+    fn forward_linears(
+        &self,
+        input: Activation,
+        linears: &mut Linears,
+    ) -> Result<Activation, ActivationError> {
+        let _ = linears;
+        self.forward(input)
+    }
+
+    /// Whether [`forward_linears`](Layer::forward_linears) calls its `Linear`s through the
+    /// [`Linears`] it is given (the engine then splits the layer's backward). The default,
+    /// `false`, keeps the layer's weight gradients on the autodiff path.
+    fn splits_linears(&self) -> bool {
+        false
     }
 
     /// Whether the training forward normalizes with the batch's own statistics (batch norm).

@@ -64,6 +64,7 @@ mod error;
 mod fabric;
 mod guard;
 mod layer;
+pub mod linears;
 mod loss;
 #[cfg(feature = "mpi")]
 pub mod mpi;
@@ -99,6 +100,7 @@ pub use error::{Cause, EngineError, Result};
 pub use fabric::{ChannelFabric, Fabric, Links, TieLink};
 pub use guard::GradGuard;
 pub use layer::Layer;
+pub use linears::Linears;
 pub use loss::{CrossEntropy, Loss, Mse};
 pub use optimizer::{AdamOptions, OptimizerConfig, OptimizerError, SgdOptions};
 pub use params::{Difference, difference, parameters, trainable_parameters};

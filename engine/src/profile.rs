@@ -9,6 +9,7 @@ use crate::activation::{Activation, ActivationError};
 use crate::adapter;
 use crate::bundle::Bundle;
 use crate::layer::Layer;
+use crate::linears::Linears;
 
 /// Forward and backward time of each layer on `sample` (one micro-batch), measured one layer at
 /// a time on `device` (best of `repeats`, after one untimed pass over every layer so that
@@ -63,6 +64,43 @@ pub fn layer_costs<L: Layer>(
         x = out;
     }
     Ok(costs)
+}
+
+/// Per layer, the bytes its split backward keeps for one micro-batch (`sample`) from the
+/// input-gradient pass to the weight-gradient pass: a [dense](crate::dense) layer's input and
+/// pre-activation gradient, the input and output gradient of each `Linear` call of a layer
+/// that [splits them](Layer::splits_linears), nothing for other layers. Measured by one
+/// forward through every layer on `device`.
+pub fn split_bytes<L: Layer>(
+    layers: &[L],
+    sample: &Activation,
+    device: &Device,
+) -> Result<Vec<u64>, ActivationError> {
+    let device = device.clone().autodiff();
+    let rows_bytes = |t: &Tensor<2>| (t.dims().iter().product::<usize>() * t.dtype().size()) as u64;
+    let mut x = sample.clone().detach().to_device(&device);
+    let mut out = Vec::with_capacity(layers.len());
+    for layer in layers {
+        let layer = layer.clone().to_device(&device).train();
+        let input_bytes = (x.elements() * 4) as u64;
+        let mut linears = Linears::split();
+        let y = match layer.splits_linears() {
+            true => layer.forward_linears(adapter::leaf(x, true), &mut linears)?,
+            false => layer.forward(adapter::leaf(x, true))?,
+        };
+        let y = y.detach();
+        out.push(if layer.dense().is_some() {
+            input_bytes + (y.elements() * 4) as u64
+        } else {
+            linears
+                .into_taps()
+                .iter()
+                .map(|t| rows_bytes(&t.input) + rows_bytes(&t.output))
+                .sum()
+        });
+        x = y;
+    }
+    Ok(out)
 }
 
 /// The seed of a measuring backward: ones shaped like every differentiable float tensor of `a`

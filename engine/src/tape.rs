@@ -12,6 +12,7 @@ use burn::prelude::*;
 
 use crate::activation::Activation;
 use crate::layer::Layer;
+use crate::linears::Tap;
 
 /// Consecutive layers of a stage, and whether they run by hand.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -53,6 +54,9 @@ pub(crate) enum Segment {
         input: Activation,
         /// The segment's output, carrying the graph.
         output: Activation,
+        /// Per layer that [splits its `Linear`s](crate::Layer::splits_linears) (its index in
+        /// the stage), its calls' kept values; empty without a split backward.
+        taps: Vec<(usize, Vec<Tap>)>,
     },
     /// Dense layers run by hand.
     Dense {

@@ -25,7 +25,7 @@ use burn::nn::{
 use burn::prelude::*;
 use burn::tensor::Bool;
 use burn::tensor::activation::{gelu, softmax};
-use pipetrain_engine::{Activation, ActivationError, Bundle, Layer};
+use pipetrain_engine::{Activation, ActivationError, Bundle, Layer, Linears};
 
 /// The shape of a GPT-like decoder.
 ///
@@ -182,13 +182,24 @@ impl CausalSelfAttention {
     /// `[N, T, D] → [N, T, D]`: token `i` attends to the tokens whose position (`[N, T]` ids)
     /// is at most its own.
     pub fn forward_at(&self, x: Tensor<3>, positions: Tensor<2, Int>) -> Tensor<3> {
+        self.forward_linears(x, positions, &mut Linears::plain())
+    }
+
+    /// [`forward_at`](Self::forward_at) with the projections called through `linears` (the
+    /// engine splits their backward).
+    pub fn forward_linears(
+        &self,
+        x: Tensor<3>,
+        positions: Tensor<2, Int>,
+        linears: &mut Linears,
+    ) -> Tensor<3> {
         let [n, t, d] = x.dims();
         let (h, dh) = (self.heads, d / self.heads);
         // [N, T, D] → [N, H, T, Dh]
         let split = |y: Tensor<3>| y.reshape([n, t, h, dh]).swap_dims(1, 2);
-        let q = split(self.query.forward(x.clone()));
-        let k = split(self.key.forward(x.clone()));
-        let v = split(self.value.forward(x));
+        let q = split(linears.forward(&self.query, x.clone()));
+        let k = split(linears.forward(&self.key, x.clone()));
+        let v = split(linears.forward(&self.value, x));
         let scores = q
             .matmul(k.swap_dims(2, 3))
             .mul_scalar(1.0 / (dh as f64).sqrt());
@@ -204,7 +215,7 @@ impl CausalSelfAttention {
         // and no inf ever enters a backward.
         let weights = softmax(scores.mask_fill(future, -1e9), 3);
         let y = weights.matmul(v).swap_dims(1, 2).reshape([n, t, d]);
-        self.output.forward(y)
+        linears.forward(&self.output, y)
     }
 }
 
@@ -264,6 +275,16 @@ pub enum GptLayer {
 
 impl Layer for GptLayer {
     fn forward(&self, input: Activation) -> Result<Activation, ActivationError> {
+        self.forward_linears(input, &mut Linears::plain())
+    }
+
+    /// The blocks' projections and MLP, and the head's unembedding, run through `linears` (the
+    /// engine splits their backward); the embedding is a lookup.
+    fn forward_linears(
+        &self,
+        input: Activation,
+        linears: &mut Linears,
+    ) -> Result<Activation, ActivationError> {
         Ok(match self {
             GptLayer::Embedding(e) => {
                 let ids: Tensor<2, Int> = input.int()?;
@@ -293,17 +314,23 @@ impl Layer for GptLayer {
                 let input = input.bundle()?;
                 let x: Tensor<3> = input.get("x")?.clone().float()?;
                 let positions: Tensor<2, Int> = input.get("positions")?.clone().int()?;
-                let attended = b
-                    .attention
-                    .forward_at(b.norm1.forward(x.clone()), positions);
+                let attended =
+                    b.attention
+                        .forward_linears(b.norm1.forward(x.clone()), positions, linears);
                 let x = x + attended;
-                let hidden = gelu(b.mlp.up.forward(b.norm2.forward(x.clone())));
-                input.with("x", x + b.mlp.down.forward(hidden)).into()
+                let hidden = gelu(linears.forward(&b.mlp.up, b.norm2.forward(x.clone())));
+                input
+                    .with("x", x + linears.forward(&b.mlp.down, hidden))
+                    .into()
             }
             GptLayer::Head(h) => {
                 let x: Tensor<3> = input.bundle()?.take("x")?.float()?;
-                h.unembed.forward(h.norm.forward(x)).into()
+                linears.forward(&h.unembed, h.norm.forward(x)).into()
             }
         })
+    }
+
+    fn splits_linears(&self) -> bool {
+        !matches!(self, GptLayer::Embedding(_))
     }
 }

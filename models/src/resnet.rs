@@ -55,7 +55,7 @@ use burn::nn::pool::{AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig};
 use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig, PaddingConfig2d};
 use burn::prelude::*;
 use burn::tensor::activation::relu;
-use pipetrain_engine::{Activation, ActivationError, Layer};
+use pipetrain_engine::{Activation, ActivationError, Layer, Linears};
 
 /// The shape of a ResNet-like model.
 ///
@@ -270,6 +270,15 @@ impl Layer for ResNetLayer {
     }
 
     fn forward(&self, input: Activation) -> Result<Activation, ActivationError> {
+        self.forward_linears(input, &mut Linears::plain())
+    }
+
+    /// The head's `Linear` runs through `linears` (the engine splits its backward).
+    fn forward_linears(
+        &self,
+        input: Activation,
+        linears: &mut Linears,
+    ) -> Result<Activation, ActivationError> {
         let x: Tensor<4> = input.float()?;
         let channels = x.dims()[1];
         if channels != self.in_channels() {
@@ -294,8 +303,12 @@ impl Layer for ResNetLayer {
             ResNetLayer::Head(h) => {
                 let [n, c, _, _] = x.dims();
                 let pooled: Tensor<2> = h.pool.forward(x).reshape([n, c]);
-                h.linear.forward(pooled).into()
+                linears.forward(&h.linear, pooled).into()
             }
         })
+    }
+
+    fn splits_linears(&self) -> bool {
+        matches!(self, ResNetLayer::Head(_))
     }
 }

@@ -23,7 +23,6 @@ use pipetrain_schedules::{ActionKind, Costs, Lowering, ScheduleKind, lower, simu
 use pipetrain_tune::{CostTable, LayerTimes, RowsCosts, Space};
 
 use crate::error::Result;
-use crate::memory::activation_bytes;
 use crate::pipeline::Pipeline;
 use crate::report::StepReport;
 
@@ -87,10 +86,10 @@ pub fn measure<L: Layer>(
         }
         overheads.push(overhead);
         optimizer_per_byte = optimizer_per_byte.min(costs.optimizer / total_params.max(1) as f64);
-        let input_bytes = activation_bytes(&sample.inputs);
+        let split = profile::split_bytes(layers, &sample.inputs, device)?;
         let measured = RowsCosts {
             rows: r,
-            layers: share(layers, &profiled, &costs, input_bytes),
+            layers: share(layers, &profiled, &costs, &split),
         };
         match table.rows.iter_mut().find(|k| k.rows == r) {
             Some(kept) if total(kept) <= total(&measured) => {}
@@ -265,11 +264,14 @@ fn share<L: Layer>(
     layers: &[L],
     profiled: &[pipetrain_partitioner::LayerCost],
     run: &Costs,
-    input_bytes: u64,
+    split: &[u64],
 ) -> Vec<LayerTimes> {
     let forward: f64 = profiled.iter().map(|c| c.forward).sum::<f64>().max(1e-12);
     let backward: f64 = profiled.iter().map(|c| c.backward).sum::<f64>().max(1e-12);
-    let dense: Vec<bool> = layers.iter().map(|l| l.dense().is_some()).collect();
+    let dense: Vec<bool> = layers
+        .iter()
+        .map(|l| l.dense().is_some() || l.splits_linears())
+        .collect();
     let dense_backward: f64 = profiled
         .iter()
         .zip(&dense)
@@ -279,15 +281,11 @@ fn share<L: Layer>(
         .max(1e-12);
     let (f_total, b_total) = (run.forward[0], run.backward[0]);
     let w_total = b_total * run.weight_fraction;
-    let mut inputs = std::iter::once(input_bytes)
-        .chain(profiled.iter().map(|c| c.activation_bytes))
-        .collect::<Vec<_>>()
-        .into_iter();
     profiled
         .iter()
         .zip(&dense)
-        .map(|(c, &is_dense)| {
-            let input = inputs.next().unwrap_or(0);
+        .zip(split)
+        .map(|((c, &is_dense), &deferred_bytes)| {
             let whole = b_total * c.backward / backward;
             let weight = match is_dense {
                 true => (w_total * c.backward / dense_backward).min(whole),
@@ -299,10 +297,7 @@ fn share<L: Layer>(
                 input: whole - weight,
                 weight,
                 activation_bytes: c.activation_bytes,
-                deferred_bytes: match is_dense {
-                    true => input + c.activation_bytes,
-                    false => 0,
-                },
+                deferred_bytes,
             }
         })
         .collect()

@@ -228,16 +228,37 @@ pub(crate) fn step<M: Module + Default>(
     *module = optimizer.step(learning_rate, current, grads);
 }
 
-/// Registers a dense layer's weight (and bias) gradient for `linear`'s parameters.
-pub(crate) fn register_dense(
-    grads: &mut GradientsParams,
-    linear: &burn::nn::Linear,
-    weight: Tensor<2>,
-    bias: Option<Tensor<1>>,
-) {
-    grads.register(linear.weight.id, weight);
-    if let (Some(param), Some(bias)) = (&linear.bias, bias) {
-        grads.register(param.id, bias);
+/// The parameters of a `Linear`, by id: where its hand-computed gradients go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LinearParams {
+    weight: burn::module::ParamId,
+    bias: Option<burn::module::ParamId>,
+}
+
+impl LinearParams {
+    pub(crate) fn of(linear: &burn::nn::Linear) -> Self {
+        Self {
+            weight: linear.weight.id,
+            bias: linear.bias.as_ref().map(|b| b.id),
+        }
+    }
+
+    /// Whether the `Linear` has a bias.
+    pub(crate) fn has_bias(&self) -> bool {
+        self.bias.is_some()
+    }
+
+    /// Registers the weight (and bias) gradient of these parameters.
+    pub(crate) fn register(
+        &self,
+        grads: &mut GradientsParams,
+        weight: Tensor<2>,
+        bias: Option<Tensor<1>>,
+    ) {
+        grads.register(self.weight, weight);
+        if let (Some(id), Some(bias)) = (self.bias, bias) {
+            grads.register(id, bias);
+        }
     }
 }
 

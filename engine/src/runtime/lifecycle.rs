@@ -114,12 +114,16 @@ impl<L: Layer> Runtime<L> {
         let stages = workers.world().stages();
         let planned = config.schedule.plan(stages, config.micro_batches)?;
         let split = matches!(config.backward, Backward::Split { .. });
-        // The stages that can split their backward: those holding a dense layer.
+        // The stages that can split their backward: those holding a dense layer or a layer that
+        // splits its `Linear` calls.
         let dense: Vec<bool> = (0..stages)
             .map(|s| {
                 split
                     && workers.states().iter().any(|w| {
-                        w.id.stage.index() == s && w.layers.iter().any(|l| l.dense().is_some())
+                        w.id.stage.index() == s
+                            && w.layers
+                                .iter()
+                                .any(|l| l.dense().is_some() || l.splits_linears())
                     })
             })
             .collect();

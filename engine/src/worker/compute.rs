@@ -9,9 +9,11 @@ use std::ops::Range;
 
 use crate::activation::Activation;
 use crate::adapter;
+use crate::deferred::Owner;
 use crate::dense;
 use crate::error::Cause;
 use crate::layer::Layer;
+use crate::linears::{Linears, Tap};
 use crate::stash::Stashed;
 use crate::tape::{self, Saved, Segment, Tape};
 use crate::transport::{Flow, Tag};
@@ -43,7 +45,19 @@ impl<L: Layer> Worker<'_, L> {
     }
 
     /// Forward through this stage's layers; a layer error names the input and where it came from.
-    fn forward_layers(&mut self, layers: &[L], mut x: Activation) -> Result<Activation, Failure> {
+    fn forward_layers(&mut self, layers: &[L], x: Activation) -> Result<Activation, Failure> {
+        self.forward_layers_split(layers, x, None)
+    }
+
+    /// [`Self::forward_layers`], with the `Linear` calls of the layers that
+    /// [split them](Layer::splits_linears) split when `split` collects them: per such layer, its
+    /// index among `layers` and its calls' kept values.
+    fn forward_layers_split(
+        &mut self,
+        layers: &[L],
+        mut x: Activation,
+        mut split: Option<&mut Vec<(usize, Vec<Tap>)>>,
+    ) -> Result<Activation, Failure> {
         let shown = x.to_string();
         let from = if self.is_first() {
             String::new()
@@ -51,8 +65,17 @@ impl<L: Layer> Worker<'_, L> {
             format!(" received from stage {}", self.id().stage.0 - 1)
         };
         self.input_context = Some(format!(" (input: {shown}{from})"));
-        for layer in layers {
-            x = layer.forward(x).map_err(|error| {
+        for (i, layer) in layers.iter().enumerate() {
+            let out = match split.as_deref_mut() {
+                Some(taps) if layer.splits_linears() => {
+                    let mut linears = Linears::split();
+                    let out = layer.forward_linears(x, &mut linears);
+                    taps.push((i, linears.into_taps()));
+                    out
+                }
+                _ => layer.forward(x),
+            };
+            x = out.map_err(|error| {
                 Failure::Cause(Cause::Layer {
                     error,
                     input: shown.clone(),
@@ -176,10 +199,14 @@ impl<L: Layer> Worker<'_, L> {
                 x = out;
             } else {
                 let leaf = adapter::leaf(x.detach(), input_grad);
-                let out = self.forward_layers(part, leaf.clone())?;
+                let mut taps = Vec::new();
+                let split = self.ctx.split.then_some(&mut taps);
+                let out = self.forward_layers_split(part, leaf.clone(), split)?;
+                let first = run.layers.start;
                 segments.push(Segment::Graph {
                     input: leaf,
                     output: out.clone(),
+                    taps: taps.into_iter().map(|(i, t)| (first + i, t)).collect(),
                 });
                 x = out;
             }
@@ -278,12 +305,17 @@ impl<L: Layer> Worker<'_, L> {
         let mut input_grad = None;
         while let Some(segment) = segments.pop() {
             input_grad = match segment {
-                Segment::Graph { input, output } => {
+                Segment::Graph {
+                    input,
+                    output,
+                    taps,
+                } => {
                     let grads = match upstream {
                         Upstream::Graph(grads) => grads,
                         Upstream::Grad(grad) => adapter::backward_seeded(&output, grad)
                             .map_err(|e| Failure::Cause(Cause::Gradient(e)))?,
                     };
+                    self.defer_taps(mb, taps, &grads);
                     let grad = adapter::input_grad(&input, &grads);
                     self.state.grads.add(&self.state.layers, grads);
                     grad
@@ -337,7 +369,8 @@ impl<L: Layer> Worker<'_, L> {
             let pre = dense.pre_activation_grad(&output, grad);
             let wanted = i > first || input_grad;
             let next = wanted.then(|| dense.input_grad(pre.clone()));
-            self.deferred.put(mb, i, input, pre);
+            self.deferred
+                .put(mb, Owner::Dense { layer: i }, None, input, pre);
             match next {
                 Some(next) => grad = next,
                 None => return Ok(None),
@@ -346,16 +379,45 @@ impl<L: Layer> Worker<'_, L> {
         Ok(Some(grad))
     }
 
-    /// `W`: the weight gradients of the dense layers, once `mb` completes its group.
+    /// The split `Linear` calls of a graph segment, after its backward: each call's input and
+    /// output gradient wait for `W` (zeros for a call whose output did not reach the loss).
+    fn defer_taps(
+        &mut self,
+        mb: MicroBatchId,
+        taps: Vec<(usize, Vec<Tap>)>,
+        grads: &adapter::Gradients,
+    ) {
+        for (layer, calls) in taps {
+            for (call, tap) in calls.into_iter().enumerate() {
+                let grad = tap
+                    .output
+                    .grad(grads)
+                    .unwrap_or_else(|| tap.output.zeros_like().inner());
+                let owner = Owner::Linear { layer, call };
+                self.deferred
+                    .put(mb, owner, Some(tap.params), tap.input, grad);
+            }
+        }
+    }
+
+    /// `W`: the weight gradients of the dense layers and split `Linear` calls, once `mb`
+    /// completes its group.
     pub(super) fn backward_weight(&mut self, mb: MicroBatchId) -> Result<(), Failure> {
         let Some(group) = self.deferred.release(mb) else {
             return Ok(());
         };
         let mut grads = adapter::Grads::new();
-        for (i, inputs, pre) in group.layers {
-            let dense = self.state.layers[i].dense().expect("a dense layer");
-            let (weight, bias) = dense.weight_grads(inputs, pre);
-            adapter::register_dense(&mut grads, dense.linear_module(), weight, bias);
+        for w in group.owners {
+            let params = match (w.owner, w.params) {
+                (_, Some(params)) => params,
+                (Owner::Dense { layer }, None) => self.state.layers[layer]
+                    .dense()
+                    .expect("a dense layer")
+                    .params(),
+                (Owner::Linear { .. }, None) => unreachable!("a split call keeps its parameters"),
+            };
+            let (weight, bias) = dense::weight_grads(w.inputs, w.grads, params.has_bias());
+            params.register(&mut grads, weight, bias);
         }
         self.state.grads.add_params(&self.state.layers, grads);
         Ok(())

@@ -1,0 +1,193 @@
+//! The `Linear`s inside a layer, with their backward split: for layers that are more than a
+//! [dense](crate::dense) layer (a transformer block, a classifier head behind a pooling) but
+//! spend their time in `Linear`s.
+//!
+//! Such a layer runs its forward through [`Layer::forward_linears`](crate::Layer::forward_linears),
+//! calling each `Linear` as `linears.forward(&self.up, x)` instead of `self.up.forward(x)`. The
+//! rest of the layer stays on autodiff. When the engine splits the backward, each such call
+//! computes `y = x·W + z`, where the weight enters the graph as a constant and `z` — the bias
+//! broadcast over the rows, or zeros — is a fresh leaf that requires grad:
+//!
+//! - the **input-gradient pass** (`I`) is the layer's autodiff backward: it reaches `x` through
+//!   the product (`dX = dY·Wᵀ`) but computes no weight gradient, and leaves the output gradient
+//!   `dY` on the leaf `z`;
+//! - the **weight-gradient pass** (`W`) computes `dW = Xᵀ·dY` and `db = Σ dY` from the kept `x`
+//!   and `dY`, once per group of micro-batches over all their rows, as for dense layers
+//!   ([`crate::dense`]).
+//!
+//! Otherwise (inference, a fused backward, re-materialization's first pass) each call computes
+//! `x·W + b` on the autodiff path. Both compute the same product and the same sum, so the
+//! forward's bits do not depend on the mode.
+
+use burn::nn::Linear;
+use burn::prelude::*;
+
+use crate::adapter::LinearParams;
+
+/// One `Linear` call of a split forward: what its weight gradient needs.
+pub(crate) struct Tap {
+    /// Which parameters (registered by the `W` pass).
+    pub params: LinearParams,
+    /// The call's input as rows (plain).
+    pub input: Tensor<2>,
+    /// The leaf added to the product: its gradient is the output gradient `dY`.
+    pub output: Tensor<2>,
+}
+
+/// How a layer's `Linear`s run in [`Layer::forward_linears`](crate::Layer::forward_linears):
+/// as burn runs them, or split by the engine (see the [module docs](self)).
+///
+/// ```
+/// use burn::nn::{Linear, LinearConfig};
+/// use burn::prelude::*;
+/// use burn::tensor::activation::gelu;
+/// use pipetrain_engine::{Activation, ActivationError, Layer, Linears};
+///
+/// #[derive(Module, Debug)]
+/// struct FeedForward {
+///     up: Linear,
+///     down: Linear,
+/// }
+///
+/// impl Layer for FeedForward {
+///     fn forward(&self, input: Activation) -> Result<Activation, ActivationError> {
+///         self.forward_linears(input, &mut Linears::plain())
+///     }
+///     // One forward for both modes: the engine passes split `Linears` when it splits the
+///     // backward.
+///     fn forward_linears(
+///         &self,
+///         input: Activation,
+///         linears: &mut Linears,
+///     ) -> Result<Activation, ActivationError> {
+///         let x: Tensor<3> = input.float()?;
+///         let hidden = gelu(linears.forward(&self.up, x));
+///         Ok(linears.forward(&self.down, hidden).into())
+///     }
+///     fn splits_linears(&self) -> bool {
+///         true
+///     }
+/// }
+///
+/// let device = Device::flex();
+/// let layer = FeedForward {
+///     up: LinearConfig::new(4, 16).init(&device),
+///     down: LinearConfig::new(16, 4).init(&device),
+/// };
+/// let out = layer.forward(Tensor::<3>::ones([2, 3, 4], &device).into()).unwrap();
+/// assert_eq!(out.dims(), vec![2, 3, 4]);
+/// ```
+#[derive(Default)]
+pub struct Linears {
+    split: bool,
+    taps: Vec<Tap>,
+}
+
+impl std::fmt::Debug for Linears {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Linears")
+            .field("split", &self.split)
+            .field("calls", &self.taps.len())
+            .finish()
+    }
+}
+
+impl Linears {
+    /// Every `Linear` as burn runs it: `x·W + b` (what
+    /// [`Layer::forward`](crate::Layer::forward) passes).
+    pub fn plain() -> Self {
+        Self::default()
+    }
+
+    /// Split by the engine: each call keeps what its weight gradient needs.
+    pub(crate) fn split() -> Self {
+        Self {
+            split: true,
+            taps: Vec::new(),
+        }
+    }
+
+    /// `linear` applied to `x` (`[…, d_input]` → `[…, d_output]`, any rank from 2).
+    ///
+    /// # Panics
+    /// When `x`'s last dimension is not the layer's input size (as `Linear::forward`).
+    pub fn forward<const D: usize>(&mut self, linear: &Linear, x: Tensor<D>) -> Tensor<D> {
+        let dims = x.dims();
+        let [fan_in, fan_out] = linear.weight.dims();
+        assert_eq!(
+            dims[D - 1],
+            fan_in,
+            "this Linear takes {fan_in} input features, got {dims:?}"
+        );
+        let rows: usize = dims[..D - 1].iter().product();
+        let x = x.reshape([rows, fan_in]);
+        let y = if self.split {
+            // The weight as a constant of the graph: the product's backward computes dX only.
+            let weight = linear.weight.val().inner().autodiff();
+            let device = x.device().inner();
+            let z = match &linear.bias {
+                Some(bias) => bias
+                    .val()
+                    .inner()
+                    .unsqueeze::<2>()
+                    .expand([rows, fan_out])
+                    .to_device(&device),
+                None => Tensor::zeros([rows, fan_out], &device),
+            }
+            .autodiff()
+            .require_grad();
+            self.taps.push(Tap {
+                params: LinearParams::of(linear),
+                input: x.clone().detach().inner(),
+                output: z.clone(),
+            });
+            x.matmul(weight) + z
+        } else {
+            let y = x.matmul(linear.weight.val());
+            match &linear.bias {
+                Some(bias) => y + bias.val().unsqueeze(),
+                None => y,
+            }
+        };
+        let mut out = dims;
+        out[D - 1] = fan_out;
+        y.reshape(out)
+    }
+
+    /// The calls' kept values, in call order.
+    pub(crate) fn into_taps(self) -> Vec<Tap> {
+        self.taps
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::nn::LinearConfig;
+
+    use super::*;
+
+    /// Plain and split calls compute the same bits (a re-materialized forward replays what was
+    /// sent), with and without a bias, on rank 2 and 3; only the split one keeps a tap.
+    #[test]
+    fn plain_and_split_forwards_are_bitwise_equal() {
+        let device = Device::flex().autodiff();
+        for bias in [true, false] {
+            let linear = LinearConfig::new(6, 5).with_bias(bias).init(&device);
+            let x = Tensor::<3>::random([2, 3, 6], burn::tensor::Distribution::Default, &device);
+            let (mut plain, mut split) = (Linears::plain(), Linears::split());
+            let a = plain.forward(&linear, x.clone()).into_data();
+            let b = split.forward(&linear, x.clone()).into_data();
+            assert_eq!(a, b, "bias={bias}");
+            let burn = linear.forward(x.clone()).into_data();
+            burn.assert_approx_eq::<f32>(&a, burn::tensor::Tolerance::default());
+            let y2 = split.forward(&linear, x.reshape([6, 6]));
+            assert_eq!(y2.dims(), [6, 5]);
+            assert!(plain.into_taps().is_empty());
+            let taps = split.into_taps();
+            assert_eq!(taps.len(), 2);
+            assert_eq!(taps[0].input.dims(), [6, 6]);
+            assert_eq!(taps[0].output.dims(), [6, 5]);
+            assert_eq!(taps[0].params.has_bias(), bias);
+        }
+    }
+}
