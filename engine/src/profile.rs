@@ -12,7 +12,8 @@ use crate::layer::Layer;
 use crate::linears::Linears;
 
 /// Forward and backward time of each layer on `sample` (one micro-batch), measured one layer at
-/// a time on `device` (best of `repeats`, after one untimed pass over every layer so that
+/// a time on `device` (the first layer's backward without an input gradient, as stage 0 runs
+/// it; best of `repeats`, after one untimed pass over every layer so that
 /// first-use costs — allocations, GEMM packing buffers, page faults — are not charged to the
 /// first layers), with parameter bytes and output-activation bytes.
 ///
@@ -31,8 +32,8 @@ pub fn layer_costs<L: Layer>(
         .collect();
     // Warm-up: one untimed forward and backward through every layer.
     let mut x = sample.clone().detach().to_device(&device);
-    for layer in &layers {
-        let y = layer.forward(adapter::leaf(x.clone(), true))?;
+    for (i, layer) in layers.iter().enumerate() {
+        let y = layer.forward(adapter::leaf(x.clone(), i > 0))?;
         if let Some(ones) = ones_like(&y) {
             let _ = adapter::backward_seeded(&y, ones)?;
         }
@@ -40,11 +41,13 @@ pub fn layer_costs<L: Layer>(
     }
     let mut x = sample.clone().detach().to_device(&device);
     let mut costs = Vec::with_capacity(layers.len());
-    for layer in &layers {
+    for (i, layer) in layers.iter().enumerate() {
         let (mut forward, mut backward) = (f64::INFINITY, f64::INFINITY);
         let mut out = None;
         for _ in 0..repeats.max(1) {
-            let leaf = adapter::leaf(x.clone(), true);
+            // The model's input is data: no gradient flows to it (as on stage 0), so the first
+            // layer's backward computes no input gradient.
+            let leaf = adapter::leaf(x.clone(), i > 0);
             let t0 = Instant::now();
             let y = layer.forward(leaf)?;
             let t1 = Instant::now();

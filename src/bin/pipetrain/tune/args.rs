@@ -24,8 +24,8 @@ pub struct TuneArgs {
     /// How many of the top configurations to run (0: none) [default: --top].
     #[arg(long, help_heading = "Tune")]
     pub run: Option<usize>,
-    /// Timed steps of each run (over 2 alternating rounds, each after an untimed step).
-    #[arg(long, default_value_t = 6, help_heading = "Tune")]
+    /// Timed steps of each run (over 4 alternating rounds, each after an untimed step).
+    #[arg(long, default_value_t = 24, help_heading = "Tune")]
     pub run_steps: usize,
     /// Largest micro-batch count tried (powers of two that split the batch evenly).
     #[arg(long, default_value_t = 32, help_heading = "Tune")]

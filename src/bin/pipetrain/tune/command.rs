@@ -248,9 +248,10 @@ fn trials<'a, L: Layer>(
     optimizer: &OptimizerConfig,
 ) -> Result<&'a Candidate, Failure> {
     println!(
-        "runs: {} timed step(s) each over 2 rounds, each round one configuration after the \
+        "runs: {} timed step(s) each over {} rounds, each round one configuration after the \
          other (one untimed step, then its timed ones), same initial weights",
-        args.run_steps
+        args.run_steps,
+        trial::ROUNDS
     );
     let cpu = CpuSnapshot::now();
     let measured = trial::run(

@@ -13,7 +13,7 @@ use pipetrain::{Batch, CrossEntropy, Layer, OptimizerConfig, Pipeline, StepRepor
 use crate::failure::Failure;
 
 /// Rounds the timed steps are spread over.
-const ROUNDS: usize = 2;
+pub const ROUNDS: usize = 4;
 
 /// What a run measured.
 pub struct Trial {
