@@ -1,8 +1,19 @@
-//! `pipetrain train --schedule zb-h1`: the zero-bubble schedule from the command line, on a
-//! model whose layers split their backward (the MLP) and on one whose layers do not (the GPT).
+//! `pipetrain train --schedule zb-h1`: the zero-bubble schedule from the command line, on models
+//! whose every stage splits its backward (the MLP, the GPT) and on a stage that does not (a
+//! ResNet's convolutions).
 
 mod common;
-use common::{TINY_GPT, max_rel_diff, pipetrain, stdout_of_success};
+use common::{TINY_GPT, TINY_RESNET, max_rel_diff, pipetrain, stdout_of_success};
+
+/// Runs `args` (a `--verify` run) to success: its stdout, after checking the verification line,
+/// and its stderr.
+fn verified(args: &[&str]) -> (String, String) {
+    let out = pipetrain(args);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let stdout = stdout_of_success(args, out);
+    max_rel_diff(&stdout);
+    (stdout, stderr)
+}
 
 #[test]
 fn zb_h1_over_three_stages_matches_single_device() {
@@ -24,14 +35,11 @@ fn zb_h1_over_three_stages_matches_single_device() {
         "2",
         "--verify",
     ];
-    let out = pipetrain(&args);
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    let stdout = stdout_of_success(&args, out);
+    let (stdout, stderr) = verified(&args);
     assert!(
         stdout.contains("zb-h1"),
         "the header names the schedule:\n{stdout}"
     );
-    max_rel_diff(&stdout);
     assert!(
         !stderr.contains("warning"),
         "every MLP stage splits:\n{stderr}"
@@ -42,35 +50,24 @@ fn zb_h1_over_three_stages_matches_single_device() {
 /// warns for that stage alone, runs full backwards there, and still trains like one device.
 #[test]
 fn zb_h1_on_a_stage_without_split_backward_warns_and_still_matches() {
-    let resnet = [
-        "--model",
-        "resnet",
-        "--remat",
-        "never",
-        "--channels",
-        "4",
-        "--blocks",
-        "2",
-        "--image",
-        "8",
-        "--classes",
-        "3",
-        "--batch",
-        "8",
-        "--balance",
-        "3,1",
-    ];
     let args = [
         &["train"][..],
-        &resnet,
+        &TINY_RESNET,
+        &[
+            "--remat",
+            "never",
+            "--classes",
+            "3",
+            "--batch",
+            "8",
+            "--balance",
+            "3,1",
+        ],
         &["--micro-batches", "2", "--steps", "1"],
         &["--schedule", "zb-h1", "--verify"],
     ]
     .concat();
-    let out = pipetrain(&args);
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    let stdout = stdout_of_success(&args, out);
-    max_rel_diff(&stdout);
+    let (_, stderr) = verified(&args);
     assert!(
         stderr.contains("warning: zb-h1 places split backwards, but stage 0 (layers 0.."),
         "{stderr}"
@@ -93,10 +90,7 @@ fn zb_h1_splits_every_gpt_stage_of_blocks() {
         &["--schedule", "zb-h1", "--verify"],
     ]
     .concat();
-    let out = pipetrain(&args);
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    let stdout = stdout_of_success(&args, out);
-    max_rel_diff(&stdout);
+    let (_, stderr) = verified(&args);
     assert!(!stderr.contains("warning"), "{stderr}");
 }
 

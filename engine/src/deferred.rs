@@ -29,7 +29,7 @@ pub(crate) enum Owner {
 /// product's output (for a dense layer: before its activation).
 struct Pending {
     owner: Owner,
-    params: Option<LinearParams>,
+    params: LinearParams,
     input: Tensor<2>,
     grad: Tensor<2>,
 }
@@ -37,9 +37,8 @@ struct Pending {
 /// One owner's inputs and gradients over a complete group's micro-batches, in micro-batch
 /// order.
 pub(crate) struct Weighted {
-    pub owner: Owner,
-    /// The parameters of a split `Linear` call (`None` for a dense layer: its own).
-    pub params: Option<LinearParams>,
+    /// Where the weight gradients go.
+    pub params: LinearParams,
     pub inputs: Vec<Tensor<2>>,
     pub grads: Vec<Tensor<2>>,
 }
@@ -81,13 +80,13 @@ impl Deferred {
         }
     }
 
-    /// Keeps `owner`'s input and output gradient of micro-batch `mb` (`params`: a split
-    /// `Linear` call's parameters).
+    /// Keeps `owner`'s input and output gradient of micro-batch `mb` (`params`: where its weight
+    /// gradients go).
     pub(crate) fn put(
         &mut self,
         mb: MicroBatchId,
         owner: Owner,
-        params: Option<LinearParams>,
+        params: LinearParams,
         input: Tensor<2>,
         grad: Tensor<2>,
     ) {
@@ -117,7 +116,6 @@ impl Deferred {
             for p in self.pending.remove(&m).unwrap_or_default() {
                 self.bytes -= bytes(&p.input) + bytes(&p.grad);
                 let entry = by_owner.entry(p.owner).or_insert_with(|| Weighted {
-                    owner: p.owner,
                     params: p.params,
                     inputs: Vec::new(),
                     grads: Vec::new(),

@@ -126,12 +126,7 @@ impl Linears {
             let weight = linear.weight.val().inner().autodiff();
             let device = x.device().inner();
             let z = match &linear.bias {
-                Some(bias) => bias
-                    .val()
-                    .inner()
-                    .unsqueeze::<2>()
-                    .expand([rows, fan_out])
-                    .to_device(&device),
+                Some(bias) => bias.val().inner().unsqueeze::<2>().expand([rows, fan_out]),
                 None => Tensor::zeros([rows, fan_out], &device),
             }
             .autodiff()

@@ -370,7 +370,7 @@ impl<L: Layer> Worker<'_, L> {
             let wanted = i > first || input_grad;
             let next = wanted.then(|| dense.input_grad(pre.clone()));
             self.deferred
-                .put(mb, Owner::Dense { layer: i }, None, input, pre);
+                .put(mb, Owner::Dense { layer: i }, dense.params(), input, pre);
             match next {
                 Some(next) => grad = next,
                 None => return Ok(None),
@@ -394,8 +394,7 @@ impl<L: Layer> Worker<'_, L> {
                     .grad(grads)
                     .unwrap_or_else(|| tap.output.zeros_like().inner());
                 let owner = Owner::Linear { layer, call };
-                self.deferred
-                    .put(mb, owner, Some(tap.params), tap.input, grad);
+                self.deferred.put(mb, owner, tap.params, tap.input, grad);
             }
         }
     }
@@ -408,16 +407,8 @@ impl<L: Layer> Worker<'_, L> {
         };
         let mut grads = adapter::Grads::new();
         for w in group.owners {
-            let params = match (w.owner, w.params) {
-                (_, Some(params)) => params,
-                (Owner::Dense { layer }, None) => self.state.layers[layer]
-                    .dense()
-                    .expect("a dense layer")
-                    .params(),
-                (Owner::Linear { .. }, None) => unreachable!("a split call keeps its parameters"),
-            };
-            let (weight, bias) = dense::weight_grads(w.inputs, w.grads, params.has_bias());
-            params.register(&mut grads, weight, bias);
+            let (weight, bias) = dense::weight_grads(w.inputs, w.grads, w.params.has_bias());
+            w.params.register(&mut grads, weight, bias);
         }
         self.state.grads.add_params(&self.state.layers, grads);
         Ok(())
