@@ -7,7 +7,9 @@
 //!   and a one-worker pipeline of the whole model runs a few steps with the split backward
 //!   (ZB-H1, one micro-batch of that many rows): its measured forward, input- and
 //!   weight-gradient totals are what the engine really spends, and they are shared out over the
-//!   layers by the profiler's weights (the weight gradient over the layers that can split it).
+//!   layers: the forward by the profiler's weights, the weight gradient by parameter count over
+//!   the layers that can split it (one GEMM over the weights), the input gradient by what
+//!   remains of each profiled backward.
 //! - **Engine costs**: the optimizer step per parameter byte and the per-step overhead (wall
 //!   time minus the simulated plan) from those runs; the hand-over between a worker's chunks
 //!   from a one-worker interleaved run (wall minus the simulated plan, per compute action); the
@@ -259,7 +261,9 @@ fn optimizer_bytes(params: &[u64], optimizer: &OptimizerConfig, measured: u64) -
         .collect()
 }
 
-/// The one-stage run's totals shared out over the layers by the profiler's weights.
+/// The one-stage run's totals shared out over the layers: the forward by the profiled forwards,
+/// the weight gradients by parameter count over the layers that split, the input gradients by
+/// what remains of each profiled backward.
 fn share<L: Layer>(
     layers: &[L],
     profiled: &[pipetrain_partitioner::LayerCost],
@@ -267,34 +271,49 @@ fn share<L: Layer>(
     split: &[u64],
 ) -> Vec<LayerTimes> {
     let forward: f64 = profiled.iter().map(|c| c.forward).sum::<f64>().max(1e-12);
-    let backward: f64 = profiled.iter().map(|c| c.backward).sum::<f64>().max(1e-12);
     let dense: Vec<bool> = layers
         .iter()
         .map(|l| l.dense().is_some() || l.splits_linears())
         .collect();
-    let dense_backward: f64 = profiled
+    // A weight gradient is one GEMM over the layer's weights: shared out by parameter count,
+    // not by the profiled backward (the first layer's has no input gradient, and would get
+    // too little of the weight gradients).
+    let params: Vec<f64> = layers
+        .iter()
+        .zip(&dense)
+        .map(|(l, &d)| if d { l.num_params() as f64 } else { 0.0 })
+        .collect();
+    let split_params = params.iter().sum::<f64>().max(1e-12);
+    let split_backward: f64 = profiled
         .iter()
         .zip(&dense)
         .filter(|(_, d)| **d)
         .map(|(c, _)| c.backward)
-        .sum::<f64>()
-        .max(1e-12);
+        .sum();
     let (f_total, b_total) = (run.forward[0], run.backward[0]);
     let w_total = b_total * run.weight_fraction;
+    // The input-gradient pass by what remains of each layer's profiled backward once its
+    // estimated weight-gradient part is taken out.
+    let input_weights: Vec<f64> = profiled
+        .iter()
+        .zip(&params)
+        .map(|(c, p)| {
+            let weight_part = run.weight_fraction * split_backward * p / split_params;
+            (c.backward - weight_part).max(0.0)
+        })
+        .collect();
+    let input_total = input_weights.iter().sum::<f64>().max(1e-12);
     profiled
         .iter()
-        .zip(&dense)
+        .zip(params.iter().zip(&input_weights))
         .zip(split)
-        .map(|((c, &is_dense), &deferred_bytes)| {
-            let whole = b_total * c.backward / backward;
-            let weight = match is_dense {
-                true => (w_total * c.backward / dense_backward).min(whole),
-                false => 0.0,
-            };
+        .map(|((c, (p, w_in)), &deferred_bytes)| {
+            let input = (b_total - w_total) * w_in / input_total;
+            let weight = w_total * p / split_params;
             LayerTimes {
                 forward: f_total * c.forward / forward,
-                backward: whole,
-                input: whole - weight,
+                backward: input + weight,
+                input,
                 weight,
                 activation_bytes: c.activation_bytes,
                 deferred_bytes,

@@ -179,10 +179,25 @@ impl<'a, L: Layer> Worker<'a, L> {
     /// Runs `program`. On failure the error goes to the step's [`Abort`] (first wins); the
     /// return value says only whether this worker finished.
     pub fn run(mut self, program: &[Action]) -> Option<Finished> {
+        // The compute action whose turn this worker still holds: it passes the turn on once
+        // the sends that follow it are done (sends never block), so that the rank's next
+        // chunk does not take the core while this one's outputs wait to be sent.
+        let mut holding: Option<Action> = None;
         for &action in program {
             if self.ctx.abort.is_aborted() {
                 return None; // fail at the first exception: stop before the next action
             }
+            if !is_send(action.kind)
+                && let (Some(turns), Some(done)) = (self.ctx.turns.as_ref(), holding.take())
+            {
+                turns.done(self.id().replica, &done);
+            }
+            let turns = self.ctx.turns.as_ref().filter(|_| action.kind.is_compute());
+            if turns.is_some_and(|t| t.wait(self.id().replica, &action, &self.ctx.abort).is_err()) {
+                return None; // another worker failed while this one waited for its turn
+            }
+            // After the turn: a profile's slice is the action itself, not the wait for its turn
+            // (a rank's chunks would seem to compute at once).
             let _span = tracing::info_span!(
                 "action",
                 name = %action,
@@ -192,10 +207,6 @@ impl<'a, L: Layer> Worker<'a, L> {
                 phase = %if self.ctx.loss.is_some() { "train" } else { "inference" },
             )
             .entered();
-            let turns = self.ctx.turns.as_ref().filter(|_| action.kind.is_compute());
-            if turns.is_some_and(|t| t.wait(self.id().replica, &action, &self.ctx.abort).is_err()) {
-                return None; // another worker failed while this one waited for its turn
-            }
             let started = Instant::now();
             let outcome = catch_unwind(AssertUnwindSafe(|| self.interpret(action)));
             if !action.kind.is_transfer() {
@@ -205,8 +216,8 @@ impl<'a, L: Layer> Worker<'a, L> {
             }
             let cause = match outcome {
                 Ok(Ok(())) => {
-                    if let Some(turns) = turns {
-                        turns.done(self.id().replica, &action);
+                    if turns.is_some() {
+                        holding = Some(action);
                     }
                     continue;
                 }
@@ -226,6 +237,9 @@ impl<'a, L: Layer> Worker<'a, L> {
                 source: cause,
             });
             return None;
+        }
+        if let (Some(turns), Some(done)) = (self.ctx.turns.as_ref(), holding) {
+            turns.done(self.id().replica, &done);
         }
         let wall = self.ctx.start.elapsed();
         let idle = wall.saturating_sub(self.compute);
@@ -299,4 +313,15 @@ impl<'a, L: Layer> Worker<'a, L> {
         }
         Ok(())
     }
+}
+
+/// Whether `kind` sends (to a neighbouring stage or a skip's peer): it never blocks.
+fn is_send(kind: ActionKind) -> bool {
+    matches!(
+        kind,
+        ActionKind::SendActivation
+            | ActionKind::SendGradient
+            | ActionKind::SendSkip
+            | ActionKind::SendSkipGradient
+    )
 }
