@@ -5,7 +5,7 @@ use std::sync::Arc;
 use burn::prelude::*;
 use pipetrain_engine::{
     Backward, CrossEntropy, DataParallel, Fabric, GradGuard, Layer, Loss, OptimizerConfig, Remat,
-    RuntimeConfig, Tie, pool,
+    RuntimeConfig, Tie, Timing, pool,
 };
 use pipetrain_partitioner::Partition;
 use pipetrain_schedules::WorkerId;
@@ -107,6 +107,7 @@ pub struct PipelineBuilder<L: Layer> {
     memory_budget: Option<u64>,
     distributed: Option<Distributed>,
     guard: GradGuard,
+    timing: Timing,
 }
 
 impl<L: Layer> Default for PipelineBuilder<L> {
@@ -132,6 +133,7 @@ impl<L: Layer> Default for PipelineBuilder<L> {
             memory_budget: None,
             distributed: None,
             guard: GradGuard::default(),
+            timing: Timing::default(),
         }
     }
 }
@@ -214,6 +216,15 @@ impl<L: Layer> PipelineBuilder<L> {
     /// failing it ([`StepReport::skipped`](crate::StepReport::skipped) says so).
     pub fn skip_nonfinite(mut self) -> Self {
         self.guard.skip_nonfinite = true;
+        self
+    }
+
+    /// What the step report's action times, the measured bubble and the profile spans measure
+    /// on a GPU: [`Timing::Device`] (the default) synchronises the device after each action, so
+    /// they are device times; [`Timing::Host`] does not (the fastest run; they are then the
+    /// host's enqueue times). On a CPU both are the same.
+    pub fn timing(mut self, timing: Timing) -> Self {
+        self.timing = timing;
         self
     }
 
@@ -426,6 +437,7 @@ impl<L: Layer> PipelineBuilder<L> {
                 ties,
                 backward: self.backward,
                 guard: self.guard,
+                timing: self.timing,
             },
             optimizer: self.optimizer,
             devices,

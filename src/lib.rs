@@ -53,7 +53,7 @@ pub use pipetrain_engine::checkpoint::{Checkpoint, CheckpointError, Progress};
 pub use pipetrain_engine::{
     Activation, ActivationError, AdamOptions, Backward, Batch, Bundle, CrossEntropy, Dense,
     DenseActivation, GradGuard, Layer, Linears, Loss, Mse, OptimizerConfig, OptimizerError, Remat,
-    SgdOptions, Tie,
+    SgdOptions, Tie, Timing,
 };
 pub use pipetrain_partitioner as partitioner;
 pub use pipetrain_schedules as schedules;

@@ -270,6 +270,15 @@ impl Activation {
         map_variant!(self, t => t.to_device(device), b => b.map(|p| p.to_device(device)))
     }
 
+    /// On the receiving worker's thread, a tensor another worker thread sent: on `device`, and on
+    /// a GPU in a buffer of this thread's own ([`receive`]).
+    pub(crate) fn receive(self, device: &Device) -> Activation {
+        if crate::device::is_cpu(device) {
+            return self.to_device(device);
+        }
+        map_variant!(self, t => receive(t, device), b => b.map(|p| p.receive(device)))
+    }
+
     /// Without autodiff: the plain tensor that crosses a thread or process boundary.
     pub fn detach(self) -> Activation {
         map_variant!(self, t => t.inner(), b => b.map(Activation::detach))
@@ -300,5 +309,34 @@ impl fmt::Display for Activation {
             return b.fmt(f);
         }
         write!(f, "{} {:?}", self.describe(), self.dims())
+    }
+}
+
+/// A tensor that another worker thread produced, as the receiving worker's own: on a CPU the
+/// same handle (moved to `device`); on a GPU a copy made through host memory on the receiving
+/// thread, so that no device buffer is shared between worker threads.
+///
+/// ## Why (burn 0.22.1, burn-fusion, cubecl 0.11.3)
+/// Sharing one device buffer between threads is not safe there. burn-fusion aliases a tensor
+/// that crosses threads onto the same buffer; a fused kernel writes its output into an input's
+/// buffer whenever the handle count allows (`burn-cubecl-fusion` `launch/input.rs`,
+/// `cubecl-runtime` `handle.rs` `can_mut`), counting live handles but not kernels that another
+/// thread has queued and not yet run; and a stream only waits for another when a buffer was
+/// allocated on that other stream. So once the receiving thread drops its alias, the sender may
+/// overwrite a buffer that a kernel queued by the receiver still reads; and a tensor used from
+/// another thread drains the owner's fusion queue at a moment that depends on timing, which
+/// changes where fused kernels are cut and so their rounding. A first H200 run showed both
+/// kinds of symptom: replicas that drift apart under the all-reduce, and one 2-stage ResNet run
+/// off by 7.6e-2 (`shared/reference/cuda-offline/notes.md`). The copy costs one device-to-host
+/// and one host-to-device transfer of each received tensor; a device-side copy ordered by a
+/// stream event would be cheaper, and needs an API burn 0.22.1 does not expose.
+pub(crate) fn receive<const D: usize, K>(t: Tensor<D, K>, device: &Device) -> Tensor<D, K>
+where
+    K: burn::tensor::kind::Basic,
+{
+    if crate::device::is_cpu(device) {
+        t.to_device(device)
+    } else {
+        Tensor::from_data(t.into_data(), device)
     }
 }

@@ -33,6 +33,9 @@ pub enum Cause {
     /// The upstream gradient does not fit this stage's output.
     #[error("gradient: {0}")]
     Gradient(ActivationError),
+    /// The device failed to run the action's work (found when it was synchronised).
+    #[error("device: {0}")]
+    Device(String),
     /// The plan asks for something this engine cannot do yet.
     #[error("unsupported: {0}")]
     Unsupported(String),

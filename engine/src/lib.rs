@@ -41,6 +41,7 @@
 //!     ties: Vec::new(),
 //!     backward: Backward::default(),
 //!     guard: Default::default(),
+//!     timing: Default::default(),
 //! })?;
 //! let batch = Batch {
 //!     inputs: Tensor::<2>::ones([4, 4], &device).into(),
@@ -60,6 +61,7 @@ pub mod checkpoint;
 mod collective;
 mod deferred;
 pub mod dense;
+pub mod device;
 mod error;
 mod fabric;
 mod guard;
@@ -96,6 +98,7 @@ pub use batch::{Batch, Shard};
 pub use bundle::{Bundle, Part};
 pub use collective::{ChannelCollective, Collective, CollectiveError, even_bounds};
 pub use dense::{Dense, DenseActivation};
+pub use device::DeviceError;
 pub use error::{Cause, EngineError, Result};
 pub use fabric::{ChannelFabric, Fabric, Links, TieLink};
 pub use guard::GradGuard;
@@ -107,7 +110,7 @@ pub use params::{Difference, difference, parameters, trainable_parameters};
 pub use reference::SingleDevice;
 pub use remat::{ParseRematError, Remat};
 pub use report::{ActionTimes, StepOutcome, WorkerReport};
-pub use runtime::{Backward, DataParallel, Runtime, RuntimeConfig};
+pub use runtime::{Backward, DataParallel, Runtime, RuntimeConfig, Timing};
 pub use skip_routes::SkipRoutes;
 pub use skips::{SkipError, check_skips};
 pub use tie::{Tie, TieError, TiePlan, equalize};

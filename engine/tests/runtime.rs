@@ -65,6 +65,7 @@ fn runtime(device: &Device) -> Runtime<Dense> {
         ties: Vec::new(),
         backward: Backward::default(),
         guard: Default::default(),
+        timing: Default::default(),
     };
     Runtime::new(workers, config).unwrap()
 }

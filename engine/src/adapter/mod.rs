@@ -10,9 +10,12 @@
 //! - [`optimizer`]: burn's optimizers behind [`OptimizerConfig`](crate::OptimizerConfig)
 //!   (its `init` and `From` impls live there);
 //! - [`optim_state`]: optimizer state out of and into burn's optimizer, entry by entry;
-//! - [`store`]: model weights to and from safetensors bytes.
+//! - [`store`]: model weights to and from safetensors bytes;
+//! - `cuda` (feature `cuda`): the CUDA probe, cudarc's driver and NVRTC under `catch_unwind`.
 
 mod autodiff;
+#[cfg(feature = "cuda")]
+pub(crate) mod cuda;
 mod grads;
 mod names;
 mod optim_state;

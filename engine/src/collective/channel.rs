@@ -115,7 +115,8 @@ impl Collective for ChannelCollective {
     }
 
     /// Passes tensor handles: each owner adds the members' tensors in rank order, with no copy
-    /// on the way.
+    /// on the way on a CPU (on a GPU each received tensor is copied on the receiving thread:
+    /// see `activation::receive`).
     fn reduce_tensors(
         &mut self,
         tensors: Vec<Tensor<1>>,
@@ -142,7 +143,7 @@ impl Collective for ChannelCollective {
                 *sum = Some(match sum.take() {
                     None => t,
                     Some(s) => {
-                        let t = t.to_device(&s.device());
+                        let t = crate::activation::receive(t, &s.device());
                         s + t
                     }
                 });
@@ -155,7 +156,8 @@ impl Collective for ChannelCollective {
         Ok(out)
     }
 
-    /// Passes tensor handles: every member ends with the owners' very tensors.
+    /// Passes tensor handles: every member ends with the owners' very tensors on a CPU, and with
+    /// copies of its own on a GPU (see `activation::receive`).
     fn broadcast_tensors(
         &mut self,
         tensors: Vec<Option<Tensor<1>>>,
@@ -177,7 +179,7 @@ impl Collective for ChannelCollective {
             let their_lens: Vec<usize> = theirs.iter().map(|&i| lens[i]).collect();
             let received = self.recv_tensors(peer, &their_lens)?;
             for (i, t) in theirs.into_iter().zip(received) {
-                out[i] = Some(t.to_device(device));
+                out[i] = Some(crate::activation::receive(t, device));
             }
         }
         Ok(out

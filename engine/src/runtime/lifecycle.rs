@@ -63,6 +63,7 @@ pub(super) struct Plans {
 ///     ties: Vec::new(),
 ///     backward: Backward::default(),
 ///     guard: Default::default(),
+///     timing: Default::default(),
 /// };
 /// let mut runtime = Runtime::new(workers, config)?;
 /// let batch = Batch {

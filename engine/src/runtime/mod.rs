@@ -17,5 +17,5 @@ mod lifecycle;
 mod part;
 mod step;
 
-pub use config::{Backward, DataParallel, RuntimeConfig};
+pub use config::{Backward, DataParallel, RuntimeConfig, Timing};
 pub use lifecycle::Runtime;

@@ -53,6 +53,7 @@ impl<L: Layer> Runtime<L> {
             weight_group: self.weight_group(),
             turns: (self.plans.ranks.as_deref()).map(|p| Turns::new(p, world.replicas())),
             guard: self.config.guard,
+            timing: self.config.timing,
             layer_offsets: (0..world.stages())
                 .map(|s| self.workers.partition().range(s.into()).start)
                 .collect(),
@@ -135,6 +136,7 @@ impl<L: Layer> Runtime<L> {
             weight_group: 0,
             turns: None,
             guard: Default::default(),
+            timing: self.config.timing,
             layer_offsets: Vec::new(),
             skips: self.workers.skip_routes().clone(),
         };

@@ -24,6 +24,7 @@ use crate::layer::Layer;
 use crate::loss::Loss;
 use crate::remat::Remat;
 use crate::report::{ActionTimes, WorkerReport};
+use crate::runtime::Timing;
 use crate::skip_routes::SkipRoutes;
 use crate::stash::Stash;
 use crate::tie::TieSlot;
@@ -56,6 +57,8 @@ pub(crate) struct StepContext {
     pub turns: Option<Turns>,
     /// Checks and clipping of the summed gradients before the optimizer step.
     pub guard: GradGuard,
+    /// Whether each compute action synchronises the device before its time is read.
+    pub timing: Timing,
     /// The index in the whole model of each stage's first layer (names in errors).
     pub layer_offsets: Vec<usize>,
     /// The skips sent straight between stages.
@@ -208,8 +211,15 @@ impl<'a, L: Layer> Worker<'a, L> {
             )
             .entered();
             let started = Instant::now();
-            let outcome = catch_unwind(AssertUnwindSafe(|| self.interpret(action)));
+            let mut outcome = catch_unwind(AssertUnwindSafe(|| self.interpret(action)));
             if !action.kind.is_transfer() {
+                // Timing::Device: the action's time includes its device work (a no-op on a CPU).
+                if self.ctx.timing == Timing::Device
+                    && matches!(outcome, Ok(Ok(())))
+                    && let Err(e) = self.state.device.sync()
+                {
+                    outcome = Ok(Err(Failure::Cause(Cause::Device(e.to_string()))));
+                }
                 let elapsed = started.elapsed();
                 self.compute += elapsed;
                 self.actions.record(action.kind, elapsed);
@@ -283,7 +293,7 @@ impl<'a, L: Layer> Worker<'a, L> {
                     .links
                     .transport
                     .recv(tag(flow))?
-                    .to_device(&self.state.device);
+                    .receive(&self.state.device);
                 self.received.insert(tag(flow), payload);
             }
             ActionKind::SendActivation

@@ -37,6 +37,7 @@ pub fn two_stages<L: pipetrain_engine::Layer>(
         ties: Vec::new(),
         backward: Backward::default(),
         guard: Default::default(),
+        timing: Default::default(),
     };
     let mut runtime = Runtime::new(workers, config).unwrap();
     let losses = data

@@ -1,13 +1,16 @@
 //! `--device cpu|cuda|cuda:N[,…]`: where the stages of every replica compute.
 //!
-//! CPU (burn's `flex` backend) is the default and the reference. CUDA needs a build with
-//! `--features cuda` (burn's CUDA backend; it builds only where a CUDA toolkit is installed).
+//! CPU (burn's `flex` backend) is the default. CUDA needs a build with `--features cuda`
+//! (burn's CUDA backend; it builds offline with no CUDA toolkit and loads libcuda and libnvrtc
+//! at run time); each CUDA device is probed before anything starts
+//! ([`pipetrain::engine::device::cuda`]).
 //! A comma list places workers: one device for all, one per stage, or one per worker
 //! (replica-major), as [`pipetrain::PipelineBuilder::devices`] takes them.
 
 use std::str::FromStr;
 
 use burn::prelude::*;
+use pipetrain::engine::DeviceError;
 
 /// A device named on the command line.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -53,44 +56,18 @@ impl DeviceSpec {
     pub fn device(self) -> Result<Device, String> {
         match self {
             DeviceSpec::Cpu => Ok(Device::flex()),
-            #[cfg(feature = "cuda")]
-            DeviceSpec::Cuda(n) => probe_cuda(n).map_err(|why| {
-                format!(
-                    "--device {self}: CUDA is not usable here: {why}; check that the NVIDIA \
-                     driver (libcuda.so) is installed and that GPU {n} exists (nvidia-smi), or \
-                     use --device cpu"
-                )
+            DeviceSpec::Cuda(n) => pipetrain::engine::device::cuda(n).map_err(|e| match e {
+                DeviceError::NotBuilt { .. } => format!(
+                    "--device {self}: this pipetrain was built without CUDA; rebuild with \
+                     `cargo build --release --features cuda` (builds offline, no CUDA toolkit \
+                     needed), or use --device cpu"
+                ),
+                other => format!(
+                    "--device {self}: CUDA is not usable here: {other}; or use --device cpu"
+                ),
             }),
-            #[cfg(not(feature = "cuda"))]
-            DeviceSpec::Cuda(_) => Err(format!(
-                "--device {self}: this pipetrain was built without CUDA; rebuild with \
-                 `cargo build --release --features cuda` (needs a CUDA toolkit), or use \
-                 --device cpu"
-            )),
         }
     }
-}
-
-/// The first operation on a CUDA device loads the driver; burn and cudarc panic when it is
-/// missing. The panic is caught here, before any worker starts, and becomes an error that carries
-/// its message (which names the library searched for).
-#[cfg(feature = "cuda")]
-fn probe_cuda(n: usize) -> Result<Device, String> {
-    let quiet = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
-    let probe = std::panic::catch_unwind(|| {
-        let device = Device::cuda(n);
-        Tensor::<1>::zeros([1], &device).into_data();
-        device
-    });
-    std::panic::set_hook(quiet);
-    probe.map_err(|payload| {
-        payload
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_string()))
-            .unwrap_or_else(|| "the CUDA runtime panicked".into())
-    })
 }
 
 /// `--device a,b,…`: one device for every worker, one per stage, or one per worker.

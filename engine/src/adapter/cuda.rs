@@ -1,0 +1,58 @@
+//! The CUDA probe: cudarc's driver and NVRTC entry points, called under `catch_unwind` because
+//! cudarc panics (rather than returning an error) when it cannot load libcuda or libnvrtc.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use burn::prelude::*;
+
+use crate::device::DeviceError;
+use crate::error::panic_message;
+
+/// Runs `f`, turning a panic into its message. The panic hook is silenced meanwhile: a missing
+/// library is an answer here, not a crash to print. Called before any worker thread starts.
+fn quietly<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let outcome = catch_unwind(AssertUnwindSafe(f));
+    std::panic::set_hook(hook);
+    outcome.map_err(|payload| panic_message(payload.as_ref()))
+}
+
+/// The GPUs the driver reports; `index` only labels errors.
+pub(crate) fn device_count(index: usize) -> Result<usize, DeviceError> {
+    match quietly(cudarc::driver::CudaContext::device_count) {
+        Err(detail) => Err(DeviceError::NoDriver { index, detail }),
+        Ok(Err(e)) => Err(DeviceError::Driver {
+            index,
+            detail: e.to_string(),
+        }),
+        Ok(Ok(n)) => Ok(n.max(0) as usize),
+    }
+}
+
+/// A kernel that does nothing, compiled by NVRTC to check it loads and works.
+const EMPTY_KERNEL: &str = "extern \"C\" __global__ void pipetrain_probe() {}";
+
+/// GPU `index`: the driver, the index, NVRTC, then one operation through burn.
+pub(crate) fn probe(index: usize) -> Result<Device, DeviceError> {
+    let count = device_count(index)?;
+    if index >= count {
+        return Err(DeviceError::NoSuchDevice { index, count });
+    }
+    match quietly(|| cudarc::nvrtc::compile_ptx(EMPTY_KERNEL)) {
+        Err(detail) => return Err(DeviceError::NoNvrtc { index, detail }),
+        Ok(Err(e)) => {
+            return Err(DeviceError::NoNvrtc {
+                index,
+                detail: e.to_string(),
+            });
+        }
+        Ok(Ok(_)) => {}
+    }
+    quietly(|| {
+        let device = Device::cuda(index);
+        Tensor::<1>::zeros([1], &device).into_data();
+        device
+    })
+    .map_err(|detail| DeviceError::Driver { index, detail })
+}
