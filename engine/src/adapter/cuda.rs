@@ -18,10 +18,23 @@ fn quietly<T>(f: impl FnOnce() -> T) -> Result<T, String> {
     outcome.map_err(|payload| panic_message(payload.as_ref()))
 }
 
+/// cudarc's "unable to load" panic without its list of every library name it tried.
+fn shorten(detail: String) -> String {
+    match detail.split_once(" - searched for library names") {
+        Some((head, _)) => format!(
+            "{head}: none of libcuda.so, libcuda.so.1 and the other names cudarc tries was found"
+        ),
+        None => detail,
+    }
+}
+
 /// The GPUs the driver reports; `index` only labels errors.
 pub(crate) fn device_count(index: usize) -> Result<usize, DeviceError> {
     match quietly(cudarc::driver::CudaContext::device_count) {
-        Err(detail) => Err(DeviceError::NoDriver { index, detail }),
+        Err(detail) => Err(DeviceError::NoDriver {
+            index,
+            detail: shorten(detail),
+        }),
         Ok(Err(e)) => Err(DeviceError::Driver {
             index,
             detail: e.to_string(),
@@ -40,7 +53,12 @@ pub(crate) fn probe(index: usize) -> Result<Device, DeviceError> {
         return Err(DeviceError::NoSuchDevice { index, count });
     }
     match quietly(|| cudarc::nvrtc::compile_ptx(EMPTY_KERNEL)) {
-        Err(detail) => return Err(DeviceError::NoNvrtc { index, detail }),
+        Err(detail) => {
+            return Err(DeviceError::NoNvrtc {
+                index,
+                detail: shorten(detail).replace("libcuda", "libnvrtc"),
+            });
+        }
         Ok(Err(e)) => {
             return Err(DeviceError::NoNvrtc {
                 index,

@@ -103,6 +103,22 @@ pub(crate) fn import_state<'a>(
             )
         })
         .collect();
+    // burn 0.22.1 materialises loaded optimizer state on `Device::default()` (and moves it to
+    // each parameter's device at the next step). With the CUDA backend compiled in, the default
+    // device is CUDA GPU 0, which panics on a machine without one: refuse with the reason.
+    #[cfg(feature = "cuda")]
+    if !tensors.is_empty()
+        && let Err(why) = crate::adapter::cuda::device_count(0).and_then(|n| match n {
+            0 => Err(crate::device::DeviceError::NoSuchDevice { index: 0, count: 0 }),
+            n => Ok(n),
+        })
+    {
+        return Err(format!(
+            "this build has burn's CUDA backend, so burn loads optimizer state onto CUDA GPU 0 \
+             before moving it to the parameters' device, and no GPU is usable here ({why}); \
+             resume with a build without the `cuda` feature, or on a machine with a GPU"
+        ));
+    }
     let mut writer = burn_pack::Writer::new(tensors);
     for (id, key, value) in scalars {
         writer = writer.with_scalar(&format!("{}.{key}", id.val()), value);

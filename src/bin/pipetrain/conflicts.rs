@@ -7,17 +7,11 @@ use crate::args::TrainArgs;
 use crate::failure::Failure;
 
 /// `pipetrain train`'s conflicts: `--init` with `--resume` (one would silently win), `--verify`
-/// after `--resume`, `--lockstep` in a multi-process run.
+/// after `--resume`.
 ///
 /// # Errors
 /// A usage failure naming the flags.
-pub fn train(args: &TrainArgs, multi_process: bool) -> Result<(), Failure> {
-    if args.lockstep && multi_process {
-        return Err(Failure::usage(
-            "--lockstep needs the whole model in one process each step; verify a multi-process \
-             run end to end (--verify alone), or run the same layout in one process",
-        ));
-    }
+pub fn train(args: &TrainArgs) -> Result<(), Failure> {
     if let (Some(init), Some(resume)) = (&args.init, &args.resume) {
         return Err(both(init, resume));
     }

@@ -8,10 +8,10 @@ Examples:
   # MLP-8x1024 on 2 stages, 1F1B, 20 steps (train is the default command)
   pipetrain --stages 2 --micro-batches 8
 
-  # check against single-device training on the same data (exit 3 if max_rel_diff > 1e-5);
-  # long runs: --lockstep checks every step from the pipeline's weights
-  pipetrain train --stages 3 --micro-batches 4 --schedule gpipe --width 64 --steps 5 --verify
-  pipetrain train --stages 2 --replicas 2 --optimizer adamw --lr 1e-3 --steps 200 --verify --lockstep
+  # check against single-device training on the same data and device, every step (exit 3 if
+  # max_rel_diff > 1e-5); --end-to-end compares once at the end, from the same initial weights
+  pipetrain train --stages 2 --replicas 2 --optimizer adamw --lr 1e-3 --steps 200 --verify
+  pipetrain train --stages 3 --micro-batches 4 --schedule gpipe --width 64 --steps 5 --verify --end-to-end
   pipetrain train --stages 2 --balance 5,4 --remat never --optimizer adam --lr 1e-3
 
   # data parallelism: 2 replicas × 2 stages, ZeRO-1 optimizer-state sharding, accumulation

@@ -27,14 +27,11 @@ pub fn verify_and_evaluate<L: Layer>(
 ) -> Result<Exit, Failure> {
     let mut exit = Exit::Success;
     if let Some(reference) = reference {
-        let single = reference.single();
-        exit = match (reference.lockstep(), gathered) {
-            (Some(worst), _) => crate::verify::verify_lockstep(worst, tolerance),
-            (None, Some(model)) => {
-                crate::verify::verify_model(model, pipeline.replicas(), single, tolerance)
-            }
-            (None, None) => crate::verify::verify(pipeline, single, tolerance),
+        let after = match gathered {
+            Some(model) => crate::verify::after_gathered(model.to_vec(), pipeline.replicas()),
+            None => crate::verify::after_step(pipeline),
         };
+        exit = crate::verify::verdict(&reference, &after, tolerance);
     }
     if held_out.is_empty() {
         println!("held-out: nothing held out (--held-out 0)");

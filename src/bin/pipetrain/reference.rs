@@ -1,20 +1,32 @@
 //! `--verify`'s single-device copy of the model, trained beside the pipeline on the same
-//! batches, in one of two modes:
+//! batches, on the pipeline's own device (or `--verify-device`), in one of two modes:
 //!
-//! - **end to end** (`--verify`): from the same initial weights, compared once at the end. The
-//!   strictest check of a short run; over many steps float rounding (summation order differs
-//!   with micro-batching) grows chaotically and fails correct runs (AdamW lr 1e-3, m = 4:
-//!   7e-8 after 20 steps, 8.7e-3 after 50).
-//! - **lockstep** (`--verify --lockstep`): before each step the copy takes the pipeline's
-//!   weights, then both take the step and are compared; the worst step is reported. Each
-//!   step's update is checked, so a long run verifies the engine, not float chaos.
+//! - **per step** (the default): before each step the copy takes the pipeline's weights, then
+//!   both take the step on the same batches and are compared; the worst step is reported. Each
+//!   step's update is checked, so a run of any length verifies the engine. An end-to-end
+//!   comparison over many steps mostly measures float chaos instead: a replica's half-batch
+//!   gradients, summed by the all-reduce, round differently from one full-batch gradient by
+//!   about 1e-7, and 20 steps of a ReLU network under Adam amplify that to 4e-2 on a correct run.
+//! - **end to end** (`--end-to-end`): from the same initial weights, compared once at the end.
+//!   The strictest check of a short run (a few steps), and the same as training a second model.
+//!
+//! In both modes every replica must hold bit-identical weights: per step, after every step.
 
 use pipetrain::engine::{Activation, Difference, SingleDevice, difference};
-use pipetrain::{Batch, CrossEntropy, Layer, Pipeline, StageId};
+use pipetrain::{Batch, CrossEntropy, Layer};
 
 use crate::failure::Failure;
 
-/// The worst step of a lockstep run so far.
+/// How `--verify` compares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Each step from the pipeline's weights (the default).
+    PerStep,
+    /// Once, at the end, from the same initial weights (`--end-to-end`).
+    EndToEnd,
+}
+
+/// The worst step of a per-step run so far.
 #[derive(Clone, Copy, Debug)]
 pub struct Worst {
     /// Its `max_rel_diff` (NaN once any step was NaN).
@@ -27,35 +39,54 @@ pub struct Worst {
     pub steps: u64,
 }
 
+/// The pipeline's model after a step, as the copy compares it.
+pub struct After<L> {
+    /// Replica 0's layers, every stage (on this process: gathered under MPI).
+    pub model: Vec<L>,
+    /// Every float parameter and buffer of replica 0, flattened, in model order.
+    pub parameters: Vec<Vec<f32>>,
+    /// The trained parameters only.
+    pub trainable: Vec<Vec<f32>>,
+    /// Replicas, and the first one that holds other weights than replica 0 (`None`: all agree).
+    pub replicas: (usize, Option<usize>),
+}
+
 /// The single-device copy and how it is compared.
 pub struct Reference<L: Layer> {
     single: SingleDevice<L>,
     /// Micro-batches per step the copy cuts each batch into (batch norm), or `None`.
     chunks: Option<usize>,
-    /// `Some` in lockstep mode.
-    worst: Option<Worst>,
+    mode: Mode,
+    worst: Worst,
+    /// The first step after which a replica held other weights than replica 0: (step, replica).
+    replicas_apart: Option<(u64, usize)>,
 }
 
 impl<L: Layer> Reference<L> {
-    /// A copy `single` stepping in `chunks` micro-batches (or whole batches), in lockstep mode
-    /// or end to end.
-    pub fn new(single: SingleDevice<L>, chunks: Option<usize>, lockstep: bool) -> Self {
-        let worst = lockstep.then_some(Worst {
-            max_rel_diff: 0.0,
-            max_abs_diff: 0.0,
-            step: 0,
-            steps: 0,
-        });
+    /// A copy `single` stepping in `chunks` micro-batches (or whole batches), compared in `mode`.
+    pub fn new(single: SingleDevice<L>, chunks: Option<usize>, mode: Mode) -> Self {
         Self {
             single,
             chunks,
-            worst,
+            mode,
+            worst: Worst {
+                max_rel_diff: 0.0,
+                max_abs_diff: 0.0,
+                step: 0,
+                steps: 0,
+            },
+            replicas_apart: None,
         }
     }
 
-    /// Trains the copy one step on `batches` (the step's accumulated batches) at `lr`; in
-    /// lockstep mode compares it with `pipeline`, which has taken step `step` (1-based) on the
-    /// same batches, and then gives the copy the pipeline's weights for the next step.
+    /// The mode.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Trains the copy one step on `batches` (the step's accumulated batches) at `lr`. Per step,
+    /// compares it with `after` (the pipeline after taking step `step`, 1-based, on the same
+    /// batches), then gives the copy the pipeline's weights for the next step.
     ///
     /// # Errors
     /// A failed step of the copy, or weights that do not match the pipeline's model.
@@ -63,7 +94,7 @@ impl<L: Layer> Reference<L> {
         &mut self,
         batches: Vec<Batch>,
         lr: f64,
-        pipeline: &Pipeline<L>,
+        after: Option<After<L>>,
         step: u64,
     ) -> Result<(), Failure> {
         let (inputs, targets): (Vec<_>, Vec<_>) =
@@ -75,37 +106,49 @@ impl<L: Layer> Reference<L> {
                 .step_chunked(inputs, targets, chunks, &CrossEntropy, lr)?,
             None => self.single.step(inputs, targets, &CrossEntropy, lr)?,
         };
-        let Some(worst) = self.worst.as_mut() else {
+        let Some(after) = after else {
             return Ok(());
         };
-        // With batch norm and replicas the running statistics are replica 0's, broadcast,
-        // which no single-device run reproduces: then the trained parameters only (as at the
-        // end of an end-to-end run).
-        let (all, trained) = (pipeline.parameters(), pipeline.trainable_parameters());
-        let d: Difference = match pipeline.replicas() > 1 && all.len() > trained.len() {
-            true => difference(&trained, &self.single.trainable_parameters()),
-            false => difference(&all, &self.single.parameters()),
-        };
+        if let (None, (_, Some(r))) = (self.replicas_apart, after.replicas) {
+            self.replicas_apart = Some((step, r));
+        }
+        if self.mode == Mode::EndToEnd {
+            return Ok(());
+        }
+        let d = self.compare(&after);
+        let worst = &mut self.worst;
         worst.steps += 1;
         let nan = worst.max_rel_diff.is_nan();
         if !nan && (d.max_relative.is_nan() || d.max_relative > worst.max_rel_diff) {
             (worst.max_rel_diff, worst.max_abs_diff, worst.step) =
                 (d.max_relative, d.max_absolute, step);
         }
-        let model: Vec<L> = (0..pipeline.stages())
-            .flat_map(|s| pipeline.stage_layers(StageId::from(s)).to_vec())
-            .collect();
-        self.single.load_weights(&model)?;
+        self.single.load_weights(&after.model)?;
         Ok(())
     }
 
-    /// The copy.
-    pub fn single(&self) -> &SingleDevice<L> {
-        &self.single
+    /// The pipeline's weights against the copy's. With batch norm and replicas the running
+    /// statistics are replica 0's, broadcast (as DDP does), which no single-device run
+    /// reproduces: then the trained parameters only.
+    pub fn compare(&self, after: &After<L>) -> Difference {
+        match self.buffers_excluded(after) {
+            true => difference(&after.trainable, &self.single.trainable_parameters()),
+            false => difference(&after.parameters, &self.single.parameters()),
+        }
     }
 
-    /// The worst step, in lockstep mode.
-    pub fn lockstep(&self) -> Option<Worst> {
+    /// Whether [`compare`](Self::compare) leaves the buffers out.
+    pub fn buffers_excluded(&self, after: &After<L>) -> bool {
+        after.replicas.0 > 1 && after.parameters.len() > after.trainable.len()
+    }
+
+    /// The worst step (per step).
+    pub fn worst(&self) -> Worst {
         self.worst
+    }
+
+    /// The first step after which a replica held other weights than replica 0: (step, replica).
+    pub fn replicas_apart(&self) -> Option<(u64, usize)> {
+        self.replicas_apart
     }
 }

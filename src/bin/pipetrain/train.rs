@@ -106,8 +106,10 @@ pub(crate) struct Settings<'a> {
     lr_schedule: pipetrain::LrSchedule,
     model: Model,
     data: Data,
-    /// The first of `devices`: the model's init, the data and the `--verify` reference.
+    /// The first of `devices`: the model's init and the data.
     device: Device,
+    /// Where the `--verify` reference trains: `--verify-device`, else the first of `devices`.
+    verify_device: Device,
     /// `--device`: the workers' devices as the builder takes them.
     pub(crate) devices: Vec<Device>,
     pub(crate) ties: Vec<Tie>,
@@ -144,7 +146,7 @@ fn train(
     if args.steps == 0 {
         return Err(Failure::usage("--steps 0: train at least one step"));
     }
-    crate::conflicts::train(args, dist.is_some())?;
+    crate::conflicts::train(args)?;
     let (optimizer, optimizer_name) = crate::optimizer::of(args)?;
     let lr_schedule = crate::optimizer::schedule(args)?;
     let data = Data::open(args, args.batch)?;
@@ -153,6 +155,10 @@ fn train(
     let devices = args.device.devices().map_err(Failure::usage)?;
     let device = devices[0].clone();
     device.seed(args.seed);
+    let verify_device = match args.verify_device {
+        Some(spec) => spec.device().map_err(Failure::usage)?,
+        None => device.clone(),
+    };
     let ties = model.ties(args.tie_embeddings).map_err(Failure::usage)?;
     let settings = Settings {
         args,
@@ -164,6 +170,7 @@ fn train(
         model,
         data,
         device,
+        verify_device,
         devices,
         ties,
         stop: dist.is_none().then(Stop::install).transpose()?,
@@ -204,13 +211,17 @@ fn train_with<L: Layer>(
     // Under MPI, rank 0 gathers the trained model into a copy of this at the end.
     let template = dist.map(|_| layers.clone());
     let k = args.accumulate.max(1);
+    let mode = match args.end_to_end {
+        true => crate::reference::Mode::EndToEnd,
+        false => crate::reference::Mode::PerStep,
+    };
     let mut reference = match args.verify && leader {
         true => Some(Reference::new(
-            SingleDevice::new(layers.clone(), &s.device, &s.optimizer)
+            SingleDevice::new(layers.clone(), &s.verify_device, &s.optimizer)
                 .with_guard(crate::guard::of(args))
                 .with_ties(&s.ties)?,
             (s.model.reference_chunks(args.replicas, args.micro_batches)).map(|c| c * k),
-            args.lockstep,
+            mode,
         )),
         false => None,
     };
@@ -302,8 +313,21 @@ fn train_with<L: Layer>(
                 crate::schedule::warn_fused(&pipeline, p);
             }
         }
+        // The pipeline after this step, for the per-step comparison and the replica check:
+        // under MPI every process takes part in gathering it on rank 0 (an end-to-end check of
+        // a multi-process run compares the gathered model once, at the end).
+        let after = match (args.verify, dist, &template) {
+            (false, ..) => None,
+            (true, Some(d), Some(template)) => match mode {
+                crate::reference::Mode::PerStep => d
+                    .gather_model(&pipeline, template.clone())?
+                    .map(|m| crate::verify::after_gathered(m, pipeline.replicas())),
+                crate::reference::Mode::EndToEnd => None,
+            },
+            (true, ..) => Some(crate::verify::after_step(&pipeline)),
+        };
         if let Some(r) = reference.as_mut() {
-            r.step(batches, lr, &pipeline, step + 1)?;
+            r.step(batches, lr, after, step + 1)?;
         }
         let sps = totals.samples as f64 / totals.wall.as_secs_f64().max(1e-12);
         let overlap = report

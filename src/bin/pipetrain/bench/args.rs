@@ -15,6 +15,9 @@ Examples:
   pipetrain bench --compare-pytorch --reps 2
   pipetrain bench --compare-pytorch /usr/bin/python3 --peers /path/to/peers
 
+  # the GPU rows beside PyTorch on the same GPU (a `--features cuda` build)
+  pipetrain bench --device cuda:0 --compare-pytorch /usr/bin/python3
+
   # a few rows of a small model, quickly
   pipetrain bench --only 1f1b --width 256 --steps 4
   pipetrain bench --width 16 --hidden-layers 2 --batch 32 --steps 2 --warmup 1";
@@ -70,6 +73,12 @@ pub struct BenchArgs {
     /// current directory and from the binary's location.
     #[arg(long, value_name = "DIR")]
     pub peers: Option<PathBuf>,
+    /// Where the rows run: cpu (the table above), or cuda / cuda:N for the GPU rows (a build
+    /// with `--features cuda`): MLP-8x1024 b256, MLP-8x4096 b4096, the GPT, 2 stages and 2
+    /// replicas on one GPU, each beside PyTorch on the same GPU (`torch_gpu.py` in --peers,
+    /// default scripts/peers of the repository).
+    #[arg(long, default_value = "cpu")]
+    pub device: crate::device::DeviceSpec,
     /// Also write the markdown document to this file.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,

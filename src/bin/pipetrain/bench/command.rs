@@ -16,6 +16,10 @@ use crate::paths;
 /// Runs the bench `args` describe and prints its markdown document (and writes it to `--out`).
 pub fn run(args: &BenchArgs) -> Result<Exit, Failure> {
     paths::output_dirs_exist(&[("--out", &args.out)]).map_err(Failure::usage)?;
+    if args.device != crate::device::DeviceSpec::Cpu {
+        let device = args.device.device().map_err(Failure::usage)?;
+        return super::gpu::run(args, &args.device.to_string(), &device);
+    }
     check(args).map_err(Failure::usage)?;
     let workload = Workload::of(args);
     let mpi = super::mpi::available();

@@ -29,6 +29,20 @@ pub fn cpu_model() -> String {
         .unwrap_or_else(|| "unknown CPU".into())
 }
 
+/// The GPU's model name (`nvidia-smi`), or `None` where there is none.
+pub fn gpu_model() -> Option<String> {
+    let out = std::process::Command::new("nvidia-smi")
+        .args(["--query-gpu=name,driver_version", "--format=csv,noheader"])
+        .output()
+        .ok()?;
+    let first = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .next()?
+        .trim()
+        .to_string();
+    (out.status.success() && !first.is_empty()).then(|| format!("{first} (name, driver)"))
+}
+
 /// Cores this process may use.
 pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())

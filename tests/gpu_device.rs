@@ -1,0 +1,102 @@
+//! CUDA devices are probed before anything starts, and a missing piece is an error that names
+//! it and the remedy: without the `cuda` feature, how to build it; with it and no driver,
+//! libcuda (burn and cudarc would panic, or fail on a thread of their own with `RecvError`);
+//! with a driver, a GPU index the machine does not have. These run in every build, on any
+//! machine; which branch a machine takes is printed.
+
+mod common;
+
+use pipetrain::engine::DeviceError;
+use pipetrain::engine::device::{cuda, cuda_device_count};
+
+/// The error for GPU `index` says what is missing and how to fix it.
+fn check(error: &DeviceError, index: usize) {
+    let text = error.to_string();
+    assert!(text.starts_with(&format!("cuda:{index}: ")), "{text}");
+    match error {
+        DeviceError::NotBuilt { .. } => assert!(text.contains("`cuda` feature"), "{text}"),
+        DeviceError::NoDriver { .. } => assert!(
+            text.contains("libcuda.so") && text.contains("LD_LIBRARY_PATH"),
+            "{text}"
+        ),
+        DeviceError::NoSuchDevice { count, .. } => assert!(
+            text.contains(&format!("this machine has {count} CUDA device(s)"))
+                && text.contains(&format!("below {count}")),
+            "{text}"
+        ),
+        DeviceError::NoNvrtc { .. } => {
+            assert!(
+                text.contains("libnvrtc") && text.contains("LD_LIBRARY_PATH"),
+                "{text}"
+            )
+        }
+        other => panic!("unexpected: {other:?}"),
+    }
+}
+
+#[test]
+fn a_missing_gpu_names_what_is_missing_and_the_remedy() {
+    match cuda_device_count() {
+        Err(e) => {
+            println!("no CUDA here: {e}");
+            if cfg!(feature = "cuda") {
+                assert!(matches!(e, DeviceError::NoDriver { .. }), "{e}");
+            } else {
+                assert!(matches!(e, DeviceError::NotBuilt { .. }), "{e}");
+            }
+            let e = cuda(0).unwrap_err();
+            check(&e, 0);
+        }
+        Ok(count) => {
+            println!("{count} CUDA device(s) here");
+            let e = cuda(count).unwrap_err();
+            assert_eq!(
+                e,
+                DeviceError::NoSuchDevice {
+                    index: count,
+                    count
+                }
+            );
+            check(&e, count);
+        }
+    }
+}
+
+/// The command line refuses before training: exit 2 and the probe's words. On a machine
+/// with one GPU or none, `cuda:0,cuda:1` names the missing one.
+#[test]
+fn the_command_line_refuses_an_unusable_gpu_before_training() {
+    let index = cuda_device_count().unwrap_or(0);
+    let list = format!("cuda:0,cuda:{index}");
+    let args = [
+        "train",
+        "--devices",
+        list.as_str(),
+        "--stages",
+        "2",
+        "--steps",
+        "1",
+    ];
+    let stderr = common::failure_with(common::USAGE, &args);
+    assert!(
+        stderr.contains("CUDA") || stderr.contains("cuda"),
+        "{stderr}"
+    );
+    let expected = match cuda(index) {
+        Err(e) => e.to_string(),
+        Ok(_) => unreachable!("cuda:{index} is one past the last GPU"),
+    };
+    match cuda(0) {
+        // The binary says it in its own words: how to build it.
+        Err(DeviceError::NotBuilt { .. }) => assert!(
+            stderr.contains("--features cuda") && stderr.contains("--device cpu"),
+            "{stderr}"
+        ),
+        Err(e) => assert!(stderr.contains(&e.to_string()), "{stderr}\nexpected: {e}"),
+        Ok(_) => assert!(stderr.contains(&expected), "{stderr}\nexpected: {expected}"),
+    }
+    assert!(
+        !stderr.contains("RecvError") && !stderr.contains("panicked"),
+        "{stderr}"
+    );
+}
