@@ -7,7 +7,6 @@ use std::path::Path;
 use safetensors::tensor::{SafeTensors, TensorView};
 use serde::Serialize;
 
-use super::atomic::write_atomically;
 use super::error::{Result, corrupt};
 use super::format::{
     FORMAT, FORMAT_KEY, OPTIMIZER_KEY, OPTIMIZER_PREFIX, PROGRESS_KEY, Progress, SCALARS_KEY,
@@ -15,6 +14,7 @@ use super::format::{
 use super::state::OptimizerState;
 use crate::adapter;
 use crate::layer::Layer;
+use crate::output::write_atomically;
 use crate::worker::WorkerState;
 
 /// Writes a checkpoint of the model whose stages are `workers` (any replicas, replica-major;
@@ -82,7 +82,7 @@ fn write<L: Layer>(
     progress: &Progress,
 ) -> Result<()> {
     let bytes = encode(path, model, 0, state, progress)?;
-    write_atomically(path, &bytes)
+    Ok(write_atomically(path, &bytes)?)
 }
 
 /// The checkpoint bytes of `layers` (whose first layer is model layer `offset`), `state` and

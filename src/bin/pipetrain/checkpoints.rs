@@ -261,6 +261,7 @@ fn failure(flag: &str, error: CheckpointError) -> Failure {
     match error {
         CheckpointError::NotACheckpoint { .. }
         | CheckpointError::Keys { .. }
+        | CheckpointError::Rename { .. }
         | CheckpointError::Mismatch { .. }
         | CheckpointError::Optimizer { .. } => Failure::usage(message),
         _ => Failure::runtime(message),
