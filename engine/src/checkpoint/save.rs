@@ -4,10 +4,10 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use safetensors::tensor::{SafeTensors, TensorView};
+use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use serde::Serialize;
 
-use super::error::{Result, corrupt};
+use super::error::{CheckpointError, Result, corrupt};
 use super::format::{
     FORMAT, FORMAT_KEY, OPTIMIZER_KEY, OPTIMIZER_PREFIX, PROGRESS_KEY, Progress, SCALARS_KEY,
 };
@@ -102,7 +102,25 @@ pub(super) fn encode<L: Layer>(
 
     let mut views: Vec<(String, TensorView<'_>)> = Vec::new();
     for (name, view) in weights.tensors() {
-        views.push((shift(&name, offset), view));
+        let name = shift(&name, offset);
+        // A step that made a weight infinite (from finite gradients) must not replace a good
+        // file: refused, naming the weight.
+        if view.dtype() == Dtype::F32 {
+            let values = view.data().chunks_exact(4);
+            let bad = values
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .enumerate()
+                .find(|(_, x)| !x.is_finite());
+            if let Some((index, value)) = bad {
+                return Err(CheckpointError::NonFinite {
+                    path: path.to_path_buf(),
+                    tensor: name,
+                    index,
+                    value: value.to_string(),
+                });
+            }
+        }
+        views.push((name, view));
     }
     for (name, entries) in &state.tensors {
         for (key, t) in entries {
