@@ -87,6 +87,8 @@ fn side_outputs_on_a_full_disk_warn_once_and_the_checkpoint_is_written() {
         );
     }
     assert!(stderr.contains("No space left on device"), "{stderr}");
+    // The trace writer thread once panicked with a backtrace on the full disk.
+    assert!(!stderr.contains("panicked"), "{stderr}");
     let saved = pipetrain::Checkpoint::read(&ck).expect("the checkpoint loads");
     assert_eq!(saved.progress().step, 120);
     // A side output that failed leaves nothing half-written.
