@@ -65,6 +65,9 @@ fn a_checkpoint_of_another_model_names_both_models() {
             "{e}"
         );
     }
+    // A device is not "no such file".
+    let e = failure_with(USAGE, &tiny(&["--init", "/dev/zero"]));
+    assert!(e.contains("/dev/zero: not a regular file"), "{e}");
     // Plain weights (no record of the model): the tensor and both shapes, in plain words.
     let bare = tmp.path().join("bare.safetensors");
     bare_weights(&ck, &bare, "");

@@ -15,12 +15,18 @@ use crate::failure::Failure;
 pub fn inputs_exist(files: &[(&str, &Option<PathBuf>)]) -> Result<(), String> {
     for (flag, path) in files {
         if let Some(path) = path.as_ref().filter(|p| !p.is_file()) {
-            return Err(match path.is_dir() {
-                true => format!(
+            return Err(if path.is_dir() {
+                format!(
                     "{flag} {}: is a directory; give the .safetensors file in it",
                     path.display()
-                ),
-                false => format!("{flag} {}: no such file", path.display()),
+                )
+            } else if path.exists() {
+                format!(
+                    "{flag} {}: not a regular file (a device, FIFO or socket); give a file",
+                    path.display()
+                )
+            } else {
+                format!("{flag} {}: no such file", path.display())
             });
         }
     }
