@@ -378,4 +378,28 @@ fn resume_continues_the_metrics_file_and_refuses_other_columns() {
     let e = failure_with(USAGE, &args);
     assert!(e.contains("--metrics") && e.contains("columns"), "{e}");
     assert_eq!(std::fs::read_to_string(&m).unwrap(), resumed);
+
+    // JSON lines, with rows past the resumed step (a run that went on without saving): those
+    // are dropped, not repeated.
+    let (early, jsonl) = (tmp.path().join("early.st"), tmp.path().join("m.jsonl"));
+    let (e, j) = (early.to_str().unwrap(), jsonl.to_str().unwrap());
+    success(&train(&["--checkpoint", e]));
+    success(&[train(&["--metrics", j]), vec!["--steps", "4"]].concat());
+    success(
+        &[
+            train(&["--metrics", j, "--resume", e]),
+            vec!["--steps", "4"],
+        ]
+        .concat(),
+    );
+    let steps: Vec<u64> = std::fs::read_to_string(&jsonl)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["step"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(steps, [1, 2, 3, 4]);
 }
