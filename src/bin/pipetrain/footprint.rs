@@ -121,13 +121,15 @@ impl Estimate {
     }
 
     /// Bytes to train it on `batch` examples with an optimizer of `slots` state slots per
-    /// parameter, over `copies` copies of the model (replicas, plus a reference).
-    pub fn training_bytes(&self, batch: usize, slots: u64, copies: usize) -> u128 {
-        let copies = copies.max(1) as u128;
+    /// parameter, over `copies` copies of the model (replicas, plus a reference; a fraction in
+    /// one process of a multi-process run).
+    pub fn training_bytes(&self, batch: usize, slots: u64, copies: f64) -> u128 {
         let per_param = 4 * (2 + u128::from(slots));
         // The autodiff graph keeps an output and its gradient: twice the values.
         let activations = 2 * 4 * self.activations_per_example * batch as u128;
-        copies * (self.params * per_param + self.layers * LAYER_OVERHEAD + activations)
+        let one = self.params * per_param + self.layers * LAYER_OVERHEAD + activations;
+        // f64 keeps the magnitude (to 2^1023) where it matters: far past any machine.
+        (one as f64 * copies.max(0.0)) as u128
     }
 }
 
@@ -196,7 +198,7 @@ pub fn check_training(
     model: &Model,
     batch: usize,
     slots: u64,
-    copies: usize,
+    copies: f64,
     flags: &str,
 ) -> Result<(), String> {
     let estimate = Estimate::of(model);
@@ -205,13 +207,18 @@ pub fn check_training(
         None => Ok(()),
         Some(why) => Err(format!(
             "{}: training it needs about {} ({} parameters with their gradients and optimizer \
-             state, {} activations per example at --batch {batch}, over {copies} \
-             cop{} of the model), {why}; use a smaller {flags}",
+             state, and {} activations per example at --batch {batch}, for {} of the model: \
+             the replicas and --verify's reference this process holds), {why}; use a smaller \
+             {flags}",
             model.describe(),
             gib(needed),
             estimate.params,
             estimate.activations_per_example,
-            if copies == 1 { "y" } else { "ies" }
+            match copies {
+                1.0 => "1 copy".to_string(),
+                c if c.fract() == 0.0 => format!("{c} copies"),
+                c => format!("{c:.2} copies"),
+            }
         )),
     }
 }
@@ -246,6 +253,6 @@ mod tests {
     #[test]
     fn a_million_wide_layer_does_not_fit() {
         let huge = Model::Mlp(MlpConfig::new(1_000_000, 2, 10));
-        assert!(Estimate::of(&huge).training_bytes(32, 0, 1) > 1 << 42);
+        assert!(Estimate::of(&huge).training_bytes(32, 0, 1.0) > 1 << 42);
     }
 }

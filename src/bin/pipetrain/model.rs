@@ -227,11 +227,11 @@ impl Model {
 
     /// Refuses a model that this machine cannot train (see [`crate::footprint`]): `batch`
     /// examples a step, an optimizer of `slots` state slots per parameter, `copies` copies of
-    /// the model (replicas, plus `--verify`'s reference).
+    /// the model in this process (replicas, plus `--verify`'s reference).
     ///
     /// # Errors
     /// The estimate, the memory available and the flags that size the model.
-    pub fn check_fits(&self, batch: usize, slots: u64, copies: usize) -> Result<(), String> {
+    pub fn check_fits(&self, batch: usize, slots: u64, copies: f64) -> Result<(), String> {
         let flags = match self {
             Model::Mlp(_) => "--width, --hidden-layers, --classes or --batch",
             Model::ResNet(_) => "--channels, --blocks, --image, --classes or --batch",

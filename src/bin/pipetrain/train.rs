@@ -185,7 +185,17 @@ fn train(
     let lr_schedule = crate::optimizer::schedule(args)?;
     let data = Data::open(args, args.batch)?;
     let model = Model::from_args(args, data.shapes()).map_err(Failure::usage)?;
-    let copies = args.replicas + usize::from(args.verify);
+    // This process's share of the world's workers (all of them without MPI), plus --verify's
+    // single-device reference, which the leader holds.
+    let stages = args
+        .balance
+        .as_ref()
+        .map_or(args.stages.unwrap_or(2), Vec::len);
+    let share = dist.map_or(1.0, |d| {
+        d.local().len() as f64 / (args.replicas * stages).max(1) as f64
+    });
+    let leader = dist.is_none_or(Distributed::is_leader);
+    let copies = args.replicas as f64 * share + f64::from(u8::from(args.verify && leader));
     let slots = pipetrain::memory::optimizer_slots(&optimizer);
     model
         .check_fits(args.batch, slots, copies)

@@ -37,7 +37,7 @@ pub fn run(args: &TuneArgs) -> Result<Exit, Failure> {
     let (optimizer, optimizer_name) = crate::optimizer::of(train)?;
     let slots = pipetrain::memory::optimizer_slots(&optimizer);
     model
-        .check_fits(train.batch, slots, 1)
+        .check_fits(train.batch, slots, 1.0)
         .map_err(Failure::usage)?;
     let space = space(args)?;
     let devices = train.device.devices().map_err(Failure::usage)?;
