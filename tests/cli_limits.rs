@@ -91,3 +91,30 @@ fn the_six_cases_end_at_once_with_a_usage_error_and_the_remedy() {
 fn the_six_cases_end_at_once_under_a_4_gb_address_space_limit() {
     check("ulimit -v 4000000 || exit 99");
 }
+
+#[test]
+fn a_weights_file_larger_than_memory_is_refused_before_it_is_read() {
+    // Sparse: 1 TiB long, no disk used.
+    let tmp = common::scratch("limits-huge");
+    let huge = tmp.path().join("huge.safetensors");
+    std::fs::File::create(&huge)
+        .unwrap()
+        .set_len(1 << 40)
+        .unwrap();
+    let h = huge.to_str().unwrap();
+    for limit in ["", "ulimit -v 4000000 || exit 99"] {
+        for args in [
+            &["train", "--init", h][..],
+            &["train", "--resume", h],
+            &["export", h, "-o", "/dev/null/x"],
+        ] {
+            let (code, stderr, took) = run(limit, args);
+            assert!(took < Duration::from_secs(10), "{args:?}: {took:?}");
+            assert_eq!(code, Some(USAGE), "{args:?} ({limit}): {stderr}");
+            assert!(
+                stderr.contains("a file of 1024.0 GiB needs about") && stderr.contains("memory"),
+                "{args:?}: {stderr}"
+            );
+        }
+    }
+}

@@ -8,12 +8,29 @@ use std::path::{Path, PathBuf};
 
 use crate::failure::Failure;
 
-/// Each `(flag, path)` given must name an existing file.
+/// Memory to load a weights file or checkpoint, per byte of it: the file's bytes, and the
+/// tensors made from them (converted to f32, at most twice an f16 file's size).
+const LOAD_FACTOR: u128 = 3;
+
+/// Each `(flag, path)` given must name an existing regular file that this machine's memory can
+/// load (weights files and checkpoints are read whole).
 ///
 /// # Errors
-/// The first path that is not a file, with its flag.
+/// The first path that is not a file, or too large to load, with its flag.
 pub fn inputs_exist(files: &[(&str, &Option<PathBuf>)]) -> Result<(), String> {
     for (flag, path) in files {
+        if let Some(path) = path.as_ref().filter(|p| p.is_file()) {
+            let size = std::fs::metadata(path).map_or(0, |m| u128::from(m.len()));
+            if let Some(why) = crate::footprint::exceeds(size * LOAD_FACTOR) {
+                return Err(format!(
+                    "{flag} {}: a file of {} needs about {} to load, {why}; load it on a machine \
+                     with more memory",
+                    path.display(),
+                    crate::footprint::gib(size),
+                    crate::footprint::gib(size * LOAD_FACTOR)
+                ));
+            }
+        }
         if let Some(path) = path.as_ref().filter(|p| !p.is_file()) {
             return Err(if path.is_dir() {
                 format!(
