@@ -375,8 +375,12 @@ fn resume_continues_the_metrics_file_and_refuses_other_columns() {
     // Another stage count: other columns, refused, the file as it was.
     let mut args = train(&["--checkpoint", c, "--metrics", mp, "--resume", c]);
     args.extend(["--steps", "7", "--stages", "1"]);
-    let e = failure_with(USAGE, &args);
+    let out = common::pipetrain(&args);
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(USAGE), "{e}");
     assert!(e.contains("--metrics") && e.contains("columns"), "{e}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.lines().any(|l| l.starts_with("step ")), "{stdout}");
     assert_eq!(std::fs::read_to_string(&m).unwrap(), resumed);
 
     // JSON lines, with rows past the resumed step (a run that went on without saving): those

@@ -193,6 +193,39 @@ impl Metrics {
         Ok(())
     }
 
+    /// Before the first step of a resumed run: refuses to continue an earlier CSV whose
+    /// columns differ from the rows of this run, whose replica 0 has `stages` stages (the
+    /// file is left as it was).
+    ///
+    /// # Errors
+    /// Usage: the columns differ, or the earlier file is not a metrics file.
+    pub fn check_columns(&mut self, stages: usize) -> Result<(), Failure> {
+        if !self.append || self.format != Format::Csv {
+            return Ok(());
+        }
+        let checked = File::open(&self.path)
+            .map_err(Earlier::Io)
+            .and_then(|f| next_line(&mut BufReader::new(f), 1))
+            .and_then(|line| match line {
+                Some(line) => same_columns(&line, &header_of(stages)),
+                None => Ok(()),
+            });
+        match checked {
+            Ok(()) => Ok(()),
+            Err(Earlier::Refused(why)) => {
+                self.out = None;
+                Err(Failure::usage(format!(
+                    "--metrics {}: {why}; give another --metrics file",
+                    self.path.display()
+                )))
+            }
+            Err(Earlier::Io(e)) => {
+                self.fail(&e);
+                Ok(())
+            }
+        }
+    }
+
     /// Renames the rows written into place (see the module docs). Returns the warning to
     /// print when that fails; the earlier file is then left as it was.
     pub fn finish(self) -> Option<String> {
@@ -224,6 +257,45 @@ enum Earlier {
     Io(std::io::Error),
 }
 
+/// Line `number` of `reader` (from 1), at most [`MAX_LINE`] bytes; `None` at the end.
+fn next_line(reader: &mut impl BufRead, number: usize) -> Result<Option<String>, Earlier> {
+    let mut line = String::new();
+    let n = reader
+        .take(MAX_LINE)
+        .read_line(&mut line)
+        .map_err(Earlier::Io)?;
+    if !line.ends_with('\n') && n as u64 == MAX_LINE {
+        return Err(Earlier::Refused(format!(
+            "line {number} of the earlier run's file is over {MAX_LINE} bytes: not a metrics file"
+        )));
+    }
+    Ok((n > 0).then_some(line))
+}
+
+/// The earlier run's CSV header `earlier` is this run's `header`.
+fn same_columns(earlier: &str, header: &str) -> Result<(), Earlier> {
+    if earlier.trim_end() == header {
+        return Ok(());
+    }
+    Err(Earlier::Refused(format!(
+        "the earlier run's columns ({} of them) differ from this run's ({}): another layout or \
+         model",
+        earlier.split(',').count(),
+        header.split(',').count()
+    )))
+}
+
+/// The CSV header of rows with `stages` stages.
+fn header_of(stages: usize) -> String {
+    let row = Row {
+        stages: vec![(0.0, 0.0); stages],
+        ..Row::default()
+    };
+    let fields = row.fields();
+    let names: Vec<&str> = fields.iter().map(|(n, _)| n.as_str()).collect();
+    names.join(",")
+}
+
 /// Copies the rows of the metrics file at `path` whose step is before `step` to `out` (with
 /// the CSV header, which must be `header`). Returns the number of lines copied.
 fn copy_earlier(
@@ -236,34 +308,16 @@ fn copy_earlier(
     let mut reader = BufReader::new(File::open(path).map_err(Earlier::Io)?);
     let mut copied = 0;
     for number in 1.. {
-        let mut line = String::new();
-        let n = (&mut reader)
-            .take(MAX_LINE)
-            .read_line(&mut line)
-            .map_err(Earlier::Io)?;
-        if n == 0 {
+        let Some(line) = next_line(&mut reader, number)? else {
             break;
-        }
-        if !line.ends_with('\n') && n as u64 == MAX_LINE {
-            return Err(Earlier::Refused(format!(
-                "line {number} of the earlier run's file is over {MAX_LINE} bytes: not a \
-                 metrics file"
-            )));
-        }
+        };
         let text = line.trim_end();
         if text.is_empty() {
             continue;
         }
         let row_step = match format {
             Format::Csv if number == 1 => {
-                if text != header {
-                    return Err(Earlier::Refused(format!(
-                        "the earlier run's columns ({} of them) differ from this run's ({}): \
-                         another layout or model",
-                        text.split(',').count(),
-                        header.split(',').count()
-                    )));
-                }
+                same_columns(text, header)?;
                 None
             }
             Format::Csv => text.split(',').next().and_then(|s| s.parse::<u64>().ok()),

@@ -285,6 +285,10 @@ fn train_with<L: Layer>(
         None => 0,
     };
 
+    if let Some(m) = metrics.as_mut() {
+        // A resumed run's rows must fit the earlier run's columns: refused before any step.
+        m.check_columns(pipeline.stages())?;
+    }
     let progress = Progress::of_process(args.steps, dist.is_some(), leader);
     progress.println(&format!(
         "pipetrain: {} ({params} params), {} replicas × {} stages, {} micro-batches of {}, \
