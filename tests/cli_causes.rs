@@ -17,15 +17,19 @@ fn tiny<'a>(extra: &[&'a str]) -> Vec<&'a str> {
 }
 
 /// The weights of checkpoint `from` without metadata and without `drop`, written to `to`
-/// (burn's layout, as a store without metadata writes it).
-fn bare_weights(from: &Path, to: &Path, drop: &str) {
+/// (burn's layout, as a store without metadata writes it); `extra` adds a copy of `drop`
+/// under that name.
+fn bare_weights(from: &Path, to: &Path, drop: &str, extra: Option<&str>) {
     let bytes = std::fs::read(from).unwrap();
     let file = SafeTensors::deserialize(&bytes).unwrap();
-    let views: Vec<(String, TensorView<'_>)> = file
+    let mut views: Vec<(String, TensorView<'_>)> = file
         .tensors()
         .into_iter()
         .filter(|(n, _)| !n.starts_with("__optimizer__") && n != drop)
         .collect();
+    if let Some(name) = extra {
+        views.push((name.to_string(), file.tensor(drop).unwrap()));
+    }
     std::fs::write(to, safetensors::serialize(views, None).unwrap()).unwrap();
 }
 
@@ -35,7 +39,7 @@ fn a_missing_key_is_listed_not_a_shape_error_of_another_tensor() {
     let ck = tmp.path().join("ck.safetensors");
     success(&tiny(&["--checkpoint", ck.to_str().unwrap()]));
     let missing = tmp.path().join("missing.safetensors");
-    bare_weights(&ck, &missing, "1.linear.bias");
+    bare_weights(&ck, &missing, "1.linear.bias", None);
     let e = failure_with(USAGE, &tiny(&["--init", missing.to_str().unwrap()]));
     assert!(
         e.contains(r#"missing key(s) in the file: "1.linear.bias""#),
@@ -43,6 +47,15 @@ fn a_missing_key_is_listed_not_a_shape_error_of_another_tensor() {
     );
     assert!(
         !e.contains("ShapeMismatch") && !e.contains("does not fit"),
+        "{e}"
+    );
+    // One renamed: missing and unexpected listed together.
+    let renamed = tmp.path().join("renamed.safetensors");
+    bare_weights(&ck, &renamed, "1.linear.bias", Some("1.linear.b"));
+    let e = failure_with(USAGE, &tiny(&["--init", renamed.to_str().unwrap()]));
+    assert!(
+        e.contains(r#"missing key(s) in the file: "1.linear.bias""#)
+            && e.contains(r#"unexpected key(s) in the file: "1.linear.b""#),
         "{e}"
     );
 }
@@ -70,7 +83,7 @@ fn a_checkpoint_of_another_model_names_both_models() {
     assert!(e.contains("/dev/zero: not a regular file"), "{e}");
     // Plain weights (no record of the model): the tensor and both shapes, in plain words.
     let bare = tmp.path().join("bare.safetensors");
-    bare_weights(&ck, &bare, "");
+    bare_weights(&ck, &bare, "", None);
     let e = failure_with(
         USAGE,
         &tiny(&["--width", "32", "--init", bare.to_str().unwrap()]),
