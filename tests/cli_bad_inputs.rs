@@ -107,7 +107,8 @@ fn a_model_too_wide_for_the_machine_is_refused_before_it_is_allocated() {
         ],
     );
     assert!(
-        e.contains("2147483648 classes") && e.contains("use a smaller --classes or --width"),
+        e.contains("2147483648 classes")
+            && e.contains("use a smaller --width, --hidden-layers, --classes or --batch"),
         "{e}"
     );
 }
@@ -339,4 +340,40 @@ fn f64_f16_and_bf16_weights_are_converted_for_init_eval_and_resume() {
     std::fs::write(&huge, safetensors::serialize(views, None).unwrap()).unwrap();
     let e = failure_with(RUNTIME, &mlp("eval", &["--init", huge.to_str().unwrap()]));
     assert!(e.contains("inf (as F32, converted from F64)"), "{e}");
+}
+
+/// Issue 27, part 4: a flag that would do nothing in the combination given is refused, naming
+/// it and what to do; `--workers-per-process 0` says what the flag needs.
+#[test]
+fn flags_that_would_do_nothing_are_refused_naming_them() {
+    let tiny = [&["train"][..], &common::TINY].concat();
+    let cases: [(&[&str], &[&str]); 5] = [
+        (
+            &["--virtual-stages", "3"],
+            &["--virtual-stages 3", "--schedule interleaved"],
+        ),
+        (
+            &["--checkpoint-every", "2"],
+            &["--checkpoint-every 2", "no --checkpoint"],
+        ),
+        (
+            &["--micro-batches", "2", "--weight-group", "4"],
+            &["--weight-group 4", "--micro-batches 2"],
+        ),
+        (
+            &["--backward", "fused", "--weight-group", "1"],
+            &["--weight-group 1", "fused"],
+        ),
+        (
+            &["--workers-per-process", "0"],
+            &["--workers-per-process 0", "at least one worker"],
+        ),
+    ];
+    for (extra, said) in cases {
+        let args = [&tiny[..], extra].concat();
+        let e = failure_with(USAGE, &args);
+        for s in said {
+            assert!(e.contains(s), "{extra:?}: no `{s}` in {e}");
+        }
+    }
 }

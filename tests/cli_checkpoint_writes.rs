@@ -4,10 +4,9 @@
 //! the write and the rename) leaves the previous checkpoint, which resumes.
 
 mod common;
-use common::{USAGE, failure_with, scratch, success, tensors};
+use common::{USAGE, failure_with, scratch, success, temp_files, tensors};
 
 use std::os::unix::fs::FileTypeExt;
-use std::path::Path;
 use std::process::{Command, Stdio};
 
 /// A tiny Adam run of `steps` steps saving to `checkpoint` every step, then `extra`.
@@ -32,15 +31,6 @@ fn run_args<'a>(checkpoint: &'a str, steps: &'a str, extra: &[&'a str]) -> Vec<&
         "1",
     ];
     base.iter().chain(extra).copied().collect()
-}
-
-/// The names in `dir` ending in `.tmp`.
-fn temp_files(dir: &Path) -> Vec<String> {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".tmp"))
-        .collect()
 }
 
 #[test]
@@ -138,6 +128,12 @@ fn a_kill_inside_a_write_keeps_the_previous_checkpoint_which_resumes() {
     // Resuming it ends exactly where an uninterrupted run ends.
     let resumed = success(&run_args(p, "3", &["--resume", p]));
     assert!(resumed.contains("resumed:"), "{resumed}");
+    // The killed writer is gone: its temp file was swept at the next start (issue 27).
+    assert!(
+        temp_files(tmp.path()).is_empty(),
+        "{:?}",
+        temp_files(tmp.path())
+    );
     let whole = tmp.path().join("whole.safetensors");
     success(&run_args(whole.to_str().unwrap(), "3", &[]));
     assert_eq!(tensors(&path), tensors(&whole));

@@ -438,3 +438,68 @@ fn resnet_with_replicas_verifies_its_trained_parameters() {
         "{stdout}"
     );
 }
+
+/// The losses a run's stdout prints, step by step.
+fn losses(stdout: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .filter(|l| l.starts_with("step "))
+        .filter_map(|l| l.split("loss ").nth(1))
+        .map(|rest| rest.split_whitespace().next().unwrap_or("").to_string())
+        .collect()
+}
+
+/// Writes `tensors` (name, dtype, shape, little-endian bytes) to `path`.
+fn write_ints(path: &std::path::Path, tensors: &[(&str, Dtype, Vec<usize>, Vec<u8>)]) {
+    let views: HashMap<String, TensorView<'_>> = tensors
+        .iter()
+        .map(|(n, d, s, b)| (n.to_string(), TensorView::new(*d, s.clone(), b).unwrap()))
+        .collect();
+    std::fs::write(path, safetensors::serialize(views, None).unwrap()).unwrap();
+}
+
+#[test]
+fn gpt_trains_on_token_ids_from_a_tensors_file_as_on_the_text() {
+    // Issue 27: int ids were refused ("accepted: F32") and float ones too ("needs token ids").
+    let tmp = scratch("tensors-gpt");
+    let dir = tmp.path();
+    let text = fox_text(dir);
+    let bytes = std::fs::read(dir.join("input.txt")).unwrap();
+    let windows: Vec<&[u8]> = bytes.chunks_exact(9).collect();
+    let n = windows.len();
+    let i64s = |ids: &mut dyn Iterator<Item = u8>| -> Vec<u8> {
+        ids.flat_map(|b| i64::from(b).to_le_bytes()).collect()
+    };
+    let i32s = |ids: &mut dyn Iterator<Item = u8>| -> Vec<u8> {
+        ids.flat_map(|b| i32::from(b).to_le_bytes()).collect()
+    };
+    let tokens = dir.join("tokens.safetensors");
+    let all = i64s(&mut windows.iter().flat_map(|w| w.iter().copied()));
+    write_ints(&tokens, &[("tokens", Dtype::I64, vec![n, 9], all)]);
+    let pairs = dir.join("pairs.safetensors");
+    let x = i32s(&mut windows.iter().flat_map(|w| w[..8].iter().copied()));
+    let y = i32s(&mut windows.iter().flat_map(|w| w[1..].iter().copied()));
+    write_ints(
+        &pairs,
+        &[
+            ("x", Dtype::I32, vec![n, 8], x),
+            ("y", Dtype::I32, vec![n, 8], y),
+        ],
+    );
+    let run = |data: &str| {
+        let mut args = vec!["train"];
+        args.extend(text_gpt(data));
+        args.extend(["--vocab", "256", "--steps", "3", "--micro-batches", "2"]);
+        losses(&success(&args))
+    };
+    let from_text = run(&text);
+    assert_eq!(from_text.len(), 3);
+    for file in [&tokens, &pairs] {
+        let data = format!("tensors:{}", file.display());
+        assert_eq!(run(&data), from_text, "{data}");
+    }
+    // Token ids are not an MLP's inputs.
+    let data = format!("tensors:{}", tokens.display());
+    let e = failure_with(USAGE, &["train", "--data", &data, "--steps", "1"]);
+    assert!(e.contains("--model gpt"), "{e}");
+}

@@ -118,3 +118,53 @@ fn clipping_on_two_stages_and_two_replicas_matches_one_device() {
     let e = failure_with(2, &tiny("1", &["--clip-grad-norm", "0"]));
     assert!(e.contains("--clip-grad-norm"), "{e}");
 }
+
+#[test]
+fn a_step_stopped_before_any_stage_applied_it_saves_the_last_good_step() {
+    // Issue 27: the weights were intact, yet no --checkpoint was written.
+    let tmp = scratch("nonfinite-last-good");
+    let path = tmp.path().join("ck.safetensors");
+    let ck = path.to_str().unwrap();
+    let args = tiny(
+        "8",
+        &["--optimizer", "sgd", "--lr", "1e6", "--checkpoint", ck],
+    );
+    let e = failure_with(RUNTIME, &args);
+    let failed: u64 = e
+        .split("error: step ")
+        .nth(1)
+        .and_then(|rest| rest.split(':').next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no `error: step N:` in {e}"));
+    assert!(failed >= 2, "{e}");
+    assert!(
+        e.contains(&format!(
+            "weights of step {}, the last good one",
+            failed - 1
+        )),
+        "{e}"
+    );
+    let saved = pipetrain::Checkpoint::read(&path).expect("the last good step's checkpoint");
+    assert_eq!(saved.progress().step, failed - 1);
+    for (name, bytes) in tensors(&path) {
+        let finite = bytes
+            .chunks(4)
+            .all(|b| f32::from_le_bytes(b.try_into().unwrap()).is_finite());
+        assert!(finite, "{name} holds a non-finite value");
+    }
+    // It is the state an uninterrupted run of that many steps saves.
+    let whole = tmp.path().join("whole.safetensors");
+    let n = (failed - 1).to_string();
+    success(&tiny(
+        &n,
+        &[
+            "--optimizer",
+            "sgd",
+            "--lr",
+            "1e6",
+            "--checkpoint",
+            whole.to_str().unwrap(),
+        ],
+    ));
+    assert_eq!(tensors(&path), tensors(&whole));
+}

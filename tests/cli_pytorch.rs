@@ -199,6 +199,24 @@ fn rename_maps_a_prefix_and_wrong_names_are_listed_before_any_shape() {
     assert!(out.contains("init: weights from"), "{out}");
     let e = failure_with(USAGE, &["train", "--init", sd_text, "--rename", "(=x"]);
     assert!(e.contains("--rename"), "{e}");
+    // Two tensors renamed onto one name: refused, naming both (one was silently lost).
+    let mut args = vec!["train"];
+    args.extend_from_slice(&MLP);
+    args.extend_from_slice(&[
+        "--steps",
+        "1",
+        "--init",
+        sd_text,
+        "--rename",
+        r"^module\.=",
+        "--rename",
+        r"\.bias$=.weight",
+    ]);
+    let e = failure_with(USAGE, &args);
+    assert!(
+        e.contains("`module.0.bias` and `module.0.weight` are both renamed to `0.weight`"),
+        "{e}"
+    );
 }
 
 /// The GPT's documented PyTorch module (README) for vocab 16, context 8, d 16, 2 blocks.

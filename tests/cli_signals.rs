@@ -14,6 +14,10 @@ use std::time::{Duration, Instant};
 /// `common::TINY` (whose `--steps 1` the runs override).
 const MODEL: [&str; 4] = ["--micro-batches", "2", "--optimizer", "adam"];
 
+/// A model whose steps take about 2 s in the debug build on a 2-core AMD EPYC (width 256 and
+/// batch 512 took 0.28 s there, too short for signals 300 ms apart).
+const BIG: [&str; 6] = ["--width", "512", "--hidden-layers", "4", "--batch", "1024"];
+
 /// Starts `pipetrain train` for a practically endless number of steps with `extra`, and waits
 /// for its `step    2/` line: it is then mid-training.
 fn start(extra: &[&str]) -> Child {
@@ -196,16 +200,7 @@ fn a_second_sigint_exits_at_once_without_finishing_the_step() {
     // step, and the second one does not wait for it.
     let tmp = scratch("sigint-twice");
     let ck = tmp.path().join("ck.st");
-    let big = [
-        "--width",
-        "512",
-        "--hidden-layers",
-        "4",
-        "--batch",
-        "1024",
-        "--checkpoint",
-        ck.to_str().unwrap(),
-    ];
+    let big = [&BIG[..], &["--checkpoint", ck.to_str().unwrap()]].concat();
     let child = start_after("step    1/", &big);
     // Into step 2 before the first signal: one that lands between step 1's line and the
     // loop's stop check (seen under load) stops cleanly after step 1 before the second comes.
@@ -214,4 +209,21 @@ fn a_second_sigint_exits_at_once_without_finishing_the_step() {
     assert_eq!(code, 130, "{stderr}");
     assert!(!stderr.contains("stopped after step"), "{stderr}");
     assert!(!ck.exists(), "no checkpoint was written");
+}
+
+#[test]
+fn a_signal_before_the_first_step_completes_exits_at_once() {
+    // Issue 27: a signal while the model was still being built, or during a first step of
+    // minutes, waited for that step. Nothing is saved yet, so it exits at once now. Steps of
+    // about 2 s in the debug build (see the test above): the signal lands inside step 1.
+    let tmp = scratch("sigterm-first");
+    let ck = tmp.path().join("ck.st");
+    let big = [&BIG[..], &["--checkpoint", ck.to_str().unwrap()]].concat();
+    let child = start_after("pipetrain:", &big);
+    let started = Instant::now();
+    let (code, stderr) = signal(child, "TERM");
+    assert_eq!(code, 143, "{stderr}");
+    assert!(!stderr.contains("stopped after step"), "{stderr}");
+    assert!(!ck.exists(), "no step completed, nothing written");
+    assert!(started.elapsed() < Duration::from_secs(5));
 }

@@ -5,12 +5,25 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{DataError, Result};
 
-/// The whole file, or [`DataError::Io`] naming it.
+/// The whole file, or [`DataError::Io`] naming it. Only a regular file is read, and no more
+/// than its size when opened: a device such as `/dev/zero` would never end
+/// ([`DataError::NotAFile`]).
 pub(crate) fn read(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|source| DataError::Io {
+    use std::io::Read;
+    let io = |source| DataError::Io {
         path: path.to_path_buf(),
         source,
-    })
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    if !meta.is_file() {
+        return Err(DataError::NotAFile {
+            path: path.to_path_buf(),
+        });
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.take(meta.len()).read_to_end(&mut bytes).map_err(io)?;
+    Ok(bytes)
 }
 
 /// A cursor over one file's bytes.

@@ -31,6 +31,18 @@ pub enum DataError {
         source: std::io::Error,
     },
 
+    /// Not a regular file (a device such as `/dev/zero`, a FIFO, a directory): a data set is
+    /// read whole, and such a file has no size to check against memory first.
+    #[error(
+        "{} is not a regular file (a device, FIFO or directory); data is read whole: give a \
+         data file",
+        path.display()
+    )]
+    NotAFile {
+        /// The path.
+        path: PathBuf,
+    },
+
     /// The file ends before a field or record it declares.
     #[error(
         "{}: truncated at byte offset {offset}: {what} needs {needed} bytes, only {available} \

@@ -1,13 +1,20 @@
-//! A safetensors file holding a whole dataset: inputs `x` and targets `y`.
+//! A safetensors file holding a whole dataset: inputs `x` and targets `y`, or token windows.
 //!
-//! | tensor | dtype      | shape                   | becomes                      |
-//! |--------|------------|-------------------------|------------------------------|
-//! | `x`    | F32        | `[N, ...]`, rank 2..=4  | float inputs `[...]`         |
-//! | `y`    | I64 or I32 | `[N]` or `[N, T]`       | int targets `[]` or `[T]`    |
-//! | `y`    | F32        | `[N, ...]`, rank 1..=4  | float targets `[...]`        |
+//! | tensor   | dtype      | shape                   | becomes                                |
+//! |----------|------------|-------------------------|----------------------------------------|
+//! | `x`      | F32        | `[N, ...]`, rank 2..=4  | float inputs `[...]`                   |
+//! | `x`      | I64 or I32 | `[N, T]`                | token ids `[T]` (a language model's)   |
+//! | `y`      | I64 or I32 | `[N]` or `[N, T]`       | int targets `[]` or `[T]`              |
+//! | `y`      | F32        | `[N, ...]`, rank 1..=4  | float targets `[...]`                  |
+//! | `tokens` | I64 or I32 | `[N, T + 1]`, T ≥ 1     | windows: input `[..T]`, target `[1..]` |
+//!
+//! `tokens` (when the file has no `x`) holds `N` windows of `T + 1` token ids, cut as the text
+//! loader cuts a corpus ([`crate::text`]): window `w`'s first `T` ids are the input, its last
+//! `T` the next-token targets. `x`/`y` pairs of int `[N, T]` are the same data already cut.
 //!
 //! Write one from Python with
-//! `safetensors.numpy.save_file({"x": x.astype("float32"), "y": y}, "data.safetensors")`.
+//! `safetensors.numpy.save_file({"x": x.astype("float32"), "y": y}, "data.safetensors")`, or
+//! `save_file({"tokens": windows.astype("int64")}, "tokens.safetensors")` for a GPT.
 
 use std::path::Path;
 
@@ -17,7 +24,9 @@ use crate::bytes::read;
 use crate::dataset::{InMemory, Values};
 use crate::error::{DataError, Result, Shape};
 
-const X_ACCEPTED: &str = "F32 of shape [N, ...] with rank 2 to 4";
+const X_ACCEPTED: &str =
+    "F32 of shape [N, ...] with rank 2 to 4, or I64 or I32 token ids of shape [N, T]";
+const TOKENS_ACCEPTED: &str = "I64 or I32 token ids of shape [N, T + 1] with T >= 1";
 const Y_ACCEPTED: &str =
     "I64 or I32 of shape [N] or [N, T], or F32 of shape [N, ...] with rank 1 to 4";
 
@@ -32,8 +41,6 @@ pub fn load(path: impl AsRef<Path>) -> Result<InMemory> {
         path: path.to_path_buf(),
         source,
     })?;
-    let x = tensor(path, &file, "x")?;
-    let y = tensor(path, &file, "y")?;
     let unsupported = |name: &str, view: &TensorView<'_>, accepted| DataError::UnsupportedTensor {
         path: path.to_path_buf(),
         name: name.to_string(),
@@ -41,7 +48,22 @@ pub fn load(path: impl AsRef<Path>) -> Result<InMemory> {
         shape: Shape(view.shape().to_vec()),
         accepted,
     };
-    if x.dtype() != Dtype::F32 || !(2..=4).contains(&x.shape().len()) {
+    if file.tensor("x").is_err() {
+        if let Ok(tokens) = file.tensor("tokens") {
+            return match (ints(&tokens), tokens.shape()) {
+                (Some(ids), &[n, window]) if window >= 2 => windows(path, ids, n, window),
+                _ => Err(unsupported("tokens", &tokens, TOKENS_ACCEPTED)),
+            };
+        }
+    }
+    let x = tensor(path, &file, "x")?;
+    let y = tensor(path, &file, "y")?;
+    let x_ok = match x.dtype() {
+        Dtype::F32 => (2..=4).contains(&x.shape().len()),
+        Dtype::I64 | Dtype::I32 => x.shape().len() == 2,
+        _ => false,
+    };
+    if !x_ok {
         return Err(unsupported("x", &x, X_ACCEPTED));
     }
     let y_rank_ok = match y.dtype() {
@@ -60,21 +82,52 @@ pub fn load(path: impl AsRef<Path>) -> Result<InMemory> {
             y_rows,
         });
     }
-    let targets = match y.dtype() {
-        Dtype::I64 => Values::Int(words::<8>(y.data()).map(i64::from_le_bytes).collect()),
-        Dtype::I32 => Values::Int(
-            words::<4>(y.data())
-                .map(|w| i64::from(i32::from_le_bytes(w)))
-                .collect(),
-        ),
-        _ => Values::Float(words::<4>(y.data()).map(f32::from_le_bytes).collect()),
+    let values = |view: &TensorView<'_>| match ints(view) {
+        Some(ids) => Values::Int(ids),
+        None => Values::Float(words::<4>(view.data()).map(f32::from_le_bytes).collect()),
     };
-    let inputs = Values::Float(words::<4>(x.data()).map(f32::from_le_bytes).collect());
+    let (inputs, targets) = (values(&x), values(&y));
     InMemory::new(
         inputs,
         x.shape()[1..].to_vec(),
         targets,
         y.shape()[1..].to_vec(),
+    )
+    .map_err(|e| DataError::Corrupt {
+        path: path.to_path_buf(),
+        offset: 0,
+        message: e.to_string(),
+    })
+}
+
+/// The values of an I64 or I32 tensor as i64; `None` for another dtype.
+fn ints(view: &TensorView<'_>) -> Option<Vec<i64>> {
+    match view.dtype() {
+        Dtype::I64 => Some(words::<8>(view.data()).map(i64::from_le_bytes).collect()),
+        Dtype::I32 => Some(
+            words::<4>(view.data())
+                .map(|w| i64::from(i32::from_le_bytes(w)))
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+/// `n` windows of `window` token ids (`ids`, row-major) as examples: input ids `[..T]`, target
+/// ids `[1..]`, `T = window - 1` (see the module docs).
+fn windows(path: &Path, ids: Vec<i64>, n: usize, window: usize) -> Result<InMemory> {
+    let context = window - 1;
+    let mut inputs = Vec::with_capacity(n * context);
+    let mut targets = Vec::with_capacity(n * context);
+    for w in ids.chunks_exact(window) {
+        inputs.extend_from_slice(&w[..context]);
+        targets.extend_from_slice(&w[1..]);
+    }
+    InMemory::new(
+        Values::Int(inputs),
+        vec![context],
+        Values::Int(targets),
+        vec![context],
     )
     .map_err(|e| DataError::Corrupt {
         path: path.to_path_buf(),

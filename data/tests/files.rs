@@ -523,3 +523,17 @@ fn specs_round_trip_and_bad_ones_list_the_accepted_forms() {
         Err(DataError::SyntheticNotLoadable)
     ));
 }
+
+#[test]
+fn a_device_or_fifo_is_refused_not_read_forever() {
+    // `text:/dev/zero` once read until the OOM killer ended the process.
+    for spec in ["text:/dev/zero", "tensors:/dev/zero"] {
+        let spec: DataSpec = spec.parse().unwrap();
+        let err = spec.load(8).unwrap_err();
+        assert!(matches!(err, DataError::NotAFile { .. }), "{err}");
+        assert!(
+            err.to_string().contains("/dev/zero is not a regular file"),
+            "{err}"
+        );
+    }
+}

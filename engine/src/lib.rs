@@ -72,6 +72,7 @@ mod loss;
 pub mod mpi;
 mod optimizer;
 mod optimizer_options;
+pub mod output;
 mod params;
 pub mod pool;
 pub mod profile;

@@ -52,7 +52,16 @@ impl AdamOptions {
                 ));
             }
         }
-        non_negative("eps", self.eps)?;
+        // Stricter than torch.optim, which takes 0: the update is m / (sqrt(v) + eps), so a
+        // zero eps turns every element whose gradients were all 0 into 0 / 0 = NaN at step 1.
+        if !(self.eps.is_finite() && self.eps > 0.0) {
+            return Err(OptimizerError::new(
+                "eps",
+                self.eps,
+                "must be a finite number > 0 (the update divides by sqrt(v) + eps, and an \
+                 element with zero gradients makes 0 / 0 = NaN with eps 0), e.g. 1e-8",
+            ));
+        }
         non_negative("weight_decay", self.weight_decay)
     }
 }

@@ -114,6 +114,15 @@ pub fn scratch(name: &str) -> tempfile::TempDir {
         .expect("a temporary directory")
 }
 
+/// The names in `dir` of temp files (with `.tmp` in them: `.NAME.PID@HOST.XXXXXX.tmp`).
+pub fn temp_files(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".tmp"))
+        .collect()
+}
+
 /// Runs `pipetrain <args>` (no subcommand added).
 pub fn pipetrain(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_pipetrain"))

@@ -52,7 +52,9 @@ pub(crate) fn apply_safetensors<M: Module>(
         .remap(remapper)
         .skip_enum_variants(true)
         .allow_partial(true) // missing tensors are reported by the caller, by name
-        .validate(true);
+        // Shape and type errors come back in the result, so that the caller reports wrong
+        // names first (a validating store fails on a shape before any name is compared).
+        .validate(false);
     if pytorch {
         store = store.with_from_adapter(PyTorchToBurnAdapter);
     }
@@ -67,7 +69,11 @@ pub(crate) fn apply_safetensors<M: Module>(
                 found,
             } => (
                 path,
-                format!("the model's shape is {expected:?}, the file's {found:?}"),
+                format!(
+                    "the model's shape is {:?}, the file's {:?}",
+                    expected.as_slice(),
+                    found.as_slice()
+                ),
             ),
             ApplyError::DTypeMismatch {
                 path,

@@ -14,44 +14,9 @@ pub enum CheckpointError {
         #[source]
         source: std::io::Error,
     },
-    /// The destination exists and is not a regular file: it is never replaced.
-    #[error(
-        "{} is {what}, not a regular file, and is never replaced: give the path of a file (a \
-         new one, or one this command wrote before)",
-        path.display()
-    )]
-    NotRegular {
-        /// The destination.
-        path: PathBuf,
-        /// What it is, e.g. "a directory".
-        what: &'static str,
-    },
-    /// No file can be created beside the destination.
-    #[error(
-        "{}: cannot create a file in its directory ({source}); choose a writable directory",
-        path.display()
-    )]
-    Unwritable {
-        /// The destination.
-        path: PathBuf,
-        /// What the OS said.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The checkpoint was renamed into place, but its directory could not be synced: a crash
-    /// now may lose it.
-    #[error(
-        "fsync of directory {} failed after writing the checkpoint ({source}); it may not \
-         survive a crash: check the file system",
-        dir.display()
-    )]
-    DirectorySync {
-        /// The directory.
-        dir: PathBuf,
-        /// What the OS said.
-        #[source]
-        source: std::io::Error,
-    },
+    /// The file could not be written: see [`OutputError`](crate::output::OutputError).
+    #[error(transparent)]
+    Output(#[from] crate::output::OutputError),
     /// Not a readable safetensors file, or not one pipetrain wrote.
     #[error("{}: not a readable checkpoint or safetensors weights file: {reason}", path.display())]
     Corrupt {
@@ -86,6 +51,15 @@ pub enum CheckpointError {
         missing: Vec<String>,
         /// The file's tensors that match no parameter (after renaming).
         unexpected: Vec<String>,
+    },
+    /// Rename rules that do not apply: a pattern that is not a regular expression, or two
+    /// tensors renamed onto one name.
+    #[error("{}: rename rules: {reason}", path.display())]
+    Rename {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, naming the tensors or the pattern.
+        reason: String,
     },
     /// A tensor's shape or type does not fit the model.
     #[error("{}: tensor `{tensor}` does not fit the model: {reason}", path.display())]

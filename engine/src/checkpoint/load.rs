@@ -199,7 +199,14 @@ pub fn init_renamed<L: Layer>(
 ) -> Result<Vec<L>> {
     let path = path.as_ref();
     let bytes = std::fs::read(path).map_err(io(path))?;
-    SafeTensors::read_metadata(&bytes).map_err(|e| corrupt(path, e))?;
+    let (_, header) = SafeTensors::read_metadata(&bytes).map_err(|e| corrupt(path, e))?;
+    if !renames.is_empty() {
+        let names: Vec<String> = header.tensors().keys().cloned().collect();
+        rename_all(&names, renames).map_err(|reason| CheckpointError::Rename {
+            path: path.to_path_buf(),
+            reason,
+        })?;
+    }
     apply(path, model, bytes, pytorch, renames)
 }
 
@@ -220,7 +227,7 @@ pub fn rename_all(
     renames: &[(String, String)],
 ) -> std::result::Result<Vec<String>, String> {
     let rules = adapter::rename_rules(renames)?.to_regex_pairs();
-    Ok(names
+    let renamed: Vec<String> = names
         .iter()
         .map(|name| {
             rules
@@ -229,7 +236,20 @@ pub fn rename_all(
                     pattern.replace_all(&n, replacement.as_str()).into_owned()
                 })
         })
-        .collect())
+        .collect();
+    // In name order, so that the collision named is the same whatever order `names` came in.
+    let mut pairs: Vec<(&String, &String)> = names.iter().zip(&renamed).collect();
+    pairs.sort();
+    let mut seen = std::collections::HashMap::new();
+    for (name, new) in pairs {
+        if let Some(first) = seen.insert(new, name) {
+            return Err(format!(
+                "`{first}` and `{name}` are both renamed to `{new}`, so one of them would be \
+                 lost; make the rules map them to different names"
+            ));
+        }
+    }
+    Ok(renamed)
 }
 
 /// `model` with the tensors of the safetensors `bytes` (read from `path`) applied, checked

@@ -9,17 +9,16 @@
 //!   scalars (for example Adam's step count) in the metadata, all keyed by parameter name; on
 //!   load each worker takes the entries of the parameters it holds. Replicas are merged (with
 //!   ZeRO-1 each holds a disjoint share).
-//! - **Atomic writes.** The file is written to a temp file of a unique name beside `path`,
-//!   flushed and fsynced, then renamed over `path` (and the directory fsynced, errors reported):
-//!   a kill during a write leaves the previous checkpoint intact. Only a regular file is ever
-//!   replaced, a failed write removes its temp file, and [`probe`] checks a destination before
-//!   a run.
+//! - **Atomic writes.** Through [`crate::output`], as every file pipetrain writes: a temp file
+//!   of a unique name beside `path`, flushed and fsynced, then renamed over `path` (and the
+//!   directory fsynced, errors reported): a kill during a write leaves the previous checkpoint
+//!   intact. Only a regular file is ever replaced, a failed write removes its temp file, and
+//!   [`probe`] checks a destination before a run.
 //! - **Any float type in, F32 out.** F64, F16 and BF16 weights are converted to F32 on load;
 //!   a NaN or infinite weight is refused, naming the tensor and element.
 //! - **Errors name the tensor.** A missing tensor, a shape mismatch, an unexpected tensor or a
 //!   corrupt file is an error that names the file and the tensor; nothing is loaded partly.
 
-mod atomic;
 mod convert;
 mod error;
 mod format;
@@ -28,7 +27,7 @@ mod part;
 mod save;
 mod state;
 
-pub use atomic::probe;
+pub use crate::output::probe;
 pub use error::CheckpointError;
 pub use format::{OPTIMIZER_PREFIX, Progress};
 pub use load::{Checkpoint, check_renames, init_from, init_renamed, rename_all};

@@ -8,7 +8,6 @@ use std::path::Path;
 use pipetrain_partitioner::Partition;
 use safetensors::tensor::{SafeTensors, TensorView};
 
-use super::atomic::write_atomically;
 use super::error::{CheckpointError, Result, corrupt};
 use super::format::{
     FORMAT_KEY, OPTIMIZER_KEY, OPTIMIZER_PREFIX, PROGRESS_KEY, Progress, SCALARS_KEY,
@@ -16,6 +15,7 @@ use super::format::{
 use super::save::encode;
 use super::state::OptimizerState;
 use crate::layer::Layer;
+use crate::output::write_atomically;
 use crate::worker::WorkerState;
 
 /// This process's part of a checkpoint: the weights of each stage it runs (from its first
@@ -67,7 +67,7 @@ pub fn write_parts(path: &Path, parts: &[Vec<u8>]) -> Result<()> {
     let bytes = merge_parts(path, parts)?;
     // The merged file must read back as a checkpoint before it replaces the last one.
     super::Checkpoint::from_bytes(path, bytes.clone())?;
-    write_atomically(path, &bytes)
+    Ok(write_atomically(path, &bytes)?)
 }
 
 /// The checkpoint bytes [`write_parts`] writes: the parts merged (see there); `path` names the

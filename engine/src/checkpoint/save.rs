@@ -4,17 +4,17 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use safetensors::tensor::{SafeTensors, TensorView};
+use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use serde::Serialize;
 
-use super::atomic::write_atomically;
-use super::error::{Result, corrupt};
+use super::error::{CheckpointError, Result, corrupt};
 use super::format::{
     FORMAT, FORMAT_KEY, OPTIMIZER_KEY, OPTIMIZER_PREFIX, PROGRESS_KEY, Progress, SCALARS_KEY,
 };
 use super::state::OptimizerState;
 use crate::adapter;
 use crate::layer::Layer;
+use crate::output::write_atomically;
 use crate::worker::WorkerState;
 
 /// Writes a checkpoint of the model whose stages are `workers` (any replicas, replica-major;
@@ -82,7 +82,7 @@ fn write<L: Layer>(
     progress: &Progress,
 ) -> Result<()> {
     let bytes = encode(path, model, 0, state, progress)?;
-    write_atomically(path, &bytes)
+    Ok(write_atomically(path, &bytes)?)
 }
 
 /// The checkpoint bytes of `layers` (whose first layer is model layer `offset`), `state` and
@@ -102,7 +102,25 @@ pub(super) fn encode<L: Layer>(
 
     let mut views: Vec<(String, TensorView<'_>)> = Vec::new();
     for (name, view) in weights.tensors() {
-        views.push((shift(&name, offset), view));
+        let name = shift(&name, offset);
+        // A step that made a weight infinite (from finite gradients) must not replace a good
+        // file: refused, naming the weight.
+        if view.dtype() == Dtype::F32 {
+            let values = view.data().chunks_exact(4);
+            let bad = values
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .enumerate()
+                .find(|(_, x)| !x.is_finite());
+            if let Some((index, value)) = bad {
+                return Err(CheckpointError::NonFinite {
+                    path: path.to_path_buf(),
+                    tensor: name,
+                    index,
+                    value: value.to_string(),
+                });
+            }
+        }
+        views.push((name, view));
     }
     for (name, entries) in &state.tensors {
         for (key, t) in entries {

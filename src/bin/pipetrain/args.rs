@@ -158,7 +158,7 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 2, help_heading = "GPT")]
     pub layers: usize,
     /// Data: synthetic, mnist:DIR, cifar10:DIR, text:FILE or tensors:FILE (safetensors with
-    /// tensors `x` and `y`).
+    /// tensors `x` and `y`, or, for --model gpt, int token windows `tokens` [N, context + 1]).
     #[arg(long, default_value = "synthetic", help_heading = "Data")]
     pub data: String,
     /// Train on data with NaN or infinite float values (refused by default, naming the row).

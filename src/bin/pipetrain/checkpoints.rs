@@ -51,6 +51,11 @@ impl RunIdentity {
         Self { entries }
     }
 
+    /// The model's description, as the checkpoint stores it.
+    pub fn model(&self) -> &str {
+        self.entries.get("model").map_or("", String::as_str)
+    }
+
     /// What goes into the checkpoint.
     pub fn extra(&self) -> BTreeMap<String, String> {
         self.entries.clone()
@@ -73,25 +78,27 @@ pub fn save<L: Layer>(
     run: &RunIdentity,
     position: String,
 ) -> Result<(), Failure> {
-    // A step that made a weight infinite (from finite gradients) must not replace a good file.
-    let params = match dist {
-        None => pipeline.trainable_parameters(),
-        Some(_) => Vec::new(),
-    };
-    if let Some(i) = params.iter().position(|p| p.iter().any(|x| !x.is_finite())) {
-        return Err(Failure::runtime(format!(
-            "--checkpoint {}: not written: parameter tensor {i} (in model order) holds a NaN or \
-             infinite weight; lower --lr or clip gradients (--clip-grad-norm 1.0)",
-            path.display()
-        )));
-    }
     let mut extra = run.extra();
     extra.insert(DATA_POSITION.to_string(), position);
-    match dist {
-        Some(d) => d.save_checkpoint(pipeline, path, extra)?,
-        None => pipeline.save_checkpoint(path, extra)?,
-    }
-    Ok(())
+    let saved = match dist {
+        Some(d) => d.save_checkpoint(pipeline, path, extra),
+        None => pipeline.save_checkpoint(path, extra).map_err(Failure::from),
+    };
+    saved.map_err(|f| match f.checkpoint_error() {
+        // A step that made a weight infinite (from finite gradients) replaces no good file.
+        Some(CheckpointError::NonFinite {
+            tensor,
+            index,
+            value,
+            ..
+        }) => Failure::runtime(format!(
+            "--checkpoint {}: not written: weight `{tensor}` element {index} is {value} after \
+             this step (its gradients were finite); lower --lr or clip gradients \
+             (--clip-grad-norm 1.0)",
+            path.display()
+        )),
+        _ => f,
+    })
 }
 
 /// The value a checkpoint saved before `flag` was recorded ran with.
@@ -125,19 +132,33 @@ pub fn resume<L: Layer>(
     run: &RunIdentity,
     steps: u64,
 ) -> Result<(u64, Option<String>), Failure> {
-    let loaded = match read {
+    let checkpoint = match read {
         // Read elsewhere (a multi-process run: rank 0 read it and broadcast it).
-        Some(checkpoint) => pipeline.restore(checkpoint),
-        None => pipeline.load_checkpoint(path),
+        Some(checkpoint) => checkpoint,
+        None => Checkpoint::read(path).map_err(|e| failure("--resume", e))?,
     };
-    let progress = loaded.map_err(|e| match e {
-        pipetrain::Error::Checkpoint(e) => failure("--resume", e),
+    let stored = checkpoint.progress().extra.get("model").cloned();
+    let progress = pipeline.restore(checkpoint).map_err(|e| match e {
+        pipetrain::Error::Checkpoint(e) => {
+            other_model("--resume", path, stored.as_deref(), run.model(), &e)
+                .unwrap_or_else(|| failure("--resume", e))
+        }
         other => Failure::runtime(format!("--resume: {other}")),
     })?;
     for (flag, value) in &run.entries {
         let saved = progress.extra.get(flag).map(String::as_str);
         // Checkpoints older than a flag were saved with its default.
         let saved = saved.or_else(|| default_of(flag)).unwrap_or("?");
+        if saved != value && flag == "lr-schedule" {
+            return Err(Failure::usage(format!(
+                "--resume {}: the run was saved with --lr-schedule {saved}, this one has \
+                 --lr-schedule {value}: a schedule's rates follow --lr and --steps, so the steps \
+                 already taken would have had other rates; resume with the saved run's --steps \
+                 and --lr, or start a new run from its weights with --init {}",
+                path.display(),
+                path.display()
+            )));
+        }
         if saved != value {
             return Err(Failure::usage(format!(
                 "--resume {}: the run was saved with --{flag} {saved}, this one has --{flag} \
@@ -183,13 +204,18 @@ pub fn init<L: Layer>(
     pipetrain::engine::checkpoint::check_renames(&args.rename)
         .map_err(|e| Failure::usage(format!("--rename: {e}")))?;
     match Checkpoint::read(path) {
-        Ok(checkpoint) if args.rename.is_empty() => checkpoint.load_model(layers),
-        Ok(_) | Err(CheckpointError::NotACheckpoint { .. }) => {
-            return plain_weights(path, layers, args, model);
+        Ok(checkpoint) if args.rename.is_empty() => {
+            let stored = checkpoint.progress().extra.get("model").cloned();
+            checkpoint.load_model(layers).map_err(|e| {
+                other_model("--init", path, stored.as_deref(), &model.describe(), &e)
+                    .unwrap_or_else(|| failure("--init", e))
+            })
         }
-        Err(e) => Err(e),
+        Ok(_) | Err(CheckpointError::NotACheckpoint { .. }) => {
+            plain_weights(path, layers, args, model)
+        }
+        Err(e) => Err(failure("--init", e)),
     }
-    .map_err(|e| failure("--init", e))
 }
 
 /// A weights file without pipetrain's metadata, in PyTorch's layout or burn's. The metadata
@@ -249,8 +275,34 @@ fn plain_weights<L: Layer>(
             info.shape
         ))),
         (Ok(layers), _, _) | (Err(_), Ok(layers), _) => Ok(layers),
-        (Err(e), Err(_), _) => Err(failure("--init", e)),
+        // Wrong names first (as PyTorch's strict load): a layout's shape error would mislead.
+        (Err(e @ CheckpointError::Keys { .. }), Err(_), _) | (Err(_), Err(e), _) => {
+            Err(failure("--init", e))
+        }
     }
+}
+
+/// The usage failure of a pipetrain checkpoint saved for `stored`, a model other than this
+/// run's `ours`, whose weights do not fit (`error`); `None` when the models are the same (or the
+/// file does not say), or when `error` is not about fitting.
+fn other_model(
+    flag: &str,
+    path: &Path,
+    stored: Option<&str>,
+    ours: &str,
+    error: &CheckpointError,
+) -> Option<Failure> {
+    let fits = matches!(
+        error,
+        CheckpointError::Keys { .. } | CheckpointError::Mismatch { .. }
+    );
+    let stored = stored.filter(|s| fits && *s != ours)?;
+    Some(Failure::usage(format!(
+        "{flag} {}: the file holds {stored}, but the flags build {ours}; give the flags of the \
+         stored model (--model, its sizes such as --width, --hidden-layers, --d-model, \
+         --classes, and the same data), or a file of this model ({error})",
+        path.display()
+    )))
 }
 
 /// `error` of reading the file of `flag`: a readable file that does not belong to this command
@@ -261,6 +313,7 @@ fn failure(flag: &str, error: CheckpointError) -> Failure {
     match error {
         CheckpointError::NotACheckpoint { .. }
         | CheckpointError::Keys { .. }
+        | CheckpointError::Rename { .. }
         | CheckpointError::Mismatch { .. }
         | CheckpointError::Optimizer { .. } => Failure::usage(message),
         _ => Failure::runtime(message),

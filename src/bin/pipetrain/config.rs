@@ -62,10 +62,44 @@ fn config_path(argv: &[OsString]) -> Option<PathBuf> {
     path
 }
 
+/// Largest config file read: flags fit in far less; anything bigger is not a config.
+const MAX_CONFIG: u64 = 1 << 20;
+
+/// The text of `path`, if it is a regular file of at most `max` bytes (a device such as
+/// `/dev/zero` would never end); `too_big` is the remedy for a larger one.
+///
+/// # Errors
+/// Not a regular file, over `max` bytes, unreadable or not UTF-8; the message says which.
+pub(crate) fn read_bounded(
+    path: &std::path::Path,
+    max: u64,
+    too_big: &str,
+) -> Result<String, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("not a regular file (a device, FIFO or directory); give a text file".into());
+    }
+    let mut text = String::new();
+    file.take(max + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| e.to_string())?;
+    if text.len() as u64 > max {
+        return Err(format!("over {} KiB; {too_big}", max >> 10));
+    }
+    Ok(text)
+}
+
 /// The command-line flags the TOML file at `path` stands for.
 fn flags_of(path: &std::path::Path) -> Result<Vec<OsString>, String> {
     let shown = path.display();
-    let text = std::fs::read_to_string(path).map_err(|e| format!("--config {shown}: {e}"))?;
+    let text = read_bounded(
+        path,
+        MAX_CONFIG,
+        "a file of flags is far smaller: give the right file",
+    )
+    .map_err(|e| format!("--config {shown}: {e}"))?;
     let table: toml::Table = toml::from_str(&text).map_err(|e| format!("--config {shown}: {e}"))?;
     let command = TrainArgs::augment_args(clap::Command::new("train"));
     let mut flags = Vec::new();

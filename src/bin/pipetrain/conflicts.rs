@@ -22,6 +22,7 @@ pub fn train(args: &TrainArgs) -> Result<(), Failure> {
             args.accumulate
         )));
     }
+    ignored(args)?;
     if args.resume.is_some() && args.verify {
         return Err(Failure::usage(
             "--verify compares against single-device training from step 0, so it cannot \
@@ -57,6 +58,48 @@ pub fn eval(args: &TrainArgs) -> Result<(), Failure> {
         return Err(Failure::usage(format!(
             "{flag} is a flag of `pipetrain train`: eval trains nothing, so it would be ignored; \
              drop it"
+        )));
+    }
+    Ok(())
+}
+
+/// Flags that would do nothing in the combination given: `--virtual-stages` without an
+/// interleaved schedule (a value other than its default 2: clap does not tell a default from a
+/// given value here), `--checkpoint-every` without `--checkpoint`, `--weight-group` with the
+/// fused backward or above `--micro-batches`.
+///
+/// # Errors
+/// A usage failure naming the flag, why it does nothing, and what to do.
+fn ignored(args: &TrainArgs) -> Result<(), Failure> {
+    use crate::backward::BackwardArg;
+    use crate::schedule::ScheduleArg;
+    let interleaved = matches!(args.schedule, ScheduleArg::Interleaved) || args.plan.is_some();
+    if args.virtual_stages != 2 && !interleaved {
+        return Err(Failure::usage(format!(
+            "--virtual-stages {} applies to --schedule interleaved only; this run's schedule \
+             has one chunk per worker: drop it, or add --schedule interleaved",
+            args.virtual_stages
+        )));
+    }
+    if args.checkpoint_every > 0 && args.checkpoint.is_none() {
+        return Err(Failure::usage(format!(
+            "--checkpoint-every {} saves --checkpoint FILE every N steps, but no --checkpoint \
+             is given: add --checkpoint FILE, or drop --checkpoint-every",
+            args.checkpoint_every
+        )));
+    }
+    if args.weight_group > 0 && matches!(args.backward, BackwardArg::Fused) {
+        return Err(Failure::usage(format!(
+            "--weight-group {} groups the weight gradients of --backward split; the fused \
+             backward computes them per micro-batch: drop one of them",
+            args.weight_group
+        )));
+    }
+    if args.weight_group > args.micro_batches {
+        return Err(Failure::usage(format!(
+            "--weight-group {} is above --micro-batches {}: a group holds at most a step's \
+             micro-batches; give at most {} (or 0 for all of them)",
+            args.weight_group, args.micro_batches, args.micro_batches
         )));
     }
     Ok(())

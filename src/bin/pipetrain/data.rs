@@ -105,10 +105,22 @@ impl Data {
                 path.display()
             )));
         }
+        // Read whole, then converted: refused before reading when memory cannot hold it.
+        let needed = u128::from(files_size(path)) * u128::from(crate::footprint::DATA_FACTOR);
+        if let Some(why) = crate::footprint::exceeds(needed) {
+            return Err(Failure::usage(format!(
+                "--data {spec}: {} of data need about {} once loaded, {why}; use a smaller data \
+                 set, or a part of it",
+                crate::footprint::gib(u128::from(files_size(path))),
+                crate::footprint::gib(needed)
+            )));
+        }
         let data = spec.load(args.context).map_err(|e| {
             let message = format!("--data {spec}: {e}");
             match e {
-                DataError::NoFiles { .. } | DataError::TooShort { .. } => Failure::usage(message),
+                DataError::NoFiles { .. }
+                | DataError::TooShort { .. }
+                | DataError::NotAFile { .. } => Failure::usage(message),
                 _ => Failure::runtime(message),
             }
         })?;
@@ -247,6 +259,16 @@ fn check(data: &InMemory, spec: &DataSpec, args: &TrainArgs) -> Result<(), Failu
         _ => ("--classes", args.classes),
     };
     let source = format!("--data {spec}");
+    if args.model != ModelKind::Gpt && matches!(data.inputs(), Values::Int(_)) {
+        return Err(Failure::usage(format!(
+            "{source}: the inputs are int ids of shape {:?} (token windows), but --model {} \
+             takes float inputs: train them with --model gpt, or save x as float32",
+            data.input_shape(),
+            args.model
+                .to_possible_value()
+                .map_or("?".into(), |v| v.get_name().to_string()),
+        )));
+    }
     check_targets(data, &source, args.model)?;
     if let Err(e) = check_ints(data, limit, &source) {
         let remedy = match &e {
@@ -304,4 +326,16 @@ fn shaped(model: &Model, batch: Batch) -> Result<Batch, String> {
             .map_err(|e| format!("--data: {e}"))?,
         targets: batch.targets,
     })
+}
+
+/// Bytes in the regular file `path`, or in the regular files of directory `path` (0 for
+/// anything else, which the loaders refuse).
+fn files_size(path: &std::path::Path) -> u64 {
+    let size = |p: &std::path::Path| {
+        std::fs::metadata(p).map_or(0, |m| if m.is_file() { m.len() } else { 0 })
+    };
+    match std::fs::read_dir(path) {
+        Ok(entries) => entries.flatten().map(|e| size(&e.path())).sum(),
+        Err(_) => size(path),
+    }
 }

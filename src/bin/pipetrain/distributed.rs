@@ -44,6 +44,12 @@ impl Distributed {
     /// Usage: the launcher's variables disagree with MPI, or the processes cannot hold the
     /// world (every process reports the same error). Runtime: MPI cannot be initialised.
     pub fn start(args: &TrainArgs, stages: usize) -> Result<Option<Self>, Failure> {
+        if args.workers_per_process == 0 {
+            return Err(Failure::usage(
+                "--workers-per-process 0: each process runs at least one worker (a stage of a \
+                 replica); give 1 or more, with mpirun -np (replicas × stages) / that many",
+            ));
+        }
         let Some(processes) = launched() else {
             if args.workers_per_process != 1 {
                 return Err(Failure::usage(format!(

@@ -140,7 +140,9 @@ pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
     // than the training split is no error here (it only sizes the held-out chunks).
     let data = Data::open(args, 1)?;
     let model = Model::from_args(args, data.shapes()).map_err(Failure::usage)?;
-    model.check_fits().map_err(Failure::usage)?;
+    model
+        .check_fits(args.batch, 0, 1.0)
+        .map_err(Failure::usage)?;
     let held_out = data.held_out(&model, args.batch, &device)?;
     let lm = model.is_language_model();
     let m = &model;

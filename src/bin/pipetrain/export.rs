@@ -57,7 +57,12 @@ enum Naming {
 pub fn run(args: &ExportArgs) -> Result<Exit, Failure> {
     crate::paths::inputs_exist(&[("CKPT", &Some(args.checkpoint.clone()))])
         .map_err(Failure::usage)?;
-    crate::paths::output_dirs_exist(&[("-o", &Some(args.output.clone()))])
+    crate::paths::distinct(
+        &[("CKPT", Some(&args.checkpoint))],
+        &[("-o", Some(&args.output))],
+        &[],
+    )?;
+    crate::paths::outputs_writable(&[("-o", &Some(args.output.clone()))])
         .map_err(Failure::usage)?;
     let shown = args.checkpoint.display();
     let checkpoint = Checkpoint::read(&args.checkpoint)
@@ -105,7 +110,8 @@ pub fn run(args: &ExportArgs) -> Result<Exit, Failure> {
     let metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
     let data = safetensors::serialize(views, Some(metadata))
         .map_err(|e| format!("export {shown}: {e}"))?;
-    std::fs::write(&args.output, data)
+    // Atomically: a failed write (a full disk) leaves the file that was there.
+    pipetrain::engine::output::write_atomically(&args.output, &data)
         .map_err(|e| format!("export -o {}: {e}", args.output.display()))?;
     println!(
         "export: {} ({} tensors, PyTorch names and [out, in] Linear weights) from {shown} (step {})",

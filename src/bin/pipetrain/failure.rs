@@ -54,7 +54,6 @@ impl Failure {
         }
     }
 
-    /// The exit code that reports this failure.
     /// The same failure (same exit code) with `message` instead.
     pub fn with_message(self, message: String) -> Self {
         Self {
@@ -63,8 +62,17 @@ impl Failure {
         }
     }
 
+    /// The exit code that reports this failure.
     pub fn exit(&self) -> Exit {
         self.exit
+    }
+
+    /// The checkpoint error behind this failure, if it is one.
+    pub fn checkpoint_error(&self) -> Option<&pipetrain::CheckpointError> {
+        match self.error.downcast_ref::<pipetrain::Error>() {
+            Some(pipetrain::Error::Checkpoint(e)) => Some(e),
+            _ => self.error.downcast_ref::<pipetrain::CheckpointError>(),
+        }
     }
 }
 

@@ -52,6 +52,19 @@ pub fn step_result(
     Ok(report)
 }
 
+/// Whether `error` stopped a step before any stage applied it (a non-finite gradient, found
+/// before the optimizer step): the weights are still those of the last good step.
+pub fn weights_intact(error: &pipetrain::Error) -> bool {
+    use pipetrain::engine::{Cause, EngineError};
+    matches!(
+        error,
+        pipetrain::Error::Engine(EngineError::StageFailed {
+            source: Cause::NonFinite { .. },
+            ..
+        })
+    )
+}
+
 /// `--clip-grad-norm`'s check: a positive finite number (clap names the flag).
 pub fn parse_clip(text: &str) -> Result<f64, String> {
     match text.trim().parse::<f64>() {

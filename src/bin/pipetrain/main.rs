@@ -41,6 +41,7 @@ mod export;
 mod failure;
 mod flags;
 mod flows;
+mod footprint;
 mod guard;
 mod help;
 mod metrics;

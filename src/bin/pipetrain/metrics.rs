@@ -6,13 +6,21 @@
 //! ```
 //!
 //! Times of an optimizer step are summed over its `--accumulate` batches; `bubble` is the mean
-//! over the stages of replica 0 of idle / (compute + idle). The file is flushed after every
-//! row, so a run that stops early leaves every finished step.
+//! over the stages of replica 0 of idle / (compute + idle).
+//!
+//! The file is written as every output is ([`pipetrain::engine::output`]): rows go to an
+//! exclusive temp file beside it, flushed after every row, and [`Metrics::finish`] renames it
+//! into place when the run ends, whether it finished, failed or was stopped by a signal — so
+//! the path holds the previous file or every finished step, never a part. With `--resume`, the
+//! earlier run's rows up to the resumed step are kept and the new ones follow (a CSV whose
+//! columns differ is refused). A write that fails (a full disk) is reported once and ends the
+//! metrics, not the training.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
+use pipetrain::engine::output::{AtomicFile, OutputError};
 use serde_json::{Map, Value, json};
 
 use crate::failure::Failure;
@@ -71,21 +79,29 @@ enum Format {
     Jsonl,
 }
 
+/// Longest line read back from an earlier run's metrics file: a row of a few hundred stages.
+const MAX_LINE: u64 = 1 << 20;
+
 /// An open metrics file.
 pub struct Metrics {
     path: PathBuf,
     format: Format,
-    out: BufWriter<File>,
+    /// The temp file being written; `None` once a write failed.
+    out: Option<AtomicFile>,
     rows: usize,
+    /// `--resume`: the earlier file's rows before the first new step are copied first.
+    append: bool,
 }
 
 impl Metrics {
-    /// Creates `path`; its extension picks the format.
+    /// Starts the metrics file `path`; its extension picks the format. With `append` (a
+    /// resumed run), the rows of an existing file up to the resumed step are kept.
     ///
     /// # Errors
-    /// An extension other than `.csv` or `.jsonl` (usage), or a file that cannot be created
-    /// (runtime).
-    pub fn create(path: &Path) -> Result<Self, Failure> {
+    /// Usage: an extension other than `.csv` or `.jsonl`, a path that is not a regular file
+    /// (a FIFO, a device, a symbolic link) or not in a writable directory. Runtime: another
+    /// I/O error.
+    pub fn create(path: &Path, append: bool) -> Result<Self, Failure> {
         let format = match path.extension().and_then(|e| e.to_str()) {
             Some("csv") => Format::Csv,
             Some("jsonl") => Format::Jsonl,
@@ -96,34 +112,64 @@ impl Metrics {
                 )));
             }
         };
-        let file = File::create(path)
-            .map_err(|e| Failure::runtime(format!("--metrics {}: {e}", path.display())))?;
+        let out = AtomicFile::create(path).map_err(|e| {
+            let message = format!("--metrics {}: {e}", path.display());
+            match e {
+                OutputError::Io { .. } | OutputError::DirectorySync { .. } => {
+                    Failure::runtime(message)
+                }
+                _ => Failure::usage(message),
+            }
+        })?;
         Ok(Self {
             path: path.to_path_buf(),
             format,
-            out: BufWriter::new(file),
+            out: Some(out),
             rows: 0,
+            append: append && path.is_file(),
         })
     }
 
-    /// Appends one row (after the CSV header, written with the first row).
+    /// Appends one row (after the CSV header, written with the first row). A failed write is
+    /// reported once on stderr and ends the metrics file (the path keeps its earlier file);
+    /// training goes on.
     ///
     /// # Errors
-    /// When the file cannot be written.
-    pub fn write(&mut self, row: &Row) -> Result<(), String> {
+    /// Usage: the first row of a resumed run whose CSV columns differ from the earlier run's.
+    pub fn write(&mut self, row: &Row) -> Result<(), Failure> {
+        let Some(out) = self.out.as_mut() else {
+            return Ok(());
+        };
         let fields = row.fields();
+        let names: Vec<&str> = fields.iter().map(|(n, _)| n.as_str()).collect();
+        let header = names.join(",");
+        if std::mem::take(&mut self.append) {
+            match copy_earlier(&self.path, self.format, &header, row.step, out) {
+                Ok(copied) => self.rows += copied,
+                Err(Earlier::Refused(why)) => {
+                    self.out = None;
+                    return Err(Failure::usage(format!(
+                        "--metrics {}: {why}; give another --metrics file",
+                        self.path.display()
+                    )));
+                }
+                Err(Earlier::Io(e)) => {
+                    self.fail(&e);
+                    return Ok(());
+                }
+            }
+        }
         let result = match self.format {
             Format::Csv => {
                 let mut text = String::new();
                 if self.rows == 0 {
-                    let names: Vec<&str> = fields.iter().map(|(n, _)| n.as_str()).collect();
-                    text += &names.join(",");
+                    text += &header;
                     text.push('\n');
                 }
                 let values: Vec<String> = fields.iter().map(|(_, v)| v.to_string()).collect();
                 text += &values.join(",");
                 text.push('\n');
-                self.out.write_all(text.as_bytes())
+                out.write_all(text.as_bytes())
             }
             Format::Jsonl => {
                 let object: Map<String, Value> = fields
@@ -137,12 +183,160 @@ impl Metrics {
                         (n, v)
                     })
                     .collect();
-                writeln!(self.out, "{}", Value::Object(object))
+                writeln!(out, "{}", Value::Object(object))
             }
         };
         self.rows += 1;
-        result
-            .and_then(|()| self.out.flush())
-            .map_err(|e| format!("--metrics {}: {e}", self.path.display()))
+        if let Err(e) = result.and_then(|()| out.flush()) {
+            self.fail(&e);
+        }
+        Ok(())
     }
+
+    /// Before the first step of a resumed run: refuses to continue an earlier CSV whose
+    /// columns differ from the rows of this run, whose replica 0 has `stages` stages (the
+    /// file is left as it was).
+    ///
+    /// # Errors
+    /// Usage: the columns differ, or the earlier file is not a metrics file.
+    pub fn check_columns(&mut self, stages: usize) -> Result<(), Failure> {
+        if !self.append || self.format != Format::Csv {
+            return Ok(());
+        }
+        let checked = File::open(&self.path)
+            .map_err(Earlier::Io)
+            .and_then(|f| next_line(&mut BufReader::new(f), 1))
+            .and_then(|line| match line {
+                Some(line) => same_columns(&line, &header_of(stages)),
+                None => Ok(()),
+            });
+        match checked {
+            Ok(()) => Ok(()),
+            Err(Earlier::Refused(why)) => {
+                self.out = None;
+                Err(Failure::usage(format!(
+                    "--metrics {}: {why}; give another --metrics file",
+                    self.path.display()
+                )))
+            }
+            Err(Earlier::Io(e)) => {
+                self.fail(&e);
+                Ok(())
+            }
+        }
+    }
+
+    /// Renames the rows written into place (see the module docs). Returns the warning to
+    /// print when that fails; the earlier file is then left as it was.
+    pub fn finish(self) -> Option<String> {
+        let out = self.out?;
+        out.commit().err().map(|e| {
+            format!(
+                "warning: --metrics {}: {e}; not written",
+                self.path.display()
+            )
+        })
+    }
+
+    /// Reports the failed write `e` once and drops the temp file.
+    fn fail(&mut self, e: &dyn std::fmt::Display) {
+        self.out = None;
+        eprintln!(
+            "warning: --metrics {}: {e}; metrics stopped (the file is left as it was), \
+             training goes on",
+            self.path.display()
+        );
+    }
+}
+
+/// Why an earlier run's metrics could not be continued.
+enum Earlier {
+    /// Not this run's kind of file.
+    Refused(String),
+    /// Reading it or writing the copy failed.
+    Io(std::io::Error),
+}
+
+/// Line `number` of `reader` (from 1), at most [`MAX_LINE`] bytes; `None` at the end.
+fn next_line(reader: &mut impl BufRead, number: usize) -> Result<Option<String>, Earlier> {
+    let mut line = String::new();
+    let n = reader
+        .take(MAX_LINE)
+        .read_line(&mut line)
+        .map_err(Earlier::Io)?;
+    if !line.ends_with('\n') && n as u64 == MAX_LINE {
+        return Err(Earlier::Refused(format!(
+            "line {number} of the earlier run's file is over {MAX_LINE} bytes: not a metrics file"
+        )));
+    }
+    Ok((n > 0).then_some(line))
+}
+
+/// The earlier run's CSV header `earlier` is this run's `header`.
+fn same_columns(earlier: &str, header: &str) -> Result<(), Earlier> {
+    if earlier.trim_end() == header {
+        return Ok(());
+    }
+    Err(Earlier::Refused(format!(
+        "the earlier run's columns ({} of them) differ from this run's ({}): another layout or \
+         model",
+        earlier.split(',').count(),
+        header.split(',').count()
+    )))
+}
+
+/// The CSV header of rows with `stages` stages.
+fn header_of(stages: usize) -> String {
+    let row = Row {
+        stages: vec![(0.0, 0.0); stages],
+        ..Row::default()
+    };
+    let fields = row.fields();
+    let names: Vec<&str> = fields.iter().map(|(n, _)| n.as_str()).collect();
+    names.join(",")
+}
+
+/// Copies the rows of the metrics file at `path` whose step is before `step` to `out` (with
+/// the CSV header, which must be `header`). Returns the number of lines copied.
+fn copy_earlier(
+    path: &Path,
+    format: Format,
+    header: &str,
+    step: u64,
+    out: &mut AtomicFile,
+) -> Result<usize, Earlier> {
+    let mut reader = BufReader::new(File::open(path).map_err(Earlier::Io)?);
+    let mut copied = 0;
+    for number in 1.. {
+        let Some(line) = next_line(&mut reader, number)? else {
+            break;
+        };
+        let text = line.trim_end();
+        if text.is_empty() {
+            continue;
+        }
+        let row_step = match format {
+            Format::Csv if number == 1 => {
+                same_columns(text, header)?;
+                None
+            }
+            Format::Csv => text.split(',').next().and_then(|s| s.parse::<u64>().ok()),
+            Format::Jsonl => serde_json::from_str::<Value>(text)
+                .ok()
+                .and_then(|v| v.get("step").and_then(Value::as_u64)),
+        };
+        match (number, row_step) {
+            (1, None) if format == Format::Csv => {}
+            (_, None) => {
+                return Err(Earlier::Refused(format!(
+                    "line {number} of the earlier run's file is not a metrics row"
+                )));
+            }
+            (_, Some(s)) if s >= step => continue,
+            _ => {}
+        }
+        writeln!(out, "{text}").map_err(Earlier::Io)?;
+        copied += 1;
+    }
+    Ok(copied)
 }

@@ -225,31 +225,20 @@ impl Model {
         }
     }
 
-    /// Refuses, before anything is allocated, a model whose output layer (the GPT's: its
-    /// embedding) alone cannot fit in this machine's memory while training: its f32 weights,
-    /// gradients and two optimizer moments. `--classes 2147483648` is then an error naming the
-    /// flag, not an out-of-memory kill.
+    /// Refuses a model that this machine cannot train (see [`crate::footprint`]): `batch`
+    /// examples a step, an optimizer of `slots` state slots per parameter, `copies` copies of
+    /// the model in this process (replicas, plus `--verify`'s reference).
     ///
     /// # Errors
-    /// The bytes needed and the machine's, and the flags to lower.
-    pub fn check_fits(&self) -> Result<(), String> {
-        let (params, flags): (u128, &str) = match self {
-            Model::Mlp(c) => (c.width as u128 * c.classes as u128, "--classes or --width"),
-            Model::ResNet(c) => (c.channels as u128 * c.classes as u128, "--classes"),
-            Model::UNet(c) => (c.channels as u128 * c.classes as u128, "--classes"),
-            Model::Gpt(c) => (c.vocab as u128 * c.d_model as u128, "--vocab or --d-model"),
+    /// The estimate, the memory available and the flags that size the model.
+    pub fn check_fits(&self, batch: usize, slots: u64, copies: f64) -> Result<(), String> {
+        let flags = match self {
+            Model::Mlp(_) => "--width, --hidden-layers, --classes or --batch",
+            Model::ResNet(_) => "--channels, --blocks, --image, --classes or --batch",
+            Model::UNet(_) => "--channels, --depth, --image, --classes or --batch",
+            Model::Gpt(_) => "--d-model, --layers, --vocab, --context or --batch",
         };
-        let needed = params * 4 * 4;
-        match memory_total() {
-            Some(total) if needed > total => Err(format!(
-                "{}: its output layer alone needs {:.1} GiB to train (weights, gradients, \
-                 optimizer state), more than this machine's {:.1} GiB; use a smaller {flags}",
-                self.describe(),
-                needed as f64 / f64::from(1u32 << 30),
-                total as f64 / f64::from(1u32 << 30)
-            )),
-            _ => Ok(()),
-        }
+        crate::footprint::check_training(self, batch, slots, copies, flags)
     }
 
     /// Whether the model predicts next tokens (report perplexity, not accuracy).
@@ -302,14 +291,6 @@ fn images(
             )
         })?,
     })
-}
-
-/// This machine's memory in bytes (Linux: `MemTotal` of `/proc/meminfo`), if known.
-fn memory_total() -> Option<u128> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
-    let kib: u128 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
 }
 
 /// `(channels, side)` of image inputs `[C, H, H]`, `[H, H]` or flattened `[H·H]` (one channel).

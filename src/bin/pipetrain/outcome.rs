@@ -60,13 +60,20 @@ pub fn verify_and_evaluate<L: Layer>(
     Ok(exit)
 }
 
-/// Draws `plot` (if asked for) with `held_out` under its title, and says so.
+/// Draws `plot` (if asked for) with `held_out` under its title, and says so. A plot that
+/// cannot be written (a full disk) is a warning: the training it shows is done and saved.
 fn draw(plot: Option<(&Path, Curve<'_>)>, held_out: Option<String>) -> Result<(), String> {
     let Some((path, curve)) = plot else {
         return Ok(());
     };
     let curve = Curve { held_out, ..curve };
-    let (lo, hi) = crate::plot::draw(path, &curve)?;
+    let (lo, hi) = match crate::plot::draw(path, &curve) {
+        Ok(range) => range,
+        Err(e) => {
+            eprintln!("warning: {e}; no plot written");
+            return Ok(());
+        }
+    };
     println!(
         "plot: {} (loss from {lo:.4} to {hi:.4} over {} steps)",
         path.display(),

@@ -130,6 +130,9 @@ pub enum PlanError {
 /// A shape or cost the schedule refuses (usage); a plan that fails to simulate, or stdout that
 /// cannot be written (runtime).
 pub fn run(args: &PlanArgs) -> Result<Exit, Failure> {
+    if args.plan.is_none() {
+        check_size(args, args.stages, args.micro_batches)?;
+    }
     let text = if args.compare {
         crate::compare::text_or_json(args)?
     } else {
@@ -148,6 +151,60 @@ pub fn run(args: &PlanArgs) -> Result<Exit, Failure> {
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(Exit::Success),
         other => other.map(|()| Exit::Success).map_err(Into::into),
     }
+}
+
+/// Memory per cell (stage × micro-batch) of the plan, rounded up from the peak RSS of the
+/// debug binary (`/usr/bin/time`, 1F1B): `--format text` and `json` took 145 MB and 233 MB at
+/// 100 and 200 stages × 1000 micro-batches (about 1.2 KB a cell over the 26 MB of an empty
+/// plan; 12 GB at 1000 × 10000 in the issue), `--format csv` 46 MB and 70 MB at 200 and 400 × 1000
+/// (about 0.12 KB a cell).
+const REPORT_BYTES_PER_CELL: u128 = 1400;
+/// See [`REPORT_BYTES_PER_CELL`].
+const CSV_BYTES_PER_CELL: u128 = 130;
+/// Most cells (stages × micro-batches × chunks, over every plan built) a text or JSON report
+/// covers, whatever the memory: its grid has a line per stage and a column per time step.
+const MAX_REPORT_CELLS: u128 = 1 << 20;
+
+/// Refuses a plan of `stages` × `micro_batches` whose report this machine cannot hold (see
+/// [`crate::footprint`]): `plan --stages 1000 --micro-batches 10000` once needed over 12 GB.
+///
+/// # Errors
+/// Usage: the estimate, what is available, and the remedy.
+fn check_size(args: &PlanArgs, stages: usize, micro_batches: usize) -> Result<(), Failure> {
+    let v = match args.schedule.kind(args.virtual_stages) {
+        pipetrain::ScheduleKind::Interleaved { virtual_stages } => virtual_stages.max(1),
+        _ => 1,
+    };
+    let cells = stages as u128 * micro_batches as u128 * v as u128;
+    // --compare builds every schedule.
+    let plans = if args.compare { 6 } else { 1 };
+    let per_cell = match args.format {
+        Format::Csv if !args.compare => CSV_BYTES_PER_CELL,
+        _ => REPORT_BYTES_PER_CELL,
+    };
+    let needed = cells * per_cell * plans;
+    let why = match crate::footprint::exceeds(needed) {
+        Some(why) => why,
+        // A grid no one can read, a JSON report of gigabytes: bounded whatever the memory.
+        None if per_cell == REPORT_BYTES_PER_CELL && cells * plans > MAX_REPORT_CELLS => format!(
+            "more than a report is for (at most {MAX_REPORT_CELLS} cells across the plans \
+             built)"
+        ),
+        None => return Ok(()),
+    };
+    let csv = match args.format {
+        Format::Csv => String::new(),
+        _ => format!(
+            ", or --format csv for the plan alone (about {})",
+            crate::footprint::gib(cells * CSV_BYTES_PER_CELL)
+        ),
+    };
+    Err(Failure::usage(format!(
+        "--stages {stages} --micro-batches {micro_batches}: a plan of {cells} stage × \
+         micro-batch cells needs about {} to build and print, {why}; use fewer stages or \
+         micro-batches{csv}",
+        crate::footprint::gib(needed)
+    )))
 }
 
 /// The compute plan to report on and its name: read from `--plan`, or generated.

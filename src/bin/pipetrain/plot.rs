@@ -14,6 +14,8 @@
 use std::path::Path;
 use std::sync::Once;
 
+use pipetrain::engine::output::AtomicFile;
+
 use plotters::prelude::*;
 use plotters::style::{FontStyle, register_font};
 
@@ -98,7 +100,8 @@ fn range(values: &[f64]) -> Option<(f64, f64)> {
     Some((lo - pad, hi + pad))
 }
 
-/// Draws `curve` into the image file `path`: loss against step on the left axis, the learning
+/// Draws `curve` into the image file `path` (atomically, see [`pipetrain::engine::output`]):
+/// loss against step on the left axis, the learning
 /// rate on the right one (dashed), the run in the title and the held-out result under it.
 /// Returns the plotted `(min, max)` loss.
 ///
@@ -107,10 +110,22 @@ fn range(values: &[f64]) -> Option<(f64, f64)> {
 pub fn draw(path: &Path, curve: &Curve<'_>) -> Result<(f64, f64), String> {
     let fail = |e: &dyn std::fmt::Display| format!("--plot {}: {e}", path.display());
     font().map_err(|e| fail(&e))?;
+    // plotters picks the image format by the extension of the path it writes.
+    let extension = path.extension().map(|e| e.to_string_lossy().to_lowercase());
+    let out = AtomicFile::with_extension(path, extension.as_deref().unwrap_or("png"))
+        .map_err(|e| fail(&e))?;
+    let drawn = render(out.temp_path(), curve).map_err(|e| fail(&e))?;
+    out.commit().map_err(|e| fail(&e))?;
+    Ok(drawn)
+}
+
+/// Draws `curve` into the image file `target` (see [`draw`]).
+fn render(target: &Path, curve: &Curve<'_>) -> Result<(f64, f64), String> {
+    let fail = |e: &dyn std::fmt::Display| e.to_string();
     let (lo, hi) = range(curve.losses).ok_or_else(|| fail(&"no finite loss to plot"))?;
     let (lr_lo, lr_hi) = range(curve.rates).unwrap_or((0.0, 1.0));
     let steps = curve.losses.len() as f64;
-    let root = BitMapBackend::new(path, SIZE).into_drawing_area();
+    let root = BitMapBackend::new(target, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(|e| fail(&e))?;
     let root = root
         .titled(curve.title, (FAMILY, 20))

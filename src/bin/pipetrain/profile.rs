@@ -3,38 +3,60 @@
 //!
 //! The engine already opens `info_span!("action", name, replica, stage, micro_batch)` around
 //! every action on every worker thread; [`Profile::start`] installs a `tracing-chrome` layer
-//! that records them into a raw file next to the target as they happen, and
+//! that records them into a raw temp file beside the target as they happen, and
 //! [`Profile::finish`] flushes it, rewrites it with [`crate::trace::post_process_into`] (both
-//! streaming: memory does not grow with the trace) and renames the result into place, so the
-//! target path only ever holds a complete trace.
+//! streaming: memory does not grow with the trace) into an [`AtomicFile`] and renames that into
+//! place, so the target path only ever holds a complete trace. Both temp files are created
+//! exclusively under random names ([`pipetrain::engine::output`]): a symbolic link planted
+//! beside the target is never followed, and a device, FIFO or link at the target is refused.
+//!
+//! A failed write of the raw stream (a full disk) is reported once and ends the trace, not the
+//! training: the writer thread of `tracing-chrome` panics on a write error, so the raw file is
+//! handed to it behind [`SoftFail`], which records the first error and drops what follows.
 
-use std::fs::{self, File};
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
+use pipetrain::engine::output::{self, AtomicFile, OutputError, TempFile};
 use tracing_chrome::{ChromeLayerBuilder, FlushGuard};
 use tracing_subscriber::prelude::*;
 
+use crate::failure::Failure;
 use crate::trace::{Tracks, post_process_into};
 
 /// A chrome trace being recorded.
 pub struct Profile {
     path: PathBuf,
-    raw: PathBuf,
+    raw: TempFile,
     guard: FlushGuard,
+    /// The first write error of the raw stream.
+    failed: Arc<Mutex<Option<String>>>,
 }
 
 impl Profile {
     /// Starts recording every `tracing` span of the process for the trace at `path`.
     ///
     /// # Errors
-    /// When the directory of `path` is not writable, or a global `tracing` subscriber is
-    /// already installed.
-    pub fn start(path: &Path) -> Result<Self, String> {
-        let raw = sibling(path, "raw");
-        fs::write(&raw, b"").map_err(|e| format!("--profile {}: {e}", path.display()))?;
+    /// Usage: `path` is not a regular file or a new name in a writable directory. Runtime: a
+    /// global `tracing` subscriber is already installed.
+    pub fn start(path: &Path) -> Result<Self, Failure> {
+        let usage = |e: OutputError| Failure::usage(format!("--profile {}: {e}", path.display()));
+        output::probe(path).map_err(usage)?;
+        let raw = TempFile::beside(path, ".raw.tmp").map_err(usage)?;
+        let file = raw
+            .as_file()
+            .try_clone()
+            .map_err(|e| format!("--profile {}: {e}", path.display()))?;
+        let failed = Arc::new(Mutex::new(None));
+        let writer = SoftFail {
+            inner: file,
+            failed: Arc::clone(&failed),
+            path: path.to_path_buf(),
+        };
         let (layer, guard) = ChromeLayerBuilder::new()
-            .file(&raw)
+            .writer(writer)
             .include_args(true)
             .build();
         tracing_subscriber::registry()
@@ -45,28 +67,37 @@ impl Profile {
             path: path.to_path_buf(),
             raw,
             guard,
+            failed,
         })
     }
 
     /// Flushes the trace, adds the flow events and writes it to its path atomically, streaming:
     /// the raw file is read twice one event at a time and the result written as it is made, so
     /// memory does not grow with the trace. Returns the number of action slices and flow arrows
-    /// written.
+    /// written, or `None` when the raw stream failed mid-run (reported then; nothing written).
     ///
     /// # Errors
-    /// When the raw trace cannot be read or parsed, or the result cannot be written.
-    pub fn finish(self) -> Result<(usize, usize), String> {
-        let Self { path, raw, guard } = self;
+    /// When the raw trace cannot be read or parsed, or the result cannot be written (the path
+    /// keeps what it held; both temp files are removed).
+    pub fn finish(self) -> Result<Option<(usize, usize)>, String> {
+        let Self {
+            path,
+            raw,
+            guard,
+            failed,
+        } = self;
         drop(guard); // writes the closing `]` and joins the writer thread
         let fail = |e: &dyn std::fmt::Display| format!("--profile {}: {e}", path.display());
+        if failed.lock().unwrap_or_else(|p| p.into_inner()).is_some() {
+            return Ok(None);
+        }
         let mut error = None;
-        let tracks = Tracks::of(events(&raw, &mut error).map_err(|e| fail(&e))?);
-        let tmp = sibling(&path, "tmp");
-        let mut out = BufWriter::new(File::create(&tmp).map_err(|e| fail(&e))?);
+        let tracks = Tracks::of(events(raw.path(), &mut error).map_err(|e| fail(&e))?);
+        let mut out = AtomicFile::create(&path).map_err(|e| fail(&e))?;
         out.write_all(b"[").map_err(|e| fail(&e))?;
         let mut first = true;
         let counts = post_process_into(
-            events(&raw, &mut error).map_err(|e| fail(&e))?,
+            events(raw.path(), &mut error).map_err(|e| fail(&e))?,
             &tracks,
             |event| {
                 if !std::mem::take(&mut first) {
@@ -77,19 +108,68 @@ impl Profile {
         )
         .and_then(|counts| {
             out.write_all(b"]\n")?;
-            out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
             Ok(counts)
         });
-        let result = match (counts, error) {
-            (_, Some(e)) => Err(fail(&format!("the raw trace {}: {e}", raw.display()))),
+        match (counts, error) {
+            (_, Some(e)) => Err(fail(&format!("the raw trace: {e}"))),
             (Err(e), None) => Err(fail(&e)),
-            (Ok(counts), None) => fs::rename(&tmp, &path)
-                .map(|()| (counts.slices, counts.flows))
+            (Ok(counts), None) => out
+                .commit()
+                .map(|()| Some((counts.slices, counts.flows)))
                 .map_err(|e| fail(&e)),
+        }
+        // `raw` (and `out`, when not committed) are removed as they drop.
+    }
+}
+
+/// The raw trace's writer: the first error is recorded (and reported once on stderr), and
+/// every later write is dropped as if written, so that `tracing-chrome`'s writer thread, which
+/// panics on an error, never sees one.
+struct SoftFail {
+    inner: File,
+    failed: Arc<Mutex<Option<String>>>,
+    path: PathBuf,
+}
+
+impl SoftFail {
+    /// `result`, or, on the first error, that error recorded and reported.
+    fn absorb<T>(&mut self, result: std::io::Result<T>, ok: T) -> std::io::Result<T> {
+        let mut failed = self.failed.lock().unwrap_or_else(|p| p.into_inner());
+        if failed.is_some() {
+            return Ok(ok);
+        }
+        match result {
+            Ok(v) => Ok(v),
+            Err(e) => {
+                eprintln!(
+                    "warning: --profile {}: {e}; the trace stops here (no trace file will be \
+                     written), training goes on",
+                    self.path.display()
+                );
+                *failed = Some(e.to_string());
+                Ok(ok)
+            }
+        }
+    }
+}
+
+impl Write for SoftFail {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let done = self
+            .failed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some();
+        let result = match done {
+            true => Ok(buf.len()),
+            false => self.inner.write(buf),
         };
-        let _ = fs::remove_file(&tmp);
-        let _ = fs::remove_file(&raw);
-        result
+        self.absorb(result, buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let result = self.inner.flush();
+        self.absorb(result, ())
     }
 }
 
@@ -118,13 +198,4 @@ fn events<'a>(
                 .ok()
         })
         .flatten())
-}
-
-/// `dir/.name.suffix`, next to `path` so that a rename stays on one file system.
-fn sibling(path: &Path, suffix: &str) -> PathBuf {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "trace.json".into());
-    path.with_file_name(format!(".{name}.{suffix}"))
 }

@@ -73,7 +73,14 @@ pub fn of(
 /// The compute plan in the file at `path`, parsed and validated.
 pub fn read_plan(path: &Path) -> Result<Plan, Failure> {
     let at = |e: &dyn std::fmt::Display| Failure::usage(format!("--plan {}: {e}", path.display()));
-    let text = std::fs::read_to_string(path).map_err(|e| at(&e))?;
+    // A plan's actions take some 32 bytes each in memory, from some 4 of text.
+    let max = crate::footprint::available().map_or(1 << 30, |(free, _)| (free / 8).min(1 << 30));
+    let text = crate::config::read_bounded(
+        path,
+        max as u64,
+        "more than this machine's memory can hold parsed: use a smaller plan",
+    )
+    .map_err(|e| at(&e))?;
     let file = PlanFile::parse(&text).map_err(|e| at(&e))?;
     file.check().map_err(|e| at(&e))?;
     Ok(file.plan().clone())

@@ -1,7 +1,11 @@
-//! A graceful stop on SIGINT (Ctrl-C) or SIGTERM: the first signal lets the current step
-//! finish, then the run writes its final checkpoint (with `--checkpoint`), flushes its metrics
-//! and trace, says what it saved and exits 130 (SIGINT) or 143 (SIGTERM). A second signal exits
-//! at once with the same code, for a stop that takes too long.
+//! A graceful stop on SIGINT (Ctrl-C) or SIGTERM: once a step has completed, the first signal
+//! lets the current step finish, then the run writes its final checkpoint (with
+//! `--checkpoint`), flushes its metrics and trace, says what it saved and exits 130 (SIGINT) or
+//! 143 (SIGTERM). A second signal exits at once with the same code, for a stop that takes too
+//! long.
+//!
+//! Before the first step completes (the model still being built and allocated, or a first step
+//! that takes minutes) there is nothing to save, so the first signal exits at once.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -17,6 +21,8 @@ use crate::failure::Failure;
 pub struct Stop {
     /// The first signal's number, 0 until one arrives.
     signal: Arc<AtomicUsize>,
+    /// Set: the next signal exits at once.
+    armed: Arc<AtomicBool>,
 }
 
 impl Stop {
@@ -26,14 +32,23 @@ impl Stop {
     /// The OS refused a handler (runtime).
     pub fn install() -> Result<Self, Failure> {
         let signal = Arc::new(AtomicUsize::new(0));
-        let armed = Arc::new(AtomicBool::new(false));
+        // Armed until a step completes (see the module docs and [`Stop::graceful`]).
+        let armed = Arc::new(AtomicBool::new(true));
         for (sig, exit) in [(SIGINT, Exit::Interrupted), (SIGTERM, Exit::Terminated)] {
             // In this order: a second signal finds the flag the first one set, and exits.
             flag::register_conditional_shutdown(sig, i32::from(exit.code()), Arc::clone(&armed))?;
             flag::register_usize(sig, Arc::clone(&signal), sig as usize)?;
             flag::register(sig, Arc::clone(&armed))?;
         }
-        Ok(Self { signal })
+        Ok(Self { signal, armed })
+    }
+
+    /// From now on (a step has completed) the first signal lets the current step finish. A
+    /// signal that arrived already keeps the next one exiting at once.
+    pub fn graceful(&self) {
+        if self.signal.load(Ordering::SeqCst) == 0 {
+            self.armed.store(false, Ordering::SeqCst);
+        }
     }
 
     /// How the run should end if a signal has arrived: [`Exit::Interrupted`] or

@@ -36,18 +36,35 @@ use crate::totals::StepTotals;
 /// Bad flags (usage), or bad data, a failed step, or an output file that cannot be written
 /// (runtime).
 pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
-    // Output files are written at the end: a missing directory must fail now, not after training.
-    paths::output_dirs_exist(&[
+    // Output files are written at the end: a bad destination must fail now, not after training;
+    // and no output may be another flag's file.
+    let data = data_file(args);
+    paths::distinct(
+        &[
+            ("--data", data.as_deref()),
+            ("--config", args.config.as_deref()),
+            ("--plan", args.plan.as_deref()),
+            ("--init", args.init.as_deref()),
+            ("--resume", args.resume.as_deref()),
+        ],
+        &[
+            ("--checkpoint", args.checkpoint.as_deref()),
+            ("--metrics", args.metrics.as_deref()),
+            ("--profile", args.profile.as_deref()),
+            ("--plot", args.plot.as_deref()),
+        ],
+        // Continuing a run in place: the checkpoint is read before it is replaced, atomically.
+        &[("--resume", "--checkpoint")],
+    )?;
+    paths::inputs_exist(&[("--resume", &args.resume), ("--init", &args.init)])
+        .map_err(Failure::usage)?;
+    paths::outputs_writable(&[
         ("--checkpoint", &args.checkpoint),
         ("--plot", &args.plot),
         ("--metrics", &args.metrics),
         ("--profile", &args.profile),
     ])
     .map_err(Failure::usage)?;
-    paths::inputs_exist(&[("--resume", &args.resume), ("--init", &args.init)])
-        .map_err(Failure::usage)?;
-    paths::outputs_writable(&[("--checkpoint", &args.checkpoint), ("--plot", &args.plot)])
-        .map_err(Failure::usage)?;
     crate::plot::check_format(args.plot.as_deref()).map_err(Failure::usage)?;
     // Under an MPI launcher: this process's share of the world (see `distributed`).
     let stages = args
@@ -56,9 +73,9 @@ pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
         .map_or(args.stages.unwrap_or(2), Vec::len);
     let dist = Distributed::start(args, stages)?;
     let leader = dist.as_ref().is_none_or(Distributed::is_leader);
-    let metrics = match leader {
-        true => args.metrics.as_deref().map(Metrics::create).transpose()?,
-        false => None,
+    let mut metrics = match (leader, &args.metrics) {
+        (true, Some(path)) => Some(Metrics::create(path, args.resume.is_some())?),
+        _ => None,
     };
     // One trace per process: `trace.json` → `trace.rank3.json`.
     let profile_path = match &dist {
@@ -66,7 +83,10 @@ pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
         None => args.profile.clone(),
     };
     let profile = profile_path.as_deref().map(Profile::start).transpose()?;
-    let result = train(args, metrics, dist.as_ref());
+    let result = train(args, &mut metrics, dist.as_ref());
+    if let Some(warning) = metrics.and_then(Metrics::finish) {
+        eprintln!("{warning}");
+    }
     let result = match &dist {
         Some(d) => {
             let result = result.map_err(|f| {
@@ -79,7 +99,15 @@ pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
         None => result,
     };
     if let (Some(profile), Some(path)) = (profile, &profile_path) {
-        let (slices, flows) = profile.finish()?;
+        // A trace that could not be written loses no training: a warning, not a failure.
+        let (slices, flows) = match profile.finish() {
+            Ok(Some(counts)) => counts,
+            Ok(None) => return result,
+            Err(e) => {
+                eprintln!("warning: {e}; no trace written");
+                return result;
+            }
+        };
         if result.is_ok() && leader {
             println!(
                 "profile: {} ({slices} action slices, {flows} send→receive flows{})",
@@ -93,6 +121,14 @@ pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
         }
     }
     result
+}
+
+/// The file `--data` reads (`tensors:F`, `text:F`), if it names one.
+fn data_file(args: &TrainArgs) -> Option<std::path::PathBuf> {
+    match args.data.parse() {
+        Ok(pipetrain_data::DataSpec::Tensors(f) | pipetrain_data::DataSpec::Text(f)) => Some(f),
+        _ => None,
+    }
 }
 
 /// The settings every model trains with, checked once.
@@ -121,7 +157,7 @@ pub(crate) struct Settings<'a> {
 /// it under MPI: `dist`).
 fn train(
     args: &TrainArgs,
-    metrics: Option<Metrics>,
+    metrics: &mut Option<Metrics>,
     dist: Option<&Distributed>,
 ) -> Result<Exit, Failure> {
     let schedule = crate::schedule::of(args.schedule, args.virtual_stages, args.plan.as_deref())?;
@@ -151,7 +187,21 @@ fn train(
     let lr_schedule = crate::optimizer::schedule(args)?;
     let data = Data::open(args, args.batch)?;
     let model = Model::from_args(args, data.shapes()).map_err(Failure::usage)?;
-    model.check_fits().map_err(Failure::usage)?;
+    // This process's share of the world's workers (all of them without MPI), plus --verify's
+    // single-device reference, which the leader holds.
+    let stages = args
+        .balance
+        .as_ref()
+        .map_or(args.stages.unwrap_or(2), Vec::len);
+    let share = dist.map_or(1.0, |d| {
+        d.local().len() as f64 / (args.replicas * stages).max(1) as f64
+    });
+    let leader = dist.is_none_or(Distributed::is_leader);
+    let copies = args.replicas as f64 * share + f64::from(u8::from(args.verify && leader));
+    let slots = pipetrain::memory::optimizer_slots(&optimizer);
+    model
+        .check_fits(args.batch, slots, copies)
+        .map_err(Failure::usage)?;
     let devices = args.device.devices().map_err(Failure::usage)?;
     let device = devices[0].clone();
     device.seed(args.seed);
@@ -187,7 +237,7 @@ fn train(
 fn train_with<L: Layer>(
     s: &Settings<'_>,
     layers: Vec<L>,
-    mut metrics: Option<Metrics>,
+    metrics: &mut Option<Metrics>,
     dist: Option<&Distributed>,
 ) -> Result<Exit, Failure> {
     let args = s.args;
@@ -246,6 +296,10 @@ fn train_with<L: Layer>(
         None => 0,
     };
 
+    if let Some(m) = metrics.as_mut() {
+        // A resumed run's rows must fit the earlier run's columns: refused before any step.
+        m.check_columns(pipeline.stages())?;
+    }
     let progress = Progress::of_process(args.steps, dist.is_some(), leader);
     progress.println(&format!(
         "pipetrain: {} ({params} params), {} replicas × {} stages, {} micro-batches of {}, \
@@ -283,6 +337,8 @@ fn train_with<L: Layer>(
     let mut throughput = Vec::new();
     let (mut losses, mut rates) = (Vec::new(), Vec::new());
     let (mut last, mut skipped) = (None, 0);
+    // The step of the last checkpoint written.
+    let mut saved_step = None;
     for step in first_step..args.steps {
         let batches: Vec<Batch> = (0..k as u64)
             .map(|j| {
@@ -298,7 +354,24 @@ fn train_with<L: Layer>(
         let mut totals = StepTotals::default();
         let mut report = None;
         for batch in &batches {
-            let mut r = crate::guard::step_result(step + 1, pipeline.train_step(batch))?;
+            let result = pipeline.train_step(batch);
+            let intact = result
+                .as_ref()
+                .err()
+                .is_some_and(crate::guard::weights_intact);
+            let mut r = match crate::guard::step_result(step + 1, result) {
+                Ok(r) => r,
+                Err(failure) if intact => {
+                    let last = LastGood {
+                        step,
+                        first_step,
+                        saved: saved_step,
+                        position: s.data.position(step * k as u64),
+                    };
+                    return Err(last.save(&pipeline, dist, args, &run, failure, &progress));
+                }
+                Err(failure) => return Err(failure),
+            };
             if let Some(d) = dist {
                 // Each process has its own last stages' share of the loss.
                 r.loss = d.total_loss(r.loss)?;
@@ -386,6 +459,7 @@ fn train_with<L: Layer>(
         {
             let position = s.data.position((step + 1) * k as u64);
             checkpoints::save(&pipeline, dist, path, &run, position)?;
+            saved_step = Some(step + 1);
             progress.println(&format!(
                 "checkpoint: {} (step {})",
                 path.display(),
@@ -395,6 +469,10 @@ fn train_with<L: Layer>(
         if let Some(exit) = stopping {
             progress.finish();
             return Ok(crate::stop::stopped(exit, step + 1, args));
+        }
+        if let Some(stop) = &s.stop {
+            // A step completed: a signal now lets the next one finish and saves it.
+            stop.graceful();
         }
     }
     progress.finish();
@@ -441,4 +519,56 @@ fn train_with<L: Layer>(
         (held_out, s.model.is_language_model()),
         plot,
     )
+}
+
+/// The last good step of a run whose next step stopped before any stage applied it.
+struct LastGood {
+    /// Optimizer steps done.
+    step: u64,
+    /// The step the run started from.
+    first_step: u64,
+    /// The step of the last checkpoint written.
+    saved: Option<u64>,
+    /// The data position after `step`.
+    position: String,
+}
+
+impl LastGood {
+    /// `failure` with what became of `--checkpoint`: the weights are intact, so it is written
+    /// for the last good step (in a one-process run) and the message says so.
+    fn save<L: Layer>(
+        self,
+        pipeline: &pipetrain::Pipeline<L>,
+        dist: Option<&Distributed>,
+        args: &TrainArgs,
+        run: &checkpoints::RunIdentity,
+        failure: Failure,
+        progress: &Progress,
+    ) -> Failure {
+        let Some(path) = &args.checkpoint else {
+            return failure;
+        };
+        let shown = path.display();
+        let step = self.step;
+        let note = if self.saved == Some(step) {
+            format!("--checkpoint {shown} holds step {step}, the last good one")
+        } else if step == self.first_step {
+            format!("no step completed, so --checkpoint {shown} was not written")
+        } else if dist.is_some() {
+            format!("--checkpoint {shown} was not written (a multi-process run)")
+        } else {
+            match checkpoints::save(pipeline, None, path, run, self.position) {
+                Ok(()) => {
+                    progress.println(&format!("checkpoint: {shown} (step {step})"));
+                    format!(
+                        "no stage applied it, so --checkpoint {shown} was written with the \
+                         weights of step {step}, the last good one"
+                    )
+                }
+                Err(e) => format!("--checkpoint {shown} of step {step} failed too: {e}"),
+            }
+        };
+        let message = format!("{failure}\n{note}");
+        failure.with_message(message)
+    }
 }

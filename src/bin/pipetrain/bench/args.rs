@@ -70,7 +70,7 @@ pub struct BenchArgs {
     pub compare_pytorch: Option<PathBuf>,
     /// The PyTorch peer scripts (bench_single.py, bench_ddp.py, bench_pipe.py). Default: the
     /// first of ../shared/peers beside the repository, shared/peers inside it, found from the
-    /// current directory and from the binary's location.
+    /// binary's location and the source tree (never from the current directory).
     #[arg(long, value_name = "DIR")]
     pub peers: Option<PathBuf>,
     /// Where the rows run: cpu (the table above), or cuda / cuda:N for the GPU rows (a build

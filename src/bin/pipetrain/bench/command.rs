@@ -15,7 +15,12 @@ use crate::paths;
 
 /// Runs the bench `args` describe and prints its markdown document (and writes it to `--out`).
 pub fn run(args: &BenchArgs) -> Result<Exit, Failure> {
-    paths::output_dirs_exist(&[("--out", &args.out)]).map_err(Failure::usage)?;
+    paths::distinct(
+        &[("--compare-pytorch", args.compare_pytorch.as_deref())],
+        &[("--out", args.out.as_deref())],
+        &[],
+    )?;
+    paths::outputs_writable(&[("--out", &args.out)]).map_err(Failure::usage)?;
     if args.device != crate::device::DeviceSpec::Cpu {
         let device = args.device.device().map_err(Failure::usage)?;
         return super::gpu::run(args, &args.device.to_string(), &device);
@@ -76,7 +81,7 @@ pub fn run(args: &BenchArgs) -> Result<Exit, Failure> {
     let document = table::render(&header, &lines);
     print!("{document}");
     if let Some(path) = &args.out {
-        std::fs::write(path, &document)
+        pipetrain::engine::output::write_atomically(path, document.as_bytes())
             .map_err(|e| Failure::runtime(format!("--out {}: {e}", path.display())))?;
     }
     Ok(Exit::Success)

@@ -51,7 +51,7 @@ impl Peers {
             }
             None => default_dir().ok_or_else(|| {
                 "no PyTorch peer scripts found (looked for shared/peers/common.py in every folder \
-                 above the current directory, the binary and the source tree); pass --peers DIR, \
+                 above the binary and the source tree); pass --peers DIR, \
                  the folder holding bench_single.py, bench_ddp.py and bench_pipe.py (in this \
                  project: ../shared/peers beside the repository)"
                     .to_string()
@@ -141,11 +141,11 @@ fn parse_result(stdout: &str) -> Option<PeerResult> {
     })
 }
 
-/// `shared/peers` in the nearest folder above the current directory, the binary or this
-/// source tree that has one.
+/// `shared/peers` in the nearest folder above the binary or this source tree that has one.
 fn default_dir() -> Option<PathBuf> {
+    // Never the current directory's ancestors: python would run whatever `shared/peers` a
+    // directory the command happens to run in holds (issue 27).
     let starts = [
-        std::env::current_dir().ok(),
         std::env::current_exe().ok(),
         Some(PathBuf::from(env!("CARGO_MANIFEST_DIR"))),
     ];
@@ -189,5 +189,18 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("pipetrain-peers-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         dir
+    }
+
+    #[test]
+    fn the_scripts_are_never_taken_from_the_current_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let planted = dir.path().join("shared").join("peers");
+        std::fs::create_dir_all(&planted).unwrap();
+        std::fs::write(planted.join("common.py"), "").unwrap();
+        let back = std::env::current_dir().unwrap();
+        std::env::set_current_dir(dir.path()).unwrap();
+        let found = default_dir();
+        std::env::set_current_dir(back).unwrap();
+        assert_ne!(found, Some(planted));
     }
 }

@@ -50,5 +50,6 @@ pub fn store(path: &Path, key: &str, table: &CostTable) -> std::io::Result<()> {
         table: table.clone(),
     };
     let text = serde_json::to_string_pretty(&entry).map_err(std::io::Error::other)?;
-    std::fs::write(path, text)
+    pipetrain::engine::output::write_atomically(path, text.as_bytes())
+        .map_err(std::io::Error::other)
 }

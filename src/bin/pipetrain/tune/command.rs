@@ -23,13 +23,22 @@ const BATCHES: u64 = 4;
 /// Runs `pipetrain tune`.
 ///
 /// # Errors
-/// Bad flags or nothing that fits (usage), a failed measurement or run, or an unwritable
-/// `--apply` file (runtime).
+/// Bad flags, an `--apply` path that cannot be written (probed before any tuning) or nothing
+/// that fits (usage), a failed measurement or run, or a failed write of `--apply` (runtime).
 pub fn run(args: &TuneArgs) -> Result<Exit, Failure> {
     let train = &args.train;
+    crate::paths::distinct(
+        &[("--config", train.config.as_deref())],
+        &[("--apply", args.apply.as_deref())],
+        &[],
+    )?;
+    crate::paths::outputs_writable(&[("--apply", &args.apply)]).map_err(Failure::usage)?;
     let model = Model::from_args(train, None).map_err(Failure::usage)?;
-    model.check_fits().map_err(Failure::usage)?;
     let (optimizer, optimizer_name) = crate::optimizer::of(train)?;
+    let slots = pipetrain::memory::optimizer_slots(&optimizer);
+    model
+        .check_fits(train.batch, slots, 1.0)
+        .map_err(Failure::usage)?;
     let space = space(args)?;
     let devices = train.device.devices().map_err(Failure::usage)?;
     let device = devices[0].clone();
@@ -167,7 +176,7 @@ fn tune<L: Layer>(cx: &Context<'_>, layers: Vec<L>) -> Result<Exit, Failure> {
     if let Some(path) = &args.apply {
         let mut pairs = flags::model(train);
         pairs.extend(flags::knobs(winner));
-        std::fs::write(path, flags::to_toml(&pairs))
+        pipetrain::engine::output::write_atomically(path, flags::to_toml(&pairs).as_bytes())
             .map_err(|e| Failure::runtime(format!("--apply {}: {e}", path.display())))?;
         println!(
             "apply: wrote {} ({}); train with: pipetrain train --config {}",
