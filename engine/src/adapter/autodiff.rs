@@ -266,3 +266,24 @@ impl LinearParams {
 pub(crate) fn scalar(loss: &Tensor<1>) -> f64 {
     loss.clone().inner().into_scalar::<f64>()
 }
+
+/// The detached value of a scalar loss, to be read later with [`sum_scalars`].
+pub(crate) fn detached(loss: &Tensor<1>) -> Tensor<1> {
+    loss.clone().inner()
+}
+
+/// The sum, in order and in `f64`, of scalar losses kept by [`detached`]: the same value as
+/// adding their [`scalar`]s one by one, read back from the device in one transfer (one host
+/// synchronisation per step instead of one per micro-batch).
+pub(crate) fn sum_scalars(losses: Vec<Tensor<1>>) -> f64 {
+    if losses.is_empty() {
+        return 0.0;
+    }
+    Tensor::cat(losses, 0)
+        .into_data()
+        .convert::<f64>()
+        .try_to_vec::<f64>()
+        .expect("f64 losses")
+        .into_iter()
+        .fold(0.0, |sum, loss| sum + loss)
+}

@@ -26,7 +26,7 @@ mod values;
 
 pub(crate) use autodiff::{
     Accumulator, Gradients, Grads, LinearParams, backward_loss, backward_seeded, constant,
-    input_grad, leaf, optimizer_state_bytes, scalar, step,
+    detached, input_grad, leaf, optimizer_state_bytes, scalar, step, sum_scalars,
 };
 pub(crate) use grads::{Buffers, Slots, assign_owners, owners_of};
 pub(crate) use names::{Named, ParamId, named_parameters};

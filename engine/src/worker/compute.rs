@@ -281,7 +281,7 @@ impl<L: Layer> Worker<'_, L> {
         };
         let mut upstream = match tape.loss {
             Some((loss, leaf)) => {
-                self.loss += adapter::scalar(&loss);
+                self.losses.push(adapter::detached(&loss));
                 let grads = adapter::backward_loss(&loss);
                 match leaf {
                     Some(leaf) => Upstream::Grad(

@@ -123,7 +123,8 @@ pub(crate) struct Worker<'a, L: Layer> {
     pub(super) outgoing: HashMap<Tag, Activation>,
     /// The layers without autodiff, cached until the next optimizer step.
     pub(super) valid: Option<Vec<L>>,
-    pub(super) loss: f64,
+    /// The last stage's scaled micro-batch losses, read back once when the program ends.
+    pub(super) losses: Vec<burn::tensor::Tensor<1>>,
     pub(super) outputs: Vec<(MicroBatchId, Activation)>,
     pub(super) compute: Duration,
     pub(super) actions: ActionTimes,
@@ -157,7 +158,7 @@ impl<'a, L: Layer> Worker<'a, L> {
             received: HashMap::new(),
             outgoing: HashMap::new(),
             valid: None,
-            loss: 0.0,
+            losses: Vec::new(),
             outputs: Vec::new(),
             compute: Duration::ZERO,
             actions: ActionTimes::default(),
@@ -271,7 +272,7 @@ impl<'a, L: Layer> Worker<'a, L> {
             skipped: self.skipped,
         };
         Some(Finished {
-            loss: self.loss,
+            loss: crate::adapter::sum_scalars(std::mem::take(&mut self.losses)),
             report,
             outputs: self.outputs,
         })

@@ -308,6 +308,12 @@ pub struct TrainArgs {
     /// Compute threads per worker (default: cores / workers).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// What the action times, the measured bubble and --profile's slices measure on a GPU:
+    /// `device` synchronises the device after every compute action, so they are its work (the
+    /// GPU idles while the next action is enqueued); `host` does not (fastest; they are then
+    /// enqueue times). The same on a CPU.
+    #[arg(long, default_value = "device", value_name = "device|host")]
+    pub timing: pipetrain::Timing,
     /// Devices of the workers: cpu (burn's flex backend), cuda or cuda:N (a build with
     /// `--features cuda`); one for all, or a comma list with one per stage or one per worker
     /// (replica-major), e.g. `--devices cuda:0,cuda:1` for two stages.

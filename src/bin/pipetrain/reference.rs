@@ -119,7 +119,9 @@ impl<L: Layer> Reference<L> {
         let worst = &mut self.worst;
         worst.steps += 1;
         let nan = worst.max_rel_diff.is_nan();
-        if !nan && (d.max_relative.is_nan() || d.max_relative > worst.max_rel_diff) {
+        if !nan
+            && (worst.steps == 1 || d.max_relative.is_nan() || d.max_relative > worst.max_rel_diff)
+        {
             (worst.max_rel_diff, worst.max_abs_diff, worst.step) =
                 (d.max_relative, d.max_absolute, step);
         }

@@ -28,6 +28,7 @@ pub fn pipeline<L: Layer>(
         .backward(args.backward.with_group(args.weight_group))
         .optimizer(s.optimizer.clone())
         .devices(s.devices.iter().cloned())
+        .timing(args.timing)
         .learning_rate(args.lr())
         .loss(CrossEntropy)
         .replicas(args.replicas)
