@@ -10,7 +10,18 @@
 //!
 //! A process is part of an MPI run when a launcher started it: `OMPI_COMM_WORLD_SIZE`
 //! (Open MPI), `PMI_SIZE` (MPICH, Slurm's PMI) or `PMIX_RANK` (PMIx) is set. A plain
-//! `pipetrain` is a one-process run, as without the feature.
+//! `pipetrain` is a one-process run, as without the feature. torchrun's environment
+//! (`WORLD_SIZE` above 1 without an MPI launcher) is refused: pipetrain does not join
+//! torchrun's rendezvous, and each process would otherwise train alone.
+//!
+//! Every process must train the same thing: at start rank 0's training flags go to every
+//! process, and one that differs (an MPMD command line `mpirun -np 1 pipetrain … : -np 3
+//! pipetrain …` that does not repeat them) ends the run with a usage error naming the flag and
+//! both values. Only per-process flags may differ ([`PER_PROCESS`]).
+//!
+//! A test hook, `PIPETRAIN_TEST_SEED_PER_RANK=1`, initialises each process's model with
+//! `--seed` + its rank (the data keeps `--seed`): the run must still train from rank 0's
+//! weights, which only the broadcast gives the other ranks.
 
 use std::path::Path;
 
@@ -36,15 +47,151 @@ fn launched() -> Option<usize> {
         .or_else(|| std::env::var_os("PMIX_RANK").map(|_| 0))
 }
 
+/// torchrun's variables, when they say a multi-process run that no MPI launcher started:
+/// the usage error that refuses it. `var` reads a variable (`std::env::var` in a run).
+fn torchrun_refused(var: impl Fn(&str) -> Option<String>) -> Option<String> {
+    let size = var("WORLD_SIZE")?;
+    if size.trim().parse::<usize>().is_ok_and(|n| n <= 1) {
+        return None;
+    }
+    let set: Vec<String> = [
+        "RANK",
+        "WORLD_SIZE",
+        "LOCAL_RANK",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+    ]
+    .iter()
+    .filter_map(|v| var(v).map(|value| format!("{v}={value}")))
+    .collect();
+    Some(format!(
+        "{} (torchrun's environment) without an MPI launcher: pipetrain does not join \
+         torchrun's rendezvous, so each of the WORLD_SIZE={size} processes would train alone; \
+         launch it with `mpirun -np {size} pipetrain ...` (or srun), or unset WORLD_SIZE to \
+         train in one process",
+        set.join(" ")
+    ))
+}
+
+/// Flags that may differ between the processes of a run: where each process runs and what it
+/// writes (only rank 0 writes metrics, plots and checkpoints; each rank its own trace).
+pub const PER_PROCESS: [&str; 7] = [
+    "config",
+    "device",
+    "threads",
+    "profile",
+    "metrics",
+    "plot",
+    "comm_timeout",
+];
+
+/// The training flags of `args` as `(field, value)` pairs, from their `Debug` form (every
+/// flag is a field), without the [`PER_PROCESS`] ones.
+fn settings(args: &TrainArgs) -> Vec<(String, String)> {
+    let text = format!("{args:#?}");
+    let mut out: Vec<(String, String)> = Vec::new();
+    for line in text.lines().skip(1) {
+        let field = line
+            .strip_prefix("    ")
+            .filter(|l| !l.starts_with(' '))
+            .and_then(|l| l.split_once(": "));
+        match (field, out.last_mut()) {
+            (Some((name, value)), _) => out.push((name.to_string(), value.to_string())),
+            (None, Some((_, value))) if line != "}" => value.push_str(line.trim()),
+            _ => {}
+        }
+    }
+    for (_, value) in &mut out {
+        // `Some(\n 0.01,\n)` joined: `Some(0.01,)` → `Some(0.01)`.
+        *value = value
+            .trim_end_matches(',')
+            .replace(",)", ")")
+            .replace(",]", "]")
+            .replace(",}", "}")
+            .replace(',', ", ");
+    }
+    out.retain(|(name, _)| !PER_PROCESS.contains(&name.as_str()));
+    out
+}
+
+/// [`settings`] as bytes for the wire: one `field<TAB>value` line each (a `Debug` value has
+/// neither a tab nor a newline: it escapes them).
+fn encode_settings(settings: &[(String, String)]) -> Vec<u8> {
+    settings
+        .iter()
+        .map(|(name, value)| format!("{name}\t{value}\n"))
+        .collect::<String>()
+        .into_bytes()
+}
+
+/// The settings [`encode_settings`] wrote.
+fn parse_settings(bytes: &[u8]) -> Vec<(String, String)> {
+    String::from_utf8_lossy(bytes)
+        .lines()
+        .filter_map(|l| l.split_once('\t'))
+        .map(|(name, value)| (name.to_string(), value.to_string()))
+        .collect()
+}
+
+/// The flag a `TrainArgs` field stands for.
+fn flag(field: &str) -> String {
+    match field {
+        "lr_flag" => "--lr".to_string(),
+        _ => format!("--{}", field.replace('_', "-")),
+    }
+}
+
+/// A `Debug` value as a user writes it: `Some(0.01)` → `0.01`, `None` → `unset`.
+fn shown(value: &str) -> &str {
+    match value {
+        "None" => "unset",
+        v => v
+            .strip_prefix("Some(")
+            .and_then(|v| v.strip_suffix(')'))
+            .unwrap_or(v),
+    }
+}
+
+/// The usage error for process `rank` whose settings `mine` differ from rank 0's `theirs`
+/// (both from [`settings`]), naming every differing flag with both values; `None` if they
+/// agree.
+fn disagreement(
+    rank: usize,
+    mine: &[(String, String)],
+    theirs: &[(String, String)],
+) -> Option<String> {
+    let differ: Vec<String> = mine
+        .iter()
+        .zip(theirs)
+        .filter(|(a, b)| a != b)
+        .map(|((name, ours), (_, zero))| {
+            format!("{} {} (rank 0: {})", flag(name), shown(ours), shown(zero))
+        })
+        .collect();
+    if differ.is_empty() && mine.len() == theirs.len() {
+        return None;
+    }
+    Some(format!(
+        "rank {rank} trains with other settings than rank 0: {}; every process of a run must \
+         train the same model on the same data: give every process the same flags (an MPMD \
+         command line `mpirun -np 1 pipetrain ... : -np 3 pipetrain ...` must repeat them)",
+        differ.join(", ")
+    ))
+}
+
 impl Distributed {
     /// The run's processes, or `None` when no MPI launcher started this one. `stages` and
     /// `args.replicas` give the world.
     ///
     /// # Errors
-    /// Usage: the launcher's variables disagree with MPI, or the processes cannot hold the
-    /// world (every process reports the same error). Runtime: MPI cannot be initialised.
+    /// Usage: the launcher's variables disagree with MPI, the processes cannot hold the world,
+    /// or they were given different training flags (every process reports the same error);
+    /// torchrun's variables without an MPI launcher. Runtime: MPI cannot be initialised.
     pub fn start(args: &TrainArgs, stages: usize) -> Result<Option<Self>, Failure> {
         let Some(processes) = launched() else {
+            if let Some(refused) = torchrun_refused(|v| std::env::var(v).ok()) {
+                return Err(Failure::usage(refused));
+            }
             if args.workers_per_process != 1 {
                 return Err(Failure::usage(format!(
                     "--workers-per-process {}: this is a one-process run (no MPI launcher \
@@ -60,6 +207,15 @@ impl Distributed {
     /// Whether this process prints and writes the run's outputs (rank 0).
     pub fn is_leader(&self) -> bool {
         self.rank == 0
+    }
+
+    /// The seed this process initialises its model with: `seed`, or `seed` + its rank under
+    /// the test hook `PIPETRAIN_TEST_SEED_PER_RANK=1` (see the module's documentation).
+    pub fn init_seed(&self, seed: u64) -> u64 {
+        match std::env::var("PIPETRAIN_TEST_SEED_PER_RANK").as_deref() {
+            Ok("1") => seed.wrapping_add(self.rank as u64),
+            _ => seed,
+        }
     }
 
     /// The workers this process runs.
@@ -254,11 +410,22 @@ mod link {
                             stages,
                         )
                     });
+            // Rank 0's training flags, against this process's.
+            let ours = super::settings(args);
+            let zero = comm
+                .broadcast((id.rank == 0).then(|| super::encode_settings(&ours)))
+                .map_err(Failure::runtime)?;
+            let theirs = match id.rank {
+                0 => ours.clone(),
+                _ => super::parse_settings(&zero),
+            };
+            let differs = super::disagreement(id.rank, &ours, &theirs);
             // Every process must stop if one cannot go on: rank 0 collects the verdicts and
             // tells every process the first error.
-            let mine = match &checked {
-                Ok(_) => Vec::new(),
-                Err(e) => format!("rank {}: {e}", id.rank).into_bytes(),
+            let mine = match (&checked, differs) {
+                (Err(e), _) => format!("rank {}: {e}", id.rank).into_bytes(),
+                (Ok(_), Some(differs)) => differs.into_bytes(),
+                (Ok(_), None) => Vec::new(),
             };
             let verdict = comm
                 .gather(mine)
@@ -349,3 +516,55 @@ mod link {
 }
 
 use link::Link;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn torchrun_without_mpi_is_refused_naming_its_variables() {
+        let torchrun = |k: &str| match k {
+            "RANK" => Some("1".to_string()),
+            "WORLD_SIZE" => Some("2".to_string()),
+            "MASTER_ADDR" => Some("127.0.0.1".to_string()),
+            _ => None,
+        };
+        let e = torchrun_refused(torchrun).unwrap();
+        assert!(
+            e.contains("RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1"),
+            "{e}"
+        );
+        assert!(e.contains("mpirun -np 2 pipetrain"), "{e}");
+        assert_eq!(torchrun_refused(|_| None), None);
+        let one = |k: &str| (k == "WORLD_SIZE").then(|| "1".to_string());
+        assert_eq!(torchrun_refused(one), None);
+    }
+
+    #[test]
+    fn settings_that_differ_are_named_with_both_values() {
+        let args = |lr: f64, metrics: &str| TrainArgs {
+            lr_flag: Some(lr),
+            metrics: Some(metrics.into()),
+            batch: 16,
+            ..Default::default()
+        };
+        let zero = settings(&args(0.01, "a.csv"));
+        assert!(
+            zero.iter().any(|(n, v)| n == "batch" && v == "16"),
+            "{zero:?}"
+        );
+        assert!(!zero.iter().any(|(n, _)| n == "metrics"), "{zero:?}");
+        assert_eq!(parse_settings(&encode_settings(&zero)), zero);
+        assert_eq!(
+            disagreement(1, &settings(&args(0.01, "b.csv")), &zero),
+            None
+        );
+        let e = disagreement(2, &settings(&args(0.02, "a.csv")), &zero).unwrap();
+        assert!(
+            e.starts_with(
+                "rank 2 trains with other settings than rank 0: --lr 0.02 (rank 0: 0.01)"
+            ),
+            "{e}"
+        );
+    }
+}

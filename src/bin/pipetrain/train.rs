@@ -152,7 +152,8 @@ fn train(
     model.check_fits().map_err(Failure::usage)?;
     let devices = args.device.devices().map_err(Failure::usage)?;
     let device = devices[0].clone();
-    device.seed(args.seed);
+    // Rank 0's weights reach every process by broadcast, whatever each initialised.
+    device.seed(dist.map_or(args.seed, |d| d.init_seed(args.seed)));
     let ties = model.ties(args.tie_embeddings).map_err(Failure::usage)?;
     let settings = Settings {
         args,
