@@ -274,6 +274,9 @@ fn train_with<L: Layer>(
     let (mut losses, mut rates) = (Vec::new(), Vec::new());
     let (mut last, mut skipped) = (None, 0);
     for step in first_step..args.steps {
+        if let Some(stop) = &s.stop {
+            stop.hold(step + 1);
+        }
         let batches: Vec<Batch> = (0..k as u64)
             .map(|j| {
                 let index = step * k as u64 + j;
