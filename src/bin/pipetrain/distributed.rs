@@ -74,9 +74,11 @@ fn torchrun_refused(var: impl Fn(&str) -> Option<String>) -> Option<String> {
 }
 
 /// Flags that may differ between the processes of a run: where each process runs and what it
-/// writes (only rank 0 writes metrics, plots and checkpoints; each rank its own trace).
-pub const PER_PROCESS: [&str; 7] = [
+/// writes (only rank 0 writes metrics and plots; each rank its own trace), and `--init`, whose
+/// weights rank 0's broadcast replaces.
+pub const PER_PROCESS: [&str; 8] = [
     "config",
+    "init",
     "device",
     "threads",
     "profile",
