@@ -109,7 +109,7 @@ fn the_memory_model_is_within_a_stated_factor_of_the_measured_peak() {
              {remat:?}: model {model} B, measured {measured} B, model/measured {ratio:.2}"
         ));
         assert!(
-            ratio >= 1.0 / BELOW && ratio <= ABOVE,
+            (1.0 / BELOW..=ABOVE).contains(&ratio),
             "{}\nthe model is outside [1/{BELOW}, {ABOVE}] of the measurement",
             rows.join("\n")
         );

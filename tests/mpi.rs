@@ -577,7 +577,11 @@ fn a_stopped_rank_ends_the_job_with_the_comm_timeout() {
         if stopped.elapsed() > deadline {
             let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
             let _ = child.kill();
-            panic!("the job still runs {deadline:?} after rank 2 was stopped");
+            let out = child.wait_with_output().expect("output");
+            panic!(
+                "the job still runs {deadline:?} after rank 2 was stopped: {}",
+                text(&out)
+            );
         }
         std::thread::sleep(Duration::from_millis(100));
     };

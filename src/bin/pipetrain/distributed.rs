@@ -17,7 +17,7 @@
 //! Every process must train the same thing: at start rank 0's training flags go to every
 //! process, and one that differs (an MPMD command line `mpirun -np 1 pipetrain … : -np 3
 //! pipetrain …` that does not repeat them) ends the run with a usage error naming the flag and
-//! both values. Only per-process flags may differ ([`PER_PROCESS`]).
+//! both values (see `settings`).
 //!
 //! A test hook, `PIPETRAIN_TEST_SEED_PER_RANK=1`, initialises each process's model with
 //! `--seed` + its rank (the data keeps `--seed`): the run must still train from rank 0's
@@ -70,114 +70,6 @@ fn torchrun_refused(var: impl Fn(&str) -> Option<String>) -> Option<String> {
          launch it with `mpirun -np {size} pipetrain ...` (or srun), or unset WORLD_SIZE to \
          train in one process",
         set.join(" ")
-    ))
-}
-
-/// Flags that may differ between the processes of a run: where each process runs and what it
-/// writes (only rank 0 writes metrics and plots; each rank its own trace), and `--init`, whose
-/// weights rank 0's broadcast replaces.
-pub const PER_PROCESS: [&str; 8] = [
-    "config",
-    "init",
-    "device",
-    "threads",
-    "profile",
-    "metrics",
-    "plot",
-    "comm_timeout",
-];
-
-/// The training flags of `args` as `(field, value)` pairs, from their `Debug` form (every
-/// flag is a field), without the [`PER_PROCESS`] ones.
-fn settings(args: &TrainArgs) -> Vec<(String, String)> {
-    let text = format!("{args:#?}");
-    let mut out: Vec<(String, String)> = Vec::new();
-    for line in text.lines().skip(1) {
-        let field = line
-            .strip_prefix("    ")
-            .filter(|l| !l.starts_with(' '))
-            .and_then(|l| l.split_once(": "));
-        match (field, out.last_mut()) {
-            (Some((name, value)), _) => out.push((name.to_string(), value.to_string())),
-            (None, Some((_, value))) if line != "}" => value.push_str(line.trim()),
-            _ => {}
-        }
-    }
-    for (_, value) in &mut out {
-        // `Some(\n 0.01,\n)` joined: `Some(0.01,)` → `Some(0.01)`.
-        *value = value
-            .trim_end_matches(',')
-            .replace(",)", ")")
-            .replace(",]", "]")
-            .replace(",}", "}")
-            .replace(',', ", ");
-    }
-    out.retain(|(name, _)| !PER_PROCESS.contains(&name.as_str()));
-    out
-}
-
-/// [`settings`] as bytes for the wire: one `field<TAB>value` line each (a `Debug` value has
-/// neither a tab nor a newline: it escapes them).
-fn encode_settings(settings: &[(String, String)]) -> Vec<u8> {
-    settings
-        .iter()
-        .map(|(name, value)| format!("{name}\t{value}\n"))
-        .collect::<String>()
-        .into_bytes()
-}
-
-/// The settings [`encode_settings`] wrote.
-fn parse_settings(bytes: &[u8]) -> Vec<(String, String)> {
-    String::from_utf8_lossy(bytes)
-        .lines()
-        .filter_map(|l| l.split_once('\t'))
-        .map(|(name, value)| (name.to_string(), value.to_string()))
-        .collect()
-}
-
-/// The flag a `TrainArgs` field stands for.
-fn flag(field: &str) -> String {
-    match field {
-        "lr_flag" => "--lr".to_string(),
-        _ => format!("--{}", field.replace('_', "-")),
-    }
-}
-
-/// A `Debug` value as a user writes it: `Some(0.01)` → `0.01`, `None` → `unset`.
-fn shown(value: &str) -> &str {
-    match value {
-        "None" => "unset",
-        v => v
-            .strip_prefix("Some(")
-            .and_then(|v| v.strip_suffix(')'))
-            .unwrap_or(v),
-    }
-}
-
-/// The usage error for process `rank` whose settings `mine` differ from rank 0's `theirs`
-/// (both from [`settings`]), naming every differing flag with both values; `None` if they
-/// agree.
-fn disagreement(
-    rank: usize,
-    mine: &[(String, String)],
-    theirs: &[(String, String)],
-) -> Option<String> {
-    let differ: Vec<String> = mine
-        .iter()
-        .zip(theirs)
-        .filter(|(a, b)| a != b)
-        .map(|((name, ours), (_, zero))| {
-            format!("{} {} (rank 0: {})", flag(name), shown(ours), shown(zero))
-        })
-        .collect();
-    if differ.is_empty() && mine.len() == theirs.len() {
-        return None;
-    }
-    Some(format!(
-        "rank {rank} trains with other settings than rank 0: {}; every process of a run must \
-         train the same model on the same data: give every process the same flags (an MPMD \
-         command line `mpirun -np 1 pipetrain ... : -np 3 pipetrain ...` must repeat them)",
-        differ.join(", ")
     ))
 }
 
@@ -413,15 +305,15 @@ mod link {
                         )
                     });
             // Rank 0's training flags, against this process's.
-            let ours = super::settings(args);
+            let ours = crate::settings::of(args);
             let zero = comm
-                .broadcast((id.rank == 0).then(|| super::encode_settings(&ours)))
+                .broadcast((id.rank == 0).then(|| crate::settings::encode(&ours)))
                 .map_err(Failure::runtime)?;
             let theirs = match id.rank {
                 0 => ours.clone(),
-                _ => super::parse_settings(&zero),
+                _ => crate::settings::parse(&zero),
             };
-            let differs = super::disagreement(id.rank, &ours, &theirs);
+            let differs = crate::settings::disagreement(id.rank, &ours, &theirs);
             // Every process must stop if one cannot go on: rank 0 collects the verdicts and
             // tells every process the first error.
             let mine = match (&checked, differs) {
@@ -540,33 +432,5 @@ mod tests {
         assert_eq!(torchrun_refused(|_| None), None);
         let one = |k: &str| (k == "WORLD_SIZE").then(|| "1".to_string());
         assert_eq!(torchrun_refused(one), None);
-    }
-
-    #[test]
-    fn settings_that_differ_are_named_with_both_values() {
-        let args = |lr: f64, metrics: &str| TrainArgs {
-            lr_flag: Some(lr),
-            metrics: Some(metrics.into()),
-            batch: 16,
-            ..Default::default()
-        };
-        let zero = settings(&args(0.01, "a.csv"));
-        assert!(
-            zero.iter().any(|(n, v)| n == "batch" && v == "16"),
-            "{zero:?}"
-        );
-        assert!(!zero.iter().any(|(n, _)| n == "metrics"), "{zero:?}");
-        assert_eq!(parse_settings(&encode_settings(&zero)), zero);
-        assert_eq!(
-            disagreement(1, &settings(&args(0.01, "b.csv")), &zero),
-            None
-        );
-        let e = disagreement(2, &settings(&args(0.02, "a.csv")), &zero).unwrap();
-        assert!(
-            e.starts_with(
-                "rank 2 trains with other settings than rank 0: --lr 0.02 (rank 0: 0.01)"
-            ),
-            "{e}"
-        );
     }
 }
