@@ -105,16 +105,12 @@ impl Held {
 
     /// Sends `signal` (`INT`, `TERM`) and waits until the held step has taken it.
     fn signal(&mut self, signal: &str) {
-        let status = Command::new("kill")
-            .args([&format!("-{signal}"), &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
+        self.send(signal);
         self.wait_for(&format!("test hook: SIG{signal} arrived during step"));
     }
 
     /// Sends `signal` without waiting for anything.
-    fn signal_again(&mut self, signal: &str) {
+    fn send(&mut self, signal: &str) {
         let status = Command::new("kill")
             .args([&format!("-{signal}"), &self.child.id().to_string()])
             .status()
@@ -270,7 +266,7 @@ fn a_second_sigint_exits_at_once_without_finishing_the_step() {
     let ck = tmp.path().join("ck.st");
     let mut run = Held::start(tmp.path(), 2, &["--checkpoint", ck.to_str().unwrap()]);
     run.signal("INT");
-    run.signal_again("INT");
+    run.send("INT");
     let (code, stderr) = run.exit();
     assert_eq!(code, 130, "{stderr}");
     assert!(!stderr.contains("stopped after step"), "{stderr}");

@@ -42,35 +42,15 @@ const ABOVE: f64 = 1.1;
 fn the_memory_model_is_within_a_stated_factor_of_the_measured_peak() {
     let device = Device::flex();
     // (width, batch): parameters dominate at 256 × 64, activations at 32 × 2048.
+    let (gpipe, one_f_one_b) = (ScheduleKind::GPipe, ScheduleKind::OneFOneB);
     let configurations = [
-        ((256, 64), 1, 1, ScheduleKind::GPipe, Remat::Never, "sgd"),
-        ((256, 64), 1, 4, ScheduleKind::GPipe, Remat::Never, "adam"),
-        (
-            (256, 64),
-            2,
-            8,
-            ScheduleKind::OneFOneB,
-            Remat::Never,
-            "adam",
-        ),
-        ((32, 2048), 1, 1, ScheduleKind::GPipe, Remat::Never, "sgd"),
-        ((32, 2048), 2, 8, ScheduleKind::GPipe, Remat::Never, "adam"),
-        (
-            (32, 2048),
-            2,
-            8,
-            ScheduleKind::OneFOneB,
-            Remat::Never,
-            "adam",
-        ),
-        (
-            (32, 2048),
-            2,
-            8,
-            ScheduleKind::OneFOneB,
-            Remat::Always,
-            "adam",
-        ),
+        ((256, 64), 1, 1, gpipe, Remat::Never, "sgd"),
+        ((256, 64), 1, 4, gpipe, Remat::Never, "adam"),
+        ((256, 64), 2, 8, one_f_one_b, Remat::Never, "adam"),
+        ((32, 2048), 1, 1, gpipe, Remat::Never, "sgd"),
+        ((32, 2048), 2, 8, gpipe, Remat::Never, "adam"),
+        ((32, 2048), 2, 8, one_f_one_b, Remat::Never, "adam"),
+        ((32, 2048), 2, 8, one_f_one_b, Remat::Always, "adam"),
     ];
     let mut rows = Vec::new();
     for ((width, rows_per_batch), stages, m, schedule, remat, optimizer) in configurations {

@@ -466,15 +466,20 @@ fn rank_pid(rank: usize, marker: &str) -> Option<u32> {
     None
 }
 
-/// The layout of [`endless_job`].
+/// The layout of the kill test's [`endless_job`]: 4 ranks.
 const ENDLESS: [&str; 6] = ["--stages", "2", "--balance", "2,1", "--replicas", "2"];
 
-/// Starts a 4-rank job of practically endless steps with `--comm-timeout timeout`, writing a
-/// checkpoint every step in `dir`, and waits until it has written one (it is then training):
-/// mpirun's child, the checkpoint's path and rank 2's pid.
-fn endless_job(dir: &Path, timeout: u64) -> (std::process::Child, PathBuf, u32) {
+/// Starts an `np`-rank job of `layout` for practically endless steps with `--comm-timeout
+/// timeout`, writing a checkpoint every step in `dir`, and waits until it has written one (it is
+/// then training): mpirun's child, the checkpoint's path and rank `rank`'s pid.
+fn endless_job(
+    dir: &Path,
+    (np, layout): (usize, &[&str]),
+    timeout: u64,
+    rank: usize,
+) -> (std::process::Child, PathBuf, u32) {
     let checkpoint = dir.join("endless.st");
-    let mut args = job(&checkpoint, &ENDLESS);
+    let mut args = job(&checkpoint, layout);
     args.extend(
         [
             "--steps",
@@ -486,7 +491,7 @@ fn endless_job(dir: &Path, timeout: u64) -> (std::process::Child, PathBuf, u32) 
         ]
         .map(String::from),
     );
-    let child = mpirun(4, &[], &refs(&args))
+    let child = mpirun(np, &[], &refs(&args))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -499,7 +504,7 @@ fn endless_job(dir: &Path, timeout: u64) -> (std::process::Child, PathBuf, u32) 
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    let pid = rank_pid(2, &checkpoint.display().to_string()).expect("rank 2 runs");
+    let pid = rank_pid(rank, &checkpoint.display().to_string()).expect("the rank runs");
     (child, checkpoint, pid)
 }
 
@@ -512,7 +517,7 @@ fn endless_job(dir: &Path, timeout: u64) -> (std::process::Child, PathBuf, u32) 
 fn a_rank_killed_mid_run_ends_the_job_and_the_last_checkpoint_loads() {
     let _job = lock();
     let dir = scratch("mpi-kill");
-    let (mut child, checkpoint, pid) = endless_job(dir.path(), 10);
+    let (mut child, checkpoint, pid) = endless_job(dir.path(), (4, &ENDLESS), 10, 2);
     let (marker, layout) = (checkpoint.display().to_string(), ENDLESS);
     let killed = Instant::now();
     let status = Command::new("kill").args(["-9", &pid.to_string()]).status();
@@ -553,15 +558,22 @@ fn a_rank_killed_mid_run_ends_the_job_and_the_last_checkpoint_loads() {
 }
 
 /// A rank that hangs without dying (SIGSTOP: mpirun sees nothing wrong) is found by pipetrain's
-/// own `--comm-timeout`: the surviving ranks end with pipetrain's error naming the silent rank
+/// own `--comm-timeout`: the surviving rank ends with pipetrain's error naming the silent rank
 /// and the timeout, and the job exits non-zero within the timeout plus a margin. Without the
 /// timeout path the job would hang until the test's guard kills it.
+///
+/// Two ranks, so the survivor waits on the silent rank itself. With more, a survivor can wait on
+/// a rank that is alive but itself waiting on the silent one, and whichever wait times out first
+/// names its own peer: at 2 × 2 with rank 2 stopped, rank 1's all-reduce timed out first once
+/// in three suite runs, naming rank 3 ("member 1 (MPI rank 3) … sent nothing for 5s"), and the
+/// job ended there. pipetrain names the peer a wait was on, not the root of a chain of waits.
 #[test]
 fn a_stopped_rank_ends_the_job_with_the_comm_timeout() {
     let _job = lock();
     let dir = scratch("mpi-stop");
     let timeout = 5;
-    let (mut child, _, pid) = endless_job(dir.path(), timeout);
+    let layout = ["--stages", "2", "--balance", "2,1"];
+    let (mut child, _, pid) = endless_job(dir.path(), (2, &layout), timeout, 1);
     let stopped = Instant::now();
     let status = Command::new("kill")
         .args(["-STOP", &pid.to_string()])
@@ -579,7 +591,7 @@ fn a_stopped_rank_ends_the_job_with_the_comm_timeout() {
             let _ = child.kill();
             let out = child.wait_with_output().expect("output");
             panic!(
-                "the job still runs {deadline:?} after rank 2 was stopped: {}",
+                "the job still runs {deadline:?} after rank 1 was stopped: {}",
                 text(&out)
             );
         }
@@ -590,22 +602,22 @@ fn a_stopped_rank_ends_the_job_with_the_comm_timeout() {
     let out = child.wait_with_output().expect("output");
     let all = text(&out);
     assert!(!out.status.success(), "{all}");
-    // Whichever wait notices first words it: a worker's receive ("… (MPI rank 2) sent nothing
-    // for 5s …") or the communication thread's send ("rank 2 failed: could not send … for
+    // Whichever wait notices first words it: a worker's receive ("… (MPI rank 1) sent nothing
+    // for 5s …") or the communication thread's send ("rank 1 failed: could not send … for
     // 5 s (--comm-timeout) …"). mpirun's own messages never name the flag.
     let ours = all
         .lines()
         .find(|l| {
             l.starts_with("error: rank ")
-                && l.contains("rank 2")
+                && l.contains("rank 1")
                 && l.contains("--comm-timeout")
                 && (l.contains(&format!("{timeout}s")) || l.contains(&format!("{timeout} s")))
         })
         .unwrap_or_else(|| {
-            panic!("no pipetrain error naming the silent rank 2 and the {timeout} s timeout: {all}")
+            panic!("no pipetrain error naming the silent rank 1 and the {timeout} s timeout: {all}")
         });
     assert!(
-        !ours.starts_with("error: rank 2 "),
+        !ours.starts_with("error: rank 1 "),
         "a survivor reports it: {ours}"
     );
     assert!(
