@@ -2,10 +2,10 @@
 //! stops with an error naming the step, stage and parameter before any checkpoint of NaN
 //! weights is written; `--skip-nonfinite` skips such steps and counts them;
 //! `--clip-grad-norm` on 2 stages × 2 replicas matches single-device clipping (issue 17, items 5
-//! and 6).
+//! and 6); NaN weights that reach `--verify` fail it with exit 3 (issue 26, item 4).
 
 mod common;
-use common::{RUNTIME, TINY, failure_with, max_rel_diff, scratch, success, tensors};
+use common::{RUNTIME, TINY, VERIFY_FAILED, failure_with, max_rel_diff, scratch, success, tensors};
 
 /// `pipetrain train <TINY> --micro-batches 4 <extra>` with `--steps` replaced.
 fn tiny<'a>(steps: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
@@ -167,4 +167,29 @@ fn a_step_stopped_before_any_stage_applied_it_saves_the_last_good_step() {
         ],
     ));
     assert_eq!(tensors(&path), tensors(&whole));
+}
+
+/// NaN reaches `--verify`: SGD at lr 1e39 (finite in f64, infinite once the optimizer applies it
+/// in f32) turns the first step's finite gradients into infinite and NaN weights (∞ · 0), in the
+/// pipeline and in the single-device copy alike; `--skip-nonfinite` skips the later steps'
+/// non-finite gradients, so the run ends and compares NaN weights. A NaN difference must fail
+/// the verification (exit 3), never pass it by comparing false against the tolerance.
+#[test]
+fn a_nan_that_reaches_verify_exits_3() {
+    let args = tiny(
+        "2",
+        &[
+            "--stages",
+            "2",
+            "--optimizer",
+            "sgd",
+            "--lr",
+            "1e39",
+            "--skip-nonfinite",
+            "--verify",
+        ],
+    );
+    let e = failure_with(VERIFY_FAILED, &args);
+    assert!(e.contains("verify FAILED"), "{e}");
+    assert!(e.contains("NaN: the run diverged"), "{e}");
 }

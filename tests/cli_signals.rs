@@ -1,93 +1,149 @@
 //! A graceful stop (issue 12, item 6): SIGINT or SIGTERM mid-training finishes the step, saves
 //! the final checkpoint, flushes metrics and the trace, says what it saved and exits 130 / 143.
 //! The checkpoint resumes bit for bit and the trace parses.
+//!
+//! No test here depends on the host's speed: the test hook `PIPETRAIN_TEST_HOLD_STEP` holds a
+//! step open before it computes, the run says when a signal reached it, and the test ends the
+//! hold when it wants (or never, for the second SIGINT). The only clock is a guard against a
+//! hang ([`HANG`]), far above any step.
 
 mod common;
 use common::{scratch, success, tensors};
 
-use std::io::{BufRead, BufReader, Read};
-use std::path::Path;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::time::Duration;
 
 /// The tiny model every run here trains (Adam: optimizer state must resume too), after
 /// `common::TINY` (whose `--steps 1` the runs override).
 const MODEL: [&str; 4] = ["--micro-batches", "2", "--optimizer", "adam"];
 
-/// A model whose steps take about 2 s in the debug build on a 2-core AMD EPYC (width 256 and
-/// batch 512 took 0.28 s there, too short for signals 300 ms apart).
-const BIG: [&str; 6] = ["--width", "512", "--hidden-layers", "4", "--batch", "1024"];
+/// How long a run may take to say what it was asked to, or to exit: a guard against a hang,
+/// far above any host's step (the steps here are held open by the test hook, not timed).
+const HANG: Duration = Duration::from_secs(120);
 
-/// Starts `pipetrain train` for a practically endless number of steps with `extra`, and waits
-/// for its `step    2/` line: it is then mid-training.
-fn start(extra: &[&str]) -> Child {
-    start_after("step    2/", extra)
+/// A `pipetrain train` run whose step `held` is held open by the test hook
+/// (`PIPETRAIN_TEST_HOLD_STEP`) until [`Held::release`]: a signal sent while it is held lands
+/// inside that step on any host, fast or slow.
+struct Held {
+    child: Child,
+    /// Stderr, line by line, as the run writes it.
+    lines: Receiver<String>,
+    /// Every stderr line read so far.
+    stderr: String,
+    /// The file whose creation ends the hold.
+    release: PathBuf,
 }
 
-/// [`start`], waiting for the line that starts with `line`.
-fn start_after(line: &str, extra: &[&str]) -> Child {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_pipetrain"))
-        .arg("train")
-        .args(common::TINY)
-        .args(MODEL)
-        .args(["--stages", "2", "--steps", "1000000"])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut lines = stdout.lines();
-    loop {
-        let next = lines.next().expect("the run prints steps").unwrap();
-        if next.starts_with(line) {
-            break;
+impl Held {
+    /// Starts `pipetrain train` for a practically endless number of steps with `extra`,
+    /// holding step `held`, and waits until the run holds it.
+    fn start(dir: &Path, held: u64, extra: &[&str]) -> Held {
+        let release = dir.join("release");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_pipetrain"))
+            .arg("train")
+            .args(common::TINY)
+            .args(MODEL)
+            .args(["--stages", "2", "--steps", "1000000"])
+            .args(extra)
+            .env(
+                "PIPETRAIN_TEST_HOLD_STEP",
+                format!("{held}:{}", release.display()),
+            )
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Keep draining stdout so the child never blocks on a full pipe.
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        std::thread::spawn(move || stdout.lines().for_each(drop));
+        let (send, lines) = channel();
+        let stderr = BufReader::new(child.stderr.take().unwrap());
+        std::thread::spawn(move || {
+            for line in stderr.lines().map_while(Result::ok) {
+                if send.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut run = Held {
+            child,
+            lines,
+            stderr: String::new(),
+            release,
+        };
+        run.wait_for(&format!("test hook: step {held} held until"));
+        run
+    }
+
+    /// Reads stderr until a line starts with `start`.
+    fn wait_for(&mut self, start: &str) {
+        loop {
+            match self.lines.recv_timeout(HANG) {
+                Ok(line) => {
+                    self.stderr.push_str(&line);
+                    self.stderr.push('\n');
+                    if line.starts_with(start) {
+                        return;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    let _ = self.child.kill();
+                    panic!(
+                        "no `{start}` line within {HANG:?}; stderr:\n{}",
+                        self.stderr
+                    );
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    panic!("the run ended before `{start}`; stderr:\n{}", self.stderr)
+                }
+            }
         }
     }
-    // Keep draining stdout so the child never blocks on a full pipe.
-    std::thread::spawn(move || lines.for_each(drop));
-    child
-}
 
-/// Sends `signal` to `child` `times` times in a row and waits at most 5 s for it to exit;
-/// returns its exit code and stderr.
-fn signal_times(mut child: Child, signal: &str, times: usize) -> (i32, String) {
-    for i in 0..times {
-        if i > 0 {
-            // Two signals that are both pending before the child runs arrive as one (POSIX
-            // does not queue them): give it a moment to take the first.
-            std::thread::sleep(Duration::from_millis(300));
-        }
+    /// Sends `signal` (`INT`, `TERM`) and waits until the held step has taken it.
+    fn signal(&mut self, signal: &str) {
+        self.send(signal);
+        self.wait_for(&format!("test hook: SIG{signal} arrived during step"));
+    }
+
+    /// Sends `signal` without waiting for anything.
+    fn send(&mut self, signal: &str) {
         let status = Command::new("kill")
-            .args([&format!("-{signal}"), &child.id().to_string()])
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
             .status()
             .unwrap();
         assert!(status.success());
     }
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            child.kill().unwrap();
-            panic!("no exit within 5 s of {signal}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
-    (status.code().expect("an exit code, not a signal"), stderr)
-}
 
-/// Sends `signal` once: [`signal_times`].
-fn signal(child: Child, signal: &str) -> (i32, String) {
-    signal_times(child, signal, 1)
+    /// Ends the hold: the step goes on.
+    fn release(&self) {
+        std::fs::write(&self.release, b"go").unwrap();
+    }
+
+    /// Waits for the run to exit; its exit code and whole stderr.
+    fn exit(mut self) -> (i32, String) {
+        loop {
+            match self.lines.recv_timeout(HANG) {
+                Ok(line) => {
+                    self.stderr.push_str(&line);
+                    self.stderr.push('\n');
+                }
+                Err(RecvTimeoutError::Disconnected) => break,
+                Err(RecvTimeoutError::Timeout) => {
+                    let _ = self.child.kill();
+                    panic!("no exit within {HANG:?}; stderr:\n{}", self.stderr);
+                }
+            }
+        }
+        let status = self.child.wait().unwrap();
+        (
+            status.code().expect("an exit code, not a signal"),
+            self.stderr,
+        )
+    }
 }
 
 /// The step of `saved: checkpoint <path> (step N)` in `stderr`.
@@ -103,17 +159,23 @@ fn saved_step(stderr: &str, path: &Path) -> u64 {
 fn sigint_saves_a_checkpoint_that_resumes_bit_for_bit_and_a_trace_that_parses() {
     let tmp = scratch("sigint");
     let (ck, trace) = (tmp.path().join("ck.st"), tmp.path().join("trace.json"));
-    let child = start(&[
-        "--checkpoint",
-        ck.to_str().unwrap(),
-        "--profile",
-        trace.to_str().unwrap(),
-    ]);
-    let (code, stderr) = signal(child, "INT");
+    let mut run = Held::start(
+        tmp.path(),
+        3,
+        &[
+            "--checkpoint",
+            ck.to_str().unwrap(),
+            "--profile",
+            trace.to_str().unwrap(),
+        ],
+    );
+    run.signal("INT");
+    run.release();
+    let (code, stderr) = run.exit();
     assert_eq!(code, 130, "{stderr}");
-    assert!(stderr.contains("SIGINT: stopped after step"), "{stderr}");
+    assert!(stderr.contains("SIGINT: stopped after step 3 "), "{stderr}");
     let step = saved_step(&stderr, &ck);
-    assert!(step >= 2, "{stderr}");
+    assert_eq!(step, 3, "the held step finishes and is saved: {stderr}");
     let saved = pipetrain::Checkpoint::read(&ck).expect("the reported checkpoint loads");
     assert_eq!(saved.progress().step, step);
     let events: serde_json::Value =
@@ -171,9 +233,12 @@ fn sigint_saves_a_checkpoint_that_resumes_bit_for_bit_and_a_trace_that_parses() 
 fn sigterm_exits_143_with_the_metrics_flushed() {
     let tmp = scratch("sigterm");
     let metrics = tmp.path().join("run.csv");
-    let child = start(&["--metrics", metrics.to_str().unwrap()]);
-    let (code, stderr) = signal(child, "TERM");
+    let mut run = Held::start(tmp.path(), 2, &["--metrics", metrics.to_str().unwrap()]);
+    run.signal("TERM");
+    run.release();
+    let (code, stderr) = run.exit();
     assert_eq!(code, 143, "{stderr}");
+    assert!(stderr.contains("stopped after step 2 "), "{stderr}");
     assert!(
         stderr.contains("SIGTERM: stopped after step") && stderr.contains("metrics"),
         "{stderr}"
@@ -195,17 +260,14 @@ fn sigterm_exits_143_with_the_metrics_flushed() {
 
 #[test]
 fn a_second_sigint_exits_at_once_without_finishing_the_step() {
-    // Steps of about 2 s in the debug build on a 2-core AMD EPYC (width 256 and batch 512 took
-    // 0.28 s there, too short: the kills are 300 ms apart): both signals land inside the same
-    // step, and the second one does not wait for it.
+    // Step 2 is held open and never released: only an exit that does not wait for the step
+    // ends this run, on any host.
     let tmp = scratch("sigint-twice");
     let ck = tmp.path().join("ck.st");
-    let big = [&BIG[..], &["--checkpoint", ck.to_str().unwrap()]].concat();
-    let child = start_after("step    1/", &big);
-    // Into step 2 before the first signal: one that lands between step 1's line and the
-    // loop's stop check (seen under load) stops cleanly after step 1 before the second comes.
-    std::thread::sleep(Duration::from_millis(500));
-    let (code, stderr) = signal_times(child, "INT", 2);
+    let mut run = Held::start(tmp.path(), 2, &["--checkpoint", ck.to_str().unwrap()]);
+    run.signal("INT");
+    run.send("INT");
+    let (code, stderr) = run.exit();
     assert_eq!(code, 130, "{stderr}");
     assert!(!stderr.contains("stopped after step"), "{stderr}");
     assert!(!ck.exists(), "no checkpoint was written");
@@ -214,16 +276,14 @@ fn a_second_sigint_exits_at_once_without_finishing_the_step() {
 #[test]
 fn a_signal_before_the_first_step_completes_exits_at_once() {
     // Issue 27: a signal while the model was still being built, or during a first step of
-    // minutes, waited for that step. Nothing is saved yet, so it exits at once now. Steps of
-    // about 2 s in the debug build (see the test above): the signal lands inside step 1.
+    // minutes, waited for that step. Nothing is saved yet, so it exits at once now. Step 1 is
+    // held open and never released: only an exit that does not wait for it ends this run.
     let tmp = scratch("sigterm-first");
     let ck = tmp.path().join("ck.st");
-    let big = [&BIG[..], &["--checkpoint", ck.to_str().unwrap()]].concat();
-    let child = start_after("pipetrain:", &big);
-    let started = Instant::now();
-    let (code, stderr) = signal(child, "TERM");
+    let mut run = Held::start(tmp.path(), 1, &["--checkpoint", ck.to_str().unwrap()]);
+    run.send("TERM");
+    let (code, stderr) = run.exit();
     assert_eq!(code, 143, "{stderr}");
     assert!(!stderr.contains("stopped after step"), "{stderr}");
     assert!(!ck.exists(), "no step completed, nothing written");
-    assert!(started.elapsed() < Duration::from_secs(5));
 }

@@ -368,6 +368,83 @@ fn launcher_variables_that_disagree_with_mpi_exit_2() {
     );
 }
 
+/// Every rank initialises another model (the test hook `PIPETRAIN_TEST_SEED_PER_RANK` seeds
+/// rank r with `--seed` + r; the data keeps `--seed`): the run still equals, bit for bit, the
+/// in-process run from rank 0's init, which only rank 0's broadcast gives the others.
+#[test]
+fn ranks_that_initialise_differently_train_from_rank_0s_weights() {
+    let _job = lock();
+    let dir = scratch("mpi-seeds");
+    let (mpi, local) = (dir.path().join("mpi.st"), dir.path().join("local.st"));
+    let layout = ["--stages", "2", "--balance", "2,1", "--replicas", "2"];
+    let out = mpirun(
+        4,
+        &["-x", "PIPETRAIN_TEST_SEED_PER_RANK=1"],
+        &refs(&job(&mpi, &layout)),
+    )
+    .output()
+    .expect("mpirun runs");
+    assert!(out.status.success(), "{}", text(&out));
+    success(&refs(&job(&local, &layout)));
+    assert_same_bits(&mpi, &local);
+}
+
+/// An MPMD command line whose processes get different training flags is refused on every
+/// process, naming each differing flag with both values (exit 2), before anything trains.
+#[test]
+fn mpmd_ranks_with_other_training_flags_exit_2_naming_them() {
+    let _job = lock();
+    let binary = env!("CARGO_BIN_EXE_pipetrain");
+    let base = ["train", "--stages", "2", "--balance", "2,1"];
+    let rank0: Vec<&str> = base
+        .iter()
+        .chain(&TINY)
+        .chain(&["--lr", "0.01"])
+        .copied()
+        .collect();
+    let rank1: Vec<&str> = base
+        .iter()
+        .chain(&TINY)
+        .chain(&[
+            "--lr",
+            "0.02",
+            "--schedule",
+            "gpipe",
+            "--metrics",
+            "/dev/null",
+        ])
+        .copied()
+        .collect();
+    let out = Command::new("mpirun")
+        .args(["-np", "1", binary])
+        .args(&rank0)
+        .args([":", "-np", "1", binary])
+        .args(&rank1)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("OMPI_MCA_rmaps_base_oversubscribe", "1")
+        .output()
+        .expect("mpirun runs");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("rank 1 trains with other settings than rank 0: ")
+            && stderr.contains("--lr 0.02 (rank 0: 0.01)")
+            && stderr.contains("--schedule Gpipe (rank 0: OneFOneB)"),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        !stderr.contains("--metrics"),
+        "a per-process flag may differ: {stderr}"
+    );
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("step "),
+        "{}",
+        text(&out)
+    );
+}
+
 /// The pid of the rank-`rank` process whose command line mentions `marker`.
 fn rank_pid(rank: usize, marker: &str) -> Option<u32> {
     let wanted = format!("OMPI_COMM_WORLD_RANK={rank}");
@@ -389,13 +466,20 @@ fn rank_pid(rank: usize, marker: &str) -> Option<u32> {
     None
 }
 
-#[test]
-fn a_rank_killed_mid_run_ends_the_job_and_the_last_checkpoint_loads() {
-    let _job = lock();
-    let dir = scratch("mpi-kill");
-    let checkpoint = dir.path().join("kill.st");
-    let layout = ["--stages", "2", "--balance", "2,1", "--replicas", "2"];
-    let mut args = job(&checkpoint, &layout);
+/// The layout of the kill test's [`endless_job`]: 4 ranks.
+const ENDLESS: [&str; 6] = ["--stages", "2", "--balance", "2,1", "--replicas", "2"];
+
+/// Starts an `np`-rank job of `layout` for practically endless steps with `--comm-timeout
+/// timeout`, writing a checkpoint every step in `dir`, and waits until it has written one (it is
+/// then training): mpirun's child, the checkpoint's path and rank `rank`'s pid.
+fn endless_job(
+    dir: &Path,
+    (np, layout): (usize, &[&str]),
+    timeout: u64,
+    rank: usize,
+) -> (std::process::Child, PathBuf, u32) {
+    let checkpoint = dir.join("endless.st");
+    let mut args = job(&checkpoint, layout);
     args.extend(
         [
             "--steps",
@@ -403,11 +487,11 @@ fn a_rank_killed_mid_run_ends_the_job_and_the_last_checkpoint_loads() {
             "--checkpoint-every",
             "1",
             "--comm-timeout",
-            "10",
+            &timeout.to_string(),
         ]
         .map(String::from),
     );
-    let mut child = mpirun(4, &[], &refs(&args))
+    let child = mpirun(np, &[], &refs(&args))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -420,8 +504,21 @@ fn a_rank_killed_mid_run_ends_the_job_and_the_last_checkpoint_loads() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    let marker = checkpoint.display().to_string();
-    let pid = rank_pid(2, &marker).expect("rank 2 runs");
+    let pid = rank_pid(rank, &checkpoint.display().to_string()).expect("the rank runs");
+    (child, checkpoint, pid)
+}
+
+/// What this proves: a dead rank ends the whole job with a non-zero exit, and the last
+/// checkpoint written before it is whole (it loads and training goes on from it). It does not
+/// prove pipetrain's own detection: after `kill -9` mpirun sees the process die, ends the job
+/// and names "rank 2" itself. [`a_stopped_rank_ends_the_job_with_the_comm_timeout`] covers the
+/// rank that hangs without dying, which only `--comm-timeout` catches.
+#[test]
+fn a_rank_killed_mid_run_ends_the_job_and_the_last_checkpoint_loads() {
+    let _job = lock();
+    let dir = scratch("mpi-kill");
+    let (mut child, checkpoint, pid) = endless_job(dir.path(), (4, &ENDLESS), 10, 2);
+    let (marker, layout) = (checkpoint.display().to_string(), ENDLESS);
     let killed = Instant::now();
     let status = Command::new("kill").args(["-9", &pid.to_string()]).status();
     assert!(status.is_ok_and(|s| s.success()), "kill -9 {pid}");
@@ -457,6 +554,75 @@ fn a_rank_killed_mid_run_ends_the_job_and_the_last_checkpoint_loads() {
     assert!(
         out.contains(&format!("resumed: {marker} at step {step}")),
         "{out}"
+    );
+}
+
+/// A rank that hangs without dying (SIGSTOP: mpirun sees nothing wrong) is found by pipetrain's
+/// own `--comm-timeout`: the surviving rank ends with pipetrain's error naming the silent rank
+/// and the timeout, and the job exits non-zero within the timeout plus a margin. Without the
+/// timeout path the job would hang until the test's guard kills it.
+///
+/// Two ranks, so the survivor waits on the silent rank itself. With more, a survivor can wait on
+/// a rank that is alive but itself waiting on the silent one, and whichever wait times out first
+/// names its own peer: at 2 × 2 with rank 2 stopped, rank 1's all-reduce timed out first once
+/// in three suite runs, naming rank 3 ("member 1 (MPI rank 3) … sent nothing for 5s"), and the
+/// job ended there. pipetrain names the peer a wait was on, not the root of a chain of waits.
+#[test]
+fn a_stopped_rank_ends_the_job_with_the_comm_timeout() {
+    let _job = lock();
+    let dir = scratch("mpi-stop");
+    let timeout = 5;
+    let layout = ["--stages", "2", "--balance", "2,1"];
+    let (mut child, _, pid) = endless_job(dir.path(), (2, &layout), timeout, 1);
+    let stopped = Instant::now();
+    let status = Command::new("kill")
+        .args(["-STOP", &pid.to_string()])
+        .status();
+    assert!(status.is_ok_and(|s| s.success()), "kill -STOP {pid}");
+    // The margin is a guard against a hang, not a measurement: the survivors' own error needs
+    // the timeout, then a moment to tell mpirun, which then ends every rank.
+    let deadline = Duration::from_secs(timeout + 60);
+    let ended = loop {
+        if child.try_wait().expect("waits").is_some() {
+            break stopped.elapsed();
+        }
+        if stopped.elapsed() > deadline {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("output");
+            panic!(
+                "the job still runs {deadline:?} after rank 1 was stopped: {}",
+                text(&out)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // mpirun kills its ranks, stopped or not; make sure of it.
+    let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    let out = child.wait_with_output().expect("output");
+    let all = text(&out);
+    assert!(!out.status.success(), "{all}");
+    // Whichever wait notices first words it: a worker's receive ("… (MPI rank 1) sent nothing
+    // for 5s …") or the communication thread's send ("rank 1 failed: could not send … for
+    // 5 s (--comm-timeout) …"). mpirun's own messages never name the flag.
+    let ours = all
+        .lines()
+        .find(|l| {
+            l.starts_with("error: rank ")
+                && l.contains("rank 1")
+                && l.contains("--comm-timeout")
+                && (l.contains(&format!("{timeout}s")) || l.contains(&format!("{timeout} s")))
+        })
+        .unwrap_or_else(|| {
+            panic!("no pipetrain error naming the silent rank 1 and the {timeout} s timeout: {all}")
+        });
+    assert!(
+        !ours.starts_with("error: rank 1 "),
+        "a survivor reports it: {ours}"
+    );
+    assert!(
+        ended >= Duration::from_secs(timeout),
+        "ended {ended:?} after the stop, before the {timeout} s timeout could pass: {all}"
     );
 }
 
@@ -532,6 +698,15 @@ impl Drop for Hosts {
     }
 }
 
+/// `CI`'s value when set to something other than empty, `false` or `0`.
+fn ci() -> Option<String> {
+    std::env::var("CI")
+        .ok()
+        .filter(|v| !v.is_empty() && v != "false" && v != "0")
+}
+
+/// Without `CI` the two-host test may skip where namespaces cannot be made (a plain user);
+/// under `CI=true` it must not.
 #[test]
 fn two_by_two_across_two_hosts_verifies() {
     let _job = lock();
@@ -539,7 +714,15 @@ fn two_by_two_across_two_hosts_verifies() {
     let hosts = match Hosts::create(dir.path()) {
         Ok(hosts) => hosts,
         Err(why) => {
-            println!("skipped: network namespaces cannot be created here ({why})");
+            // CI runs as root, where namespaces work: there a failure to create them is a
+            // broken host, not a reason to pass.
+            if let Some(ci) = ci() {
+                panic!(
+                    "CI={ci}: network namespaces cannot be created ({why}); this test must run \
+                     in CI (as root, with `ip` from iproute2), so it fails instead of skipping"
+                );
+            }
+            eprintln!("skipped: network namespaces cannot be created here ({why})");
             return;
         }
     };

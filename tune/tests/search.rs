@@ -1,13 +1,18 @@
 //! Property tests of the search on synthetic cost tables: it never returns an infeasible
 //! configuration, and on small spaces its feasible set and splits match brute force over every
-//! balance.
+//! balance. With one chunk per worker every configuration some split fits is found, at the
+//! fastest split that fits. With several chunks per worker (interleaved, ZB-V) the space is the
+//! time-optimal split alone: it is found whenever that split fits, and otherwise the search must
+//! report it over budget naming the worker and bytes the brute force finds; a slower split that
+//! would fit is out of the space by design (`evaluate.rs`), and the test says so.
 
 use pipetrain_partitioner::Partition;
 use pipetrain_schedules::{ScheduleKind, StageId, peak_stash};
 use pipetrain_tune::{
-    CostTable, Knobs, LayerTimes, Recompute, RowsCosts, Space, chunk_held, knobs, search,
+    CostTable, Knobs, LayerTimes, Reason, Recompute, RowsCosts, Space, chunk_held, knobs, search,
 };
 use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
 
 const SCHEDULES: [ScheduleKind; 5] = [
     ScheduleKind::GPipe,
@@ -132,6 +137,37 @@ fn balances(layers: usize, chunks: usize) -> Vec<Vec<usize>> {
         .collect()
 }
 
+/// Whether two predicted times are the same up to rounding (the search scales and sums them in
+/// another order).
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+}
+
+/// The partitioner's choice among `all` by brute force, as `partition_by_time` documents it:
+/// the least stage times sorted slowest first (lexicographically), then the smallest balance
+/// (each stage as few layers as it can, from the first on). Stage times are `layer_time` summed
+/// left to right and compared exactly, as the partitioner does: `layer_time` must be the very
+/// value the search hands it.
+fn leximax<'a>(all: &'a [Partition], layer_time: &dyn Fn(usize) -> f64) -> &'a Partition {
+    let times = |p: &Partition| {
+        let mut t: Vec<f64> = p
+            .iter()
+            .map(|(_, r)| r.map(layer_time).sum::<f64>())
+            .collect();
+        t.sort_by(|a, b| b.total_cmp(a));
+        t
+    };
+    let order = |a: &Partition, b: &Partition| {
+        let (ta, tb) = (times(a), times(b));
+        ta.iter()
+            .zip(&tb)
+            .map(|(x, y)| x.total_cmp(y))
+            .find(|o| o.is_ne())
+            .unwrap_or_else(|| a.balance().cmp(&b.balance()))
+    };
+    all.iter().min_by(|a, b| order(a, b)).expect("a split")
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
@@ -172,16 +208,18 @@ proptest! {
             }
             let times = table.at(space.batch / (k.replicas * k.micro_batches)).unwrap();
             let extra = k.remat.recomputed(k.micro_batches) as f64 / k.micro_batches as f64;
-            let layer_time = |i: usize| {
+            // A layer's backward per micro-batch: I + W at its rows when the schedule places
+            // them, else I plus its share of one weight-gradient product over the replica's rows.
+            let back = |i: usize| {
                 let t = &times[i];
                 let whole = &table.at(space.batch / k.replicas).unwrap()[i];
-                let back = if k.schedule.splits_backward() {
+                if k.schedule.splits_backward() {
                     t.input + t.weight
                 } else {
                     t.input + whole.weight / k.micro_batches as f64
-                };
-                t.forward + back + extra * t.forward
+                }
             };
+            let layer_time = |i: usize| times[i].forward + back(i) + extra * times[i].forward;
             let slowest = |p: &Partition| {
                 p.iter().map(|(_, r)| r.map(layer_time).sum::<f64>()).fold(0.0, f64::max)
             };
@@ -217,19 +255,47 @@ proptest! {
             let best = |ps: &mut dyn Iterator<Item = &Partition>| {
                 ps.map(slowest).fold(f64::INFINITY, f64::min)
             };
-            let expected = if v == 1 {
-                best(&mut all.iter().filter(|p| fits(p, true)))
-            } else {
-                let fastest = best(&mut all.iter());
-                let any_fast_fits = all.iter().filter(|p| slowest(p) == fastest).any(|p| fits(p, false));
-                if any_fast_fits || found.is_some() { fastest } else { f64::INFINITY }
-            };
-            match found {
-                None => prop_assert!(expected.is_infinite() || (v > 1), "{k}: brute force fits at {expected}"),
-                Some(c) => {
-                    let got = slowest(&c.partition);
-                    prop_assert!((got - expected).abs() <= 1e-9 * expected.max(1.0), "{k}: {got} vs {expected}");
+            if v == 1 {
+                let expected = best(&mut all.iter().filter(|p| fits(p, true)));
+                match found {
+                    None => prop_assert!(expected.is_infinite(), "{k}: brute force fits at {expected}"),
+                    Some(c) => {
+                        let got = slowest(&c.partition);
+                        prop_assert!(close(got, expected), "{k}: {got} vs {expected}");
+                    }
                 }
+                continue;
+            }
+            // Several chunks per worker: the space is the time-optimal split alone (the
+            // partitioner's, found here by brute force with its tie-breaks), kept if every
+            // worker's chunks fit together. A slower split that would fit is out of the space by
+            // design (evaluate.rs), and then the search must say so: over budget, naming the
+            // first worker that does not fit the time-optimal split and its bytes.
+            // The partitioner's inputs exactly: forward and backward each scaled by the
+            // table's slowdown for this many workers (evaluate.rs), then added.
+            let slow = table.slowdown(k.workers());
+            let exact = |i: usize| {
+                let t = &times[i];
+                t.forward * slow + (back(i) + extra * t.forward) * slow
+            };
+            let optimal = leximax(&all, &exact);
+            if fits(optimal, false) {
+                let c = found.ok_or_else(|| TestCaseError::fail(format!(
+                    "{k}: the time-optimal split {optimal} fits, but the search has no candidate"
+                )))?;
+                prop_assert_eq!(&c.partition, optimal, "{}: the split", k);
+            } else {
+                prop_assert!(found.is_none(), "{k}: found, but {optimal} does not fit");
+                let bytes = rank_bytes(&table, &space, k, optimal);
+                let budget = space.memory_budget.unwrap();
+                let (rank, &needed) = bytes.iter().enumerate().find(|(_, b)| **b > budget).unwrap();
+                let reason = ranking.infeasible.iter().find(|i| i.knobs == k).map(|i| &i.reason);
+                prop_assert_eq!(
+                    reason,
+                    Some(&Reason::OverBudget { stage: StageId::from(rank), needed, budget }),
+                    "{}: out of the space because {} needs {} bytes on worker {} > {}",
+                    k, optimal, needed, rank, budget
+                );
             }
         }
     }

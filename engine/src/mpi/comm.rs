@@ -210,10 +210,16 @@ impl Comm {
     /// Sends what is queued and ends the thread. With `finalize`, MPI is finalized (a clean
     /// exit); without, the process is expected to exit next (an error exit). Waits at most the
     /// communication timeout.
+    ///
+    /// Without `finalize` the thread is not joined: it may still be polling a send to a peer
+    /// that never receives (a stopped process: the send cannot be abandoned inside its MPI
+    /// scope), and the process exits next anyway. Joining it hung rank 0 of a 2-rank run whose
+    /// other rank was stopped with SIGSTOP (tests/mpi.rs).
     pub fn shutdown(&self, finalize: bool) {
         let (done, wait) = bounded(1);
         if self.command(Command::Shutdown { finalize, done }).is_ok()
             && wait.recv_timeout(self.timeout).is_ok()
+            && finalize
         {
             if let Some(thread) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
                 let _ = thread.join();

@@ -10,7 +10,18 @@
 //!
 //! A process is part of an MPI run when a launcher started it: `OMPI_COMM_WORLD_SIZE`
 //! (Open MPI), `PMI_SIZE` (MPICH, Slurm's PMI) or `PMIX_RANK` (PMIx) is set. A plain
-//! `pipetrain` is a one-process run, as without the feature.
+//! `pipetrain` is a one-process run, as without the feature. torchrun's environment
+//! (`WORLD_SIZE` above 1 without an MPI launcher) is refused: pipetrain does not join
+//! torchrun's rendezvous, and each process would otherwise train alone.
+//!
+//! Every process must train the same thing: at start rank 0's training flags go to every
+//! process, and one that differs (an MPMD command line `mpirun -np 1 pipetrain … : -np 3
+//! pipetrain …` that does not repeat them) ends the run with a usage error naming the flag and
+//! both values (see `settings`).
+//!
+//! A test hook, `PIPETRAIN_TEST_SEED_PER_RANK=1`, initialises each process's model with
+//! `--seed` + its rank (the data keeps `--seed`): the run must still train from rank 0's
+//! weights, which only the broadcast gives the other ranks.
 
 use std::path::Path;
 
@@ -36,13 +47,40 @@ fn launched() -> Option<usize> {
         .or_else(|| std::env::var_os("PMIX_RANK").map(|_| 0))
 }
 
+/// torchrun's variables, when they say a multi-process run that no MPI launcher started:
+/// the usage error that refuses it. `var` reads a variable (`std::env::var` in a run).
+fn torchrun_refused(var: impl Fn(&str) -> Option<String>) -> Option<String> {
+    let size = var("WORLD_SIZE")?;
+    if size.trim().parse::<usize>().is_ok_and(|n| n <= 1) {
+        return None;
+    }
+    let set: Vec<String> = [
+        "RANK",
+        "WORLD_SIZE",
+        "LOCAL_RANK",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+    ]
+    .iter()
+    .filter_map(|v| var(v).map(|value| format!("{v}={value}")))
+    .collect();
+    Some(format!(
+        "{} (torchrun's environment) without an MPI launcher: pipetrain does not join \
+         torchrun's rendezvous, so each of the WORLD_SIZE={size} processes would train alone; \
+         launch it with `mpirun -np {size} pipetrain ...` (or srun), or unset WORLD_SIZE to \
+         train in one process",
+        set.join(" ")
+    ))
+}
+
 impl Distributed {
     /// The run's processes, or `None` when no MPI launcher started this one. `stages` and
     /// `args.replicas` give the world.
     ///
     /// # Errors
-    /// Usage: the launcher's variables disagree with MPI, or the processes cannot hold the
-    /// world (every process reports the same error). Runtime: MPI cannot be initialised.
+    /// Usage: the launcher's variables disagree with MPI, the processes cannot hold the world,
+    /// or they were given different training flags (every process reports the same error);
+    /// torchrun's variables without an MPI launcher. Runtime: MPI cannot be initialised.
     pub fn start(args: &TrainArgs, stages: usize) -> Result<Option<Self>, Failure> {
         if args.workers_per_process == 0 {
             return Err(Failure::usage(
@@ -51,6 +89,9 @@ impl Distributed {
             ));
         }
         let Some(processes) = launched() else {
+            if let Some(refused) = torchrun_refused(|v| std::env::var(v).ok()) {
+                return Err(Failure::usage(refused));
+            }
             if args.workers_per_process != 1 {
                 return Err(Failure::usage(format!(
                     "--workers-per-process {}: this is a one-process run (no MPI launcher \
@@ -66,6 +107,15 @@ impl Distributed {
     /// Whether this process prints and writes the run's outputs (rank 0).
     pub fn is_leader(&self) -> bool {
         self.rank == 0
+    }
+
+    /// The seed this process initialises its model with: `seed`, or `seed` + its rank under
+    /// the test hook `PIPETRAIN_TEST_SEED_PER_RANK=1` (see the module's documentation).
+    pub fn init_seed(&self, seed: u64) -> u64 {
+        match std::env::var("PIPETRAIN_TEST_SEED_PER_RANK").as_deref() {
+            Ok("1") => seed.wrapping_add(self.rank as u64),
+            _ => seed,
+        }
     }
 
     /// The workers this process runs.
@@ -260,11 +310,22 @@ mod link {
                             stages,
                         )
                     });
+            // Rank 0's training flags, against this process's.
+            let ours = crate::settings::of(args);
+            let zero = comm
+                .broadcast((id.rank == 0).then(|| crate::settings::encode(&ours)))
+                .map_err(Failure::runtime)?;
+            let theirs = match id.rank {
+                0 => ours.clone(),
+                _ => crate::settings::parse(&zero),
+            };
+            let differs = crate::settings::disagreement(id.rank, &ours, &theirs);
             // Every process must stop if one cannot go on: rank 0 collects the verdicts and
             // tells every process the first error.
-            let mine = match &checked {
-                Ok(_) => Vec::new(),
-                Err(e) => format!("rank {}: {e}", id.rank).into_bytes(),
+            let mine = match (&checked, differs) {
+                (Err(e), _) => format!("rank {}: {e}", id.rank).into_bytes(),
+                (Ok(_), Some(differs)) => differs.into_bytes(),
+                (Ok(_), None) => Vec::new(),
             };
             let verdict = comm
                 .gather(mine)
@@ -355,3 +416,27 @@ mod link {
 }
 
 use link::Link;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn torchrun_without_mpi_is_refused_naming_its_variables() {
+        let torchrun = |k: &str| match k {
+            "RANK" => Some("1".to_string()),
+            "WORLD_SIZE" => Some("2".to_string()),
+            "MASTER_ADDR" => Some("127.0.0.1".to_string()),
+            _ => None,
+        };
+        let e = torchrun_refused(torchrun).unwrap();
+        assert!(
+            e.contains("RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1"),
+            "{e}"
+        );
+        assert!(e.contains("mpirun -np 2 pipetrain"), "{e}");
+        assert_eq!(torchrun_refused(|_| None), None);
+        let one = |k: &str| (k == "WORLD_SIZE").then(|| "1".to_string());
+        assert_eq!(torchrun_refused(one), None);
+    }
+}

@@ -56,6 +56,8 @@ mod progress;
 mod reference;
 mod remat;
 mod schedule;
+#[cfg(feature = "mpi")]
+mod settings;
 mod setup;
 mod stop;
 mod summary;

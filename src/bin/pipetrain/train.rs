@@ -204,7 +204,8 @@ fn train(
         .map_err(Failure::usage)?;
     let devices = args.device.devices().map_err(Failure::usage)?;
     let device = devices[0].clone();
-    device.seed(args.seed);
+    // Rank 0's weights reach every process by broadcast, whatever each initialised.
+    device.seed(dist.map_or(args.seed, |d| d.init_seed(args.seed)));
     let verify_device = match args.verify_device {
         Some(spec) => spec.device().map_err(Failure::usage)?,
         None => device.clone(),
@@ -340,6 +341,9 @@ fn train_with<L: Layer>(
     // The step of the last checkpoint written.
     let mut saved_step = None;
     for step in first_step..args.steps {
+        if let Some(stop) = &s.stop {
+            stop.hold(step + 1);
+        }
         let batches: Vec<Batch> = (0..k as u64)
             .map(|j| {
                 let index = step * k as u64 + j;
