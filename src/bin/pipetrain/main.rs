@@ -108,7 +108,7 @@ enum Command {
     #[command(args_override_self = true)]
     Bench(bench::BenchArgs),
     /// Write a checkpoint's weights as the state dict of the PyTorch module that mirrors its
-    /// model (names and [out, in] Linear weights; README: Coming from PyTorch).
+    /// model (names and [out, in] Linear weights; docs/pytorch.md).
     #[command(after_help = Exit::table())]
     Export(export::ExportArgs),
     /// Choose replicas × stages × micro-batches × schedule × remat for the model: measure its
