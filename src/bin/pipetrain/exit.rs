@@ -1,6 +1,6 @@
 //! The exit codes of `pipetrain`, defined once: [`Exit`] is the process status, and its
-//! [`Exit::table`] is shown under `--help`; `tests/cli_exit.rs` checks that docs/exit-codes.md's table
-//! says the same.
+//! [`Exit::table`] is shown under `--help`; `tests/cli_exit.rs` checks that the table in
+//! docs/exit-codes.md says the same.
 //!
 //! The split between 1 and 2 is by cause, not by time: 2 means "fix the command line" (a
 //! flag, the `--config` file, a path that does not exist, a combination the pipeline builder
