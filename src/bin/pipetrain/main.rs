@@ -67,7 +67,7 @@ mod tune;
 mod verify;
 
 // mimalloc as the binary's allocator: burn-flex allocates a fresh buffer per op; the system
-// allocator costs ~40 % of MLP throughput on this workload (DESIGN.md, measured).
+// allocator costs ~40 % of MLP throughput on this workload (docs/design.md, measured).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
