@@ -52,5 +52,10 @@ fn timing_parses_and_prints() {
         assert_eq!(text.parse::<Timing>().unwrap(), timing);
         assert_eq!(timing.to_string(), text);
     }
-    assert!("gpu".parse::<Timing>().unwrap_err().contains("device or host"));
+    assert!(
+        "gpu"
+            .parse::<Timing>()
+            .unwrap_err()
+            .contains("device or host")
+    );
 }
