@@ -2,7 +2,9 @@
 //!
 //! Pipeline- and data-parallel training for burn. Hand it a model as a sequence of layers; it
 //! cuts the sequence into stages, streams micro-batches through them under a schedule (GPipe
-//! fill-drain, 1F1B), and computes exactly what plain single-device training computes.
+//! fill-drain, 1F1B, ZB-H1, interleaved 1F1B or ZB-V: [`ScheduleKind`]), can run replicas of
+//! the whole pipeline that all-reduce their gradients, and computes what plain single-device
+//! training computes. The guide is in `docs/` (start at `docs/README.md`).
 //!
 //! ```
 //! use burn::prelude::*;
@@ -28,7 +30,9 @@
 //! ```
 //!
 //! Crates: [`schedules`] (plan IR, no burn), [`partitioner`] (stage split, no burn),
-//! [`engine`] (workers on burn), `pipetrain-models` (reference models).
+//! `pipetrain-tune` (the configuration search, no burn; [`tune`] runs it on a model),
+//! [`engine`] (workers on burn), `pipetrain-models` (reference models), `pipetrain-data`
+//! (datasets, sampler, loaders).
 
 mod builder;
 mod checkpoint;
@@ -59,7 +63,14 @@ pub use pipetrain_partitioner as partitioner;
 pub use pipetrain_schedules as schedules;
 pub use pipetrain_schedules::{MicroBatchId, ReplicaId, ScheduleKind, StageId, WorkerId};
 
-/// The README's Rust examples, compiled and run as doctests so that they stay true.
-#[doc = include_str!("../README.md")]
+/// The Rust examples of the README and of the guide's pages, compiled and run as doctests so
+/// that they stay true; `.ci/check-docs` fails on a page with Rust blocks that is not listed.
 #[cfg(doctest)]
-pub struct ReadmeDoctests;
+mod guide {
+    #[doc = include_str!("../README.md")]
+    pub struct Readme;
+    #[doc = include_str!("../docs/library.md")]
+    pub struct Library;
+    #[doc = include_str!("../docs/data-parallel.md")]
+    pub struct DataParallel;
+}

@@ -1,6 +1,6 @@
 //! `pipetrain`'s exit codes, run as a user runs it: 1 for a run that failed, 2 for a command
 //! line refused before training, 3 for a `--verify` above its tolerance (0 is every successful
-//! test); and the table under `--help` is the README's.
+//! test); and the table under `--help` is the guide's (docs/exit-codes.md).
 
 mod common;
 use common::{RUNTIME, TINY, USAGE, VERIFY_FAILED, failure_with, pipetrain, scratch, success};
@@ -214,13 +214,9 @@ fn help_table(help: &str) -> Vec<(String, String)> {
     rows
 }
 
-/// The rows of the README's `### Exit codes` table, backticks dropped.
-fn readme_table() -> Vec<(String, String)> {
-    let readme = include_str!("../README.md");
-    let (_, section) = readme
-        .split_once("### Exit codes\n")
-        .expect("README.md has an `### Exit codes` section");
-    section
+/// The rows of the table in docs/exit-codes.md, backticks dropped.
+fn guide_table() -> Vec<(String, String)> {
+    include_str!("../docs/exit-codes.md")
         .lines()
         .skip_while(|l| !l.starts_with('|'))
         .take_while(|l| l.starts_with('|'))
@@ -235,15 +231,15 @@ fn readme_table() -> Vec<(String, String)> {
 }
 
 #[test]
-fn help_and_the_readme_give_the_same_exit_codes() {
+fn help_and_the_guide_give_the_same_exit_codes() {
     let top = help_table(&success(&["--help"]));
     let codes: Vec<&str> = top.iter().map(|(c, _)| c.as_str()).collect();
     assert_eq!(codes, ["0", "1", "2", "3", "130", "143"], "{top:?}");
     assert_eq!(help_table(&success(&["train", "--help"])), top);
     assert_eq!(help_table(&success(&["plan", "--help"])), top);
     assert_eq!(
-        readme_table(),
+        guide_table(),
         top,
-        "README.md's table differs from --help's"
+        "docs/exit-codes.md's table differs from --help's"
     );
 }

@@ -219,7 +219,7 @@ fn rename_maps_a_prefix_and_wrong_names_are_listed_before_any_shape() {
     );
 }
 
-/// The GPT's documented PyTorch module (README) for vocab 16, context 8, d 16, 2 blocks.
+/// The GPT's documented PyTorch module (docs/pytorch.md) for vocab 16, context 8, d 16, 2 blocks.
 fn gpt_state_dict() -> StateDict {
     let mut shapes = vec![
         ("0.token.weight".to_string(), vec![16, 16]),

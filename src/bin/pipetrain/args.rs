@@ -35,7 +35,7 @@ pub enum OptimizerKind {
     Sgd,
     /// SGD with momentum 0.9.
     SgdMomentum,
-    /// Adam (the default: the README's first run learns in 20 steps).
+    /// Adam (the default: the first run, docs/concepts.md, learns in 20 steps).
     #[default]
     Adam,
     /// AdamW.
@@ -264,7 +264,7 @@ pub struct TrainArgs {
     #[arg(long, help_heading = "Optimizer")]
     pub weight_decay: Option<f64>,
     /// Learning-rate schedule over the run's optimizer steps (equal to torch.optim.lr_scheduler
-    /// step by step; see README).
+    /// step by step; see docs/pytorch.md).
     #[arg(long, value_enum, default_value_t, help_heading = "Optimizer")]
     pub lr_schedule: ScheduleKindArg,
     /// Linear warm-up steps from lr/N to lr before the schedule.
@@ -384,7 +384,7 @@ pub struct TrainArgs {
     pub init: Option<PathBuf>,
     /// With --init: rewrite the file's tensor names before matching them, REGEX=REPLACEMENT
     /// (`$1` for groups), e.g. `^module\.=` to drop DataParallel's prefix; repeatable, applied
-    /// in order before the model's own PyTorch names are mapped (README: Coming from PyTorch).
+    /// in order before the model's own PyTorch names are mapped (docs/pytorch.md).
     #[arg(
         long,
         value_name = "REGEX=REPLACEMENT",

@@ -1,6 +1,6 @@
 //! The exit codes of `pipetrain`, defined once: [`Exit`] is the process status, and its
-//! [`Exit::table`] is shown under `--help`; `tests/cli_exit.rs` checks that the README's table
-//! says the same.
+//! [`Exit::table`] is shown under `--help`; `tests/cli_exit.rs` checks that the table in
+//! docs/exit-codes.md says the same.
 //!
 //! The split between 1 and 2 is by cause, not by time: 2 means "fix the command line" (a
 //! flag, the `--config` file, a path that does not exist, a combination the pipeline builder
@@ -48,7 +48,7 @@ impl Exit {
         }
     }
 
-    /// What the code means, one sentence for `--help` and the README.
+    /// What the code means, one sentence for `--help` and docs/exit-codes.md.
     pub const fn meaning(self) -> &'static str {
         match self {
             Exit::Success => {

@@ -1,5 +1,5 @@
 //! `pipetrain export CKPT --format pytorch -o FILE`: a checkpoint's weights as the state dict of
-//! the PyTorch module that mirrors its model (README: Coming from PyTorch), loadable with
+//! the PyTorch module that mirrors its model (docs/pytorch.md), loadable with
 //! `model.load_state_dict(safetensors.torch.load_file(FILE))`.
 //!
 //! | model | pipetrain name, layout | PyTorch name, layout |

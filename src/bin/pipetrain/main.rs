@@ -69,7 +69,7 @@ mod tune;
 mod verify;
 
 // mimalloc as the binary's allocator: burn-flex allocates a fresh buffer per op; the system
-// allocator costs ~40 % of MLP throughput on this workload (DESIGN.md, measured).
+// allocator costs ~40 % of MLP throughput on this workload (docs/design.md, measured).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -110,7 +110,7 @@ enum Command {
     #[command(args_override_self = true)]
     Bench(bench::BenchArgs),
     /// Write a checkpoint's weights as the state dict of the PyTorch module that mirrors its
-    /// model (names and [out, in] Linear weights; README: Coming from PyTorch).
+    /// model (names and [out, in] Linear weights; docs/pytorch.md).
     #[command(after_help = Exit::table())]
     Export(export::ExportArgs),
     /// Choose replicas × stages × micro-batches × schedule × remat for the model: measure its

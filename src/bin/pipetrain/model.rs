@@ -25,7 +25,7 @@ pub enum Model {
 impl Model {
     /// Rename rules from the names of the PyTorch module that mirrors the model onto its own:
     /// the MLP's `nn.Sequential` (see [`MlpConfig::pytorch_renames`]); none for the GPT, whose
-    /// documented PyTorch module has its names (README), the ResNet and the U-Net.
+    /// documented PyTorch module has its names (docs/pytorch.md), the ResNet and the U-Net.
     pub fn pytorch_renames(&self) -> Vec<(String, String)> {
         match self {
             Model::Mlp(c) => c.pytorch_renames(),

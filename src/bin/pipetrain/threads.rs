@@ -1,7 +1,7 @@
 //! `--threads`: compute threads per worker, capped by the machine's cores. Workers already
-//! share the cores (DESIGN.md: on CPU, parallelism belongs to workers); more threads than cores
-//! only oversubscribe them (`--threads 1000` ran 100× slower), and `--threads 100000` spent
-//! minutes spawning threads.
+//! share the cores (docs/design.md: on CPU, parallelism belongs to workers); more threads
+//! than cores only oversubscribe them (`--threads 1000` ran 100× slower), and
+//! `--threads 100000` spent minutes spawning threads.
 
 /// `--threads`, capped so that this process's `workers` together use at most `cores` threads
 /// (each worker keeps at least one), with the warning to print when the cap applies.
