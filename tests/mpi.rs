@@ -409,14 +409,7 @@ fn mpmd_ranks_with_other_training_flags_exit_2_naming_them() {
     let rank1: Vec<&str> = base
         .iter()
         .chain(&TINY)
-        .chain(&[
-            "--lr",
-            "0.02",
-            "--schedule",
-            "gpipe",
-            "--metrics",
-            metrics,
-        ])
+        .chain(&["--lr", "0.02", "--schedule", "gpipe", "--metrics", metrics])
         .copied()
         .collect();
     let out = Command::new("mpirun")
