@@ -169,8 +169,9 @@ impl<L: Layer> SingleDevice<L> {
 
     /// Sets every parameter (and buffer) to its value in `model`, the same model's layer
     /// sequence (for example a pipeline's, after a step), matched by full-model name; the
-    /// optimizer state is kept. Lockstep verification starts each reference step from the
-    /// pipeline's weights this way, so a long run checks each step, not accumulated rounding.
+    /// optimizer state is kept. Per-step verification (`--verify`'s default) starts each
+    /// reference step from the pipeline's weights this way, so a long run checks each step, not
+    /// accumulated rounding (`tests/verify_per_step.rs` shows the loop).
     ///
     /// # Errors
     /// [`EngineError::World`] if `model` lacks one of the parameters or has another shape.
