@@ -30,7 +30,10 @@ impl MpiTransport {
             comm,
             layout,
             inbox,
-            device: Device::default(),
+            // Host memory: the bytes arrive on the host, and the worker moves what it receives
+            // to its own device. Not `Device::default()`: in a build with burn's CUDA backend
+            // that is CUDA GPU 0, even for a CPU run.
+            device: Device::flex(),
         }
     }
 
