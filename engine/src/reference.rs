@@ -7,7 +7,7 @@ use pipetrain_schedules::{Action, MicroBatchId};
 use crate::activation::Activation;
 use crate::adapter::{self, Accumulator, ModuleOptimizer};
 use crate::error::{Cause, EngineError, Result};
-use crate::guard::{self, GradGuard};
+use crate::grad_guard::{self, GradGuard};
 use crate::layer::Layer;
 use crate::loss::Loss;
 use crate::optimizer::OptimizerConfig;
@@ -72,7 +72,7 @@ impl<L: Layer> SingleDevice<L> {
             adapter::sum_tied_gradients(grads, &self.ties, &mut HashMap::new(), &device)
                 .expect("no collective: a local sum cannot fail")
         };
-        if let Some(grads) = guard::clip_single(&self.guard, &self.layers, grads) {
+        if let Some(grads) = grad_guard::clip_single(&self.guard, &self.layers, grads) {
             adapter::step(&mut self.optimizer, learning_rate, &mut self.layers, grads);
         }
     }

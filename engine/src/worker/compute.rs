@@ -9,14 +9,14 @@ use std::ops::Range;
 
 use crate::activation::Activation;
 use crate::adapter;
-use crate::deferred::Owner;
-use crate::dense;
 use crate::error::Cause;
 use crate::layer::Layer;
-use crate::linears::{Linears, Tap};
-use crate::stash::Stashed;
-use crate::tape::{self, Saved, Segment, Tape};
+use crate::split::deferred::Owner;
+use crate::split::dense;
+use crate::split::linears::{Linears, Tap};
 use crate::transport::{Flow, Tag};
+use crate::worker::stash::Stashed;
+use crate::worker::tape::{self, Saved, Segment, Tape};
 
 impl<L: Layer> Worker<'_, L> {
     fn input(&mut self, mb: MicroBatchId) -> Activation {
@@ -161,7 +161,7 @@ impl<L: Layer> Worker<'_, L> {
         Ok(())
     }
 
-    /// The training forward of one micro-batch, segment by segment (see [`crate::tape`]); an
+    /// The training forward of one micro-batch, segment by segment (see [`crate::worker::tape`]); an
     /// inner stage's output is queued for sending.
     fn forward_tape(
         &mut self,

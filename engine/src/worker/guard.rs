@@ -1,10 +1,10 @@
-//! The gradient guard at the optimizer step (see [`crate::guard`]): this stage's squared norms,
+//! The gradient guard at the optimizer step (see [`crate::grad_guard`]): this stage's squared norms,
 //! the exchange that makes them global, then fail, skip or clip.
 
 use super::interpreter::{Failure, Worker};
 use crate::adapter::{self, Grads, Slots};
 use crate::error::Cause;
-use crate::guard::{contribution, squared_norms, verdict};
+use crate::grad_guard::{contribution, squared_norms, verdict};
 use crate::layer::Layer;
 
 impl<L: Layer> Worker<'_, L> {

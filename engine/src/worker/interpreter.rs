@@ -16,20 +16,20 @@ use super::sync::Reduced;
 use crate::abort::Abort;
 use crate::activation::Activation;
 use crate::collective::CollectiveError;
-use crate::deferred::Deferred;
 use crate::error::{Cause, EngineError, panic_message};
 use crate::fabric::Links;
-use crate::guard::GradGuard;
+use crate::grad_guard::GradGuard;
 use crate::layer::Layer;
 use crate::loss::Loss;
 use crate::remat::Remat;
 use crate::report::{ActionTimes, WorkerReport};
 use crate::runtime::Timing;
-use crate::skip_routes::SkipRoutes;
-use crate::stash::Stash;
+use crate::skips::SkipRoutes;
+use crate::split::deferred::Deferred;
 use crate::tie::TieSlot;
 use crate::transport::{Flow, Tag, TransportError};
 use crate::turns::Turns;
+use crate::worker::stash::Stash;
 
 /// What the whole step shares.
 pub(crate) struct StepContext {
@@ -109,31 +109,31 @@ impl From<TransportError> for Failure {
 
 /// One worker running one program: its state and links, lent for the step.
 pub(crate) struct Worker<'a, L: Layer> {
-    pub(super) state: &'a mut WorkerState<L>,
-    pub(super) links: &'a mut Links,
-    pub(super) tie_slots: &'a [TieSlot],
-    pub(super) ctx: &'a StepContext,
-    pub(super) feed: Feed,
-    pub(super) reduced: Option<Reduced>,
-    pub(super) all_reduce: Option<(Duration, Duration)>,
-    pub(super) backward_end: Option<Duration>,
-    pub(super) stash: Stash,
-    pub(super) deferred: Deferred,
-    pub(super) received: HashMap<Tag, Activation>,
-    pub(super) outgoing: HashMap<Tag, Activation>,
+    pub(crate) state: &'a mut WorkerState<L>,
+    pub(crate) links: &'a mut Links,
+    pub(crate) tie_slots: &'a [TieSlot],
+    pub(crate) ctx: &'a StepContext,
+    pub(crate) feed: Feed,
+    pub(crate) reduced: Option<Reduced>,
+    pub(crate) all_reduce: Option<(Duration, Duration)>,
+    pub(crate) backward_end: Option<Duration>,
+    pub(crate) stash: Stash,
+    pub(crate) deferred: Deferred,
+    pub(crate) received: HashMap<Tag, Activation>,
+    pub(crate) outgoing: HashMap<Tag, Activation>,
     /// The layers without autodiff, cached until the next optimizer step.
-    pub(super) valid: Option<Vec<L>>,
+    pub(crate) valid: Option<Vec<L>>,
     /// The last stage's scaled micro-batch losses, read back once when the program ends.
-    pub(super) losses: Vec<burn::tensor::Tensor<1>>,
-    pub(super) outputs: Vec<(MicroBatchId, Activation)>,
-    pub(super) compute: Duration,
-    pub(super) actions: ActionTimes,
+    pub(crate) losses: Vec<burn::tensor::Tensor<1>>,
+    pub(crate) outputs: Vec<(MicroBatchId, Activation)>,
+    pub(crate) compute: Duration,
+    pub(crate) actions: ActionTimes,
     /// Set while layers run: the input and its origin, for panic messages.
-    pub(super) input_context: Option<String>,
+    pub(crate) input_context: Option<String>,
     /// The global gradient norm the optimizer step saw.
-    pub(super) grad_norm: Option<f64>,
+    pub(crate) grad_norm: Option<f64>,
     /// Whether the optimizer step skipped a non-finite step.
-    pub(super) skipped: bool,
+    pub(crate) skipped: bool,
 }
 
 impl<'a, L: Layer> Worker<'a, L> {
@@ -168,15 +168,15 @@ impl<'a, L: Layer> Worker<'a, L> {
         }
     }
 
-    pub(super) fn id(&self) -> WorkerId {
+    pub(crate) fn id(&self) -> WorkerId {
         self.state.id
     }
 
-    pub(super) fn is_first(&self) -> bool {
+    pub(crate) fn is_first(&self) -> bool {
         self.id().stage.index() == 0
     }
 
-    pub(super) fn is_last(&self) -> bool {
+    pub(crate) fn is_last(&self) -> bool {
         self.id().stage.index() + 1 == self.ctx.stages
     }
 

@@ -6,9 +6,10 @@
 mod compute;
 mod guard;
 mod interpreter;
-mod skips;
+pub(crate) mod stash;
 mod state;
 mod sync;
+pub(crate) mod tape;
 
-pub(crate) use interpreter::{Feed, Finished, StepContext, Worker};
+pub(crate) use interpreter::{Failure, Feed, Finished, StepContext, Worker};
 pub use state::WorkerState;

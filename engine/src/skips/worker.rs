@@ -7,12 +7,12 @@
 
 use pipetrain_schedules::{MicroBatchId, SkipRoute};
 
-use super::interpreter::{Failure, Worker};
 use crate::activation::{Activation, ActivationError};
 use crate::bundle::Bundle;
 use crate::error::Cause;
 use crate::layer::Layer;
 use crate::transport::{Flow, Tag};
+use crate::worker::{Failure, Worker};
 
 impl<L: Layer> Worker<'_, L> {
     fn tag(flow: Flow, micro_batch: MicroBatchId) -> Tag {
@@ -30,7 +30,7 @@ impl<L: Layer> Worker<'_, L> {
     }
 
     /// `input` with the skips received for `mb` added (a bundle's parts), on a popping stage.
-    pub(super) fn with_skips(
+    pub(crate) fn with_skips(
         &mut self,
         mb: MicroBatchId,
         input: Activation,
@@ -41,7 +41,7 @@ impl<L: Layer> Worker<'_, L> {
 
     /// The gradient of this stage's output for `mb`: the one from downstream with the skips'
     /// gradients from the stages that popped them added, on a stashing stage.
-    pub(super) fn with_skip_grads(
+    pub(crate) fn with_skip_grads(
         &mut self,
         mb: MicroBatchId,
         grad: Activation,
@@ -81,7 +81,7 @@ impl<L: Layer> Worker<'_, L> {
 
     /// Queues this stage's (plain) output of `mb` for sending: its skips to the stages that pop
     /// them, the rest downstream.
-    pub(super) fn queue_output(
+    pub(crate) fn queue_output(
         &mut self,
         mb: MicroBatchId,
         output: Activation,
@@ -94,7 +94,7 @@ impl<L: Layer> Worker<'_, L> {
 
     /// Drops what [`queue_output`](Self::queue_output) queued for `mb` (a re-materialized
     /// forward's output: it was sent already).
-    pub(super) fn drop_queued_output(&mut self, mb: MicroBatchId) {
+    pub(crate) fn drop_queued_output(&mut self, mb: MicroBatchId) {
         self.outgoing.remove(&Self::tag(Flow::Activation, mb));
         for route in self.ctx.skips.stashed_on(self.id().stage) {
             self.outgoing.remove(&Self::tag(Flow::Skip(route), mb));
@@ -103,7 +103,7 @@ impl<L: Layer> Worker<'_, L> {
 
     /// Queues the input gradient of `mb` for sending: the popped skips' parts straight back to
     /// the stages that stashed them (only differentiable skips have one), the rest upstream.
-    pub(super) fn queue_input_grad(
+    pub(crate) fn queue_input_grad(
         &mut self,
         mb: MicroBatchId,
         grad: Activation,

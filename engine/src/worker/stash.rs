@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use pipetrain_schedules::MicroBatchId;
 
 use crate::activation::Activation;
-use crate::tape::Tape;
+use crate::worker::tape::Tape;
 
 /// The forward's product that backward needs.
 pub(crate) enum Stashed {
