@@ -3,13 +3,14 @@
 //!
 //! - [`check`]: the model's stashes and pops pair up, checked before anything runs;
 //! - [`routes`]: which skips cross which stages under a partition, and one stage's share;
-//! - [`worker`]: on a worker, the stashing stage takes its skips out of its output and sends
+//! - [`stage`]: on a worker, the stashing stage takes its skips out of its output and sends
 //!   them straight to the popping stage, which adds them to its input; gradients go back the
 //!   same way.
 
 mod check;
 mod routes;
-mod worker;
+mod stage;
 
 pub use check::{SkipError, check_skips};
 pub use routes::SkipRoutes;
+pub(crate) use stage::StageSkips;
