@@ -200,3 +200,121 @@ fn split(
     }
     Ok(bundle.into())
 }
+
+#[cfg(test)]
+mod tests {
+    use pipetrain_partitioner::Partition;
+
+    use super::*;
+    use crate::layer::Layer;
+
+    /// Down `level` stashes `s{level}`, up pops it.
+    #[derive(burn::module::Module, Debug)]
+    struct L {
+        level: usize,
+        up: bool,
+    }
+
+    impl Layer for L {
+        fn forward(&self, x: Activation) -> Result<Activation, ActivationError> {
+            Ok(x)
+        }
+        fn stashes(&self) -> Vec<String> {
+            (!self.up)
+                .then(|| format!("s{}", self.level))
+                .into_iter()
+                .collect()
+        }
+        fn pops(&self) -> Vec<String> {
+            self.up
+                .then(|| format!("s{}", self.level))
+                .into_iter()
+                .collect()
+        }
+    }
+
+    /// down 0, down 1 | up 1 | up 0: stage 0 sends `s1` to stage 1 and `s0` to stage 2.
+    fn stages() -> [StageSkips; 3] {
+        let layer = |level, up| L { level, up };
+        let model = [
+            layer(0, false),
+            layer(1, false),
+            layer(1, true),
+            layer(0, true),
+        ];
+        let routes = SkipRoutes::new(&model, &Partition::from_balance(&[2, 1, 1], 4).unwrap());
+        [0, 1, 2].map(|s| StageSkips::new(&routes, StageId(s)))
+    }
+
+    fn names(a: &Activation) -> Vec<String> {
+        let bundle = a.clone().bundle().unwrap();
+        bundle.parts().iter().map(|p| p.name.clone()).collect()
+    }
+
+    /// Only a stage with skips on a flow splits it: the worker skips the machinery otherwise.
+    #[test]
+    fn only_stages_with_skips_split_their_messages() {
+        let [s0, s1, s2] = stages();
+        let none = StageSkips::new(&SkipRoutes::default(), StageId(0));
+        let splits = |s: &StageSkips| [Flow::Activation, Flow::Gradient].map(|f| s.splits(f));
+        assert_eq!(splits(&s0), [true, false]);
+        assert_eq!(splits(&s1), [false, true]);
+        assert_eq!(splits(&s2), [false, true]);
+        assert_eq!(splits(&none), [false, false]);
+    }
+
+    /// The stashing stage's output loses its skips to one message per popping stage; the popper
+    /// joins its message back into its input.
+    #[test]
+    fn the_stashing_stage_splits_and_the_popping_stage_joins() {
+        let [s0, s1, _] = stages();
+        let device = Device::flex();
+        let t = |v: f32| Tensor::<2>::full([2, 3], v, &device);
+        let output = Bundle::new()
+            .with("x", t(1.0))
+            .with("s0", t(2.0))
+            .with("s1", t(3.0));
+        let (mb, mut outgoing) = (MicroBatchId(0), Messages::new());
+        let rest = s0
+            .split(Flow::Activation, mb, output.into(), &mut outgoing)
+            .unwrap();
+        assert_eq!(names(&rest), ["x"]);
+        let tag = |route: &str| Tag {
+            flow: Flow::Skip(route.parse().unwrap()),
+            micro_batch: mb,
+        };
+        assert_eq!(outgoing.len(), 2);
+        assert_eq!(names(&outgoing[&tag("0:1")]), ["s1"]);
+        assert_eq!(names(&outgoing[&tag("0:2")]), ["s0"]);
+        let mut received: Messages = outgoing
+            .into_iter()
+            .filter(|(k, _)| *k == tag("0:1"))
+            .collect();
+        let input = s1.join_input(mb, rest, &mut received, &device).unwrap();
+        assert_eq!(names(&input), ["x", "s1"]);
+        assert!(received.is_empty());
+    }
+
+    /// A stashing layer that leaves its skip out is an error naming the route and the skip.
+    #[test]
+    fn a_missing_skip_names_its_route() {
+        let [s0, _, _] = stages();
+        let device = Device::flex();
+        let output = Bundle::new().with("s1", Tensor::<2>::zeros([1, 1], &device));
+        let mut outgoing = Messages::new();
+        let error = s0
+            .split(
+                Flow::Activation,
+                MicroBatchId(0),
+                output.into(),
+                &mut outgoing,
+            )
+            .unwrap_err();
+        let message = error.to_string();
+        assert!(message.contains(r#"skips ["s0"] from "#), "{message}");
+        assert!(
+            message.contains("the stashing layer left it out"),
+            "{message}"
+        );
+    }
+}

@@ -31,6 +31,8 @@ pub(crate) struct StepContext {
 }
 
 /// What the step computes.
+// One job per step, shared by every worker of it: boxing `Training` would save nothing.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Job {
     /// Forward and backward with the loss; the gradients accumulate, and the plan says whether
     /// they are summed over the replicas and applied.
