@@ -127,7 +127,7 @@ impl fmt::Display for Bytes {
 /// Per-layer memory of `layers`: parameter bytes, and output bytes measured by a forward pass
 /// (no autodiff) of `sample`, one micro-batch, through the layers in order.
 pub fn layer_memory<L: Layer>(layers: &[L], sample: &Activation) -> Result<Vec<LayerMemory>> {
-    let mut x = sample.clone().detach();
+    let mut x = sample.clone().plain();
     let mut out = Vec::with_capacity(layers.len());
     for layer in layers {
         x = layer.forward(x)?;

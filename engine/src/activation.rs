@@ -5,6 +5,7 @@ use std::fmt;
 use burn::prelude::*;
 use burn::tensor::Int;
 
+use crate::adapter;
 use crate::bundle::Bundle;
 
 /// A tensor of any supported rank and kind: what one layer hands the next, what one stage sends
@@ -279,14 +280,15 @@ impl Activation {
         map_variant!(self, t => receive(t, device), b => b.map(|p| p.receive(device)))
     }
 
-    /// Without autodiff: the plain tensor that crosses a thread or process boundary.
-    pub fn detach(self) -> Activation {
-        map_variant!(self, t => t.inner(), b => b.map(Activation::detach))
+    /// Without autodiff (no graph, no gradient): the plain tensor that crosses a thread or
+    /// process boundary.
+    pub fn plain(self) -> Activation {
+        map_variant!(self, t => adapter::plain(t), b => b.map(Activation::plain))
     }
 
     /// All values as `f64`, flattened (for tests, metrics and verification).
     pub fn to_f64_vec(&self) -> Vec<f64> {
-        each_variant!(self, t => t.clone().inner().into_data().convert::<f64>().try_to_vec::<f64>().expect("f64 data"), b => b.parts().iter().flat_map(|p| p.value.to_f64_vec()).collect())
+        each_variant!(self, t => adapter::plain(t.clone()).into_data().convert::<f64>().try_to_vec::<f64>().expect("f64 data"), b => b.parts().iter().flat_map(|p| p.value.to_f64_vec()).collect())
     }
 }
 

@@ -105,7 +105,7 @@ pub fn cuda(index: usize) -> Result<Device, DeviceError> {
 /// done when the call that enqueued it returns. On any other device work is asynchronous: a host
 /// clock measures enqueueing unless the device is synchronised first.
 pub fn is_cpu(device: &Device) -> bool {
-    let name = format!("{:?}", device.clone().inner());
+    let name = format!("{:?}", crate::adapter::plain_device(device));
     ["Flex", "NdArray", "Cpu"]
         .iter()
         .any(|cpu| name.contains(cpu))

@@ -88,7 +88,7 @@ impl Loss for Mse {
                 "MSE needs output and target of the same shape: output {out_dims:?}, target {target_dims:?}"
             )));
         }
-        let target = target.detach();
+        let target = target.plain();
         macro_rules! mse {
             ($d:literal) => {
                 MseLoss::new().forward(

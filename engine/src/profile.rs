@@ -25,21 +25,21 @@ pub fn layer_costs<L: Layer>(
     device: &Device,
     repeats: usize,
 ) -> Result<Vec<LayerCost>, ActivationError> {
-    let device = device.clone().autodiff();
+    let device = adapter::autodiff_device(device);
     let layers: Vec<L> = layers
         .iter()
-        .map(|l| l.clone().to_device(&device).train())
+        .map(|l| adapter::trainable(l.clone(), &device))
         .collect();
     // Warm-up: one untimed forward and backward through every layer.
-    let mut x = sample.clone().detach().to_device(&device);
+    let mut x = sample.clone().plain().to_device(&device);
     for (i, layer) in layers.iter().enumerate() {
         let y = layer.forward(adapter::leaf(x.clone(), i > 0))?;
         if let Some(ones) = ones_like(&y) {
             let _ = adapter::backward_seeded(&y, ones)?;
         }
-        x = y.detach();
+        x = y.plain();
     }
-    let mut x = sample.clone().detach().to_device(&device);
+    let mut x = sample.clone().plain().to_device(&device);
     let mut costs = Vec::with_capacity(layers.len());
     for (i, layer) in layers.iter().enumerate() {
         let (mut forward, mut backward) = (f64::INFINITY, f64::INFINITY);
@@ -58,7 +58,7 @@ pub fn layer_costs<L: Layer>(
             let t2 = Instant::now();
             forward = forward.min((t1 - t0).as_secs_f64());
             backward = backward.min((t2 - t1).as_secs_f64());
-            out = Some(y.detach());
+            out = Some(y.plain());
         }
         let out = out.expect("at least one repeat");
         let param_bytes = (layer.num_params() * 4) as u64;
@@ -79,19 +79,19 @@ pub fn split_bytes<L: Layer>(
     sample: &Activation,
     device: &Device,
 ) -> Result<Vec<u64>, ActivationError> {
-    let device = device.clone().autodiff();
+    let device = adapter::autodiff_device(device);
     let rows_bytes = |t: &Tensor<2>| (t.dims().iter().product::<usize>() * t.dtype().size()) as u64;
-    let mut x = sample.clone().detach().to_device(&device);
+    let mut x = sample.clone().plain().to_device(&device);
     let mut out = Vec::with_capacity(layers.len());
     for layer in layers {
-        let layer = layer.clone().to_device(&device).train();
+        let layer = adapter::trainable(layer.clone(), &device);
         let input_bytes = (x.elements() * 4) as u64;
         let mut linears = Linears::split();
         let y = match layer.splits_linears() {
             true => layer.forward_linears(adapter::leaf(x, true), &mut linears)?,
             false => layer.forward(adapter::leaf(x, true))?,
         };
-        let y = y.detach();
+        let y = y.plain();
         out.push(if layer.dense().is_some() {
             input_bytes + (y.elements() * 4) as u64
         } else {
@@ -116,14 +116,13 @@ fn ones_like(a: &Activation) -> Option<Activation> {
         }
         return Some(ones.into());
     }
-    let device = match a {
+    let device = adapter::plain_device(&match a {
         Activation::Float1(t) => t.device(),
         Activation::Float2(t) => t.device(),
         Activation::Float3(t) => t.device(),
         Activation::Float4(t) => t.device(),
         _ => return None,
-    }
-    .inner();
+    });
     Some(match a {
         Activation::Float1(t) => Tensor::<1>::ones(t.shape(), &device).into(),
         Activation::Float2(t) => Tensor::<2>::ones(t.shape(), &device).into(),

@@ -7,7 +7,7 @@ use pipetrain_schedules::{Action, MicroBatchId};
 use crate::activation::Activation;
 use crate::adapter::{self, Accumulator, ModuleOptimizer};
 use crate::error::{Cause, EngineError, Result};
-use crate::guard::{self, GradGuard};
+use crate::grad_guard::{self, GradGuard};
 use crate::layer::Layer;
 use crate::loss::Loss;
 use crate::optimizer::OptimizerConfig;
@@ -29,10 +29,10 @@ pub struct SingleDevice<L: Layer> {
 impl<L: Layer> SingleDevice<L> {
     /// A trainer for `layers` on `device`.
     pub fn new(layers: Vec<L>, device: &Device, optimizer: &OptimizerConfig) -> Self {
-        let device = device.clone().autodiff();
+        let device = adapter::autodiff_device(device);
         let layers = layers
             .into_iter()
-            .map(|l| l.to_device(&device).train())
+            .map(|l| adapter::trainable(l, &device))
             .collect();
         Self {
             layers,
@@ -68,11 +68,11 @@ impl<L: Layer> SingleDevice<L> {
         let grads = if self.ties.is_empty() {
             grads
         } else {
-            let device = self.device.clone().inner();
+            let device = adapter::plain_device(&self.device);
             adapter::sum_tied_gradients(grads, &self.ties, &mut HashMap::new(), &device)
                 .expect("no collective: a local sum cannot fail")
         };
-        if let Some(grads) = guard::clip_single(&self.guard, &self.layers, grads) {
+        if let Some(grads) = grad_guard::clip_single(&self.guard, &self.layers, grads) {
             adapter::step(&mut self.optimizer, learning_rate, &mut self.layers, grads);
         }
     }

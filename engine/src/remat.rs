@@ -1,7 +1,16 @@
-//! Activation re-materialization (torchgpipe's `checkpoint` modes).
+//! Activation re-materialization (torchgpipe's `checkpoint` modes): the [`Remat`] policy, and
+//! what a worker does under it — a forward without a graph that keeps only the stage input, and
+//! the backward's recomputation of the forward with the graph.
 
 use std::fmt;
 use std::str::FromStr;
+
+use pipetrain_schedules::MicroBatchId;
+
+use crate::activation::Activation;
+use crate::layer::Layer;
+use crate::transport::Flow;
+use crate::worker::{Failure, Stashed, Tape, Worker};
 
 /// What a stage keeps between a micro-batch's forward and its backward.
 ///
@@ -59,5 +68,37 @@ impl FromStr for Remat {
             "always" => Ok(Remat::Always),
             _ => Err(ParseRematError(s.to_string())),
         }
+    }
+}
+
+impl<L: Layer> Worker<'_, L> {
+    /// The forward of a re-materialized micro-batch: an inner stage computes its output without
+    /// a graph (its only consumer is downstream) and queues it; the last stage's output feeds
+    /// only its own backward, so it computes nothing yet. Both keep only the input (and the
+    /// targets).
+    pub(crate) fn forward_remat(
+        &mut self,
+        mb: MicroBatchId,
+        input: Activation,
+        target: Option<Activation>,
+    ) -> Result<(), Failure> {
+        if !self.is_last() {
+            let out = self.forward_plain(input.clone())?;
+            self.queue(Flow::Activation, mb, out)?;
+        }
+        self.scratch.stash.put(mb, Stashed::Input { input, target });
+        Ok(())
+    }
+
+    /// The backward's first half for a re-materialized micro-batch: the forward again, with
+    /// the graph. Its output was sent already: it is dropped, never queued.
+    pub(crate) fn recompute(
+        &mut self,
+        mb: MicroBatchId,
+        input: Activation,
+        target: Option<Activation>,
+    ) -> Result<Tape, Failure> {
+        let (tape, _sent) = self.forward_tape(mb, input, target)?;
+        Ok(tape)
     }
 }

@@ -2,7 +2,7 @@
 //! `pipetrain-r{replica}s{stage}`, fed by a command channel, joined when the runtime is
 //! dropped.
 //!
-//! A step lends each thread its worker's state with the job and gets it back with the reply,
+//! A step lends each thread its worker's state with an assignment and gets it back with the reply,
 //! so between steps the runtime holds every state (checkpoints and inspection need no thread),
 //! and no `Mutex` guards a model. The thread keeps its [`Links`] across steps.
 
@@ -19,8 +19,9 @@ use crate::layer::Layer;
 use crate::tie::TieSlot;
 use crate::worker::{Feed, Finished, StepContext, Worker, WorkerState};
 
-/// One program to run with a lent state.
-pub(crate) struct Job {
+/// One program to run with a lent state: the step's plan, this worker's feed, and the step's
+/// context (with its [`Job`](crate::worker::Job)).
+pub(crate) struct Assignment {
     pub plan: Arc<Plan>,
     pub feed: Feed,
     pub ctx: Arc<StepContext>,
@@ -32,14 +33,14 @@ enum Command<L: Layer> {
         links: Links,
         tie_slots: Vec<TieSlot>,
     },
-    /// Run a job; reply with the state and what the worker finished with.
+    /// Run an assignment; reply with the state and what the worker finished with.
     Run {
         state: Box<WorkerState<L>>,
-        job: Job,
+        assignment: Assignment,
     },
 }
 
-/// What a thread hands back after a job: the state, always, and the worker's result (`None`
+/// What a thread hands back after an assignment: the state, always, and the worker's result (`None`
 /// when it stopped on a failure, which is recorded in the step's abort).
 pub(crate) struct Reply<L: Layer> {
     pub state: Box<WorkerState<L>>,
@@ -90,12 +91,16 @@ impl<L: Layer> WorkerThread<L> {
         self.send(Command::Connect { links, tie_slots })
     }
 
-    /// Lends the thread `state` to run `job`. On failure (the thread is gone) gives the state
-    /// back.
-    pub fn run(&self, state: WorkerState<L>, job: Job) -> Result<(), Box<WorkerState<L>>> {
+    /// Lends the thread `state` to run `assignment`. On failure (the thread is gone) gives the
+    /// state back.
+    pub fn run(
+        &self,
+        state: WorkerState<L>,
+        assignment: Assignment,
+    ) -> Result<(), Box<WorkerState<L>>> {
         let command = Command::Run {
             state: Box::new(state),
-            job,
+            assignment,
         };
         match self.commands.as_ref().map(|c| c.send(command)) {
             Some(Ok(())) => Ok(()),
@@ -142,9 +147,12 @@ fn serve<L: Layer>(id: WorkerId, inbox: Receiver<Command<L>>, outbox: Sender<Rep
                 links = Some(fresh);
                 tie_slots = slots;
             }
-            Command::Run { mut state, job } => {
+            Command::Run {
+                mut state,
+                assignment,
+            } => {
                 let Some(links) = links.as_mut() else {
-                    job.ctx.abort.fail(EngineError::WorkerDied {
+                    assignment.ctx.abort.fail(EngineError::WorkerDied {
                         replica: id.replica,
                         stage: id.stage,
                         message: "asked to run before it was connected".into(),
@@ -155,7 +163,7 @@ fn serve<L: Layer>(id: WorkerId, inbox: Receiver<Command<L>>, outbox: Sender<Rep
                     });
                     continue;
                 };
-                let finished = run(&mut state, links, &tie_slots, job);
+                let finished = run(&mut state, links, &tie_slots, assignment);
                 if outbox.send(Reply { state, finished }).is_err() {
                     return;
                 }
@@ -164,15 +172,15 @@ fn serve<L: Layer>(id: WorkerId, inbox: Receiver<Command<L>>, outbox: Sender<Rep
     }
 }
 
-/// Runs one job inside the worker's compute pool. A panic outside any action (an engine bug)
+/// Runs one assignment inside the worker's compute pool. A panic outside any action (an engine bug)
 /// is recorded as the worker's death; the state survives either way.
 fn run<L: Layer>(
     state: &mut WorkerState<L>,
     links: &mut Links,
     tie_slots: &[TieSlot],
-    job: Job,
+    assignment: Assignment,
 ) -> Option<Finished> {
-    let Job { plan, feed, ctx } = job;
+    let Assignment { plan, feed, ctx } = assignment;
     let pool = Arc::clone(&state.pool);
     let id = state.id;
     let outcome = catch_unwind(AssertUnwindSafe(|| {

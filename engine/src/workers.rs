@@ -8,7 +8,7 @@ use crate::adapter::{Named, named_parameters};
 use crate::error::{EngineError, Result};
 use crate::layer::Layer;
 use crate::optimizer::OptimizerConfig;
-use crate::skip_routes::SkipRoutes;
+use crate::skips::SkipRoutes;
 use crate::worker::WorkerState;
 use crate::world::World;
 

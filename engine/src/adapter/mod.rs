@@ -1,8 +1,10 @@
 //! The one place that touches burn's internals: autodiff, gradients, the module visitor and
 //! mapper, optimizers and their state, the store. burn's API churns between minors; when it
-//! does, these files are what change (`.ci/check-adapter` keeps those imports here).
+//! does, these files are what change (`.ci/check-adapter` keeps those imports, and the calls of
+//! burn's autodiff methods, here).
 //!
 //! - [`autodiff`]: leaves, seeded backward, input gradients, accumulation, the optimizer step;
+//! - [`graph`]: devices, tensors and modules in and out of autodiff; the split `Linear` product;
 //! - [`grads`]: a stage's gradients, parameters and buffers as rank-1 tensors for collectives;
 //! - [`names`]: parameter ids and full-model names;
 //! - [`values`]: parameter values, read and set by id;
@@ -17,6 +19,7 @@ mod autodiff;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
 mod grads;
+mod graph;
 mod names;
 mod optim_state;
 mod optimizer;
@@ -29,6 +32,9 @@ pub(crate) use autodiff::{
     detached, input_grad, leaf, optimizer_state_bytes, scalar, step, sum_scalars,
 };
 pub(crate) use grads::{Buffers, Slots, assign_owners, owners_of};
+pub(crate) use graph::{
+    autodiff_device, grad_or_zeros, inference_copy, plain, plain_device, split_product, trainable,
+};
 pub(crate) use names::{Named, ParamId, named_parameters};
 pub(crate) use optim_state::{StateScalar, StateTensor, export_state, import_state};
 pub(crate) use optimizer::{AdamConfig, AdamWConfig, ModuleOptimizer, SgdConfig, adam, adamw, sgd};

@@ -262,7 +262,7 @@ fn apply<L: Layer>(
     renames: &[(String, String)],
 ) -> Result<Vec<L>> {
     let bytes = to_f32_weights(path, bytes)?;
-    let mut model: Vec<L> = model.iter().map(|l| l.valid()).collect();
+    let mut model: Vec<L> = model.iter().map(crate::adapter::inference_copy).collect();
     // The store lets missing tensors through: they are reported below, by name.
     let applied = adapter::apply_safetensors(&mut model, bytes, pytorch, renames)
         .map_err(|e| corrupt(path, e))?;

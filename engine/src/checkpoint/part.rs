@@ -48,7 +48,11 @@ pub fn save_part<L: Layer>(
         }
         seen.push(w.id.stage);
         let offset = partition.range(w.id.stage).start;
-        let layers: Vec<L> = w.layers.iter().map(|l| l.valid()).collect();
+        let layers: Vec<L> = w
+            .layers
+            .iter()
+            .map(crate::adapter::inference_copy)
+            .collect();
         let empty = OptimizerState {
             optimizer: optimizer.to_string(),
             ..Default::default()

@@ -29,7 +29,7 @@ pub fn save<L: Layer>(
     let model: Vec<L> = workers
         .iter()
         .take(stages)
-        .flat_map(|w| w.layers.iter().map(|l| l.valid()))
+        .flat_map(|w| w.layers.iter().map(crate::adapter::inference_copy))
         .collect();
     let mut state = OptimizerState {
         optimizer: optimizer.to_string(),

@@ -268,7 +268,7 @@ pub(crate) fn activation_bytes(activation: Activation) -> Vec<u8> {
         return super::bundle_wire::bundle_bytes(bundle, BUNDLE);
     }
     let dims = activation.dims();
-    let (kind, values): (u32, Vec<u8>) = match activation.detach() {
+    let (kind, values): (u32, Vec<u8>) = match activation.plain() {
         Activation::Float1(t) => (FLOAT, floats(t.into_data())),
         Activation::Float2(t) => (FLOAT, floats(t.into_data())),
         Activation::Float3(t) => (FLOAT, floats(t.into_data())),

@@ -130,7 +130,7 @@ pub struct RuntimeConfig {
     /// Fused or split backward.
     pub backward: Backward,
     /// Non-finite gradient checks and gradient clipping before each optimizer step.
-    pub guard: crate::guard::GradGuard,
+    pub guard: crate::grad_guard::GradGuard,
     /// What the action times measure on an asynchronous device.
     pub timing: Timing,
 }

@@ -1,5 +1,5 @@
-//! Running: a training step and an inference pass. Each lends the workers' states to their
-//! threads with a job and takes every state back.
+//! Running: a training step and an inference pass, each a [`Job`] for the workers. Each lends
+//! the workers' states to their threads with an assignment and takes every state back.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -11,14 +11,14 @@ use pipetrain_schedules::{
 use super::config::Backward;
 use super::lifecycle::Runtime;
 use crate::activation::Activation;
+use crate::adapter;
 use crate::batch::{Batch, Shard};
 use crate::error::{EngineError, Result};
 use crate::layer::Layer;
-use crate::remat::Remat;
 use crate::report::StepOutcome;
-use crate::thread::Job;
+use crate::thread::Assignment;
 use crate::turns::Turns;
-use crate::worker::{Feed, Finished, StepContext, WorkerState};
+use crate::worker::{Feed, Finished, Job, StepContext, Training, WorkerState};
 
 impl<L: Layer> Runtime<L> {
     /// One training step on `batch`: cut into R × m contiguous micro-batches whose rows differ
@@ -38,25 +38,28 @@ impl<L: Layer> Runtime<L> {
             Arc::clone(&self.plans.accumulating)
         };
         let dp = self.config.data_parallel;
-        let ctx = StepContext {
-            stages: world.stages(),
-            micro_batches: self.config.micro_batches,
+        let training = Training {
             learning_rate: self.config.learning_rate,
-            remat: self.config.remat,
-            loss: Some(Arc::clone(&self.config.loss)),
+            loss: Arc::clone(&self.config.loss),
             loss_scale: 1.0 / k as f64,
-            abort: Arc::clone(&self.abort),
-            start: Instant::now(),
-            bucket_elems: (dp.bucket_bytes / std::mem::size_of::<f32>()).max(1),
-            zero: dp.zero,
+            remat: self.config.remat,
             split: matches!(self.config.backward, Backward::Split { .. }),
             weight_group: self.weight_group(),
-            turns: (self.plans.ranks.as_deref()).map(|p| Turns::new(p, world.replicas())),
+            bucket_elems: (dp.bucket_bytes / std::mem::size_of::<f32>()).max(1),
+            zero: dp.zero,
             guard: self.config.guard,
-            timing: self.config.timing,
+            turns: (self.plans.ranks.as_deref()).map(|p| Turns::new(p, world.replicas())),
             layer_offsets: (0..world.stages())
                 .map(|s| self.workers.partition().range(s.into()).start)
                 .collect(),
+        };
+        let ctx = StepContext {
+            stages: world.stages(),
+            micro_batches: self.config.micro_batches,
+            job: Job::Train(training),
+            abort: Arc::clone(&self.abort),
+            start: Instant::now(),
+            timing: self.config.timing,
             skips: self.workers.skip_routes().clone(),
         };
         let feeds = feeds(world.local(), world.stages(), shards, true);
@@ -108,7 +111,7 @@ impl<L: Layer> Runtime<L> {
         )?;
         validate_inference(&plan)?;
         let mut shards = Vec::with_capacity(replicas);
-        let mut micro_batches = inputs.detach().split(replicas * parts)?.into_iter();
+        let mut micro_batches = inputs.plain().split(replicas * parts)?.into_iter();
         for _ in 0..replicas {
             shards.push(Shard {
                 inputs: micro_batches.by_ref().take(parts).collect(),
@@ -124,20 +127,10 @@ impl<L: Layer> Runtime<L> {
         let ctx = StepContext {
             stages: world.stages(),
             micro_batches: parts,
-            learning_rate: 0.0,
-            remat: Remat::Never,
-            loss: None,
-            loss_scale: 0.0,
+            job: Job::Infer,
             abort: Arc::clone(&self.abort),
             start: Instant::now(),
-            bucket_elems: 1,
-            zero: false,
-            split: false,
-            weight_group: 0,
-            turns: None,
-            guard: Default::default(),
             timing: self.config.timing,
-            layer_offsets: Vec::new(),
             skips: self.workers.skip_routes().clone(),
         };
         let feeds = feeds(&active, world.stages(), shards, false);
@@ -150,13 +143,12 @@ impl<L: Layer> Runtime<L> {
             }
         };
         let last = WorkerId::new(ReplicaId(0), StageId::from(world.stages() - 1));
-        let device = self
-            .workers
-            .get(last)
-            .expect("the whole world is local")
-            .device()
-            .clone()
-            .inner();
+        let device = adapter::plain_device(
+            self.workers
+                .get(last)
+                .expect("the whole world is local")
+                .device(),
+        );
         let outputs = finished
             .into_iter()
             .filter(|f| world.is_last(f.report.worker))
@@ -169,7 +161,7 @@ impl<L: Layer> Runtime<L> {
         Ok(Activation::cat(outputs)?)
     }
 
-    /// Lends each worker with a feed its state and a job, then takes every state back. Returns
+    /// Lends each worker with a feed its state and an assignment, then takes every state back. Returns
     /// what the workers finished with (replica-major), or the step's first failure.
     fn launch(
         &mut self,
@@ -186,13 +178,13 @@ impl<L: Layer> Runtime<L> {
                 continue;
             };
             let (_, feed) = feeds.swap_remove(at);
-            let job = Job {
+            let assignment = Assignment {
                 plan: Arc::clone(&plan),
                 feed,
                 ctx: Arc::clone(&ctx),
             };
             let owned = state.take().expect("every state is home between steps");
-            match thread.run(owned, job) {
+            match thread.run(owned, assignment) {
                 Ok(()) => lent.push(thread.worker()),
                 Err(back) => {
                     *state = Some(*back);
@@ -230,7 +222,7 @@ impl<L: Layer> Runtime<L> {
 }
 
 /// Each worker's share of the data: stage 0 the inputs of its replica's shard, the last stage
-/// the targets (when `train`). Workers of replicas without a shard get nothing (no job).
+/// the targets (when `train`). Workers of replicas without a shard get nothing (no assignment).
 fn feeds(
     workers: &[WorkerId],
     stages: usize,

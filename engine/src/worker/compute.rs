@@ -1,43 +1,40 @@
-//! Computing: forward (with a graph, without one for inference and re-materialization), the
-//! loss, and backward seeded by the downstream gradient.
+//! Computing: a micro-batch's forward — recorded segment by segment for its backward (a
+//! [`Tape`]), or without a graph for inference — the loss, and backward seeded by the downstream
+//! gradient. Re-materialization is [`crate::remat`]'s, the dense layers and deferred weight
+//! gradients of a split backward [`crate::split`]'s, the skips' messages [`crate::skips`]'.
 
 use burn::prelude::*;
 use pipetrain_schedules::MicroBatchId;
 
 use super::interpreter::{Failure, Worker};
-use std::ops::Range;
-
+use super::stash::Stashed;
+use super::tape::{self, Segment, Tape};
 use crate::activation::Activation;
 use crate::adapter;
-use crate::deferred::Owner;
-use crate::dense;
 use crate::error::Cause;
 use crate::layer::Layer;
-use crate::linears::{Linears, Tap};
-use crate::stash::Stashed;
-use crate::tape::{self, Saved, Segment, Tape};
+use crate::split::dense;
+use crate::split::linears::{Linears, Tap};
 use crate::transport::{Flow, Tag};
 
 impl<L: Layer> Worker<'_, L> {
     fn input(&mut self, mb: MicroBatchId) -> Activation {
         if self.is_first() {
-            let input = self.feed.inputs[mb.index()]
+            let input = self.scratch.feed.inputs[mb.index()]
                 .take()
                 .expect("each micro-batch is forwarded once");
             input.to_device(&self.state.device)
         } else {
-            self.received
-                .remove(&Tag {
-                    flow: Flow::Activation,
-                    micro_batch: mb,
-                })
+            self.scratch
+                .received
+                .remove(&tag(Flow::Activation, mb))
                 .expect("validated: receive before forward")
         }
     }
 
     fn target(&mut self, mb: MicroBatchId) -> Option<Activation> {
         self.is_last().then(|| {
-            let t = self.feed.targets[mb.index()]
+            let t = self.scratch.feed.targets[mb.index()]
                 .take()
                 .expect("each micro-batch is forwarded once");
             t.to_device(&self.state.device)
@@ -64,7 +61,7 @@ impl<L: Layer> Worker<'_, L> {
         } else {
             format!(" received from stage {}", self.id().stage.0 - 1)
         };
-        self.input_context = Some(format!(" (input: {shown}{from})"));
+        self.scratch.input_context = Some(format!(" (input: {shown}{from})"));
         for (i, layer) in layers.iter().enumerate() {
             let out = match split.as_deref_mut() {
                 Some(taps) if layer.splits_linears() => {
@@ -83,7 +80,7 @@ impl<L: Layer> Worker<'_, L> {
                 })
             })?;
         }
-        self.input_context = None;
+        self.scratch.input_context = None;
         Ok(x)
     }
 
@@ -93,27 +90,29 @@ impl<L: Layer> Worker<'_, L> {
         output: Activation,
         target: Activation,
     ) -> Result<Tensor<1>, Failure> {
-        let loss = self
-            .ctx
+        let training = self.training();
+        let loss = training
             .loss
-            .as_ref()
-            .expect("a training step has a loss")
             .loss(output, target)
             .map_err(|e| Failure::Cause(Cause::Loss(e)))?;
-        Ok(loss.mul_scalar(self.ctx.loss_scale * self.feed.weights[mb.index()]))
+        Ok(loss.mul_scalar(training.loss_scale * self.scratch.feed.weights[mb.index()]))
     }
 
-    /// The stage's forward without autodiff: the layers' `valid()` copies (cached until the next
-    /// optimizer step), and with a split backward the dense layers by hand exactly as a
-    /// training forward runs them (so a re-materialized forward sends the same bits).
-    fn forward_plain(&mut self, input: Activation) -> Result<Activation, Failure> {
-        let valid = self
-            .valid
-            .get_or_insert_with(|| self.state.layers.iter().map(|l| l.valid()).collect());
+    /// The stage's forward without autodiff: the layers' inference copies (made once a step),
+    /// and with a split backward the dense layers by hand exactly as a training forward runs
+    /// them (so a re-materialized forward sends the same bits).
+    pub(crate) fn forward_plain(&mut self, input: Activation) -> Result<Activation, Failure> {
+        let valid = self.scratch.valid.get_or_insert_with(|| {
+            self.state
+                .layers
+                .iter()
+                .map(adapter::inference_copy)
+                .collect()
+        });
         let valid = std::mem::take(valid);
         let out = self.forward_runs_plain(&valid, input);
-        self.valid = Some(valid);
-        Ok(out?.detach())
+        self.scratch.valid = Some(valid);
+        Ok(out?.plain())
     }
 
     fn forward_runs_plain(
@@ -121,7 +120,7 @@ impl<L: Layer> Worker<'_, L> {
         valid: &[L],
         mut x: Activation,
     ) -> Result<Activation, Failure> {
-        for run in tape::runs(valid, self.ctx.split) {
+        for run in tape::runs(valid, self.ctx.job.split()) {
             let part = &valid[run.layers.clone()];
             x = if run.dense {
                 self.forward_dense(part, x, false)?.0
@@ -132,47 +131,50 @@ impl<L: Layer> Worker<'_, L> {
         Ok(x)
     }
 
+    /// `F`: the forward of micro-batch `mb`. Training keeps what the backward needs (the tape,
+    /// or with re-materialization only the input); inference keeps nothing, and the last stage
+    /// the output.
     pub(super) fn forward(&mut self, mb: MicroBatchId) -> Result<(), Failure> {
-        let input = self.input(mb);
-        let input = self.with_skips(mb, input)?;
-        if self.ctx.loss.is_none() {
-            // Inference: no graph, no stash; the last stage keeps the output.
+        let mut input = self.input(mb);
+        if self.skips.pops() {
+            let received = &mut self.scratch.received;
+            input = self
+                .skips
+                .join_input(mb, input, received, &self.state.device)?;
+        }
+        let Some(training) = self.ctx.job.training() else {
             let out = self.forward_plain(input)?;
             if self.is_last() {
-                self.outputs.push((mb, out));
+                self.scratch.outputs.push((mb, out));
             } else {
-                self.queue_output(mb, out)?;
+                self.queue(Flow::Activation, mb, out)?;
             }
             return Ok(());
-        }
+        };
         let target = self.target(mb);
-        if self.ctx.remat.applies(mb.index(), self.ctx.micro_batches) {
-            if !self.is_last() {
-                // The forward's only consumer downstream: compute it without a graph.
-                let out = self.forward_plain(input.clone())?;
-                self.queue_output(mb, out)?;
-            }
-            // On the last stage the output feeds only its own backward: nothing to do until then.
-            self.stash.put(mb, Stashed::Input { input, target });
-        } else {
-            let stashed = self.forward_tape(mb, input, target)?;
-            self.stash.put(mb, stashed);
+        if training.remat.applies(mb.index(), self.ctx.micro_batches) {
+            return self.forward_remat(mb, input, target);
         }
+        let (tape, output) = self.forward_tape(mb, input, target)?;
+        if let Some(output) = output {
+            self.queue(Flow::Activation, mb, output.plain())?;
+        }
+        self.scratch.stash.put(mb, Stashed::Tape(tape));
         Ok(())
     }
 
-    /// The training forward of one micro-batch, segment by segment (see [`crate::tape`]); an
-    /// inner stage's output is queued for sending.
-    fn forward_tape(
+    /// The training forward of one micro-batch, segment by segment (see [`super::tape`]), and
+    /// an inner stage's output (still on the graph; the last stage's feeds the loss instead).
+    pub(crate) fn forward_tape(
         &mut self,
         mb: MicroBatchId,
         input: Activation,
         target: Option<Activation>,
-    ) -> Result<Stashed, Failure> {
+    ) -> Result<(Tape, Option<Activation>), Failure> {
         let layers = std::mem::take(&mut self.state.layers);
-        let tape = self.record(&layers, input, target, mb);
+        let recorded = self.record(&layers, input, target, mb);
         self.state.layers = layers;
-        Ok(Stashed::Tape(tape?))
+        recorded
     }
 
     fn record(
@@ -181,10 +183,11 @@ impl<L: Layer> Worker<'_, L> {
         input: Activation,
         target: Option<Activation>,
         mb: MicroBatchId,
-    ) -> Result<Tape, Failure> {
+    ) -> Result<(Tape, Option<Activation>), Failure> {
+        let split = self.ctx.job.split();
         let mut segments = Vec::new();
         let mut x = input;
-        for (i, run) in tape::runs(layers, self.ctx.split).into_iter().enumerate() {
+        for (i, run) in tape::runs(layers, split).into_iter().enumerate() {
             // Stage 0's input is data: no gradient flows to it.
             let input_grad = i > 0 || !self.is_first();
             let part = &layers[run.layers.clone()];
@@ -198,10 +201,10 @@ impl<L: Layer> Worker<'_, L> {
                 });
                 x = out;
             } else {
-                let leaf = adapter::leaf(x.detach(), input_grad);
+                let leaf = adapter::leaf(x.plain(), input_grad);
                 let mut taps = Vec::new();
-                let split = self.ctx.split.then_some(&mut taps);
-                let out = self.forward_layers_split(part, leaf.clone(), split)?;
+                let out =
+                    self.forward_layers_split(part, leaf.clone(), split.then_some(&mut taps))?;
                 let first = run.layers.start;
                 segments.push(Segment::Graph {
                     input: leaf,
@@ -211,77 +214,56 @@ impl<L: Layer> Worker<'_, L> {
                 x = out;
             }
         }
-        let loss = match target {
-            Some(target) => {
-                // A dense last segment ends in a plain tensor: the loss starts a graph of its own.
-                let leaf = match segments.last() {
-                    Some(Segment::Dense { .. }) => Some(adapter::leaf(x.clone(), true)),
-                    _ => None,
-                };
-                let output = leaf.clone().unwrap_or(x);
-                Some((self.scaled_loss(mb, output, target)?, leaf))
-            }
-            None => {
-                self.queue_output(mb, x.detach())?;
-                None
-            }
+        let Some(target) = target else {
+            return Ok((
+                Tape {
+                    segments,
+                    loss: None,
+                },
+                Some(x),
+            ));
         };
-        Ok(Tape { segments, loss })
+        // A dense last segment ends in a plain tensor: the loss starts a graph of its own.
+        let leaf = match segments.last() {
+            Some(Segment::Dense { .. }) => Some(adapter::leaf(x.clone(), true)),
+            _ => None,
+        };
+        let output = leaf.clone().unwrap_or(x);
+        let loss = Some((self.scaled_loss(mb, output, target)?, leaf));
+        Ok((Tape { segments, loss }, None))
     }
 
-    /// Dense layers of the stage (`layers`: the layers or their `valid()` copies) by hand; with `save`, each layer's input and output for the backward.
-    fn forward_dense(
+    /// Queues `value` of `mb` for sending on `flow`: this stage's (plain) output downstream
+    /// ([`Flow::Activation`]) or its input gradient upstream ([`Flow::Gradient`]), the skips'
+    /// parts taken out first and sent straight to their peers.
+    pub(crate) fn queue(
         &mut self,
-        layers: &[L],
-        input: Activation,
-        save: bool,
-    ) -> Result<(Activation, Vec<Saved>, Vec<usize>), Failure> {
-        let shown = input.to_string();
-        let layer_error = |error| {
-            Failure::Cause(Cause::Layer {
-                error,
-                input: shown.clone(),
-                from: String::new(),
-            })
-        };
-        let (mut x, lead) = dense::to_rows(input.detach()).map_err(layer_error)?;
-        let mut saved = Vec::with_capacity(if save { layers.len() } else { 0 });
-        for layer in layers {
-            let dense = layer.dense().expect("a dense run holds dense layers");
-            let y = dense.forward(x.clone()).map_err(layer_error)?;
-            if save {
-                saved.push(Saved {
-                    input: x,
-                    output: y.clone(),
-                });
-            }
-            x = y;
+        flow: Flow,
+        mb: MicroBatchId,
+        mut value: Activation,
+    ) -> Result<(), Failure> {
+        if self.skips.splits(flow) {
+            value = self
+                .skips
+                .split(flow, mb, value, &mut self.scratch.outgoing)?;
         }
-        Ok((dense::from_rows(x, &lead), saved, lead))
+        self.scratch.outgoing.insert(tag(flow, mb), value);
+        Ok(())
     }
 
     /// Backward of one micro-batch (`B`, or `I` when the backward is split): the input gradient,
     /// queued for sending upstream, and the parameter gradients of the layers on the autodiff
-    /// path; the dense layers' weight gradients wait for `W` ([`Self::backward_weight`]).
+    /// path; the dense layers' and split `Linear`s' weight gradients wait for `W`
+    /// ([`Self::backward_weight`]).
     pub(super) fn backward(&mut self, mb: MicroBatchId) -> Result<(), Failure> {
-        let stashed = self
-            .stash
-            .take(mb)
-            .expect("validated: forward before backward");
-        let tape = match stashed {
-            Stashed::Tape(tape) => tape,
-            Stashed::Input { input, target } => match self.forward_tape(mb, input, target)? {
-                Stashed::Tape(tape) => {
-                    // The recomputed output was queued for sending again; it was sent already.
-                    self.drop_queued_output(mb);
-                    tape
-                }
-                Stashed::Input { .. } => unreachable!("forward_tape records a tape"),
-            },
+        let tape = match self.scratch.stash.take(mb) {
+            Some(Stashed::Tape(tape)) => tape,
+            Some(Stashed::Input { input, target }) => self.recompute(mb, input, target)?,
+            None => unreachable!("validated: forward before backward"),
         };
         let mut upstream = match tape.loss {
             Some((loss, leaf)) => {
-                self.losses.push(adapter::detached(&loss));
+                self.scratch.losses.push(adapter::detached(&loss));
                 let grads = adapter::backward_loss(&loss);
                 match leaf {
                     Some(leaf) => Upstream::Grad(
@@ -291,14 +273,16 @@ impl<L: Layer> Worker<'_, L> {
                 }
             }
             None => {
-                let grad = self
-                    .received
-                    .remove(&Tag {
-                        flow: Flow::Gradient,
-                        micro_batch: mb,
-                    })
+                let received = &mut self.scratch.received;
+                let mut grad = received
+                    .remove(&tag(Flow::Gradient, mb))
                     .expect("validated: gradient received before backward");
-                Upstream::Grad(self.with_skip_grads(mb, grad)?)
+                if self.skips.stashes() {
+                    grad = self
+                        .skips
+                        .join_grad(mb, grad, received, &self.state.device)?;
+                }
+                Upstream::Grad(grad)
             }
         };
         let mut segments = tape.segments;
@@ -347,72 +331,15 @@ impl<L: Layer> Worker<'_, L> {
                         .to_string(),
                 ))
             })?;
-            self.queue_input_grad(mb, grad)?;
+            self.queue(Flow::Gradient, mb, grad)?;
         }
         Ok(())
     }
+}
 
-    /// The input gradients of a dense segment, last layer first; each layer's input and
-    /// pre-activation gradient wait for `W`.
-    fn backward_dense(
-        &mut self,
-        mb: MicroBatchId,
-        layers: Range<usize>,
-        saved: Vec<Saved>,
-        grad: Activation,
-        input_grad: bool,
-    ) -> Result<Option<Tensor<2>>, Failure> {
-        let (mut grad, _) = dense::to_rows(grad).map_err(|e| Failure::Cause(Cause::Gradient(e)))?;
-        let first = layers.start;
-        for (i, Saved { input, output }) in layers.zip(saved).rev() {
-            let dense = self.state.layers[i].dense().expect("a dense layer");
-            let pre = dense.pre_activation_grad(&output, grad);
-            let wanted = i > first || input_grad;
-            let next = wanted.then(|| dense.input_grad(pre.clone()));
-            self.deferred
-                .put(mb, Owner::Dense { layer: i }, dense.params(), input, pre);
-            match next {
-                Some(next) => grad = next,
-                None => return Ok(None),
-            }
-        }
-        Ok(Some(grad))
-    }
-
-    /// The split `Linear` calls of a graph segment, after its backward: each call's input and
-    /// output gradient wait for `W` (zeros for a call whose output did not reach the loss).
-    fn defer_taps(
-        &mut self,
-        mb: MicroBatchId,
-        taps: Vec<(usize, Vec<Tap>)>,
-        grads: &adapter::Gradients,
-    ) {
-        for (layer, calls) in taps {
-            for (call, tap) in calls.into_iter().enumerate() {
-                let grad = tap
-                    .output
-                    .grad(grads)
-                    .unwrap_or_else(|| tap.output.zeros_like().inner());
-                let owner = Owner::Linear { layer, call };
-                self.deferred.put(mb, owner, tap.params, tap.input, grad);
-            }
-        }
-    }
-
-    /// `W`: the weight gradients of the dense layers and split `Linear` calls, once `mb`
-    /// completes its group.
-    pub(super) fn backward_weight(&mut self, mb: MicroBatchId) -> Result<(), Failure> {
-        let Some(group) = self.deferred.release(mb) else {
-            return Ok(());
-        };
-        let mut grads = adapter::Grads::new();
-        for w in group.owners {
-            let (weight, bias) = dense::weight_grads(w.inputs, w.grads, w.params.has_bias());
-            w.params.register(&mut grads, weight, bias);
-        }
-        self.state.grads.add_params(&self.state.layers, grads);
-        Ok(())
-    }
+/// The message of `flow` for micro-batch `mb`.
+fn tag(flow: Flow, micro_batch: MicroBatchId) -> Tag {
+    Tag { flow, micro_batch }
 }
 
 /// The gradient flowing into a segment from above: a tensor, or the graph's own gradients when

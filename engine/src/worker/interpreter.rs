@@ -2,91 +2,36 @@
 //!
 //! The worker knows nothing of schedules. Each action kind has one meaning (see
 //! `pipetrain_schedules::ActionKind`); the order is the plan's. Computing lives in
-//! [`compute`](super::compute), summing and stepping in [`sync`](super::sync).
+//! [`compute`](super::compute), summing and stepping in [`sync`](super::sync); what one program
+//! builds up in its [`Scratch`].
 
-use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use pipetrain_schedules::{Action, ActionKind, MicroBatchId, WorkerId};
+use pipetrain_schedules::{Action, ActionKind, WorkerId};
 
+use super::job::{Feed, Finished, StepContext, Training};
+use super::scratch::Scratch;
 use super::state::WorkerState;
-use super::sync::Reduced;
-use crate::abort::Abort;
-use crate::activation::Activation;
 use crate::collective::CollectiveError;
-use crate::deferred::Deferred;
 use crate::error::{Cause, EngineError, panic_message};
 use crate::fabric::Links;
-use crate::guard::GradGuard;
 use crate::layer::Layer;
-use crate::loss::Loss;
-use crate::remat::Remat;
-use crate::report::{ActionTimes, WorkerReport};
 use crate::runtime::Timing;
-use crate::skip_routes::SkipRoutes;
-use crate::stash::Stash;
+use crate::skips::StageSkips;
 use crate::tie::TieSlot;
 use crate::transport::{Flow, Tag, TransportError};
-use crate::turns::Turns;
-
-/// What the whole step shares.
-pub(crate) struct StepContext {
-    pub stages: usize,
-    pub micro_batches: usize,
-    pub learning_rate: f64,
-    pub remat: Remat,
-    /// The loss on the last stage; `None` for an inference run.
-    pub loss: Option<Arc<dyn Loss>>,
-    /// 1 / k (accumulation): with each micro-batch's row weight ([`Feed::weights`]), makes the
-    /// summed gradients the mean gradient of the accumulated batches.
-    pub loss_scale: f64,
-    pub abort: Arc<Abort>,
-    pub start: Instant,
-    /// Values per all-reduce bucket.
-    pub bucket_elems: usize,
-    /// ZeRO-1: each replica keeps optimizer state for its own share of the parameters.
-    pub zero: bool,
-    /// Split backward: dense layers run by hand, their weight gradients deferred to `W`.
-    pub split: bool,
-    /// Micro-batches whose deferred weight gradients are computed together (0: the step's).
-    pub weight_group: usize,
-    /// The compute order across the stages of each rank, when ranks hold several (interleaved
-    /// plans).
-    pub turns: Option<Turns>,
-    /// Checks and clipping of the summed gradients before the optimizer step.
-    pub guard: GradGuard,
-    /// Whether each compute action synchronises the device before its time is read.
-    pub timing: Timing,
-    /// The index in the whole model of each stage's first layer (names in errors).
-    pub layer_offsets: Vec<usize>,
-    /// The skips sent straight between stages.
-    pub skips: SkipRoutes,
-}
-
-/// What a worker that finished its program hands back.
-pub(crate) struct Finished {
-    /// Its share of the step's loss (last stage of a training step), else 0.
-    pub loss: f64,
-    pub report: WorkerReport,
-    /// The last stage's outputs of an inference run, by micro-batch.
-    pub outputs: Vec<(MicroBatchId, Activation)>,
-}
-
-/// Stage 0 reads micro-batch inputs from here, the last stage targets.
-#[derive(Default)]
-pub(crate) struct Feed {
-    pub inputs: Vec<Option<Activation>>,
-    pub targets: Vec<Option<Activation>>,
-    /// The last stage's loss weight per micro-batch: its rows / the batch's rows.
-    pub weights: Vec<f64>,
-}
 
 /// An action failed; `Stopped` means another worker failed first.
 pub(crate) enum Failure {
     Cause(Cause),
     Stopped,
+}
+
+impl From<Cause> for Failure {
+    fn from(cause: Cause) -> Self {
+        Failure::Cause(cause)
+    }
 }
 
 impl From<CollectiveError> for Failure {
@@ -107,33 +52,16 @@ impl From<TransportError> for Failure {
     }
 }
 
-/// One worker running one program: its state and links, lent for the step.
+/// One worker running one program: its state and links, lent for the step, the step's shared
+/// context, and the program's scratch.
 pub(crate) struct Worker<'a, L: Layer> {
-    pub(super) state: &'a mut WorkerState<L>,
-    pub(super) links: &'a mut Links,
-    pub(super) tie_slots: &'a [TieSlot],
-    pub(super) ctx: &'a StepContext,
-    pub(super) feed: Feed,
-    pub(super) reduced: Option<Reduced>,
-    pub(super) all_reduce: Option<(Duration, Duration)>,
-    pub(super) backward_end: Option<Duration>,
-    pub(super) stash: Stash,
-    pub(super) deferred: Deferred,
-    pub(super) received: HashMap<Tag, Activation>,
-    pub(super) outgoing: HashMap<Tag, Activation>,
-    /// The layers without autodiff, cached until the next optimizer step.
-    pub(super) valid: Option<Vec<L>>,
-    /// The last stage's scaled micro-batch losses, read back once when the program ends.
-    pub(super) losses: Vec<burn::tensor::Tensor<1>>,
-    pub(super) outputs: Vec<(MicroBatchId, Activation)>,
-    pub(super) compute: Duration,
-    pub(super) actions: ActionTimes,
-    /// Set while layers run: the input and its origin, for panic messages.
-    pub(super) input_context: Option<String>,
-    /// The global gradient norm the optimizer step saw.
-    pub(super) grad_norm: Option<f64>,
-    /// Whether the optimizer step skipped a non-finite step.
-    pub(super) skipped: bool,
+    pub(crate) state: &'a mut WorkerState<L>,
+    pub(crate) links: &'a mut Links,
+    pub(crate) tie_slots: &'a [TieSlot],
+    pub(crate) ctx: &'a StepContext,
+    /// This stage's skips: the routes it stashes on and pops from.
+    pub(crate) skips: StageSkips,
+    pub(crate) scratch: Scratch<L>,
 }
 
 impl<'a, L: Layer> Worker<'a, L> {
@@ -144,40 +72,36 @@ impl<'a, L: Layer> Worker<'a, L> {
         feed: Feed,
         ctx: &'a StepContext,
     ) -> Self {
+        let weight_group = ctx.job.training().map_or(0, |t| t.weight_group);
+        let skips = StageSkips::new(&ctx.skips, state.id.stage);
         Self {
             state,
             links,
             tie_slots,
             ctx,
-            feed,
-            reduced: None,
-            all_reduce: None,
-            backward_end: None,
-            stash: Stash::default(),
-            deferred: Deferred::new(ctx.weight_group, ctx.micro_batches),
-            received: HashMap::new(),
-            outgoing: HashMap::new(),
-            valid: None,
-            losses: Vec::new(),
-            outputs: Vec::new(),
-            compute: Duration::ZERO,
-            actions: ActionTimes::default(),
-            input_context: None,
-            grad_norm: None,
-            skipped: false,
+            skips,
+            scratch: Scratch::new(feed, weight_group, ctx.micro_batches),
         }
     }
 
-    pub(super) fn id(&self) -> WorkerId {
+    pub(crate) fn id(&self) -> WorkerId {
         self.state.id
     }
 
-    pub(super) fn is_first(&self) -> bool {
+    pub(crate) fn is_first(&self) -> bool {
         self.id().stage.index() == 0
     }
 
-    pub(super) fn is_last(&self) -> bool {
+    pub(crate) fn is_last(&self) -> bool {
         self.id().stage.index() + 1 == self.ctx.stages
+    }
+
+    /// The training step's settings: only a training plan has the actions that ask for them.
+    pub(crate) fn training(&self) -> &'a Training {
+        let ctx: &'a StepContext = self.ctx;
+        ctx.job
+            .training()
+            .expect("validated: an inference plan only forwards and transfers")
     }
 
     /// Runs `program`. On failure the error goes to the step's [`Abort`] (first wins); the
@@ -192,11 +116,11 @@ impl<'a, L: Layer> Worker<'a, L> {
                 return None; // fail at the first exception: stop before the next action
             }
             if !is_send(action.kind)
-                && let (Some(turns), Some(done)) = (self.ctx.turns.as_ref(), holding.take())
+                && let (Some(turns), Some(done)) = (self.ctx.job.turns(), holding.take())
             {
                 turns.done(self.id().replica, &done);
             }
-            let turns = self.ctx.turns.as_ref().filter(|_| action.kind.is_compute());
+            let turns = self.ctx.job.turns().filter(|_| action.kind.is_compute());
             if turns.is_some_and(|t| t.wait(self.id().replica, &action, &self.ctx.abort).is_err()) {
                 return None; // another worker failed while this one waited for its turn
             }
@@ -208,7 +132,7 @@ impl<'a, L: Layer> Worker<'a, L> {
                 replica = self.id().replica.0,
                 stage = self.id().stage.0,
                 micro_batch = action.micro_batch.map(|m| m.0 as i64).unwrap_or(-1),
-                phase = %if self.ctx.loss.is_some() { "train" } else { "inference" },
+                phase = self.ctx.job.phase(),
             )
             .entered();
             let started = Instant::now();
@@ -222,8 +146,8 @@ impl<'a, L: Layer> Worker<'a, L> {
                     outcome = Ok(Err(Failure::Cause(Cause::Device(e.to_string()))));
                 }
                 let elapsed = started.elapsed();
-                self.compute += elapsed;
-                self.actions.record(action.kind, elapsed);
+                self.scratch.compute += elapsed;
+                self.scratch.actions.record(action.kind, elapsed);
             }
             let cause = match outcome {
                 Ok(Ok(())) => {
@@ -236,7 +160,7 @@ impl<'a, L: Layer> Worker<'a, L> {
                 Ok(Err(Failure::Cause(cause))) => cause,
                 Err(payload) => Cause::Panic {
                     message: panic_message(payload.as_ref()),
-                    context: self.input_context.take().unwrap_or_default(),
+                    context: self.scratch.input_context.take().unwrap_or_default(),
                 },
             };
             let id = self.id();
@@ -249,33 +173,11 @@ impl<'a, L: Layer> Worker<'a, L> {
             });
             return None;
         }
-        if let (Some(turns), Some(done)) = (self.ctx.turns.as_ref(), holding) {
+        if let (Some(turns), Some(done)) = (self.ctx.job.turns(), holding) {
             turns.done(self.id().replica, &done);
         }
-        let wall = self.ctx.start.elapsed();
-        let idle = wall.saturating_sub(self.compute);
-        let report = WorkerReport {
-            worker: self.id(),
-            compute: self.compute,
-            idle,
-            bubble_fraction: if wall.is_zero() {
-                0.0
-            } else {
-                idle.as_secs_f64() / wall.as_secs_f64()
-            },
-            peak_stash: self.stash.peak(),
-            peak_deferred_bytes: self.deferred.peak_bytes(),
-            all_reduce: self.all_reduce,
-            backward_end: self.backward_end,
-            actions: std::mem::take(&mut self.actions),
-            grad_norm: self.grad_norm,
-            skipped: self.skipped,
-        };
-        Some(Finished {
-            loss: crate::adapter::sum_scalars(std::mem::take(&mut self.losses)),
-            report,
-            outputs: self.outputs,
-        })
+        let (id, wall) = (self.id(), self.ctx.start.elapsed());
+        Some(self.scratch.finish(id, wall))
     }
 
     /// One action: one meaning per kind.
@@ -295,7 +197,7 @@ impl<'a, L: Layer> Worker<'a, L> {
                     .transport
                     .recv(tag(flow))?
                     .receive(&self.state.device);
-                self.received.insert(tag(flow), payload);
+                self.scratch.received.insert(tag(flow), payload);
             }
             ActionKind::SendActivation
             | ActionKind::SendGradient
@@ -303,6 +205,7 @@ impl<'a, L: Layer> Worker<'a, L> {
             | ActionKind::SendSkipGradient => {
                 let flow = Flow::of(&action);
                 let payload = self
+                    .scratch
                     .outgoing
                     .remove(&tag(flow))
                     .expect("validated: send after compute");
@@ -312,12 +215,12 @@ impl<'a, L: Layer> Worker<'a, L> {
             ActionKind::Backward => {
                 self.backward(action.mb())?;
                 self.backward_weight(action.mb())?;
-                self.backward_end = Some(self.ctx.start.elapsed());
+                self.scratch.backward_end = Some(self.ctx.start.elapsed());
             }
             ActionKind::BackwardInput => self.backward(action.mb())?,
             ActionKind::BackwardWeight => {
                 self.backward_weight(action.mb())?;
-                self.backward_end = Some(self.ctx.start.elapsed());
+                self.scratch.backward_end = Some(self.ctx.start.elapsed());
             }
             ActionKind::AllReduce => self.all_reduce()?,
             ActionKind::OptimizerStep => self.optimizer_step()?,

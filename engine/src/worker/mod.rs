@@ -1,14 +1,22 @@
-//! A worker: one (replica, stage) of the world. Its persistent state, the interpreter that walks
-//! its stage's lowered program, and the two halves of what the program asks: computing
-//! (forward, backward, re-materialization; skips sent straight between stages) and synchronising (ties, all-reduce, ZeRO, optimizer
-//! step, buffers).
+//! A worker: one (replica, stage) of the world. Its persistent state; the step's job and
+//! shared context; the scratch one program builds up; the interpreter that walks the stage's
+//! lowered program; and the two halves of what the program asks: computing (forward, backward)
+//! and synchronising (ties, all-reduce, ZeRO, optimizer step, buffers). The concepts that span
+//! plan and worker keep their worker side in their own module: skips in [`crate::skips`],
+//! re-materialization in [`crate::remat`], the split backward in [`crate::split`], the gradient
+//! guard in [`crate::grad_guard`].
 
 mod compute;
-mod guard;
 mod interpreter;
-mod skips;
+mod job;
+mod scratch;
+mod stash;
 mod state;
 mod sync;
+mod tape;
 
-pub(crate) use interpreter::{Feed, Finished, StepContext, Worker};
+pub(crate) use interpreter::{Failure, Worker};
+pub(crate) use job::{Feed, Finished, Job, StepContext, Training};
+pub(crate) use stash::Stashed;
 pub use state::WorkerState;
+pub(crate) use tape::{Saved, Tape};

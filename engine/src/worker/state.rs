@@ -34,10 +34,10 @@ impl<L: Layer> WorkerState<L> {
         optimizer: &OptimizerConfig,
         threads: usize,
     ) -> Self {
-        let device = device.clone().autodiff();
+        let device = adapter::autodiff_device(device);
         let layers = layers
             .into_iter()
-            .map(|l| l.to_device(&device).train())
+            .map(|l| adapter::trainable(l, &device))
             .collect();
         let name = format!("pipetrain-r{}s{}", id.replica.0, id.stage.0);
         Self {
@@ -65,7 +65,7 @@ impl<L: Layer> WorkerState<L> {
     pub fn set_layers(&mut self, layers: Vec<L>) {
         self.layers = layers
             .into_iter()
-            .map(|l| l.to_device(&self.device).train())
+            .map(|l| adapter::trainable(l, &self.device))
             .collect();
         self.grads = Accumulator::new();
     }

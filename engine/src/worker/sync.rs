@@ -22,13 +22,13 @@ impl<L: Layer> Worker<'_, L> {
         let started = self.ctx.start.elapsed();
         let mut grads = self.state.grads.take();
         if !self.tie_slots.is_empty() {
-            let device = self.state.device.clone().inner();
+            let device = adapter::plain_device(&self.state.device);
             grads =
                 adapter::sum_tied_gradients(grads, self.tie_slots, &mut self.links.ties, &device)?;
         }
-        self.reduced = Some(if self.links.collective.size() > 1 {
+        self.scratch.reduced = Some(if self.links.collective.size() > 1 {
             let reduced = self.all_reduce_grads(grads)?;
-            self.all_reduce = Some((started, self.ctx.start.elapsed()));
+            self.scratch.all_reduce = Some((started, self.ctx.start.elapsed()));
             reduced
         } else {
             // One replica: its gradients are already the sum.
@@ -47,7 +47,8 @@ impl<L: Layer> Worker<'_, L> {
         let layers = &self.state.layers;
         let (slots, tensors) = Slots::of_grads(layers, &grads);
         drop(grads);
-        if self.ctx.zero {
+        let training = self.training();
+        if training.zero {
             let (grads, sharded) =
                 Sharded::reduce(layers, slots, tensors, self.links.collective.as_mut())?;
             return Ok(Reduced {
@@ -57,7 +58,7 @@ impl<L: Layer> Worker<'_, L> {
         }
         let mut summed = Vec::with_capacity(tensors.len());
         let mut tensors = tensors.into_iter();
-        for bucket in slots.buckets(self.ctx.bucket_elems) {
+        for bucket in slots.buckets(training.bucket_elems) {
             let part: Vec<Tensor<1>> = tensors.by_ref().take(bucket.len()).collect();
             summed.extend(
                 self.links
@@ -76,7 +77,7 @@ impl<L: Layer> Worker<'_, L> {
     /// The optimizer step on the summed gradients; with ZeRO-1 each replica updates its own
     /// parameters, then they exchange the updated values.
     pub(super) fn optimizer_step(&mut self) -> Result<(), Failure> {
-        let (grads, sharded) = match self.reduced.take() {
+        let (grads, sharded) = match self.scratch.reduced.take() {
             Some(Reduced { grads, sharded }) => (grads, sharded),
             None => (self.state.grads.take(), None),
         };
@@ -85,15 +86,16 @@ impl<L: Layer> Worker<'_, L> {
         let grads = self.guard(grads)?;
         let sharded = sharded.filter(|_| grads.is_some());
         if let Some(grads) = grads {
+            let learning_rate = self.training().learning_rate;
             adapter::step(
                 &mut self.state.optimizer,
-                self.ctx.learning_rate,
+                learning_rate,
                 &mut self.state.layers,
                 grads,
             );
         }
         if let Some(sharded) = sharded {
-            let device = self.state.device.clone().inner();
+            let device = adapter::plain_device(&self.state.device);
             let layers = std::mem::take(&mut self.state.layers);
             self.state.layers =
                 sharded.exchange(layers, self.links.collective.as_mut(), &device)?;
@@ -101,7 +103,7 @@ impl<L: Layer> Worker<'_, L> {
         if self.links.collective.size() > 1 {
             self.broadcast_buffers()?;
         }
-        self.valid = None;
+        self.scratch.valid = None;
         Ok(())
     }
 
@@ -119,7 +121,7 @@ impl<L: Layer> Worker<'_, L> {
         } else {
             vec![None; lens.len()]
         };
-        let device = self.state.device.clone().inner();
+        let device = adapter::plain_device(&self.state.device);
         let all = self
             .links
             .collective

@@ -12,7 +12,7 @@ use burn::prelude::*;
 
 use crate::activation::Activation;
 use crate::layer::Layer;
-use crate::linears::Tap;
+use crate::split::linears::Tap;
 
 /// Consecutive layers of a stage, and whether they run by hand.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -8,6 +8,9 @@
 //! ([`Links::stages`](crate::Links::stages)), before any optimizer step runs. Replicas hold
 //! all-reduced gradients, so every worker of the world reaches the same verdict.
 //!
+//! On a worker this runs inside the optimizer step ([`Worker::guard`]); the single-device
+//! reference checks and clips the same way ([`clip_single`]).
+//!
 //! ```text
 //!   exchanged per replica:  [ Σ‖g‖² | bad(stage 0) | bad(stage 1) | … | bad(stage p−1) ]
 //!   norm = √(Σ‖g‖²)   first bad stage = lowest s with bad(s) > 0
@@ -15,7 +18,10 @@
 
 use burn::prelude::*;
 
-use crate::adapter::{Grads, Slots};
+use crate::adapter::{self, Grads, Slots};
+use crate::error::Cause;
+use crate::layer::Layer;
+use crate::worker::{Failure, Worker};
 
 /// What the optimizer step does with the step's gradients first.
 ///
@@ -49,7 +55,7 @@ impl GradGuard {
 }
 
 /// The squared L2 norm of each tensor, read back in one transfer.
-pub(crate) fn squared_norms(tensors: &[Tensor<1>]) -> Vec<f32> {
+fn squared_norms(tensors: &[Tensor<1>]) -> Vec<f32> {
     if tensors.is_empty() {
         return Vec::new();
     }
@@ -81,7 +87,7 @@ pub(crate) fn clip_single<M: burn::module::Module>(
 
 /// The buffer a worker contributes to the exchange: its squared norm, and a flag at its stage
 /// when one of its gradients is not finite.
-pub(crate) fn contribution(stages: usize, stage: usize, squared: f32, bad: bool) -> Vec<f32> {
+fn contribution(stages: usize, stage: usize, squared: f32, bad: bool) -> Vec<f32> {
     let mut buffer = vec![0.0; 1 + stages];
     buffer[0] = if bad { 0.0 } else { squared };
     buffer[1 + stage] = f32::from(u8::from(bad));
@@ -89,9 +95,58 @@ pub(crate) fn contribution(stages: usize, stage: usize, squared: f32, bad: bool)
 }
 
 /// The global norm and the first stage with a non-finite gradient, from the summed buffer.
-pub(crate) fn verdict(summed: &[f32]) -> (f32, Option<usize>) {
+fn verdict(summed: &[f32]) -> (f32, Option<usize>) {
     let first_bad = summed[1..].iter().position(|&flag| flag > 0.0);
     (summed[0].sqrt(), first_bad)
+}
+
+impl<L: Layer> Worker<'_, L> {
+    /// The gradients to apply, or `None` when this step applies nothing (skipped, or failed on
+    /// another stage). Fails with [`Cause::NonFinite`] on the lowest stage holding a non-finite
+    /// gradient (unless the guard skips such steps). Records the global norm for the report.
+    pub(crate) fn guard(&mut self, grads: Grads) -> Result<Option<Grads>, Failure> {
+        let training = self.training();
+        let layers = &self.state.layers;
+        let (slots, tensors) = Slots::of_grads(layers, &grads);
+        let squared = squared_norms(&tensors);
+        let bad = squared.iter().position(|x| !x.is_finite());
+        let stage = self.id().stage.index();
+        let mut buffer = contribution(self.ctx.stages, stage, squared.iter().sum(), bad.is_some());
+        // ZeRO-1 left each replica the summed gradients of its own share only.
+        if training.zero && self.links.collective.size() > 1 {
+            self.links.collective.all_reduce(&mut buffer)?;
+        }
+        self.links.stages.all_reduce(&mut buffer)?;
+        let (norm, first_bad) = verdict(&buffer);
+        self.scratch.grad_norm = Some(f64::from(norm));
+        match (first_bad, bad) {
+            (Some(_), _) if training.guard.skip_nonfinite => {
+                self.scratch.skipped = true;
+                return Ok(None);
+            }
+            (Some(s), Some(i)) if s == stage => {
+                let offset = training.layer_offsets.get(stage).copied().unwrap_or(0);
+                let id = slots.id(i);
+                let parameter = adapter::named_parameters(layers, offset)
+                    .into_iter()
+                    .find(|n| n.id == id)
+                    .map_or_else(|| format!("{id}"), |n| n.name);
+                return Err(Failure::Cause(Cause::NonFinite { parameter }));
+            }
+            // The stage that reports it fails the step; nothing is applied here either.
+            (Some(_), _) => return Ok(None),
+            (None, _) => {}
+        }
+        let Some(coefficient) = training.guard.clip_coefficient(norm) else {
+            return Ok(Some(grads));
+        };
+        drop(grads);
+        let scaled = tensors
+            .into_iter()
+            .map(|t| Some(t.mul_scalar(coefficient)))
+            .collect();
+        Ok(Some(slots.grads(layers, scaled)))
+    }
 }
 
 #[cfg(test)]

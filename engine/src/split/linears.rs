@@ -22,7 +22,7 @@
 use burn::nn::Linear;
 use burn::prelude::*;
 
-use crate::adapter::LinearParams;
+use crate::adapter::{self, LinearParams};
 
 /// One `Linear` call of a split forward: what its weight gradient needs.
 pub(crate) struct Tap {
@@ -122,21 +122,17 @@ impl Linears {
         let rows: usize = dims[..D - 1].iter().product();
         let x = x.reshape([rows, fan_in]);
         let y = if self.split {
-            // The weight as a constant of the graph: the product's backward computes dX only.
-            let weight = linear.weight.val().inner().autodiff();
-            let device = x.device().inner();
-            let z = match &linear.bias {
-                Some(bias) => bias.val().inner().unsqueeze::<2>().expand([rows, fan_out]),
-                None => Tensor::zeros([rows, fan_out], &device),
-            }
-            .autodiff()
-            .require_grad();
+            let product = adapter::split_product(
+                x,
+                linear.weight.val(),
+                linear.bias.as_ref().map(|b| b.val()),
+            );
             self.taps.push(Tap {
                 params: LinearParams::of(linear),
-                input: x.clone().detach().inner(),
-                output: z.clone(),
+                input: product.input,
+                output: product.leaf,
             });
-            x.matmul(weight) + z
+            product.output
         } else {
             let y = x.matmul(linear.weight.val());
             match &linear.bias {
@@ -165,7 +161,7 @@ mod tests {
     /// sent), with and without a bias, on rank 2 and 3; only the split one keeps a tap.
     #[test]
     fn plain_and_split_forwards_are_bitwise_equal() {
-        let device = Device::flex().autodiff();
+        let device = adapter::autodiff_device(&Device::flex());
         for bias in [true, false] {
             let linear = LinearConfig::new(6, 5).with_bias(bias).init(&device);
             let x = Tensor::<3>::random([2, 3, 6], burn::tensor::Distribution::Default, &device);

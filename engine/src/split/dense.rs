@@ -18,7 +18,7 @@ use burn::nn::Linear;
 use burn::prelude::*;
 
 use crate::activation::{Activation, ActivationError};
-use crate::adapter::LinearParams;
+use crate::adapter::{self, LinearParams};
 
 /// The element-wise function after a [`Dense`] layer's affine map.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,9 +97,9 @@ impl<'a> Dense<'a> {
                 x.dims()
             )));
         }
-        let mut z = x.matmul(self.linear.weight.val().inner());
+        let mut z = x.matmul(adapter::plain(self.linear.weight.val()));
         if let Some(bias) = &self.linear.bias {
-            z = z + bias.val().inner().unsqueeze();
+            z = z + adapter::plain(bias.val()).unsqueeze();
         }
         Ok(match self.activation {
             DenseActivation::Identity => z,
@@ -120,7 +120,7 @@ impl<'a> Dense<'a> {
     /// The input gradient `dX = dZ·Wᵀ`, computed as `(W·dZᵀ)ᵀ` for few rows (see the module
     /// docs).
     pub(crate) fn input_grad(&self, pre_activation_grad: Tensor<2>) -> Tensor<2> {
-        let weight = self.linear.weight.val().inner();
+        let weight = adapter::plain(self.linear.weight.val());
         let [fan_in, _] = weight.dims();
         let [rows, _] = pre_activation_grad.dims();
         if rows * 8 <= fan_in {

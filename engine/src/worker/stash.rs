@@ -4,8 +4,8 @@ use std::collections::HashMap;
 
 use pipetrain_schedules::MicroBatchId;
 
+use super::tape::Tape;
 use crate::activation::Activation;
-use crate::tape::Tape;
 
 /// The forward's product that backward needs.
 pub(crate) enum Stashed {

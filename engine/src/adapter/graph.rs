@@ -1,0 +1,80 @@
+//! In and out of autodiff: devices, tensors and modules moved between burn's autodiff and plain
+//! execution, and the graph surgery of the split `Linear` product. Every call of burn's autodiff
+//! API outside the backward itself ([`super::autodiff`]) is here, so that the rest of the engine
+//! says what it wants (a plain copy, a training copy) and not how burn 0.22 spells it.
+
+use burn::module::Module;
+use burn::prelude::*;
+use burn::tensor::kind::Autodiff;
+
+use super::autodiff::Gradients;
+
+/// `device` without autodiff: where plain tensors (activations between stages, collectives'
+/// buffers, hand-computed gradients) live.
+pub(crate) fn plain_device(device: &Device) -> Device {
+    device.clone().inner()
+}
+
+/// `device` with autodiff: where a stage's layers train.
+pub(crate) fn autodiff_device(device: &Device) -> Device {
+    device.clone().autodiff()
+}
+
+/// `t` without autodiff (its values; no graph, no gradient): what crosses a thread or process
+/// boundary.
+pub(crate) fn plain<const D: usize, K: Autodiff>(t: Tensor<D, K>) -> Tensor<D, K> {
+    t.inner()
+}
+
+/// A copy of `module` without autodiff and in inference mode (dropout off, batch norm on its
+/// running statistics): for forwards that need no backward, and for saving weights.
+pub(crate) fn inference_copy<M: Module>(module: &M) -> M {
+    module.valid()
+}
+
+/// `module` on `device` (an autodiff device) in training mode: as a stage's layers train.
+pub(crate) fn trainable<M: Module>(module: M, device: &Device) -> M {
+    module.to_device(device).train()
+}
+
+/// The gradient that reached the leaf `t` in `grads`, plain; zeros of its shape when none did
+/// (its value fed nothing that reached the loss).
+pub(crate) fn grad_or_zeros<const D: usize>(t: &Tensor<D>, grads: &Gradients) -> Tensor<D> {
+    t.grad(grads).unwrap_or_else(|| t.zeros_like().inner())
+}
+
+/// What a split `Linear` call leaves for its weight-gradient pass.
+pub(crate) struct SplitProduct {
+    /// `x·W + z`, on the graph: its backward reaches `x` (`dX = dY·Wᵀ`) and `z`, not `W`.
+    pub output: Tensor<2>,
+    /// The call's input, plain.
+    pub input: Tensor<2>,
+    /// The leaf `z` (the bias broadcast over the rows, or zeros): its gradient is `dY`.
+    pub leaf: Tensor<2>,
+}
+
+/// The product `x·W (+ b)` of a `Linear` with its weight a constant of the graph and its sum
+/// with `z` — the bias broadcast to `[rows, fan_out]`, or zeros — a fresh leaf that requires
+/// grad (see [`Linears`](crate::Linears)). The same product and the same sum as the plain call,
+/// so the same bits.
+pub(crate) fn split_product(
+    x: Tensor<2>,
+    weight: Tensor<2>,
+    bias: Option<Tensor<1>>,
+) -> SplitProduct {
+    let [rows, _] = x.dims();
+    let [_, fan_out] = weight.dims();
+    let weight = weight.inner().autodiff();
+    let device = x.device().inner();
+    let leaf = match bias {
+        Some(bias) => bias.inner().unsqueeze::<2>().expand([rows, fan_out]),
+        None => Tensor::zeros([rows, fan_out], &device),
+    }
+    .autodiff()
+    .require_grad();
+    SplitProduct {
+        input: x.clone().detach().inner(),
+        output: x.matmul(weight) + leaf.clone(),
+        leaf,
+    }
+}
