@@ -154,8 +154,9 @@ impl<L: Layer> PipelineBuilder<L> {
     }
 
     /// Number of stages; the split is measured (balance-by-time on the batch given to
-    /// [`build_with`](Self::build_with)) unless [`balance`](Self::balance) fixes it. Under an interleaved schedule of v chunks per
-    /// rank, the number of ranks: the model is cut into `stages × v` chunks.
+    /// [`build_with`](Self::build_with)) unless [`balance`](Self::balance) fixes it. Under an
+    /// interleaved schedule of v chunks per rank, the number of ranks: the model is cut into
+    /// `stages × v` chunks.
     pub fn stages(mut self, stages: usize) -> Self {
         self.stages = Some(stages);
         self
@@ -328,10 +329,10 @@ impl<L: Layer> PipelineBuilder<L> {
     }
 
     /// Validates every setting, resolves the [`Setup`](crate::Setup) and starts the pipeline's
-    /// workers. No thread runs before the setup is complete. A split measured by time (`.stages(p)`
-    /// without [`balance`](Self::balance)) or by [`memory_budget`](Self::memory_budget) needs a
-    /// sample batch: use [`build_with`](Self::build_with) for those (`build` refuses them,
-    /// naming the remedy).
+    /// workers. No thread runs before the setup is complete. A split measured by time
+    /// (`.stages(p)` without [`balance`](Self::balance)) or by
+    /// [`memory_budget`](Self::memory_budget) needs a sample batch: use
+    /// [`build_with`](Self::build_with) for those (`build` refuses them, naming the remedy).
     pub fn build(self) -> Result<Pipeline<L>> {
         self.validated()?.resolve(None)
     }
@@ -348,7 +349,8 @@ impl<L: Layer> PipelineBuilder<L> {
     ///
     /// let device = Device::flex();
     /// let batch = synthetic::classification(0, 0, 16, 8, 3, &device);
-    /// let builder = || Pipeline::builder().layers(MlpConfig::new(8, 2, 3).init(&device)).stages(2).micro_batches(4);
+    /// let layers = MlpConfig::new(8, 2, 3).init(&device);
+    /// let builder = || Pipeline::builder().layers(layers.clone()).stages(2).micro_batches(4);
     /// let err = builder().build().err().expect("a measured split needs a batch");
     /// assert!(err.to_string().contains("build_with(&batch)"), "{err}");
     /// let pipeline = builder().build_with(&batch)?;

@@ -1,6 +1,7 @@
 //! Memory per worker: what a stage's layers hold, in bytes, and the accounting behind
-//! [`PipelineBuilder::memory_budget`](crate::PipelineBuilder::memory_budget) and
-//! [`Pipeline::worker_memory`](crate::Pipeline::worker_memory).
+//! [`PipelineBuilder::memory_budget`](crate::PipelineBuilder::memory_budget),
+//! [`Setup::memory`](crate::Setup::memory) (predicted before any step) and
+//! [`Pipeline::worker_memory`](crate::Pipeline::worker_memory) (after one).
 //!
 //! ## What is counted
 //!

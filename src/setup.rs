@@ -116,7 +116,7 @@ impl Setup {
         self.measured
     }
 
-    /// Each worker's configuration, replica-major.
+    /// Each worker's configuration (of the workers this process runs), replica-major.
     pub fn workers(&self) -> &[WorkerSetup] {
         &self.workers
     }
@@ -141,12 +141,11 @@ impl fmt::Display for Setup {
         for (w, m) in replica0.filter(|(w, _)| w.worker.replica == ReplicaId(0)) {
             let stage = w.worker.stage;
             let bubble = self.predicted_bubble.get(stage.index()).copied();
+            let bubble = 100.0 * bubble.unwrap_or(0.0);
+            write!(f, "\n  {stage}  layers {:?} on {:?}", w.layers, w.device)?;
             write!(
                 f,
-                "\n  {stage}  layers {:?} on {:?}  predicted bubble {:5.1}%  memory {} ({} micro-batches stashed)",
-                w.layers,
-                w.device,
-                100.0 * bubble.unwrap_or(0.0),
+                "  predicted bubble {bubble:5.1}%  memory {} ({} micro-batches stashed)",
                 Bytes(m.total()),
                 m.stashed_micro_batches
             )?;

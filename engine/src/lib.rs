@@ -2,8 +2,8 @@
 //!
 //! The runtime of pipetrain: a [`World`] of replicas × stages, one persistent thread per worker,
 //! each interpreting its stage's lowered [`Plan`](pipetrain_schedules::Plan) on burn; a
-//! [`Setup`] resolves what they run before any thread starts, a [`Runtime`] owns them, and a [`Fabric`] connects them. Activations cross stages as plain tensors
-//! ([`Activation`]); each stage re-enters autodiff at its input leaf and backpropagates seeded
+//! [`Setup`] resolves what they run before any thread starts, a [`Runtime`] owns them, and a
+//! [`Fabric`] connects them. Activations cross stages as plain tensors ([`Activation`]); each stage re-enters autodiff at its input leaf and backpropagates seeded
 //! with the gradient its downstream neighbour sends back. Gradients accumulate over the
 //! micro-batches of a step; one optimizer step per stage ends it.
 //!

@@ -92,8 +92,8 @@ pub struct Runtime<L: Layer> {
 
 impl<L: Layer> Runtime<L> {
     /// Starts one thread per local worker of `setup`, connected by `fabric`
-    /// ([`ChannelFabric`](crate::ChannelFabric) in one process). Wiring only: everything the workers run was resolved and validated by
-    /// [`Setup::new`].
+    /// ([`ChannelFabric`](crate::ChannelFabric) in one process). Wiring only: everything the
+    /// workers run was resolved and validated by [`Setup::new`].
     pub fn new(setup: Setup<L>, fabric: Box<dyn Fabric>) -> Result<Self> {
         let Setup {
             workers,
