@@ -205,7 +205,8 @@ pub(crate) struct Model<'a> {
     pub remat: Remat,
     /// Parameter-sized optimizer-state slots ([`optimizer_slots`]).
     pub slots: u64,
-    /// ZeRO-1: the replicas each stage's optimizer state is sharded across.
+    /// ZeRO-1: the replicas each stage's optimizer state is sharded across (each worker is
+    /// charged an even share, rounded up; the shards follow tensor bounds, so about that).
     pub zero: Option<usize>,
     /// Per stage: the most micro-batches the plan stashes at once.
     pub peak_stash: &'a [usize],
