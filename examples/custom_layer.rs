@@ -120,21 +120,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let mut pipeline = Pipeline::builder()
         .layers(layers)
-        .stages(3) // split by time measured on the first batch
+        .stages(3) // split by time, measured on `batch`
         .micro_batches(4)
         .schedule(ScheduleKind::OneFOneB)
         .optimizer(optimizer.clone())
         .learning_rate(learning_rate)
         .loss(Mse)
-        .build()?;
+        .build_with(&batch)?;
+    let split = pipeline.partition();
+    println!("stage split: {split} (balance {:?})", split.balance());
 
     for step in 0..STEPS {
         let report = pipeline.train_step(&batch)?;
-        if step == 0 {
-            if let Some(split) = pipeline.partition() {
-                println!("stage split: {split} (balance {:?})", split.balance());
-            }
-        }
         println!(
             "step {}/{STEPS}  loss {:.6}  bubble {:.1}%",
             step + 1,

@@ -4,12 +4,12 @@ use std::sync::Arc;
 
 use burn::prelude::*;
 use pipetrain_engine::{
-    Backward, CrossEntropy, DataParallel, Fabric, GradGuard, Layer, Loss, OptimizerConfig, Remat,
-    RuntimeConfig, Tie, Timing, pool,
+    Backward, Batch, CrossEntropy, DataParallel, Fabric, GradGuard, Layer, Loss, OptimizerConfig,
+    Remat, RuntimeConfig, Tie, Timing, pool,
 };
 use pipetrain_partitioner::Partition;
 use pipetrain_schedules::WorkerId;
-use pipetrain_schedules::{Lowering, Schedule, ScheduleKind, lower, validate};
+use pipetrain_schedules::{Lowering, Plan, Schedule, ScheduleKind, lower, validate};
 
 use crate::error::{Result, config};
 use crate::pipeline::Pipeline;
@@ -17,11 +17,11 @@ use crate::pipeline::Pipeline;
 mod access;
 mod checks;
 
-/// How the layers are split into stages.
+/// How the layers are split into stages (resolved by [`Setup`](crate::Setup)).
 pub(crate) enum Split {
     /// Given (or trivial).
     Fixed(Partition),
-    /// Balance-by-time on per-layer costs measured on the first batch.
+    /// Balance-by-time on per-layer costs measured on the batch given to `build_with`.
     Measured { stages: usize },
 }
 
@@ -47,9 +47,17 @@ pub(crate) struct Config {
     pub threads: usize,
     /// Bytes each worker may hold ([`crate::memory`]); the split must fit.
     pub memory_budget: Option<u64>,
-    /// Multi-process: the workers this process runs and what connects them to the others
-    /// (taken when the runtime starts).
+    /// Multi-process: the workers this process runs and what connects them to the others.
     pub distributed: Option<Distributed>,
+}
+
+/// A builder's settings, each checked against the others; the split may still need measuring.
+pub(crate) struct Validated<L: Layer> {
+    pub config: Config,
+    /// The model, ties equalized.
+    pub layers: Vec<L>,
+    /// The schedule's lowered plan, validated (one program per rank).
+    pub plan: Plan,
 }
 
 /// This process's share of a multi-process world.
@@ -145,9 +153,10 @@ impl<L: Layer> PipelineBuilder<L> {
         self
     }
 
-    /// Number of stages; the split is measured (balance-by-time on the first batch) unless
-    /// [`balance`](Self::balance) fixes it. Under an interleaved schedule of v chunks per
-    /// rank, the number of ranks: the model is cut into `stages × v` chunks.
+    /// Number of stages; the split is measured (balance-by-time on the batch given to
+    /// [`build_with`](Self::build_with)) unless [`balance`](Self::balance) fixes it. Under an
+    /// interleaved schedule of v chunks per rank, the number of ranks: the model is cut into
+    /// `stages × v` chunks.
     pub fn stages(mut self, stages: usize) -> Self {
         self.stages = Some(stages);
         self
@@ -299,9 +308,10 @@ impl<L: Layer> PipelineBuilder<L> {
 
     /// The bytes each worker may hold: parameters, gradients, optimizer state, stashed
     /// activations and the split backward's deferred weight-gradient inputs, counted as [`crate::memory`] describes from the layers' parameter counts and
-    /// their outputs measured on the first batch. The split is then the fastest one (balance by
-    /// measured time) whose every stage fits; with one stage, the whole model must fit. If none
-    /// fits, the first step fails with [`Error::MemoryBudget`](crate::Error::MemoryBudget),
+    /// their outputs measured on the batch given to [`build_with`](Self::build_with). The split
+    /// is then the fastest one (balance by measured time) whose every stage fits; with one
+    /// stage, the whole model must fit. If none fits, `build_with` fails with
+    /// [`Error::MemoryBudget`](crate::Error::MemoryBudget),
     /// naming the least budget that would fit and the other remedies. Not with
     /// [`balance`](Self::balance), which fixes the split.
     pub fn memory_budget(mut self, bytes: u64) -> Self {
@@ -318,8 +328,41 @@ impl<L: Layer> PipelineBuilder<L> {
         self
     }
 
-    /// Validates every setting and builds the pipeline. No thread runs before this succeeds.
+    /// Validates every setting, resolves the [`Setup`](crate::Setup) and starts the pipeline's
+    /// workers. No thread runs before the setup is complete. A split measured by time
+    /// (`.stages(p)` without [`balance`](Self::balance)) or by
+    /// [`memory_budget`](Self::memory_budget) needs a sample batch: use
+    /// [`build_with`](Self::build_with) for those (`build` refuses them, naming the remedy).
     pub fn build(self) -> Result<Pipeline<L>> {
+        self.validated()?.resolve(None)
+    }
+
+    /// [`build`](Self::build), measuring on `batch` (a training batch, e.g. the first): the
+    /// per-layer times of a split by time or by memory budget, profiled on its first
+    /// micro-batch, and the activations the [`Setup`](crate::Setup) predicts the memory with.
+    /// The split is then made before any thread starts.
+    ///
+    /// ```
+    /// use burn::prelude::*;
+    /// use pipetrain::Pipeline;
+    /// use pipetrain_models::{MlpConfig, synthetic};
+    ///
+    /// let device = Device::flex();
+    /// let batch = synthetic::classification(0, 0, 16, 8, 3, &device);
+    /// let layers = MlpConfig::new(8, 2, 3).init(&device);
+    /// let builder = || Pipeline::builder().layers(layers.clone()).stages(2).micro_batches(4);
+    /// let err = builder().build().err().expect("a measured split needs a batch");
+    /// assert!(err.to_string().contains("build_with(&batch)"), "{err}");
+    /// let pipeline = builder().build_with(&batch)?;
+    /// assert_eq!(pipeline.partition().stages(), 2); // split before the first step
+    /// # Ok::<(), pipetrain::Error>(())
+    /// ```
+    pub fn build_with(self, batch: &Batch) -> Result<Pipeline<L>> {
+        self.validated()?.resolve(Some(batch))
+    }
+
+    /// Every setting checked against the others: what [`Setup`](crate::Setup) resolves.
+    pub(crate) fn validated(self) -> Result<Validated<L>> {
         self.check_settings()?;
         let Some(layers) = self.layers else {
             return config("no layers: call .layers(model_layers) with the model's layer sequence");
@@ -447,6 +490,10 @@ impl<L: Layer> PipelineBuilder<L> {
             memory_budget: self.memory_budget,
             distributed: self.distributed,
         };
-        Pipeline::new(config, layers, plan)
+        Ok(Validated {
+            config,
+            layers,
+            plan,
+        })
     }
 }

@@ -1,23 +1,20 @@
 //! Checkpoints of a [`Pipeline`]: layout-independent, so a run saved under one split and replica
-//! count resumes under any other. The engine's runtime does the work once the split is made;
-//! before that, the whole model is saved or loaded as one sequence.
+//! count resumes under any other. The engine's runtime does the work, from the moment the
+//! pipeline is built (before its first step too).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use pipetrain_engine::Layer;
-use pipetrain_engine::checkpoint::{self, Checkpoint, Progress};
+use pipetrain_engine::checkpoint::{Checkpoint, Progress};
 
 use crate::error::Result;
-use crate::pipeline::{Pipeline, State};
+use crate::pipeline::Pipeline;
 
 impl<L: Layer> Pipeline<L> {
     /// Optimizer steps taken so far (restored by [`load_checkpoint`](Self::load_checkpoint)).
     pub fn optimizer_steps(&self) -> u64 {
-        match &self.state {
-            State::Running(runtime) => runtime.optimizer_steps(),
-            State::Pending { restore, .. } => restore.as_ref().map_or(0, |c| c.progress().step),
-        }
+        self.runtime().optimizer_steps()
     }
 
     /// Saves the whole model (replica 0's weights under full-model names), the optimizer state
@@ -51,38 +48,19 @@ impl<L: Layer> Pipeline<L> {
         path: impl AsRef<Path>,
         extra: BTreeMap<String, String>,
     ) -> Result<()> {
-        let path = path.as_ref();
-        match &self.state {
-            State::Running(runtime) => runtime.save_checkpoint(path, extra)?,
-            State::Pending { layers, .. } => {
-                let progress = Progress {
-                    step: self.optimizer_steps(),
-                    extra,
-                };
-                checkpoint::save_model(path, layers, self.config.optimizer.name(), &progress)?
-            }
-        }
-        Ok(())
+        Ok(self.runtime().save_checkpoint(path.as_ref(), extra)?)
     }
 
     /// This process's part of a checkpoint in a multi-process run (the weights of the stages
     /// it runs and its workers' optimizer state): one process gathers every part and writes
     /// the single file with [`pipetrain_engine::checkpoint::write_parts`]. `path` names the
-    /// checkpoint in errors. Refused before the split is made and in the middle of an
-    /// accumulation.
+    /// checkpoint in errors. Refused in the middle of an accumulation.
     pub fn checkpoint_part(
         &self,
         path: impl AsRef<Path>,
         extra: BTreeMap<String, String>,
     ) -> Result<Vec<u8>> {
-        match &self.state {
-            State::Running(runtime) => Ok(runtime.checkpoint_part(path.as_ref(), extra)?),
-            State::Pending { .. } => Err(crate::error::Error::Config(
-                "no stages yet: a checkpoint part is taken after the split is made (give \
-                 .balance([...]))"
-                    .into(),
-            )),
-        }
+        Ok(self.runtime().checkpoint_part(path.as_ref(), extra)?)
     }
 
     /// Loads a checkpoint written by [`save_checkpoint`](Self::save_checkpoint) under any
@@ -97,15 +75,10 @@ impl<L: Layer> Pipeline<L> {
     /// [`load_checkpoint`](Self::load_checkpoint) of a checkpoint already read (for example
     /// broadcast from another process: [`Checkpoint::from_bytes`]).
     pub fn restore(&mut self, checkpoint: Checkpoint) -> Result<Progress> {
-        checkpoint.check_optimizer(self.config.optimizer.name())?;
+        let runtime = self.runtime_mut();
+        checkpoint.check_optimizer(runtime.workers().optimizer().name())?;
         let progress = checkpoint.progress().clone();
-        match &mut self.state {
-            State::Pending { layers, restore } => {
-                *layers = checkpoint.load_model(layers.clone())?;
-                *restore = Some(checkpoint);
-            }
-            State::Running(runtime) => runtime.load_checkpoint(&checkpoint)?,
-        }
+        runtime.load_checkpoint(&checkpoint)?;
         Ok(progress)
     }
 }

@@ -3,15 +3,12 @@
 use pipetrain_engine::Layer;
 
 use crate::error::{Result, config};
-use crate::pipeline::{Pipeline, State};
+use crate::pipeline::Pipeline;
 
 impl<L: Layer> Pipeline<L> {
     /// The learning rate of the next optimizer step.
     pub fn learning_rate(&self) -> f64 {
-        match &self.state {
-            State::Running(runtime) => runtime.config().learning_rate,
-            State::Pending { .. } => self.config.runtime.learning_rate,
-        }
+        self.runtime().config().learning_rate
     }
 
     /// Sets the learning rate of the next optimizer steps, e.g. a scheduler's value for this
@@ -37,10 +34,7 @@ impl<L: Layer> Pipeline<L> {
                  scheduler a rate such as 0.01"
             ));
         }
-        self.config.runtime.learning_rate = learning_rate;
-        if let State::Running(runtime) = &mut self.state {
-            runtime.set_learning_rate(learning_rate);
-        }
+        self.runtime_mut().set_learning_rate(learning_rate);
         Ok(())
     }
 }

@@ -44,6 +44,7 @@ mod lr_schedule;
 pub mod memory;
 mod pipeline;
 mod report;
+mod setup;
 pub mod tune;
 
 pub use builder::PipelineBuilder;
@@ -51,6 +52,7 @@ pub use error::{Error, Result};
 pub use lr_schedule::{Decay, LrSchedule};
 pub use pipeline::Pipeline;
 pub use report::{StageReport, StepReport};
+pub use setup::{Setup, WorkerSetup};
 
 pub use pipetrain_engine as engine;
 pub use pipetrain_engine::checkpoint::{Checkpoint, CheckpointError, Progress};

@@ -1,6 +1,7 @@
 //! Memory per worker: what a stage's layers hold, in bytes, and the accounting behind
-//! [`PipelineBuilder::memory_budget`](crate::PipelineBuilder::memory_budget) and
-//! [`Pipeline::worker_memory`](crate::Pipeline::worker_memory).
+//! [`PipelineBuilder::memory_budget`](crate::PipelineBuilder::memory_budget),
+//! [`Setup::memory`](crate::Setup::memory) (predicted before any step) and
+//! [`Pipeline::worker_memory`](crate::Pipeline::worker_memory) (after one).
 //!
 //! ## What is counted
 //!
@@ -145,17 +146,14 @@ pub(crate) fn activation_bytes(a: &Activation) -> u64 {
     a.elements() as u64 * F32
 }
 
-/// Each worker's memory at the peak of `report`'s step, replica-major: `sample` (one
-/// micro-batch) is forwarded stage by stage through replica 0's layers (each stage's input is
-/// the previous stage's output, moved to that stage's device) to measure every layer's output;
-/// the optimizer state is each worker's own serialized size.
-pub(crate) fn of_workers<L: Layer>(
+/// Replica 0's layers, stage by stage: `sample` (one micro-batch) is forwarded through them
+/// (each stage's input is the previous stage's output, moved to that stage's device) to
+/// measure every layer's output.
+fn per_stage<L: Layer>(
     workers: &Workers<L>,
     sample: &Activation,
     devices: &[Device],
-    remat: Remat,
-    report: &StepReport,
-) -> Result<Vec<WorkerMemory>> {
+) -> Result<Vec<Vec<LayerMemory>>> {
     let mut per_stage = Vec::new();
     let mut x = sample.clone();
     for (stage, worker) in workers.replica(ReplicaId(0)).enumerate() {
@@ -167,6 +165,20 @@ pub(crate) fn of_workers<L: Layer>(
         }
         per_stage.push(held);
     }
+    Ok(per_stage)
+}
+
+/// Each worker's memory at the peak of `report`'s step, replica-major: `sample` (one
+/// micro-batch) is forwarded stage by stage through replica 0's layers to measure every
+/// layer's output; the optimizer state is each worker's own serialized size.
+pub(crate) fn of_workers<L: Layer>(
+    workers: &Workers<L>,
+    sample: &Activation,
+    devices: &[Device],
+    remat: Remat,
+    report: &StepReport,
+) -> Result<Vec<WorkerMemory>> {
+    let per_stage = per_stage(workers, sample, devices)?;
     Ok(workers
         .iter()
         .map(|w| {
@@ -183,6 +195,55 @@ pub(crate) fn of_workers<L: Layer>(
                 stashed_micro_batches: stashed,
                 stash: held.iter().map(|l| l.activation * charged).sum(),
                 deferred: reported.map_or(0, |r| r.peak_deferred_bytes as u64),
+            }
+        })
+        .collect())
+}
+
+/// What [`predicted`] models a step with.
+pub(crate) struct Model<'a> {
+    pub remat: Remat,
+    /// Parameter-sized optimizer-state slots ([`optimizer_slots`]).
+    pub slots: u64,
+    /// ZeRO-1: the replicas each stage's optimizer state is sharded across (each worker is
+    /// charged an even share, rounded up; the shards follow tensor bounds, so about that).
+    pub zero: Option<usize>,
+    /// Per stage: the most micro-batches the plan stashes at once.
+    pub peak_stash: &'a [usize],
+    /// Per stage: the deferred weight-gradient bytes of a group ([`deferred_bytes`], summed).
+    pub deferred: &'a [u64],
+}
+
+/// Each worker's memory at the peak of a step, predicted before any step, replica-major:
+/// parameters and gradients from the layers, the optimizer state from its slots (its share
+/// under ZeRO-1), the stash from the plan's peak and, with a `sample`, every layer's output
+/// measured on it (as [`of_workers`]); without one the stash and the deferred bytes are 0.
+pub(crate) fn predicted<L: Layer>(
+    workers: &Workers<L>,
+    sample: Option<&Activation>,
+    devices: &[Device],
+    model: &Model<'_>,
+) -> Result<Vec<WorkerMemory>> {
+    let measured = sample
+        .map(|sample| per_stage(workers, sample, devices))
+        .transpose()?;
+    Ok(workers
+        .iter()
+        .map(|w| {
+            let stage = w.id().stage.index();
+            let parameters = w.layers().iter().map(|l| l.num_params() as u64 * F32).sum();
+            let state = parameters * model.slots;
+            let stashed = model.peak_stash.get(stage).copied().unwrap_or(0);
+            let charged = charged_micro_batches(model.remat, stashed).min(stashed as u64);
+            let held = measured.as_ref().map(|m| &m[stage]);
+            WorkerMemory {
+                worker: w.id(),
+                parameters,
+                gradients: parameters,
+                optimizer_state: model.zero.map_or(state, |r| state.div_ceil(r as u64)),
+                stashed_micro_batches: stashed,
+                stash: held.map_or(0, |h| h.iter().map(|l| l.activation * charged).sum()),
+                deferred: held.map_or(0, |_| model.deferred.get(stage).copied().unwrap_or(0)),
             }
         })
         .collect())

@@ -91,13 +91,14 @@ impl StepReport {
     /// use pipetrain_models::{MlpConfig, synthetic};
     ///
     /// let device = Device::flex();
+    /// let batch = synthetic::classification(0, 0, 16, 16, 4, &device);
     /// let mut pipeline = Pipeline::builder()
     ///     .layers(MlpConfig::new(16, 3, 4).init(&device))
     ///     .stages(2)
     ///     .micro_batches(4)
     ///     .schedule(ScheduleKind::ZbH1) // separate input- and weight-gradient actions
-    ///     .build()?;
-    /// let report = pipeline.train_step(&synthetic::classification(0, 0, 16, 16, 4, &device))?;
+    ///     .build_with(&batch)?;
+    /// let report = pipeline.train_step(&batch)?;
     /// let stage = &report.workers[1].actions;
     /// assert_eq!(stage.count(pipetrain::schedules::ActionKind::Forward), 4);
     /// let costs = report.measured_costs();

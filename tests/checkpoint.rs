@@ -113,7 +113,7 @@ fn resume_under_any_layout_continues_bit_for_bit() {
     }
 }
 
-/// A pipeline whose split is measured on the first batch takes the checkpoint before it starts.
+/// A pipeline whose split is measured on a batch takes the checkpoint before its first step.
 #[test]
 fn load_before_the_split_is_measured() {
     let tmp = scratch("ckpt");
@@ -128,7 +128,7 @@ fn load_before_the_split_is_measured() {
         .remat(Remat::Never)
         .optimizer(OptimizerConfig::adam())
         .learning_rate(1e-2)
-        .build()
+        .build_with(&batch(1))
         .unwrap();
     b.load_checkpoint(&path).unwrap();
     a.train_step(&batch(1)).unwrap();
@@ -176,7 +176,7 @@ fn accumulation_in_progress_is_not_saved() {
         .stages(2)
         .micro_batches(2)
         .accumulation(2)
-        .build()
+        .build_with(&batch(0))
         .unwrap();
     p.train_step(&batch(0)).unwrap();
     let err = p.save_checkpoint(&path, BTreeMap::new()).unwrap_err();

@@ -221,7 +221,7 @@ fn batch_with_fewer_rows_than_replicas_times_micro_batches_is_refused() {
         .stages(2)
         .replicas(3)
         .micro_batches(2)
-        .build()
+        .build_with(&batch(0))
         .unwrap();
     let bad = synthetic::classification(0, 0, 5, WIDTH, CLASSES, &Device::flex());
     let message = pipeline.train_step(&bad).unwrap_err().to_string();

@@ -88,7 +88,7 @@ fn trained<L: Layer + Clone>(
         .learning_rate(0.1)
         .loss(CrossEntropy)
         .threads_per_worker(1)
-        .build()
+        .build_with(&data[0])
         .unwrap();
     for b in data {
         pipeline.train_step(b).unwrap();

@@ -214,7 +214,8 @@ fn reference<L: Layer>(
     Ok(single.parameters())
 }
 
-/// A pipeline of `layers` on `device` (every worker), set up by `setup`, trained on `data`.
+/// A pipeline of `layers` on `device` (every worker), set up by `setup`, trained on `data`
+/// (non-empty).
 fn train<L: Layer>(
     layers: &[L],
     data: &[Batch],
@@ -225,7 +226,11 @@ fn train<L: Layer>(
         .layers(layers.to_vec())
         .devices([device.clone()])
         .threads_per_worker(1);
-    let mut pipeline = setup(builder).build().map_err(|e| e.to_string())?;
+    // A split by time is measured on the first batch.
+    let first = data.first().ok_or("no data")?;
+    let mut pipeline = setup(builder)
+        .build_with(first)
+        .map_err(|e| e.to_string())?;
     for batch in data {
         let report = pipeline.train_step(batch).map_err(|e| e.to_string())?;
         if !report.loss.is_finite() {

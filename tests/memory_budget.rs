@@ -1,5 +1,5 @@
-//! `.memory_budget(bytes)`: the split the budget forces, the error when nothing fits, and the
-//! per-worker accounting `Pipeline::worker_memory` reports.
+//! `.memory_budget(bytes)`: the split the budget forces, the error when nothing fits, the
+//! per-worker accounting `Pipeline::worker_memory` reports and the setup predicts.
 //!
 //! The model is chosen so that the numbers are exact: MLP with input 64, width 8, 3 hidden
 //! blocks, 64 classes; batch 64 in 8 micro-batches of 8 rows, GPipe (8 micro-batches stashed on
@@ -32,7 +32,7 @@ fn model() -> Vec<MlpLayer> {
 
 /// The fused backward keeps the hand-checked numbers below free of the split backward's deferred
 /// weight-gradient inputs (tested on their own in `the_split_backward_s_deferred_inputs_count`).
-fn pipeline(budget: Option<u64>, remat: Remat, stages: usize) -> Pipeline<MlpLayer> {
+fn pipeline(budget: Option<u64>, remat: Remat, stages: usize) -> Result<Pipeline<MlpLayer>, Error> {
     pipeline_with(budget, remat, stages, Backward::Fused)
 }
 
@@ -41,7 +41,7 @@ fn pipeline_with(
     remat: Remat,
     stages: usize,
     backward: Backward,
-) -> Pipeline<MlpLayer> {
+) -> Result<Pipeline<MlpLayer>, Error> {
     let mut builder = Pipeline::builder()
         .layers(model())
         .stages(stages)
@@ -53,7 +53,8 @@ fn pipeline_with(
     if let Some(bytes) = budget {
         builder = builder.memory_budget(bytes);
     }
-    builder.build().expect("a valid configuration")
+    // The split is measured on the batch the tests train on.
+    builder.build_with(&batch())
 }
 
 fn batch() -> pipetrain::Batch {
@@ -62,15 +63,15 @@ fn batch() -> pipetrain::Batch {
 
 #[test]
 fn a_budget_forces_another_split_than_time_alone() {
-    let mut fastest = pipeline(None, Remat::Never, 2);
+    let mut fastest = pipeline(None, Remat::Never, 2).expect("a valid configuration");
     fastest.train_step(&batch()).expect("a step");
-    assert_eq!(fastest.partition().expect("split").balance(), vec![2, 2]);
+    assert_eq!(fastest.partition().balance(), vec![2, 2]);
 
-    let mut budgeted = pipeline(Some(22_000), Remat::Never, 2);
+    let mut budgeted = pipeline(Some(22_000), Remat::Never, 2).expect("a split within the budget");
     let report = budgeted
         .train_step(&batch())
         .expect("a step within the budget");
-    assert_eq!(budgeted.partition().expect("split").balance(), vec![3, 1]);
+    assert_eq!(budgeted.partition().balance(), vec![3, 1]);
     // The accounting the budget used is what the workers report after the step.
     let memory = budgeted.worker_memory(&report).expect("worker memory");
     let totals: Vec<u64> = memory.iter().map(|w| w.total()).collect();
@@ -88,10 +89,9 @@ fn a_budget_forces_another_split_than_time_alone() {
 
 #[test]
 fn an_infeasible_budget_names_the_least_one_and_the_remedies() {
-    let mut p = pipeline(Some(20_000), Remat::Never, 2);
-    let err = p
-        .train_step(&batch())
-        .expect_err("nothing fits 20000 bytes");
+    let err = pipeline(Some(20_000), Remat::Never, 2)
+        .err()
+        .expect("nothing fits 20000 bytes");
     let msg = err.to_string();
     let Error::MemoryBudget {
         smallest_bytes,
@@ -120,19 +120,17 @@ fn an_infeasible_budget_names_the_least_one_and_the_remedies() {
 #[test]
 fn re_materialization_is_a_remedy_that_works() {
     // With remat each layer is charged one micro-batch: the head needs 4608 + 2048 bytes.
-    let mut p = pipeline(Some(20_000), Remat::Always, 2);
-    p.train_step(&batch())
-        .expect("fits with re-materialization");
+    let mut p = pipeline(Some(20_000), Remat::Always, 2).expect("fits with re-materialization");
+    p.train_step(&batch()).expect("a step");
     assert_eq!(p.stages(), 2);
 }
 
 #[test]
 fn one_stage_must_hold_the_whole_model() {
     // Sum of the per-layer totals: 6208 + 2624 + 2624 + 20992.
-    let mut p = pipeline(Some(32_000), Remat::Never, 1);
-    let err = p
-        .train_step(&batch())
-        .expect_err("the whole model needs 32448 bytes");
+    let err = pipeline(Some(32_000), Remat::Never, 1)
+        .err()
+        .expect("the whole model needs 32448 bytes");
     assert!(
         matches!(
             err,
@@ -143,8 +141,8 @@ fn one_stage_must_hold_the_whole_model() {
         ),
         "{err}"
     );
-    let mut p = pipeline(Some(32_448), Remat::Never, 1);
-    p.train_step(&batch()).expect("exactly enough");
+    let mut p = pipeline(Some(32_448), Remat::Never, 1).expect("exactly enough");
+    p.train_step(&batch()).expect("a step");
 }
 
 #[test]
@@ -167,14 +165,70 @@ fn a_budget_with_a_fixed_balance_or_zero_bytes_is_refused() {
 }
 
 #[test]
-fn forward_before_training_makes_the_split_on_a_batch_of_any_size() {
+fn a_split_is_measured_on_a_batch_of_any_size() {
     // 5 rows split into neither 8 micro-batches nor fewer: the layers are measured on all 5.
-    let mut p = pipeline(Some(22_000), Remat::Never, 2);
-    let inputs = synthetic::classification(3, 1, 5, 64, 64, &Device::flex()).inputs;
-    let out = p.forward(inputs).expect("inference on 5 rows");
+    let small = synthetic::classification(3, 1, 5, 64, 64, &Device::flex());
+    let mut p = Pipeline::builder()
+        .layers(model())
+        .stages(2)
+        .micro_batches(8)
+        .schedule(ScheduleKind::GPipe)
+        .remat(Remat::Never)
+        .backward(Backward::Fused)
+        .memory_budget(22_000)
+        .build_with(&small)
+        .expect("measured on 5 rows");
+    let out = p.forward(small.inputs).expect("inference on 5 rows");
     assert_eq!(out.dims(), vec![5, 64]);
-    assert_eq!(p.stages(), 2);
-    assert!(p.partition().is_some());
+    assert_eq!(p.partition().stages(), 2);
+}
+
+#[test]
+fn build_without_a_batch_names_the_remedy() {
+    let err = Pipeline::builder()
+        .layers(model())
+        .stages(2)
+        .memory_budget(22_000)
+        .build()
+        .err()
+        .expect("a budget is measured on a batch");
+    assert!(err.to_string().contains(".build_with(&batch)"), "{err}");
+}
+
+/// The setup predicts, before any step, what the workers report after one: the budget's
+/// accounting, stage by stage (all but the optimizer's serialized record, which SGD keeps
+/// none of before it steps).
+#[test]
+fn the_setup_predicts_the_memory_a_step_reports() {
+    for backward in [Backward::Fused, Backward::default()] {
+        let mut p = pipeline_with(None, Remat::Never, 2, backward).expect("a valid configuration");
+        let predicted = p.setup().memory().to_vec();
+        assert!(p.setup().measured());
+        let report = p.train_step(&batch()).expect("a step");
+        let measured = p.worker_memory(&report).expect("worker memory");
+        for (p, m) in predicted.iter().zip(&measured) {
+            assert_eq!(
+                (
+                    p.worker,
+                    p.parameters,
+                    p.gradients,
+                    p.stashed_micro_batches,
+                    p.stash,
+                    p.deferred
+                ),
+                (
+                    m.worker,
+                    m.parameters,
+                    m.gradients,
+                    m.stashed_micro_batches,
+                    m.stash,
+                    m.deferred
+                ),
+                "{backward:?}: predicted {predicted:?}, measured {measured:?}"
+            );
+            assert_eq!(p.optimizer_state, 0);
+        }
+    }
 }
 
 /// With the split backward (the default) each dense layer also holds its input and
@@ -185,15 +239,16 @@ fn forward_before_training_makes_the_split_on_a_batch_of_any_size() {
 #[test]
 fn the_split_backward_s_deferred_inputs_count() {
     let split = Backward::default();
-    let mut p = pipeline_with(Some(22_000), Remat::Never, 2, split);
-    let err = p.train_step(&batch()).expect_err("over the budget");
+    let err = pipeline_with(Some(22_000), Remat::Never, 2, split)
+        .err()
+        .expect("over the budget");
     assert!(
         err.to_string().contains("weight_group: 1"),
         "the remedy names the weight group: {err}"
     );
 
     // Without a budget: the deferred bytes a step measures are the per-layer model's.
-    let mut p = pipeline_with(None, Remat::Never, 2, split);
+    let mut p = pipeline_with(None, Remat::Never, 2, split).expect("a valid configuration");
     let report = p.train_step(&batch()).expect("a step");
     let memory = p.worker_memory(&report).expect("worker memory");
     // 8 rows per micro-batch × 8 micro-batches; stage 0 = layers 64→8, 8→8 (input + output
@@ -211,7 +266,7 @@ fn the_split_backward_s_deferred_inputs_count() {
     );
 
     let one = Backward::Split { weight_group: 1 };
-    let mut p = pipeline_with(Some(24_000), Remat::Never, 2, one);
+    let mut p = pipeline_with(Some(24_000), Remat::Never, 2, one).expect("within the budget");
     let report = p.train_step(&batch()).expect("within the budget");
     let memory = p.worker_memory(&report).expect("worker memory");
     assert!(memory.iter().all(|w| w.total() <= 24_000), "{memory:?}");

@@ -68,7 +68,7 @@ fn the_memory_model_is_within_a_stated_factor_of_the_measured_peak() {
             .schedule(schedule)
             .remat(remat)
             .optimizer(optimizer)
-            .build()
+            .build_with(&batch)
             .unwrap();
         // The first step also sets up (the workers, the optimizer state, one-off probes):
         // the peak of the second is what every later step holds.

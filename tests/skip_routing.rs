@@ -292,7 +292,7 @@ fn skips_without_gradient_go_straight_and_ask_for_none() {
                 .loss(pipetrain::Mse)
                 .optimizer(OptimizerConfig::sgd())
                 .learning_rate(LR)
-                .build()
+                .build_with(&batch)
                 .unwrap();
             pipeline.train_step(&batch).unwrap();
             let d = difference(&pipeline.parameters(), &single.parameters());

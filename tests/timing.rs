@@ -21,7 +21,7 @@ fn device_and_host_timing_train_the_same_bits_and_time_every_action() {
             .learning_rate(1e-2)
             .timing(timing)
             .threads_per_worker(1)
-            .build()
+            .build_with(&synthetic::classification(3, 0, 16, 8, 3, &Device::flex()))
             .unwrap();
         let mut last = None;
         for k in 0..3 {

@@ -52,7 +52,7 @@ fn a_sequence_length_that_changes_every_step_trains_like_one_device() {
             .remat(remat)
             .optimizer(OptimizerConfig::sgd())
             .learning_rate(LR)
-            .build()
+            .build_with(&data[0])
             .unwrap();
         for b in &data {
             pipeline.train_step(b).unwrap();

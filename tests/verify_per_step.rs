@@ -23,7 +23,14 @@ fn every_step_of_a_2_by_2_adam_run_matches_one_device_from_the_pipelines_weights
         .optimizer(OptimizerConfig::adam())
         .learning_rate(1e-3)
         .threads_per_worker(1)
-        .build()
+        .build_with(&synthetic::classification(
+            26,
+            0,
+            64,
+            64,
+            10,
+            &Device::flex(),
+        ))
         .unwrap();
     let mut single = SingleDevice::new(init, &Device::flex(), &OptimizerConfig::adam());
     let mut worst = 0f64;

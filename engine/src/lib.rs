@@ -2,8 +2,8 @@
 //!
 //! The runtime of pipetrain: a [`World`] of replicas × stages, one persistent thread per worker,
 //! each interpreting its stage's lowered [`Plan`](pipetrain_schedules::Plan) on burn; a
-//! [`Runtime`] owns them, and a [`Fabric`] connects them. Activations cross stages as plain tensors
-//! ([`Activation`]); each stage re-enters autodiff at its input leaf and backpropagates seeded
+//! [`Setup`] resolves what they run before any thread starts, a [`Runtime`] owns them, and a
+//! [`Fabric`] connects them. Activations cross stages as plain tensors ([`Activation`]); each stage re-enters autodiff at its input leaf and backpropagates seeded
 //! with the gradient its downstream neighbour sends back. Gradients accumulate over the
 //! micro-batches of a step; one optimizer step per stage ends it.
 //!
@@ -31,7 +31,7 @@
 //! // One replica of two stages: one layer each.
 //! let split = Partition::from_balance(&[1, 1], model.len())?;
 //! let workers = Workers::build(World::new(1, 2)?, split, &model, &[device.clone()], &OptimizerConfig::sgd(), 1)?;
-//! let mut runtime = Runtime::new(workers, RuntimeConfig {
+//! let config = RuntimeConfig {
 //!     schedule: ScheduleKind::OneFOneB.into(),
 //!     micro_batches: 2,
 //!     learning_rate: 0.1,
@@ -42,7 +42,9 @@
 //!     backward: Backward::default(),
 //!     guard: Default::default(),
 //!     timing: Default::default(),
-//! })?;
+//! };
+//! // Everything resolved and validated first; then the threads start.
+//! let mut runtime = Runtime::new(Setup::new(workers, config)?, Box::new(ChannelFabric))?;
 //! let batch = Batch {
 //!     inputs: Tensor::<2>::ones([4, 4], &device).into(),
 //!     targets: Tensor::<2>::zeros([4, 2], &device).into(),
@@ -77,6 +79,7 @@ mod reference;
 mod remat;
 mod report;
 mod runtime;
+mod setup;
 mod skips;
 mod split;
 mod thread;
@@ -105,6 +108,7 @@ pub use reference::SingleDevice;
 pub use remat::{ParseRematError, Remat};
 pub use report::{ActionTimes, StepOutcome, WorkerReport};
 pub use runtime::{Backward, DataParallel, Runtime, RuntimeConfig, Timing};
+pub use setup::{Plans, Setup};
 pub use skips::{SkipError, SkipRoutes, check_skips};
 pub use split::dense::{self, Dense, DenseActivation};
 pub use split::linears::{self, Linears};

@@ -67,7 +67,11 @@ fn runtime(device: &Device) -> Runtime<Dense> {
         guard: Default::default(),
         timing: Default::default(),
     };
-    Runtime::new(workers, config).unwrap()
+    Runtime::new(
+        Setup::new(workers, config).unwrap(),
+        Box::new(ChannelFabric),
+    )
+    .unwrap()
 }
 
 fn batch(device: &Device, width: usize) -> Batch {

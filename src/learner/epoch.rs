@@ -12,8 +12,8 @@ use burn::train::{
 
 use super::failure::training_error;
 use super::model::{PipelineModel, TrainInput, TrainOutput};
+use super::slot::Slot;
 use crate::error::Result;
-use crate::pipeline::Pipeline;
 
 /// What an epoch's splits report to.
 pub(crate) struct Run<'a, M: PipelineModel> {
@@ -30,7 +30,7 @@ impl<M: PipelineModel> Run<'_, M> {
     /// learner's scheduler gives; stops at the first error (the interrupter keeps it).
     pub fn train(
         &mut self,
-        pipeline: &mut Pipeline<M::Layer>,
+        pipeline: &mut Slot<M::Layer>,
         learner: &mut Learner<M>,
         loader: &TrainLoader<M>,
         device: &Device,
@@ -113,15 +113,16 @@ fn each_item<T>(
 }
 
 /// One mini-batch: the metrics' forward with the weights the step starts from, then the
-/// pipeline's step.
+/// pipeline's step (the pipeline is built on the first).
 fn step<M: PipelineModel>(
-    pipeline: &mut Pipeline<M::Layer>,
+    slot: &mut Slot<M::Layer>,
     item: TrainInput<M>,
     learning_rate: f64,
     device: &Device,
 ) -> Result<TrainOutput<M>> {
-    pipeline.set_learning_rate(learning_rate)?;
     let batch = M::batch(&item);
+    let pipeline = slot.get(&batch)?;
+    pipeline.set_learning_rate(learning_rate)?;
     let output = pipeline.forward(batch.inputs.clone())?;
     let report = pipeline.train_step(&batch)?;
     let loss = Tensor::<1>::from_floats([report.loss as f32], device);

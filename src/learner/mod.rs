@@ -7,6 +7,7 @@ mod epoch;
 mod failure;
 mod model;
 mod resume;
+mod slot;
 mod strategy;
 
 pub use model::{PipelineModel, TrainInput, TrainOutput};

@@ -25,9 +25,3 @@ pub(crate) fn save<L: Layer>(pipeline: &Pipeline<L>, dir: &Path, epoch: usize) -
     })?;
     pipeline.save_checkpoint(path(dir, epoch), Default::default())
 }
-
-/// Loads epoch `epoch`'s checkpoint from `dir` into `pipeline` (weights, optimizer state, step);
-/// a missing or unreadable file is an error naming it.
-pub(crate) fn load<L: Layer>(pipeline: &mut Pipeline<L>, dir: &Path, epoch: usize) -> Result<()> {
-    pipeline.load_checkpoint(path(dir, epoch)).map(|_| ())
-}

@@ -16,8 +16,9 @@ use pipetrain_schedules::{Schedule, StageId};
 
 use super::failure::training_error;
 use super::model::PipelineModel;
+use super::slot::Slot;
 use super::{epoch, resume};
-use crate::builder::PipelineBuilder;
+use crate::builder::{PipelineBuilder, Validated};
 use crate::error::{Error, Result};
 use crate::pipeline::Pipeline;
 
@@ -145,8 +146,8 @@ impl<M: PipelineModel> PipelineStrategy<M> {
         self
     }
 
-    /// The pipeline over `model`'s layers; validated before any thread starts.
-    fn pipeline(&self, model: M, grad_accumulation: Option<usize>) -> Result<Pipeline<M::Layer>> {
+    /// The pipeline's settings over `model`'s layers, validated before any thread starts.
+    fn settings(&self, model: M, grad_accumulation: Option<usize>) -> Result<Validated<M::Layer>> {
         if let Some(k) = grad_accumulation {
             return Err(Error::Config(format!(
                 "grads_accumulation({k}): burn-train sums the gradients of {k} batches, which \
@@ -171,7 +172,7 @@ impl<M: PipelineModel> PipelineStrategy<M> {
         if let Some(configure) = &self.configure {
             builder = configure(builder);
         }
-        builder.build()
+        builder.validated()
     }
 }
 
@@ -195,11 +196,11 @@ impl Loss for SharedLoss {
 }
 
 /// The whole model with the pipeline's trained layers (replica 0's), or `model` as it is if the
-/// pipeline has not split it yet.
-fn merged<M: PipelineModel>(pipeline: &Pipeline<M::Layer>, model: M) -> M {
-    if pipeline.partition().is_none() {
+/// pipeline is not built yet (no training batch yet).
+fn merged<M: PipelineModel>(slot: &Slot<M::Layer>, model: M) -> M {
+    let Some(pipeline) = slot.built() else {
         return model;
-    }
+    };
     let layers = StageId::range(pipeline.stages())
         .flat_map(|stage| pipeline.stage_layers(stage).to_vec())
         .collect();
@@ -228,14 +229,13 @@ impl<M: PipelineModel> SupervisedLearningStrategy<M> for PipelineStrategy<M> {
         } = components;
         let mut model = learner.model();
         let device = model.devices().into_iter().next().unwrap_or_default();
+        let resume = match (&self.state_dir, resumed) {
+            (Some(dir), Some(epoch)) => Some(resume::path(dir, epoch)),
+            _ => None,
+        };
         let restored = self
-            .pipeline(model.clone(), grad_accumulation)
-            .and_then(|mut p| {
-                if let (Some(dir), Some(epoch)) = (&self.state_dir, resumed) {
-                    resume::load(&mut p, dir, epoch)?;
-                }
-                Ok(p)
-            });
+            .settings(model.clone(), grad_accumulation)
+            .and_then(|settings| Slot::new(settings, resume));
         let mut pipeline = match restored {
             Ok(pipeline) => pipeline,
             Err(error) => {
@@ -267,8 +267,8 @@ impl<M: PipelineModel> SupervisedLearningStrategy<M> for PipelineStrategy<M> {
             if interrupter.should_stop() {
                 break;
             }
-            if let Some(dir) = &self.state_dir {
-                let saved = resume::save(&pipeline, dir, epoch);
+            if let (Some(dir), Some(built)) = (&self.state_dir, pipeline.built()) {
+                let saved = resume::save(built, dir, epoch);
                 if let Err(error) = saved {
                     interrupter.fail(training_error(error, stages));
                     break;

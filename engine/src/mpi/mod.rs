@@ -16,7 +16,7 @@
 //!   [`Collective`](crate::Collective) over it; sums are taken in rank order, so a run ends
 //!   with the same bits as in one process.
 //! - [`MpiFabric`] — the engine's [`Fabric`](crate::Fabric): give it to
-//!   [`Runtime::with_fabric`](crate::Runtime::with_fabric) with workers built for
+//!   [`Runtime::new`](crate::Runtime::new) with workers built for
 //!   [`Layout::local`].
 //! - [`Layout`] and [`check_environment`] — rank → workers, and the launcher's variables
 //!   (Slurm's, torchrun's) checked against MPI.

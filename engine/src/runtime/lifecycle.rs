@@ -5,29 +5,19 @@ use std::path::Path;
 use std::sync::Arc;
 use std::thread::ThreadId;
 
-use pipetrain_schedules::{Lowering, Plan, StageId, WorkerId, lower, route_skips, validate};
+use pipetrain_schedules::{Plan, StageId, WorkerId};
 
 use super::config::{Backward, RuntimeConfig};
 use super::step::died;
 use crate::abort::Abort;
 use crate::checkpoint::{self, Checkpoint, Progress};
 use crate::error::{EngineError, Result};
-use crate::fabric::{ChannelFabric, Fabric, TieLink};
+use crate::fabric::{Fabric, TieLink};
 use crate::layer::Layer;
+use crate::setup::{Plans, Setup};
 use crate::thread::WorkerThread;
 use crate::tie::TiePlan;
 use crate::workers::Workers;
-
-/// The plans a runtime interprets.
-pub(super) struct Plans {
-    /// A step that ends with the all-reduce and the optimizer step.
-    pub step: Arc<Plan>,
-    /// A non-final step of an accumulation: no all-reduce, no optimizer step.
-    pub accumulating: Arc<Plan>,
-    /// The compute plan per rank, when ranks hold several stages: the order of
-    /// [`Turns`](crate::turns::Turns).
-    pub ranks: Option<Arc<Plan>>,
-}
 
 /// Persistent workers running steps of a lowered plan.
 ///
@@ -65,7 +55,7 @@ pub(super) struct Plans {
 ///     guard: Default::default(),
 ///     timing: Default::default(),
 /// };
-/// let mut runtime = Runtime::new(workers, config)?;
+/// let mut runtime = Runtime::new(Setup::new(workers, config)?, Box::new(ChannelFabric))?;
 /// let batch = Batch {
 ///     inputs: Tensor::<2>::ones([8, 4], &device).into(),
 ///     targets: Tensor::<2>::zeros([8, 2], &device).into(),
@@ -101,59 +91,16 @@ pub struct Runtime<L: Layer> {
 }
 
 impl<L: Layer> Runtime<L> {
-    /// Starts one thread per local worker, connected by in-process channels ([`ChannelFabric`]).
-    pub fn new(workers: Workers<L>, config: RuntimeConfig) -> Result<Self> {
-        Self::with_fabric(workers, config, Box::new(ChannelFabric))
-    }
-
-    /// Like [`new`](Self::new), with the workers connected by `fabric`.
-    pub fn with_fabric(
-        workers: Workers<L>,
-        config: RuntimeConfig,
-        fabric: Box<dyn Fabric>,
-    ) -> Result<Self> {
-        let stages = workers.world().stages();
-        let planned = config.schedule.plan(stages, config.micro_batches)?;
-        let split = matches!(config.backward, Backward::Split { .. });
-        // The stages that can split their backward: those holding a dense layer or a layer that
-        // splits its `Linear` calls.
-        let dense: Vec<bool> = (0..stages)
-            .map(|s| {
-                split
-                    && workers.states().iter().any(|w| {
-                        w.id.stage.index() == s
-                            && w.layers
-                                .iter()
-                                .any(|l| l.dense().is_some() || l.splits_linears())
-                    })
-            })
-            .collect();
-        let unlowered = if planned.places_weights() {
-            // The schedule places each `W`: the other stages run fused `B`s (see
-            // `fused_stages`).
-            planned.join_backward(|s| !dense[s.index()])
-        } else {
-            planned.split_backward(|s| dense[s.index()])
-        };
-        // Skips that cross stages go straight from the stashing to the popping stage.
-        let unlowered = route_skips(&unlowered, &workers.skip_routes().pairs())?;
-        // Ranks holding several stages: the dry run proves the rank order deadlock-free, then
-        // every stage runs on its own worker (its actions in rank order), taking turns.
-        validate(&lower(&unlowered, Lowering::default()))?;
-        let ranks = unlowered
-            .is_interleaved()
-            .then(|| Arc::new(unlowered.clone()));
-        let unlowered = unlowered.by_stage();
-        let step = lower(&unlowered, Lowering::default());
-        validate(&step)?;
-        let accumulating = lower(
-            &unlowered,
-            Lowering {
-                all_reduce: false,
-                optimizer_step: false,
-            },
-        );
-        validate(&accumulating)?;
+    /// Starts one thread per local worker of `setup`, connected by `fabric`
+    /// ([`ChannelFabric`](crate::ChannelFabric) in one process). Wiring only: everything the
+    /// workers run was resolved and validated by [`Setup::new`].
+    pub fn new(setup: Setup<L>, fabric: Box<dyn Fabric>) -> Result<Self> {
+        let Setup {
+            workers,
+            config,
+            plans,
+            tie_plan,
+        } = setup;
         let threads = workers
             .world()
             .local()
@@ -161,14 +108,10 @@ impl<L: Layer> Runtime<L> {
             .map(|&id| WorkerThread::spawn(id))
             .collect::<Result<Vec<_>>>()?;
         let mut runtime = Self {
-            tie_plan: TiePlan::new(&config.ties, &workers)?,
+            tie_plan,
             workers,
             threads,
-            plans: Plans {
-                step: Arc::new(step),
-                accumulating: Arc::new(accumulating),
-                ranks,
-            },
+            plans,
             config,
             fabric,
             abort: Arc::new(Abort::new()),
@@ -307,21 +250,15 @@ impl<L: Layer> Runtime<L> {
         &self.plans.step
     }
 
-    /// The stages whose backward cannot be split (no [dense](crate::dense) layer, or
-    /// [`Backward::Fused`]) although the schedule places split backwards (`I`, `W`): they run
-    /// a full backward `B` where the schedule has `I` and nothing where it has `W`. The result
-    /// is the same; the bubble the `W`s were to fill stays there. Empty for schedules
-    /// that place full backwards.
+    /// Every plan the runtime interprets (see [`Plans`]).
+    pub fn plans(&self) -> &Plans {
+        &self.plans
+    }
+
+    /// The stages that run full backwards although the schedule places split ones (see
+    /// [`Plans::fused`]).
     pub fn fused_stages(&self) -> Vec<StageId> {
-        let stages = self.workers.world().stages();
-        let Ok(planned) = self.config.schedule.plan(stages, self.config.micro_batches) else {
-            return Vec::new(); // the runtime started with this plan: unreachable
-        };
-        let planned = planned.by_stage();
-        let input = pipetrain_schedules::ActionKind::BackwardInput;
-        StageId::range(stages)
-            .filter(|&s| planned.count(s, input) > 0 && self.plans.step.count(s, input) == 0)
-            .collect()
+        self.plans.fused().to_vec()
     }
 
     /// Micro-batches per weight-gradient pass (0: the step's): the [`Backward`]'s, except that

@@ -1,5 +1,6 @@
 //! The runtime: owns the workers, their persistent threads, the plans and the fabric, and runs
-//! steps.
+//! steps. What it runs comes resolved and validated in a [`Setup`](crate::Setup); starting it
+//! only spawns the threads and connects them.
 //!
 //! A step as data: the batch is cut into replicas × micro-batches ([`Batch::shard`](crate::Batch::shard)), each
 //! worker's thread is lent its state with its share (stage 0 the inputs, the last stage the

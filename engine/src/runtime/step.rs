@@ -4,9 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use pipetrain_schedules::{
-    Plan, ReplicaId, StageId, WorkerId, inference, route_skips, validate_inference,
-};
+use pipetrain_schedules::{Plan, ReplicaId, StageId, WorkerId};
 
 use super::config::Backward;
 use super::lifecycle::Runtime;
@@ -105,11 +103,7 @@ impl<L: Layer> Runtime<L> {
         } else {
             (1, 1)
         };
-        let plan = route_skips(
-            &inference(world.stages(), parts)?,
-            &self.workers.skip_routes().pairs(),
-        )?;
-        validate_inference(&plan)?;
+        let plan = Arc::clone(self.plans.inference(parts));
         let mut shards = Vec::with_capacity(replicas);
         let mut micro_batches = inputs.plain().split(replicas * parts)?.into_iter();
         for _ in 0..replicas {
@@ -135,7 +129,7 @@ impl<L: Layer> Runtime<L> {
         };
         let feeds = feeds(&active, world.stages(), shards, false);
         // A failed inference changes no state, but may leave messages in flight: fresh links.
-        let (finished, _) = match self.launch(feeds, Arc::new(plan), ctx) {
+        let (finished, _) = match self.launch(feeds, plan, ctx) {
             Ok(done) => done,
             Err(error) => {
                 self.connect()?;

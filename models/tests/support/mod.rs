@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use burn::prelude::*;
 use pipetrain_engine::{
-    Backward, Batch, CrossEntropy, DataParallel, OptimizerConfig, Remat, Runtime, RuntimeConfig,
-    Workers, World, parameters,
+    Backward, Batch, ChannelFabric, CrossEntropy, DataParallel, OptimizerConfig, Remat, Runtime,
+    RuntimeConfig, Setup, Workers, World, parameters,
 };
 use pipetrain_partitioner::Partition;
 use pipetrain_schedules::ScheduleKind;
@@ -39,7 +39,8 @@ pub fn two_stages<L: pipetrain_engine::Layer>(
         guard: Default::default(),
         timing: Default::default(),
     };
-    let mut runtime = Runtime::new(workers, config).unwrap();
+    let setup = Setup::new(workers, config).unwrap();
+    let mut runtime = Runtime::new(setup, Box::new(ChannelFabric)).unwrap();
     let losses = data
         .iter()
         .map(|batch| runtime.step(batch).unwrap().loss)

@@ -2,14 +2,15 @@
 //! split, devices, replicas, threads, memory budget, ties, the gradient guard) and, under MPI,
 //! this process's share of the workers.
 
-use pipetrain::{CrossEntropy, Layer, Pipeline};
+use pipetrain::{Batch, CrossEntropy, Layer, Pipeline};
 
 use crate::distributed::Distributed;
 use crate::failure::Failure;
 use crate::totals::even_balance;
 use crate::train::Settings;
 
-/// Builds the pipeline for `layers` as the flags in `s` ask.
+/// Builds the pipeline for `layers` as the flags in `s` ask; a split by time or by memory
+/// budget is measured on `sample` (a training batch).
 ///
 /// # Errors
 /// A configuration the builder refuses (usage).
@@ -17,6 +18,7 @@ pub fn pipeline<L: Layer>(
     s: &Settings<'_>,
     layers: Vec<L>,
     dist: Option<&Distributed>,
+    sample: &Batch,
 ) -> Result<Pipeline<L>, Failure> {
     let n_layers = layers.len();
     let args = s.args;
@@ -64,5 +66,5 @@ pub fn pipeline<L: Layer>(
     for tie in &s.ties {
         builder = builder.tie(tie.clone());
     }
-    builder.build().map_err(Failure::of_build)
+    builder.build_with(sample).map_err(Failure::of_build)
 }

@@ -277,7 +277,10 @@ fn train_with<L: Layer>(
         false => None,
     };
 
-    let mut pipeline = crate::setup::pipeline(s, layers, dist)?;
+    // A split by time or memory budget is measured on the run's first batch.
+    let sample = s.data.batch(&s.model, 0, args.batch, &s.device)?;
+    let sample = crate::model::cut_to_length(args, 0, sample)?;
+    let mut pipeline = crate::setup::pipeline(s, layers, dist, &sample)?;
     let run = checkpoints::RunIdentity::of(args, &s.model);
     let first_step = match &args.resume {
         Some(path) => {
@@ -385,10 +388,9 @@ fn train_with<L: Layer>(
         }
         let report = report.expect("at least one batch per step");
         if step == first_step {
-            if let Some(p) = pipeline.partition() {
-                progress.println(&format!("stage split: {p} (balance {:?})", p.balance()));
-                crate::schedule::warn_fused(&pipeline, p);
-            }
+            let p = pipeline.partition();
+            progress.println(&format!("stage split: {p} (balance {:?})", p.balance()));
+            crate::schedule::warn_fused(&pipeline, p);
         }
         // The pipeline after this step, for the per-step comparison and the replica check:
         // under MPI every process takes part in gathering it on rank 0 (an end-to-end check of

@@ -68,7 +68,7 @@ fn run(shape: &Shape, workload: &Workload) -> pipetrain::Result<Measured> {
         let data: Vec<Batch> = (0..BATCHES)
             .map(|k| synthetic::tokens(DATA_SEED, k, batch, context, vocab, &device))
             .collect();
-        let pipelines = vec![build_gpt(shape, workload, &device)?];
+        let pipelines = vec![build_gpt(shape, workload, &device, &data[0])?];
         return measure(pipelines, &data, batch, workload);
     }
     let data: Vec<Batch> = (0..BATCHES)
@@ -145,11 +145,12 @@ fn measure<L: Layer>(
 }
 
 /// A fresh GPT pipeline for `shape` (a GPT schedules row): seeded init, blocks split by the
-/// measured split over the shape's chunks, SGD at 0.01 like the MLP rows.
+/// measured split (on `first`) over the shape's chunks, SGD at 0.01 like the MLP rows.
 fn build_gpt(
     shape: &Shape,
     w: &Workload,
     device: &Device,
+    first: &Batch,
 ) -> pipetrain::Result<Pipeline<GptLayer>> {
     let Shape::Pipeline {
         stages,
@@ -173,7 +174,7 @@ fn build_gpt(
         .optimizer(OptimizerConfig::sgd())
         .learning_rate(0.01)
         .threads_per_worker(w.threads)
-        .build()
+        .build_with(first)
 }
 
 /// A fresh pipeline for `shape` (one of the copies of an independent row): seeded init, the

@@ -1,0 +1,441 @@
+//! [`Setup`]: what a [`Pipeline`] runs, resolved in one place before any thread starts.
+//!
+//! ```text
+//! PipelineBuilder ─► validated settings ─► the split: given (.balance), by time, or by memory
+//!   budget (both measured on build_with's batch) ─► workers (layers, devices, optimizers)
+//!   ─► pipetrain_engine::Setup: every plan lowered and validated ─► Runtime::new (threads)
+//!   └─► Setup (this, data only): split, plans, predicted bubbles and memory, workers
+//! ```
+
+use std::fmt;
+use std::ops::Range;
+
+use burn::prelude::Device;
+use pipetrain_engine::{
+    Activation, Batch, ChannelFabric, Fabric, Layer, Plans, Remat, Runtime, Workers, World, profile,
+};
+use pipetrain_partitioner::{LayerCost, Partition, PartitionError, partition_by_time};
+use pipetrain_schedules::{
+    Costs, Lowering, Plan, ReplicaId, Schedule, StageId, WorkerId, lower, peak_stash, simulate,
+};
+
+use crate::builder::{Config, Split, Validated};
+use crate::error::{Error, Result, config};
+use crate::memory::{self, Bytes, WorkerMemory};
+use crate::pipeline::Pipeline;
+
+/// One worker's configuration.
+#[derive(Clone, Debug)]
+pub struct WorkerSetup {
+    /// Which worker.
+    pub worker: WorkerId,
+    /// The layers it holds (full-model indices).
+    pub layers: Range<usize>,
+    /// Its device.
+    pub device: Device,
+    /// Its compute threads.
+    pub threads: usize,
+}
+
+/// What a [`Pipeline`] runs, resolved when it is built and fixed for its life: the split, the
+/// lowered plans of every mode, the bubbles and the memory the simulator and the memory model
+/// predict, and each worker's configuration. Data only; [`Pipeline::setup`] shows it.
+///
+/// ```
+/// use burn::prelude::*;
+/// use pipetrain::{Pipeline, ScheduleKind, StageId};
+/// use pipetrain_models::{MlpConfig, synthetic};
+///
+/// let device = Device::flex();
+/// let batch = synthetic::classification(0, 0, 32, 16, 4, &device);
+/// let pipeline = Pipeline::builder()
+///     .layers(MlpConfig::new(16, 3, 4).init(&device))
+///     .stages(2) // split by time, measured on `batch`
+///     .micro_batches(4)
+///     .schedule(ScheduleKind::OneFOneB)
+///     .build_with(&batch)?;
+/// let setup = pipeline.setup();
+/// assert_eq!(setup.partition().stages(), 2);
+/// assert!(setup.measured());
+/// assert_eq!(setup.workers().len(), 2);
+/// assert_eq!(setup.memory()[0].stashed_micro_batches, 2); // 1F1B: p − s on stage s
+/// assert!(setup.memory()[0].stash > 0);
+/// assert_eq!(setup.plans().step().micro_batches(), 4);
+/// println!("{setup}");
+/// # Ok::<(), pipetrain::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Setup {
+    partition: Partition,
+    plans: Plans,
+    costs: Option<Vec<LayerCost>>,
+    predicted_bubble: Vec<f64>,
+    memory: Vec<WorkerMemory>,
+    measured: bool,
+    workers: Vec<WorkerSetup>,
+}
+
+impl Setup {
+    /// The stage split.
+    pub fn partition(&self) -> &Partition {
+        &self.partition
+    }
+
+    /// The lowered, validated plans of every mode: a training step, an accumulating step,
+    /// inference, the rank order under interleaved schedules, and the stages that run fused
+    /// backwards (see [`Plans`]).
+    pub fn plans(&self) -> &Plans {
+        &self.plans
+    }
+
+    /// The per-layer costs the split was measured with (a split by time or by memory budget);
+    /// `None` for a given split.
+    pub fn costs(&self) -> Option<&[LayerCost]> {
+        self.costs.as_deref()
+    }
+
+    /// Per stage, the bubble fraction the simulator predicts for the schedule's plan with the
+    /// split's measured layer costs (uniform costs when the split was given).
+    pub fn predicted_bubble(&self) -> &[f64] {
+        &self.predicted_bubble
+    }
+
+    /// Each worker's memory at the peak of a step, predicted (replica-major, counted as
+    /// [`crate::memory`] describes): parameters, gradients, optimizer-state slots, the plan's
+    /// peak stash and the split backward's deferred inputs. Activations are measured on the
+    /// first micro-batch of the batch given to
+    /// [`build_with`](crate::PipelineBuilder::build_with); without one, or in a multi-process
+    /// run ([`measured`](Self::measured)
+    /// is false) the stash and deferred bytes are 0.
+    pub fn memory(&self) -> &[WorkerMemory] {
+        &self.memory
+    }
+
+    /// Whether a sample batch measured the activations ([`memory`](Self::memory)).
+    pub fn measured(&self) -> bool {
+        self.measured
+    }
+
+    /// Each worker's configuration (of the workers this process runs), replica-major.
+    pub fn workers(&self) -> &[WorkerSetup] {
+        &self.workers
+    }
+}
+
+impl fmt::Display for Setup {
+    /// The split, then one line per worker of replica 0: its layers, device, predicted bubble
+    /// and memory.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let how = if self.costs.is_some() {
+            "measured"
+        } else {
+            "given"
+        };
+        write!(
+            f,
+            "split {} (balance {:?}, {how})",
+            self.partition,
+            self.partition.balance()
+        )?;
+        let replica0 = self.workers.iter().zip(&self.memory);
+        for (w, m) in replica0.filter(|(w, _)| w.worker.replica == ReplicaId(0)) {
+            let stage = w.worker.stage;
+            let bubble = self.predicted_bubble.get(stage.index()).copied();
+            let bubble = 100.0 * bubble.unwrap_or(0.0);
+            write!(f, "\n  {stage}  layers {:?} on {:?}", w.layers, w.device)?;
+            write!(
+                f,
+                "  predicted bubble {bubble:5.1}%  memory {} ({} micro-batches stashed)",
+                Bytes(m.total()),
+                m.stashed_micro_batches
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl<L: Layer> Validated<L> {
+    /// Whether the split is measured on a batch (by time or by memory budget), so that
+    /// [`resolve`](Self::resolve) needs one.
+    pub(crate) fn needs_batch(&self) -> bool {
+        matches!(self.config.split, Split::Measured { .. })
+    }
+
+    /// Stages of the split, given or to measure.
+    pub(crate) fn stages(&self) -> usize {
+        self.config.split.stages()
+    }
+
+    /// The setup of these settings, measuring on `batch` when the split needs it; then the
+    /// runtime that runs it (the threads start here, once everything is resolved).
+    pub(crate) fn resolve(self, batch: Option<&Batch>) -> Result<Pipeline<L>> {
+        let Validated {
+            mut config,
+            layers,
+            plan,
+        } = self;
+        let (r, m) = (config.replicas, config.runtime.micro_batches);
+        // A training batch splits into replicas × m; a smaller one measures on m micro-batches
+        // or on itself.
+        let sample = match batch {
+            Some(b) => {
+                let rows = b.inputs.batch_size();
+                let parts = [r * m, m, 1].into_iter().find(|&p| rows >= p).unwrap_or(1);
+                Some(micro_batch(&b.inputs, parts)?)
+            }
+            None => None,
+        };
+        let (partition, costs) = match (&config.split, &sample) {
+            (Split::Fixed(partition), _) => (partition.clone(), None),
+            (Split::Measured { stages }, Some(sample)) => {
+                let (partition, costs) = measure(&config, &layers, sample, *stages)?;
+                (partition, Some(costs))
+            }
+            (Split::Measured { stages }, None) => return needs_batch(&config, *stages),
+        };
+        let stages = partition.stages();
+        let world = match &config.distributed {
+            Some(d) => World::with_local(r, stages, d.local.clone())?,
+            None => World::new(r, stages)?,
+        };
+        let workers = Workers::build(
+            world,
+            partition.clone(),
+            &layers,
+            &config.devices,
+            &config.optimizer,
+            config.threads,
+        )?;
+        let engine = pipetrain_engine::Setup::new(workers, config.runtime.clone())?;
+        let plans = engine.plans().clone();
+        // Activations are measured through the whole model: where this process holds all of it.
+        let whole = sample.as_ref().filter(|_| config.distributed.is_none());
+        let memory = predict_memory(&config, &layers, engine.workers(), &plans, whole)?;
+        let setup = Setup {
+            predicted_bubble: predict_bubble(&plan, &partition, costs.as_deref())?,
+            workers: engine
+                .workers()
+                .iter()
+                .map(|w| WorkerSetup {
+                    worker: w.id(),
+                    layers: partition.range(w.id().stage),
+                    device: w.device().clone().inner(),
+                    threads: config.threads,
+                })
+                .collect(),
+            partition,
+            plans,
+            costs,
+            memory,
+            measured: whole.is_some(),
+        };
+        let fabric: Box<dyn Fabric> = match config.distributed.take() {
+            Some(d) => d.fabric,
+            None => Box::new(ChannelFabric),
+        };
+        let runtime = Runtime::new(engine, fabric)?;
+        Ok(Pipeline::new(setup, runtime, config.devices))
+    }
+}
+
+/// `build()` of a split that is measured: the error naming the remedy.
+fn needs_batch<T>(c: &Config, stages: usize) -> Result<T> {
+    match c.memory_budget {
+        Some(budget) => config(format!(
+            "a memory budget ({budget} bytes) chooses the split into {stages} stage(s) from the \
+             layers' memory and times, measured on a batch: build with .build_with(&batch), \
+             giving a training batch"
+        )),
+        None => config(format!(
+            "{stages} stages without a balance: the split is balanced by the layers' times, \
+             measured on a batch; build with .build_with(&batch), giving a training batch, or \
+             fix the split with .balance([...])"
+        )),
+    }
+}
+
+/// The first of `parts` row slices of `inputs` (the longest).
+pub(crate) fn micro_batch(inputs: &Activation, parts: usize) -> Result<Activation> {
+    Ok(inputs.clone().split(parts)?.swap_remove(0))
+}
+
+/// Measures per-layer costs on `sample` (one micro-batch) and splits into `stages` by time,
+/// under the memory budget if there is one.
+fn measure<L: Layer>(
+    c: &Config,
+    layers: &[L],
+    sample: &Activation,
+    stages: usize,
+) -> Result<(Partition, Vec<LayerCost>)> {
+    let device = &c.devices[0];
+    let costs = profile::layer_costs(layers, sample, device, 5)?;
+    let Some(budget) = c.memory_budget else {
+        return Ok((partition_by_time(&costs, stages, None)?, costs));
+    };
+    let m = c.runtime.micro_batches;
+    let in_flight = peak_in_flight(&c.runtime.schedule, stages, m)?;
+    let slots = memory::optimizer_slots(&c.optimizer);
+    let stashed = memory::charged_micro_batches(c.runtime.remat, in_flight);
+    let group = memory::weight_group(c.runtime.backward, m, c.runtime.schedule.splits_backward());
+    let split = match group {
+        0 => vec![0; layers.len()],
+        _ => profile::split_bytes(layers, sample, device)?,
+    };
+    let deferred = memory::deferred_bytes(&split, group);
+    let budgeted = memory::budget_costs(&costs, slots, stashed, &deferred);
+    let partition = partition_by_time(&budgeted, stages, Some(budget)).map_err(|e| {
+        let deferring = deferred.iter().any(|&d| d > 0);
+        over_budget(
+            c,
+            stages,
+            e,
+            costs.len(),
+            sample.batch_size(),
+            in_flight,
+            deferring,
+        )
+    })?;
+    Ok((partition, costs))
+}
+
+/// Most micro-batches any stage stashes at once under `schedule` with `m` micro-batches.
+fn peak_in_flight(schedule: &Schedule, stages: usize, m: usize) -> Result<usize> {
+    let plan = lower(&schedule.plan(stages, m)?, Lowering::default());
+    let simulated = simulate(&plan, &Costs::uniform(stages, 1.0, 2.0))?;
+    Ok(simulated
+        .stages
+        .iter()
+        .map(|s| s.peak_stash)
+        .max()
+        .unwrap_or(1))
+}
+
+/// The partitioner's [`PartitionError::OverBudget`] as the user's [`Error::MemoryBudget`],
+/// with the remedies that apply here.
+fn over_budget(
+    c: &Config,
+    stages: usize,
+    error: PartitionError,
+    layers: usize,
+    rows: usize,
+    in_flight: usize,
+    deferring: bool,
+) -> Error {
+    let PartitionError::OverBudget {
+        stage,
+        layers: range,
+        needed,
+        budget,
+        ..
+    } = error
+    else {
+        return error.into();
+    };
+    let schedule = &c.runtime.schedule;
+    let m = c.runtime.micro_batches;
+    let mut remedies = Vec::new();
+    if stages < layers {
+        remedies.push(format!("more stages (.stages({}))", stages + 1));
+    }
+    if c.runtime.remat == Remat::Never && in_flight > 1 {
+        remedies.push("re-materialization (`Remat::Always`)".to_string());
+    }
+    // Twice the micro-batches halves each one; it helps where the schedule then stashes
+    // fewer than twice as many (1F1B's p, not GPipe's m).
+    let fewer =
+        peak_in_flight(schedule, stages, 2 * m).is_ok_and(|doubled| doubled < 2 * in_flight);
+    if rows > 1 && fewer {
+        remedies.push(format!(
+            "smaller micro-batches (.micro_batches({}), if the batch splits into that many)",
+            2 * m
+        ));
+    }
+    if deferring && memory::weight_group(c.runtime.backward, m, schedule.splits_backward()) > 1 {
+        remedies.push(
+            "weight gradients every micro-batch (`Backward::Split { weight_group: 1 }`)"
+                .to_string(),
+        );
+    }
+    let remedy = match remedies.len() {
+        0 => "a smaller model".to_string(),
+        _ => remedies.join(", or "),
+    };
+    Error::MemoryBudget {
+        budget: Bytes(budget),
+        smallest: Bytes(needed),
+        smallest_bytes: needed,
+        stages,
+        micro_batches: m,
+        stage,
+        layers: range,
+        remedy,
+    }
+}
+
+/// Per stage, the bubble the simulator predicts for `plan` (the schedule's, one program per
+/// rank) with the split's layer costs (uniform when none were measured); a stage has its rank's.
+fn predict_bubble(
+    plan: &Plan,
+    partition: &Partition,
+    costs: Option<&[LayerCost]>,
+) -> Result<Vec<f64>> {
+    let stages = partition.stages();
+    let per_stage: Vec<(f64, f64)> = match costs {
+        Some(costs) => partition
+            .iter()
+            .map(|(_, r)| {
+                let c = &costs[r];
+                (
+                    c.iter().map(|c| c.forward).sum(),
+                    c.iter().map(|c| c.backward).sum(),
+                )
+            })
+            .collect(),
+        None => vec![(1.0, 2.0); stages],
+    };
+    let sim_costs = Costs {
+        forward: per_stage.iter().map(|c| c.0).collect(),
+        backward: per_stage.iter().map(|c| c.1).collect(),
+        ..Costs::uniform(stages, 1.0, 2.0)
+    };
+    let simulated = simulate(plan, &sim_costs)?;
+    let rank = |s: StageId| plan.rank_of(s).unwrap_or(s.index());
+    let bubble = |r: usize| simulated.stages.get(r).map_or(0.0, |r| r.bubble_fraction);
+    Ok(StageId::range(stages).map(|s| bubble(rank(s))).collect())
+}
+
+/// Each worker's predicted memory (see [`Setup::memory`]).
+fn predict_memory<L: Layer>(
+    c: &Config,
+    layers: &[L],
+    workers: &Workers<L>,
+    plans: &Plans,
+    sample: Option<&Activation>,
+) -> Result<Vec<WorkerMemory>> {
+    let rt = &c.runtime;
+    let group = memory::weight_group(rt.backward, rt.micro_batches, rt.schedule.splits_backward());
+    let partition = workers.partition();
+    let deferred: Vec<u64> = match (sample, group) {
+        (Some(sample), 1..) => {
+            let split = profile::split_bytes(layers, sample, &c.devices[0])?;
+            let per_layer = memory::deferred_bytes(&split, group);
+            partition
+                .iter()
+                .map(|(_, r)| per_layer[r].iter().sum())
+                .collect()
+        }
+        _ => vec![0; partition.stages()],
+    };
+    let step = plans.step();
+    let peak: Vec<usize> = StageId::range(partition.stages())
+        .map(|s| peak_stash(step.program(s)))
+        .collect();
+    let model = memory::Model {
+        remat: rt.remat,
+        slots: memory::optimizer_slots(&c.optimizer),
+        zero: rt.data_parallel.zero.then_some(workers.world().replicas()),
+        peak_stash: &peak,
+        deferred: &deferred,
+    };
+    memory::predicted(workers, sample, &c.devices, &model)
+}
