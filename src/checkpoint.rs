@@ -77,11 +77,9 @@ impl<L: Layer> Pipeline<L> {
     ) -> Result<Vec<u8>> {
         match &self.state {
             State::Running(runtime) => Ok(runtime.checkpoint_part(path.as_ref(), extra)?),
-            State::Pending { .. } => Err(crate::error::Error::Config(
-                "no stages yet: a checkpoint part is taken after the split is made (give \
-                 .balance([...]))"
-                    .into(),
-            )),
+            State::Pending { .. } => Err(crate::error::Error::NoSplitYet {
+                what: "a checkpoint part",
+            }),
         }
     }
 

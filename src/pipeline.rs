@@ -11,6 +11,7 @@ use pipetrain_schedules::{
 use crate::builder::{Config, PipelineBuilder, Split};
 use crate::error::{Error, Result};
 use crate::memory::{self, Bytes, WorkerMemory};
+use crate::remedy::{Remedy, Setting, Value};
 use crate::report::StepReport;
 
 pub(crate) enum State<L: Layer> {
@@ -276,12 +277,12 @@ impl<L: Layer> Pipeline<L> {
         };
         let stages = self.stages();
         let m = self.micro_batches();
-        let mut remedies = Vec::new();
+        let mut remedies = vec![Remedy::set(Setting::MemoryBudget, Value::Bytes(needed))];
         if stages < layers {
-            remedies.push(format!("more stages (.stages({}))", stages + 1));
+            remedies.push(Remedy::set(Setting::Stages, Value::Count(stages + 1)));
         }
         if self.config.runtime.remat == pipetrain_engine::Remat::Never && in_flight > 1 {
-            remedies.push("re-materialization (`Remat::Always`)".to_string());
+            remedies.push(Remedy::set(Setting::Remat, Value::mode("always")));
         }
         // Twice the micro-batches halves each one; it helps where the schedule then stashes
         // fewer than twice as many (1F1B's p, not GPipe's m).
@@ -289,10 +290,7 @@ impl<L: Layer> Pipeline<L> {
             .in_flight(stages, 2 * m)
             .is_ok_and(|doubled| doubled < 2 * in_flight);
         if rows > 1 && fewer {
-            remedies.push(format!(
-                "smaller micro-batches (.micro_batches({}), if the batch splits into that many)",
-                2 * m
-            ));
+            remedies.push(Remedy::set(Setting::MicroBatches, Value::Count(2 * m)));
         }
         if deferring
             && memory::weight_group(
@@ -301,15 +299,9 @@ impl<L: Layer> Pipeline<L> {
                 self.schedule().splits_backward(),
             ) > 1
         {
-            remedies.push(
-                "weight gradients every micro-batch (`Backward::Split { weight_group: 1 }`)"
-                    .to_string(),
-            );
+            remedies.push(Remedy::set(Setting::WeightGroup, Value::Count(1)));
         }
-        let remedy = match remedies.len() {
-            0 => "a smaller model".to_string(),
-            _ => remedies.join(", or "),
-        };
+        let remedy = Remedy::one_of(remedies);
         Error::MemoryBudget {
             budget: Bytes(budget),
             smallest: Bytes(needed),

@@ -148,11 +148,7 @@ impl<M: PipelineModel> PipelineStrategy<M> {
     /// The pipeline over `model`'s layers; validated before any thread starts.
     fn pipeline(&self, model: M, grad_accumulation: Option<usize>) -> Result<Pipeline<M::Layer>> {
         if let Some(k) = grad_accumulation {
-            return Err(Error::Config(format!(
-                "grads_accumulation({k}): burn-train sums the gradients of {k} batches, which \
-                 PipelineStrategy does not do; drop it and use a {k}× larger batch (the \
-                 pipeline's micro-batches keep the memory of one micro-batch)"
-            )));
+            return Err(Error::GradAccumulation { batches: k });
         }
         // Off the Learner's autodiff device: each worker moves its layers to its own device and
         // puts them back in training mode.

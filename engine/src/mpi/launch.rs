@@ -40,11 +40,8 @@ impl Layout {
     ) -> Result<Self, MpiError> {
         let workers = replicas * stages;
         if per_process == 0 || processes * per_process != workers || rank >= processes {
-            let needed = if per_process > 0 && workers % per_process == 0 {
-                (workers / per_process).to_string()
-            } else {
-                format!("none (--workers-per-process must divide {workers})")
-            };
+            let needed =
+                (per_process > 0 && workers % per_process == 0).then(|| workers / per_process);
             return Err(MpiError::Layout {
                 processes,
                 per_process,

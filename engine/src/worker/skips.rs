@@ -21,12 +21,19 @@ impl<L: Layer> Worker<'_, L> {
 
     /// A message for `route` did not fit: an error naming the route and the skips.
     fn skip_failure(&self, route: SkipRoute, what: &str, error: ActivationError) -> Failure {
-        Failure::Cause(Cause::Unsupported(format!(
-            "skips {:?} from {} to {}: {what}: {error}",
-            self.ctx.skips.names(route),
-            route.stash,
-            route.pop
-        )))
+        Failure::Cause(Cause::Skip {
+            names: self
+                .ctx
+                .skips
+                .names(route)
+                .into_iter()
+                .map(String::from)
+                .collect(),
+            stash: route.stash,
+            pop: route.pop,
+            what: what.to_string(),
+            error,
+        })
     }
 
     /// `input` with the skips received for `mb` added (a bundle's parts), on a popping stage.
