@@ -176,7 +176,10 @@ impl Error {
                 value,
                 rule,
                 ..
-            } => format!("{} = {value}: {rule}", setting.key()),
+            } => match setting {
+                Setting::Zero => format!("ZeRO stage {value}: {rule}"),
+                _ => format!("{} = {value}: {rule}", setting.key()),
+            },
             Error::NoLayers => "no layers: the builder needs the model's layer sequence".into(),
             Error::EmptyModel => {
                 "the layer sequence is empty: a pipeline needs at least one layer".into()

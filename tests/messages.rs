@@ -146,7 +146,10 @@ fn offenders(root: &Path, crates: &[&str]) -> Vec<String> {
     for krate in crates {
         for path in sources(&root.join(krate).join("src")) {
             let code = std::fs::read_to_string(&path).expect("a readable source");
-            let code = code.split("#[cfg(test)]\nmod tests").next().unwrap_or_default();
+            let code = code
+                .split("#[cfg(test)]\nmod tests")
+                .next()
+                .unwrap_or_default();
             for (line, text) in string_literals(code) {
                 if let Some(word) = front_end_words(&text) {
                     let shown = path.strip_prefix(root).unwrap_or(&path).display();

@@ -42,7 +42,7 @@ impl<L: Layer> PipelineBuilder<L> {
             return invalid(
                 Setting::Zero,
                 self.zero,
-                "not a supported ZeRO stage: 0 is off, 1 shards the optimizer state",
+                "not supported: 0 is off, 1 shards the optimizer state",
                 Some(Remedy::one_of([
                     Remedy::set(Setting::Zero, Value::Count(0)),
                     Remedy::set(Setting::Zero, Value::Count(1)),
