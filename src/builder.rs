@@ -9,10 +9,11 @@ use pipetrain_engine::{
 };
 use pipetrain_partitioner::Partition;
 use pipetrain_schedules::WorkerId;
-use pipetrain_schedules::{Lowering, Plan, Schedule, ScheduleKind, lower, validate};
+use pipetrain_schedules::{Lowering, Plan, Schedule, ScheduleError, ScheduleKind, lower, validate};
 
-use crate::error::{Result, config};
+use crate::error::{Error, Result, invalid};
 use crate::pipeline::Pipeline;
+use crate::remedy::{Remedy, Setting, Value};
 
 mod access;
 mod checks;
@@ -365,19 +366,18 @@ impl<L: Layer> PipelineBuilder<L> {
     pub(crate) fn validated(self) -> Result<Validated<L>> {
         self.check_settings()?;
         let Some(layers) = self.layers else {
-            return config("no layers: call .layers(model_layers) with the model's layer sequence");
+            return Err(Error::NoLayers);
         };
         if layers.is_empty() {
-            return config("the layer sequence is empty: a pipeline needs at least one layer");
+            return Err(Error::EmptyModel);
         }
         pipetrain_engine::check_skips(&layers)?;
         if let Some(i) = layers.iter().position(Layer::batch_statistics) {
             if self.remat != Remat::Never {
-                return config(format!(
-                    "remat {} with batch norm (layer {i}): re-materialization's first forward \
-                     uses running statistics, not the micro-batch's; use .remat(Remat::Never)",
-                    self.remat
-                ));
+                return Err(Error::RematWithBatchNorm {
+                    remat: self.remat,
+                    layer: i,
+                });
             }
         }
         let n = layers.len();
@@ -385,18 +385,17 @@ impl<L: Layer> PipelineBuilder<L> {
         // balance lists the chunks.
         let v = self.schedule.virtual_stages();
         if v > 1 && self.distributed.is_some() {
-            return config(format!(
-                "{}: a multi-process pipeline runs one stage per rank; use 1f1b or zb-h1",
-                self.schedule
-            ));
+            return Err(Error::ChunksAcrossProcesses {
+                schedule: self.schedule.clone(),
+            });
         }
         let split = match (&self.balance, self.stages.map(|p| p * v)) {
             (Some(balance), stages) => {
                 if let Some(p) = stages.filter(|&p| p != balance.len()) {
-                    return config(format!(
-                        "stages = {p} but balance {balance:?} has {} stages; give one or make them agree",
-                        balance.len()
-                    ));
+                    return Err(Error::StagesAndBalance {
+                        stages: p,
+                        balance: balance.clone(),
+                    });
                 }
                 Split::Fixed(Partition::from_balance(balance, n)?)
             }
@@ -405,38 +404,36 @@ impl<L: Layer> PipelineBuilder<L> {
             }
             (None, None) | (None, Some(1)) => Split::Fixed(Partition::from_balance(&[n], n)?),
             (None, Some(0)) => {
-                return config("stages = 0: a pipeline needs at least one stage (use .stages(1))");
+                return Err(ScheduleError::ZeroStages.into());
             }
             (None, Some(p)) if p > n => {
-                return config(format!(
-                    "{p} stages but only {n} layers: every stage needs at least one layer; use \
-                     .stages({n}) or fewer"
-                ));
+                return Err(Error::MoreStagesThanLayers {
+                    stages: p,
+                    layers: n,
+                });
             }
             (None, Some(p)) => Split::Measured { stages: p },
         };
         let stages = split.stages();
         match (self.memory_budget, &self.balance) {
             (Some(0), _) => {
-                return config(
-                    "memory budget of 0 bytes: no worker can hold a layer; give the bytes each \
-                     worker may hold, e.g. .memory_budget(1 << 30)",
+                return invalid(
+                    Setting::MemoryBudget,
+                    0,
+                    "no worker can hold a layer in 0 bytes",
+                    Some(Remedy::set(Setting::MemoryBudget, Value::Bytes(1 << 30))),
                 );
             }
             (Some(budget), Some(balance)) => {
-                return config(format!(
-                    "a memory budget ({budget} bytes) chooses the split, but balance {balance:?} \
-                     fixes it; drop one of them (e.g. keep .stages({}) with the budget)",
-                    balance.len()
-                ));
+                return Err(Error::BudgetAndBalance {
+                    budget,
+                    balance: balance.clone(),
+                });
             }
             _ => {}
         }
         if self.distributed.is_some() && matches!(split, Split::Measured { .. }) {
-            return config(format!(
-                "a multi-process pipeline needs a fixed split: the split measured on each \
-                 process could differ; give .balance([...]) for the {stages} stages"
-            ));
+            return Err(Error::MeasuredSplitAcrossProcesses { stages });
         }
         let workers = stages * self.replicas;
         let devices = match self.devices.len() {
@@ -451,11 +448,11 @@ impl<L: Layer> PipelineBuilder<L> {
                 .collect(),
             k if k == workers => self.devices,
             k => {
-                return config(format!(
-                    "{k} devices for {} replicas × {stages} stages: give one device per stage, \
-                     one per worker ({workers}), or one for all",
-                    self.replicas
-                ));
+                return Err(Error::DeviceCount {
+                    devices: k,
+                    replicas: self.replicas,
+                    stages,
+                });
             }
         };
         let unlowered = self.schedule.plan(stages, self.micro_batches)?;
@@ -467,7 +464,7 @@ impl<L: Layer> PipelineBuilder<L> {
             split,
             replicas: self.replicas,
             runtime: RuntimeConfig {
-                schedule: self.schedule,
+                schedule: self.schedule.clone(),
                 micro_batches: self.micro_batches,
                 learning_rate: self.learning_rate,
                 remat: self.remat,

@@ -2,8 +2,9 @@
 
 use pipetrain_engine::Layer;
 
-use crate::error::{Result, config};
+use crate::error::{Result, invalid};
 use crate::pipeline::Pipeline;
+use crate::remedy::{Remedy, Setting, Value};
 
 impl<L: Layer> Pipeline<L> {
     /// The learning rate of the next optimizer step.
@@ -29,10 +30,12 @@ impl<L: Layer> Pipeline<L> {
     /// ```
     pub fn set_learning_rate(&mut self, learning_rate: f64) -> Result<()> {
         if !(learning_rate.is_finite() && learning_rate >= 0.0) {
-            return config(format!(
-                "learning rate {learning_rate} is not a finite number >= 0; give the \
-                 scheduler a rate such as 0.01"
-            ));
+            return invalid(
+                Setting::LearningRate,
+                learning_rate,
+                "not a finite number >= 0",
+                Some(Remedy::set(Setting::LearningRate, Value::Number(0.01))),
+            );
         }
         self.runtime_mut().set_learning_rate(learning_rate);
         Ok(())

@@ -43,6 +43,7 @@ mod learning_rate;
 mod lr_schedule;
 pub mod memory;
 mod pipeline;
+pub mod remedy;
 mod report;
 mod setup;
 pub mod tune;

@@ -20,9 +20,10 @@ use pipetrain_schedules::{
 };
 
 use crate::builder::{Config, Split, Validated};
-use crate::error::{Error, Result, config};
+use crate::error::{Error, Result};
 use crate::memory::{self, Bytes, WorkerMemory};
 use crate::pipeline::Pipeline;
+use crate::remedy::{Remedy, Setting, Value};
 
 /// One worker's configuration.
 #[derive(Clone, Debug)]
@@ -240,18 +241,10 @@ impl<L: Layer> Validated<L> {
 
 /// `build()` of a split that is measured: the error naming the remedy.
 fn needs_batch<T>(c: &Config, stages: usize) -> Result<T> {
-    match c.memory_budget {
-        Some(budget) => config(format!(
-            "a memory budget ({budget} bytes) chooses the split into {stages} stage(s) from the \
-             layers' memory and times, measured on a batch: build with .build_with(&batch), \
-             giving a training batch"
-        )),
-        None => config(format!(
-            "{stages} stages without a balance: the split is balanced by the layers' times, \
-             measured on a batch; build with .build_with(&batch), giving a training batch, or \
-             fix the split with .balance([...])"
-        )),
-    }
+    Err(Error::NeedsBatch {
+        stages,
+        budget: c.memory_budget,
+    })
 }
 
 /// The first of `parts` row slices of `inputs` (the longest).
@@ -333,33 +326,24 @@ fn over_budget(
     };
     let schedule = &c.runtime.schedule;
     let m = c.runtime.micro_batches;
-    let mut remedies = Vec::new();
+    let mut remedies = vec![Remedy::set(Setting::MemoryBudget, Value::Bytes(needed))];
     if stages < layers {
-        remedies.push(format!("more stages (.stages({}))", stages + 1));
+        remedies.push(Remedy::set(Setting::Stages, Value::Count(stages + 1)));
     }
     if c.runtime.remat == Remat::Never && in_flight > 1 {
-        remedies.push("re-materialization (`Remat::Always`)".to_string());
+        remedies.push(Remedy::set(Setting::Remat, Value::mode("always")));
     }
     // Twice the micro-batches halves each one; it helps where the schedule then stashes
     // fewer than twice as many (1F1B's p, not GPipe's m).
     let fewer =
         peak_in_flight(schedule, stages, 2 * m).is_ok_and(|doubled| doubled < 2 * in_flight);
     if rows > 1 && fewer {
-        remedies.push(format!(
-            "smaller micro-batches (.micro_batches({}), if the batch splits into that many)",
-            2 * m
-        ));
+        remedies.push(Remedy::set(Setting::MicroBatches, Value::Count(2 * m)));
     }
     if deferring && memory::weight_group(c.runtime.backward, m, schedule.splits_backward()) > 1 {
-        remedies.push(
-            "weight gradients every micro-batch (`Backward::Split { weight_group: 1 }`)"
-                .to_string(),
-        );
+        remedies.push(Remedy::set(Setting::WeightGroup, Value::Count(1)));
     }
-    let remedy = match remedies.len() {
-        0 => "a smaller model".to_string(),
-        _ => remedies.join(", or "),
-    };
+    let remedy = Remedy::one_of(remedies);
     Error::MemoryBudget {
         budget: Bytes(budget),
         smallest: Bytes(needed),

@@ -78,7 +78,10 @@ fn build_without_a_batch_refuses_a_split_by_time_naming_the_remedies() {
         .build()
         .err()
         .expect("a split by time needs a batch");
-    assert!(matches!(err, Error::Config(_)), "{err}");
+    assert!(
+        matches!(err, Error::NeedsBatch { budget: None, .. }),
+        "{err}"
+    );
     let text = err.to_string();
     assert!(
         text.contains(".build_with(&batch)") && text.contains(".balance(["),

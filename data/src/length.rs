@@ -79,7 +79,7 @@ impl ContextRange {
             name: "context range",
             value: self.to_string(),
             remedy: format!(
-                "{why}; variable lengths apply to token sequences (--model gpt) at least \
+                "{why}; variable lengths apply to token sequences (a token model such as gpt) at least \
                  {} tokens long",
                 self.max
             ),

@@ -11,6 +11,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crossbeam_channel::{Receiver, Sender, bounded};
 
+use pipetrain_schedules::remedy::{Remedied, Remedy};
+
 use crate::error::EngineError;
 
 /// Shared by all workers of one step.
@@ -68,14 +70,14 @@ impl Abort {
         &self.watch
     }
 
-    /// The first error's message, if any, without taking it (a multi-process fabric tells the
-    /// other processes what failed here).
-    pub fn describe(&self) -> Option<String> {
+    /// The first error's message and remedy, if any, without taking it (a multi-process fabric
+    /// tells the other processes what failed here).
+    pub fn describe(&self) -> Option<(String, Option<Remedy>)> {
         self.first
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
-            .map(ToString::to_string)
+            .map(|e| (e.to_string(), e.remedy()))
     }
 
     /// Whether the first error came from another process ([`EngineError::Peer`]): it need not

@@ -1,6 +1,8 @@
-//! The engine's error type.
+//! The engine's error type. `Display` states the facts, never a flag or a builder call;
+//! [`Remedied::remedy`] says what would fix them, for a front end to word.
 
-use pipetrain_schedules::{Action, MicroBatchId, ReplicaId, ScheduleError, StageId};
+use pipetrain_schedules::remedy::{Remedied, Remedy, Setting, Value};
+use pipetrain_schedules::{Action, MicroBatchId, ReplicaId, ScheduleError, StageId, WorkerId};
 
 use crate::activation::ActivationError;
 
@@ -36,9 +38,25 @@ pub enum Cause {
     /// The device failed to run the action's work (found when it was synchronised).
     #[error("device: {0}")]
     Device(String),
-    /// The plan asks for something this engine cannot do yet.
-    #[error("unsupported: {0}")]
-    Unsupported(String),
+    /// The backward reached a stage's input with no gradient: the stage's output does not
+    /// depend on its input.
+    #[error("no gradient reached this stage's input; the stage's output does not depend on it")]
+    NoInputGradient,
+    /// The skips of a route (a bundle's parts passed from a stashing to a popping stage) did not
+    /// fit what a layer returned or a stage received.
+    #[error("skips {names:?} from {stash} to {pop}: {what}: {error}")]
+    Skip {
+        /// The skips' names.
+        names: Vec<String>,
+        /// The stashing stage.
+        stash: StageId,
+        /// The popping stage.
+        pop: StageId,
+        /// What did not fit, e.g. "received no bundle".
+        what: String,
+        /// Why.
+        error: ActivationError,
+    },
     /// The transport failed (a peer hung up without an error of its own).
     #[error("transport: {0}")]
     Transport(#[from] crate::transport::TransportError),
@@ -49,8 +67,7 @@ pub enum Cause {
     /// applied the step. This is the lowest stage where one appeared.
     #[error(
         "non-finite gradient of `{parameter}` (the first stage and parameter with one; no \
-         stage applied this step): lower the learning rate, clip gradients \
-         (.clip_grad_norm(1.0)) or skip such steps (.skip_nonfinite())"
+         stage applied this step)"
     )]
     NonFinite {
         /// The parameter's full-model name, e.g. `3.linear.weight`.
@@ -96,8 +113,7 @@ pub enum EngineError {
     /// row). Found before any worker runs: the pipeline stays usable.
     #[error(
         "a batch of {rows} rows does not split into {replicas} replicas × {micro_batches} \
-         micro-batches of at least one row; use a batch of at least {} rows or fewer \
-         micro-batches",
+         micro-batches of at least one row: it needs at least {} rows",
         replicas * micro_batches
     )]
     BatchSplit {
@@ -115,10 +131,104 @@ pub enum EngineError {
         rank: usize,
         /// What it was doing and why it failed, as it reported (or as its silence shows).
         message: String,
+        /// What would fix it, as it reported (or as its silence shows).
+        remedy: Option<Remedy>,
     },
-    /// The world, its devices or its workers do not fit together.
-    #[error("{0}")]
-    World(String),
+    /// Something that needs every worker of the world in this process, in a process that runs
+    /// only some.
+    #[error(
+        "{operation} needs the whole world in one process, but this process runs {local} of its \
+         {size} workers"
+    )]
+    PartialWorld {
+        /// What needs it, e.g. "inference (it gathers every replica's outputs)".
+        operation: &'static str,
+        /// The workers this process runs.
+        local: usize,
+        /// The world's workers.
+        size: usize,
+        /// What does without it.
+        remedy: Remedy,
+    },
+    /// A world with no workers.
+    #[error("a world of {replicas} replicas × {stages} stages has no workers")]
+    EmptyWorld {
+        /// Replicas given.
+        replicas: usize,
+        /// Stages given.
+        stages: usize,
+    },
+    /// A local worker that is not in the world.
+    #[error("worker {worker} is outside the world of {replicas} replicas × {stages} stages")]
+    OutsideWorld {
+        /// The worker.
+        worker: WorkerId,
+        /// The world's replicas.
+        replicas: usize,
+        /// The world's stages.
+        stages: usize,
+    },
+    /// A stage split that does not fit the world or the model.
+    #[error(
+        "the split {split} ({split_stages} stages, {split_layers} layers) does not fit a world \
+         of {stages} stages and a model of {layers} layers"
+    )]
+    SplitMismatch {
+        /// The split, as its text form.
+        split: String,
+        /// Its stages.
+        split_stages: usize,
+        /// Its layers.
+        split_layers: usize,
+        /// The world's stages.
+        stages: usize,
+        /// The model's layers.
+        layers: usize,
+    },
+    /// A device list that is neither one device, one per stage nor one per worker.
+    #[error("{devices} devices for {replicas} replicas × {stages} stages")]
+    DeviceCount {
+        /// Devices given.
+        devices: usize,
+        /// Replicas.
+        replicas: usize,
+        /// Stages.
+        stages: usize,
+    },
+    /// Weights to load that lack a parameter of the model (or hold it in another shape).
+    #[error("load_weights: the model has no parameter `{name}` of shape {shape:?}")]
+    MissingParameter {
+        /// The parameter's full-model name.
+        name: String,
+        /// Its shape in the model.
+        shape: Vec<usize>,
+    },
+    /// A world to connect whose workers are not those the launch gave this process.
+    #[cfg(feature = "mpi")]
+    #[error(
+        "rank {rank} runs {expected:?} of {layout_replicas} replicas × {layout_stages} stages, \
+         but the world to connect has {local:?} of {replicas} × {stages}"
+    )]
+    LaunchMismatch {
+        /// This process's rank.
+        rank: usize,
+        /// The workers the launch gave it.
+        expected: Vec<WorkerId>,
+        /// The launch's replicas.
+        layout_replicas: usize,
+        /// The launch's stages.
+        layout_stages: usize,
+        /// The world's local workers.
+        local: Vec<WorkerId>,
+        /// The world's replicas.
+        replicas: usize,
+        /// The world's stages.
+        stages: usize,
+    },
+    /// The MPI communication failed.
+    #[cfg(feature = "mpi")]
+    #[error(transparent)]
+    Mpi(#[from] crate::mpi::MpiError),
     /// A checkpoint could not be written or read.
     #[error(transparent)]
     Checkpoint(#[from] crate::checkpoint::CheckpointError),
@@ -149,6 +259,55 @@ pub enum EngineError {
         /// The panic message.
         message: String,
     },
+}
+
+impl Remedied for Cause {
+    fn remedy(&self) -> Option<Remedy> {
+        match self {
+            Cause::NonFinite { .. } => Some(Remedy::one_of([
+                Remedy::set(Setting::LearningRate, Value::Smaller),
+                Remedy::set(Setting::ClipGradNorm, Value::Number(1.0)),
+                Remedy::set(Setting::SkipNonFinite, Value::On),
+            ])),
+            Cause::Transport(e) => e.remedy(),
+            Cause::Collective(e) => e.remedy(),
+            _ => None,
+        }
+    }
+}
+
+impl Remedied for EngineError {
+    fn remedy(&self) -> Option<Remedy> {
+        match self {
+            EngineError::StageFailed { source, .. } => source.remedy(),
+            EngineError::BatchSplit {
+                replicas,
+                micro_batches,
+                ..
+            } => Some(Remedy::one_of([
+                Remedy::set(Setting::Batch, Value::Count(replicas * micro_batches)),
+                Remedy::set(Setting::MicroBatches, Value::Smaller),
+            ])),
+            EngineError::Peer { remedy, .. } => remedy.clone(),
+            EngineError::PartialWorld { remedy, .. } => Some(remedy.clone()),
+            EngineError::DeviceCount {
+                replicas, stages, ..
+            } => Some(Remedy::sentence(format!(
+                "give one device for all workers, one per stage ({stages}) or one per worker \
+                 ({})",
+                replicas * stages
+            ))),
+            #[cfg(feature = "mpi")]
+            EngineError::LaunchMismatch { .. } => Some(Remedy::sentence(
+                "build the workers' world from the launch's local workers",
+            )),
+            #[cfg(feature = "mpi")]
+            EngineError::Mpi(e) => e.remedy(),
+            EngineError::Checkpoint(e) => e.remedy(),
+            EngineError::Plan(e) => e.remedy(),
+            _ => None,
+        }
+    }
 }
 
 /// The engine's result type.

@@ -73,12 +73,14 @@ impl Fabric for ChannelFabric {
         abort: &Arc<Abort>,
     ) -> Result<Vec<Links>> {
         if !world.is_whole() {
-            return Err(crate::error::EngineError::World(format!(
-                "in-process channels connect a whole world, but this process runs {} of its {} \
-                 workers; use a multi-process fabric",
-                world.local().len(),
-                world.size()
-            )));
+            return Err(crate::error::EngineError::PartialWorld {
+                operation: "in-process channels",
+                local: world.local().len(),
+                size: world.size(),
+                remedy: pipetrain_schedules::Remedy::sentence(
+                    "connect the processes with a multi-process fabric",
+                ),
+            });
         }
         let (replicas, stages) = (world.replicas(), world.stages());
         let mut transports: HashMap<WorkerId, ChannelTransport> = HashMap::new();

@@ -187,11 +187,9 @@ impl<L: Layer> SingleDevice<L> {
                 .get(&ours.name)
                 .and_then(|&id| adapter::value_of(&model, id))
                 .filter(|(_, shape)| *shape == ours.shape)
-                .ok_or_else(|| {
-                    EngineError::World(format!(
-                        "load_weights: the model has no parameter `{}` of shape {:?}",
-                        ours.name, ours.shape
-                    ))
+                .ok_or_else(|| EngineError::MissingParameter {
+                    name: ours.name.clone(),
+                    shape: ours.shape.clone(),
                 })?;
             values.insert(ours.id, value.0);
         }

@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crossbeam_channel::{Receiver, Sender, select, unbounded};
+use pipetrain_schedules::remedy::{Remedied, Remedy, Setting, Value};
 use pipetrain_schedules::{Action, ActionKind, MicroBatchId, SkipRoute, StageId};
 
 use crate::abort::Abort;
@@ -96,8 +97,8 @@ pub enum TransportError {
     },
     /// Nothing came from the neighbour within the communication timeout (multi-process runs).
     #[error(
-        "{peer} (MPI rank {rank}) sent nothing for {timeout:?} while {tag:?} was awaited; it may be dead or stuck \
-         (raise --comm-timeout if its steps are that slow)"
+        "{peer} (MPI rank {rank}) sent nothing for {timeout:?} (the communication timeout) \
+         while {tag:?} was awaited; it may be dead or stuck, or its steps that slow"
     )]
     Timeout {
         /// The neighbour.
@@ -117,6 +118,14 @@ pub enum TransportError {
         /// The repeated tag.
         tag: Tag,
     },
+}
+
+impl Remedied for TransportError {
+    /// A timeout: a larger communication timeout, if the peer is only slow.
+    fn remedy(&self) -> Option<Remedy> {
+        let slow = matches!(self, TransportError::Timeout { .. });
+        slow.then(|| Remedy::set(Setting::CommTimeout, Value::Larger))
+    }
 }
 
 /// One worker's link to its neighbouring stages (and the stages it exchanges skips with).
@@ -296,7 +305,7 @@ mod tests {
             let mut stage0 = ends.remove(0);
             move || stage0.recv(tag(Flow::SkipGradient(route)))
         });
-        abort.fail(EngineError::World("stage 2 failed".into()));
+        abort.fail(EngineError::Poisoned);
         assert!(matches!(
             waiter.join().unwrap(),
             Err(TransportError::Aborted)

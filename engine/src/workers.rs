@@ -72,24 +72,23 @@ impl<L: Layer> Workers<L> {
     ) -> Result<Self> {
         let stages = world.stages();
         if partition.stages() != stages || partition.layers() != model.len() {
-            return Err(EngineError::World(format!(
-                "the split {partition} ({} stages, {} layers) does not fit a world of {stages} \
-                 stages and a model of {} layers",
-                partition.stages(),
-                partition.layers(),
-                model.len()
-            )));
+            return Err(EngineError::SplitMismatch {
+                split: partition.to_string(),
+                split_stages: partition.stages(),
+                split_layers: partition.layers(),
+                stages,
+                layers: model.len(),
+            });
         }
         let device = |id: WorkerId| match devices.len() {
             1 => Ok(&devices[0]),
             n if n == stages => Ok(&devices[id.stage.index()]),
             n if n == world.size() => Ok(&devices[world.rank(id)]),
-            n => Err(EngineError::World(format!(
-                "{n} devices for {} replicas × {stages} stages: give one device for all, one per \
-                 stage, or one per worker ({})",
-                world.replicas(),
-                world.size()
-            ))),
+            devices => Err(EngineError::DeviceCount {
+                devices,
+                replicas: world.replicas(),
+                stages,
+            }),
         };
         let skeleton = (0..stages)
             .map(|s| {

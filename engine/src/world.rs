@@ -49,18 +49,17 @@ impl World {
     /// multi-process launch: each process its share).
     pub fn with_local(replicas: usize, stages: usize, mut local: Vec<WorkerId>) -> Result<Self> {
         if replicas == 0 || stages == 0 {
-            return Err(EngineError::World(format!(
-                "a world of {replicas} replicas × {stages} stages has no workers; both must be \
-                 at least 1"
-            )));
+            return Err(EngineError::EmptyWorld { replicas, stages });
         }
         if let Some(id) = local
             .iter()
             .find(|id| id.replica.index() >= replicas || id.stage.index() >= stages)
         {
-            return Err(EngineError::World(format!(
-                "worker {id} is outside the world of {replicas} replicas × {stages} stages"
-            )));
+            return Err(EngineError::OutsideWorld {
+                worker: *id,
+                replicas,
+                stages,
+            });
         }
         local.sort_by_key(|id| id.rank(stages));
         local.dedup();

@@ -1,18 +1,20 @@
 //! The crate's error type.
 
+use crate::remedy::{Remedied, Remedy, Setting, Value};
 use crate::validate::ValidationError;
 
-/// Everything that can go wrong while building, parsing or checking a plan.
+/// Everything that can go wrong while building, parsing or checking a plan. `Display` states
+/// the facts; [`Remedied::remedy`] says what would fix them.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ScheduleError {
     /// A plan was requested with zero stages.
-    #[error("stages = 0: a pipeline needs at least one stage (use .stages(1) for no pipelining)")]
+    #[error("stages = 0: a pipeline needs at least one stage (1 runs without pipelining)")]
     ZeroStages,
     /// A plan was requested with zero micro-batches.
     #[error(
-        "micro_batches = 0: each step needs at least one micro-batch (use .micro_batches(1) \
-         to run the whole mini-batch at once)"
+        "micro_batches = 0: each step needs at least one micro-batch (1 runs the whole \
+         mini-batch at once)"
     )]
     ZeroMicroBatches,
     /// Text that is not an action.
@@ -33,8 +35,8 @@ pub enum ScheduleError {
     },
     /// Interleaved 1F1B with fewer than two chunks per rank.
     #[error(
-        "interleaved with {virtual_stages} virtual stage(s) per rank: give at least 2 (with 1, \
-         use 1f1b)"
+        "interleaved with {virtual_stages} virtual stage(s) per rank: it needs at least 2 (with \
+         1, it is 1f1b)"
     )]
     VirtualStages {
         /// The chunks per rank given.
@@ -42,8 +44,8 @@ pub enum ScheduleError {
     },
     /// Model stages that do not split into ranks of `virtual_stages` chunks.
     #[error(
-        "{stages} model stages do not split into ranks of {virtual_stages} chunks each: give a \
-         multiple of {virtual_stages}"
+        "{stages} model stages do not split into ranks of {virtual_stages} chunks each: the \
+         stages must be a multiple of {virtual_stages}"
     )]
     UnevenChunks {
         /// The model stages.
@@ -54,8 +56,7 @@ pub enum ScheduleError {
     /// Interleaved 1F1B with a number of micro-batches that is not a multiple of the ranks.
     #[error(
         "interleaved needs the micro-batches in whole rounds of one per rank: {micro_batches} \
-         micro-batches is not a multiple of {stages}; use {}",
-        whole_rounds(*micro_batches, *stages)
+         micro-batches is not a multiple of {stages}"
     )]
     InterleavedMicroBatches {
         /// The micro-batches given.
@@ -89,9 +90,7 @@ pub enum ScheduleError {
     /// A given plan whose shape differs from the pipeline's.
     #[error(
         "the plan has {plan_stages} stage(s) and {plan_micro_batches} micro-batch(es), the \
-         pipeline {stages} and {micro_batches}: give the pipeline the plan's shape \
-         (.stages({plan_stages}) and .micro_batches({plan_micro_batches})) or write a plan for \
-         {stages} stage(s) and {micro_batches} micro-batch(es)"
+         pipeline {stages} and {micro_batches}: the pipeline needs the plan's shape"
     )]
     PlanShape {
         /// The plan's stages (rows).
@@ -132,20 +131,62 @@ pub enum ScheduleError {
 /// The crate's result type.
 pub type Result<T, E = ScheduleError> = std::result::Result<T, E>;
 
+impl Remedied for ScheduleError {
+    fn remedy(&self) -> Option<Remedy> {
+        let count = |setting, n| Remedy::set(setting, Value::Count(n));
+        match self {
+            ScheduleError::ZeroStages => Some(count(Setting::Stages, 1)),
+            ScheduleError::ZeroMicroBatches => Some(count(Setting::MicroBatches, 1)),
+            ScheduleError::VirtualStages { .. } => Some(Remedy::one_of([
+                count(Setting::VirtualStages, 2),
+                Remedy::set(Setting::Schedule, Value::mode("1f1b")),
+            ])),
+            ScheduleError::UnevenChunks {
+                stages,
+                virtual_stages,
+            } => Some(count(
+                Setting::Stages,
+                stages.div_ceil(*virtual_stages) * virtual_stages,
+            )),
+            ScheduleError::InterleavedMicroBatches {
+                micro_batches,
+                stages,
+            } => Some(whole_rounds(*micro_batches, *stages)),
+            ScheduleError::PlanShape {
+                plan_stages,
+                plan_micro_batches,
+                stages,
+                micro_batches,
+            } => Some(Remedy::one_of([
+                Remedy::all_of([
+                    count(Setting::Stages, *plan_stages),
+                    count(Setting::MicroBatches, *plan_micro_batches),
+                ]),
+                Remedy::sentence(format!(
+                    "write a plan for {stages} stage(s) and {micro_batches} micro-batch(es)"
+                )),
+            ])),
+            _ => None,
+        }
+    }
+}
+
 /// The micro-batch counts next to `micro_batches` that are whole rounds of `stages`: the one
 /// below (when it is not 0) and the one above.
-fn whole_rounds(micro_batches: usize, stages: usize) -> String {
+fn whole_rounds(micro_batches: usize, stages: usize) -> Remedy {
     let below = micro_batches / stages.max(1) * stages;
     let above = below + stages;
+    let count = |n| Remedy::set(Setting::MicroBatches, Value::Count(n));
     match below {
-        0 => format!(".micro_batches({above})"),
-        _ => format!(".micro_batches({below}) or .micro_batches({above})"),
+        0 => count(above),
+        _ => Remedy::one_of([count(below), count(above)]),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::remedy::Plain;
 
     #[test]
     fn interleaved_remedies_are_whole_rounds_and_never_zero() {
@@ -154,11 +195,11 @@ mod tests {
                 micro_batches,
                 stages: 4,
             }
-            .to_string()
+            .explain(&Plain)
         };
-        assert!(e(1).ends_with("use .micro_batches(4)"), "{}", e(1));
+        assert!(e(1).ends_with("; use micro_batches = 4"), "{}", e(1));
         assert!(
-            e(6).ends_with("use .micro_batches(4) or .micro_batches(8)"),
+            e(6).ends_with("; use micro_batches = 4 or micro_batches = 8"),
             "{}",
             e(6)
         );

@@ -4,42 +4,66 @@
 use pipetrain_engine::Layer;
 
 use super::PipelineBuilder;
-use crate::error::{Result, config};
+use crate::error::{Error, Result, invalid};
+use crate::remedy::{Remedy, Setting, Value};
+use pipetrain_schedules::ScheduleError;
 
 impl<L: Layer> PipelineBuilder<L> {
     /// Every plain setting checked; the split, devices and plan are checked by `build`.
     pub(super) fn check_settings(&self) -> Result<()> {
         if self.micro_batches == 0 {
-            return config(
-                "micro_batches = 0: each step needs at least one micro-batch (use .micro_batches(1))",
-            );
+            return Err(ScheduleError::ZeroMicroBatches.into());
         }
         if !(self.learning_rate.is_finite() && self.learning_rate > 0.0) {
-            return config(format!(
-                "learning rate {} is not a positive finite number; try 0.01",
-                self.learning_rate
-            ));
+            return invalid(
+                Setting::LearningRate,
+                self.learning_rate,
+                "not a positive finite number",
+                Some(Remedy::set(Setting::LearningRate, Value::Number(0.01))),
+            );
         }
         if self.replicas == 0 {
-            return config("replicas = 0: use .replicas(1) for no data parallelism");
+            return invalid(
+                Setting::Replicas,
+                0,
+                "at least one replica runs (1 is no data parallelism)",
+                Some(Remedy::set(Setting::Replicas, Value::Count(1))),
+            );
         }
         if self.accumulation == 0 {
-            return config("accumulation = 0: use .accumulation(1) to step after every batch");
+            return invalid(
+                Setting::Accumulation,
+                0,
+                "each optimizer step takes at least one batch (1 steps after every batch)",
+                Some(Remedy::set(Setting::Accumulation, Value::Count(1))),
+            );
         }
         if self.zero > 1 {
-            return config(format!(
-                "ZeRO stage {} is not supported: use 0 (off) or 1 (optimizer state sharded)",
-                self.zero
-            ));
+            return invalid(
+                Setting::Zero,
+                self.zero,
+                "not supported: 0 is off, 1 shards the optimizer state",
+                Some(Remedy::one_of([
+                    Remedy::set(Setting::Zero, Value::Count(0)),
+                    Remedy::set(Setting::Zero, Value::Count(1)),
+                ])),
+            );
         }
         if self.bucket_bytes < 4 {
-            return config(format!(
-                "bucket of {} bytes cannot hold one f32 gradient; use at least 4 (default 25 MiB)",
-                self.bucket_bytes
-            ));
+            return invalid(
+                Setting::BucketBytes,
+                self.bucket_bytes,
+                "a bucket cannot hold one f32 gradient in fewer than 4 bytes (default 25 MiB)",
+                Some(Remedy::set(Setting::BucketBytes, Value::Bytes(4))),
+            );
         }
         if self.threads == Some(0) {
-            return config("threads_per_worker = 0: each worker needs at least one thread");
+            return invalid(
+                Setting::ThreadsPerWorker,
+                0,
+                "each worker needs at least one thread",
+                Some(Remedy::set(Setting::ThreadsPerWorker, Value::Count(1))),
+            );
         }
         self.check_guard()
     }
@@ -50,16 +74,15 @@ impl<L: Layer> PipelineBuilder<L> {
             return Ok(());
         };
         if !(max.is_finite() && max > 0.0) {
-            return config(format!(
-                "clip_grad_norm {max}: the largest gradient norm must be a positive finite \
-                 number, e.g. .clip_grad_norm(1.0)"
-            ));
+            return invalid(
+                Setting::ClipGradNorm,
+                max,
+                "the largest gradient norm must be a positive finite number",
+                Some(Remedy::set(Setting::ClipGradNorm, Value::Number(1.0))),
+            );
         }
         if !self.ties.is_empty() {
-            return config(
-                "clip_grad_norm with tied parameters is not supported yet (a tied parameter's \
-                 gradient would count twice in the norm); drop the ties or the clipping",
-            );
+            return Err(Error::ClipWithTies);
         }
         Ok(())
     }

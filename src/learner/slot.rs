@@ -51,14 +51,12 @@ impl<L: Layer> Slot<L> {
         if self.pipeline.is_none() {
             self.build(Some(batch))?;
         }
-        self.pipeline
-            .as_mut()
-            .ok_or_else(|| Error::Config("the pipeline failed to build".into()))
+        self.pipeline.as_mut().ok_or(Error::BuildFailedBefore)
     }
 
     fn build(&mut self, batch: Option<&Batch>) -> Result<()> {
         let Some(settings) = self.waiting.take() else {
-            return Err(Error::Config("the pipeline failed to build".into()));
+            return Err(Error::BuildFailedBefore);
         };
         let mut pipeline = settings.resolve(batch)?;
         if let Some(path) = self.resume.take() {

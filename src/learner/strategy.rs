@@ -149,11 +149,7 @@ impl<M: PipelineModel> PipelineStrategy<M> {
     /// The pipeline's settings over `model`'s layers, validated before any thread starts.
     fn settings(&self, model: M, grad_accumulation: Option<usize>) -> Result<Validated<M::Layer>> {
         if let Some(k) = grad_accumulation {
-            return Err(Error::Config(format!(
-                "grads_accumulation({k}): burn-train sums the gradients of {k} batches, which \
-                 PipelineStrategy does not do; drop it and use a {k}× larger batch (the \
-                 pipeline's micro-batches keep the memory of one micro-batch)"
-            )));
+            return Err(Error::GradAccumulation { batches: k });
         }
         // Off the Learner's autodiff device: each worker moves its layers to its own device and
         // puts them back in training mode.

@@ -8,7 +8,7 @@ use pipetrain_tune::{Candidate, Recompute, Space, TuneError, search};
 
 use super::measure::{Calibration, measure};
 use crate::builder::PipelineBuilder;
-use crate::error::{Result, config};
+use crate::error::{Error, Result};
 
 /// The space `auto` searches: `batch` rows per step on `workers` workers (one thread each),
 /// every schedule (1F1B, GPipe, ZB-H1, interleaved with 2 chunks, ZB-V), every
@@ -70,12 +70,12 @@ pub fn choose<L: Layer>(
         },
         _ => TuneError::EmptySpace {
             what: format!(
-                "no configuration of {} layers on {} worker(s) for a batch of {}: allow more \
-                 micro-batches or schedules",
+                "no configuration of {} layers on {} worker(s) for a batch of {}",
                 layers.len(),
                 space.workers,
                 space.batch
             ),
+            remedy: pipetrain_schedules::Remedy::sentence("allow more micro-batches or schedules"),
         },
     }
     .into())
@@ -126,7 +126,7 @@ impl<L: Layer> PipelineBuilder<L> {
     /// No layers set, a measurement failure, or nothing that fits the budget.
     pub fn auto(self, batch: &Batch, memory_budget: Option<u64>) -> Result<Self> {
         let Some(layers) = self.layers_set() else {
-            return config("auto needs the layers: call .layers(...) before .auto(...)");
+            return Err(Error::NoLayers);
         };
         let device = self
             .devices_set()

@@ -1,4 +1,7 @@
-//! [`TuneError`]: what the search refuses, with the numbers and the remedy.
+//! [`TuneError`]: what the search refuses, with the numbers (its `Display`) and the remedy
+//! ([`Remedied::remedy`]).
+
+use pipetrain_schedules::remedy::{Remedied, Remedy, Setting, Value};
 
 /// The result type of this crate.
 pub type Result<T> = std::result::Result<T, TuneError>;
@@ -27,14 +30,15 @@ pub enum TuneError {
     /// A search space with nothing to search.
     #[error("{what}")]
     EmptySpace {
-        /// What is missing, and the remedy.
+        /// What is missing.
         what: String,
+        /// What would give the search something to search.
+        remedy: Remedy,
     },
     /// No candidate of the space fits the memory budget.
     #[error(
         "no configuration fits the memory budget of {budget} bytes per worker; the closest, \
-         {closest}, needs {needed} bytes: give at least --memory-budget {needed}, or allow \
-         re-materialization or more workers"
+         {closest}, needs {needed} bytes"
     )]
     NothingFits {
         /// The budget.
@@ -44,4 +48,18 @@ pub enum TuneError {
         /// The bytes it needs on its fullest worker.
         needed: u64,
     },
+}
+
+impl Remedied for TuneError {
+    fn remedy(&self) -> Option<Remedy> {
+        match self {
+            TuneError::EmptySpace { remedy, .. } => Some(remedy.clone()),
+            TuneError::NothingFits { needed, .. } => Some(Remedy::one_of([
+                Remedy::set(Setting::MemoryBudget, Value::Bytes(*needed)),
+                Remedy::set(Setting::Remat, Value::mode("always")),
+                Remedy::set(Setting::Workers, Value::Larger),
+            ])),
+            TuneError::MissingRows { .. } | TuneError::BadTable { .. } => None,
+        }
+    }
 }

@@ -3,6 +3,7 @@
 use std::fmt;
 
 use pipetrain_schedules::ScheduleKind;
+use pipetrain_schedules::remedy::{Remedy, Setting, Value};
 
 use crate::error::{Result, TuneError};
 
@@ -114,22 +115,35 @@ impl Space {
     /// # Errors
     /// [`TuneError::EmptySpace`] naming what is zero or empty.
     pub fn check(&self) -> Result<()> {
-        let empty = |what: &str| {
+        let empty = |what: &str, remedy| {
             Err(TuneError::EmptySpace {
                 what: what.to_string(),
+                remedy,
             })
         };
         if self.batch == 0 {
-            return empty("batch 0: give at least one row per step");
+            return empty(
+                "batch 0: a step needs at least one row",
+                Remedy::set(Setting::Batch, Value::Count(1)),
+            );
         }
         if self.workers == 0 {
-            return empty("0 workers: give at least one (--workers 1)");
+            return empty(
+                "0 workers: the search needs at least one",
+                Remedy::set(Setting::Workers, Value::Count(1)),
+            );
         }
         if self.schedules.is_empty() || self.remats.is_empty() {
-            return empty("no schedule or re-materialization mode to try: list at least one");
+            return empty(
+                "no schedule or re-materialization mode to try",
+                Remedy::sentence("list at least one of each"),
+            );
         }
         if self.max_micro_batches == 0 {
-            return empty("at most 0 micro-batches: allow at least 1");
+            return empty(
+                "at most 0 micro-batches",
+                Remedy::sentence("allow at least 1"),
+            );
         }
         Ok(())
     }

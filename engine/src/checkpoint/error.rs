@@ -2,6 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
+use pipetrain_schedules::remedy::{Remedied, Remedy, Setting, Value};
+
 /// Why a checkpoint could not be written or read.
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {
@@ -28,8 +30,7 @@ pub enum CheckpointError {
     /// A safetensors file without pipetrain's metadata: plain weights (e.g. a PyTorch state
     /// dict), usable with [`init_from`](super::init_from) but not to resume.
     #[error(
-        "{}: a weights file, not a pipetrain checkpoint (no optimizer state or step); start \
-         from it with `init_from` instead",
+        "{}: a weights file, not a pipetrain checkpoint (no optimizer state or step)",
         path.display()
     )]
     NotACheckpoint {
@@ -39,8 +40,7 @@ pub enum CheckpointError {
     /// Keys that do not match, listed the way PyTorch's `load_state_dict(strict=True)` lists
     /// them: parameters of the model the file lacks, and tensors of the file no parameter takes.
     #[error(
-        "{}: error(s) in loading the state dict: {}; map the file's names onto the model's \
-         with `rename` rules (REGEX=REPLACEMENT)",
+        "{}: error(s) in loading the state dict: {}",
         path.display(),
         keys_text(missing, unexpected)
     )]
@@ -89,8 +89,7 @@ pub enum CheckpointError {
     },
     /// The optimizer state was saved for another optimizer.
     #[error(
-        "{}: the optimizer state is for `{saved}`, but this run uses `{current}`; resume with \
-         the same optimizer (or start fresh with `init_from` to take only the weights)",
+        "{}: the optimizer state is for `{saved}`, but this run uses `{current}`",
         path.display()
     )]
     Optimizer {
@@ -104,6 +103,21 @@ pub enum CheckpointError {
 }
 
 /// A checkpoint operation's result.
+impl Remedied for CheckpointError {
+    fn remedy(&self) -> Option<Remedy> {
+        let init_from = || Remedy::set(Setting::InitFrom, Value::Any);
+        match self {
+            CheckpointError::NotACheckpoint { .. } => Some(init_from()),
+            CheckpointError::Keys { .. } => Some(Remedy::set(Setting::Rename, Value::Any)),
+            CheckpointError::Optimizer { .. } => Some(Remedy::one_of([
+                Remedy::sentence("resume with the same optimizer"),
+                init_from(),
+            ])),
+            _ => None,
+        }
+    }
+}
+
 pub(super) type Result<T> = std::result::Result<T, CheckpointError>;
 
 /// The I/O error on `path` as a [`CheckpointError`].

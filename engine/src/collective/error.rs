@@ -1,5 +1,7 @@
 //! Why a collective failed.
 
+use pipetrain_schedules::remedy::{Remedied, Remedy, Setting, Value};
+
 use std::ops::Range;
 
 /// Why a collective failed.
@@ -18,9 +20,8 @@ pub enum CollectiveError {
     },
     /// Nothing came from a member within the communication timeout (multi-process runs).
     #[error(
-        "member {peer} (MPI rank {rank}) of the {size}-member group sent nothing for {timeout:?}; \
-         it may be dead \
-         or stuck (raise --comm-timeout if its steps are that slow)"
+        "member {peer} (MPI rank {rank}) of the {size}-member group sent nothing for {timeout:?} \
+         (the communication timeout); it may be dead or stuck, or its steps that slow"
     )]
     Timeout {
         /// The peer's rank in the group.
@@ -57,4 +58,12 @@ pub enum CollectiveError {
         /// Group size.
         size: usize,
     },
+}
+
+impl Remedied for CollectiveError {
+    /// A timeout: a larger communication timeout, if the peer is only slow.
+    fn remedy(&self) -> Option<Remedy> {
+        let slow = matches!(self, CollectiveError::Timeout { .. });
+        slow.then(|| Remedy::set(Setting::CommTimeout, Value::Larger))
+    }
 }

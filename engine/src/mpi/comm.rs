@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded, unbounded};
 
 use super::error::MpiError;
+use super::notice::Notice;
 use super::server::{Command, serve};
 use super::wire::{Envelope, Route, channel};
 use crate::abort::Abort;
@@ -176,9 +177,11 @@ impl Comm {
         loop {
             match self.control.recv_deadline(deadline) {
                 Ok(e) if e.route.channel == channel::FAILURE => {
+                    let notice = Notice::decode(e.body.as_bytes());
                     return Err(MpiError::Peer {
                         rank: e.from as usize,
-                        message: String::from_utf8_lossy(e.body.as_bytes()).into_owned(),
+                        message: notice.message,
+                        remedy: notice.remedy,
                     });
                 }
                 Ok(e) if e.a == call && e.b as usize == from => return Ok(e.body.into_bytes()),
@@ -191,13 +194,10 @@ impl Comm {
                     }
                 }
                 Err(RecvTimeoutError::Timeout) => {
-                    return Err(MpiError::Peer {
+                    return Err(MpiError::Silent {
                         rank: from,
-                        message: format!(
-                            "sent nothing for {} s (--comm-timeout) at a broadcast or gather of \
-                             the launcher; it may be dead or stuck",
-                            self.timeout.as_secs_f64()
-                        ),
+                        seconds: self.timeout.as_secs_f64(),
+                        during: "at a broadcast or gather of the launcher",
                     });
                 }
                 Err(RecvTimeoutError::Disconnected) => {

@@ -41,9 +41,7 @@ impl MpiFabric {
     /// The inbox for `route`, registered with the communication thread.
     fn inbox(&self, route: Route, abort: &Arc<Abort>) -> Result<Inbox> {
         let (tx, inbox) = Inbox::new(abort, self.comm.timeout());
-        self.comm
-            .register(route, tx)
-            .map_err(|e| EngineError::World(e.to_string()))?;
+        self.comm.register(route, tx).map_err(EngineError::Mpi)?;
         Ok(inbox)
     }
 
@@ -92,22 +90,18 @@ impl Fabric for MpiFabric {
             || world.replicas() != self.layout.replicas()
             || world.stages() != self.layout.stages()
         {
-            return Err(EngineError::World(format!(
-                "rank {} runs {:?} of {} replicas × {} stages, but the world to connect has \
-                 {:?} of {} × {}; build the workers with World::with_local(.., layout.local())",
-                self.layout.rank(),
+            return Err(EngineError::LaunchMismatch {
+                rank: self.layout.rank(),
                 expected,
-                self.layout.replicas(),
-                self.layout.stages(),
-                world.local(),
-                world.replicas(),
-                world.stages()
-            )));
+                layout_replicas: self.layout.replicas(),
+                layout_stages: self.layout.stages(),
+                local: world.local().to_vec(),
+                replicas: world.replicas(),
+                stages: world.stages(),
+            });
         }
         self.epoch += 1;
-        self.comm
-            .watch(abort)
-            .map_err(|e| EngineError::World(e.to_string()))?;
+        self.comm.watch(abort).map_err(EngineError::Mpi)?;
         let mut links = Vec::with_capacity(expected.len());
         for &id in world.local() {
             let route = Route {

@@ -40,11 +40,8 @@ impl Layout {
     ) -> Result<Self, MpiError> {
         let workers = replicas * stages;
         if per_process == 0 || processes * per_process != workers || rank >= processes {
-            let needed = if per_process > 0 && workers % per_process == 0 {
-                (workers / per_process).to_string()
-            } else {
-                format!("none (--workers-per-process must divide {workers})")
-            };
+            let needed =
+                (per_process > 0 && workers % per_process == 0).then(|| workers / per_process);
             return Err(MpiError::Layout {
                 processes,
                 per_process,
@@ -155,6 +152,8 @@ pub fn check_environment(
 
 #[cfg(test)]
 mod tests {
+    use pipetrain_schedules::remedy::{Remedied, Remedy, Setting, Value};
+
     use super::*;
 
     #[test]
@@ -170,10 +169,12 @@ mod tests {
             }
             assert_eq!(all, (0..r * p).collect::<Vec<_>>());
         }
-        let err = Layout::new(0, 3, 1, 2, 2).unwrap_err().to_string();
-        assert!(err.contains("mpirun -np 4"), "{err}");
+        let err = Layout::new(0, 3, 1, 2, 2).unwrap_err();
+        let processes = Remedy::set(Setting::Processes, Value::Count(4));
+        let per_process = Remedy::set(Setting::WorkersPerProcess, Value::Any);
+        assert_eq!(err.remedy(), Some(Remedy::one_of([processes, per_process])));
         let err = Layout::new(0, 2, 3, 2, 2).unwrap_err().to_string();
-        assert!(err.contains("must divide 4"), "{err}");
+        assert!(err.contains("do not divide 4"), "{err}");
     }
 
     #[test]

@@ -28,6 +28,7 @@ mod error;
 mod fabric;
 mod inbox;
 mod launch;
+mod notice;
 mod server;
 mod transport;
 mod wire;

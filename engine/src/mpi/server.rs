@@ -10,9 +10,11 @@ use crossbeam_channel::{Receiver, Sender, select};
 use mpi::Threading;
 use mpi::point_to_point::{Destination, MatchedReceiveVec, Source};
 use mpi::topology::{Communicator, SimpleCommunicator};
+use pipetrain_schedules::remedy::{Remedy, Setting, Value};
 
 use super::comm::Identity;
 use super::error::MpiError;
+use super::notice::Notice;
 use super::wire::{Body, Envelope, Frames, Route, TAG, TAG_HEAD, TAG_VALUES, channel};
 use crate::abort::Abort;
 use crate::error::EngineError;
@@ -84,7 +86,7 @@ struct Server {
     /// Whether the current abort's failure was told to the peers (or came from one).
     told: bool,
     /// A failure notice that came before any abort was watched.
-    early_failure: Option<(usize, String)>,
+    early_failure: Option<(usize, Notice)>,
     shutdown: Option<(bool, Sender<()>)>,
 }
 
@@ -205,14 +207,17 @@ impl Server {
             Command::Watch(abort) => {
                 self.abort = Some(abort);
                 self.told = false;
-                if let Some((rank, message)) = self.early_failure.take() {
-                    self.peer_failed(rank, message);
+                if let Some((rank, notice)) = self.early_failure.take() {
+                    self.peer_failed(rank, notice);
                 }
             }
             Command::Fail(message) => {
                 if !self.told {
                     self.told = true;
-                    self.tell(message);
+                    self.tell(&Notice {
+                        message,
+                        remedy: None,
+                    });
                 }
             }
             Command::Shutdown { finalize, done } => {
@@ -225,8 +230,8 @@ impl Server {
     /// Hands an arrived message to its inbox (or buffers it, or acts on a failure notice).
     fn deliver(&mut self, envelope: Envelope) {
         if envelope.route.channel == channel::FAILURE {
-            let message = String::from_utf8_lossy(envelope.body.as_bytes()).into_owned();
-            self.peer_failed(envelope.from as usize, message);
+            let notice = Notice::decode(envelope.body.as_bytes());
+            self.peer_failed(envelope.from as usize, notice);
             // The launcher may be waiting in a broadcast or gather: it learns of it too.
             if let Some(inbox) = self.routes.get(&Route::process(channel::CONTROL)) {
                 let _ = inbox.send(envelope);
@@ -248,14 +253,18 @@ impl Server {
         }
     }
 
-    fn peer_failed(&mut self, rank: usize, message: String) {
+    fn peer_failed(&mut self, rank: usize, notice: Notice) {
         match &self.abort {
             Some(abort) => {
-                abort.fail(EngineError::Peer { rank, message });
+                abort.fail(EngineError::Peer {
+                    rank,
+                    message: notice.message,
+                    remedy: notice.remedy,
+                });
                 // Not told back: the failure came from a peer.
                 self.told = true;
             }
-            None => self.early_failure = Some((rank, message)),
+            None => self.early_failure = Some((rank, notice)),
         }
     }
 
@@ -268,7 +277,13 @@ impl Server {
                 let (bytes, status) = probed.matched_receive_vec::<u8>();
                 match Envelope::decode(bytes) {
                     Ok(envelope) => self.deliver(envelope),
-                    Err(e) => self.peer_failed(status.source_rank() as usize, e.to_string()),
+                    Err(e) => self.peer_failed(
+                        status.source_rank() as usize,
+                        Notice {
+                            message: e.to_string(),
+                            remedy: None,
+                        },
+                    ),
                 }
             } else if let Some(probed) = world
                 .any_process()
@@ -284,7 +299,13 @@ impl Server {
                     })
                 }) {
                     Ok(envelope) => self.deliver(envelope),
-                    Err(e) => self.peer_failed(from, e.to_string()),
+                    Err(e) => self.peer_failed(
+                        from,
+                        Notice {
+                            message: e.to_string(),
+                            remedy: None,
+                        },
+                    ),
                 }
             } else {
                 return any;
@@ -316,7 +337,7 @@ impl Server {
             if Instant::now() > deadline {
                 return Err(MpiError::Wire(format!(
                     "the {count} values announced by a header did not come within {} s \
-                     (--comm-timeout)",
+                     (the communication timeout)",
                     self.timeout.as_secs_f64()
                 )));
             }
@@ -331,21 +352,22 @@ impl Server {
             return;
         }
         self.told = true;
-        let message = abort
+        let (message, remedy) = abort
             .describe()
-            .unwrap_or_else(|| "a worker failed".to_string());
-        self.tell(message);
+            .unwrap_or_else(|| ("a worker failed".to_string(), None));
+        self.tell(&Notice { message, remedy });
     }
 
     /// Queues a failure notice with `message` to every other process, ahead of other data.
-    fn tell(&mut self, message: String) {
+    fn tell(&mut self, notice: &Notice) {
+        let body = notice.encode();
         for to in (0..self.world.size() as usize).filter(|&p| p != self.rank) {
             let envelope = Envelope {
                 route: Route::process(channel::FAILURE),
                 a: 0,
                 b: 0,
                 from: self.rank as u32,
-                body: Body::Bytes(message.clone().into_bytes()),
+                body: Body::Bytes(body.clone()),
             };
             // Behind what is queued: a broadcast already queued must arrive first, so that a peer
             // waiting in it goes on to find the same error itself (and exits with its code).
@@ -396,11 +418,12 @@ impl Server {
                 if !reported && Instant::now() > deadline {
                     reported = true;
                     let message = format!(
-                        "could not send {bytes} bytes to it for {} s (--comm-timeout); it may be \
-                         dead or stuck",
+                        "could not send {bytes} bytes to it for {} s (the communication \
+                         timeout); it may be dead or stuck",
                         self.timeout.as_secs_f64()
                     );
-                    self.peer_failed(to, message);
+                    let remedy = Some(Remedy::set(Setting::CommTimeout, Value::Larger));
+                    self.peer_failed(to, Notice { message, remedy });
                     if let Some((_, done)) = &self.shutdown {
                         // The process exits with an error next; the send stays pending.
                         let _ = done.send(());

@@ -88,11 +88,14 @@ impl<L: Layer> Runtime<L> {
         self.usable()?;
         let world = self.workers.world().clone();
         if !world.is_whole() {
-            return Err(EngineError::World(
-                "inference gathers every replica's outputs in one process; run it where the \
-                 whole world is local"
-                    .into(),
-            ));
+            return Err(EngineError::PartialWorld {
+                operation: "inference (it gathers every replica's outputs)",
+                local: world.local().len(),
+                size: world.size(),
+                remedy: pipetrain_schedules::Remedy::sentence(
+                    "run it in a process that holds the whole world",
+                ),
+            });
         }
         let rows = inputs.batch_size();
         let (r, m) = (world.replicas(), self.config.micro_batches);

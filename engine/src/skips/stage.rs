@@ -128,10 +128,13 @@ impl StageSkips {
 
 /// A message for `route` did not fit: an error naming the route and the skips.
 fn failure(route: &Route, what: &str, error: ActivationError) -> Cause {
-    Cause::Unsupported(format!(
-        "skips {:?} from {} to {}: {what}: {error}",
-        route.names, route.route.stash, route.route.pop
-    ))
+    Cause::Skip {
+        names: route.names.iter().map(|n| n.to_string()).collect(),
+        stash: route.route.stash,
+        pop: route.route.pop,
+        what: what.to_string(),
+        error,
+    }
 }
 
 /// `value` (`what`) with the bundles received for `mb` on each of `routes`' `flow` added.

@@ -324,13 +324,7 @@ impl<L: Layer> Worker<'_, L> {
         }
         self.state.grads.count_micro_batch();
         if !self.is_first() {
-            let grad = input_grad.ok_or_else(|| {
-                Failure::Cause(Cause::Unsupported(
-                    "no gradient reached this stage's input; the stage's output does not \
-                     depend on it"
-                        .to_string(),
-                ))
-            })?;
+            let grad = input_grad.ok_or(Failure::Cause(Cause::NoInputGradient))?;
             self.queue(Flow::Gradient, mb, grad)?;
         }
         Ok(())

@@ -13,7 +13,7 @@ use pipetrain::{Checkpoint, CheckpointError, Layer, Pipeline};
 
 use crate::args::TrainArgs;
 use crate::distributed::Distributed;
-use crate::failure::Failure;
+use crate::failure::{Failure, explain};
 use crate::model::Model;
 
 /// The settings a resumed run must share with the saved one, by flag name.
@@ -143,7 +143,7 @@ pub fn resume<L: Layer>(
             other_model("--resume", path, stored.as_deref(), run.model(), &e)
                 .unwrap_or_else(|| failure("--resume", e))
         }
-        other => Failure::runtime(format!("--resume: {other}")),
+        other => Failure::runtime(format!("--resume: {}", explain(&other))),
     })?;
     for (flag, value) in &run.entries {
         let saved = progress.extra.get(flag).map(String::as_str);
@@ -300,8 +300,9 @@ fn other_model(
     Some(Failure::usage(format!(
         "{flag} {}: the file holds {stored}, but the flags build {ours}; give the flags of the \
          stored model (--model, its sizes such as --width, --hidden-layers, --d-model, \
-         --classes, and the same data), or a file of this model ({error})",
-        path.display()
+         --classes, and the same data), or a file of this model ({})",
+        path.display(),
+        explain(error)
     )))
 }
 
@@ -309,7 +310,7 @@ fn other_model(
 /// line (weights that do not fit the model, another optimizer's state, plain weights given to
 /// `--resume`) is a usage error; an unreadable or corrupt file a runtime one.
 fn failure(flag: &str, error: CheckpointError) -> Failure {
-    let message = format!("{flag}: {error}");
+    let message = format!("{flag}: {}", explain(&error));
     match error {
         CheckpointError::NotACheckpoint { .. }
         | CheckpointError::Keys { .. }

@@ -29,7 +29,7 @@ use pipetrain::engine::checkpoint;
 use pipetrain::{Checkpoint, Layer, Pipeline, schedules::WorkerId};
 
 use crate::args::TrainArgs;
-use crate::failure::Failure;
+use crate::failure::{Failure, explain};
 
 /// This process's place in a multi-process run.
 pub struct Distributed {
@@ -186,7 +186,8 @@ impl Distributed {
             false => None,
         };
         let bytes = self.link.broadcast(mine)?;
-        Checkpoint::from_bytes(path, bytes).map_err(|e| Failure::runtime(format!("--resume: {e}")))
+        Checkpoint::from_bytes(path, bytes)
+            .map_err(|e| Failure::runtime(format!("--resume: {}", explain(&e))))
     }
 
     /// The sum over the processes of `loss` (each its local last stages' share), in rank

@@ -3,10 +3,16 @@
 //! `?` turns any other error into a runtime failure (exit 1): reading, training and writing
 //! fail that way. The checks of the command line say [`Failure::usage`] (exit 2) themselves,
 //! and [`Failure::of_build`] sorts the pipeline builder's errors.
+//!
+//! A failure prints its error's facts and remedy in the command line's words ([`explain`]:
+//! the remedy as flags, [`Flags`]).
 
 use std::fmt;
 
+use pipetrain::remedy::Remedied;
+
 use crate::exit::Exit;
+use crate::style::Flags;
 
 /// Any error, as the commands return it.
 pub type BoxError = Box<dyn std::error::Error>;
@@ -44,8 +50,8 @@ impl Failure {
     pub fn of_build(error: pipetrain::Error) -> Self {
         use pipetrain::Error;
         match error {
-            Error::Config(_)
-            | Error::Partition(_)
+            config if config.is_config() => Self::usage(config),
+            Error::Partition(_)
             | Error::Schedule(_)
             | Error::Tie(_)
             | Error::Tune(_)
@@ -83,7 +89,34 @@ impl<E: Into<BoxError>> From<E> for Failure {
 }
 
 impl fmt::Display for Failure {
+    /// The error's facts and its remedy as flags.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.error.fmt(f)
+        f.write_str(&explain(&*self.error))
     }
+}
+
+/// `error`'s facts and, for the errors of pipetrain's crates, its remedy as flags; any other
+/// error's `Display`.
+pub fn explain(error: &(dyn std::error::Error + 'static)) -> String {
+    if let Some(e) = error.downcast_ref::<pipetrain::Error>() {
+        return e.render(&Flags);
+    }
+    let remedied: Option<&dyn Remedied> = None
+        .or_else(|| as_remedied::<pipetrain::engine::EngineError>(error))
+        .or_else(|| as_remedied::<pipetrain::CheckpointError>(error))
+        .or_else(|| as_remedied::<pipetrain::schedules::ScheduleError>(error))
+        .or_else(|| as_remedied::<pipetrain::tune::TuneError>(error));
+    #[cfg(feature = "mpi")]
+    let remedied = remedied.or_else(|| as_remedied::<pipetrain::engine::mpi::MpiError>(error));
+    match remedied {
+        Some(e) => e.explain(&Flags),
+        None => error.to_string(),
+    }
+}
+
+/// `error` as a `T`, which knows its remedy.
+fn as_remedied<'a, T: Remedied + 'static>(
+    error: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a dyn Remedied> {
+    error.downcast_ref::<T>().map(|e| e as &dyn Remedied)
 }

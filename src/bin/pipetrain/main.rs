@@ -39,7 +39,6 @@ mod eval;
 mod exit;
 mod export;
 mod failure;
-mod flags;
 mod flows;
 mod footprint;
 mod guard;
@@ -60,6 +59,7 @@ mod schedule;
 mod settings;
 mod setup;
 mod stop;
+mod style;
 mod summary;
 mod threads;
 mod totals;
@@ -157,8 +157,9 @@ fn run(argv: Vec<std::ffi::OsString>) -> Exit {
     match result {
         Ok(exit) => exit,
         Err(failure) => {
-            // The library names its API (`.stages(1)`); the user typed flags (`--stages 1`).
-            eprintln!("error: {}", flags::to_flags(&failure.to_string()));
+            // The failure words its remedy as flags (`--stages 1`), where the library's own
+            // errors say builder calls (`.stages(1)`).
+            eprintln!("error: {failure}");
             failure.exit()
         }
     }

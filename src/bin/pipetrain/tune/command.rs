@@ -92,7 +92,7 @@ fn space(args: &TuneArgs) -> Result<Space, Failure> {
         }
         (None, _) => Recompute::ALL.to_vec(),
     };
-    space.check().map_err(|e| Failure::usage(e.to_string()))?;
+    space.check().map_err(Failure::usage)?;
     Ok(space)
 }
 
@@ -122,7 +122,7 @@ fn tune<L: Layer>(cx: &Context<'_>, layers: Vec<L>) -> Result<Exit, Failure> {
         cpu_model()
     );
     let table = cost_table(cx, &layers, &batches[0])?;
-    let ranking = search(&table, space).map_err(|e| Failure::usage(e.to_string()))?;
+    let ranking = search(&table, space).map_err(Failure::usage)?;
     let model_flags = flags::to_flags(&flags::model(train));
     println!("model flags: {model_flags}");
     println!(
