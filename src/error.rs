@@ -64,6 +64,120 @@ pub enum Error {
         /// What else would make it fit: more stages, re-materialization, smaller micro-batches.
         remedy: String,
     },
+
+    // ---- The subcommands' library side: bench, tune, plan, export (crate::bench, crate::tune,
+    // crate::plan, crate::export). Facts only; the binary names its flags. ----
+    /// A bench setting that every row needs at least 1 of is 0.
+    #[error("bench setting `{setting}` is 0: every row needs at least 1")]
+    BenchZero {
+        /// The [`BenchSettings`](crate::bench::BenchSettings) field.
+        setting: &'static str,
+    },
+    /// The batch does not split evenly over a row's replicas × micro-batches.
+    #[error(
+        "batch {batch} does not split into {replicas} replica(s) × {micro_batches} \
+         micro-batches (row `{row}`); give a batch that is a multiple of {}, or leave \
+         {micro_batches} out of the micro-batch counts",
+        replicas * micro_batches
+    )]
+    BenchBatchSplit {
+        /// Rows per step.
+        batch: usize,
+        /// The row's replicas.
+        replicas: usize,
+        /// The row's micro-batches.
+        micro_batches: usize,
+        /// The row's label.
+        row: String,
+    },
+    /// The row filter matches no row.
+    #[error("{only:?} matches no row; rows are: {}", rows.join("; "))]
+    BenchNoRow {
+        /// The filter.
+        only: String,
+        /// Every row there is.
+        rows: Vec<String>,
+    },
+    /// One of our bench rows failed.
+    #[error("{row}: {reason}")]
+    BenchRow {
+        /// The row's label.
+        row: String,
+        /// What failed.
+        reason: String,
+    },
+    #[cfg(feature = "commands")]
+    /// The folder given for the PyTorch peer scripts does not hold them.
+    #[error(
+        "{}: no common.py there; the peers folder holds bench_single.py, bench_ddp.py, \
+         bench_pipe.py and common.py",
+        dir.display()
+    )]
+    PeersNoScripts {
+        /// The folder.
+        dir: std::path::PathBuf,
+    },
+    #[cfg(feature = "commands")]
+    /// No folder was given for the PyTorch peer scripts and none was found.
+    #[error(
+        "no PyTorch peer scripts found (looked for shared/peers/common.py in every folder above \
+         the program and the source tree)"
+    )]
+    PeersNotFound,
+    #[cfg(feature = "commands")]
+    /// The Python given for the PyTorch peers cannot import torch.
+    #[error(
+        "{} cannot import torch and numpy, so no PyTorch column; to get them: {}",
+        python.display(),
+        crate::bench::HOW_TO_GET_TORCH
+    )]
+    PeersNoTorch {
+        /// The Python.
+        python: std::path::PathBuf,
+    },
+    /// No configuration of the tune search fits (its memory budget, its workers).
+    #[error("no configuration fits; the first left out:\n{}", left_out.join("\n"))]
+    TuneNothingFits {
+        /// `  knobs: why` for the first configurations left out.
+        left_out: Vec<String>,
+    },
+    /// A plan cost that is negative, not finite, or a weight gradient above the backward.
+    #[error("{cost} cost {value}: {reason}")]
+    PlanCost {
+        /// Which cost: `forward`, `backward`, `weight` or `transfer`.
+        cost: &'static str,
+        /// The value given.
+        value: f64,
+        /// What is wrong and what to give instead.
+        reason: String,
+    },
+    /// The checkpoint's model has no PyTorch module to export to.
+    #[error(
+        "the model {} has no documented PyTorch module (MLP and GPT have); load the checkpoint \
+         with pipetrain instead",
+        model.as_deref().unwrap_or("(not recorded)")
+    )]
+    ExportModel {
+        /// The model the checkpoint records, if it records one.
+        model: Option<String>,
+    },
+    /// A checkpoint tensor that is not F32.
+    #[error("tensor `{tensor}` is {dtype}; checkpoints hold F32 weights")]
+    ExportTensor {
+        /// The tensor's name.
+        tensor: String,
+        /// Its element type.
+        dtype: String,
+    },
+    /// A checkpoint that cannot be read as safetensors, or an export that cannot be encoded.
+    #[error("{}: {reason}", path.display())]
+    ExportFile {
+        /// The checkpoint.
+        path: std::path::PathBuf,
+        /// What failed.
+        reason: String,
+    },
+    // ---- end of the subcommands' block ----
 }
 
 impl From<EngineError> for Error {

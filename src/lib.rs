@@ -34,15 +34,20 @@
 //! [`engine`] (workers on burn), `pipetrain-models` (reference models), `pipetrain-data`
 //! (datasets, sampler, loaders).
 
+#[cfg(feature = "commands")]
+pub mod bench;
 mod builder;
 mod checkpoint;
 mod error;
+#[cfg(feature = "commands")]
+pub mod export;
 #[cfg(feature = "burn-train")]
 pub mod learner;
 mod learning_rate;
 mod lr_schedule;
 pub mod memory;
 mod pipeline;
+pub mod plan;
 mod report;
 pub mod tune;
 
