@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use burn::prelude::*;
 use pipetrain::bench::{self, BenchSettings, Header, Progress};
 use pipetrain::plan::{PlanCosts, PlanReport, PlanSettings};
-use pipetrain::tune::{TableSource, TuneSettings, default_space};
+use pipetrain::tune::{Calibration, TableSource, TuneSettings, default_space};
 use pipetrain::{Error, OptimizerConfig, Pipeline, ScheduleKind};
 use pipetrain_models::{MlpConfig, synthetic};
 
@@ -151,6 +151,11 @@ fn tune_measures_ranks_runs_and_reads_its_cache_back() {
         run_steps: 4,
         cache_dir: Some(cache.path().to_path_buf()),
         remeasure: false,
+        calibration: Calibration {
+            steps: 1,
+            repeats: 1,
+            passes: 1,
+        },
     };
     let mut ranked = 0;
     let report = pipetrain::tune::tune(&layers, &batches, &settings, &device, &mut |p| {

@@ -37,6 +37,8 @@ pub struct TuneSettings {
     pub cache_dir: Option<PathBuf>,
     /// Measure again even when the cache holds a table (and replace it).
     pub remeasure: bool,
+    /// How long the measurement runs ([`Calibration::default`] for the CLI's).
+    pub calibration: Calibration,
 }
 
 /// Where the cost table came from.
@@ -163,7 +165,6 @@ fn cost_table<L: Layer>(
     device: &Device,
 ) -> Result<(CostTable, TableSource)> {
     let space = &settings.space;
-    let optimizer = &settings.optimizer;
     let rows = space.rows_in_play(layers.len());
     let key = format!(
         "{} | batch {} | {} | {} workers | rows {rows:?} | schedules {:?} | {} | pipetrain {}",
@@ -189,7 +190,7 @@ fn cost_table<L: Layer>(
     {
         // The machine's speed drifts (other tenants, clocks): re-anchor the cached times with
         // one check run.
-        let factor = drift(&table, layers, batch, optimizer, device)?;
+        let factor = drift(&table, layers, batch, &settings.optimizer, device)?;
         table.scale(factor);
         let path = path.clone();
         return Ok((table, TableSource::Cached { path, factor }));
@@ -199,9 +200,9 @@ fn cost_table<L: Layer>(
         layers,
         batch,
         space,
-        optimizer,
+        &settings.optimizer,
         device,
-        Calibration::default(),
+        settings.calibration,
     )?;
     let (seconds, others) = (
         t.elapsed().as_secs_f64(),

@@ -5,8 +5,8 @@ use burn::prelude::*;
 use pipetrain::bench::cpu_model;
 use pipetrain::memory::Bytes;
 use pipetrain::tune::{
-    ROUNDS, Ranking, Recompute, Space, TableSource, TuneProgress, TuneReport, TuneSettings,
-    cache_dir,
+    Calibration, ROUNDS, Ranking, Recompute, Space, TableSource, TuneProgress, TuneReport,
+    TuneSettings, cache_dir,
 };
 use pipetrain::{Batch, Layer, OptimizerConfig, ScheduleKind};
 
@@ -129,6 +129,7 @@ fn tune<L: Layer>(cx: &Context<'_>, layers: Vec<L>) -> Result<Exit, Failure> {
         run_steps: args.run_steps,
         cache_dir: Some(cache_dir(args.cache_dir.as_deref())),
         remeasure: args.remeasure,
+        calibration: Calibration::default(),
     };
     let report = pipetrain::tune::tune(&layers, &batches, &settings, device, &mut |p| {
         show(args, p);
