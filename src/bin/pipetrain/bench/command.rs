@@ -113,9 +113,9 @@ fn failure(error: Error) -> Failure {
         Error::BenchZero { setting } => {
             let flag = setting.replace('_', "-");
             match *setting {
-                "micro_batches" => Failure::usage(format!(
-                    "--micro-batches: each count must be at least 1 (e.g. 1,4,8,32)"
-                )),
+                "micro_batches" => Failure::usage(
+                    "--micro-batches 0: each count must be at least 1 (e.g. 1,4,8,32)",
+                ),
                 _ => Failure::usage(format!("--{flag} 0: give at least 1")),
             }
         }
