@@ -37,6 +37,8 @@ pub enum Error {
     },
     /// The builder was given no layers.
     NoLayers,
+    /// The configuration search was given no batch to measure the model on.
+    NoTuneBatch,
     /// The layer sequence is empty.
     EmptyModel,
     /// Re-materialization with a batch-norm layer: the first forward would use running
@@ -147,6 +149,88 @@ pub enum Error {
         /// micro-batches, weight gradients every micro-batch.
         remedy: Remedy,
     },
+
+    // ---- The subcommands' library side: bench, tune, plan, export (crate::bench, crate::tune,
+    // crate::plan, crate::export). Facts only; the binary names its flags. ----
+    /// A bench setting that every row needs at least 1 of is 0.
+    BenchZero {
+        /// The [`BenchSettings`](crate::bench::BenchSettings) field.
+        setting: &'static str,
+    },
+    /// The batch does not split evenly over a row's replicas × micro-batches.
+    BenchBatchSplit {
+        /// Rows per step.
+        batch: usize,
+        /// The row's replicas.
+        replicas: usize,
+        /// The row's micro-batches.
+        micro_batches: usize,
+        /// The row's label.
+        row: String,
+    },
+    /// The row filter matches no row.
+    BenchNoRow {
+        /// The filter.
+        only: String,
+        /// Every row there is.
+        rows: Vec<String>,
+    },
+    /// One of our bench rows failed.
+    BenchRow {
+        /// The row's label.
+        row: String,
+        /// What failed.
+        reason: String,
+    },
+    #[cfg(feature = "commands")]
+    /// The folder given for the PyTorch peer scripts does not hold them.
+    PeersNoScripts {
+        /// The folder.
+        dir: std::path::PathBuf,
+    },
+    #[cfg(feature = "commands")]
+    /// No folder was given for the PyTorch peer scripts and none was found.
+    PeersNotFound,
+    #[cfg(feature = "commands")]
+    /// The Python given for the PyTorch peers cannot import torch.
+    PeersNoTorch {
+        /// The Python.
+        python: std::path::PathBuf,
+    },
+    /// No configuration of the tune search fits (its memory budget, its workers).
+    TuneNothingFits {
+        /// `  knobs: why` for the first configurations left out.
+        left_out: Vec<String>,
+    },
+    /// A plan cost that is negative, not finite, or a weight gradient above the backward.
+    PlanCost {
+        /// Which cost: `forward`, `backward`, `weight` or `transfer`.
+        cost: &'static str,
+        /// The value given.
+        value: f64,
+        /// What is wrong and what to give instead.
+        reason: String,
+    },
+    /// The checkpoint's model has no PyTorch module to export to.
+    ExportModel {
+        /// The model the checkpoint records, if it records one.
+        model: Option<String>,
+    },
+    /// A checkpoint tensor that is not F32.
+    ExportTensor {
+        /// The tensor's name.
+        tensor: String,
+        /// Its element type.
+        dtype: String,
+    },
+    /// A checkpoint that cannot be read as safetensors, or an export that cannot be encoded.
+    ExportFile {
+        /// The checkpoint.
+        path: std::path::PathBuf,
+        /// What failed.
+        reason: String,
+    },
+    // ---- end of the subcommands' block ----
 }
 
 impl Error {
@@ -170,7 +254,28 @@ impl Error {
                 | Error::Checkpoint(_)
                 | Error::Tune(_)
                 | Error::MemoryBudget { .. }
-        )
+                | Error::BenchZero { .. }
+                | Error::BenchBatchSplit { .. }
+                | Error::BenchNoRow { .. }
+                | Error::BenchRow { .. }
+                | Error::TuneNothingFits { .. }
+                | Error::PlanCost { .. }
+                | Error::ExportModel { .. }
+                | Error::ExportTensor { .. }
+                | Error::ExportFile { .. }
+        ) && !self.is_peers()
+    }
+
+    /// Whether this is a PyTorch-peers error of the bench (not a configuration).
+    fn is_peers(&self) -> bool {
+        #[cfg(feature = "commands")]
+        if matches!(
+            self,
+            Error::PeersNoScripts { .. } | Error::PeersNotFound | Error::PeersNoTorch { .. }
+        ) {
+            return true;
+        }
+        false
     }
 
     /// The facts of a configuration error (after "invalid configuration: ").
@@ -186,6 +291,7 @@ impl Error {
                 _ => format!("{} = {value}: {rule}", setting.key()),
             },
             Error::NoLayers => "no layers: the builder needs the model's layer sequence".into(),
+            Error::NoTuneBatch => "tune needs at least one batch to measure the model on".into(),
             Error::EmptyModel => {
                 "the layer sequence is empty: a pipeline needs at least one layer".into()
             }
@@ -296,7 +402,44 @@ impl Remedied for Error {
             Error::Checkpoint(e) => e.remedy(),
             Error::Tune(e) => e.remedy(),
             Error::MemoryBudget { remedy, .. } => Some(remedy.clone()),
-            Error::EmptyModel | Error::Partition(_) | Error::Skips(_) | Error::Tie(_) => None,
+            Error::BenchBatchSplit {
+                replicas,
+                micro_batches,
+                ..
+            } => Some(Remedy::one_of([
+                Remedy::sentence(format!(
+                    "give a batch that is a multiple of {}",
+                    replicas * micro_batches
+                )),
+                Remedy::sentence(format!(
+                    "leave {micro_batches} out of the micro-batch counts"
+                )),
+            ])),
+            #[cfg(feature = "commands")]
+            Error::PeersNoTorch { .. } => Some(Remedy::sentence(crate::bench::HOW_TO_GET_TORCH)),
+            #[cfg(feature = "commands")]
+            Error::PeersNoScripts { .. } | Error::PeersNotFound => Some(Remedy::sentence(
+                "give the folder that holds the peer scripts (shared/peers)",
+            )),
+            Error::TuneNothingFits { .. } => Some(Remedy::one_of([
+                Remedy::set(Setting::MemoryBudget, Value::Larger),
+                Remedy::set(Setting::Remat, Value::mode("always")),
+                Remedy::set(Setting::Workers, Value::Larger),
+            ])),
+            Error::ExportModel { .. } => Some(Remedy::sentence(
+                "load the checkpoint with pipetrain instead",
+            )),
+            Error::BenchZero { .. }
+            | Error::BenchNoRow { .. }
+            | Error::BenchRow { .. }
+            | Error::PlanCost { .. }
+            | Error::ExportTensor { .. }
+            | Error::ExportFile { .. } => None,
+            Error::NoTuneBatch
+            | Error::EmptyModel
+            | Error::Partition(_)
+            | Error::Skips(_)
+            | Error::Tie(_) => None,
         }
     }
 
@@ -330,6 +473,55 @@ impl Remedied for Error {
                  {smallest} on {stage} (layers {layers:?}: parameters, gradients, optimizer \
                  state, stashed activations and deferred weight-gradient inputs)"
             ),
+            Error::BenchZero { setting } => {
+                format!("bench setting `{setting}` is 0: every row needs at least 1")
+            }
+            Error::BenchBatchSplit {
+                batch,
+                replicas,
+                micro_batches,
+                row,
+            } => format!(
+                "batch {batch} does not split into {replicas} replica(s) × {micro_batches} \
+                 micro-batches (row `{row}`)"
+            ),
+            Error::BenchNoRow { only, rows } => {
+                format!("{only:?} matches no row; rows are: {}", rows.join("; "))
+            }
+            Error::BenchRow { row, reason } => format!("{row}: {reason}"),
+            #[cfg(feature = "commands")]
+            Error::PeersNoScripts { dir } => format!(
+                "{}: no common.py there; the peers folder holds bench_single.py, bench_ddp.py, \
+                 bench_pipe.py and common.py",
+                dir.display()
+            ),
+            #[cfg(feature = "commands")]
+            Error::PeersNotFound => "no PyTorch peer scripts found (looked for \
+                                     shared/peers/common.py in every folder above the program \
+                                     and the source tree)"
+                .into(),
+            #[cfg(feature = "commands")]
+            Error::PeersNoTorch { python } => format!(
+                "{} cannot import torch and numpy, so no PyTorch column",
+                python.display()
+            ),
+            Error::TuneNothingFits { left_out } => format!(
+                "no configuration fits; the first left out:\n{}",
+                left_out.join("\n")
+            ),
+            Error::PlanCost {
+                cost,
+                value,
+                reason,
+            } => format!("{cost} cost {value}: {reason}"),
+            Error::ExportModel { model } => format!(
+                "the model {} has no documented PyTorch module (MLP and GPT have)",
+                model.as_deref().unwrap_or("(not recorded)")
+            ),
+            Error::ExportTensor { tensor, dtype } => {
+                format!("tensor `{tensor}` is {dtype}; checkpoints hold F32 weights")
+            }
+            Error::ExportFile { path, reason } => format!("{}: {reason}", path.display()),
             _ => unreachable!("every configuration error has facts"),
         }
     }

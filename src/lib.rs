@@ -29,20 +29,29 @@
 //! # Ok::<(), pipetrain::Error>(())
 //! ```
 //!
+//! The binary's subcommands have their library side here too: [`plan`] (a plan's report),
+//! and with the `commands` feature (on by default) `bench` (the throughput table), `tune::tune`
+//! (a whole tune session) and `export` (a checkpoint as a PyTorch state dict).
+//!
 //! Crates: [`schedules`] (plan IR, no burn), [`partitioner`] (stage split, no burn),
 //! `pipetrain-tune` (the configuration search, no burn; [`tune`] runs it on a model),
 //! [`engine`] (workers on burn), `pipetrain-models` (reference models), `pipetrain-data`
 //! (datasets, sampler, loaders).
 
+#[cfg(feature = "commands")]
+pub mod bench;
 mod builder;
 mod checkpoint;
 mod error;
+#[cfg(feature = "commands")]
+pub mod export;
 #[cfg(feature = "burn-train")]
 pub mod learner;
 mod learning_rate;
 mod lr_schedule;
 pub mod memory;
 mod pipeline;
+pub mod plan;
 pub mod remedy;
 mod report;
 mod setup;
@@ -76,4 +85,10 @@ mod guide {
     pub struct Library;
     #[doc = include_str!("../docs/data-parallel.md")]
     pub struct DataParallel;
+    #[cfg(feature = "commands")]
+    #[doc = include_str!("../docs/performance.md")]
+    pub struct Performance;
+    #[cfg(feature = "commands")]
+    #[doc = include_str!("../docs/tune.md")]
+    pub struct Tune;
 }

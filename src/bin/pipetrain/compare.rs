@@ -20,7 +20,8 @@ use pipetrain_schedules::{Lowering, ScheduleKind, lower, simulate};
 use serde::Serialize;
 
 use crate::failure::Failure;
-use crate::plan::{PlanArgs, num, percent, table};
+use crate::plan::PlanArgs;
+use pipetrain::plan::{columns, num, percent};
 
 /// One schedule's row.
 #[derive(Debug, Serialize)]
@@ -53,7 +54,9 @@ struct Comparison {
 pub fn text_or_json(args: &PlanArgs) -> Result<String, Failure> {
     let (p, m) = (args.stages, args.micro_batches);
     let costs_of = |plan: &pipetrain_schedules::Plan| {
-        crate::plan::costs(args, plan.stages(), plan.ranks()).map_err(Failure::usage)
+        crate::plan::costs(args)
+            .costs(plan.stages(), plan.ranks())
+            .map_err(crate::plan::failure)
     };
     let mut rows = Vec::new();
     // Interleaved needs m in whole rounds of p: its row is left out otherwise.
@@ -143,5 +146,5 @@ fn text(c: &Comparison) -> String {
         "speed-up over 1f1b",
         "peak stash per stage",
     ];
-    header + &table(&headers, &rows)
+    header + &columns(&headers, &rows)
 }

@@ -1,18 +1,17 @@
-//! `pipetrain tune`'s flow: flags → space → cost table (cache or measure) → ranking → the
-//! table → trial runs → the winner (→ `--apply`).
-
-use std::time::Instant;
+//! `pipetrain tune`: flags → model and space → the library's tune session (cost table,
+//! ranking, trial runs, winner), printed as it goes → `--apply`.
 
 use burn::prelude::*;
+use pipetrain::bench::cpu_model;
 use pipetrain::memory::Bytes;
 use pipetrain::tune::{
-    Calibration, Candidate, CostTable, Recompute, Space, drift, measure, search,
+    Calibration, ROUNDS, Ranking, Recompute, Space, TableSource, TuneProgress, TuneReport,
+    TuneSettings, cache_dir,
 };
 use pipetrain::{Batch, Layer, OptimizerConfig, ScheduleKind};
 
 use super::args::TuneArgs;
-use super::{cache, flags, trial};
-use crate::bench::{CpuSnapshot, cpu_model};
+use super::flags;
 use crate::exit::Exit;
 use crate::failure::Failure;
 use crate::model::Model;
@@ -96,7 +95,7 @@ fn space(args: &TuneArgs) -> Result<Space, Failure> {
     Ok(space)
 }
 
-/// Measures (or reads) the table, ranks, prints, runs, applies.
+/// Tunes (the library's [`tune`]), printing as it goes, then applies.
 fn tune<L: Layer>(cx: &Context<'_>, layers: Vec<L>) -> Result<Exit, Failure> {
     let Context {
         args,
@@ -106,7 +105,6 @@ fn tune<L: Layer>(cx: &Context<'_>, layers: Vec<L>) -> Result<Exit, Failure> {
         optimizer_name,
         device,
     } = cx;
-    let (space, optimizer, device) = (space, optimizer, device);
     let train = &args.train;
     let batches: Vec<Batch> = (0..BATCHES)
         .map(|i| model.synthetic(train.seed, i, train.batch, device))
@@ -121,10 +119,78 @@ fn tune<L: Layer>(cx: &Context<'_>, layers: Vec<L>) -> Result<Exit, Failure> {
         space.workers,
         cpu_model()
     );
-    let table = cost_table(cx, &layers, &batches[0])?;
-    let ranking = search(&table, space).map_err(Failure::usage)?;
-    let model_flags = flags::to_flags(&flags::model(train));
-    println!("model flags: {model_flags}");
+    let settings = TuneSettings {
+        space: space.clone(),
+        model: model.describe(),
+        optimizer: optimizer.clone(),
+        optimizer_name: optimizer_name.clone(),
+        learning_rate: train.lr(),
+        runs: args.run.unwrap_or(args.top),
+        run_steps: args.run_steps,
+        cache_dir: Some(cache_dir(args.cache_dir.as_deref())),
+        remeasure: args.remeasure,
+        calibration: Calibration::default(),
+    };
+    let report = pipetrain::tune::tune(&layers, &batches, &settings, device, &mut |p| {
+        show(args, p);
+    })
+    .map_err(|e| match e {
+        e @ pipetrain::Error::TuneNothingFits { .. } => Failure::usage(format!(
+            "{e}\ngive a larger --memory-budget, allow --remat always, or more --workers"
+        )),
+        e => Failure::of_build(e),
+    })?;
+    if !report.trials.is_empty() {
+        print_trials(&report);
+    }
+    if let Some(path) = &args.apply {
+        let winner = report.winner();
+        let mut pairs = flags::model(train);
+        pairs.extend(flags::knobs(winner));
+        pipetrain::engine::output::write_atomically(path, flags::to_toml(&pairs).as_bytes())
+            .map_err(|e| Failure::runtime(format!("--apply {}: {e}", path.display())))?;
+        println!(
+            "apply: wrote {} ({}); train with: pipetrain train --config {}",
+            path.display(),
+            winner.knobs,
+            path.display()
+        );
+    }
+    Ok(Exit::Success)
+}
+
+/// The cost table's source, then the ranking, as the session reaches them.
+fn show(args: &TuneArgs, progress: TuneProgress<'_>) {
+    match progress {
+        TuneProgress::CostTable(TableSource::Cached { path, factor }) => println!(
+            "cost table: cached {}, times scaled by {factor:.3} after a check run (--remeasure to \
+             measure again)",
+            path.display()
+        ),
+        TuneProgress::CostTable(TableSource::Measured {
+            rows,
+            seconds,
+            others,
+            cached,
+        }) => match cached {
+            Some(Ok(path)) => println!(
+                "cost table: measured at {rows:?} rows per micro-batch in {seconds:.1}s{}, cached {}",
+                busy(*others),
+                path.display()
+            ),
+            Some(Err(why)) => eprintln!("warning: cost table not cached at {why}"),
+            None => {}
+        },
+        TuneProgress::Ranked(ranking) => print_ranking(args, ranking),
+    }
+}
+
+/// The model flags, the counts, the top of the ranking and the first left out.
+fn print_ranking(args: &TuneArgs, ranking: &Ranking) {
+    println!(
+        "model flags: {}",
+        flags::to_flags(&flags::model(&args.train))
+    );
     println!(
         "{} configurations: {} ranked, {} predicted like a ranked one, {} left out",
         ranking.candidates.len() + ranking.infeasible.len() + ranking.equivalent.len(),
@@ -133,16 +199,7 @@ fn tune<L: Layer>(cx: &Context<'_>, layers: Vec<L>) -> Result<Exit, Failure> {
         ranking.infeasible.len()
     );
     if ranking.candidates.is_empty() {
-        let why = ranking
-            .infeasible
-            .iter()
-            .map(|i| format!("  {}: {}", i.knobs, i.reason));
-        let shown: Vec<String> = why.take(5).collect();
-        return Err(Failure::usage(format!(
-            "no configuration fits; the first left out:\n{}\ngive a larger --memory-budget, \
-             allow --remat always, or more --workers",
-            shown.join("\n")
-        )));
+        return;
     }
     println!(
         "{:>4}  {:>12}  {:>7}  {:>16}  train flags (after the model flags)",
@@ -162,121 +219,28 @@ fn tune<L: Layer>(cx: &Context<'_>, layers: Vec<L>) -> Result<Exit, Failure> {
     for i in ranking.infeasible.iter().take(3) {
         println!("left out: {}: {}", i.knobs, i.reason);
     }
-    let runs = args.run.unwrap_or(args.top).min(ranking.candidates.len());
-    let mut winner = &ranking.candidates[0];
-    if runs > 0 {
-        winner = trials(
-            args,
-            &ranking.candidates[..runs],
-            &layers,
-            &batches,
-            optimizer,
-        )?;
-    }
-    if let Some(path) = &args.apply {
-        let mut pairs = flags::model(train);
-        pairs.extend(flags::knobs(winner));
-        pipetrain::engine::output::write_atomically(path, flags::to_toml(&pairs).as_bytes())
-            .map_err(|e| Failure::runtime(format!("--apply {}: {e}", path.display())))?;
+    if args.run.unwrap_or(args.top) > 0 {
         println!(
-            "apply: wrote {} ({}); train with: pipetrain train --config {}",
-            path.display(),
-            winner.knobs,
-            path.display()
+            "runs: {} timed step(s) each over {ROUNDS} rounds, each round one configuration after \
+             the other (one untimed step, then its timed ones), same initial weights",
+            args.run_steps,
         );
     }
-    Ok(Exit::Success)
 }
 
-/// The cached table for this model, batch, optimizer and space on this machine, or a fresh
-/// measurement (then cached).
-fn cost_table<L: Layer>(
-    cx: &Context<'_>,
-    layers: &[L],
-    batch: &Batch,
-) -> Result<CostTable, Failure> {
-    let (args, space, optimizer, device) = (cx.args, &cx.space, &cx.optimizer, &cx.device);
-    let (model, optimizer_name) = (&cx.model, &cx.optimizer_name);
-    let rows = space.rows_in_play(layers.len());
-    let key = format!(
-        "{} | batch {} | {optimizer_name} | {} workers | rows {rows:?} | schedules {:?} | {} | pipetrain {}",
-        model.describe(),
-        space.batch,
-        space.workers,
-        space
-            .schedules
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>(),
-        cpu_model(),
-        env!("CARGO_PKG_VERSION")
-    );
-    let path = cache::path(&cache::dir(args.cache_dir.as_deref()), &key);
-    if !args.remeasure
-        && let Some(mut table) = cache::load(&path, &key)
-    {
-        // The machine's speed drifts (other tenants, clocks): re-anchor the cached times with
-        // one check run.
-        let factor = drift(&table, layers, batch, optimizer, device)?;
-        table.scale(factor);
-        println!(
-            "cost table: cached {}, times scaled by {factor:.3} after a check run (--remeasure to \
-             measure again)",
-            path.display()
-        );
-        return Ok(table);
-    }
-    let (t, cpu) = (Instant::now(), CpuSnapshot::now());
-    let table = measure(
-        layers,
-        batch,
-        space,
-        optimizer,
-        device,
-        Calibration::default(),
-    )?;
-    match cache::store(&path, &key, &table) {
-        Ok(()) => println!(
-            "cost table: measured at {rows:?} rows per micro-batch in {:.1}s{}, cached {}",
-            t.elapsed().as_secs_f64(),
-            others(&cpu),
-            path.display()
-        ),
-        Err(e) => eprintln!("warning: cost table not cached at {}: {e}", path.display()),
-    }
-    Ok(table)
-}
-
-/// Runs `candidates` one after the other and prints measured beside predicted; returns the
-/// fastest measured.
-fn trials<'a, L: Layer>(
-    args: &TuneArgs,
-    candidates: &'a [Candidate],
-    layers: &[L],
-    batches: &[Batch],
-    optimizer: &OptimizerConfig,
-) -> Result<&'a Candidate, Failure> {
-    println!(
-        "runs: {} timed step(s) each over {} rounds, each round one configuration after the \
-         other (one untimed step, then its timed ones), same initial weights",
-        args.run_steps,
-        trial::ROUNDS
-    );
-    let cpu = CpuSnapshot::now();
-    let measured = trial::run(
-        candidates,
-        layers,
-        batches,
-        optimizer,
-        args.train.lr(),
-        args.run_steps,
-    )?;
+/// Measured beside predicted for every trial run, and the winner.
+fn print_trials(report: &TuneReport) {
     println!(
         "{:>4}  {:>12}  {:>11}  {:>9}  {:>16}  {:>16}",
         "rank", "predicted/s", "measured/s", "meas/pred", "predicted peak", "measured peak"
     );
-    let mut best: Option<(f64, &Candidate)> = None;
-    for (i, (c, t)) in candidates.iter().zip(&measured).enumerate() {
+    for (i, (c, t)) in report
+        .ranking
+        .candidates
+        .iter()
+        .zip(&report.trials)
+        .enumerate()
+    {
         println!(
             "{:>4}  {:>12.1}  {:>11.1}  {:>9.2}  {:>16}  {:>16}",
             i + 1,
@@ -286,31 +250,21 @@ fn trials<'a, L: Layer>(
             Bytes(c.peak_memory()).to_string(),
             Bytes(t.peak_memory).to_string()
         );
-        if best.is_none_or(|(rate, _)| t.samples_per_sec > rate) {
-            best = Some((t.samples_per_sec, c));
-        }
     }
-    println!("runs done{}", others(&cpu));
-    let (rate, winner) = best.expect("at least one run");
-    let rank = candidates
-        .iter()
-        .position(|c| std::ptr::eq(c, winner))
-        .unwrap_or(0)
-        + 1;
+    println!("runs done{}", busy(report.trials_others));
+    let rate = report.trials[report.winner].samples_per_sec;
     println!(
-        "winner: rank {rank}, {} ({rate:.1} samples/s measured); the top prediction measured \
+        "winner: rank {}, {} ({rate:.1} samples/s measured); the top prediction measured \
          {:.1}% of it",
-        winner.knobs,
-        100.0 * measured[0].samples_per_sec / rate
+        report.winner + 1,
+        report.winner().knobs,
+        100.0 * report.trials[0].samples_per_sec / rate
     );
-    Ok(winner)
 }
 
-/// ` (other processes kept N cores busy meanwhile)` since `start`, or nothing without /proc.
-fn others(start: &CpuSnapshot) -> String {
-    start
-        .others_until(&CpuSnapshot::now())
-        .map_or(String::new(), |c| {
-            format!(" (other processes kept {c:.2} cores busy meanwhile)")
-        })
+/// ` (other processes kept N cores busy meanwhile)`, or nothing without /proc.
+fn busy(others: Option<f64>) -> String {
+    others.map_or(String::new(), |c| {
+        format!(" (other processes kept {c:.2} cores busy meanwhile)")
+    })
 }

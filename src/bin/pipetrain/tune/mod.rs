@@ -1,12 +1,9 @@
-//! `pipetrain tune`: measure the model's costs (cached), rank every configuration by the
-//! simulator, run the top ones and print measured beside predicted, and write the winner as a
-//! `--config` file.
+//! `pipetrain tune`: the flags mapped onto [`pipetrain::tune::tune`]'s settings, its cost
+//! table, ranking and trial runs printed, and the winner written as a `--config` file.
 
 mod args;
-mod cache;
 mod command;
 mod flags;
-mod trial;
 
 pub use args::TuneArgs;
 pub use command::run;

@@ -1,25 +1,26 @@
-//! `pipetrain bench --device cuda:N`: the GPU rows, each beside PyTorch on the same GPU.
+//! The GPU rows ([`run_gpu`]), each beside PyTorch on the same GPU.
 //!
 //! Rows: MLP-8x1024 at batch 256 and MLP-8x4096 at batch 4096 on one GPU, the bench's GPT on
 //! one GPU, MLP-8x4096 on 2 stages of one GPU (1F1B, m = 8) and as 2 replicas on one GPU. Every
 //! step is timed from `train_step` until the device has finished it (`Device::sync`), as the
 //! peer times its steps between `torch.cuda.synchronize()` calls; the action times inside use
-//! device timing ([`pipetrain::Timing::Device`]). The peer (`torch_gpu.py` in `--peers`) runs
-//! fp32 with TF32 off, the same shapes and SGD at 0.01, from its own seeded init (speed does not
-//! depend on the values); rows alternate, ours then the peer's, for each of `--reps`.
+//! device timing ([`crate::Timing::Device`]). The peer ([`GpuPeer`], `torch_gpu.py`) runs fp32
+//! with TF32 off, the same shapes and SGD at 0.01, from its own seeded init (speed does not
+//! depend on the values); rows alternate, ours then the peer's, for each repetition.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+use crate::{Batch, Layer, OptimizerConfig, Pipeline, Remat, ScheduleKind};
 use burn::prelude::*;
-use pipetrain::{Batch, Layer, OptimizerConfig, Pipeline, Remat, ScheduleKind};
 use pipetrain_models::{GptConfig, MlpConfig, synthetic};
 
-use super::args::BenchArgs;
 use super::configs::GPT;
-use crate::exit::Exit;
-use crate::failure::Failure;
+use super::run::Progress;
+use super::settings::BenchSettings;
+use super::table::median;
+use crate::error::{Error, Result};
 
 /// One GPU row: what we train and what the peer trains.
 struct GpuRow {
@@ -91,7 +92,7 @@ impl GpuModel {
 }
 
 /// The rows of the GPU table.
-fn rows(args: &BenchArgs) -> Vec<GpuRow> {
+fn rows(args: &BenchSettings) -> Vec<GpuRow> {
     let mlp = |width, batch| GpuModel::Mlp {
         width,
         hidden: args.hidden_layers,
@@ -143,7 +144,7 @@ fn rows(args: &BenchArgs) -> Vec<GpuRow> {
 }
 
 /// Samples/s of each measured step of `row` on `device`.
-fn measure(row: &GpuRow, args: &BenchArgs, device: &Device) -> Result<Vec<f64>, String> {
+fn measure(row: &GpuRow, args: &BenchSettings, device: &Device) -> Result<Vec<f64>> {
     device.seed(0);
     let data: Vec<Batch> = (0..5)
         .map(|k| match row.model {
@@ -174,12 +175,12 @@ fn measure(row: &GpuRow, args: &BenchArgs, device: &Device) -> Result<Vec<f64>, 
 
 fn timed<L: Layer>(
     row: &GpuRow,
-    args: &BenchArgs,
+    args: &BenchSettings,
     device: &Device,
     layers: Vec<L>,
     balance: Vec<usize>,
     data: &[Batch],
-) -> Result<Vec<f64>, String> {
+) -> Result<Vec<f64>> {
     let mut pipeline = Pipeline::builder()
         .layers(layers)
         .balance(balance)
@@ -190,14 +191,16 @@ fn timed<L: Layer>(
         .optimizer(OptimizerConfig::sgd())
         .learning_rate(0.01)
         .devices([device.clone()])
-        .build()
-        .map_err(|e| e.to_string())?;
+        .build()?;
     let mut rates = Vec::new();
     for step in 0..args.warmup + args.steps {
         let batch = &data[step % data.len()];
         let started = Instant::now();
-        pipeline.train_step(batch).map_err(|e| e.to_string())?;
-        device.sync().map_err(|e| e.to_string())?;
+        pipeline.train_step(batch)?;
+        device.sync().map_err(|e| Error::BenchRow {
+            row: row.name.clone(),
+            reason: e.to_string(),
+        })?;
         if step >= args.warmup {
             rates.push(row.model.rows() as f64 / started.elapsed().as_secs_f64());
         }
@@ -205,13 +208,21 @@ fn timed<L: Layer>(
     Ok(rates)
 }
 
+/// The PyTorch peer of the GPU rows: `python` running `torch_gpu.py` of `dir`.
+#[derive(Clone, Debug)]
+pub struct GpuPeer {
+    /// A Python that imports torch with CUDA.
+    pub python: PathBuf,
+    /// The folder that holds `torch_gpu.py` ([`gpu_peers_dir`]).
+    pub dir: PathBuf,
+}
+
 /// The peer's median samples/s for `row`, and what it reports of itself.
 fn peer(
-    python: &Path,
-    dir: &Path,
+    GpuPeer { python, dir }: &GpuPeer,
     row: &GpuRow,
-    args: &BenchArgs,
-) -> Result<(f64, String), String> {
+    args: &BenchSettings,
+) -> std::result::Result<(f64, String), String> {
     let script = dir.join("torch_gpu.py");
     let mut command = Command::new(python);
     command
@@ -247,20 +258,11 @@ fn peer(
     Ok((median, about))
 }
 
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n => v[n / 2],
-    }
-}
-
-/// The peer scripts' directory: `--peers`, else `scripts/peers` beside the binary's repository
-/// or the current directory.
-fn peers_dir(args: &BenchArgs) -> Option<PathBuf> {
-    if let Some(dir) = &args.peers {
-        return Some(dir.clone());
+/// The folder of `torch_gpu.py`: `dir` if given, else `scripts/peers` in the nearest folder
+/// above the running program, else in the current directory; `None` where there is none.
+pub fn gpu_peers_dir(dir: Option<&Path>) -> Option<PathBuf> {
+    if let Some(dir) = dir {
+        return Some(dir.to_path_buf());
     }
     let exe = std::env::current_exe().ok();
     let mut starts: Vec<PathBuf> = exe
@@ -274,71 +276,143 @@ fn peers_dir(args: &BenchArgs) -> Option<PathBuf> {
         .find(|d| d.join("torch_gpu.py").is_file())
 }
 
-/// Runs the GPU table on `device` (named `spec`) and prints it as markdown.
-pub fn run(args: &BenchArgs, spec: &str, device: &Device) -> Result<Exit, Failure> {
+/// One GPU row's measurements.
+#[derive(Clone, Debug)]
+pub struct GpuLine {
+    /// The row, e.g. `1 GPU, MLP-8x1024, batch 256`.
+    pub name: String,
+    /// Our samples/s of every measured step of every repetition.
+    pub ours: Vec<f64>,
+    /// The peer's median samples/s of each repetition it ran.
+    pub theirs: Vec<f64>,
+}
+
+/// What a GPU bench measured ([`run_gpu`]); [`GpuReport::render`] makes it a document.
+#[derive(Clone, Debug)]
+pub struct GpuReport {
+    /// The rows, in order.
+    pub lines: Vec<GpuLine>,
+    /// What the peer said of itself (`torch 2.x on NVIDIA ...`), if it ran.
+    pub peer: Option<String>,
+    /// `row: why` for each failed peer run.
+    pub peer_failures: Vec<String>,
+    /// Warm-up steps per row and repetition.
+    pub warmup: usize,
+    /// Measured steps per row and repetition.
+    pub steps: usize,
+    /// Repetitions.
+    pub reps: usize,
+}
+
+/// Runs the GPU rows `settings` select (its `only`, `hidden_layers`, `gpt_width`,
+/// `gpt_context`, `classes`, `warmup`, `steps` and `reps`) on `device`, each followed by
+/// `peer` on the same row when given.
+///
+/// # Errors
+/// [`Error::BenchNoRow`] when `only` matches no GPU row; [`Error::BenchRow`] or the pipeline's
+/// error when one of our rows fails.
+pub fn run_gpu(
+    settings: &BenchSettings,
+    device: &Device,
+    peer_run: Option<&GpuPeer>,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<GpuReport> {
+    let args = settings;
     let rows = rows(args);
     if rows.is_empty() {
-        return Err(Failure::usage(format!(
-            "--only {}: no GPU row matches; the rows are named like `1 GPU, MLP-8x1024`",
-            args.only.as_deref().unwrap_or_default()
-        )));
+        return Err(Error::BenchNoRow {
+            only: args.only.clone().unwrap_or_default(),
+            rows: self::rows(&BenchSettings {
+                only: None,
+                ..args.clone()
+            })
+            .into_iter()
+            .map(|r| r.name)
+            .collect(),
+        });
     }
-    let peer_setup = match (&args.compare_pytorch, peers_dir(args)) {
-        (Some(python), Some(dir)) => Some((python.clone(), dir)),
-        (Some(_), None) => {
-            eprintln!("bench: no torch_gpu.py found (give --peers DIR): PyTorch column left out");
-            None
-        }
-        (None, _) => None,
+    let mut lines: Vec<GpuLine> = rows
+        .iter()
+        .map(|r| GpuLine {
+            name: r.name.clone(),
+            ours: Vec::new(),
+            theirs: Vec::new(),
+        })
+        .collect();
+    let mut report = GpuReport {
+        lines: Vec::new(),
+        peer: None,
+        peer_failures: Vec::new(),
+        warmup: args.warmup,
+        steps: args.steps,
+        reps: args.reps,
     };
-    let mut ours = vec![Vec::new(); rows.len()];
-    let mut theirs: Vec<Vec<f64>> = vec![Vec::new(); rows.len()];
-    let mut notes = Vec::new();
-    let mut about = None;
-    for _ in 0..args.reps {
+    let total = rows.len() * args.reps;
+    for rep in 0..args.reps {
         for (i, row) in rows.iter().enumerate() {
-            let rates = measure(row, args, device)
-                .map_err(|e| Failure::runtime(format!("{}: {e}", row.name)))?;
-            eprintln!("bench: {}: {:.0} samples/s", row.name, median(&rates));
-            ours[i].extend(rates);
-            if let Some((python, dir)) = &peer_setup {
-                match peer(python, dir, row, args) {
-                    Ok((m, a)) => {
-                        eprintln!("bench:   PyTorch: {m:.0} samples/s");
-                        theirs[i].push(m);
-                        about = Some(a);
+            let rates = measure(row, args, device).map_err(|e| match e {
+                e @ Error::BenchRow { .. } => e,
+                e => Error::BenchRow {
+                    row: row.name.clone(),
+                    reason: e.to_string(),
+                },
+            })?;
+            progress(Progress::Row {
+                done: rep * rows.len() + i + 1,
+                total,
+                label: row.name.clone(),
+                samples_per_sec: median(&rates),
+            });
+            lines[i].ours.extend(rates);
+            if let Some(p) = peer_run {
+                let result = peer(p, row, args);
+                progress(Progress::Peer {
+                    script: "torch_gpu.py".into(),
+                    result: result.as_ref().map(|r| r.0).map_err(Clone::clone),
+                });
+                match result {
+                    Ok((m, about)) => {
+                        lines[i].theirs.push(m);
+                        report.peer = Some(about);
                     }
-                    Err(e) => notes.push(format!("{}: {e}", row.name)),
+                    Err(e) => report.peer_failures.push(format!("{}: {e}", row.name)),
                 }
             }
         }
     }
-    let gpu = super::probe::gpu_model().unwrap_or_else(|| spec.to_string());
-    println!("# pipetrain on a GPU: {gpu}\n");
-    println!(
-        "`{}`; fp32; {} warm-up + {} measured steps per row and repetition, {} repetition(s); \
-         each step timed until the device finished it. PyTorch: {}.\n",
-        std::env::args().collect::<Vec<_>>().join(" "),
-        args.warmup,
-        args.steps,
-        args.reps,
-        about.as_deref().unwrap_or("not run")
-    );
-    println!("| row | pipetrain samples/s | PyTorch samples/s | ratio |");
-    println!("|---|---:|---:|---:|");
-    for (i, row) in rows.iter().enumerate() {
-        let us = median(&ours[i]);
-        let (them, ratio) = match theirs[i].is_empty() {
-            true => ("-".to_string(), "-".to_string()),
-            false => {
-                let t = median(&theirs[i]);
-                (format!("{t:.0}"), format!("{:.2}", us / t))
-            }
-        };
-        println!("| {} | {us:.0} | {them} | {ratio} |", row.name);
+    report.lines = lines;
+    Ok(report)
+}
+
+impl GpuReport {
+    /// The markdown document: `gpu` (the GPU's name) in the title, `command` (how the bench was
+    /// started) in the first line, then one table row per GPU row.
+    pub fn render(&self, gpu: &str, command: &str) -> String {
+        let mut out = format!("# pipetrain on a GPU: {gpu}\n\n");
+        out += &format!(
+            "`{command}`; fp32; {} warm-up + {} measured steps per row and repetition, {} \
+             repetition(s); each step timed until the device finished it. PyTorch: {}.\n\n",
+            self.warmup,
+            self.steps,
+            self.reps,
+            self.peer.as_deref().unwrap_or("not run")
+        );
+        out += "| row | pipetrain samples/s | PyTorch samples/s | ratio |\n";
+        out += "|---|---:|---:|---:|\n";
+        for line in &self.lines {
+            let us = median(&line.ours);
+            let (them, ratio) = match line.theirs.is_empty() {
+                true => ("-".to_string(), "-".to_string()),
+                false => {
+                    let t = median(&line.theirs);
+                    (format!("{t:.0}"), format!("{:.2}", us / t))
+                }
+            };
+            out += &format!("| {} | {us:.0} | {them} | {ratio} |\n", line.name);
+        }
+        for note in &self.peer_failures {
+            out += &format!("\nPyTorch peer failed: {note}\n");
+        }
+        out
     }
-    for note in notes {
-        println!("\nPyTorch peer failed: {note}");
-    }
-    Ok(Exit::Success)
 }

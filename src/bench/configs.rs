@@ -2,9 +2,7 @@
 //! backward), push it in [`rows`](super::rows::rows): its limit, ceiling, memory and peer
 //! follow from its fields.
 
-use pipetrain::{Backward, ScheduleKind};
-
-use super::args::BenchArgs;
+use crate::{Backward, ScheduleKind};
 
 /// The model and data every row trains: MLP-`hidden`x`width` on `batch` rows, SGD at 0.01,
 /// remat never, `threads` compute threads per worker (the PyTorch peers' workload).
@@ -31,21 +29,6 @@ pub struct Workload {
 }
 
 impl Workload {
-    /// The workload `args` describe.
-    pub fn of(args: &BenchArgs) -> Self {
-        Self {
-            width: args.width,
-            hidden: args.hidden_layers,
-            classes: args.classes,
-            batch: args.batch,
-            threads: args.threads,
-            warmup: args.warmup,
-            steps: args.steps,
-            gpt_width: args.gpt_width,
-            gpt_context: args.gpt_context,
-        }
-    }
-
     /// `GPT-4x256 (vocab 512, context 64), batch 32`.
     pub fn gpt_name(&self) -> String {
         let (vocab, _, blocks, batch) = GPT;
@@ -220,7 +203,7 @@ pub struct Peer {
 pub struct Row {
     /// Section of the table: `single device`, `data parallel`, `pipelined`, …
     pub group: &'static str,
-    /// Name within it, e.g. `1F1B, 2 stages, m=8`; `--only` matches `group: name`.
+    /// Name within it, e.g. `1F1B, 2 stages, m=8`; [`BenchSettings::only`](super::BenchSettings::only) matches `group: name`.
     pub name: String,
     /// What it runs.
     pub shape: Shape,
@@ -235,7 +218,7 @@ impl Row {
     }
 }
 
-pub(super) fn pipeline(
+pub(crate) fn pipeline(
     replicas: usize,
     stages: usize,
     m: usize,
@@ -256,7 +239,7 @@ pub(super) fn pipeline(
 }
 
 /// `shape` (a pipeline) run as one process per worker under `mpirun`.
-pub(super) fn over_mpi(mut shape: Shape) -> Shape {
+pub(crate) fn over_mpi(mut shape: Shape) -> Shape {
     let workers = shape.workers();
     if let Shape::Pipeline { processes, .. } = &mut shape {
         *processes = workers;
@@ -265,14 +248,14 @@ pub(super) fn over_mpi(mut shape: Shape) -> Shape {
 }
 
 /// `shape` (a pipeline) with another backward.
-pub(super) fn with_backward(mut shape: Shape, backward: Backward) -> Shape {
+pub(crate) fn with_backward(mut shape: Shape, backward: Backward) -> Shape {
     if let Shape::Pipeline { backward: b, .. } = &mut shape {
         *b = backward;
     }
     shape
 }
 
-pub(super) fn peer(script: &'static str, what: &'static str, args: &[String]) -> Peer {
+pub(crate) fn peer(script: &'static str, what: &'static str, args: &[String]) -> Peer {
     Peer {
         script,
         args: args.to_vec(),

@@ -7,15 +7,18 @@
 
 use std::time::Instant;
 
-use pipetrain::tune::Candidate;
-use pipetrain::{Batch, CrossEntropy, Layer, OptimizerConfig, Pipeline, StepReport};
+use pipetrain_engine::{Batch, CrossEntropy, Layer, OptimizerConfig};
+use pipetrain_tune::Candidate;
 
-use crate::failure::Failure;
+use crate::error::Result;
+use crate::pipeline::Pipeline;
+use crate::report::StepReport;
 
 /// Rounds the timed steps are spread over.
 pub const ROUNDS: usize = 4;
 
-/// What a run measured.
+/// What a trial run of a candidate measured.
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Trial {
     /// Median samples/s of the timed steps.
     pub samples_per_sec: f64,
@@ -28,14 +31,14 @@ pub struct Trial {
 ///
 /// # Errors
 /// A configuration the builder refuses, or a failed step.
-pub fn run<L: Layer>(
+pub fn trials<L: Layer>(
     candidates: &[Candidate],
     layers: &[L],
     batches: &[Batch],
     optimizer: &OptimizerConfig,
     lr: f64,
     steps: usize,
-) -> Result<Vec<Trial>, Failure> {
+) -> Result<Vec<Trial>> {
     let mut pipelines = candidates
         .iter()
         .map(|c| {
@@ -46,7 +49,6 @@ pub fn run<L: Layer>(
                 .learning_rate(lr)
                 .loss(CrossEntropy)
                 .build()
-                .map_err(Failure::of_build)
         })
         .collect::<Result<Vec<_>, _>>()?;
     let mut rates = vec![Vec::new(); candidates.len()];

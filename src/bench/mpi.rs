@@ -8,9 +8,9 @@ use std::process::{Command, Stdio};
 use super::configs::{Shape, Workload};
 use super::measure::{Measured, balance};
 
-/// Whether MPI rows can run: this binary was built with the `mpi` feature and `mpirun` starts;
-/// else why not (the document says so, and the rows are left out).
-pub fn available() -> Result<(), String> {
+/// Whether MPI rows can run: this build has the `mpi` feature and `mpirun` starts; else why not
+/// (the document says so, and the rows are left out).
+pub(crate) fn available() -> Result<(), String> {
     if !cfg!(feature = "mpi") {
         return Err(
             "this binary was built without the `mpi` feature (`cargo build --release --features \
@@ -89,16 +89,22 @@ fn train_args(shape: &Shape, w: &Workload, metrics: &Path) -> Vec<String> {
     .collect();
     args.push(metrics.display().to_string());
     match backward {
-        pipetrain::Backward::Fused => args.extend(["--backward".into(), "fused".into()]),
-        pipetrain::Backward::Split { weight_group } => {
+        crate::Backward::Fused => args.extend(["--backward".into(), "fused".into()]),
+        crate::Backward::Split { weight_group } => {
             args.extend(["--weight-group".into(), weight_group.to_string()])
         }
     }
     args
 }
 
-/// Runs `shape` (a pipeline of `processes` > 1) under `mpirun`, one worker per process.
-pub fn run(shape: &Shape, processes: usize, workload: &Workload) -> Result<Measured, String> {
+/// Runs `shape` (a pipeline of `processes` > 1) under `mpirun`, one worker per process, each
+/// process `binary` (the `pipetrain` binary) training with the shape's flags.
+pub(crate) fn run(
+    binary: &Path,
+    shape: &Shape,
+    processes: usize,
+    workload: &Workload,
+) -> Result<Measured, String> {
     // A name of its own: this process's id and the time (several benches may run at once).
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -107,21 +113,21 @@ pub fn run(shape: &Shape, processes: usize, workload: &Workload) -> Result<Measu
         "pipetrain-bench-{}-{stamp}.csv",
         std::process::id()
     ));
-    let measured = launch(shape, processes, workload, &metrics);
+    let measured = launch(binary, shape, processes, workload, &metrics);
     let _ = std::fs::remove_file(&metrics);
     measured
 }
 
 fn launch(
+    binary: &Path,
     shape: &Shape,
     processes: usize,
     workload: &Workload,
     metrics: &Path,
 ) -> Result<Measured, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("this binary's path: {e}"))?;
     let out = Command::new("mpirun")
         .args(["-np", &processes.to_string()])
-        .arg(&exe)
+        .arg(binary)
         .args(train_args(shape, workload, metrics))
         // Root and more ranks than cores are the launcher's business, not a failure here.
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")

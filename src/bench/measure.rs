@@ -2,11 +2,12 @@
 //! init, warm-up steps, then measured steps timed around `train_step` (wall clock, as the
 //! peers time theirs).
 
+use std::path::Path;
 use std::time::Instant;
 
+use crate::schedules::simulate;
+use crate::{Batch, Layer, OptimizerConfig, Pipeline, Remat};
 use burn::prelude::*;
-use pipetrain::schedules::simulate;
-use pipetrain::{Batch, Layer, OptimizerConfig, Pipeline, Remat};
 use pipetrain_models::{GptConfig, GptLayer, MlpConfig, MlpLayer, synthetic};
 
 use super::configs::{GPT, Shape, Workload};
@@ -51,16 +52,24 @@ impl Measured {
     }
 }
 
-/// Runs `shape` on `workload` once, from scratch: in this process, or under `mpirun`.
-pub fn run_row(shape: &Shape, workload: &Workload) -> Result<Measured, String> {
-    match shape.processes() {
-        1 => run(shape, workload).map_err(|e| e.to_string()),
-        processes => super::mpi::run(shape, processes, workload),
+/// Runs `shape` on `workload` once, from scratch: in this process, or under `mpirun` with
+/// `binary` (the `pipetrain` binary) in each process. `Err` is why the row has no numbers.
+pub(crate) fn run_row(
+    shape: &Shape,
+    workload: &Workload,
+    binary: Option<&Path>,
+) -> Result<Measured, String> {
+    match (shape.processes(), binary) {
+        (1, _) => run(shape, workload).map_err(|e| e.to_string()),
+        (processes, Some(binary)) => super::mpi::run(binary, shape, processes, workload),
+        (processes, None) => Err(format!(
+            "a row of {processes} processes needs the pipetrain binary to start under mpirun"
+        )),
     }
 }
 
 /// Runs `shape` on `workload` once in this process, from scratch.
-fn run(shape: &Shape, workload: &Workload) -> pipetrain::Result<Measured> {
+fn run(shape: &Shape, workload: &Workload) -> crate::Result<Measured> {
     let device = Device::flex();
     if !shape.is_mlp() {
         let (vocab, _, _, batch) = GPT;
@@ -89,7 +98,7 @@ fn run(shape: &Shape, workload: &Workload) -> pipetrain::Result<Measured> {
     };
     let pipelines = (0..copies)
         .map(|_| build(shape, workload, &device))
-        .collect::<pipetrain::Result<Vec<_>>>()?;
+        .collect::<crate::Result<Vec<_>>>()?;
     measure(pipelines, &data, workload.batch, workload)
 }
 
@@ -100,7 +109,7 @@ fn measure<L: Layer>(
     data: &[Batch],
     batch: usize,
     workload: &Workload,
-) -> pipetrain::Result<Measured> {
+) -> crate::Result<Measured> {
     let copies = pipelines.len();
     let mut measured = Measured::default();
     let mut start = None;
@@ -118,7 +127,7 @@ fn measure<L: Layer>(
             handles
                 .into_iter()
                 .map(|h| h.join().expect("a bench pipeline panicked"))
-                .collect::<pipetrain::Result<Vec<_>>>()
+                .collect::<crate::Result<Vec<_>>>()
         })?;
         let seconds = t.elapsed().as_secs_f64().max(1e-12);
         if step >= workload.warmup {
@@ -151,7 +160,7 @@ fn build_gpt(
     w: &Workload,
     device: &Device,
     first: &Batch,
-) -> pipetrain::Result<Pipeline<GptLayer>> {
+) -> crate::Result<Pipeline<GptLayer>> {
     let Shape::Pipeline {
         stages,
         micro_batches,
@@ -179,7 +188,7 @@ fn build_gpt(
 
 /// A fresh pipeline for `shape` (one of the copies of an independent row): seeded init, the
 /// hidden blocks split evenly over the stages and the head on the last one, like the peers.
-fn build(shape: &Shape, w: &Workload, device: &Device) -> pipetrain::Result<Pipeline<MlpLayer>> {
+fn build(shape: &Shape, w: &Workload, device: &Device) -> crate::Result<Pipeline<MlpLayer>> {
     let Shape::Pipeline {
         replicas,
         stages,
@@ -215,7 +224,7 @@ fn build(shape: &Shape, w: &Workload, device: &Device) -> pipetrain::Result<Pipe
 
 /// `hidden` blocks over `stages` stages (the first ones take the remainder), plus the head on
 /// the last stage: [4, 5] for MLP-8 on 2 stages, as the peers split it.
-pub(super) fn balance(hidden: usize, stages: usize) -> Vec<usize> {
+pub(crate) fn balance(hidden: usize, stages: usize) -> Vec<usize> {
     let stages = stages.max(1);
     let mut balance: Vec<usize> = (0..stages)
         .map(|s| hidden / stages + usize::from(s < hidden % stages))

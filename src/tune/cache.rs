@@ -5,7 +5,7 @@
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 
-use pipetrain::tune::CostTable;
+use pipetrain_tune::CostTable;
 use serde::{Deserialize, Serialize};
 
 #[derive(Serialize, Deserialize)]
@@ -15,7 +15,7 @@ struct Entry {
 }
 
 /// The cache directory: `dir`, else `$XDG_CACHE_HOME/pipetrain`, else `~/.cache/pipetrain`.
-pub fn dir(dir: Option<&Path>) -> PathBuf {
+pub fn cache_dir(dir: Option<&Path>) -> PathBuf {
     if let Some(d) = dir {
         return d.to_path_buf();
     }
@@ -27,21 +27,21 @@ pub fn dir(dir: Option<&Path>) -> PathBuf {
 }
 
 /// The file that holds `key`'s table in `dir`.
-pub fn path(dir: &Path, key: &str) -> PathBuf {
+pub(crate) fn path(dir: &Path, key: &str) -> PathBuf {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     key.hash(&mut hasher);
     dir.join(format!("tune-{:016x}.json", hasher.finish()))
 }
 
 /// The table cached at `path` for `key`, if there is one.
-pub fn load(path: &Path, key: &str) -> Option<CostTable> {
+pub(crate) fn load(path: &Path, key: &str) -> Option<CostTable> {
     let text = std::fs::read_to_string(path).ok()?;
     let entry: Entry = serde_json::from_str(&text).ok()?;
     (entry.key == key).then_some(entry.table)
 }
 
 /// Writes `table` for `key` at `path` (the directory is created).
-pub fn store(path: &Path, key: &str, table: &CostTable) -> std::io::Result<()> {
+pub(crate) fn store(path: &Path, key: &str, table: &CostTable) -> std::io::Result<()> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)?;
     }
@@ -50,6 +50,5 @@ pub fn store(path: &Path, key: &str, table: &CostTable) -> std::io::Result<()> {
         table: table.clone(),
     };
     let text = serde_json::to_string_pretty(&entry).map_err(std::io::Error::other)?;
-    pipetrain::engine::output::write_atomically(path, text.as_bytes())
-        .map_err(std::io::Error::other)
+    pipetrain_engine::output::write_atomically(path, text.as_bytes()).map_err(std::io::Error::other)
 }

@@ -1,7 +1,7 @@
 //! The table's rows, in order: data parallel, model parallel, pipelined, the schedules beyond
 //! 1F1B (MLP and GPT), hybrid, MPI, ZeRO-1 and the backward comparisons.
 
-use pipetrain::{Backward, ScheduleKind};
+use crate::{Backward, ScheduleKind};
 
 use super::configs::{BenchModel, Row, Shape, over_mpi, peer, pipeline, with_backward};
 

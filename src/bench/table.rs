@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use pipetrain::memory::Bytes;
+use crate::memory::Bytes;
 
 use super::configs::{Row, Workload};
 use super::measure::Measured;
@@ -264,7 +264,7 @@ fn against_in_process(lines: &[Line]) -> String {
 /// Each `schedules` row's speed-up over 1F1B at the same layout and m, measured and as the
 /// simulator predicts it from the action costs each run measured.
 fn against_one_f_one_b(lines: &[Line]) -> String {
-    use pipetrain::ScheduleKind;
+    use crate::ScheduleKind;
     let mut out = String::new();
     let beyond = |l: &&Line| {
         l.row.group.ends_with("schedules")

@@ -6,6 +6,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::configs::{Peer, Workload};
+use crate::error::{Error, Result};
 
 /// How to get a Python that can run the peers.
 pub const HOW_TO_GET_TORCH: &str = "python3 -m venv /tmp/peer-venv && \
@@ -37,25 +38,21 @@ pub struct PeerResult {
 }
 
 impl Peers {
-    /// Checks that `python` imports torch and that the peer scripts are in `dir` (or in the
-    /// default places). `Err` is the sentence to print instead of the PyTorch column.
-    pub fn find(python: &Path, dir: Option<&Path>) -> Result<Self, String> {
+    /// Checks that `python` imports torch and that the peer scripts are in `dir` (or, without
+    /// one, in `shared/peers` above the running program or this source tree).
+    ///
+    /// # Errors
+    /// [`Error::PeersNoScripts`], [`Error::PeersNotFound`] or [`Error::PeersNoTorch`]: the
+    /// sentence to print instead of the PyTorch column.
+    pub fn find(python: &Path, dir: Option<&Path>) -> Result<Self> {
         let dir = match dir {
             Some(dir) if dir.join("common.py").is_file() => dir.to_path_buf(),
             Some(dir) => {
-                return Err(format!(
-                    "--peers {}: no common.py there; give the folder that holds bench_single.py, \
-                     bench_ddp.py, bench_pipe.py and common.py",
-                    dir.display()
-                ));
+                return Err(Error::PeersNoScripts {
+                    dir: dir.to_path_buf(),
+                });
             }
-            None => default_dir().ok_or_else(|| {
-                "no PyTorch peer scripts found (looked for shared/peers/common.py in every folder \
-                 above the binary and the source tree); pass --peers DIR, \
-                 the folder holding bench_single.py, bench_ddp.py and bench_pipe.py (in this \
-                 project: ../shared/peers beside the repository)"
-                    .to_string()
-            })?,
+            None => default_dir().ok_or(Error::PeersNotFound)?,
         };
         let out = Command::new(python)
             .args(["-c", "import torch, numpy; print(torch.__version__)"])
@@ -67,11 +64,9 @@ impl Peers {
                 dir,
                 torch: String::from_utf8_lossy(&out.stdout).trim().to_string(),
             }),
-            Ok(_) | Err(_) => Err(format!(
-                "{} cannot import torch and numpy, so no PyTorch column; to get them: {HOW_TO_GET_TORCH} \
-                 (then --compare-pytorch uses /tmp/peer-venv/bin/python by default)",
-                python.display()
-            )),
+            Ok(_) | Err(_) => Err(Error::PeersNoTorch {
+                python: python.to_path_buf(),
+            }),
         }
     }
 
@@ -81,7 +76,11 @@ impl Peers {
     }
 
     /// Runs `peer` on `workload`: `--width --layers --batch --steps --warmup` are the workload's.
-    pub fn run(&self, peer: &Peer, w: &Workload) -> Result<PeerResult, String> {
+    ///
+    /// # Errors
+    /// Why the peer gave no result (it did not start, printed no `RESULT` line, or ran past
+    /// 15 minutes): the table's cell says so.
+    pub fn run(&self, peer: &Peer, w: &Workload) -> std::result::Result<PeerResult, String> {
         let mut child = Command::new(&self.python)
             .arg(peer.script)
             .args(&peer.args)
@@ -179,9 +178,12 @@ mod tests {
         let dir = tempfile_dir();
         std::fs::write(dir.join("common.py"), "").unwrap();
         let err = Peers::find(Path::new("/bin/false"), Some(&dir)).unwrap_err();
-        assert!(err.contains(HOW_TO_GET_TORCH), "{err}");
+        assert!(err.to_string().contains(HOW_TO_GET_TORCH), "{err}");
         let err = Peers::find(Path::new("/bin/false"), Some(&dir.join("nowhere"))).unwrap_err();
-        assert!(err.contains("--peers") && err.contains("nowhere"), "{err}");
+        assert!(
+            matches!(&err, Error::PeersNoScripts { dir: d } if d.ends_with("nowhere")),
+            "{err}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

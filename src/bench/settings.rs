@@ -1,0 +1,112 @@
+//! What a bench measures: the model and data of every row, how long to measure, which rows,
+//! and what to compare against ([`BenchSettings`]).
+
+use std::path::PathBuf;
+
+use super::configs::Workload;
+use super::peers::Peers;
+use crate::error::{Error, Result};
+
+/// The settings of a CPU bench ([`run`](super::run)): the MLP every row trains (and the GPT of
+/// the `GPT schedules` rows), the measurement, the rows, and the PyTorch peers and MPI launcher
+/// when those rows and columns are wanted.
+#[derive(Clone, Debug)]
+pub struct BenchSettings {
+    /// MLP: hidden width (also the input dimension, as the peers' workload).
+    pub width: usize,
+    /// MLP: hidden Linear+ReLU blocks (at least 1: the 2-stage rows need two layers).
+    pub hidden_layers: usize,
+    /// Model width of the `GPT schedules` rows' GPT; 0 leaves those rows out.
+    pub gpt_width: usize,
+    /// Tokens per sequence of the GPT rows.
+    pub gpt_context: usize,
+    /// Output classes.
+    pub classes: usize,
+    /// Rows per step, split over replicas and micro-batches.
+    pub batch: usize,
+    /// Measured steps per row and repetition (after the warm-up).
+    pub steps: usize,
+    /// Untimed warm-up steps before the measured ones.
+    pub warmup: usize,
+    /// Repetitions of the whole table; each row's statistics pool every repetition's steps.
+    pub reps: usize,
+    /// Micro-batch counts of the pipelined rows.
+    pub micro_batches: Vec<usize>,
+    /// Compute threads per worker (the peers' workload: 1).
+    pub threads: usize,
+    /// Only the rows whose label contains this text, case-insensitively (and the single-device
+    /// and independent-worker rows their limits are computed from).
+    pub only: Option<String>,
+    /// The PyTorch peers to run after each of our rows that has one ([`Peers::find`]).
+    pub peers: Option<Peers>,
+    /// The `pipetrain` binary to start under `mpirun` for the MPI rows; `None` leaves them out.
+    pub mpi_binary: Option<PathBuf>,
+}
+
+impl Default for BenchSettings {
+    /// The published table's settings: MLP-8x1024 on batch 256, the GPT at width 256 and context
+    /// 64, 2 warm-up and 8 measured steps, m ∈ {1, 4, 8, 32}, one thread per worker, no peers,
+    /// no MPI rows.
+    fn default() -> Self {
+        Self {
+            width: 1024,
+            hidden_layers: 8,
+            gpt_width: 256,
+            gpt_context: 64,
+            classes: 10,
+            batch: 256,
+            steps: 8,
+            warmup: 2,
+            reps: 1,
+            micro_batches: vec![1, 4, 8, 32],
+            threads: 1,
+            only: None,
+            peers: None,
+            mpi_binary: None,
+        }
+    }
+}
+
+impl BenchSettings {
+    /// The model and data every row trains.
+    pub fn workload(&self) -> Workload {
+        Workload {
+            width: self.width,
+            hidden: self.hidden_layers,
+            classes: self.classes,
+            batch: self.batch,
+            threads: self.threads,
+            warmup: self.warmup,
+            steps: self.steps,
+            gpt_width: self.gpt_width,
+            gpt_context: self.gpt_context,
+        }
+    }
+
+    /// Refuses settings no row could run with.
+    ///
+    /// # Errors
+    /// [`Error::BenchZero`] naming the first setting that is 0 but must not be.
+    pub fn check(&self) -> Result<()> {
+        for (setting, value) in [
+            ("batch", self.batch),
+            ("steps", self.steps),
+            ("reps", self.reps),
+            ("threads", self.threads),
+            ("width", self.width),
+            ("classes", self.classes),
+            // The 2-stage rows need 2 layers: a hidden block and the head.
+            ("hidden_layers", self.hidden_layers),
+        ] {
+            if value == 0 {
+                return Err(Error::BenchZero { setting });
+            }
+        }
+        if self.micro_batches.contains(&0) {
+            return Err(Error::BenchZero {
+                setting: "micro_batches",
+            });
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,23 @@
+//! What `pipetrain plan` reports, as a library: a schedule's compute plan lowered (sends and
+//! receives added), validated and dry-run under per-stage costs ([`PlanReport`]), as data and as
+//! text. Nothing here touches a device or starts a thread.
+//!
+//! ```
+//! use pipetrain::ScheduleKind;
+//! use pipetrain::plan::{PlanCosts, PlanReport, PlanSettings};
+//!
+//! let compute = ScheduleKind::GPipe.plan(2, 2)?;
+//! let settings = PlanSettings { costs: PlanCosts::default(), ..Default::default() };
+//! let report = PlanReport::build("gpipe".into(), &compute, &settings)?;
+//! assert_eq!(report.makespan, 9.0);
+//! assert!(report.text().contains("stage 1 | .  F0 F1 B0 B0 B1 B1 .  ."));
+//! # Ok::<(), pipetrain::Error>(())
+//! ```
+
+mod costs;
+mod format;
+mod report;
+
+pub use costs::{PlanCosts, cost_problem};
+pub use format::{columns, num, percent};
+pub use report::{CostsReport, PlanReport, PlanSettings, StageLine};

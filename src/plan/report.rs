@@ -1,0 +1,217 @@
+//! [`PlanReport`]: a plan lowered, validated and dry-run, as data and as text.
+
+use pipetrain_schedules::{
+    Lowering, Plan, Simulation, SkipRoute, StageId, lower, render, route_skips, simulate,
+};
+
+use super::costs::PlanCosts;
+use super::format::{columns, num, percent};
+use crate::error::Result;
+
+/// What a report is built with besides the plan.
+#[derive(Clone, Debug, Default)]
+pub struct PlanSettings {
+    /// The costs it is simulated under.
+    pub costs: PlanCosts,
+    /// Skips sent straight from the stashing to the popping stage: the plan gets their
+    /// transfers and the report their flows.
+    pub skips: Vec<SkipRoute>,
+    /// Whether the report holds the lowered plan's text form.
+    pub lowered: bool,
+}
+
+/// What a plan does under its costs: the makespan, the bubble (total and per stage), the
+/// stash, the grid; as data (serializable with the `commands` feature) and as
+/// [`text`](PlanReport::text).
+#[derive(Clone, Debug)]
+#[cfg_attr(feature = "commands", derive(serde::Serialize))]
+pub struct PlanReport {
+    /// The schedule's name, or the plan file's path.
+    pub schedule: String,
+    /// Ranks (p).
+    pub stages: usize,
+    /// Micro-batches per step (m).
+    pub micro_batches: usize,
+    /// The costs, as given.
+    pub costs: CostsReport,
+    /// The simulated step time.
+    pub makespan: f64,
+    /// Total idle time over p × makespan.
+    pub bubble_fraction: f64,
+    /// Stages per worker (interleaved's v; else 1).
+    pub virtual_stages: usize,
+    /// (p − 1) / (v·m + p − 1): GPipe's and 1F1B's bubble with free transfers (v = 1), and
+    /// interleaved 1F1B's.
+    pub ideal_bubble_fraction: f64,
+    /// Per stage: the most micro-batches stashed at once.
+    pub peak_stash: Vec<usize>,
+    /// One line per stage.
+    pub per_stage: Vec<StageLine>,
+    /// [`render::timeline`] of the simulation.
+    pub grid: String,
+    /// The grid's column: the shortest compute action (see [`render::timeline`]).
+    #[cfg_attr(feature = "commands", serde(skip))]
+    pub unit: Option<f64>,
+    /// The stage pairs that exchange skips.
+    pub skip_routes: Vec<SkipRoute>,
+    /// [`render::skips`]: the skip flows.
+    #[cfg_attr(feature = "commands", serde(skip))]
+    pub skip_flows: String,
+    /// The lowered plan's text form, when asked for.
+    #[cfg_attr(feature = "commands", serde(skip_serializing_if = "Option::is_none"))]
+    pub lowered_plan: Option<String>,
+}
+
+/// The costs a report was simulated under, as given.
+#[derive(Clone, Copy, Debug)]
+#[cfg_attr(feature = "commands", derive(serde::Serialize))]
+pub struct CostsReport {
+    /// One micro-batch's forward on one stage.
+    pub forward: f64,
+    /// Its full backward.
+    pub backward: f64,
+    /// The weight gradient's part of `backward`.
+    pub weight: f64,
+    /// A transfer to the neighbouring stage.
+    pub transfer: f64,
+}
+
+/// One stage's line of the report.
+#[derive(Clone, Copy, Debug)]
+#[cfg_attr(feature = "commands", derive(serde::Serialize))]
+pub struct StageLine {
+    /// The stage (rank).
+    pub stage: StageId,
+    /// Time it computes.
+    pub busy: f64,
+    /// Time it waits.
+    pub idle: f64,
+    /// `idle` over the makespan.
+    pub bubble_fraction: f64,
+    /// The most micro-batches it stashed at once.
+    pub peak_stash: usize,
+}
+
+impl PlanReport {
+    /// Lowers `compute` (named `schedule`) with `settings.skips` routed, validates and
+    /// simulates it under `settings.costs`.
+    ///
+    /// # Errors
+    /// [`Error::PlanCost`](crate::Error::PlanCost) for a bad cost, [`Error::Schedule`](crate::Error::Schedule) for a skip route the plan cannot
+    /// take or a plan that does not validate.
+    pub fn build(schedule: String, compute: &Plan, settings: &PlanSettings) -> Result<Self> {
+        let (p, m) = (compute.ranks(), compute.micro_batches());
+        let v = compute.stages() / p.max(1);
+        let given = &settings.costs;
+        let costs = given.costs(compute.stages(), p)?;
+        let routed = route_skips(compute, &settings.skips)?;
+        let plan = lower(&routed, Lowering::default());
+        // `simulate` validates the plan first: an invalid one is an error here, not a hang.
+        let sim: Simulation = simulate(&plan, &costs)?;
+        Ok(Self {
+            schedule,
+            stages: p,
+            micro_batches: m,
+            costs: CostsReport {
+                forward: given.forward,
+                backward: given.backward,
+                weight: given.backward * costs.weight_fraction,
+                transfer: given.transfer,
+            },
+            makespan: sim.makespan,
+            bubble_fraction: sim.bubble_fraction,
+            virtual_stages: v,
+            ideal_bubble_fraction: (p - 1) as f64 / (v * m + p - 1) as f64,
+            peak_stash: sim.stages.iter().map(|s| s.peak_stash).collect(),
+            per_stage: sim
+                .stages
+                .iter()
+                .map(|s| StageLine {
+                    stage: s.stage,
+                    busy: s.busy,
+                    idle: s.idle,
+                    bubble_fraction: s.bubble_fraction,
+                    peak_stash: s.peak_stash,
+                })
+                .collect(),
+            grid: render::timeline(&sim),
+            unit: sim
+                .stages
+                .iter()
+                .flat_map(|s| &s.timeline)
+                .filter(|slot| slot.action.kind.is_compute() && slot.end > slot.start)
+                .map(|slot| slot.end - slot.start)
+                .reduce(f64::min),
+            skip_routes: plan.skip_routes(),
+            skip_flows: render::skips(&plan),
+            lowered_plan: settings.lowered.then(|| plan.to_string()),
+        })
+    }
+
+    /// The text format: header, grid, per-stage table, totals, and the lowered plan if asked.
+    pub fn text(&self) -> String {
+        let (p, m) = (self.stages, self.micro_batches);
+        let c = &self.costs;
+        let mut out = format!(
+            "plan: {}, {p} stages, {m} micro-batches; costs per micro-batch and stage: \
+             forward {}, backward {} (weight gradient {}), transfer {}\n\n",
+            self.schedule,
+            num(c.forward),
+            num(c.backward),
+            num(c.weight),
+            num(c.transfer),
+        );
+        match self.unit {
+            Some(unit) => {
+                out += &self.grid;
+                // Transfers shift starts off the column grid; render rounds them to a column.
+                let rounded = if c.transfer > 0.0 {
+                    ", starts rounded to a column"
+                } else {
+                    ""
+                };
+                out += &format!(
+                    "(one column = {}; F forward, B backward, I input gradient, W weight gradient, \
+                     . idle; transfers not drawn{rounded})\n\n",
+                    num(unit)
+                );
+            }
+            None => out += "(no grid: every compute action costs 0)\n\n",
+        }
+        let rows: Vec<Vec<String>> = self
+            .per_stage
+            .iter()
+            .map(|s| {
+                vec![
+                    s.stage.index().to_string(),
+                    num(s.busy),
+                    num(s.idle),
+                    percent(s.bubble_fraction),
+                    s.peak_stash.to_string(),
+                ]
+            })
+            .collect();
+        out += &columns(&["stage", "busy", "idle", "bubble", "peak stash"], &rows);
+        let (v, formula) = match self.virtual_stages {
+            1 => (1, "(p-1)/(m+p-1)"),
+            v => (v, "(p-1)/(v*m+p-1)"),
+        };
+        out += &format!(
+            "\nbubble    {} of {p} stages x makespan (ideal {formula} = {}/{} = {})\n",
+            percent(self.bubble_fraction),
+            p - 1,
+            v * m + p - 1,
+            percent(self.ideal_bubble_fraction),
+        );
+        out += &format!("makespan  {}\n", num(self.makespan));
+        if !self.skip_flows.is_empty() {
+            out += "\nskips, straight from the stashing to the popping stage:\n";
+            out += &self.skip_flows;
+        }
+        if let Some(plan) = &self.lowered_plan {
+            out += "\nlowered plan:\n";
+            out += plan;
+        }
+        out
+    }
+}
