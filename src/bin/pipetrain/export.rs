@@ -49,6 +49,8 @@ pub fn run(args: &ExportArgs) -> Result<Exit, Failure> {
         e @ (pipetrain::Error::Checkpoint(_) | pipetrain::Error::ExportModel { .. }) => {
             Failure::usage(format!("export {shown}: {e}"))
         }
+        // It names the file itself.
+        e @ pipetrain::Error::ExportFile { .. } => Failure::runtime(format!("export {e}")),
         e => Failure::runtime(format!("export {shown}: {e}")),
     })?;
     // Atomically: a failed write (a full disk) leaves the file that was there.
