@@ -288,6 +288,9 @@ impl Error {
                 ..
             } => match setting {
                 Setting::Zero => format!("ZeRO stage {value}: {rule}"),
+                Setting::BucketBytes | Setting::MemoryBudget => {
+                    format!("{} = {value} bytes: {rule}", setting.key())
+                }
                 _ => format!("{} = {value}: {rule}", setting.key()),
             },
             Error::NoLayers => "no layers: the builder needs the model's layer sequence".into(),

@@ -11,13 +11,15 @@ use crate::plan::Plan;
 /// with [`PlanFile`](crate::PlanFile)): what a pipeline runs each step.
 ///
 /// ```
+/// use pipetrain_schedules::remedy::{Plain, Remedied};
 /// use pipetrain_schedules::{Plan, Schedule, ScheduleKind};
 /// let generated: Schedule = ScheduleKind::GPipe.into();
 /// assert_eq!(generated.plan(2, 2)?, ScheduleKind::GPipe.plan(2, 2)?);
 ///
 /// let given = Schedule::from(ScheduleKind::OneFOneB.plan(2, 2)?);
 /// assert_eq!(given.to_string(), "a given plan");
-/// assert!(given.plan(2, 4).unwrap_err().to_string().contains(".micro_batches(2)"));
+/// let wrong_shape = given.plan(2, 4).unwrap_err().explain(&Plain);
+/// assert!(wrong_shape.contains("use stages = 2 and micro_batches = 2"), "{wrong_shape}");
 /// # Ok::<(), pipetrain_schedules::ScheduleError>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]

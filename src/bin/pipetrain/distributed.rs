@@ -272,7 +272,7 @@ mod link {
 
     use super::Distributed;
     use crate::args::TrainArgs;
-    use crate::failure::Failure;
+    use crate::failure::{Failure, explain};
 
     /// The MPI communication thread and this process's layout.
     pub struct Link {
@@ -324,7 +324,7 @@ mod link {
             // Every process must stop if one cannot go on: rank 0 collects the verdicts and
             // tells every process the first error.
             let mine = match (&checked, differs) {
-                (Err(e), _) => format!("rank {}: {e}", id.rank).into_bytes(),
+                (Err(e), _) => format!("rank {}: {}", id.rank, explain(e)).into_bytes(),
                 (Ok(_), Some(differs)) => differs.into_bytes(),
                 (Ok(_), None) => Vec::new(),
             };
