@@ -132,7 +132,7 @@ impl<'a, L: Layer> Worker<'a, L> {
                 replica = self.id().replica.0,
                 stage = self.id().stage.0,
                 micro_batch = action.micro_batch.map(|m| m.0 as i64).unwrap_or(-1),
-                phase = self.ctx.job.phase(),
+                phase = %self.ctx.job.phase(),
             )
             .entered();
             let started = Instant::now();
