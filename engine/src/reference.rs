@@ -174,7 +174,7 @@ impl<L: Layer> SingleDevice<L> {
     /// accumulated rounding (`tests/verify_per_step.rs` shows the loop).
     ///
     /// # Errors
-    /// [`EngineError::World`] if `model` lacks one of the parameters or has another shape.
+    /// [`EngineError::MissingParameter`] if `model` lacks one of the parameters or has another shape.
     pub fn load_weights(&mut self, model: &[L]) -> Result<()> {
         let theirs: HashMap<String, adapter::ParamId> = adapter::named_parameters(model, 0)
             .into_iter()
