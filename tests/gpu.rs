@@ -215,7 +215,7 @@ fn reference<L: Layer>(
 }
 
 /// A pipeline of `layers` on `device` (every worker), set up by `setup`, trained on `data`
-/// (non-empty).
+/// (a split by time needs at least one batch to be measured on).
 fn train<L: Layer>(
     layers: &[L],
     data: &[Batch],
@@ -227,10 +227,11 @@ fn train<L: Layer>(
         .devices([device.clone()])
         .threads_per_worker(1);
     // A split by time is measured on the first batch.
-    let first = data.first().ok_or("no data")?;
-    let mut pipeline = setup(builder)
-        .build_with(first)
-        .map_err(|e| e.to_string())?;
+    let built = match data.first() {
+        Some(first) => setup(builder).build_with(first),
+        None => setup(builder).build(),
+    };
+    let mut pipeline = built.map_err(|e| e.to_string())?;
     for batch in data {
         let report = pipeline.train_step(batch).map_err(|e| e.to_string())?;
         if !report.loss.is_finite() {

@@ -1,5 +1,6 @@
 //! Property tests over every schedule for p ≤ 8, m ≤ 64.
 
+use pipetrain_schedules::remedy::{Remedied, Remedy, Setting, Value};
 use pipetrain_schedules::{
     Action, ActionKind, Costs, Lowering, MicroBatchId, Plan, ScheduleKind, StageId, lower,
     simulate, validate,
@@ -186,13 +187,13 @@ fn plan_text_round_trips() {
 
 #[test]
 fn zero_stages_or_micro_batches_are_errors_with_a_remedy() {
-    let e = ScheduleKind::GPipe.plan(0, 4).unwrap_err().to_string();
-    assert!(e.contains("stages = 0") && e.contains(".stages(1)"), "{e}");
-    let e = ScheduleKind::OneFOneB.plan(2, 0).unwrap_err().to_string();
-    assert!(
-        e.contains("micro_batches = 0") && e.contains(".micro_batches(1)"),
-        "{e}"
-    );
+    let count = |setting, n| Some(Remedy::set(setting, Value::Count(n)));
+    let e = ScheduleKind::GPipe.plan(0, 4).unwrap_err();
+    assert!(e.to_string().contains("stages = 0"), "{e}");
+    assert_eq!(e.remedy(), count(Setting::Stages, 1));
+    let e = ScheduleKind::OneFOneB.plan(2, 0).unwrap_err();
+    assert!(e.to_string().contains("micro_batches = 0"), "{e}");
+    assert_eq!(e.remedy(), count(Setting::MicroBatches, 1));
     let e = "zb".parse::<ScheduleKind>().unwrap_err().to_string();
     assert!(e.contains("`zb`") && e.contains("gpipe, 1f1b"), "{e}");
 }
@@ -272,12 +273,21 @@ fn interleaved_bubble_is_p_minus_1_over_v_m_plus_p_minus_1() {
 #[test]
 fn interleaved_refuses_one_chunk_and_ragged_rounds() {
     let kind = |v| ScheduleKind::Interleaved { virtual_stages: v };
-    let e = kind(1).plan(4, 8).unwrap_err().to_string();
-    assert!(e.contains("at least 2") && e.contains("1f1b"), "{e}");
-    let e = kind(2).plan(4, 6).unwrap_err().to_string();
-    assert!(
-        e.contains("6") && e.contains(".micro_batches(4)") && e.contains(".micro_batches(8)"),
-        "{e}"
+    let e = kind(1).plan(4, 8).unwrap_err();
+    assert!(e.to_string().contains("at least 2"), "{e}");
+    assert_eq!(
+        e.remedy(),
+        Some(Remedy::one_of([
+            Remedy::set(Setting::VirtualStages, Value::Count(2)),
+            Remedy::set(Setting::Schedule, Value::mode("1f1b")),
+        ]))
+    );
+    let e = kind(2).plan(4, 6).unwrap_err();
+    assert!(e.to_string().contains('6'), "{e}");
+    let micro_batches = |n| Remedy::set(Setting::MicroBatches, Value::Count(n));
+    assert_eq!(
+        e.remedy(),
+        Some(Remedy::one_of([micro_batches(4), micro_batches(8)]))
     );
     assert_eq!("interleaved".parse::<ScheduleKind>().unwrap(), kind(2));
     assert_eq!("interleaved-v3".parse::<ScheduleKind>().unwrap(), kind(3));
