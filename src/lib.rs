@@ -43,11 +43,17 @@ mod learning_rate;
 mod lr_schedule;
 pub mod memory;
 mod pipeline;
+#[cfg(feature = "trainer")]
+pub mod plot;
+#[cfg(feature = "trainer")]
+pub mod profile;
 mod report;
+#[cfg(feature = "trainer")]
+pub mod trainer;
 pub mod tune;
 
 pub use builder::PipelineBuilder;
-pub use error::{Error, Result};
+pub use error::{Error, LastGood, Result, RunFile, RunFileError};
 pub use lr_schedule::{Decay, LrSchedule};
 pub use pipeline::Pipeline;
 pub use report::{StageReport, StepReport};
