@@ -8,13 +8,16 @@
 //! prints nothing: what happens goes to a callback as [`Event`]s. The `pipetrain` binary is
 //! this loop under flags. A run with a checkpoint and a resume is `examples/train_loop.rs`.
 
+#[cfg(feature = "mpi")]
 mod agreement;
 mod checkpoints;
 mod distributed;
 pub mod eval;
 mod event;
+pub mod footprint;
 mod identity;
 mod metrics;
+mod model;
 mod outcome;
 mod processes;
 mod reference;
@@ -30,6 +33,7 @@ pub use distributed::{Distributed, Launch, Shared};
 pub use event::{Event, StepRecord, Warning};
 pub use identity::{DATA_POSITION, RunIdentity};
 pub use metrics::{Format, Metrics, Row};
+pub use model::Model;
 pub use outcome::Outcome;
 pub use processes::Processes;
 pub use reference::{After, Mode, Reference, Worst};

@@ -36,10 +36,8 @@ pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
     // Nothing trains: the training loader is built with batches of 1, so that a --batch larger
     // than the training split is no error here (it only sizes the held-out chunks).
     let data = Data::open(args, 1)?;
-    let model = Model::from_args(args, data.shapes()).map_err(Failure::usage)?;
-    model
-        .check_fits(args.batch, 0, 1.0)
-        .map_err(Failure::usage)?;
+    let model = crate::model::from_args(args, data.shapes()).map_err(Failure::usage)?;
+    crate::model::check_fits(&model, args.batch, 0, 1.0).map_err(Failure::usage)?;
     let held_out = data.held_out(&model, args.batch, &device)?;
     let lm = model.is_language_model();
     let m = &model;

@@ -180,7 +180,7 @@ fn train(args: &TrainArgs, dist: Option<&Distributed>) -> Result<Exit, Failure> 
     let (optimizer, optimizer_name) = crate::optimizer::of(args)?;
     let lr_schedule = crate::optimizer::schedule(args)?;
     let data = Data::open(args, args.batch)?;
-    let model = Model::from_args(args, data.shapes()).map_err(Failure::usage)?;
+    let model = crate::model::from_args(args, data.shapes()).map_err(Failure::usage)?;
     // This process's share of the world's workers (all of them without MPI), plus --verify's
     // single-device reference, which the leader holds.
     let share = dist.map_or(1.0, |d| {
@@ -189,9 +189,7 @@ fn train(args: &TrainArgs, dist: Option<&Distributed>) -> Result<Exit, Failure> 
     let leader = dist.is_none_or(Distributed::is_leader);
     let copies = args.replicas as f64 * share + f64::from(u8::from(args.verify && leader));
     let slots = pipetrain::memory::optimizer_slots(&optimizer);
-    model
-        .check_fits(args.batch, slots, copies)
-        .map_err(Failure::usage)?;
+    crate::model::check_fits(&model, args.batch, slots, copies).map_err(Failure::usage)?;
     let devices = args.device.devices().map_err(Failure::usage)?;
     let device = devices[0].clone();
     // Rank 0's weights reach every process by broadcast, whatever each initialised.
@@ -200,7 +198,7 @@ fn train(args: &TrainArgs, dist: Option<&Distributed>) -> Result<Exit, Failure> 
         Some(spec) => spec.device().map_err(Failure::usage)?,
         None => device.clone(),
     };
-    let ties = model.ties(args.tie_embeddings).map_err(Failure::usage)?;
+    let ties = crate::model::ties(&model, args.tie_embeddings).map_err(Failure::usage)?;
     let settings = Settings {
         args,
         schedule,
