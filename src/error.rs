@@ -209,6 +209,33 @@ pub enum Error {
         /// Why the weights do not fit.
         source: CheckpointError,
     },
+    /// A path a run reads or writes cannot be used ([`trainer::paths`](crate::trainer::paths)).
+    #[error("{name} {}: {problem}", path.display())]
+    Path {
+        /// The name its user knows it by.
+        name: String,
+        /// The path.
+        path: std::path::PathBuf,
+        /// What is wrong.
+        problem: PathProblem,
+    },
+    /// An output of a run is another of its files.
+    #[error(
+        "{name} {} and {other} {} are the same file; {other} would overwrite it: give each its \
+         own path",
+        path.display(),
+        other_path.display()
+    )]
+    SameFile {
+        /// The first file's name.
+        name: String,
+        /// Its path.
+        path: std::path::PathBuf,
+        /// The output's name.
+        other: String,
+        /// Its path.
+        other_path: std::path::PathBuf,
+    },
     /// A multi-process launch does not fit the run: the launcher's processes cannot hold its
     /// workers, they were given different settings, or no MPI launcher started them.
     #[error("{0}")]
@@ -271,6 +298,36 @@ pub enum RunFileError {
     /// The file's contents are not what was expected.
     #[error("{0}")]
     Invalid(String),
+}
+
+/// What is wrong with a path ([`Error::Path`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PathProblem {
+    /// An input is too large for this machine's memory.
+    #[error(
+        "a file of {size} needs about {needed} to load, {why}; load it on a machine with more memory"
+    )]
+    TooLarge {
+        /// Its size.
+        size: String,
+        /// The memory loading it needs.
+        needed: String,
+        /// How much is available, and why.
+        why: String,
+    },
+    /// An input is a directory.
+    #[error("is a directory; give the .safetensors file in it")]
+    Directory,
+    /// An input is a device, FIFO or socket.
+    #[error("not a regular file (a device, FIFO or socket); give a file")]
+    NotRegular,
+    /// An input does not exist.
+    #[error("no such file")]
+    Missing,
+    /// An output cannot be written there.
+    #[error(transparent)]
+    Output(pipetrain_engine::output::OutputError),
 }
 
 /// What became of the checkpoint when a step failed before any stage applied it

@@ -19,6 +19,7 @@ mod identity;
 mod metrics;
 mod model;
 mod outcome;
+pub mod paths;
 mod processes;
 mod reference;
 mod run;
