@@ -193,13 +193,16 @@ pub enum Error {
         /// Why.
         reason: String,
     },
-    /// The checkpoint to resume holds another model, whose weights do not fit this one.
+    /// A checkpoint to resume or to take weights from holds another model, whose weights do
+    /// not fit this one.
     #[error(
-        "resume {}: the file holds {stored}, but this run builds {ours}; give the settings of \
+        "{file} {}: the file holds {stored}, but this run builds {ours}; give the settings of \
          the stored model, or a file of this model ({source})",
         path.display()
     )]
-    ResumeOtherModel {
+    OtherModel {
+        /// Which file.
+        file: RunFile,
         /// The checkpoint.
         path: std::path::PathBuf,
         /// The model it holds.
@@ -240,6 +243,9 @@ pub enum Error {
     /// workers, they were given different settings, or no MPI launcher started them.
     #[error("{0}")]
     Launch(String),
+    /// Tensor-name rewriting rules (`REGEX=REPLACEMENT`) do not parse or collide.
+    #[error("rename rules: {0}")]
+    Renames(String),
     /// Another process of a multi-process run, or the communication with it, failed.
     #[error("{0}")]
     Processes(String),
@@ -261,6 +267,8 @@ pub enum RunFile {
     Profile,
     /// The loss plot.
     Plot,
+    /// The weights file a run starts from.
+    Init,
 }
 
 impl std::fmt::Display for RunFile {
@@ -271,6 +279,7 @@ impl std::fmt::Display for RunFile {
             RunFile::Metrics => "metrics",
             RunFile::Profile => "profile",
             RunFile::Plot => "plot",
+            RunFile::Init => "init",
         })
     }
 }
@@ -298,6 +307,20 @@ pub enum RunFileError {
     /// The file's contents are not what was expected.
     #[error("{0}")]
     Invalid(String),
+    /// A weights file fits PyTorch's layout and burn's alike: every matrix is square and no
+    /// metadata says which.
+    #[error(
+        "tensor `{tensor}` {shape:?} and every other matrix is square, so the file fits \
+         PyTorch's [out, in] layout and burn's [in, out] alike; save it with \
+         `safetensors.torch.save_file` (it records format=pt) or burn's store (it records \
+         producer=burn), or add that metadata"
+    )]
+    AmbiguousLayout {
+        /// The first square matrix.
+        tensor: String,
+        /// Its shape.
+        shape: Vec<usize>,
+    },
 }
 
 /// What is wrong with a path ([`Error::Path`]).

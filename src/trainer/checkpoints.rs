@@ -57,7 +57,7 @@ pub struct Resumed {
 ///
 /// # Errors
 /// [`Error::RunFile`] ([`RunFile::Resume`]): the file does not load or fit the model;
-/// [`Error::ResumeOtherModel`]: it holds another model; [`Error::ResumeMismatch`],
+/// [`Error::OtherModel`]: it holds another model; [`Error::ResumeMismatch`],
 /// [`Error::ResumeSchedule`]: another run's identity; [`Error::ResumeDone`]: it is at `steps`
 /// already.
 pub fn resume<L: Layer>(
@@ -80,7 +80,8 @@ pub fn resume<L: Layer>(
     let stored = checkpoint.progress().extra.get("model").cloned();
     let progress = pipeline.restore(checkpoint).map_err(|e| match e {
         Error::Checkpoint(e) => match stored.filter(|s| fits(&e) && s != identity.model()) {
-            Some(stored) => Error::ResumeOtherModel {
+            Some(stored) => Error::OtherModel {
+                file: RunFile::Resume,
                 path: path.to_path_buf(),
                 stored,
                 ours: identity.model().to_string(),

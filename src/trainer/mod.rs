@@ -11,6 +11,7 @@
 #[cfg(feature = "mpi")]
 mod agreement;
 mod checkpoints;
+mod data;
 mod distributed;
 pub mod eval;
 mod event;
@@ -28,8 +29,10 @@ mod source;
 mod stop;
 mod totals;
 pub mod verify;
+mod weights;
 
 pub use checkpoints::{Resumed, fits, resume, save};
+pub use data::{Data, Shapes};
 pub use distributed::{Distributed, Launch, Shared};
 pub use event::{Event, StepRecord, Warning};
 pub use identity::{DATA_POSITION, RunIdentity};
@@ -43,3 +46,4 @@ pub use settings::TrainerSettings;
 pub use source::{Epochs, Source};
 pub use stop::{HOLD_VARIABLE, Signal, Stop};
 pub use totals::StepTotals;
+pub use weights::init_weights;

@@ -5,7 +5,6 @@ use pipetrain::Layer;
 use pipetrain::trainer::eval::evaluate_layers;
 
 use crate::args::TrainArgs;
-use crate::data::Data;
 use crate::exit::Exit;
 use crate::failure::Failure;
 use crate::model::Model;
@@ -35,10 +34,12 @@ pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
     device.seed(args.seed);
     // Nothing trains: the training loader is built with batches of 1, so that a --batch larger
     // than the training split is no error here (it only sizes the held-out chunks).
-    let data = Data::open(args, 1)?;
+    let data = crate::data::open(args, 1)?;
     let model = crate::model::from_args(args, data.shapes()).map_err(Failure::usage)?;
     crate::model::check_fits(&model, args.batch, 0, 1.0).map_err(Failure::usage)?;
-    let held_out = data.held_out(&model, args.batch, &device)?;
+    let held_out = data.held_out(&model, args.batch, &device);
+    let held_out =
+        held_out.map_err(|e| crate::run_failure::of_run(crate::data::failed(&data, e)))?;
     let lm = model.is_language_model();
     let m = &model;
     let evaluation = match model {

@@ -15,6 +15,7 @@ pub fn of_run(error: Error) -> Failure {
         Error::AfterLastGood { source, .. } => of_run(*source),
         Error::RunFile { file, reason, .. } => match (file, reason) {
             (_, RunFileError::Checkpoint(e)) => checkpoint_failure(e.to_string(), &e),
+            (_, RunFileError::AmbiguousLayout { .. }) => Failure::usage(message.clone()),
             (_, RunFileError::Output(e)) if !output_io(&e) => Failure::usage(message.clone()),
             (_, RunFileError::MetricsFormat | RunFileError::MetricsEarlier(_)) => {
                 Failure::usage(message.clone())
@@ -25,7 +26,8 @@ pub fn of_run(error: Error) -> Failure {
         | Error::ResumeSchedule { .. }
         | Error::ResumeDone { .. }
         | Error::ResumeData { .. }
-        | Error::ResumeOtherModel { .. }
+        | Error::OtherModel { .. }
+        | Error::Renames(_)
         | Error::Launch(_)
         | Error::Signals(_) => Failure::usage(message.clone()),
         Error::NonFiniteLoss { .. }
@@ -59,10 +61,11 @@ pub fn cli_message(error: &Error) -> String {
             format!("{}\n{}", cli_message(source), last_good(saved))
         }
         Error::RunFile {
-            file: RunFile::Resume,
+            file,
             reason: RunFileError::Checkpoint(e),
             ..
-        } => format!("--resume: {e}"),
+        } => format!("--{file}: {e}"),
+        Error::Renames(e) => format!("--rename: {e}"),
         Error::RunFile {
             file: RunFile::Metrics,
             path,
@@ -105,12 +108,19 @@ pub fn cli_message(error: &Error) -> String {
              step {step}; the dataset changed",
             path.display()
         ),
-        Error::ResumeOtherModel {
+        Error::OtherModel {
+            file,
             path,
             stored,
             ours,
             source,
-        } => crate::checkpoints::other_model_message("--resume", path, stored, ours, source),
+        } => crate::checkpoints::other_model_message(
+            &format!("--{file}"),
+            path,
+            stored,
+            ours,
+            source,
+        ),
         other => other.to_string(),
     }
 }

@@ -179,7 +179,7 @@ fn train(args: &TrainArgs, dist: Option<&Distributed>) -> Result<Exit, Failure> 
     crate::conflicts::train(args)?;
     let (optimizer, optimizer_name) = crate::optimizer::of(args)?;
     let lr_schedule = crate::optimizer::schedule(args)?;
-    let data = Data::open(args, args.batch)?;
+    let data = crate::data::open(args, args.batch)?;
     let model = crate::model::from_args(args, data.shapes()).map_err(Failure::usage)?;
     // This process's share of the world's workers (all of them without MPI), plus --verify's
     // single-device reference, which the leader holds.
@@ -237,9 +237,9 @@ struct Batches<'a> {
 impl Source for Batches<'_> {
     fn batch(&self, index: u64) -> pipetrain::Result<Batch> {
         let s = self.s;
-        s.data
-            .batch(&s.model, index, s.args.batch, &s.device)
-            .and_then(|batch| crate::model::cut_to_length(s.args, index, batch))
+        let batch = s.data.batch(&s.model, index, s.args.batch, &s.device);
+        let batch = batch.map_err(|e| crate::data::failed(&s.data, e))?;
+        crate::model::cut_to_length(s.args, index, batch)
             .map_err(|reason| pipetrain::Error::Batch { index, reason })
     }
 
@@ -355,7 +355,8 @@ fn train_with<L: Layer>(
     );
     let curve = pipetrain::plot::Curve::new(&title, &outcome.losses, &outcome.rates);
     let plot = args.plot.as_deref().map(|path| (path, curve));
-    let held_out = s.data.held_out(&s.model, args.batch, &s.device)?;
+    let held_out = s.data.held_out(&s.model, args.batch, &s.device);
+    let held_out = held_out.map_err(|e| of_run(crate::data::failed(&s.data, e)))?;
     crate::outcome::verify_and_evaluate(
         &mut pipeline,
         outcome.gathered.as_deref(),
