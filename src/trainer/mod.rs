@@ -27,6 +27,7 @@ mod run;
 mod settings;
 mod source;
 mod stop;
+pub mod summary;
 mod totals;
 pub mod verify;
 mod weights;

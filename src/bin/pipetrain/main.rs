@@ -54,7 +54,6 @@ mod run_failure;
 mod schedule;
 mod settings;
 mod setup;
-mod summary;
 mod threads;
 mod train;
 mod tune;

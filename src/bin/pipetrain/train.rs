@@ -23,7 +23,7 @@ use crate::model::Model;
 use crate::paths;
 use crate::progress::Progress;
 use crate::run_failure::{cli_message, of_run};
-use crate::summary;
+use pipetrain::trainer::summary;
 use pipetrain::trainer::{Distributed, Shared};
 
 /// Runs `pipetrain train`, recording a chrome trace around the run when `--profile` is given.
@@ -337,12 +337,20 @@ fn train_with<L: Layer>(
     if !leader {
         return Ok(Exit::Success);
     }
+    let mut summary = Vec::new();
     if let Some(report) = &outcome.last {
         // Under MPI, rank 0's workers only.
-        summary::print_bubbles(report, pipeline.replicas());
+        summary = summary::bubbles(report, pipeline.replicas());
     }
     if pipeline.replicas() > 1 && dist.is_none() {
-        summary::print_optimizer_state(&pipeline);
+        summary.extend(summary::optimizer_state(&pipeline));
+    }
+    for line in summary {
+        // The library names its API (`.zero(1)`), the user typed flags.
+        println!(
+            "{}",
+            line.replace("ZeRO-1, `.zero(1)`, shards", "--zero 1 shards")
+        );
     }
     let title = format!(
         "pipetrain: {}, {} stages × {} replicas, {} lr {}, {}",
