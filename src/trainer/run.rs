@@ -49,8 +49,11 @@ pub struct Trainer<'a, L: Layer> {
     stop: Option<Stop>,
     processes: Option<&'a dyn Processes<L>>,
     verify: Option<(Mode, Option<Reference<L>>)>,
-    on_event: Box<dyn FnMut(Event<'_, L>) + 'a>,
+    on_event: OnEvent<'a, L>,
 }
+
+/// The callback of [`Trainer::on_event`].
+type OnEvent<'a, L> = Box<dyn FnMut(Event<'_, L>) + 'a>;
 
 impl<'a, L: Layer> Trainer<'a, L> {
     /// A run of `pipeline` over `source`'s batches as `settings` say. Each optimizer step takes
