@@ -65,8 +65,9 @@ pub enum Error {
         remedy: String,
     },
 
-    // ---- The run loop (`trainer`): typed facts of what a training run can fail on. Messages
-    // name the trainer's settings and the builder's methods, never a command-line flag. ----
+    // ---- Begin: the run loop (`trainer`). Typed facts of what a training run can fail on;
+    // the messages name the trainer's settings and the builder's methods, never a
+    // command-line flag (the binary maps them onto its flags). Their types follow the enum. ----
     /// A training step failed.
     #[error("step {step}: {source}")]
     Step {
@@ -252,7 +253,10 @@ pub enum Error {
     /// The signal handlers could not be installed, or the stop hook is malformed.
     #[error("signals: {0}")]
     Signals(String),
+    // ---- End: the run loop. ----
 }
+
+// ---- The run loop's error facts (the variants between `Begin` and `End` above). ----
 
 /// A file of a training run, as [`Error::RunFile`] names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

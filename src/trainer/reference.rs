@@ -1,5 +1,6 @@
-//! The per-step verification's single-device copy of the model (the binary's `--verify`), trained beside the pipeline on the same
-//! batches, on the pipeline's own device (or another), in one of two modes:
+//! The per-step verification's single-device copy of the model (the binary's `--verify`),
+//! trained beside the pipeline on the same batches, on the pipeline's own device (or another),
+//! in one of two modes:
 //!
 //! - **per step** (the default): before each step the copy takes the pipeline's weights, then
 //!   both take the step on the same batches and are compared; the worst step is reported. Each

@@ -17,7 +17,7 @@ fn failed(path: &Path, reason: RunFileError) -> Error {
 
 /// `layers` with the weights of `path`: a pipetrain checkpoint (its weights), or any other
 /// safetensors file: a PyTorch state dict (Linear weights `[out, in]`) or burn's layout
-/// (`[in, out]`), see [`plain_weights`].
+/// (`[in, out]`), whichever its metadata or its shapes say.
 ///
 /// `renames` (`REGEX=REPLACEMENT` rules, in order) rewrite the file's tensor names first.
 ///
