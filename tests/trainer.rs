@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use burn::prelude::*;
-use pipetrain::trainer::{Event, Mode, Outcome, Signal, Stop, Trainer, TrainerSettings};
+use pipetrain::trainer::{Event, Mode, Outcome, Signal, Source, Stop, Trainer, TrainerSettings};
 use pipetrain::{Batch, Layer, OptimizerConfig, Pipeline, Remat};
 use pipetrain_models::{MlpConfig, MlpLayer, synthetic};
 
@@ -177,4 +177,57 @@ fn the_per_step_verification_agrees_with_a_single_device_copy() {
     let after = pipetrain::trainer::verify::after_step(&pipeline);
     let verdict = pipetrain::trainer::verify::verdict(&reference, &after);
     assert!(verdict.passes(1e-5), "{verdict:?}");
+}
+
+/// 64 examples of 12 features in 4 classes, batched by a seeded loader of `batch` rows.
+fn epochs(batch: usize) -> pipetrain::trainer::Epochs<std::sync::Arc<pipetrain_data::InMemory>> {
+    use pipetrain_data::{InMemory, LoaderConfig, Values};
+    let x: Vec<f32> = (0..64 * 12).map(|i| (i % 13) as f32 / 13.0).collect();
+    let y: Vec<i64> = (0..64).map(|i| i % 4).collect();
+    let data = InMemory::new(Values::Float(x), vec![12], Values::Int(y), vec![]).unwrap();
+    let loader = LoaderConfig {
+        seed: 1,
+        ..LoaderConfig::new(batch)
+    }
+    .build(std::sync::Arc::new(data))
+    .unwrap();
+    pipetrain::trainer::Epochs::new(loader, Device::flex())
+}
+
+#[test]
+fn a_loader_runs_epoch_after_epoch_and_a_resume_on_other_batches_is_refused() {
+    let dir = scratch("epochs");
+    let source = epochs(16);
+    assert_eq!(source.position(5), "epoch 1, batch 1", "4 batches an epoch");
+    let mut first = pipeline(init());
+    // 3 optimizer steps of 2 accumulated batches: into the second epoch.
+    let done = Trainer::new(&mut first, &source, settings(3, &dir))
+        .run()
+        .unwrap();
+    assert_eq!(done.step, 3);
+    let saved = pipetrain::Checkpoint::read(dir.join("run.safetensors")).unwrap();
+    assert_eq!(
+        saved
+            .progress()
+            .extra
+            .get(pipetrain::trainer::DATA_POSITION),
+        Some(&"epoch 1, batch 2".to_string())
+    );
+    // Batches of 8 rows: 8 an epoch, so step 3 starts elsewhere in the data.
+    let other = epochs(8);
+    let mut second = pipeline(init());
+    let resume = TrainerSettings {
+        resume: Some(dir.join("run.safetensors")),
+        ..TrainerSettings::new(6)
+    };
+    let e = Trainer::new(&mut second, &other, resume)
+        .run()
+        .err()
+        .unwrap();
+    assert!(
+        matches!(&e, pipetrain::Error::ResumeData { saved, expected, step: 3, .. }
+            if saved == "epoch 1, batch 2" && expected == "epoch 0, batch 6"),
+        "{e}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
