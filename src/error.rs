@@ -150,6 +150,143 @@ pub enum Error {
         remedy: Remedy,
     },
 
+    // ---- The run loop (`trainer`): typed facts of what a training run can fail on, with typed
+    // remedies; the binary words both in flags. Their fact types follow the enum. ----
+    /// A training step failed.
+    Step {
+        /// The optimizer step, from 1.
+        step: u64,
+        /// What failed.
+        source: Box<Error>,
+    },
+    /// A step's loss is NaN or infinite and the gradient guard did not skip it.
+    NonFiniteLoss {
+        /// The optimizer step, from 1.
+        step: u64,
+        /// The loss.
+        loss: f64,
+    },
+    /// A file of the run (its checkpoint, metrics, trace, plot, or the checkpoint it resumes)
+    /// could not be read or written.
+    RunFile {
+        /// Which file.
+        file: RunFile,
+        /// Its path.
+        path: PathBuf,
+        /// Why.
+        reason: RunFileError,
+    },
+    /// The checkpoint to resume was saved by a run with another value of a setting the
+    /// batches depend on.
+    ResumeMismatch {
+        /// The checkpoint.
+        path: PathBuf,
+        /// The identity entry (`seed`, `batch`, …: [`RunIdentity`](crate::trainer::RunIdentity)).
+        setting: String,
+        /// The saved run's value.
+        saved: String,
+        /// This run's value.
+        ours: String,
+    },
+    /// The checkpoint to resume was saved under another learning-rate schedule.
+    ResumeSchedule {
+        /// The checkpoint.
+        path: PathBuf,
+        /// The saved run's schedule.
+        saved: String,
+        /// This run's.
+        ours: String,
+    },
+    /// The checkpoint to resume is at the run's last step already.
+    ResumeDone {
+        /// The checkpoint.
+        path: PathBuf,
+        /// Its step.
+        saved: u64,
+        /// The run's total steps.
+        steps: u64,
+    },
+    /// The checkpoint's next data position is not the one this data gives at its step.
+    ResumeData {
+        /// The checkpoint.
+        path: PathBuf,
+        /// The saved position.
+        saved: String,
+        /// This data's position at `step`.
+        expected: String,
+        /// The checkpoint's step.
+        step: u64,
+    },
+    /// A step made a weight non-finite from finite gradients: the checkpoint was not written.
+    CheckpointNonFinite {
+        /// The checkpoint.
+        path: PathBuf,
+        /// The tensor.
+        tensor: String,
+        /// The element.
+        index: usize,
+        /// Its value, as text (`inf`, `NaN`).
+        value: String,
+    },
+    /// A step failed after a last good step whose checkpoint could be kept: what became of it.
+    AfterLastGood {
+        /// The step's error.
+        source: Box<Error>,
+        /// What became of the checkpoint.
+        saved: LastGood,
+    },
+    /// A training batch could not be read or shaped ([`Source`](crate::trainer::Source)).
+    Batch {
+        /// The batch's index in the run, from 0.
+        index: u64,
+        /// Why.
+        reason: String,
+    },
+    /// A checkpoint to resume or to take weights from holds another model, whose weights do
+    /// not fit this one.
+    OtherModel {
+        /// Which file.
+        file: RunFile,
+        /// The checkpoint.
+        path: PathBuf,
+        /// The model it holds.
+        stored: String,
+        /// This run's model.
+        ours: String,
+        /// Why the weights do not fit.
+        source: CheckpointError,
+    },
+    /// A path a run reads or writes cannot be used ([`trainer::paths`](crate::trainer::paths)).
+    Path {
+        /// The name its user knows it by.
+        name: String,
+        /// The path.
+        path: PathBuf,
+        /// What is wrong.
+        problem: PathProblem,
+    },
+    /// An output of a run is another of its files.
+    SameFile {
+        /// The first file's name.
+        name: String,
+        /// Its path.
+        path: PathBuf,
+        /// The output's name.
+        other: String,
+        /// Its path.
+        other_path: PathBuf,
+    },
+    /// A multi-process launch does not fit the run: the launcher's processes cannot hold its
+    /// workers, they were given different settings, or no MPI launcher started them.
+    Launch(String),
+    /// Tensor-name rewriting rules (`REGEX=REPLACEMENT`) do not parse or collide.
+    Renames(String),
+    /// Another process of a multi-process run, or the communication with it, failed.
+    Processes(String),
+    /// The signal handlers could not be installed, or the stop hook is malformed.
+    Signals(String),
+    // ---- end of the run loop's block ----
+
     // ---- The subcommands' library side: bench, tune, plan, export (crate::bench, crate::tune,
     // crate::plan, crate::export). Facts only; the binary names its flags. ----
     /// A bench setting that every row needs at least 1 of is 0.
@@ -264,6 +401,31 @@ impl Error {
                 | Error::ExportTensor { .. }
                 | Error::ExportFile { .. }
         ) && !self.is_peers()
+            && !self.is_run()
+    }
+
+    /// Whether this is an error of a training run (crate::trainer; not a configuration).
+    fn is_run(&self) -> bool {
+        matches!(
+            self,
+            Error::Step { .. }
+                | Error::NonFiniteLoss { .. }
+                | Error::RunFile { .. }
+                | Error::ResumeMismatch { .. }
+                | Error::ResumeSchedule { .. }
+                | Error::ResumeDone { .. }
+                | Error::ResumeData { .. }
+                | Error::CheckpointNonFinite { .. }
+                | Error::AfterLastGood { .. }
+                | Error::Batch { .. }
+                | Error::OtherModel { .. }
+                | Error::Path { .. }
+                | Error::SameFile { .. }
+                | Error::Launch(_)
+                | Error::Renames(_)
+                | Error::Processes(_)
+                | Error::Signals(_)
+        )
     }
 
     /// Whether this is a PyTorch-peers error of the bench (not a configuration).
@@ -352,6 +514,18 @@ impl Error {
 }
 
 impl Remedied for Error {
+    /// The facts, then the remedy in `style`'s words; a failed step after a last good one
+    /// says what became of the checkpoint last, after the step's remedy.
+    fn explain(&self, style: &dyn Style) -> String {
+        if let Error::AfterLastGood { source, saved } = self {
+            return format!("{}\n{saved}", source.explain(style));
+        }
+        match self.remedy() {
+            Some(remedy) => format!("{}; {}", self.facts(), remedy.render(style)),
+            None => self.facts(),
+        }
+    }
+
     fn remedy(&self) -> Option<Remedy> {
         let count = |setting, n| Remedy::set(setting, Value::Count(n));
         match self {
@@ -438,6 +612,37 @@ impl Remedied for Error {
             | Error::PlanCost { .. }
             | Error::ExportTensor { .. }
             | Error::ExportFile { .. } => None,
+            Error::Step { source, .. } => source.remedy(),
+            Error::NonFiniteLoss { .. } => Some(Remedy::one_of([
+                Remedy::set(Setting::LearningRate, Value::Smaller),
+                Remedy::set(Setting::ClipGradNorm, Value::Number(1.0)),
+                Remedy::set(Setting::SkipNonFinite, Value::On),
+            ])),
+            Error::CheckpointNonFinite { .. } => Some(Remedy::one_of([
+                Remedy::set(Setting::LearningRate, Value::Smaller),
+                Remedy::set(Setting::ClipGradNorm, Value::Number(1.0)),
+            ])),
+            Error::ResumeMismatch { setting, .. } => {
+                Some(Remedy::sentence(format!("resume with the same {setting}")))
+            }
+            Error::ResumeSchedule { .. } => Some(Remedy::one_of([
+                Remedy::sentence("resume with the saved run's steps and learning rate"),
+                Remedy::set(Setting::InitFrom, Value::Any),
+            ])),
+            Error::ResumeDone { .. } => Some(Remedy::sentence("give more steps to continue")),
+            Error::OtherModel { .. } => Some(Remedy::sentence(
+                "give the settings of the stored model, or a file of this model",
+            )),
+            Error::SameFile { .. } => Some(Remedy::sentence("give each its own path")),
+            Error::RunFile { reason, .. } => reason.remedy(),
+            Error::Path { problem, .. } => problem.remedy(),
+            Error::AfterLastGood { .. }
+            | Error::ResumeData { .. }
+            | Error::Batch { .. }
+            | Error::Launch(_)
+            | Error::Renames(_)
+            | Error::Processes(_)
+            | Error::Signals(_) => None,
             Error::NoTuneBatch
             | Error::EmptyModel
             | Error::Partition(_)
@@ -525,7 +730,314 @@ impl Remedied for Error {
                 format!("tensor `{tensor}` is {dtype}; checkpoints hold F32 weights")
             }
             Error::ExportFile { path, reason } => format!("{}: {reason}", path.display()),
+            Error::Step { step, source } => format!("step {step}: {}", source.facts()),
+            Error::NonFiniteLoss { step, loss } => format!("step {step}: the loss is {loss}"),
+            Error::RunFile { file, path, reason } => {
+                format!("{file} {}: {reason}", path.display())
+            }
+            Error::ResumeMismatch {
+                path,
+                setting,
+                saved,
+                ours,
+            } => format!(
+                "resume {}: the run was saved with {setting} {saved}, this one has {setting} \
+                 {ours} (the batches depend on it)",
+                path.display()
+            ),
+            Error::ResumeSchedule { path, saved, ours } => format!(
+                "resume {}: the run was saved with lr-schedule {saved}, this one has lr-schedule \
+                 {ours}: a schedule's rates follow the learning rate and the steps, so the steps \
+                 already taken would have had other rates",
+                path.display()
+            ),
+            Error::ResumeDone { path, saved, steps } => format!(
+                "resume {}: the checkpoint is at step {saved} already; steps = {steps} is the \
+                 total",
+                path.display()
+            ),
+            Error::ResumeData {
+                path,
+                saved,
+                expected,
+                step,
+            } => format!(
+                "resume {}: the checkpoint's next data is {saved}, this data gives {expected} at \
+                 step {step}; the dataset changed",
+                path.display()
+            ),
+            Error::CheckpointNonFinite {
+                path,
+                tensor,
+                index,
+                value,
+            } => format!(
+                "checkpoint {}: not written: weight `{tensor}` element {index} is {value} after \
+                 this step (its gradients were finite)",
+                path.display()
+            ),
+            Error::AfterLastGood { source, saved } => format!("{}\n{saved}", source.facts()),
+            Error::Batch { reason, .. } => reason.clone(),
+            Error::OtherModel {
+                file,
+                path,
+                stored,
+                ours,
+                source,
+            } => format!(
+                "{file} {}: the file holds {stored}, but this run builds {ours} ({source})",
+                path.display()
+            ),
+            Error::Path {
+                name,
+                path,
+                problem,
+            } => format!("{name} {}: {problem}", path.display()),
+            Error::SameFile {
+                name,
+                path,
+                other,
+                other_path,
+            } => format!(
+                "{name} {} and {other} {} are the same file; {other} would overwrite it",
+                path.display(),
+                other_path.display()
+            ),
+            Error::Launch(text) | Error::Processes(text) => text.clone(),
+            Error::Renames(text) => format!("rename rules: {text}"),
+            Error::Signals(text) => format!("signals: {text}"),
             _ => unreachable!("every configuration error has facts"),
+        }
+    }
+}
+
+// ---- The run loop's error facts (the fields of the run loop's variants above). ----
+
+/// A file of a training run, as [`Error::RunFile`] names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunFile {
+    /// The checkpoint the run writes.
+    Checkpoint,
+    /// The checkpoint the run resumes.
+    Resume,
+    /// The metrics file.
+    Metrics,
+    /// The chrome trace.
+    Profile,
+    /// The loss plot.
+    Plot,
+    /// The weights file a run starts from.
+    Init,
+}
+
+impl fmt::Display for RunFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RunFile::Checkpoint => "checkpoint",
+            RunFile::Resume => "resume",
+            RunFile::Metrics => "metrics",
+            RunFile::Profile => "profile",
+            RunFile::Plot => "plot",
+            RunFile::Init => "init",
+        })
+    }
+}
+
+/// Why a [`RunFile`] failed: a fact of [`Error::RunFile`].
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum RunFileError {
+    /// The destination is refused or could not be written ([`engine::output`](crate::engine::output)).
+    Output(pipetrain_engine::output::OutputError),
+    /// Reading or writing failed.
+    Io(std::io::Error),
+    /// A checkpoint could not be read or written.
+    Checkpoint(CheckpointError),
+    /// A metrics file's extension names no format.
+    MetricsFormat,
+    /// An earlier run's metrics file cannot be continued (another layout, or not a metrics
+    /// file).
+    MetricsEarlier(String),
+    /// The file's contents are not what was expected.
+    Invalid(String),
+    /// A weights file fits PyTorch's layout and burn's alike: every matrix is square and no
+    /// metadata says which.
+    AmbiguousLayout {
+        /// The first square matrix.
+        tensor: String,
+        /// Its shape.
+        shape: Vec<usize>,
+    },
+}
+
+impl RunFileError {
+    /// What would fix it, if anything is known.
+    fn remedy(&self) -> Option<Remedy> {
+        match self {
+            RunFileError::Checkpoint(e) => e.remedy(),
+            RunFileError::MetricsFormat => Some(Remedy::sentence("name the file *.csv or *.jsonl")),
+            RunFileError::MetricsEarlier(_) => Some(Remedy::sentence("give another metrics file")),
+            RunFileError::AmbiguousLayout { .. } => Some(Remedy::sentence(
+                "save it with `safetensors.torch.save_file` (it records format=pt) or burn's \
+                 store (it records producer=burn), or add that metadata",
+            )),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for RunFileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RunFileError::Output(e) => e.fmt(f),
+            RunFileError::Io(e) => e.fmt(f),
+            RunFileError::Checkpoint(e) => f.write_str(&e.facts()),
+            RunFileError::MetricsFormat => f.write_str("unknown format"),
+            RunFileError::MetricsEarlier(text) | RunFileError::Invalid(text) => f.write_str(text),
+            RunFileError::AmbiguousLayout { tensor, shape } => write!(
+                f,
+                "tensor `{tensor}` {shape:?} and every other matrix is square, so the file fits \
+                 PyTorch's [out, in] layout and burn's [in, out] alike"
+            ),
+        }
+    }
+}
+
+impl From<pipetrain_engine::output::OutputError> for RunFileError {
+    fn from(e: pipetrain_engine::output::OutputError) -> Self {
+        RunFileError::Output(e)
+    }
+}
+
+impl From<std::io::Error> for RunFileError {
+    fn from(e: std::io::Error) -> Self {
+        RunFileError::Io(e)
+    }
+}
+
+impl From<CheckpointError> for RunFileError {
+    fn from(e: CheckpointError) -> Self {
+        RunFileError::Checkpoint(e)
+    }
+}
+
+/// What is wrong with a path: a fact of [`Error::Path`].
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum PathProblem {
+    /// An input is too large for this machine's memory.
+    TooLarge {
+        /// Its size.
+        size: String,
+        /// The memory loading it needs.
+        needed: String,
+        /// How much is available, and why.
+        why: String,
+    },
+    /// An input is a directory.
+    Directory,
+    /// An input is a device, FIFO or socket.
+    NotRegular,
+    /// An input does not exist.
+    Missing,
+    /// An output cannot be written there.
+    Output(pipetrain_engine::output::OutputError),
+}
+
+impl PathProblem {
+    /// What would fix it, if anything is known.
+    fn remedy(&self) -> Option<Remedy> {
+        Some(Remedy::sentence(match self {
+            PathProblem::TooLarge { .. } => "load it on a machine with more memory",
+            PathProblem::Directory => "give the .safetensors file in it",
+            PathProblem::NotRegular => "give a file",
+            PathProblem::Missing | PathProblem::Output(_) => return None,
+        }))
+    }
+}
+
+impl fmt::Display for PathProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PathProblem::TooLarge { size, needed, why } => {
+                write!(f, "a file of {size} needs about {needed} to load, {why}")
+            }
+            PathProblem::Directory => f.write_str("is a directory"),
+            PathProblem::NotRegular => f.write_str("not a regular file (a device, FIFO or socket)"),
+            PathProblem::Missing => f.write_str("no such file"),
+            PathProblem::Output(e) => e.fmt(f),
+        }
+    }
+}
+
+/// What became of the checkpoint when a step failed before any stage applied it
+/// ([`Error::AfterLastGood`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum LastGood {
+    /// The checkpoint already held the last good step.
+    Held {
+        /// The checkpoint.
+        path: std::path::PathBuf,
+        /// The last good step.
+        step: u64,
+    },
+    /// No step completed: nothing was written.
+    NoStep {
+        /// The checkpoint.
+        path: std::path::PathBuf,
+    },
+    /// A multi-process run does not write it.
+    MultiProcess {
+        /// The checkpoint.
+        path: std::path::PathBuf,
+    },
+    /// It was written with the weights of the last good step.
+    Written {
+        /// The checkpoint.
+        path: std::path::PathBuf,
+        /// The last good step.
+        step: u64,
+    },
+    /// Writing it failed too.
+    Failed {
+        /// The checkpoint.
+        path: std::path::PathBuf,
+        /// The last good step.
+        step: u64,
+        /// Why.
+        error: String,
+    },
+}
+
+impl fmt::Display for LastGood {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LastGood::Held { path, step } => write!(
+                f,
+                "checkpoint {} holds step {step}, the last good one",
+                path.display()
+            ),
+            LastGood::NoStep { path } => write!(
+                f,
+                "no step completed, so checkpoint {} was not written",
+                path.display()
+            ),
+            LastGood::MultiProcess { path } => write!(
+                f,
+                "checkpoint {} was not written (a multi-process run)",
+                path.display()
+            ),
+            LastGood::Written { path, step } => write!(
+                f,
+                "no stage applied it, so checkpoint {} was written with the weights of step \
+                 {step}, the last good one",
+                path.display()
+            ),
+            LastGood::Failed { path, step, error } => write!(
+                f,
+                "checkpoint {} of step {step} failed too: {error}",
+                path.display()
+            ),
         }
     }
 }
@@ -541,6 +1053,8 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::StateDir { source, .. } => Some(source),
+            Error::Step { source, .. } | Error::AfterLastGood { source, .. } => Some(&**source),
+            Error::OtherModel { source, .. } => Some(source),
             Error::Engine(e) => e.source(),
             Error::Partition(e) => e.source(),
             Error::Schedule(e) => e.source(),

@@ -52,13 +52,19 @@ mod lr_schedule;
 pub mod memory;
 mod pipeline;
 pub mod plan;
+#[cfg(feature = "trainer")]
+pub mod plot;
+#[cfg(feature = "trainer")]
+pub mod profile;
 pub mod remedy;
 mod report;
 mod setup;
+#[cfg(feature = "trainer")]
+pub mod trainer;
 pub mod tune;
 
 pub use builder::PipelineBuilder;
-pub use error::{Error, Result};
+pub use error::{Error, LastGood, PathProblem, Result, RunFile, RunFileError};
 pub use lr_schedule::{Decay, LrSchedule};
 pub use pipeline::Pipeline;
 pub use report::{StageReport, StepReport};

@@ -56,7 +56,18 @@ pub enum ScheduleKindArg {
     Step,
 }
 
+/// Pipeline stages when neither `--stages` nor `--balance` says: the one default.
+pub const DEFAULT_STAGES: usize = 2;
+
 impl TrainArgs {
+    /// The pipeline's stages: the length of `--balance`, else `--stages`, else
+    /// [`DEFAULT_STAGES`] (the builder refuses a `--stages` that disagrees with `--balance`).
+    pub fn stages(&self) -> usize {
+        self.balance
+            .as_ref()
+            .map_or(self.stages.unwrap_or(DEFAULT_STAGES), Vec::len)
+    }
+
     /// `--lr`, or the optimizer's default: 1e-3 for Adam and AdamW (torch.optim's), 0.01 for
     /// SGD.
     pub fn lr(&self) -> f64 {

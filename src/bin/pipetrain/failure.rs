@@ -72,14 +72,6 @@ impl Failure {
     pub fn exit(&self) -> Exit {
         self.exit
     }
-
-    /// The checkpoint error behind this failure, if it is one.
-    pub fn checkpoint_error(&self) -> Option<&pipetrain::CheckpointError> {
-        match self.error.downcast_ref::<pipetrain::Error>() {
-            Some(pipetrain::Error::Checkpoint(e)) => Some(e),
-            _ => self.error.downcast_ref::<pipetrain::CheckpointError>(),
-        }
-    }
 }
 
 impl<E: Into<BoxError>> From<E> for Failure {

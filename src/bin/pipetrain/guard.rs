@@ -1,10 +1,8 @@
-//! `--clip-grad-norm` and `--skip-nonfinite`: the pipeline's gradient guard from the flags,
-//! and a failed or non-finite step turned into an error naming the step.
+//! `--clip-grad-norm` and `--skip-nonfinite`: the pipeline's gradient guard from the flags.
 
-use pipetrain::{Layer, PipelineBuilder, StepReport};
+use pipetrain::{Layer, PipelineBuilder};
 
 use crate::args::TrainArgs;
-use crate::failure::Failure;
 
 /// `builder` with the flags' gradient guard.
 pub fn configure<L: Layer>(builder: PipelineBuilder<L>, args: &TrainArgs) -> PipelineBuilder<L> {
@@ -25,44 +23,6 @@ pub fn of(args: &TrainArgs) -> pipetrain::GradGuard {
         clip_norm: args.clip_grad_norm,
         skip_nonfinite: args.skip_nonfinite,
     }
-}
-
-/// A step's result with the step (from 1) named in its error. A step whose loss is NaN or
-/// infinite fails too, unless `--skip-nonfinite` skipped it: no later step or checkpoint sees
-/// what it did.
-///
-/// # Errors
-/// The step's own error, or its non-finite loss (runtime).
-pub fn step_result(
-    step: u64,
-    result: Result<StepReport, pipetrain::Error>,
-) -> Result<StepReport, Failure> {
-    let report = result.map_err(|e| {
-        let failure = Failure::of_build(e);
-        let message = format!("step {step}: {failure}");
-        failure.with_message(message)
-    })?;
-    if !report.loss.is_finite() && !report.skipped {
-        return Err(Failure::runtime(format!(
-            "step {step}: the loss is {}; lower --lr, clip gradients (--clip-grad-norm 1.0) or \
-             skip such steps (--skip-nonfinite)",
-            report.loss
-        )));
-    }
-    Ok(report)
-}
-
-/// Whether `error` stopped a step before any stage applied it (a non-finite gradient, found
-/// before the optimizer step): the weights are still those of the last good step.
-pub fn weights_intact(error: &pipetrain::Error) -> bool {
-    use pipetrain::engine::{Cause, EngineError};
-    matches!(
-        error,
-        pipetrain::Error::Engine(EngineError::StageFailed {
-            source: Cause::NonFinite { .. },
-            ..
-        })
-    )
 }
 
 /// `--clip-grad-norm`'s check: a positive finite number (clap names the flag).

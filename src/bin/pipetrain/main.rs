@@ -39,34 +39,24 @@ mod eval;
 mod exit;
 mod export;
 mod failure;
-mod flows;
 mod footprint;
 mod guard;
 mod help;
-mod metrics;
 mod model;
 mod optimizer;
 mod outcome;
 mod paths;
 mod plan;
-mod plot;
-mod profile;
 mod progress;
-mod reference;
 mod remat;
+mod run_failure;
 mod schedule;
-#[cfg(feature = "mpi")]
 mod settings;
 mod setup;
-mod stop;
 mod style;
-mod summary;
 mod threads;
-mod totals;
-mod trace;
 mod train;
 mod tune;
-mod verify;
 
 // mimalloc as the binary's allocator: burn-flex allocates a fresh buffer per op; the system
 // allocator costs ~40 % of MLP throughput on this workload (docs/design.md, measured).

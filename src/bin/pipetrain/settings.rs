@@ -1,7 +1,8 @@
-//! The training settings every process of a multi-process run must share: rank 0 sends its
-//! flags to every process at start (`distributed`), and a process given other ones (an MPMD
-//! command line that does not repeat them) is refused with a usage error naming each flag and
-//! both values. Only where a process runs and what it writes may differ ([`PER_PROCESS`]).
+//! The training flags every process of a multi-process run must share, as the library's
+//! [`Launch::settings`](pipetrain::trainer::Launch::settings): rank 0 sends them to every
+//! process at start, and a process given other ones (an MPMD command line that does not repeat
+//! them) is refused with a usage error naming each flag and both values. Only where a process
+//! runs and what it writes may differ ([`PER_PROCESS`]).
 
 use crate::args::TrainArgs;
 
@@ -19,9 +20,18 @@ pub const PER_PROCESS: [&str; 8] = [
     "comm_timeout",
 ];
 
+/// The training flags of `args` as `(flag, value)` pairs as a user writes them (`--lr`,
+/// `0.01`), without the [`PER_PROCESS`] ones.
+pub fn of(args: &TrainArgs) -> Vec<(String, String)> {
+    fields(args)
+        .into_iter()
+        .map(|(name, value)| (flag(&name), shown(&value).to_string()))
+        .collect()
+}
+
 /// The training flags of `args` as `(field, value)` pairs, from their `Debug` form (every
 /// flag is a field), without the [`PER_PROCESS`] ones.
-pub fn of(args: &TrainArgs) -> Vec<(String, String)> {
+fn fields(args: &TrainArgs) -> Vec<(String, String)> {
     let text = format!("{args:#?}");
     let mut out: Vec<(String, String)> = Vec::new();
     for line in text.lines().skip(1) {
@@ -48,25 +58,6 @@ pub fn of(args: &TrainArgs) -> Vec<(String, String)> {
     out
 }
 
-/// [`of`] as bytes for the wire: one `field<TAB>value` line each (a `Debug` value has
-/// neither a tab nor a newline: it escapes them).
-pub fn encode(settings: &[(String, String)]) -> Vec<u8> {
-    settings
-        .iter()
-        .map(|(name, value)| format!("{name}\t{value}\n"))
-        .collect::<String>()
-        .into_bytes()
-}
-
-/// The settings [`encode`] wrote.
-pub fn parse(bytes: &[u8]) -> Vec<(String, String)> {
-    String::from_utf8_lossy(bytes)
-        .lines()
-        .filter_map(|l| l.split_once('\t'))
-        .map(|(name, value)| (name.to_string(), value.to_string()))
-        .collect()
-}
-
 /// The flag a `TrainArgs` field stands for.
 fn flag(field: &str) -> String {
     match field {
@@ -86,39 +77,12 @@ fn shown(value: &str) -> &str {
     }
 }
 
-/// The usage error for process `rank` whose settings `mine` differ from rank 0's `theirs`
-/// (both from [`of`]), naming every differing flag with both values; `None` if they
-/// agree.
-pub fn disagreement(
-    rank: usize,
-    mine: &[(String, String)],
-    theirs: &[(String, String)],
-) -> Option<String> {
-    let differ: Vec<String> = mine
-        .iter()
-        .zip(theirs)
-        .filter(|(a, b)| a != b)
-        .map(|((name, ours), (_, zero))| {
-            format!("{} {} (rank 0: {})", flag(name), shown(ours), shown(zero))
-        })
-        .collect();
-    if differ.is_empty() && mine.len() == theirs.len() {
-        return None;
-    }
-    Some(format!(
-        "rank {rank} trains with other settings than rank 0: {}; every process of a run must \
-         train the same model on the same data: give every process the same flags (an MPMD \
-         command line `mpirun -np 1 pipetrain ... : -np 3 pipetrain ...` must repeat them)",
-        differ.join(", ")
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn settings_that_differ_are_named_with_both_values() {
+    fn flags_are_named_and_shown_as_typed_without_per_process_ones() {
         let args = |lr: f64, metrics: &str| TrainArgs {
             lr_flag: Some(lr),
             metrics: Some(metrics.into()),
@@ -127,18 +91,14 @@ mod tests {
         };
         let zero = of(&args(0.01, "a.csv"));
         assert!(
-            zero.iter().any(|(n, v)| n == "batch" && v == "16"),
+            zero.iter().any(|(n, v)| n == "--batch" && v == "16"),
             "{zero:?}"
         );
-        assert!(!zero.iter().any(|(n, _)| n == "metrics"), "{zero:?}");
-        assert_eq!(parse(&encode(&zero)), zero);
-        assert_eq!(disagreement(1, &of(&args(0.01, "b.csv")), &zero), None);
-        let e = disagreement(2, &of(&args(0.02, "a.csv")), &zero).unwrap();
         assert!(
-            e.starts_with(
-                "rank 2 trains with other settings than rank 0: --lr 0.02 (rank 0: 0.01)"
-            ),
-            "{e}"
+            zero.iter().any(|(n, v)| n == "--lr" && v == "0.01"),
+            "{zero:?}"
         );
+        assert!(!zero.iter().any(|(n, _)| n == "--metrics"), "{zero:?}");
+        assert_eq!(of(&args(0.01, "b.csv")), zero);
     }
 }

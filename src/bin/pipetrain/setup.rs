@@ -4,10 +4,9 @@
 
 use pipetrain::{Batch, CrossEntropy, Layer, Pipeline};
 
-use crate::distributed::Distributed;
 use crate::failure::Failure;
-use crate::totals::even_balance;
 use crate::train::Settings;
+use pipetrain::trainer::Distributed;
 
 /// Builds the pipeline for `layers` as the flags in `s` ask; a split by time or by memory
 /// budget is measured on `sample` (a training batch).
@@ -42,7 +41,7 @@ pub fn pipeline<L: Layer>(
     let balance = args
         .balance
         .clone()
-        .or_else(|| dist.map(|_| even_balance(n_layers, args.stages.unwrap_or(2))));
+        .or_else(|| dist.map(|_| even_balance(n_layers, args.stages())));
     if let Some(d) = dist {
         builder = builder.distributed(d.local(), d.fabric());
     }
@@ -51,11 +50,10 @@ pub fn pipeline<L: Layer>(
             let b = builder.balance(balance.iter().copied());
             if let Some(p) = stages { b.stages(p) } else { b }
         }
-        (None, stages) => builder.stages(stages.unwrap_or(2)),
+        (None, _) => builder.stages(args.stages()),
     };
     if let Some(t) = args.threads {
-        let stages = args.stages.or(balance.as_ref().map(Vec::len)).unwrap_or(2);
-        let workers = dist.map_or(args.replicas * stages, |_| args.workers_per_process);
+        let workers = dist.map_or(args.replicas * args.stages(), |_| args.workers_per_process);
         let (t, warning) = crate::threads::capped(t, workers, crate::threads::cores());
         warning.inspect(|w| eprintln!("{w}"));
         builder = builder.threads_per_worker(t);
@@ -67,4 +65,12 @@ pub fn pipeline<L: Layer>(
         builder = builder.tie(tie.clone());
     }
     builder.build_with(sample).map_err(Failure::of_build)
+}
+
+/// `layers` layers over `stages` stages as evenly as possible (the first stages take one more).
+pub fn even_balance(layers: usize, stages: usize) -> Vec<usize> {
+    let stages = stages.max(1);
+    (0..stages)
+        .map(|i| layers / stages + usize::from(i < layers % stages))
+        .collect()
 }

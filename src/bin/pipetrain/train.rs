@@ -1,32 +1,30 @@
 //! `pipetrain train`: train a model through the pipeline, on synthetic or loaded data.
 //!
 //! [`run`] checks the flags, opens the data, sizes the model from both, and hands the model's
-//! layers to [`train_with`], the one training loop, generic over the layer type. Around the
-//! loop: `--profile` (a chrome trace), `--metrics` (a row per optimizer step), `--plot` (the
-//! loss curve), `--verify` (a single-device copy trained on the same batches) and, at the end,
-//! the held-out accuracy or perplexity.
-
-use std::time::Instant;
+//! layers to [`train_with`], which runs the library's loop ([`pipetrain::trainer::Trainer`])
+//! as the flags say and prints what it reports. Around the loop: `--profile` (a chrome
+//! trace), `--plot` (the loss curve), `--verify`'s verdict and, at the end, the held-out
+//! accuracy or perplexity.
 
 use burn::prelude::*;
 use pipetrain::engine::SingleDevice;
+use pipetrain::profile::Profile;
+use pipetrain::trainer::{
+    Event, Mode, Reference, Signal, Source, StepRecord, Stop, Trainer, TrainerSettings,
+};
 use pipetrain::{Batch, Layer, OptimizerConfig, Remat, Tie};
 
 use crate::args::TrainArgs;
 use crate::checkpoints;
 use crate::data::Data;
-use crate::distributed::Distributed;
 use crate::exit::Exit;
 use crate::failure::Failure;
-use crate::metrics::{Metrics, Row};
 use crate::model::Model;
 use crate::paths;
-use crate::profile::Profile;
 use crate::progress::Progress;
-use crate::reference::Reference;
-use crate::stop::Stop;
-use crate::summary;
-use crate::totals::StepTotals;
+use crate::run_failure::{cli_message, of_run};
+use pipetrain::trainer::summary;
+use pipetrain::trainer::{Distributed, Shared};
 
 /// Runs `pipetrain train`, recording a chrome trace around the run when `--profile` is given.
 /// Returns [`Exit::VerifyFailed`] when `--verify` finds the weights apart, else
@@ -65,28 +63,30 @@ pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
         ("--profile", &args.profile),
     ])
     .map_err(Failure::usage)?;
-    crate::plot::check_format(args.plot.as_deref()).map_err(Failure::usage)?;
+    pipetrain::plot::check_format(args.plot.as_deref())
+        .map_err(|e| Failure::usage(cli_message(&e)))?;
+    if let Some(path) = args.metrics.as_deref() {
+        // A wrong format is refused before anything is built.
+        pipetrain::trainer::Metrics::check_format(path).map_err(of_run)?;
+    }
     // Under an MPI launcher: this process's share of the world (see `distributed`).
-    let stages = args
-        .balance
-        .as_ref()
-        .map_or(args.stages.unwrap_or(2), Vec::len);
-    let dist = Distributed::start(args, stages)?;
+    let dist = crate::distributed::start(args)?;
     let leader = dist.as_ref().is_none_or(Distributed::is_leader);
-    let mut metrics = match (leader, &args.metrics) {
-        (true, Some(path)) => Some(Metrics::create(path, args.resume.is_some())?),
-        _ => None,
-    };
     // One trace per process: `trace.json` → `trace.rank3.json`.
     let profile_path = match &dist {
         Some(d) => args.profile.as_deref().map(|p| d.per_rank(p)),
         None => args.profile.clone(),
     };
-    let profile = profile_path.as_deref().map(Profile::start).transpose()?;
-    let result = train(args, &mut metrics, dist.as_ref());
-    if let Some(warning) = metrics.and_then(Metrics::finish) {
-        eprintln!("{warning}");
-    }
+    let profile = profile_path
+        .as_deref()
+        .map(|path| {
+            let warn = |w: &pipetrain::trainer::Warning| {
+                eprintln!("warning: {}{}", cli_message(w.error()), w.consequence());
+            };
+            Profile::start(path, warn).map_err(of_run)
+        })
+        .transpose()?;
+    let result = train(args, dist.as_ref());
     let result = match &dist {
         Some(d) => {
             let result = result.map_err(|f| {
@@ -104,7 +104,7 @@ pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
             Ok(Some(counts)) => counts,
             Ok(None) => return result,
             Err(e) => {
-                eprintln!("warning: {e}; no trace written");
+                eprintln!("warning: {}; no trace written", cli_message(&e));
                 return result;
             }
         };
@@ -149,17 +149,11 @@ pub(crate) struct Settings<'a> {
     /// `--device`: the workers' devices as the builder takes them.
     pub(crate) devices: Vec<Device>,
     pub(crate) ties: Vec<Tie>,
-    /// SIGINT/SIGTERM, in a one-process run.
-    stop: Option<Stop>,
 }
 
 /// Checks the flags, opens the data, builds the model and trains it (this process's share of
 /// it under MPI: `dist`).
-fn train(
-    args: &TrainArgs,
-    metrics: &mut Option<Metrics>,
-    dist: Option<&Distributed>,
-) -> Result<Exit, Failure> {
+fn train(args: &TrainArgs, dist: Option<&Distributed>) -> Result<Exit, Failure> {
     let schedule = crate::schedule::of(args.schedule, args.virtual_stages, args.plan.as_deref())?;
     let remat: Remat = args.remat();
     if args.batch == 0 {
@@ -185,23 +179,17 @@ fn train(
     crate::conflicts::train(args)?;
     let (optimizer, optimizer_name) = crate::optimizer::of(args)?;
     let lr_schedule = crate::optimizer::schedule(args)?;
-    let data = Data::open(args, args.batch)?;
-    let model = Model::from_args(args, data.shapes()).map_err(Failure::usage)?;
+    let data = crate::data::open(args, args.batch)?;
+    let model = crate::model::from_args(args, data.shapes()).map_err(Failure::usage)?;
     // This process's share of the world's workers (all of them without MPI), plus --verify's
     // single-device reference, which the leader holds.
-    let stages = args
-        .balance
-        .as_ref()
-        .map_or(args.stages.unwrap_or(2), Vec::len);
     let share = dist.map_or(1.0, |d| {
-        d.local().len() as f64 / (args.replicas * stages).max(1) as f64
+        d.local().len() as f64 / (args.replicas * args.stages()).max(1) as f64
     });
     let leader = dist.is_none_or(Distributed::is_leader);
     let copies = args.replicas as f64 * share + f64::from(u8::from(args.verify && leader));
     let slots = pipetrain::memory::optimizer_slots(&optimizer);
-    model
-        .check_fits(args.batch, slots, copies)
-        .map_err(Failure::usage)?;
+    crate::model::check_fits(&model, args.batch, slots, copies).map_err(Failure::usage)?;
     let devices = args.device.devices().map_err(Failure::usage)?;
     let device = devices[0].clone();
     // Rank 0's weights reach every process by broadcast, whatever each initialised.
@@ -210,7 +198,7 @@ fn train(
         Some(spec) => spec.device().map_err(Failure::usage)?,
         None => device.clone(),
     };
-    let ties = model.ties(args.tie_embeddings).map_err(Failure::usage)?;
+    let ties = crate::model::ties(&model, args.tie_embeddings).map_err(Failure::usage)?;
     let settings = Settings {
         args,
         schedule,
@@ -224,21 +212,62 @@ fn train(
         verify_device,
         devices,
         ties,
-        stop: dist.is_none().then(Stop::install).transpose()?,
     };
+    // SIGINT/SIGTERM, in a one-process run.
+    let stop = dist
+        .is_none()
+        .then(Stop::install)
+        .transpose()
+        .map_err(of_run)?;
+    let device = &settings.device;
     match model {
-        Model::Mlp(c) => train_with(&settings, c.init(&settings.device), metrics, dist),
-        Model::ResNet(c) => train_with(&settings, c.init(&settings.device), metrics, dist),
-        Model::UNet(c) => train_with(&settings, c.init(&settings.device), metrics, dist),
-        Model::Gpt(c) => train_with(&settings, c.init(&settings.device), metrics, dist),
+        Model::Mlp(c) => train_with(&settings, c.init(device), stop, dist),
+        Model::ResNet(c) => train_with(&settings, c.init(device), stop, dist),
+        Model::UNet(c) => train_with(&settings, c.init(device), stop, dist),
+        Model::Gpt(c) => train_with(&settings, c.init(device), stop, dist),
     }
 }
 
-/// The training loop, for any layer type.
+/// The run's batches as the library's loop takes them: `--data`'s, shaped for the model and
+/// cut to `--context-range`'s length.
+struct Batches<'a> {
+    s: &'a Settings<'a>,
+}
+
+impl Source for Batches<'_> {
+    fn batch(&self, index: u64) -> pipetrain::Result<Batch> {
+        let s = self.s;
+        let batch = s.data.batch(&s.model, index, s.args.batch, &s.device);
+        let batch = batch.map_err(|e| crate::data::failed(&s.data, e))?;
+        crate::model::cut_to_length(s.args, index, batch)
+            .map_err(|reason| pipetrain::Error::Batch { index, reason })
+    }
+
+    fn position(&self, index: u64) -> String {
+        self.s.data.position(index)
+    }
+}
+
+/// The loop's settings from the flags.
+fn trainer_settings(s: &Settings<'_>) -> TrainerSettings {
+    let args = s.args;
+    TrainerSettings {
+        learning_rate: args.lr(),
+        lr_schedule: s.lr_schedule,
+        checkpoint: args.checkpoint.clone(),
+        checkpoint_every: args.checkpoint_every,
+        resume: args.resume.clone(),
+        metrics: args.metrics.clone(),
+        ..TrainerSettings::new(args.steps)
+    }
+}
+
+/// Trains `layers` as the flags in `s` say, through the library's loop, printing what it
+/// reports; then verifies, evaluates and plots.
 fn train_with<L: Layer>(
     s: &Settings<'_>,
     layers: Vec<L>,
-    metrics: &mut Option<Metrics>,
+    stop: Option<Stop>,
     dist: Option<&Distributed>,
 ) -> Result<Exit, Failure> {
     let args = s.args;
@@ -256,55 +285,107 @@ fn train_with<L: Layer>(
     };
     // Every process starts from rank 0's weights, whatever it initialised or loaded.
     let layers = match dist {
-        Some(d) => d.broadcast_model(layers, s.optimizer.name())?,
+        Some(d) => d
+            .broadcast_model(layers, s.optimizer.name())
+            .map_err(of_run)?,
         None => layers,
     };
-    // Under MPI, rank 0 gathers the trained model into a copy of this at the end.
-    let template = dist.map(|_| layers.clone());
-    let k = args.accumulate.max(1);
+    // Under MPI, rank 0 gathers the trained model into a copy of this.
+    let shared = dist.map(|d| Shared::new(d, layers.clone()));
     let mode = match args.end_to_end {
-        true => crate::reference::Mode::EndToEnd,
-        false => crate::reference::Mode::PerStep,
+        true => Mode::EndToEnd,
+        false => Mode::PerStep,
     };
-    let mut reference = match args.verify && leader {
+    let reference = match args.verify && leader {
         true => Some(Reference::new(
             SingleDevice::new(layers.clone(), &s.verify_device, &s.optimizer)
                 .with_guard(crate::guard::of(args))
                 .with_ties(&s.ties)?,
-            (s.model.reference_chunks(args.replicas, args.micro_batches)).map(|c| c * k),
+            (s.model.reference_chunks(args.replicas, args.micro_batches))
+                .map(|c| c * args.accumulate.max(1)),
             mode,
         )),
         false => None,
     };
-
+    let source = Batches { s };
     // A split by time or memory budget is measured on the run's first batch.
-    let sample = s.data.batch(&s.model, 0, args.batch, &s.device)?;
-    let sample = crate::model::cut_to_length(args, 0, sample)?;
+    let sample = source.batch(0).map_err(of_run)?;
     let mut pipeline = crate::setup::pipeline(s, layers, dist, &sample)?;
-    let run = checkpoints::RunIdentity::of(args, &s.model);
-    let first_step = match &args.resume {
-        Some(path) => {
-            let read = dist.map(|d| d.broadcast_checkpoint(path)).transpose()?;
-            let (step, saved) = checkpoints::resume(&mut pipeline, path, read, &run, args.steps)?;
-            let expected = s.data.position(step * k as u64);
-            if saved.as_ref().is_some_and(|p| *p != expected) {
-                return Err(Failure::usage(format!(
-                    "--resume {}: the checkpoint's next data is {}, this data gives {expected} \
-                     at step {step}; the dataset changed",
-                    path.display(),
-                    saved.unwrap_or_default()
-                )));
-            }
-            step
-        }
-        None => 0,
-    };
-
-    if let Some(m) = metrics.as_mut() {
-        // A resumed run's rows must fit the earlier run's columns: refused before any step.
-        m.check_columns(pipeline.stages())?;
-    }
     let progress = Progress::of_process(args.steps, dist.is_some(), leader);
+    banner(s, &pipeline, params, dist, &progress);
+    let mut trainer = Trainer::new(&mut pipeline, &source, trainer_settings(s))
+        .identity(checkpoints::identity(args, &s.model))
+        .on_event(|event| report(event, &progress, args));
+    if let Some(stop) = stop {
+        trainer = trainer.stop(stop);
+    }
+    if let Some(shared) = &shared {
+        trainer = trainer.processes(shared);
+    }
+    if args.verify {
+        trainer = trainer.verify(mode, reference);
+    }
+    let outcome = trainer.run().map_err(of_run)?;
+    progress.finish();
+    if let Some(signal) = outcome.stopped {
+        return Ok(stopped(signal, outcome.step, args));
+    }
+    progress.println(&format!(
+        "done: {} steps in {:.2}s, median {:.1} samples/s (first step excluded)",
+        args.steps - outcome.first_step,
+        outcome.elapsed.as_secs_f64(),
+        outcome.median_samples_per_sec
+    ));
+    if !leader {
+        return Ok(Exit::Success);
+    }
+    let mut summary = Vec::new();
+    if let Some(report) = &outcome.last {
+        // Under MPI, rank 0's workers only.
+        summary = summary::bubbles(report, pipeline.replicas());
+    }
+    if pipeline.replicas() > 1 && dist.is_none() {
+        summary.extend(summary::optimizer_state(&pipeline));
+    }
+    for line in summary {
+        // The library names its API (`.zero(1)`), the user typed flags.
+        println!(
+            "{}",
+            line.replace("ZeRO-1, `.zero(1)`, shards", "--zero 1 shards")
+        );
+    }
+    let title = format!(
+        "pipetrain: {}, {} stages × {} replicas, {} lr {}, {}",
+        pipetrain::plot::short(&s.model.describe()),
+        pipeline.stages(),
+        pipeline.replicas(),
+        pipetrain::plot::short(&s.optimizer_name),
+        args.lr(),
+        s.lr_schedule
+    );
+    let curve = pipetrain::plot::Curve::new(&title, &outcome.losses, &outcome.rates);
+    let plot = args.plot.as_deref().map(|path| (path, curve));
+    let held_out = s.data.held_out(&s.model, args.batch, &s.device);
+    let held_out = held_out.map_err(|e| of_run(crate::data::failed(&s.data, e)))?;
+    crate::outcome::verify_and_evaluate(
+        &mut pipeline,
+        outcome.gathered.as_deref(),
+        outcome.reference,
+        args.verify_tolerance,
+        (held_out, s.model.is_language_model()),
+        plot,
+    )
+}
+
+/// The run's opening lines: the model, the layout and the settings, then the data.
+fn banner<L: Layer>(
+    s: &Settings<'_>,
+    pipeline: &pipetrain::Pipeline<L>,
+    params: usize,
+    dist: Option<&Distributed>,
+    progress: &Progress,
+) {
+    let args = s.args;
     progress.println(&format!(
         "pipetrain: {} ({params} params), {} replicas × {} stages, {} micro-batches of {}, \
          {}, remat {}, {} backward, {}, lr schedule {}, {} threads/worker on {}",
@@ -337,244 +418,98 @@ fn train_with<L: Layer>(
             args.accumulate, args.zero
         ));
     }
-    let started = Instant::now();
-    let mut throughput = Vec::new();
-    let (mut losses, mut rates) = (Vec::new(), Vec::new());
-    let (mut last, mut skipped) = (None, 0);
-    // The step of the last checkpoint written.
-    let mut saved_step = None;
-    for step in first_step..args.steps {
-        if let Some(stop) = &s.stop {
-            stop.hold(step + 1);
-        }
-        let batches: Vec<Batch> = (0..k as u64)
-            .map(|j| {
-                let index = step * k as u64 + j;
-                let batch = s.data.batch(&s.model, index, args.batch, &s.device)?;
-                crate::model::cut_to_length(args, index, batch)
-            })
-            .collect::<Result<_, _>>()?;
-        let lr = s.lr_schedule.at(args.lr(), step);
-        pipeline
-            .set_learning_rate(lr)
-            .map_err(|e| Failure::usage(format!("--lr-schedule at step {step}: {e}")))?;
-        let mut totals = StepTotals::default();
-        let mut report = None;
-        for batch in &batches {
-            let result = pipeline.train_step(batch);
-            let intact = result
-                .as_ref()
-                .err()
-                .is_some_and(crate::guard::weights_intact);
-            let mut r = match crate::guard::step_result(step + 1, result) {
-                Ok(r) => r,
-                Err(failure) if intact => {
-                    let last = LastGood {
-                        step,
-                        first_step,
-                        saved: saved_step,
-                        position: s.data.position(step * k as u64),
-                    };
-                    return Err(last.save(&pipeline, dist, args, &run, failure, &progress));
-                }
-                Err(failure) => return Err(failure),
-            };
-            if let Some(d) = dist {
-                // Each process has its own last stages' share of the loss.
-                r.loss = d.total_loss(r.loss)?;
-            }
-            totals.add(&r, k);
-            report = Some(r);
-        }
-        let report = report.expect("at least one batch per step");
-        if step == first_step {
+}
+
+/// Prints what the loop reports: resumes, step lines (or the bar), checkpoints, warnings, the
+/// stage split after the first step, and the signal test hook's notes.
+fn report<L: Layer>(event: Event<'_, L>, progress: &Progress, args: &TrainArgs) {
+    match event {
+        Event::Resumed {
+            path,
+            step,
+            steps,
+            position,
+        } => println!(
+            "resumed: {} at step {step} of {steps}{}",
+            path.display(),
+            position
+                .map(|p| format!(" (next data: {p})"))
+                .unwrap_or_default()
+        ),
+        Event::FirstStep { pipeline } => {
             let p = pipeline.partition();
             progress.println(&format!("stage split: {p} (balance {:?})", p.balance()));
-            crate::schedule::warn_fused(&pipeline, p);
+            crate::schedule::warn_fused(pipeline, p);
         }
-        // The pipeline after this step, for the per-step comparison and the replica check:
-        // under MPI every process takes part in gathering it on rank 0 (an end-to-end check of
-        // a multi-process run compares the gathered model once, at the end).
-        let after = match (args.verify, dist, &template) {
-            (false, ..) => None,
-            (true, Some(d), Some(template)) => match mode {
-                crate::reference::Mode::PerStep => d
-                    .gather_model(&pipeline, template.clone())?
-                    .map(|m| crate::verify::after_gathered(m, pipeline.replicas())),
-                crate::reference::Mode::EndToEnd => None,
-            },
-            (true, ..) => Some(crate::verify::after_step(&pipeline)),
-        };
-        if let Some(r) = reference.as_mut() {
-            r.step(batches, lr, after, step + 1)?;
+        Event::Step(record) => progress.step(
+            &step_line(record, args.clip_grad_norm.is_some()),
+            record.totals.loss,
+            record.samples_per_sec,
+        ),
+        Event::Checkpoint { path, step } => {
+            progress.println(&format!("checkpoint: {} (step {step})", path.display()));
         }
-        let sps = totals.samples as f64 / totals.wall.as_secs_f64().max(1e-12);
-        let overlap = report
-            .all_reduce_overlap
-            .map(|o| {
-                format!(
-                    "  all-reduce {:>6.2} ms ({:.0}% overlapped)",
-                    report.all_reduce.as_secs_f64() * 1e3,
-                    100.0 * o
-                )
-            })
-            .unwrap_or_default();
-        let line = format!(
-            "step {:>4}/{}  loss {:.6}  {:>8.1} samples/s  bubble {:>5.1}%{overlap}{}",
-            step + 1,
-            args.steps,
-            totals.loss,
-            sps,
-            100.0 * report.bubble_fraction(),
-            totals.describe_guard(args.clip_grad_norm.is_some())
-        );
-        skipped += u64::from(totals.skipped);
-        progress.step(&line, totals.loss, sps);
-        if let Some(m) = metrics.as_mut() {
-            m.write(&Row {
-                step: step + 1,
-                loss: totals.loss,
-                lr,
-                samples_per_sec: sps,
-                wall_ms: totals.wall.as_secs_f64() * 1e3,
-                bubble: totals.bubble(),
-                all_reduce_ms: totals.all_reduce.as_secs_f64() * 1e3,
-                grad_norm: totals.grad_norm.unwrap_or(f64::NAN),
-                skipped,
-                stages: totals
-                    .stages
-                    .iter()
-                    .map(|(c, i)| (c.as_secs_f64() * 1e3, i.as_secs_f64() * 1e3))
-                    .collect(),
-            })?;
+        Event::Warning(w) => eprintln!("warning: {}{}", cli_message(w.error()), w.consequence()),
+        Event::Held { step, path } => {
+            eprintln!(
+                "test hook: step {step} held until {} exists",
+                path.display()
+            );
         }
-        if step > first_step || args.steps == first_step + 1 {
-            throughput.push(sps);
-        }
-        losses.push(totals.loss);
-        rates.push(lr);
-        last = Some(report);
-        // A signal stops the run here, after a whole step, saving it first.
-        let stopping = s.stop.as_ref().and_then(Stop::requested);
-        let every = args.checkpoint_every;
-        let due = step + 1 == args.steps || (every > 0 && (step + 1) % every == 0);
-        if let Some(path) = args
-            .checkpoint
-            .as_ref()
-            .filter(|_| due || stopping.is_some())
-        {
-            let position = s.data.position((step + 1) * k as u64);
-            checkpoints::save(&pipeline, dist, path, &run, position)?;
-            saved_step = Some(step + 1);
-            progress.println(&format!(
-                "checkpoint: {} (step {})",
-                path.display(),
-                step + 1
-            ));
-        }
-        if let Some(exit) = stopping {
-            progress.finish();
-            return Ok(crate::stop::stopped(exit, step + 1, args));
-        }
-        if let Some(stop) = &s.stop {
-            // A step completed: a signal now lets the next one finish and saves it.
-            stop.graceful();
+        Event::SignalWhileHeld { step, signal } => {
+            eprintln!("test hook: {signal} arrived during step {step}");
         }
     }
-    progress.finish();
-    throughput.sort_by(f64::total_cmp);
-    let median = throughput[throughput.len() / 2];
-    progress.println(&format!(
-        "done: {} steps in {:.2}s, median {:.1} samples/s (first step excluded)",
-        args.steps - first_step,
-        started.elapsed().as_secs_f64(),
-        median
-    ));
-    // Under MPI: the whole trained model on rank 0 (every process sends its stages).
-    let gathered = match (dist, template) {
-        (Some(d), Some(template)) => d.gather_model(&pipeline, template)?,
-        _ => None,
-    };
-    if !leader {
-        return Ok(Exit::Success);
-    }
-    if let Some(report) = &last {
-        // Under MPI, rank 0's workers only.
-        summary::print_bubbles(report, pipeline.replicas());
-    }
-    if pipeline.replicas() > 1 && dist.is_none() {
-        summary::print_optimizer_state(&pipeline);
-    }
-    let title = format!(
-        "pipetrain: {}, {} stages × {} replicas, {} lr {}, {}",
-        crate::plot::short(&s.model.describe()),
-        pipeline.stages(),
-        pipeline.replicas(),
-        crate::plot::short(&s.optimizer_name),
-        args.lr(),
-        s.lr_schedule
-    );
-    let curve = crate::plot::Curve::new(&title, &losses, &rates);
-    let plot = args.plot.as_deref().map(|path| (path, curve));
-    let held_out = s.data.held_out(&s.model, args.batch, &s.device)?;
-    crate::outcome::verify_and_evaluate(
-        &mut pipeline,
-        gathered.as_deref(),
-        reference,
-        args.verify_tolerance,
-        (held_out, s.model.is_language_model()),
-        plot,
+}
+
+/// A step's log line: `step    3/20  loss 2.301  ... samples/s  bubble ...`.
+fn step_line(r: &StepRecord, clipping: bool) -> String {
+    let overlap = r
+        .report
+        .all_reduce_overlap
+        .map(|o| {
+            format!(
+                "  all-reduce {:>6.2} ms ({:.0}% overlapped)",
+                r.report.all_reduce.as_secs_f64() * 1e3,
+                100.0 * o
+            )
+        })
+        .unwrap_or_default();
+    format!(
+        "step {:>4}/{}  loss {:.6}  {:>8.1} samples/s  bubble {:>5.1}%{overlap}{}",
+        r.step,
+        r.steps,
+        r.totals.loss,
+        r.samples_per_sec,
+        100.0 * r.report.bubble_fraction(),
+        r.totals.describe_guard(clipping)
     )
 }
 
-/// The last good step of a run whose next step stopped before any stage applied it.
-struct LastGood {
-    /// Optimizer steps done.
-    step: u64,
-    /// The step the run started from.
-    first_step: u64,
-    /// The step of the last checkpoint written.
-    saved: Option<u64>,
-    /// The data position after `step`.
-    position: String,
-}
-
-impl LastGood {
-    /// `failure` with what became of `--checkpoint`: the weights are intact, so it is written
-    /// for the last good step (in a one-process run) and the message says so.
-    fn save<L: Layer>(
-        self,
-        pipeline: &pipetrain::Pipeline<L>,
-        dist: Option<&Distributed>,
-        args: &TrainArgs,
-        run: &checkpoints::RunIdentity,
-        failure: Failure,
-        progress: &Progress,
-    ) -> Failure {
-        let Some(path) = &args.checkpoint else {
-            return failure;
-        };
-        let shown = path.display();
-        let step = self.step;
-        let note = if self.saved == Some(step) {
-            format!("--checkpoint {shown} holds step {step}, the last good one")
-        } else if step == self.first_step {
-            format!("no step completed, so --checkpoint {shown} was not written")
-        } else if dist.is_some() {
-            format!("--checkpoint {shown} was not written (a multi-process run)")
-        } else {
-            match checkpoints::save(pipeline, None, path, run, self.position) {
-                Ok(()) => {
-                    progress.println(&format!("checkpoint: {shown} (step {step})"));
-                    format!(
-                        "no stage applied it, so --checkpoint {shown} was written with the \
-                         weights of step {step}, the last good one"
-                    )
-                }
-                Err(e) => format!("--checkpoint {shown} of step {step} failed too: {e}"),
-            }
-        };
-        let message = format!("{failure}\n{note}");
-        failure.with_message(message)
+/// Ends a run that `signal` stopped after `step` optimizer steps: says on stderr what was
+/// saved (the checkpoint just written, the metrics flushed every step; the trace is written
+/// on the way out) and returns its exit code.
+fn stopped(signal: Signal, step: u64, args: &TrainArgs) -> Exit {
+    let mut saved = Vec::new();
+    if let Some(path) = &args.checkpoint {
+        saved.push(format!("checkpoint {} (step {step})", path.display()));
+    }
+    if let Some(path) = &args.metrics {
+        saved.push(format!("metrics {}", path.display()));
+    }
+    if let Some(path) = &args.profile {
+        saved.push(format!("trace {}", path.display()));
+    }
+    let saved = match saved.is_empty() {
+        true => "nothing (no --checkpoint, --metrics or --profile)".to_string(),
+        false => saved.join(", "),
+    };
+    eprintln!(
+        "{signal}: stopped after step {step} of {}; saved: {saved}",
+        args.steps
+    );
+    match signal {
+        Signal::Interrupt => Exit::Interrupted,
+        Signal::Terminate => Exit::Terminated,
     }
 }

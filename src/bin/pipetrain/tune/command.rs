@@ -32,12 +32,10 @@ pub fn run(args: &TuneArgs) -> Result<Exit, Failure> {
         &[],
     )?;
     crate::paths::outputs_writable(&[("--apply", &args.apply)]).map_err(Failure::usage)?;
-    let model = Model::from_args(train, None).map_err(Failure::usage)?;
+    let model = crate::model::from_args(train, None).map_err(Failure::usage)?;
     let (optimizer, optimizer_name) = crate::optimizer::of(train)?;
     let slots = pipetrain::memory::optimizer_slots(&optimizer);
-    model
-        .check_fits(train.batch, slots, 1.0)
-        .map_err(Failure::usage)?;
+    crate::model::check_fits(&model, train.batch, slots, 1.0).map_err(Failure::usage)?;
     let space = space(args)?;
     let devices = train.device.devices().map_err(Failure::usage)?;
     let device = devices[0].clone();

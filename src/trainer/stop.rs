@@ -1,18 +1,18 @@
 //! A graceful stop on SIGINT (Ctrl-C) or SIGTERM: once a step has completed, the first signal
-//! lets the current step finish, then the run writes its final checkpoint (with
-//! `--checkpoint`), flushes its metrics and trace, says what it saved and exits 130 (SIGINT) or
-//! 143 (SIGTERM). A second signal exits at once with the same code, for a stop that takes too
-//! long.
+//! lets the current step finish, then the run writes its final checkpoint, flushes its metrics
+//! and ends with [`Outcome::stopped`](crate::trainer::Outcome::stopped) (the binary then exits
+//! 130 for SIGINT, 143 for SIGTERM). A second signal exits the process at once with the same
+//! code, for a stop that takes too long.
 //!
 //! Before the first step completes (the model still being built and allocated, or a first step
 //! that takes minutes) there is nothing to save, so the first signal exits at once.
 //!
 //! A test hook makes the signal tests independent of the host's speed:
 //! `PIPETRAIN_TEST_HOLD_STEP=<step>:<path>` holds step `<step>` (counted from 1) open before it
-//! computes anything, until the file `<path>` exists. The run says on stderr when it holds the
-//! step (`test hook: step N held until <path> exists`) and when a signal arrives meanwhile
-//! (`test hook: SIGINT arrived during step N`), so a test signals a step that is certainly
-//! open, knows the signal was taken before it sends another, and ends the step when it wants.
+//! computes anything, until the file `<path>` exists. The run reports ([`Event::Held`]) when it
+//! holds the step and when a signal arrives meanwhile ([`Event::SignalWhileHeld`]), so a test
+//! signals a step that is certainly open, knows the signal was taken before it sends another,
+//! and ends the step when it wants.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -21,9 +21,41 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::flag;
 
-use crate::args::TrainArgs;
-use crate::exit::Exit;
-use crate::failure::Failure;
+use crate::Error;
+use crate::trainer::Event;
+
+/// A signal that asks a run to stop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Signal {
+    /// SIGINT (Ctrl-C).
+    Interrupt,
+    /// SIGTERM.
+    Terminate,
+}
+
+impl Signal {
+    /// The exit code of a process that it ends: 128 + the signal's number (130, 143).
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Signal::Interrupt => 130,
+            Signal::Terminate => 143,
+        }
+    }
+
+    /// The signal's name: `SIGINT`, `SIGTERM`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Signal::Interrupt => "SIGINT",
+            Signal::Terminate => "SIGTERM",
+        }
+    }
+}
+
+impl std::fmt::Display for Signal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// The signals asked to stop the run, as they arrive.
 pub struct Stop {
@@ -39,9 +71,9 @@ pub struct Stop {
 pub const HOLD_VARIABLE: &str = "PIPETRAIN_TEST_HOLD_STEP";
 
 /// The test hook's `<step>:<path>`, parsed.
-fn parse_hold(value: &str) -> Result<(u64, PathBuf), Failure> {
+fn parse_hold(value: &str) -> Result<(u64, PathBuf), Error> {
     let bad = || {
-        Failure::usage(format!(
+        Error::Signals(format!(
             "{HOLD_VARIABLE}={value}: expected <step>:<path> with a step of 1 or more (a test \
              hook: unset it to train normally)"
         ))
@@ -58,8 +90,8 @@ impl Stop {
     /// Installs the handlers for this process.
     ///
     /// # Errors
-    /// The OS refused a handler (runtime); a malformed test hook (usage).
-    pub fn install() -> Result<Self, Failure> {
+    /// [`Error::Signals`]: the OS refused a handler, or the test hook is malformed.
+    pub fn install() -> Result<Self, Error> {
         let hold = match std::env::var(HOLD_VARIABLE) {
             Ok(value) => Some(parse_hold(&value)?),
             Err(_) => None,
@@ -67,11 +99,17 @@ impl Stop {
         let signal = Arc::new(AtomicUsize::new(0));
         // Armed until a step completes (see the module docs and [`Stop::graceful`]).
         let armed = Arc::new(AtomicBool::new(true));
-        for (sig, exit) in [(SIGINT, Exit::Interrupted), (SIGTERM, Exit::Terminated)] {
+        let refused = |e: std::io::Error| Error::Signals(e.to_string());
+        for (sig, exit) in [(SIGINT, Signal::Interrupt), (SIGTERM, Signal::Terminate)] {
             // In this order: a second signal finds the flag the first one set, and exits.
-            flag::register_conditional_shutdown(sig, i32::from(exit.code()), Arc::clone(&armed))?;
-            flag::register_usize(sig, Arc::clone(&signal), sig as usize)?;
-            flag::register(sig, Arc::clone(&armed))?;
+            flag::register_conditional_shutdown(
+                sig,
+                i32::from(exit.exit_code()),
+                Arc::clone(&armed),
+            )
+            .map_err(refused)?;
+            flag::register_usize(sig, Arc::clone(&signal), sig as usize).map_err(refused)?;
+            flag::register(sig, Arc::clone(&armed)).map_err(refused)?;
         }
         Ok(Self {
             signal,
@@ -88,70 +126,35 @@ impl Stop {
         }
     }
 
-    /// The test hook: holds `step` (counted from 1) open until its release file exists, saying
-    /// so on stderr, and saying when a signal arrives meanwhile. Returns at once for any other
-    /// step, or without the hook.
-    pub fn hold(&self, step: u64) {
+    /// The test hook: holds `step` (counted from 1) open until its release file exists, telling
+    /// `report` so, and when a signal arrives meanwhile. Returns at once for any other step, or
+    /// without the hook.
+    pub fn hold<L: crate::Layer>(&self, step: u64, report: &mut dyn FnMut(Event<'_, L>)) {
         let Some((held, path)) = self.hold.as_ref().filter(|(held, _)| *held == step) else {
             return;
         };
-        eprintln!(
-            "test hook: step {held} held until {} exists",
-            path.display()
-        );
+        report(Event::Held { step, path });
         let mut told = false;
         while !path.exists() {
-            if let Some(exit) = self.requested().filter(|_| !told) {
-                eprintln!("test hook: {} arrived during step {held}", name(exit));
+            if let Some(signal) = self.requested().filter(|_| !told) {
+                report(Event::SignalWhileHeld {
+                    step: *held,
+                    signal,
+                });
                 told = true;
             }
             std::thread::sleep(std::time::Duration::from_millis(2));
         }
     }
 
-    /// How the run should end if a signal has arrived: [`Exit::Interrupted`] or
-    /// [`Exit::Terminated`].
-    pub fn requested(&self) -> Option<Exit> {
+    /// The signal that asked the run to stop, if one has arrived.
+    pub fn requested(&self) -> Option<Signal> {
         match self.signal.load(Ordering::SeqCst) {
             0 => None,
-            s if s == SIGTERM as usize => Some(Exit::Terminated),
-            _ => Some(Exit::Interrupted),
+            s if s == SIGTERM as usize => Some(Signal::Terminate),
+            _ => Some(Signal::Interrupt),
         }
     }
-}
-
-/// The signal behind `exit`, for messages.
-pub fn name(exit: Exit) -> &'static str {
-    match exit {
-        Exit::Terminated => "SIGTERM",
-        _ => "SIGINT",
-    }
-}
-
-/// Ends a run stopped by `exit`'s signal after `step` optimizer steps: says on stderr what was
-/// saved (the checkpoint just written, the metrics flushed every step; the trace is written
-/// on the way out) and returns `exit`.
-pub fn stopped(exit: Exit, step: u64, args: &TrainArgs) -> Exit {
-    let mut saved = Vec::new();
-    if let Some(path) = &args.checkpoint {
-        saved.push(format!("checkpoint {} (step {step})", path.display()));
-    }
-    if let Some(path) = &args.metrics {
-        saved.push(format!("metrics {}", path.display()));
-    }
-    if let Some(path) = &args.profile {
-        saved.push(format!("trace {}", path.display()));
-    }
-    let saved = match saved.is_empty() {
-        true => "nothing (no --checkpoint, --metrics or --profile)".to_string(),
-        false => saved.join(", "),
-    };
-    eprintln!(
-        "{}: stopped after step {step} of {}; saved: {saved}",
-        name(exit),
-        args.steps
-    );
-    exit
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@
 //! - **Flows.** A send `sSFm` on replica r carries micro-batch m's activation to `(s+1)RFm`; a
 //!   send `sSBm` carries its input gradient to `(s-1)RBm`; a skip `sSKm>t` goes straight to
 //!   `tRKm<s` and its gradient `tSKBm>s` back to `sRKBm<t`, drawn in category `skip`
-//!   ([`crate::flows`] pairs them). The flow starts at the end of the send and finishes inside the receive (`"bp": "e"`: bound to
+//!   ([`flows`](super::flows) pairs them). The flow starts at the end of the send and finishes inside the receive (`"bp": "e"`: bound to
 //!   the enclosing slice).
 //! - **Streaming.** The raw file is read twice, one event (one line) at a time: once for the
 //!   threads, once to write the result. Nothing holds the whole trace (it once took ~23× the
@@ -30,10 +30,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use pipetrain::schedules::Action;
+use crate::schedules::Action;
 use serde_json::{Value, json};
 
-use crate::flows::Flows;
+use crate::profile::flows::Flows;
 
 /// The name `tracing` gives the engine's per-action span (`info_span!("action", ...)`).
 const ACTION_SPAN: &str = "action";

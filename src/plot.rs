@@ -1,4 +1,5 @@
-//! `--plot loss.png`: the run's training curve as a chart a person can read.
+//! The loss plot: a run's training curve as a chart a person can read (the binary's
+//! `--plot loss.png`).
 //!
 //! ```text
 //!   pipetrain: MLP-8x1024, 2 stages × 1 replica, adam (…) lr 0.001   <- title: the run
@@ -8,13 +9,15 @@
 //!        └────────────────── step
 //! ```
 //!
-//! The font is DejaVu Sans, compiled into the binary (`fonts/`, its licence beside it): a fresh
+//! The font is DejaVu Sans, compiled in (`plot/fonts/`, its licence beside it): a fresh
 //! machine has no system fonts, and plotters draws text through ab_glyph without them.
 
 use std::path::Path;
 use std::sync::Once;
 
-use pipetrain::engine::output::AtomicFile;
+use pipetrain_engine::output::AtomicFile;
+
+use crate::{Error, RunFile, RunFileError};
 
 use plotters::prelude::*;
 use plotters::style::{FontStyle, register_font};
@@ -22,11 +25,11 @@ use plotters::style::{FontStyle, register_font};
 /// Width and height of the image in pixels.
 const SIZE: (u32, u32) = (960, 600);
 
-/// The image formats `--plot` can write, by file extension.
+/// The image formats a plot can be written in, by file extension.
 const FORMATS: [&str; 4] = ["png", "jpg", "jpeg", "bmp"];
 
-/// DejaVu Sans (Bitstream Vera licence: `fonts/LICENSE-DejaVu`).
-const FONT: &[u8] = include_bytes!("fonts/DejaVuSans.ttf");
+/// DejaVu Sans (Bitstream Vera licence: `plot/fonts/LICENSE-DejaVu`).
+const FONT: &[u8] = include_bytes!("plot/fonts/DejaVuSans.ttf");
 
 /// The family name the font is registered under.
 const FAMILY: &str = "sans-serif";
@@ -60,21 +63,21 @@ pub fn short(text: &str) -> &str {
     text.split(" (").next().unwrap_or(text)
 }
 
-/// `--plot`'s path, if given, names a format it can write (by its extension), checked before
+/// The plot's path, if given, names a format it can write (by its extension), checked before
 /// the run rather than failing after it.
 ///
 /// # Errors
-/// The path and the extensions accepted.
-pub fn check_format(path: Option<&Path>) -> Result<(), String> {
+/// [`Error::RunFile`]: the path and the extensions accepted.
+pub fn check_format(path: Option<&Path>) -> Result<(), Error> {
     let Some(path) = path else {
         return Ok(());
     };
     let extension = path.extension().map(|e| e.to_string_lossy().to_lowercase());
     match extension {
         Some(e) if FORMATS.contains(&e.as_str()) => Ok(()),
-        _ => Err(format!(
-            "--plot {}: the image format is chosen by the extension; use .png (or .jpg, .bmp)",
-            path.display()
+        _ => Err(failed(
+            path,
+            "the image format is chosen by the extension; use .png (or .jpg, .bmp)",
         )),
     }
 }
@@ -100,15 +103,24 @@ fn range(values: &[f64]) -> Option<(f64, f64)> {
     Some((lo - pad, hi + pad))
 }
 
-/// Draws `curve` into the image file `path` (atomically, see [`pipetrain::engine::output`]):
+/// The plot error at `path`.
+fn failed(path: &Path, reason: impl std::fmt::Display) -> Error {
+    Error::RunFile {
+        file: RunFile::Plot,
+        path: path.to_path_buf(),
+        reason: RunFileError::Invalid(reason.to_string()),
+    }
+}
+
+/// Draws `curve` into the image file `path` (atomically, see [`crate::engine::output`]):
 /// loss against step on the left axis, the learning
 /// rate on the right one (dashed), the run in the title and the held-out result under it.
 /// Returns the plotted `(min, max)` loss.
 ///
 /// # Errors
-/// When there is nothing finite to draw or the file cannot be written.
-pub fn draw(path: &Path, curve: &Curve<'_>) -> Result<(f64, f64), String> {
-    let fail = |e: &dyn std::fmt::Display| format!("--plot {}: {e}", path.display());
+/// [`Error::RunFile`]: there is nothing finite to draw or the file cannot be written.
+pub fn draw(path: &Path, curve: &Curve<'_>) -> Result<(f64, f64), Error> {
+    let fail = |e: &dyn std::fmt::Display| failed(path, e);
     font().map_err(|e| fail(&e))?;
     // plotters picks the image format by the extension of the path it writes.
     let extension = path.extension().map(|e| e.to_string_lossy().to_lowercase());

@@ -1,5 +1,6 @@
-//! `--verify`'s single-device copy of the model, trained beside the pipeline on the same
-//! batches, on the pipeline's own device (or `--verify-device`), in one of two modes:
+//! The per-step verification's single-device copy of the model (the binary's `--verify`),
+//! trained beside the pipeline on the same batches, on the pipeline's own device (or another),
+//! in one of two modes:
 //!
 //! - **per step** (the default): before each step the copy takes the pipeline's weights, then
 //!   both take the step on the same batches and are compared; the worst step is reported. Each
@@ -7,22 +8,20 @@
 //!   comparison over many steps mostly measures float chaos instead: a replica's half-batch
 //!   gradients, summed by the all-reduce, round differently from one full-batch gradient by
 //!   about 1e-7, and 20 steps of a ReLU network under Adam amplify that to 4e-2 on a correct run.
-//! - **end to end** (`--end-to-end`): from the same initial weights, compared once at the end.
+//! - **end to end**: from the same initial weights, compared once at the end.
 //!   The strictest check of a short run (a few steps), and the same as training a second model.
 //!
 //! In both modes every replica must hold bit-identical weights: per step, after every step.
 
-use pipetrain::engine::{Activation, Difference, SingleDevice, difference};
-use pipetrain::{Batch, CrossEntropy, Layer};
+use crate::engine::{Activation, Difference, SingleDevice, difference};
+use crate::{Batch, CrossEntropy, Error, Layer};
 
-use crate::failure::Failure;
-
-/// How `--verify` compares.
+/// How the verification compares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
     /// Each step from the pipeline's weights (the default).
     PerStep,
-    /// Once, at the end, from the same initial weights (`--end-to-end`).
+    /// Once, at the end, from the same initial weights.
     EndToEnd,
 }
 
@@ -96,7 +95,7 @@ impl<L: Layer> Reference<L> {
         lr: f64,
         after: Option<After<L>>,
         step: u64,
-    ) -> Result<(), Failure> {
+    ) -> Result<(), Error> {
         let (inputs, targets): (Vec<_>, Vec<_>) =
             batches.into_iter().map(|b| (b.inputs, b.targets)).unzip();
         let (inputs, targets) = (Activation::cat(inputs)?, Activation::cat(targets)?);

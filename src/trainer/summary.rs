@@ -1,11 +1,14 @@
-//! What `pipetrain train` prints after the last step: each worker's measured bubble next to the
-//! simulator's prediction, and (with replicas) the optimizer state each worker holds.
+//! What a run reports after its last step, as lines of text: each worker's measured bubble
+//! next to the simulator's prediction, and (with replicas) the optimizer state each worker
+//! holds.
 
-use pipetrain::{Layer, Pipeline, StepReport};
+use crate::{Layer, Pipeline, StepReport};
 
-/// Measured vs simulated bubble, compute time and peak stash of every worker in `report`.
-pub fn print_bubbles(report: &StepReport, replicas: usize) {
-    println!("bubble per worker (last step): measured vs simulated for this plan");
+/// Measured vs simulated bubble, compute time and peak stash of every worker in `report`, a
+/// header line first.
+pub fn bubbles(report: &StepReport, replicas: usize) -> Vec<String> {
+    let mut lines =
+        vec!["bubble per worker (last step): measured vs simulated for this plan".to_string()];
     for s in &report.workers {
         let worker = if replicas > 1 {
             s.worker.to_string()
@@ -17,19 +20,21 @@ pub fn print_bubbles(report: &StepReport, replicas: usize) {
             0 => String::new(),
             bytes => format!("  deferred W {}", human_bytes(bytes)),
         };
-        println!(
+        lines.push(format!(
             "  {worker}  measured {:>5.1}%  simulated {:>5.1}%  compute {:>8.2} ms  peak stash {}{deferred}",
             100.0 * s.bubble_fraction,
             100.0 * s.predicted_bubble_fraction,
             s.compute.as_secs_f64() * 1e3,
             s.peak_stash
-        );
+        ));
     }
+    lines
 }
 
-/// Optimizer-state bytes per worker of each stage, with and without ZeRO-1.
-pub fn print_optimizer_state<L: Layer>(pipeline: &Pipeline<L>) {
-    println!("optimizer state per worker:");
+/// Optimizer-state bytes per worker of each stage, with and without ZeRO-1, a header line
+/// first.
+pub fn optimizer_state<L: Layer>(pipeline: &Pipeline<L>) -> Vec<String> {
+    let mut lines = vec!["optimizer state per worker:".to_string()];
     let bytes = pipeline.optimizer_state_bytes();
     for stage in 0..pipeline.stages() {
         let of_stage: Vec<usize> = bytes
@@ -39,22 +44,24 @@ pub fn print_optimizer_state<L: Layer>(pipeline: &Pipeline<L>) {
             .collect();
         let total: usize = of_stage.iter().sum();
         let held = of_stage.iter().max().copied().unwrap_or(0);
-        if pipeline.zero() {
+        lines.push(if pipeline.zero() {
             let unsharded = total; // the replicas' shares partition the stage's parameters
-            println!(
+            format!(
                 "  stage {stage}: {} per worker with ZeRO-1, {} without ({:.0}% saved)",
                 human_bytes(held),
                 human_bytes(unsharded),
                 100.0 * (1.0 - held as f64 / unsharded.max(1) as f64)
-            );
+            )
         } else {
-            println!(
-                "  stage {stage}: {} per worker (--zero 1 shards it across the {} replicas)",
+            format!(
+                "  stage {stage}: {} per worker (ZeRO-1, `.zero(1)`, shards it across the {} \
+                 replicas)",
                 human_bytes(held),
                 pipeline.replicas()
-            );
-        }
+            )
+        });
     }
+    lines
 }
 
 /// `n` bytes in B / KiB / MiB / GiB.

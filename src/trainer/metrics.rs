@@ -1,29 +1,30 @@
-//! `--metrics run.csv` / `run.jsonl`: one row per optimizer step.
+//! The metrics file, `run.csv` or `run.jsonl`: one row per optimizer step.
 //!
 //! ```text
 //! step,loss,lr,samples_per_sec,wall_ms,bubble,all_reduce_ms,grad_norm,skipped,stage0_compute_ms,...
 //! 1,2.406145,0.01,2241.0,7.14,0.435,0.012,1.0318,0,2.28,...
 //! ```
 //!
-//! Times of an optimizer step are summed over its `--accumulate` batches; `bubble` is the mean
+//! Times of an optimizer step are summed over its accumulated batches; `bubble` is the mean
 //! over the stages of replica 0 of idle / (compute + idle).
 //!
-//! The file is written as every output is ([`pipetrain::engine::output`]): rows go to an
+//! The file is written as every output is ([`crate::engine::output`]): rows go to an
 //! exclusive temp file beside it, flushed after every row, and [`Metrics::finish`] renames it
 //! into place when the run ends, whether it finished, failed or was stopped by a signal — so
-//! the path holds the previous file or every finished step, never a part. With `--resume`, the
-//! earlier run's rows up to the resumed step are kept and the new ones follow (a CSV whose
-//! columns differ is refused). A write that fails (a full disk) is reported once and ends the
-//! metrics, not the training.
+//! the path holds the previous file or every finished step, never a part. A resumed run keeps
+//! the earlier run's rows up to the resumed step and the new ones follow (a CSV whose columns
+//! differ is refused). A write that fails (a full disk) is reported once (a [`Warning`]) and
+//! ends the metrics, not the training.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
-use pipetrain::engine::output::{AtomicFile, OutputError};
+use pipetrain_engine::output::AtomicFile;
 use serde_json::{Map, Value, json};
 
-use crate::failure::Failure;
+use crate::trainer::{StepRecord, Warning};
+use crate::{Error, RunFile, RunFileError};
 
 /// One optimizer step's row.
 #[derive(Clone, Debug, Default)]
@@ -44,13 +45,34 @@ pub struct Row {
     pub all_reduce_ms: f64,
     /// The global gradient norm before clipping (NaN on a step without one).
     pub grad_norm: f64,
-    /// Steps skipped for a non-finite loss or gradient so far (`--skip-nonfinite`).
+    /// Steps skipped for a non-finite loss or gradient so far (`skip_nonfinite`).
     pub skipped: u64,
     /// `(compute_ms, idle_ms)` of each stage of replica 0.
     pub stages: Vec<(f64, f64)>,
 }
 
 impl Row {
+    /// The row of a finished step.
+    pub fn of(record: &StepRecord) -> Self {
+        let t = &record.totals;
+        Row {
+            step: record.step,
+            loss: t.loss,
+            lr: record.lr,
+            samples_per_sec: record.samples_per_sec,
+            wall_ms: t.wall.as_secs_f64() * 1e3,
+            bubble: t.bubble(),
+            all_reduce_ms: t.all_reduce.as_secs_f64() * 1e3,
+            grad_norm: t.grad_norm.unwrap_or(f64::NAN),
+            skipped: record.skipped,
+            stages: t
+                .stages
+                .iter()
+                .map(|(c, i)| (c.as_secs_f64() * 1e3, i.as_secs_f64() * 1e3))
+                .collect(),
+        }
+    }
+
     /// Column names and values, in file order.
     fn fields(&self) -> Vec<(String, f64)> {
         let mut f = vec![
@@ -72,10 +94,12 @@ impl Row {
     }
 }
 
-/// File formats, by extension.
+/// Metrics file formats, by extension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Format {
+pub enum Format {
+    /// `.csv`: a header, then one line of values per step.
     Csv,
+    /// `.jsonl`: one JSON object per step.
     Jsonl,
 }
 
@@ -89,8 +113,10 @@ pub struct Metrics {
     /// The temp file being written; `None` once a write failed.
     out: Option<AtomicFile>,
     rows: usize,
-    /// `--resume`: the earlier file's rows before the first new step are copied first.
+    /// A resumed run: the earlier file's rows before the first new step are copied first.
     append: bool,
+    /// What went wrong since [`Metrics::take_warnings`] was last called.
+    warnings: Vec<Warning>,
 }
 
 impl Metrics {
@@ -98,45 +124,47 @@ impl Metrics {
     /// resumed run), the rows of an existing file up to the resumed step are kept.
     ///
     /// # Errors
-    /// Usage: an extension other than `.csv` or `.jsonl`, a path that is not a regular file
-    /// (a FIFO, a device, a symbolic link) or not in a writable directory. Runtime: another
-    /// I/O error.
-    pub fn create(path: &Path, append: bool) -> Result<Self, Failure> {
-        let format = match path.extension().and_then(|e| e.to_str()) {
-            Some("csv") => Format::Csv,
-            Some("jsonl") => Format::Jsonl,
-            _ => {
-                return Err(Failure::usage(format!(
-                    "--metrics {}: unknown format; name the file *.csv or *.jsonl",
-                    path.display()
-                )));
-            }
-        };
-        let out = AtomicFile::create(path).map_err(|e| {
-            let message = format!("--metrics {}: {e}", path.display());
-            match e {
-                OutputError::Io { .. } | OutputError::DirectorySync { .. } => {
-                    Failure::runtime(message)
-                }
-                _ => Failure::usage(message),
-            }
-        })?;
+    /// [`Error::RunFile`]: an extension other than `.csv` or `.jsonl` ([`RunFileError::MetricsFormat`]),
+    /// a path that is not a regular file (a FIFO, a device, a symbolic link) or not in a
+    /// writable directory, or another I/O error ([`RunFileError::Output`]).
+    pub fn create(path: &Path, append: bool) -> Result<Self, Error> {
+        let format = Self::check_format(path)?;
+        let out = AtomicFile::create(path).map_err(|e| failed(path, e.into()))?;
         Ok(Self {
             path: path.to_path_buf(),
             format,
             out: Some(out),
             rows: 0,
             append: append && path.is_file(),
+            warnings: Vec::new(),
         })
     }
 
-    /// Appends one row (after the CSV header, written with the first row). A failed write is
-    /// reported once on stderr and ends the metrics file (the path keeps its earlier file);
-    /// training goes on.
+    /// The format `path`'s extension names, checked before anything is written.
     ///
     /// # Errors
-    /// Usage: the first row of a resumed run whose CSV columns differ from the earlier run's.
-    pub fn write(&mut self, row: &Row) -> Result<(), Failure> {
+    /// [`RunFileError::MetricsFormat`]: an extension other than `.csv` or `.jsonl`.
+    pub fn check_format(path: &Path) -> Result<Format, Error> {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("csv") => Ok(Format::Csv),
+            Some("jsonl") => Ok(Format::Jsonl),
+            _ => Err(failed(path, RunFileError::MetricsFormat)),
+        }
+    }
+
+    /// The warnings of failed writes since the last call (each failure is reported once).
+    pub fn take_warnings(&mut self) -> Vec<Warning> {
+        std::mem::take(&mut self.warnings)
+    }
+
+    /// Appends one row (after the CSV header, written with the first row). A failed write is
+    /// reported once ([`take_warnings`](Self::take_warnings)) and ends the metrics file (the
+    /// path keeps its earlier file); training goes on.
+    ///
+    /// # Errors
+    /// [`RunFileError::MetricsEarlier`]: the first row of a resumed run whose CSV columns differ
+    /// from the earlier run's.
+    pub fn write(&mut self, row: &Row) -> Result<(), Error> {
         let Some(out) = self.out.as_mut() else {
             return Ok(());
         };
@@ -148,13 +176,10 @@ impl Metrics {
                 Ok(copied) => self.rows += copied,
                 Err(Earlier::Refused(why)) => {
                     self.out = None;
-                    return Err(Failure::usage(format!(
-                        "--metrics {}: {why}; give another --metrics file",
-                        self.path.display()
-                    )));
+                    return Err(failed(&self.path, RunFileError::MetricsEarlier(why)));
                 }
                 Err(Earlier::Io(e)) => {
-                    self.fail(&e);
+                    self.fail(e);
                     return Ok(());
                 }
             }
@@ -188,7 +213,7 @@ impl Metrics {
         };
         self.rows += 1;
         if let Err(e) = result.and_then(|()| out.flush()) {
-            self.fail(&e);
+            self.fail(e);
         }
         Ok(())
     }
@@ -198,8 +223,9 @@ impl Metrics {
     /// file is left as it was).
     ///
     /// # Errors
-    /// Usage: the columns differ, or the earlier file is not a metrics file.
-    pub fn check_columns(&mut self, stages: usize) -> Result<(), Failure> {
+    /// [`RunFileError::MetricsEarlier`]: the columns differ, or the earlier file is not a
+    /// metrics file.
+    pub fn check_columns(&mut self, stages: usize) -> Result<(), Error> {
         if !self.append || self.format != Format::Csv {
             return Ok(());
         }
@@ -214,38 +240,39 @@ impl Metrics {
             Ok(()) => Ok(()),
             Err(Earlier::Refused(why)) => {
                 self.out = None;
-                Err(Failure::usage(format!(
-                    "--metrics {}: {why}; give another --metrics file",
-                    self.path.display()
-                )))
+                Err(failed(&self.path, RunFileError::MetricsEarlier(why)))
             }
             Err(Earlier::Io(e)) => {
-                self.fail(&e);
+                self.fail(e);
                 Ok(())
             }
         }
     }
 
-    /// Renames the rows written into place (see the module docs). Returns the warning to
-    /// print when that fails; the earlier file is then left as it was.
-    pub fn finish(self) -> Option<String> {
+    /// Renames the rows written into place (see the module docs). Returns the warning when
+    /// that fails; the earlier file is then left as it was.
+    pub fn finish(self) -> Option<Warning> {
         let out = self.out?;
-        out.commit().err().map(|e| {
-            format!(
-                "warning: --metrics {}: {e}; not written",
-                self.path.display()
-            )
-        })
+        let path = self.path;
+        out.commit()
+            .err()
+            .map(|e| Warning::NotWritten(failed(&path, e.into())))
     }
 
     /// Reports the failed write `e` once and drops the temp file.
-    fn fail(&mut self, e: &dyn std::fmt::Display) {
+    fn fail(&mut self, e: std::io::Error) {
         self.out = None;
-        eprintln!(
-            "warning: --metrics {}: {e}; metrics stopped (the file is left as it was), \
-             training goes on",
-            self.path.display()
-        );
+        let error = failed(&self.path, e.into());
+        self.warnings.push(Warning::MetricsStopped(error));
+    }
+}
+
+/// The metrics file's error at `path`.
+fn failed(path: &Path, reason: RunFileError) -> Error {
+    Error::RunFile {
+        file: RunFile::Metrics,
+        path: path.to_path_buf(),
+        reason,
     }
 }
 

@@ -1,16 +1,19 @@
-//! What the training loop adds up per optimizer step, and the even split a multi-process run
-//! uses when no `--balance` is given.
+//! What the training loop adds up per optimizer step (its accumulated batches).
 
 use std::time::Duration;
 
-use pipetrain::StepReport;
+use crate::StepReport;
 
 /// Sums of one optimizer step's batches.
-#[derive(Default)]
+#[derive(Clone, Debug, Default)]
 pub struct StepTotals {
+    /// The mean loss over the batches.
     pub loss: f64,
+    /// Training samples.
     pub samples: usize,
+    /// Wall time.
     pub wall: Duration,
+    /// Time in all-reduce.
     pub all_reduce: Duration,
     /// `(compute, idle)` of each stage of replica 0.
     pub stages: Vec<(Duration, Duration)>,
@@ -21,6 +24,7 @@ pub struct StepTotals {
 }
 
 impl StepTotals {
+    /// Adds one of the step's `batches` batches.
     pub fn add(&mut self, report: &StepReport, batches: usize) {
         self.loss += report.loss / batches as f64;
         self.samples += report.samples;
@@ -41,7 +45,8 @@ impl StepTotals {
         }
     }
 
-    /// `  grad-norm x` (and `skipped`) for the step line; empty without clipping or skips.
+    /// `  grad-norm x` (with `clipping`) and `  skipped (non-finite)` for a step's line; empty
+    /// without clipping or skips.
     pub fn describe_guard(&self, clipping: bool) -> String {
         let norm = match (self.grad_norm, clipping) {
             (Some(n), true) => format!("  grad-norm {n:.4}"),
@@ -54,6 +59,7 @@ impl StepTotals {
         }
     }
 
+    /// The mean over replica 0's stages of idle / (compute + idle).
     pub fn bubble(&self) -> f64 {
         let fractions: Vec<f64> = self
             .stages
@@ -62,12 +68,4 @@ impl StepTotals {
             .collect();
         fractions.iter().sum::<f64>() / fractions.len().max(1) as f64
     }
-}
-
-/// `layers` layers over `stages` stages as evenly as possible (the first stages take one more).
-pub fn even_balance(layers: usize, stages: usize) -> Vec<usize> {
-    let stages = stages.max(1);
-    (0..stages)
-        .map(|i| layers / stages + usize::from(i < layers % stages))
-        .collect()
 }

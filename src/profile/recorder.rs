@@ -1,13 +1,13 @@
-//! `--profile trace.json`: a chrome trace (`chrome://tracing`, <https://ui.perfetto.dev>) of the
+//! A chrome trace (`chrome://tracing`, <https://ui.perfetto.dev>) of the
 //! run, one track per worker, one slice per action, with send → receive flow arrows.
 //!
 //! The engine already opens `info_span!("action", name, replica, stage, micro_batch)` around
 //! every action on every worker thread; [`Profile::start`] installs a `tracing-chrome` layer
 //! that records them into a raw temp file beside the target as they happen, and
-//! [`Profile::finish`] flushes it, rewrites it with [`crate::trace::post_process_into`] (both
+//! [`Profile::finish`] flushes it, rewrites it with [`post_process_into`] (both
 //! streaming: memory does not grow with the trace) into an [`AtomicFile`] and renames that into
 //! place, so the target path only ever holds a complete trace. Both temp files are created
-//! exclusively under random names ([`pipetrain::engine::output`]): a symbolic link planted
+//! exclusively under random names ([`crate::engine::output`]): a symbolic link planted
 //! beside the target is never followed, and a device, FIFO or link at the target is refused.
 //!
 //! A failed write of the raw stream (a full disk) is reported once and ends the trace, not the
@@ -19,12 +19,22 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use pipetrain::engine::output::{self, AtomicFile, OutputError, TempFile};
+use pipetrain_engine::output::{self, AtomicFile, TempFile};
 use tracing_chrome::{ChromeLayerBuilder, FlushGuard};
 use tracing_subscriber::prelude::*;
 
-use crate::failure::Failure;
-use crate::trace::{Tracks, post_process_into};
+use crate::profile::trace::{Tracks, post_process_into};
+use crate::trainer::Warning;
+use crate::{Error, RunFile, RunFileError};
+
+/// The trace's error at `path`.
+fn trace_error(path: &Path, reason: RunFileError) -> Error {
+    Error::RunFile {
+        file: RunFile::Profile,
+        path: path.to_path_buf(),
+        reason,
+    }
+}
 
 /// A chrome trace being recorded.
 pub struct Profile {
@@ -36,24 +46,29 @@ pub struct Profile {
 }
 
 impl Profile {
-    /// Starts recording every `tracing` span of the process for the trace at `path`.
+    /// Starts recording every `tracing` span of the process for the trace at `path`. A write
+    /// of the raw stream that fails mid-run is handed to `on_warning` (once) and ends the
+    /// trace, not the training.
     ///
     /// # Errors
-    /// Usage: `path` is not a regular file or a new name in a writable directory. Runtime: a
-    /// global `tracing` subscriber is already installed.
-    pub fn start(path: &Path) -> Result<Self, Failure> {
-        let usage = |e: OutputError| Failure::usage(format!("--profile {}: {e}", path.display()));
-        output::probe(path).map_err(usage)?;
-        let raw = TempFile::beside(path, ".raw.tmp").map_err(usage)?;
+    /// [`Error::RunFile`]: `path` is not a regular file or a new name in a writable directory
+    /// ([`RunFileError::Output`]); a global `tracing` subscriber is already installed.
+    pub fn start(
+        path: &Path,
+        on_warning: impl Fn(&Warning) + Send + 'static,
+    ) -> Result<Self, Error> {
+        output::probe(path).map_err(|e| trace_error(path, e.into()))?;
+        let raw = TempFile::beside(path, ".raw.tmp").map_err(|e| trace_error(path, e.into()))?;
         let file = raw
             .as_file()
             .try_clone()
-            .map_err(|e| format!("--profile {}: {e}", path.display()))?;
+            .map_err(|e| trace_error(path, e.into()))?;
         let failed = Arc::new(Mutex::new(None));
         let writer = SoftFail {
             inner: file,
             failed: Arc::clone(&failed),
             path: path.to_path_buf(),
+            on_warning: Box::new(on_warning),
         };
         let (layer, guard) = ChromeLayerBuilder::new()
             .writer(writer)
@@ -62,7 +77,7 @@ impl Profile {
         tracing_subscriber::registry()
             .with(layer)
             .try_init()
-            .map_err(|e| format!("--profile {}: {e}", path.display()))?;
+            .map_err(|e| trace_error(path, RunFileError::Invalid(e.to_string())))?;
         Ok(Self {
             path: path.to_path_buf(),
             raw,
@@ -79,7 +94,7 @@ impl Profile {
     /// # Errors
     /// When the raw trace cannot be read or parsed, or the result cannot be written (the path
     /// keeps what it held; both temp files are removed).
-    pub fn finish(self) -> Result<Option<(usize, usize)>, String> {
+    pub fn finish(self) -> Result<Option<(usize, usize)>, Error> {
         let Self {
             path,
             raw,
@@ -87,7 +102,8 @@ impl Profile {
             failed,
         } = self;
         drop(guard); // writes the closing `]` and joins the writer thread
-        let fail = |e: &dyn std::fmt::Display| format!("--profile {}: {e}", path.display());
+        let fail =
+            |e: &dyn std::fmt::Display| trace_error(&path, RunFileError::Invalid(e.to_string()));
         if failed.lock().unwrap_or_else(|p| p.into_inner()).is_some() {
             return Ok(None);
         }
@@ -129,6 +145,7 @@ struct SoftFail {
     inner: File,
     failed: Arc<Mutex<Option<String>>>,
     path: PathBuf,
+    on_warning: Box<dyn Fn(&Warning) + Send>,
 }
 
 impl SoftFail {
@@ -141,12 +158,9 @@ impl SoftFail {
         match result {
             Ok(v) => Ok(v),
             Err(e) => {
-                eprintln!(
-                    "warning: --profile {}: {e}; the trace stops here (no trace file will be \
-                     written), training goes on",
-                    self.path.display()
-                );
-                *failed = Some(e.to_string());
+                let message = e.to_string();
+                (self.on_warning)(&Warning::TraceStopped(trace_error(&self.path, e.into())));
+                *failed = Some(message);
                 Ok(ok)
             }
         }

@@ -1,0 +1,135 @@
+//! The run's checkpoints: saved with the run's identity and data position, resumed only by a
+//! run that would take the same batches.
+
+use std::path::Path;
+
+use crate::trainer::identity::{DATA_POSITION, LR_SCHEDULE};
+use crate::trainer::{Processes, RunIdentity};
+use crate::{Checkpoint, CheckpointError, Error, Layer, Pipeline, RunFile, RunFileError};
+
+/// Saves `pipeline` (this process's share of it under `processes`) to `path`, with the run's
+/// `identity` and `position`, the next training batch's.
+///
+/// # Errors
+/// [`Error::CheckpointNonFinite`]: a weight is not finite (the file is left as it was); another
+/// error when the checkpoint cannot be assembled or written.
+pub fn save<L: Layer>(
+    pipeline: &Pipeline<L>,
+    processes: Option<&dyn Processes<L>>,
+    path: &Path,
+    identity: &RunIdentity,
+    position: String,
+) -> Result<(), Error> {
+    let mut extra = identity.entries().clone();
+    extra.insert(DATA_POSITION.to_string(), position);
+    let saved = match processes {
+        Some(p) => p.save_checkpoint(pipeline, path, extra),
+        None => pipeline.save_checkpoint(path, extra),
+    };
+    saved.map_err(|e| match e {
+        // A step that made a weight infinite (from finite gradients) replaces no good file.
+        Error::Checkpoint(CheckpointError::NonFinite {
+            tensor,
+            index,
+            value,
+            ..
+        }) => Error::CheckpointNonFinite {
+            path: path.to_path_buf(),
+            tensor,
+            index,
+            value,
+        },
+        other => other,
+    })
+}
+
+/// What [`resume`] restored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resumed {
+    /// The step to continue from (the optimizer steps the checkpoint holds).
+    pub step: u64,
+    /// The next training batch's position, as the checkpoint saved it.
+    pub position: Option<String>,
+}
+
+/// Loads `path` (or `read`, its contents read already) into `pipeline`, after checking that it
+/// was saved by a run of this `identity` and holds fewer than `steps` steps.
+///
+/// # Errors
+/// [`Error::RunFile`] ([`RunFile::Resume`]): the file does not load or fit the model;
+/// [`Error::OtherModel`]: it holds another model; [`Error::ResumeMismatch`],
+/// [`Error::ResumeSchedule`]: another run's identity; [`Error::ResumeDone`]: it is at `steps`
+/// already.
+pub fn resume<L: Layer>(
+    pipeline: &mut Pipeline<L>,
+    path: &Path,
+    read: Option<Checkpoint>,
+    identity: &RunIdentity,
+    steps: u64,
+) -> Result<Resumed, Error> {
+    let failed = |reason: RunFileError| Error::RunFile {
+        file: RunFile::Resume,
+        path: path.to_path_buf(),
+        reason,
+    };
+    let checkpoint = match read {
+        // Read elsewhere (a multi-process run: rank 0 read it and sent it).
+        Some(checkpoint) => checkpoint,
+        None => Checkpoint::read(path).map_err(|e| failed(e.into()))?,
+    };
+    let stored = checkpoint.progress().extra.get("model").cloned();
+    let progress = pipeline.restore(checkpoint).map_err(|e| match e {
+        Error::Checkpoint(e) => match stored.filter(|s| fits(&e) && s != identity.model()) {
+            Some(stored) => Error::OtherModel {
+                file: RunFile::Resume,
+                path: path.to_path_buf(),
+                stored,
+                ours: identity.model().to_string(),
+                source: e,
+            },
+            None => failed(e.into()),
+        },
+        other => failed(RunFileError::Invalid(other.to_string())),
+    })?;
+    for (name, ours) in identity.entries() {
+        let saved = progress.extra.get(name).map(String::as_str);
+        // Checkpoints older than an entry were saved with its default.
+        let saved = saved
+            .or_else(|| RunIdentity::default_of(name))
+            .unwrap_or("?");
+        if saved != ours && name == LR_SCHEDULE {
+            return Err(Error::ResumeSchedule {
+                path: path.to_path_buf(),
+                saved: saved.to_string(),
+                ours: ours.clone(),
+            });
+        }
+        if saved != ours {
+            return Err(Error::ResumeMismatch {
+                path: path.to_path_buf(),
+                setting: name.clone(),
+                saved: saved.to_string(),
+                ours: ours.clone(),
+            });
+        }
+    }
+    if progress.step >= steps {
+        return Err(Error::ResumeDone {
+            path: path.to_path_buf(),
+            saved: progress.step,
+            steps,
+        });
+    }
+    Ok(Resumed {
+        step: progress.step,
+        position: progress.extra.get(DATA_POSITION).cloned(),
+    })
+}
+
+/// Whether `error` says that weights do not fit a model (rather than that the file is bad).
+pub fn fits(error: &CheckpointError) -> bool {
+    matches!(
+        error,
+        CheckpointError::Keys { .. } | CheckpointError::Mismatch { .. }
+    )
+}

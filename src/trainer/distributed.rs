@@ -1,0 +1,497 @@
+//! Multi-process runs: `mpirun -np 4 pipetrain train --stages 2 --replicas 2` (feature `mpi`).
+//!
+//! Each process runs its share of the workers ([`Launch::workers_per_process`]); the engine's
+//! MPI fabric connects them. Around the training loop this module does what only a
+//! multi-process run needs: the launch check (MPI's rank and size against Slurm's and
+//! torchrun's variables and the world), rank 0's parameters broadcast to every process, the
+//! loss summed over the processes for rank 0 to print, one checkpoint written by rank 0 from
+//! every process's part, and the whole trained model gathered on rank 0 for `--verify` and the
+//! held-out evaluation. Only rank 0 prints progress and writes metrics, plots and checkpoints.
+//!
+//! A process is part of an MPI run when a launcher started it: `OMPI_COMM_WORLD_SIZE`
+//! (Open MPI), `PMI_SIZE` (MPICH, Slurm's PMI) or `PMIX_RANK` (PMIx) is set. A plain
+//! `pipetrain` is a one-process run, as without the feature. torchrun's environment
+//! (`WORLD_SIZE` above 1 without an MPI launcher) is refused: pipetrain does not join
+//! torchrun's rendezvous, and each process would otherwise train alone.
+//!
+//! Every process must train the same thing: at start rank 0's [`Launch::settings`] go to
+//! every process, and one that differs (an MPMD command line `mpirun -np 1 pipetrain … : -np 3
+//! pipetrain …` that does not repeat them) ends the run with [`Error::Launch`] naming each
+//! setting and both values.
+//!
+//! A test hook, `PIPETRAIN_TEST_SEED_PER_RANK=1`, initialises each process's model with the
+//! seed + its rank (the data keeps the seed): the run must still train from rank 0's
+//! weights, which only the broadcast gives the other ranks.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::engine::checkpoint;
+use crate::trainer::Processes;
+use crate::{Checkpoint, Error, Layer, Pipeline, RunFile, RunFileError, schedules::WorkerId};
+
+/// How this process was launched, and what every process must agree on.
+#[derive(Clone, Debug)]
+pub struct Launch {
+    /// Workers each process runs, as threads connected by channels (MPI between processes):
+    /// processes × this must equal `replicas` × `stages`.
+    pub workers_per_process: usize,
+    /// How long to wait on another process before giving up on it.
+    pub comm_timeout: Duration,
+    /// Replicas of the pipeline.
+    pub replicas: usize,
+    /// Stages of the pipeline.
+    pub stages: usize,
+    /// The settings every process must share, as `(name, value)` pairs named as the caller's
+    /// user knows them; rank 0's are sent to every process and compared.
+    pub settings: Vec<(String, String)>,
+}
+
+/// This process's place in a multi-process run.
+pub struct Distributed {
+    link: Link,
+    rank: usize,
+    size: usize,
+    local: Vec<WorkerId>,
+}
+
+/// Whether a process launcher started this process, with more than one process.
+fn launched() -> Option<usize> {
+    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok()?.trim().parse::<usize>().ok())
+        .or_else(|| std::env::var_os("PMIX_RANK").map(|_| 0))
+}
+
+/// torchrun's variables, when they say a multi-process run that no MPI launcher started:
+/// the usage error that refuses it. `var` reads a variable (`std::env::var` in a run).
+fn torchrun_refused(var: impl Fn(&str) -> Option<String>) -> Option<String> {
+    let size = var("WORLD_SIZE")?;
+    if size.trim().parse::<usize>().is_ok_and(|n| n <= 1) {
+        return None;
+    }
+    let set: Vec<String> = [
+        "RANK",
+        "WORLD_SIZE",
+        "LOCAL_RANK",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+    ]
+    .iter()
+    .filter_map(|v| var(v).map(|value| format!("{v}={value}")))
+    .collect();
+    Some(format!(
+        "{} (torchrun's environment) without an MPI launcher: pipetrain does not join \
+         torchrun's rendezvous, so each of the WORLD_SIZE={size} processes would train alone; \
+         launch it with `mpirun -np {size} pipetrain ...` (or srun), or unset WORLD_SIZE to \
+         train in one process",
+        set.join(" ")
+    ))
+}
+
+impl Distributed {
+    /// The run's processes, or `None` when no MPI launcher started this one (or it started
+    /// one process that runs every worker).
+    ///
+    /// # Errors
+    /// [`Error::Launch`]: the launcher's variables disagree with MPI, the processes cannot
+    /// hold the world, or they were given different settings (every process reports the same
+    /// error); torchrun's variables without an MPI launcher; a multi-process launch of a build
+    /// without MPI. [`Error::Processes`]: MPI cannot be initialised.
+    pub fn start(launch: &Launch) -> Result<Option<Self>, Error> {
+        let Some(processes) = launched() else {
+            if let Some(refused) = torchrun_refused(|v| std::env::var(v).ok()) {
+                return Err(Error::Launch(refused));
+            }
+            return Ok(None);
+        };
+        Link::start(launch, processes)
+    }
+
+    /// Whether this process prints and writes the run's outputs (rank 0).
+    pub fn is_leader(&self) -> bool {
+        self.rank == 0
+    }
+
+    /// Whether a process launcher started this process (it is one of several).
+    pub fn launched() -> bool {
+        launched().is_some()
+    }
+
+    /// Why [`start`](Self::start) refuses this process before any MPI call (torchrun's
+    /// environment without an MPI launcher), if it does.
+    pub fn start_refused() -> Option<String> {
+        match launched() {
+            Some(_) => None,
+            None => torchrun_refused(|v| std::env::var(v).ok()),
+        }
+    }
+
+    /// The seed this process initialises its model with: `seed`, or `seed` + its rank under
+    /// the test hook `PIPETRAIN_TEST_SEED_PER_RANK=1` (see the module's documentation).
+    pub fn init_seed(&self, seed: u64) -> u64 {
+        match std::env::var("PIPETRAIN_TEST_SEED_PER_RANK").as_deref() {
+            Ok("1") => seed.wrapping_add(self.rank as u64),
+            _ => seed,
+        }
+    }
+
+    /// The workers this process runs.
+    pub fn local(&self) -> Vec<WorkerId> {
+        self.local.clone()
+    }
+
+    /// What this process runs, for rank 0's opening lines.
+    pub fn describe(&self) -> String {
+        let workers: Vec<String> = self.local.iter().map(ToString::to_string).collect();
+        format!(
+            "mpi: {} processes; rank {} runs {}; every rank starts from rank 0's weights",
+            self.size,
+            self.rank,
+            workers.join(",")
+        )
+    }
+
+    /// The fabric connecting this process's workers to the others'.
+    pub fn fabric(&self) -> Box<dyn crate::engine::Fabric> {
+        self.link.fabric()
+    }
+
+    /// `path` with the rank before its extension: `trace.json` → `trace.rank3.json`.
+    pub fn per_rank(&self, path: &Path) -> std::path::PathBuf {
+        let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned());
+        let name = match (stem, path.extension()) {
+            (Some(stem), Some(ext)) => {
+                format!("{stem}.rank{}.{}", self.rank, ext.to_string_lossy())
+            }
+            (Some(stem), None) => format!("{stem}.rank{}", self.rank),
+            _ => format!("rank{}", self.rank),
+        };
+        path.with_file_name(name)
+    }
+
+    /// Rank 0's `layers` on every process (as DDP and Horovod start): whatever each process
+    /// initialised or loaded, they all start from the same bits.
+    pub fn broadcast_model<L: Layer>(
+        &self,
+        layers: Vec<L>,
+        optimizer: &str,
+    ) -> Result<Vec<L>, Error> {
+        let mine = match self.is_leader() {
+            true => Some(checkpoint::model_bytes(
+                &layers,
+                optimizer,
+                &Default::default(),
+            )?),
+            false => None,
+        };
+        let bytes = self.link.broadcast(mine)?;
+        if self.is_leader() {
+            return Ok(layers);
+        }
+        let checkpoint = Checkpoint::from_bytes("rank 0's initial model", bytes)?;
+        Ok(checkpoint.load_model(layers)?)
+    }
+
+    /// The checkpoint at `path` as rank 0 read it, on every process.
+    ///
+    /// # Errors
+    /// [`Error::RunFile`] ([`RunFile::Resume`]): rank 0 cannot read it, or it is no checkpoint.
+    pub fn broadcast_checkpoint(&self, path: &Path) -> Result<Checkpoint, Error> {
+        let failed = |reason: RunFileError| Error::RunFile {
+            file: RunFile::Resume,
+            path: path.to_path_buf(),
+            reason,
+        };
+        let mine = match self.is_leader() {
+            true => Some(std::fs::read(path).map_err(|e| {
+                let error = failed(e.into());
+                self.link.notify(error.to_string());
+                error
+            })?),
+            false => None,
+        };
+        let bytes = self.link.broadcast(mine)?;
+        Checkpoint::from_bytes(path, bytes).map_err(|e| failed(e.into()))
+    }
+
+    /// The sum over the processes of `loss` (each its local last stages' share), in rank
+    /// order, on rank 0; 0 elsewhere.
+    pub fn total_loss(&self, loss: f64) -> Result<f64, Error> {
+        let all = self.link.gather(loss.to_le_bytes().to_vec())?;
+        Ok(all.map_or(0.0, |all| {
+            all.iter()
+                .map(|b| f64::from_le_bytes(b[..8].try_into().expect("8 bytes per loss")))
+                .sum()
+        }))
+    }
+
+    /// Every process's part of the checkpoint, merged on rank 0 (`None` elsewhere).
+    fn gather_checkpoint<L: Layer>(
+        &self,
+        pipeline: &Pipeline<L>,
+        path: &Path,
+        extra: BTreeMap<String, String>,
+    ) -> Result<Option<Vec<Vec<u8>>>, Error> {
+        let part = pipeline.checkpoint_part(path, extra)?;
+        self.link.gather(part)
+    }
+
+    /// Writes one checkpoint at `path` from every process's part (rank 0 writes it,
+    /// atomically).
+    pub fn save_checkpoint<L: Layer>(
+        &self,
+        pipeline: &Pipeline<L>,
+        path: &Path,
+        extra: BTreeMap<String, String>,
+    ) -> Result<(), Error> {
+        if let Some(parts) = self.gather_checkpoint(pipeline, path, extra)? {
+            checkpoint::write_parts(path, &parts)?;
+        }
+        Ok(())
+    }
+
+    /// The whole trained model (replica 0's values of every stage) on rank 0, `None`
+    /// elsewhere; `template` is a model of the same shape.
+    pub fn gather_model<L: Layer>(
+        &self,
+        pipeline: &Pipeline<L>,
+        template: Vec<L>,
+    ) -> Result<Option<Vec<L>>, Error> {
+        let what = Path::new("the trained model");
+        let Some(parts) = self.gather_checkpoint(pipeline, what, Default::default())? else {
+            return Ok(None);
+        };
+        let bytes = checkpoint::merge_parts(what, &parts)?;
+        Ok(Some(
+            Checkpoint::from_bytes(what, bytes)?.load_model(template)?,
+        ))
+    }
+
+    /// Ends MPI: a clean exit finalizes it; after a failure the other processes are told (with
+    /// `error`, prefixed by this rank) and the process exits without waiting for them.
+    pub fn finish(&self, error: Option<&str>) {
+        if let Some(error) = error {
+            self.link.notify(error.to_string());
+        }
+        self.link.finish(error.is_none());
+    }
+
+    /// `message` prefixed with this process's rank and workers, for errors.
+    pub fn name(&self, message: &str) -> String {
+        let workers: Vec<String> = self.local.iter().map(ToString::to_string).collect();
+        format!(
+            "rank {} of {} ({}): {message}",
+            self.rank,
+            self.size,
+            workers.join(",")
+        )
+    }
+}
+
+/// A multi-process run as the [`Trainer`](crate::trainer::Trainer) takes part in it: the
+/// processes, and a model of the same shape that rank 0 gathers the trained model into.
+pub struct Shared<'d, L> {
+    dist: &'d Distributed,
+    template: Vec<L>,
+}
+
+impl<'d, L: Layer> Shared<'d, L> {
+    /// `dist`'s processes, gathering models into copies of `template`.
+    pub fn new(dist: &'d Distributed, template: Vec<L>) -> Self {
+        Self { dist, template }
+    }
+}
+
+impl<L: Layer> Processes<L> for Shared<'_, L> {
+    fn is_leader(&self) -> bool {
+        self.dist.is_leader()
+    }
+
+    fn read_checkpoint(&self, path: &Path) -> Result<Checkpoint, Error> {
+        self.dist.broadcast_checkpoint(path)
+    }
+
+    fn total_loss(&self, loss: f64) -> Result<f64, Error> {
+        self.dist.total_loss(loss)
+    }
+
+    fn save_checkpoint(
+        &self,
+        pipeline: &Pipeline<L>,
+        path: &Path,
+        extra: BTreeMap<String, String>,
+    ) -> Result<(), Error> {
+        self.dist.save_checkpoint(pipeline, path, extra)
+    }
+
+    fn gather_model(&self, pipeline: &Pipeline<L>) -> Result<Option<Vec<L>>, Error> {
+        self.dist.gather_model(pipeline, self.template.clone())
+    }
+}
+
+#[cfg(feature = "mpi")]
+mod link {
+    use crate::engine::mpi::{Comm, Layout, MpiError, MpiFabric, check_environment};
+
+    use super::{Distributed, Launch};
+    use crate::Error;
+    use crate::trainer::agreement;
+
+    /// An MPI error: another process, or the communication with it, failed.
+    fn failed(e: MpiError) -> Error {
+        Error::Processes(e.to_string())
+    }
+
+    /// The MPI communication thread and this process's layout.
+    pub struct Link {
+        comm: Comm,
+        layout: Layout,
+    }
+
+    impl Link {
+        pub fn start(launch: &Launch, _processes: usize) -> Result<Option<Distributed>, Error> {
+            let comm = Comm::start(launch.comm_timeout).map_err(failed)?;
+            let id = comm.identity();
+            if id.size == 1 && launch.workers_per_process == 1 {
+                // `mpirun -np 1`: the whole world in this process, as without a launcher.
+                comm.shutdown(true);
+                return Ok(None);
+            }
+            let checked =
+                check_environment(id.rank, id.size, id.local_rank, |v| std::env::var(v).ok())
+                    .and_then(|()| {
+                        Layout::new(
+                            id.rank,
+                            id.size,
+                            launch.workers_per_process,
+                            launch.replicas,
+                            launch.stages,
+                        )
+                    });
+            // Rank 0's settings, against this process's.
+            let ours = &launch.settings;
+            let zero = comm
+                .broadcast((id.rank == 0).then(|| agreement::encode(ours)))
+                .map_err(failed)?;
+            let theirs = match id.rank {
+                0 => ours.clone(),
+                _ => agreement::parse(&zero),
+            };
+            let differs = agreement::disagreement(id.rank, ours, &theirs);
+            // Every process must stop if one cannot go on: rank 0 collects the verdicts and
+            // tells every process the first error.
+            let mine = match (&checked, differs) {
+                (Err(e), _) => format!("rank {}: {e}", id.rank).into_bytes(),
+                (Ok(_), Some(differs)) => differs.into_bytes(),
+                (Ok(_), None) => Vec::new(),
+            };
+            let verdict = comm
+                .gather(mine)
+                .map_err(failed)?
+                .map(|all| all.into_iter().find(|e| !e.is_empty()).unwrap_or_default());
+            let verdict = comm.broadcast(verdict).map_err(failed)?;
+            if !verdict.is_empty() {
+                comm.shutdown(true);
+                return Err(Error::Launch(
+                    String::from_utf8_lossy(&verdict).into_owned(),
+                ));
+            }
+            let layout = checked.expect("no process reported an error");
+            Ok(Some(Distributed {
+                rank: id.rank,
+                size: id.size,
+                local: layout.local(),
+                link: Link { comm, layout },
+            }))
+        }
+
+        pub fn fabric(&self) -> Box<dyn crate::engine::Fabric> {
+            Box::new(MpiFabric::new(self.comm.clone(), self.layout.clone()))
+        }
+
+        pub fn broadcast(&self, bytes: Option<Vec<u8>>) -> Result<Vec<u8>, Error> {
+            self.comm.broadcast(bytes).map_err(failed)
+        }
+
+        pub fn gather(&self, bytes: Vec<u8>) -> Result<Option<Vec<Vec<u8>>>, Error> {
+            self.comm.gather(bytes).map_err(failed)
+        }
+
+        pub fn notify(&self, message: String) {
+            self.comm.notify_failure(message);
+        }
+
+        pub fn finish(&self, clean: bool) {
+            self.comm.shutdown(clean);
+        }
+    }
+}
+
+#[cfg(not(feature = "mpi"))]
+mod link {
+    use super::{Distributed, Launch};
+    use crate::Error;
+
+    /// No MPI in this build: a multi-process launch is refused, so no value exists.
+    pub enum Link {}
+
+    impl Link {
+        pub fn start(_launch: &Launch, processes: usize) -> Result<Option<Distributed>, Error> {
+            if processes <= 1 {
+                return Ok(None);
+            }
+            Err(Error::Launch(format!(
+                "an MPI launcher started {processes} processes, but this pipetrain was built \
+                 without MPI; build it with `cargo build --release --features mpi`"
+            )))
+        }
+
+        pub fn fabric(&self) -> Box<dyn crate::engine::Fabric> {
+            match *self {}
+        }
+
+        pub fn broadcast(&self, _bytes: Option<Vec<u8>>) -> Result<Vec<u8>, Error> {
+            match *self {}
+        }
+
+        pub fn gather(&self, _bytes: Vec<u8>) -> Result<Option<Vec<Vec<u8>>>, Error> {
+            match *self {}
+        }
+
+        pub fn notify(&self, _message: String) {
+            match *self {}
+        }
+
+        pub fn finish(&self, _clean: bool) {
+            match *self {}
+        }
+    }
+}
+
+use link::Link;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn torchrun_without_mpi_is_refused_naming_its_variables() {
+        let torchrun = |k: &str| match k {
+            "RANK" => Some("1".to_string()),
+            "WORLD_SIZE" => Some("2".to_string()),
+            "MASTER_ADDR" => Some("127.0.0.1".to_string()),
+            _ => None,
+        };
+        let e = torchrun_refused(torchrun).unwrap();
+        assert!(
+            e.contains("RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1"),
+            "{e}"
+        );
+        assert!(e.contains("mpirun -np 2 pipetrain"), "{e}");
+        assert_eq!(torchrun_refused(|_| None), None);
+        let one = |k: &str| (k == "WORLD_SIZE").then(|| "1".to_string());
+        assert_eq!(torchrun_refused(one), None);
+    }
+}

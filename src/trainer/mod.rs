@@ -1,0 +1,50 @@
+//! The run loop (feature `trainer`): [`Trainer`] steps a [`Pipeline`](crate::Pipeline) over a
+//! [`Source`] of batches (a pipetrain-data loader through [`Epochs`], or any function of the
+//! batch index) with checkpoints (periodic, on a signal, and for the last good step when a step
+//! goes non-finite; written atomically), a metrics file ([`Metrics`]), a graceful stop on
+//! SIGINT/SIGTERM ([`Stop`]), resume from a checkpoint (step, optimizer state and data
+//! position, checked against the run's [`RunIdentity`]), the per-step verification against a
+//! single-device copy ([`Reference`], [`verify`]), and held-out evaluation ([`eval`]). It
+//! prints nothing: what happens goes to a callback as [`Event`]s. The `pipetrain` binary is
+//! this loop under flags. A run with a checkpoint and a resume is `examples/train_loop.rs`.
+
+#[cfg(feature = "mpi")]
+mod agreement;
+mod checkpoints;
+mod data;
+mod distributed;
+pub mod eval;
+mod event;
+pub mod footprint;
+mod identity;
+mod metrics;
+mod model;
+mod outcome;
+pub mod paths;
+mod processes;
+mod reference;
+mod run;
+mod settings;
+mod source;
+mod stop;
+pub mod summary;
+mod totals;
+pub mod verify;
+mod weights;
+
+pub use checkpoints::{Resumed, fits, resume, save};
+pub use data::{Data, Shapes};
+pub use distributed::{Distributed, Launch, Shared};
+pub use event::{Event, StepRecord, Warning};
+pub use identity::{DATA_POSITION, RunIdentity};
+pub use metrics::{Format, Metrics, Row};
+pub use model::Model;
+pub use outcome::Outcome;
+pub use processes::Processes;
+pub use reference::{After, Mode, Reference, Worst};
+pub use run::{Trainer, weights_intact};
+pub use settings::TrainerSettings;
+pub use source::{Epochs, Source};
+pub use stop::{HOLD_VARIABLE, Signal, Stop};
+pub use totals::StepTotals;
+pub use weights::init_weights;

@@ -1,0 +1,33 @@
+//! How a [`Trainer`](crate::trainer::Trainer) run ended.
+
+use std::time::Duration;
+
+use crate::trainer::{Reference, Signal};
+use crate::{Layer, StepReport};
+
+/// A finished (or stopped) run.
+pub struct Outcome<L: Layer> {
+    /// The step the run started from (0, or the resumed checkpoint's).
+    pub first_step: u64,
+    /// The optimizer steps done by the end, counting the resumed ones.
+    pub step: u64,
+    /// The signal that stopped the run after `step`, if one did (its checkpoint was written).
+    pub stopped: Option<Signal>,
+    /// The report of the last batch trained.
+    pub last: Option<StepReport>,
+    /// The loss of each step this run took.
+    pub losses: Vec<f64>,
+    /// The learning rate of each step this run took.
+    pub rates: Vec<f64>,
+    /// The median samples per second over the steps, the first one excluded (it builds and
+    /// measures).
+    pub median_samples_per_sec: f64,
+    /// Wall time of the loop.
+    pub elapsed: Duration,
+    /// In a multi-process run, on the leader: the whole trained model, gathered from every
+    /// process.
+    pub gathered: Option<Vec<L>>,
+    /// The per-step verification's single-device copy, with its findings
+    /// ([`verify::verdict`](crate::trainer::verify::verdict)).
+    pub reference: Option<Reference<L>>,
+}
