@@ -10,7 +10,8 @@ use burn::prelude::*;
 use pipetrain::engine::SingleDevice;
 use pipetrain::profile::Profile;
 use pipetrain::trainer::{
-    Event, Mode, Reference, Signal, Source, StepRecord, Stop, Trainer, TrainerSettings,
+    Distributed, Event, Mode, Reference, Shared, Signal, Source, StepRecord, Stop, Trainer,
+    TrainerSettings, summary,
 };
 use pipetrain::{Batch, Layer, OptimizerConfig, Remat, Tie};
 
@@ -23,8 +24,6 @@ use crate::model::Model;
 use crate::paths;
 use crate::progress::Progress;
 use crate::run_failure::{cli_message, of_run};
-use pipetrain::trainer::summary;
-use pipetrain::trainer::{Distributed, Shared};
 
 /// Runs `pipetrain train`, recording a chrome trace around the run when `--profile` is given.
 /// Returns [`Exit::VerifyFailed`] when `--verify` finds the weights apart, else
