@@ -14,10 +14,12 @@
 //! # Ok::<(), pipetrain::Error>(())
 //! ```
 
+mod compare;
 mod costs;
 mod format;
 mod report;
 
+pub use compare::{Comparison, ScheduleRow, compare};
 pub use costs::{PlanCosts, cost_problem};
 pub use format::{columns, num, percent};
 pub use report::{CostsReport, PlanReport, PlanSettings, StageLine};

@@ -32,8 +32,12 @@ use crate::trainer::Processes;
 use crate::{Checkpoint, Error, Layer, Pipeline, RunFile, RunFileError, schedules::WorkerId};
 
 /// How this process was launched, and what every process must agree on.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Launch {
+    /// The words of a refused launch's remedy, chosen on the rank that refuses it (the verdict
+    /// reaches the other ranks as text): [`Builder`](crate::remedy::Builder) for the library's,
+    /// a front end's own [`Style`](crate::remedy::Style) for its flags.
+    pub style: &'static (dyn crate::remedy::Style + Sync),
     /// Workers each process runs, as threads connected by channels (MPI between processes):
     /// processes × this must equal `replicas` × `stages`.
     pub workers_per_process: usize,
@@ -46,6 +50,18 @@ pub struct Launch {
     /// The settings every process must share, as `(name, value)` pairs named as the caller's
     /// user knows them; rank 0's are sent to every process and compared.
     pub settings: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for Launch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Launch")
+            .field("workers_per_process", &self.workers_per_process)
+            .field("comm_timeout", &self.comm_timeout)
+            .field("replicas", &self.replicas)
+            .field("stages", &self.stages)
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
 }
 
 /// This process's place in a multi-process run.
@@ -337,6 +353,7 @@ mod link {
 
     use super::{Distributed, Launch};
     use crate::Error;
+    use crate::remedy::Remedied;
     use crate::trainer::agreement;
 
     /// An MPI error: another process, or the communication with it, failed.
@@ -383,7 +400,9 @@ mod link {
             // Every process must stop if one cannot go on: rank 0 collects the verdicts and
             // tells every process the first error.
             let mine = match (&checked, differs) {
-                (Err(e), _) => format!("rank {}: {e}", id.rank).into_bytes(),
+                (Err(e), _) => {
+                    format!("rank {}: {}", id.rank, e.explain(launch.style)).into_bytes()
+                }
                 (Ok(_), Some(differs)) => differs.into_bytes(),
                 (Ok(_), None) => Vec::new(),
             };

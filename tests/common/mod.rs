@@ -30,6 +30,16 @@ pub fn seeded<T: burn::module::Module>(seed: u64, init: impl FnOnce(&Device) -> 
     module
 }
 
+/// Seeds burn's generator with `seed` and runs `draw` (e.g. a random input tensor) under the
+/// same lock as [`seeded`]: a draw outside it would move the stream of a test that is
+/// initialising its model at the same time.
+pub fn seeded_draw<T>(seed: u64, draw: impl FnOnce(&Device) -> T) -> T {
+    let _rng = RNG.lock().unwrap_or_else(|e| e.into_inner());
+    let device = Device::flex();
+    device.seed(seed);
+    draw(&device)
+}
+
 /// Reads every parameter, which draws the lazily initialised ones.
 struct Materialize;
 

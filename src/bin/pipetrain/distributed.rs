@@ -38,6 +38,7 @@ pub fn start(args: &TrainArgs) -> Result<Option<Distributed>, Failure> {
         )));
     }
     let launch = Launch {
+        style: &crate::style::Flags,
         workers_per_process: args.workers_per_process,
         // Checked above wherever it is used (a launched run of an MPI build).
         comm_timeout: match timeout_valid {
