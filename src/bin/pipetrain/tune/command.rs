@@ -187,7 +187,7 @@ fn show(args: &TuneArgs, progress: TuneProgress<'_>) {
 fn print_ranking(args: &TuneArgs, ranking: &Ranking) {
     println!(
         "model flags: {}",
-        flags::to_flags(&flags::model(&args.train))
+        flags::command_line(&flags::model(&args.train))
     );
     println!(
         "{} configurations: {} ranked, {} predicted like a ranked one, {} left out",
@@ -211,7 +211,7 @@ fn print_ranking(args: &TuneArgs, ranking: &Ranking) {
             c.samples_per_sec,
             100.0 * c.bubble,
             Bytes(c.peak_memory()).to_string(),
-            flags::to_flags(&flags::knobs(c))
+            flags::command_line(&flags::knobs(c))
         );
     }
     for i in ranking.infeasible.iter().take(3) {

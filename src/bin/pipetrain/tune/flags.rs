@@ -76,7 +76,7 @@ pub fn knobs(candidate: &Candidate) -> Vec<(&'static str, Value)> {
 }
 
 /// `--key value ...` (underscores as dashes, arrays comma-joined).
-pub fn to_flags(pairs: &[(&'static str, Value)]) -> String {
+pub fn command_line(pairs: &[(&'static str, Value)]) -> String {
     pairs
         .iter()
         .map(|(key, value)| {
