@@ -281,8 +281,6 @@ pub enum Error {
     Launch(String),
     /// Tensor-name rewriting rules (`REGEX=REPLACEMENT`) do not parse or collide.
     Renames(String),
-    /// Another process of a multi-process run, or the communication with it, failed.
-    Processes(String),
     /// The signal handlers could not be installed, or the stop hook is malformed.
     Signals(String),
     // ---- end of the run loop's block ----
@@ -423,7 +421,6 @@ impl Error {
                 | Error::SameFile { .. }
                 | Error::Launch(_)
                 | Error::Renames(_)
-                | Error::Processes(_)
                 | Error::Signals(_)
         )
     }
@@ -641,7 +638,6 @@ impl Remedied for Error {
             | Error::Batch { .. }
             | Error::Launch(_)
             | Error::Renames(_)
-            | Error::Processes(_)
             | Error::Signals(_) => None,
             Error::NoTuneBatch
             | Error::EmptyModel
@@ -803,7 +799,7 @@ impl Remedied for Error {
                 path.display(),
                 other_path.display()
             ),
-            Error::Launch(text) | Error::Processes(text) => text.clone(),
+            Error::Launch(text) => text.clone(),
             Error::Renames(text) => format!("rename rules: {text}"),
             Error::Signals(text) => format!("signals: {text}"),
             _ => unreachable!("every configuration error has facts"),

@@ -114,7 +114,7 @@ impl Distributed {
     /// [`Error::Launch`]: the launcher's variables disagree with MPI, the processes cannot
     /// hold the world, or they were given different settings (every process reports the same
     /// error); torchrun's variables without an MPI launcher; a multi-process launch of a build
-    /// without MPI. [`Error::Processes`]: MPI cannot be initialised.
+    /// without MPI. [`Error::Engine`] (MPI's error, with its remedy): MPI cannot be initialised.
     pub fn start(launch: &Launch) -> Result<Option<Self>, Error> {
         let Some(processes) = launched() else {
             if let Some(refused) = torchrun_refused(|v| std::env::var(v).ok()) {
@@ -356,9 +356,10 @@ mod link {
     use crate::remedy::Remedied;
     use crate::trainer::agreement;
 
-    /// An MPI error: another process, or the communication with it, failed.
+    /// An MPI error: another process, or the communication with it, failed. It keeps its
+    /// type, so each front end words its remedy (the communication timeout) its own way.
     fn failed(e: MpiError) -> Error {
-        Error::Processes(e.to_string())
+        crate::engine::EngineError::Mpi(e).into()
     }
 
     /// The MPI communication thread and this process's layout.

@@ -31,10 +31,9 @@ pub fn of_run(error: Error) -> Failure {
         | Error::Renames(_)
         | Error::Launch(_)
         | Error::Signals(_) => Failure::usage(message.clone()),
-        Error::NonFiniteLoss { .. }
-        | Error::CheckpointNonFinite { .. }
-        | Error::Batch { .. }
-        | Error::Processes(_) => Failure::runtime(message.clone()),
+        Error::NonFiniteLoss { .. } | Error::CheckpointNonFinite { .. } | Error::Batch { .. } => {
+            Failure::runtime(message.clone())
+        }
         other => Failure::of_build(other),
     };
     failure.with_message(message)
