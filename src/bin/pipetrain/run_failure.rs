@@ -74,7 +74,8 @@ pub fn cli_message(error: &Error) -> String {
             "--metrics {}: {why}; give another --metrics file",
             path.display()
         ),
-        Error::RunFile { .. } | Error::CheckpointNonFinite { .. } => {
+        // The library's facts name the file as the flag does, without its dashes.
+        Error::RunFile { .. } | Error::CheckpointNonFinite { .. } | Error::ResumeData { .. } => {
             format!("--{}", error.render(&Flags))
         }
         Error::ResumeMismatch {
@@ -98,16 +99,6 @@ pub fn cli_message(error: &Error) -> String {
         Error::ResumeDone { path, saved, steps } => format!(
             "--resume {}: the checkpoint is at step {saved} already; --steps {steps} is the \
              total, give more to continue",
-            path.display()
-        ),
-        Error::ResumeData {
-            path,
-            saved,
-            expected,
-            step,
-        } => format!(
-            "--resume {}: the checkpoint's next data is {saved}, this data gives {expected} at \
-             step {step}; the dataset changed",
             path.display()
         ),
         Error::OtherModel {
