@@ -5,7 +5,7 @@
 #
 # Needs: .gpu/ as scripts/gpu-pack.sh makes it (this script sits in it), an NVIDIA driver,
 # libnvrtc (found in PyTorch's wheels or a CUDA install), and python3 with torch for the bench
-# rows' peer (the rows are skipped, loudly, without it). Budget: under 6 minutes on an H100/H200.
+# rows' peer (the rows are skipped, loudly, without it). Budget: under 7 minutes on an H100/H200.
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 OUTDIR=$(mkdir -p "${1:-${OUT:-.}}" && cd "${1:-${OUT:-.}}" && pwd)
@@ -87,5 +87,29 @@ fi
 timeout 150 "$P" bench --device cuda:0 "${peer[@]}" >"$WORK/bench.log" 2>&1
 say "bench exit code: $?"
 tee -a "$REPORT" <"$WORK/bench.log"
+say ""
+
+# 4. Where the time goes (issue 29): MLP-8x4096, batch 4096, one GPU, SGD; device time per action
+#    kind (steps 2..6, from the --profile trace), under --timing device and --timing host.
+say "== where the time goes: MLP-8x4096 b4096 on 1 GPU, SGD, ms per step by action kind (steps 2-6)"
+for t in device host; do
+    out=$(timeout 100 "$P" train --device cuda:0 --stages 1 --micro-batches 1 --batch 4096 --width 4096 \
+        --steps 6 --optimizer sgd --lr 0.01 --timing "$t" --profile "$OUTDIR/trace-$t.json" 2>&1)
+    say "--timing $t (exit $?): $(printf '%s\n' "$out" | grep -m1 -E '^done|rror' | cut -c1-160)"
+    python3 - "$OUTDIR/trace-$t.json" <<'PY' 2>&1 | tee -a "$REPORT"
+import collections, json, sys
+try:
+    events = [e for e in json.load(open(sys.argv[1])) if e.get("ph") == "X"]
+except Exception as e:
+    sys.exit(f"  no trace: {e}")
+opt = sorted(e["ts"] + e["dur"] for e in events if e["args"].get("kind") == "optimizer-step")
+later = [e for e in events if opt and e["ts"] >= opt[0]]
+steps = max(len(opt) - 1, 1)
+total = collections.defaultdict(float)
+for e in later:
+    total[e["args"].get("kind", e["name"])] += e["dur"] / 1000
+print("  " + ", ".join(f"{k} {v / steps:.2f}" for k, v in sorted(total.items())) + f" (over {steps} steps)")
+PY
+done
 say ""
 say "device check written to $REPORT"
