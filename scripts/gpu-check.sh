@@ -111,5 +111,6 @@ for e in later:
 print("  " + ", ".join(f"{k} {v / steps:.2f}" for k, v in sorted(total.items())) + f" (over {steps} steps)")
 PY
 done
+cp "$WORK/suite.log" "$OUTDIR/suite.log" 2>/dev/null
 say ""
-say "device check written to $REPORT"
+say "device check written to $REPORT (the suite's full log: $OUTDIR/suite.log)"
