@@ -1089,12 +1089,6 @@ impl From<TieError> for Error {
     }
 }
 
-impl From<pipetrain_engine::ActivationError> for Error {
-    fn from(e: pipetrain_engine::ActivationError) -> Self {
-        EngineError::from(e).into()
-    }
-}
-
 /// `From` for the errors that take one variant each.
 macro_rules! from {
     ($($error:ty => $variant:ident),* $(,)?) => {$(

@@ -73,8 +73,8 @@ pub use setup::{Setup, WorkerSetup};
 pub use pipetrain_engine as engine;
 pub use pipetrain_engine::checkpoint::{Checkpoint, CheckpointError, Progress};
 pub use pipetrain_engine::{
-    Activation, ActivationError, AdamOptions, Backward, Batch, Bundle, CrossEntropy, Dense,
-    DenseActivation, GradGuard, Layer, Linears, Loss, Mse, OptimizerConfig, OptimizerError, Remat,
+    Activation, AdamOptions, Backward, Batch, Bundle, CrossEntropy, Dense, DenseActivation,
+    EngineError, GradGuard, Layer, Linears, Loss, Mse, OptimizerConfig, OptimizerError, Remat,
     SgdOptions, Tie, Timing,
 };
 pub use pipetrain_partitioner as partitioner;

@@ -7,8 +7,8 @@ mod common;
 use burn::prelude::*;
 use pipetrain::engine::{SingleDevice, difference};
 use pipetrain::{
-    Activation, ActivationError, Batch, CrossEntropy, Error, Layer, OptimizerConfig, Pipeline,
-    Remat, ScheduleKind,
+    Activation, Batch, CrossEntropy, EngineError, Error, Layer, OptimizerConfig, Pipeline, Remat,
+    ScheduleKind,
 };
 use pipetrain_models::{UNetConfig, UNetLayer, synthetic};
 
@@ -105,7 +105,7 @@ struct Skip {
 }
 
 impl Layer for Skip {
-    fn forward(&self, x: Activation) -> Result<Activation, ActivationError> {
+    fn forward(&self, x: Activation) -> Result<Activation, EngineError> {
         Ok(x)
     }
     fn stashes(&self) -> Vec<String> {

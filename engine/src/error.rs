@@ -2,81 +2,16 @@
 //! [`Remedied::remedy`] says what would fix them, for a front end to word.
 
 use pipetrain_schedules::remedy::{Remedied, Remedy, Setting, Value};
+use std::ops::Range;
+use std::time::Duration;
+
 use pipetrain_schedules::{Action, MicroBatchId, ReplicaId, ScheduleError, StageId, WorkerId};
 
-use crate::activation::ActivationError;
+use crate::transport::Tag;
 
-/// Why one action of one worker failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum Cause {
-    /// A layer, the loss or burn panicked.
-    #[error("panicked: {message}{context}")]
-    Panic {
-        /// The panic message.
-        message: String,
-        /// What the worker was computing on, e.g. " (input: rank-2 float [2, 8] received from
-        /// stage 0)".
-        context: String,
-    },
-    /// A layer rejected its input (wrong rank or kind, or its own reason).
-    #[error("{error} (input: {input}{from})")]
-    Layer {
-        /// What the layer said.
-        error: ActivationError,
-        /// The input it was given.
-        input: String,
-        /// Where the input came from, e.g. " received from stage 0" (empty for stage 0).
-        from: String,
-    },
-    /// The loss rejected the last stage's output or the targets.
-    #[error("loss: {0}")]
-    Loss(ActivationError),
-    /// The upstream gradient does not fit this stage's output.
-    #[error("gradient: {0}")]
-    Gradient(ActivationError),
-    /// The device failed to run the action's work (found when it was synchronised).
-    #[error("device: {0}")]
-    Device(String),
-    /// The backward reached a stage's input with no gradient: the stage's output does not
-    /// depend on its input.
-    #[error("no gradient reached this stage's input; the stage's output does not depend on it")]
-    NoInputGradient,
-    /// The skips of a route (a bundle's parts passed from a stashing to a popping stage) did not
-    /// fit what a layer returned or a stage received.
-    #[error("skips {names:?} from {stash} to {pop}: {what}: {error}")]
-    Skip {
-        /// The skips' names.
-        names: Vec<String>,
-        /// The stashing stage.
-        stash: StageId,
-        /// The popping stage.
-        pop: StageId,
-        /// What did not fit, e.g. "received no bundle".
-        what: String,
-        /// Why.
-        error: ActivationError,
-    },
-    /// The transport failed (a peer hung up without an error of its own).
-    #[error("transport: {0}")]
-    Transport(#[from] crate::transport::TransportError),
-    /// The collective failed.
-    #[error("collective: {0}")]
-    Collective(#[from] crate::collective::CollectiveError),
-    /// A gradient of the step is NaN or infinite (or its squared norm overflows f32); no stage
-    /// applied the step. This is the lowest stage where one appeared.
-    #[error(
-        "non-finite gradient of `{parameter}` (the first stage and parameter with one; no \
-         stage applied this step)"
-    )]
-    NonFinite {
-        /// The parameter's full-model name, e.g. `3.linear.weight`.
-        parameter: String,
-    },
-}
-
-/// Everything the engine can return: the crate's one error type. Sub-errors (checkpoint, ties,
-/// activations, plans) keep their own types as sources.
+/// Everything the engine can return: the crate's one error type. Each variant holds its facts as
+/// fields; [`StageFailed`](EngineError::StageFailed) holds the failing worker's reason as an
+/// `EngineError` of its own (a panic, a layer's rejection, a transfer, a collective, …).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum EngineError {
@@ -95,9 +30,9 @@ pub enum EngineError {
         micro_batch: Option<MicroBatchId>,
         /// The action that failed.
         action: Action,
-        /// Why.
+        /// Why: one of the variants from [`Panic`](EngineError::Panic) on.
         #[source]
-        source: Cause,
+        source: Box<EngineError>,
     },
     /// A step already failed: stage states may be partly updated, so the pipeline refuses to go
     /// on. Rebuild it (or reload a checkpoint).
@@ -106,9 +41,9 @@ pub enum EngineError {
          build a new one or load a checkpoint"
     )]
     Poisoned,
-    /// The batch cannot be fed to the pipeline.
+    /// The batch cannot be fed to the pipeline: why (e.g. a [`Mismatch`](EngineError::Mismatch)).
     #[error("bad batch: {0}")]
-    Batch(#[from] ActivationError),
+    Batch(Box<EngineError>),
     /// The batch has fewer rows than `replicas × micro_batches` (each micro-batch needs a
     /// row). Found before any worker runs: the pipeline stays usable.
     #[error(
@@ -259,27 +194,198 @@ pub enum EngineError {
         /// The panic message.
         message: String,
     },
-}
+    // ---- Why one action of one worker failed: the `source` of a `StageFailed`. ----
+    /// A layer, the loss or burn panicked.
+    #[error("panicked: {message}{context}")]
+    Panic {
+        /// The panic message.
+        message: String,
+        /// What the worker was computing on, e.g. " (input: rank-2 float [2, 8] received from
+        /// stage 0)".
+        context: String,
+    },
+    /// A layer rejected its input (wrong rank or kind, or its own reason).
+    #[error("{error} (input: {input}{from})")]
+    Layer {
+        /// What the layer said (e.g. a [`Mismatch`](EngineError::Mismatch) or
+        /// [`LayerRejected`](EngineError::LayerRejected)).
+        error: Box<EngineError>,
+        /// The input it was given.
+        input: String,
+        /// Where the input came from, e.g. " received from stage 0" (empty for stage 0).
+        from: String,
+    },
+    /// The loss rejected the last stage's output or the targets.
+    #[error("loss: {0}")]
+    Loss(Box<EngineError>),
+    /// The upstream gradient does not fit this stage's output.
+    #[error("gradient: {0}")]
+    Gradient(Box<EngineError>),
+    /// The device failed to run the action's work (found when it was synchronised).
+    #[error("device: {0}")]
+    DeviceFailed(String),
+    /// The backward reached a stage's input with no gradient: the stage's output does not
+    /// depend on its input.
+    #[error("no gradient reached this stage's input; the stage's output does not depend on it")]
+    NoInputGradient,
+    /// The skips of a route (a bundle's parts passed from a stashing to a popping stage) did not
+    /// fit what a layer returned or a stage received.
+    #[error("skips {names:?} from {stash} to {pop}: {what}: {error}")]
+    SkipBundle {
+        /// The skips' names.
+        names: Vec<String>,
+        /// The stashing stage.
+        stash: StageId,
+        /// The popping stage.
+        pop: StageId,
+        /// What did not fit, e.g. "received no bundle".
+        what: String,
+        /// Why.
+        error: Box<EngineError>,
+    },
+    /// A gradient of the step is NaN or infinite (or its squared norm overflows f32); no stage
+    /// applied the step. This is the lowest stage where one appeared.
+    #[error(
+        "non-finite gradient of `{parameter}` (the first stage and parameter with one; no \
+         stage applied this step)"
+    )]
+    NonFinite {
+        /// The parameter's full-model name, e.g. `3.linear.weight`.
+        parameter: String,
+    },
 
-impl Remedied for Cause {
-    fn remedy(&self) -> Option<Remedy> {
-        match self {
-            Cause::NonFinite { .. } => Some(Remedy::one_of([
-                Remedy::set(Setting::LearningRate, Value::Smaller),
-                Remedy::set(Setting::ClipGradNorm, Value::Number(1.0)),
-                Remedy::set(Setting::SkipNonFinite, Value::On),
-            ])),
-            Cause::Transport(e) => e.remedy(),
-            Cause::Collective(e) => e.remedy(),
-            _ => None,
-        }
-    }
+    // ---- What a layer or loss says of an activation ([`Layer::forward`](crate::Layer)). ----
+    /// An activation of the wrong rank or kind.
+    #[error("expected a {expected} tensor, got a {found} tensor of shape {shape:?}")]
+    Mismatch {
+        /// What was expected, e.g. "rank-2 float".
+        expected: String,
+        /// What was found, e.g. "rank-3 float".
+        found: String,
+        /// The shape found.
+        shape: Vec<usize>,
+    },
+    /// The batch has fewer rows than the parts asked for (every part needs a row).
+    #[error(
+        "batch of {batch} rows does not split into {parts} parts of at least one row; use a batch \
+         of at least {parts} rows (micro-batches × replicas) or fewer micro-batches"
+    )]
+    Ragged {
+        /// Rows in the batch.
+        batch: usize,
+        /// Number of parts asked for.
+        parts: usize,
+    },
+    /// A layer's own reason to reject its input: what a [`Layer`](crate::Layer) returns when
+    /// no other variant fits.
+    #[error("{0}")]
+    LayerRejected(String),
+
+    // ---- Transfers between stages ([`Transport`](crate::Transport)) and collectives over a
+    // group ([`Collective`](crate::Collective)). ----
+    /// Another worker failed: this step is over (a worker that sees it stops without an error
+    /// of its own).
+    #[error("step aborted by another worker's failure")]
+    Aborted,
+    /// A neighbouring stage is gone without an error of its own.
+    #[error("transport: {peer} hung up while {tag:?} was awaited")]
+    HungUp {
+        /// The neighbour.
+        peer: StageId,
+        /// What was awaited or sent.
+        tag: Tag,
+    },
+    /// Nothing came from a neighbouring stage within the communication timeout (multi-process
+    /// runs).
+    #[error(
+        "transport: {peer} (MPI rank {rank}) sent nothing for {timeout:?} (the communication \
+         timeout) while {tag:?} was awaited; it may be dead or stuck, or its steps that slow"
+    )]
+    TransportTimeout {
+        /// The neighbour.
+        peer: StageId,
+        /// The neighbour's process.
+        rank: usize,
+        /// What was awaited.
+        tag: Tag,
+        /// The communication timeout.
+        timeout: Duration,
+    },
+    /// A neighbouring stage sent the same tag twice.
+    #[error("transport: {peer} sent {tag:?} twice")]
+    Duplicate {
+        /// The neighbour.
+        peer: StageId,
+        /// The repeated tag.
+        tag: Tag,
+    },
+    /// A member of a collective's group went away without an error of its own.
+    #[error("collective: member {peer} of the {size}-member group hung up")]
+    MemberHungUp {
+        /// The peer's rank in the group.
+        peer: usize,
+        /// Group size.
+        size: usize,
+    },
+    /// Nothing came from a member within the communication timeout (multi-process runs).
+    #[error(
+        "collective: member {peer} (MPI rank {rank}) of the {size}-member group sent nothing \
+         for {timeout:?} (the communication timeout); it may be dead or stuck, or its steps \
+         that slow"
+    )]
+    CollectiveTimeout {
+        /// The peer's rank in the group.
+        peer: usize,
+        /// The peer's process.
+        rank: usize,
+        /// Group size.
+        size: usize,
+        /// The communication timeout.
+        timeout: Duration,
+    },
+    /// Members disagree on a collective's buffer: they hold different models or different
+    /// gradients.
+    #[error(
+        "collective: member {peer} sent {got} values for rank {rank}'s range, which holds \
+         {expected}; the replicas of a stage must hold the same parameters"
+    )]
+    MemberMismatch {
+        /// The sender's rank.
+        peer: usize,
+        /// This member's rank.
+        rank: usize,
+        /// Values expected.
+        expected: usize,
+        /// Values received.
+        got: usize,
+    },
+    /// A collective's `bounds` do not split the buffer into one range per member.
+    #[error(
+        "collective: bounds {bounds:?} do not split {len} values into {size} consecutive ranges"
+    )]
+    Bounds {
+        /// The ranges given.
+        bounds: Vec<Range<usize>>,
+        /// Buffer length.
+        len: usize,
+        /// Group size.
+        size: usize,
+    },
 }
 
 impl Remedied for EngineError {
     fn remedy(&self) -> Option<Remedy> {
         match self {
             EngineError::StageFailed { source, .. } => source.remedy(),
+            EngineError::NonFinite { .. } => Some(Remedy::one_of([
+                Remedy::set(Setting::LearningRate, Value::Smaller),
+                Remedy::set(Setting::ClipGradNorm, Value::Number(1.0)),
+                Remedy::set(Setting::SkipNonFinite, Value::On),
+            ])),
+            // A timeout: a larger communication timeout, if the peer is only slow.
+            EngineError::TransportTimeout { .. } | EngineError::CollectiveTimeout { .. } => {
+                Some(Remedy::set(Setting::CommTimeout, Value::Larger))
+            }
             EngineError::BatchSplit {
                 replicas,
                 micro_batches,
@@ -312,6 +418,13 @@ impl Remedied for EngineError {
 
 /// The engine's result type.
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
+
+impl EngineError {
+    /// `self` as the reason a batch cannot be fed: [`EngineError::Batch`].
+    pub fn bad_batch(self) -> Self {
+        EngineError::Batch(Box::new(self))
+    }
+}
 
 /// A panic payload as text.
 pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {

@@ -59,12 +59,12 @@ pub enum SkipError {
 ///
 /// ```
 /// use burn::prelude::*;
-/// use pipetrain_engine::{Activation, ActivationError, Layer, SkipError, check_skips};
+/// use pipetrain_engine::{Activation, EngineError, Layer, SkipError, check_skips};
 ///
 /// #[derive(Module, Debug)]
 /// struct L { pops: usize } // 0: stashes `s`, 1: pops it
 /// impl Layer for L {
-///     fn forward(&self, x: Activation) -> Result<Activation, ActivationError> { Ok(x) }
+///     fn forward(&self, x: Activation) -> Result<Activation, EngineError> { Ok(x) }
 ///     fn stashes(&self) -> Vec<String> { if self.pops == 0 { vec!["s".into()] } else { vec![] } }
 ///     fn pops(&self) -> Vec<String> { if self.pops == 1 { vec!["s".into()] } else { vec![] } }
 /// }
