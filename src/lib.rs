@@ -71,7 +71,7 @@ pub use report::{StageReport, StepReport};
 pub use setup::{Setup, WorkerSetup};
 
 pub use pipetrain_engine as engine;
-pub use pipetrain_engine::checkpoint::{Checkpoint, CheckpointError, Progress};
+pub use pipetrain_engine::checkpoint::{Checkpoint, Progress};
 pub use pipetrain_engine::{
     Activation, AdamOptions, Backward, Batch, Bundle, CrossEntropy, Dense, DenseActivation,
     EngineError, GradGuard, Layer, Linears, Loss, Mse, OptimizerConfig, OptimizerError, Remat,

@@ -127,7 +127,7 @@ fn unpaired_skips_are_build_errors_naming_both_layers() {
     let build = |roles: &[usize]| {
         let layers: Vec<Skip> = roles.iter().map(|&role| Skip { role }).collect();
         match Pipeline::builder().layers(layers).stages(2).build() {
-            Err(Error::Skips(e)) => e.to_string(),
+            Err(Error::Engine(e)) => e.to_string(),
             Err(other) => panic!("another error: {other}"),
             Ok(_) => panic!("built"),
         }

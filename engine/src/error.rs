@@ -3,6 +3,7 @@
 
 use pipetrain_schedules::remedy::{Remedied, Remedy, Setting, Value};
 use std::ops::Range;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use pipetrain_schedules::{Action, MicroBatchId, ReplicaId, ScheduleError, StageId, WorkerId};
@@ -164,12 +165,6 @@ pub enum EngineError {
     #[cfg(feature = "mpi")]
     #[error(transparent)]
     Mpi(#[from] crate::mpi::MpiError),
-    /// A checkpoint could not be written or read.
-    #[error(transparent)]
-    Checkpoint(#[from] crate::checkpoint::CheckpointError),
-    /// A tie names a parameter the model lacks, or shapes that do not match.
-    #[error(transparent)]
-    Tie(#[from] crate::tie::TieError),
     /// A checkpoint cannot be saved now.
     #[error(
         "{pending} of {accumulation} accumulated batches are not applied yet; save after the \
@@ -371,10 +366,278 @@ pub enum EngineError {
         /// Group size.
         size: usize,
     },
+
+    // ---- The device probe ([`device::cuda`](crate::device::cuda)): what a CUDA device lacks. The
+    // facade and the binary word the remedy (a builder call, a flag); the facts are the fields. ----
+    /// This build has no CUDA backend.
+    #[error(
+        "cuda:{index}: this build has no CUDA backend (it was built without the `cuda` feature)"
+    )]
+    NotBuilt {
+        /// The GPU asked for.
+        index: usize,
+    },
+    /// The NVIDIA driver library could not be loaded.
+    #[error(
+        "cuda:{index}: the NVIDIA driver library libcuda.so could not be loaded ({detail}); install \
+         the NVIDIA driver, or put the directory holding libcuda.so.1 on LD_LIBRARY_PATH"
+    )]
+    NoDriver {
+        /// The GPU asked for.
+        index: usize,
+        /// What the loader said (the library names it searched for).
+        detail: String,
+    },
+    /// The driver is there but has no GPU with that index.
+    #[error(
+        "cuda:{index}: this machine has {count} CUDA device(s){}; use a device index below {count} \
+         (nvidia-smi lists them)",
+        if *count > 0 { format!(" (cuda:0..cuda:{})", count - 1) } else { String::new() }
+    )]
+    NoSuchDevice {
+        /// The GPU asked for.
+        index: usize,
+        /// GPUs the driver reports.
+        count: usize,
+    },
+    /// NVRTC, which compiles the CUDA build's kernels at run time, could not be loaded.
+    #[error(
+        "cuda:{index}: NVRTC (libnvrtc.so) could not be loaded ({detail}); it compiles pipetrain's \
+         CUDA kernels at run time: install the CUDA runtime, or put the directory holding \
+         libnvrtc.so.13 on LD_LIBRARY_PATH (PyTorch ships one in site-packages/nvidia/cu13/lib)"
+    )]
+    NoNvrtc {
+        /// The GPU asked for.
+        index: usize,
+        /// What the loader or NVRTC said.
+        detail: String,
+    },
+    /// The driver refused: initialisation failed, or the device did not run a first operation.
+    #[error("cuda:{index}: the CUDA driver failed: {detail}")]
+    Driver {
+        /// The GPU asked for.
+        index: usize,
+        /// The driver's words.
+        detail: String,
+    },
+
+    // ---- Ties ([`Tie`](crate::Tie)): a tie the model does not fit. ----
+    /// A tie names a parameter the model lacks.
+    #[error("tie `{tie}`: the model has no parameter `{name}` (it has e.g. {examples})")]
+    TieUnknown {
+        /// The tie.
+        tie: String,
+        /// The missing name.
+        name: String,
+        /// A few names the model does have.
+        examples: String,
+    },
+    /// A tie's two shapes do not match (after the transposition, if any).
+    #[error("tie `{tie}`: shapes {first:?} and {second:?} do not match{hint}")]
+    TieShape {
+        /// The tie.
+        tie: String,
+        /// The first parameter's shape.
+        first: Vec<usize>,
+        /// The second's.
+        second: Vec<usize>,
+        /// A remedy.
+        hint: String,
+    },
+
+    // ---- Skips ([`check_skips`](crate::check_skips)): a layer sequence whose stashes and pops do
+    // not pair up. Layers are numbered in model order. ----
+    /// A pop with no stash of that name before it.
+    #[error(
+        "layer {pop} pops skip `{name}`, which no earlier layer stashes{later}; stash it in a \
+         layer before {pop} or drop the pop",
+        later = match stash {
+            Some(s) => format!(" (layer {s} stashes it, after the pop)"),
+            None => String::new(),
+        }
+    )]
+    PopWithoutStash {
+        /// The skip.
+        name: String,
+        /// The popping layer.
+        pop: usize,
+        /// A later layer that stashes it, if one does.
+        stash: Option<usize>,
+    },
+    /// Two stashes of one name.
+    #[error("layers {first} and {second} both stash skip `{name}`; give each skip its own name")]
+    StashedTwice {
+        /// The skip.
+        name: String,
+        /// The first stashing layer.
+        first: usize,
+        /// The second.
+        second: usize,
+    },
+    /// A stash nothing pops.
+    #[error("layer {stash} stashes skip `{name}`, which no later layer pops; pop it or drop it")]
+    NeverPopped {
+        /// The skip.
+        name: String,
+        /// The stashing layer.
+        stash: usize,
+    },
+    /// Two pops of one name.
+    #[error("layers {first} and {second} both pop skip `{name}`; a stashed skip is popped once")]
+    PoppedTwice {
+        /// The skip.
+        name: String,
+        /// The first popping layer.
+        first: usize,
+        /// The second.
+        second: usize,
+    },
+
+    // ---- Files ([`output`](crate::output), [`checkpoint`](crate::checkpoint)): why a file could not
+    // be written or read. ----
+    /// The destination exists and is not a regular file: it is never replaced.
+    #[error(
+        "{} is {what}, not a regular file, and is never replaced: give the path of a file (a \
+         new one, or one this command wrote before)",
+        path.display()
+    )]
+    NotRegular {
+        /// The destination.
+        path: PathBuf,
+        /// What it is, e.g. "a directory".
+        what: &'static str,
+    },
+    /// The destination's directory does not exist.
+    #[error("directory {} does not exist; create it or choose another path", dir.display())]
+    NoDirectory {
+        /// The destination.
+        path: PathBuf,
+        /// Its directory.
+        dir: PathBuf,
+    },
+    /// No file can be created beside the destination.
+    #[error(
+        "{}: cannot create a file in its directory ({source}); choose a writable directory",
+        path.display()
+    )]
+    Unwritable {
+        /// The destination.
+        path: PathBuf,
+        /// What the OS said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Writing, syncing or renaming failed (a full disk, an I/O error).
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What the OS said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file was renamed into place, but its directory could not be synced: a crash now may
+    /// lose it.
+    #[error(
+        "fsync of directory {} failed after writing a file into it ({source}); it may not \
+         survive a crash: check the file system",
+        dir.display()
+    )]
+    DirectorySync {
+        /// The directory.
+        dir: PathBuf,
+        /// What the OS said.
+        #[source]
+        source: std::io::Error,
+    },
+
+    // ---- Checkpoints ([`checkpoint`](crate::checkpoint)): a file that does not fit. ----
+    /// A checkpoint that is not a readable safetensors file, or not one pipetrain wrote.
+    #[error("{}: not a readable checkpoint or safetensors weights file: {reason}", path.display())]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A safetensors file without pipetrain's metadata: plain weights (e.g. a PyTorch state
+    /// dict), usable with [`init_from`](crate::checkpoint::init_from) but not to resume.
+    #[error(
+        "{}: a weights file, not a pipetrain checkpoint (no optimizer state or step)",
+        path.display()
+    )]
+    NotACheckpoint {
+        /// The file.
+        path: PathBuf,
+    },
+    /// Checkpoint keys that do not match, listed the way PyTorch's `load_state_dict(strict=True)` lists
+    /// them: parameters of the model the file lacks, and tensors of the file no parameter takes.
+    #[error(
+        "{}: error(s) in loading the state dict: {}",
+        path.display(),
+        keys_text(missing, unexpected)
+    )]
+    Keys {
+        /// The file.
+        path: PathBuf,
+        /// The model's parameters the file lacks (full-model names).
+        missing: Vec<String>,
+        /// The file's tensors that match no parameter (after renaming).
+        unexpected: Vec<String>,
+    },
+    /// Checkpoint rename rules that do not apply: a pattern that is not a regular expression, or two
+    /// tensors renamed onto one name.
+    #[error("{}: rename rules: {reason}", path.display())]
+    Rename {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, naming the tensors or the pattern.
+        reason: String,
+    },
+    /// A checkpoint tensor's shape or type does not fit the model.
+    #[error("{}: tensor `{tensor}` does not fit the model: {reason}", path.display())]
+    TensorMismatch {
+        /// The file.
+        path: PathBuf,
+        /// The tensor's name.
+        tensor: String,
+        /// How it differs.
+        reason: String,
+    },
+    /// A checkpoint weight that is NaN or infinite: training from it would make every step NaN.
+    #[error(
+        "{}: tensor `{tensor}` element {index} is {value}; every weight must be finite: use \
+         the file of a run from before it diverged",
+        path.display()
+    )]
+    NonFiniteWeight {
+        /// The file.
+        path: PathBuf,
+        /// The tensor's name.
+        tensor: String,
+        /// The element's flat index.
+        index: usize,
+        /// The value (and the type it was converted from).
+        value: String,
+    },
+    /// A checkpoint's optimizer state was saved for another optimizer.
+    #[error(
+        "{}: the optimizer state is for `{saved}`, but this run uses `{current}`",
+        path.display()
+    )]
+    OptimizerMismatch {
+        /// The file.
+        path: PathBuf,
+        /// The saved optimizer.
+        saved: String,
+        /// This run's.
+        current: String,
+    },
 }
 
 impl Remedied for EngineError {
     fn remedy(&self) -> Option<Remedy> {
+        let init_from = || Remedy::set(Setting::InitFrom, Value::Any);
         match self {
             EngineError::StageFailed { source, .. } => source.remedy(),
             EngineError::NonFinite { .. } => Some(Remedy::one_of([
@@ -409,7 +672,12 @@ impl Remedied for EngineError {
             )),
             #[cfg(feature = "mpi")]
             EngineError::Mpi(e) => e.remedy(),
-            EngineError::Checkpoint(e) => e.remedy(),
+            EngineError::NotACheckpoint { .. } => Some(init_from()),
+            EngineError::Keys { .. } => Some(Remedy::set(Setting::Rename, Value::Any)),
+            EngineError::OptimizerMismatch { .. } => Some(Remedy::one_of([
+                Remedy::sentence("resume with the same optimizer"),
+                init_from(),
+            ])),
             EngineError::Plan(e) => e.remedy(),
             _ => None,
         }
@@ -420,9 +688,38 @@ impl Remedied for EngineError {
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
 
 impl EngineError {
+    /// Whether a checkpoint or a file could not be written or read: the file and checkpoint
+    /// variants, from [`NotRegular`](EngineError::NotRegular) to
+    /// [`OptimizerMismatch`](EngineError::OptimizerMismatch).
+    pub fn is_file(&self) -> bool {
+        matches!(
+            self,
+            EngineError::NotRegular { .. }
+                | EngineError::NoDirectory { .. }
+                | EngineError::Unwritable { .. }
+                | EngineError::Io { .. }
+                | EngineError::DirectorySync { .. }
+                | EngineError::Corrupt { .. }
+                | EngineError::NotACheckpoint { .. }
+                | EngineError::Keys { .. }
+                | EngineError::Rename { .. }
+                | EngineError::TensorMismatch { .. }
+                | EngineError::NonFiniteWeight { .. }
+                | EngineError::OptimizerMismatch { .. }
+        )
+    }
+
     /// `self` as the reason a batch cannot be fed: [`EngineError::Batch`].
     pub fn bad_batch(self) -> Self {
         EngineError::Batch(Box::new(self))
+    }
+}
+
+/// The I/O error on `path` as an [`EngineError::Io`].
+pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> EngineError + '_ {
+    move |source| EngineError::Io {
+        path: path.to_path_buf(),
+        source,
     }
 }
 
@@ -435,4 +732,26 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     } else {
         "non-text panic payload".to_string()
     }
+}
+
+/// `Missing key(s): "a", "b". Unexpected key(s): "c"` (at most 8 of each named).
+fn keys_text(missing: &[String], unexpected: &[String]) -> String {
+    let list = |keys: &[String]| {
+        let mut text: Vec<String> = keys.iter().take(8).map(|k| format!("\"{k}\"")).collect();
+        if keys.len() > 8 {
+            text.push(format!("and {} more", keys.len() - 8));
+        }
+        text.join(", ")
+    };
+    let mut parts = Vec::new();
+    if !missing.is_empty() {
+        parts.push(format!("missing key(s) in the file: {}", list(missing)));
+    }
+    if !unexpected.is_empty() {
+        parts.push(format!(
+            "unexpected key(s) in the file: {}",
+            list(unexpected)
+        ));
+    }
+    parts.join("; ")
 }

@@ -12,7 +12,7 @@ use crate::layer::Layer;
 use crate::loss::Loss;
 use crate::optimizer::OptimizerConfig;
 use crate::params;
-use crate::tie::{self, Tie, TieError, TieSlot};
+use crate::tie::{self, Tie, TieSlot};
 use std::collections::HashMap;
 
 /// Plain training of the whole layer sequence on one device, one step at a time: either one
@@ -45,7 +45,7 @@ impl<L: Layer> SingleDevice<L> {
 
     /// With tied parameters (see [`Tie`]): the second copies start from the first's value, and
     /// each step both get the sum of their gradients, as in a pipeline.
-    pub fn with_ties(mut self, ties: &[Tie]) -> std::result::Result<Self, TieError> {
+    pub fn with_ties(mut self, ties: &[Tie]) -> std::result::Result<Self, EngineError> {
         let layers = std::mem::take(&mut self.layers);
         self.layers = tie::equalize(layers, ties)?;
         self.ties = tie::place(ties, &[&self.layers[..]])?
