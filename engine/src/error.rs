@@ -161,10 +161,6 @@ pub enum EngineError {
         /// The world's stages.
         stages: usize,
     },
-    /// The MPI communication failed.
-    #[cfg(feature = "mpi")]
-    #[error(transparent)]
-    Mpi(#[from] crate::mpi::MpiError),
     /// A checkpoint cannot be saved now.
     #[error(
         "{pending} of {accumulation} accumulated batches are not applied yet; save after the \
@@ -633,6 +629,106 @@ pub enum EngineError {
         /// This run's.
         current: String,
     },
+
+    // ---- Multi-process runs ([`mpi`](crate::mpi), feature `mpi`): why one cannot start or go
+    // on (another rank's failure is [`Peer`](EngineError::Peer)). ----
+    /// MPI could not be initialised (not started by `mpirun`/`srun`, or initialised twice).
+    #[cfg(feature = "mpi")]
+    #[error(
+        "MPI could not be initialised ({0}); pipetrain needs an MPI launcher (`mpirun -np N \
+         pipetrain ...` or `srun`) and a build with the cargo feature `mpi`"
+    )]
+    MpiInit(String),
+    /// The MPI library grants less thread support than the communication thread needs.
+    #[cfg(feature = "mpi")]
+    #[error(
+        "the MPI library grants thread level {granted}, pipetrain needs at least Funneled (one \
+         thread makes every MPI call); use an MPI built with thread support"
+    )]
+    MpiThreading {
+        /// What the library granted.
+        granted: String,
+    },
+    /// An MPI launcher's variable disagrees with what MPI says.
+    #[cfg(feature = "mpi")]
+    #[error(
+        "{variable}={value} disagrees with MPI, which says {what} is {mpi}; launch every rank \
+         the same way (a stale {variable} from another launcher is the usual cause: unset it)"
+    )]
+    LauncherEnvironment {
+        /// The variable, e.g. `SLURM_PROCID`.
+        variable: String,
+        /// Its value.
+        value: String,
+        /// What it stands for: `rank`, `world size` or `local rank`.
+        what: &'static str,
+        /// MPI's value.
+        mpi: String,
+    },
+    /// The MPI processes cannot hold the world.
+    #[cfg(feature = "mpi")]
+    #[error(
+        "{processes} processes × {per_process} workers per process cannot run {replicas} \
+         replicas × {stages} stages ({workers} workers){}",
+        match needed {
+            Some(_) => String::new(),
+            None => format!(
+                "; no process count does, as {per_process} workers per process do not divide \
+                 {workers}"
+            ),
+        }
+    )]
+    ProcessLayout {
+        /// MPI's world size.
+        processes: usize,
+        /// `--workers-per-process`.
+        per_process: usize,
+        /// Replicas.
+        replicas: usize,
+        /// Stages.
+        stages: usize,
+        /// replicas × stages.
+        workers: usize,
+        /// The process count that fits, if one does.
+        needed: Option<usize>,
+    },
+    /// An MPI message is malformed (a version mismatch between ranks, or corruption).
+    #[cfg(feature = "mpi")]
+    #[error("malformed message: {0}; run the same pipetrain build on every rank")]
+    MalformedMessage(String),
+    /// Another MPI rank stopped answering.
+    #[cfg(feature = "mpi")]
+    #[error(
+        "rank {rank} failed: sent nothing for {seconds} s (the communication timeout) {during}; \
+         it may be dead or stuck"
+    )]
+    Silent {
+        /// The rank.
+        rank: usize,
+        /// How long it has been silent: the communication timeout, in seconds.
+        seconds: f64,
+        /// What this process waited in, e.g. "at a broadcast or gather of the launcher".
+        during: &'static str,
+    },
+    /// The communication thread is gone (MPI failed under it).
+    #[cfg(feature = "mpi")]
+    #[error("the MPI communication thread is gone: {0}")]
+    MpiGone(String),
+
+    // ---- Settings ([`OptimizerConfig`](crate::OptimizerConfig), [`Remat`](crate::Remat)). ----
+    /// An optimizer setting torch.optim would refuse.
+    #[error("optimizer {setting} = {value}: {remedy}")]
+    OptimizerSetting {
+        /// The setting, e.g. `beta1`.
+        setting: &'static str,
+        /// Its value.
+        value: f64,
+        /// What would be accepted.
+        remedy: &'static str,
+    },
+    /// An unknown re-materialization mode (parsing a [`Remat`](crate::Remat)).
+    #[error("unknown remat mode `{0}`: expected never, except_last or always")]
+    UnknownRemat(String),
 }
 
 impl Remedied for EngineError {
@@ -671,7 +767,15 @@ impl Remedied for EngineError {
                 "build the workers' world from the launch's local workers",
             )),
             #[cfg(feature = "mpi")]
-            EngineError::Mpi(e) => e.remedy(),
+            EngineError::ProcessLayout { needed, .. } => Some(match needed {
+                Some(n) => Remedy::one_of([
+                    Remedy::set(Setting::Processes, Value::Count(*n)),
+                    Remedy::set(Setting::WorkersPerProcess, Value::Any),
+                ]),
+                None => Remedy::set(Setting::WorkersPerProcess, Value::Any),
+            }),
+            #[cfg(feature = "mpi")]
+            EngineError::Silent { .. } => Some(Remedy::set(Setting::CommTimeout, Value::Larger)),
             EngineError::NotACheckpoint { .. } => Some(init_from()),
             EngineError::Keys { .. } => Some(Remedy::set(Setting::Rename, Value::Any)),
             EngineError::OptimizerMismatch { .. } => Some(Remedy::one_of([

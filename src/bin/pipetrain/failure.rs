@@ -97,8 +97,6 @@ pub fn explain(error: &(dyn std::error::Error + 'static)) -> String {
         .or_else(|| as_remedied::<pipetrain::engine::EngineError>(error))
         .or_else(|| as_remedied::<pipetrain::schedules::ScheduleError>(error))
         .or_else(|| as_remedied::<pipetrain::tune::TuneError>(error));
-    #[cfg(feature = "mpi")]
-    let remedied = remedied.or_else(|| as_remedied::<pipetrain::engine::mpi::MpiError>(error));
     match remedied {
         Some(e) => e.explain(&Flags),
         None => error.to_string(),
