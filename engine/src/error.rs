@@ -1,11 +1,13 @@
-//! The engine's error type. `Display` states the facts, never a flag or a builder call;
-//! [`Remedied::remedy`] says what would fix them, for a front end to word.
+//! The engine's error type, its one public error: every failure the engine reports, from a
+//! worker's panic to a checkpoint that does not fit, is a variant with its facts as typed
+//! fields. `Display` states the facts, never a flag or a builder call; [`Remedied::remedy`]
+//! says what would fix them, for a front end to word.
 
-use pipetrain_schedules::remedy::{Remedied, Remedy, Setting, Value};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use pipetrain_schedules::remedy::{Remedied, Remedy, Setting, Value};
 use pipetrain_schedules::{Action, MicroBatchId, ReplicaId, ScheduleError, StageId, WorkerId};
 
 use crate::transport::Tag;

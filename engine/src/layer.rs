@@ -37,7 +37,10 @@ use crate::linears::Linears;
 /// ```
 pub trait Layer: Module + 'static {
     /// Forward of one micro-batch. Called with autodiff tensors while training, plain tensors
-    /// for inference and re-materialization's first pass.
+    /// for inference and re-materialization's first pass. An input the layer cannot take is an
+    /// error, not a panic: [`EngineError::Mismatch`] (what [`Activation::float`] and its kin
+    /// return for a wrong rank or kind), or [`EngineError::LayerRejected`] with the layer's own
+    /// reason; the engine reports it as the failing stage's cause, with the input's shape.
     fn forward(&self, input: Activation) -> Result<Activation, EngineError>;
 
     /// This layer as a [`Dense`] layer (`y = f(x·W + b)`), when it is one: training then runs it
