@@ -916,7 +916,7 @@ pub enum PathProblem {
     /// An input does not exist.
     Missing,
     /// An output cannot be written there.
-    Output(pipetrain_engine::EngineError),
+    Output(EngineError),
 }
 
 impl PathProblem {

@@ -798,21 +798,21 @@ impl EngineError {
     /// variants, from [`NotRegular`](EngineError::NotRegular) to
     /// [`OptimizerMismatch`](EngineError::OptimizerMismatch).
     pub fn is_file(&self) -> bool {
-        matches!(
+        use EngineError as E;
+        let output = matches!(
             self,
-            EngineError::NotRegular { .. }
-                | EngineError::NoDirectory { .. }
-                | EngineError::Unwritable { .. }
-                | EngineError::Io { .. }
-                | EngineError::DirectorySync { .. }
-                | EngineError::Corrupt { .. }
-                | EngineError::NotACheckpoint { .. }
-                | EngineError::Keys { .. }
-                | EngineError::Rename { .. }
-                | EngineError::TensorMismatch { .. }
-                | EngineError::NonFiniteWeight { .. }
-                | EngineError::OptimizerMismatch { .. }
-        )
+            E::NotRegular { .. } | E::NoDirectory { .. } | E::Unwritable { .. }
+        );
+        let io = matches!(self, E::Io { .. } | E::DirectorySync { .. });
+        let checkpoint = matches!(
+            self,
+            E::Corrupt { .. } | E::NotACheckpoint { .. } | E::Keys { .. } | E::Rename { .. }
+        );
+        let weights = matches!(
+            self,
+            E::TensorMismatch { .. } | E::NonFiniteWeight { .. } | E::OptimizerMismatch { .. }
+        );
+        output || io || checkpoint || weights
     }
 
     /// `self` as the reason a batch cannot be fed: [`EngineError::Batch`].
