@@ -270,3 +270,22 @@ fn a_batch_with_fewer_rows_than_micro_batches_is_an_error_before_any_thread_star
     let ok = synthetic::classification(1, 0, 8, 6, 3, &device);
     pipeline.train_step(&ok).unwrap();
 }
+
+/// The error chain keeps every level: the facade's `Error::Engine` has the engine's
+/// `StageFailed` as its source, whose source is the worker's cause.
+#[test]
+fn the_error_chain_goes_through_each_level() {
+    use std::error::Error as _;
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (err, _) = run_tripped(1, 0, false, ScheduleKind::ALL[0]);
+    let engine = err.source().expect("the engine's error");
+    assert!(
+        matches!(
+            engine.downcast_ref::<EngineError>(),
+            Some(EngineError::StageFailed { .. })
+        ),
+        "{engine}"
+    );
+    let cause = engine.source().expect("the worker's cause");
+    assert!(cause.to_string().starts_with("panicked: "), "{cause}");
+}

@@ -33,7 +33,8 @@ pub enum EngineError {
         micro_batch: Option<MicroBatchId>,
         /// The action that failed.
         action: Action,
-        /// Why: one of the variants from [`Panic`](EngineError::Panic) on.
+        /// Why: one of the variants from [`Panic`](EngineError::Panic) on. (In the
+        /// [`source`](std::error::Error::source) chain it is this `Box`.)
         #[source]
         source: Box<EngineError>,
     },
