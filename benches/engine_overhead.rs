@@ -14,8 +14,8 @@ use std::time::Instant;
 use burn::nn::{Linear, LinearConfig};
 use burn::prelude::*;
 use pipetrain::{
-    Activation, ActivationError, Backward, Batch, Dense, Layer, Mse, OptimizerConfig, Pipeline,
-    Remat, ScheduleKind,
+    Activation, Backward, Batch, Dense, EngineError, Layer, Mse, OptimizerConfig, Pipeline, Remat,
+    ScheduleKind,
 };
 
 #[global_allocator]
@@ -28,7 +28,7 @@ struct Tiny {
 }
 
 impl Layer for Tiny {
-    fn forward(&self, input: Activation) -> Result<Activation, ActivationError> {
+    fn forward(&self, input: Activation) -> Result<Activation, EngineError> {
         Ok(self.linear.forward(input.float::<2>()?).into())
     }
 

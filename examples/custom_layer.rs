@@ -24,7 +24,7 @@ use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig};
 use burn::prelude::*;
 use burn::tensor::activation::gelu;
 use pipetrain::engine::{SingleDevice, difference};
-use pipetrain::{Activation, ActivationError, Mse, OptimizerConfig, Pipeline, ScheduleKind};
+use pipetrain::{Activation, EngineError, Mse, OptimizerConfig, Pipeline, ScheduleKind};
 use pipetrain_models::synthetic;
 
 /// Hidden width (and input features).
@@ -86,7 +86,7 @@ enum MyLayer {
 // ---- The pipetrain adapter: which tensor goes in, which comes out. ----
 
 impl pipetrain::Layer for MyLayer {
-    fn forward(&self, input: Activation) -> Result<Activation, ActivationError> {
+    fn forward(&self, input: Activation) -> Result<Activation, EngineError> {
         let x: Tensor<2> = input.float()?;
         Ok(match self {
             MyLayer::Embed(linear) | MyLayer::Head(linear) => linear.forward(x),

@@ -37,7 +37,7 @@ use burn::train::{
     TrainStep,
 };
 use pipetrain::learner::{PipelineModel, PipelineStrategy};
-use pipetrain::{Activation, ActivationError, Batch};
+use pipetrain::{Activation, Batch, EngineError};
 
 /// Features per example.
 pub const FEATURES: usize = 8;
@@ -138,7 +138,7 @@ impl InferenceStep for Mlp {
 // ---- What the pipeline strategy needs: the layers, and a training item as a batch ----
 
 impl pipetrain::Layer for MlpLayer {
-    fn forward(&self, input: Activation) -> Result<Activation, ActivationError> {
+    fn forward(&self, input: Activation) -> Result<Activation, EngineError> {
         Ok(MlpLayer::forward(self, input.float()?).into())
     }
 }
@@ -165,7 +165,7 @@ impl PipelineModel for Mlp {
         item: ClassBatch,
         output: Activation,
         loss: Tensor<1>,
-    ) -> Result<ClassificationOutput, ActivationError> {
+    ) -> Result<ClassificationOutput, EngineError> {
         Ok(ClassificationOutput::new(
             loss,
             output.float()?,

@@ -10,8 +10,7 @@ use std::fmt;
 use std::ops::Range;
 use std::path::PathBuf;
 
-use pipetrain_engine::checkpoint::CheckpointError;
-use pipetrain_engine::{EngineError, Remat, SkipError, TieError};
+use pipetrain_engine::{EngineError, Remat};
 use pipetrain_partitioner::PartitionError;
 use pipetrain_schedules::{Schedule, ScheduleError, StageId};
 use pipetrain_tune::TuneError;
@@ -114,18 +113,13 @@ pub enum Error {
         /// What the OS said.
         source: std::io::Error,
     },
-    /// The engine failed (a worker failed, a bad batch, …).
+    /// The engine failed or refused: a worker failed, a bad batch, skips that do not pair up, a
+    /// tie the model does not fit, a checkpoint that cannot be written or read, …
     Engine(EngineError),
     /// The stage split failed.
     Partition(PartitionError),
     /// The plan failed.
     Schedule(ScheduleError),
-    /// The layers' skips do not pair up (a pop without a stash, a name stashed twice, …).
-    Skips(SkipError),
-    /// A tie names a parameter the model lacks, or shapes that do not match.
-    Tie(TieError),
-    /// A checkpoint could not be written or read.
-    Checkpoint(CheckpointError),
     /// The configuration search ([`crate::tune`]) refused its inputs or found nothing that fits.
     Tune(TuneError),
     /// No split into the asked number of stages fits
@@ -254,7 +248,7 @@ pub enum Error {
         /// This run's model.
         ours: String,
         /// Why the weights do not fit.
-        source: CheckpointError,
+        source: EngineError,
     },
     /// A path a run reads or writes cannot be used ([`trainer::paths`](crate::trainer::paths)).
     Path {
@@ -384,9 +378,6 @@ impl Error {
                 | Error::Engine(_)
                 | Error::Partition(_)
                 | Error::Schedule(_)
-                | Error::Skips(_)
-                | Error::Tie(_)
-                | Error::Checkpoint(_)
                 | Error::Tune(_)
                 | Error::MemoryBudget { .. }
                 | Error::BenchZero { .. }
@@ -573,7 +564,6 @@ impl Remedied for Error {
             Error::StateDir { .. } => Some(Remedy::sentence("give a writable directory")),
             Error::Engine(e) => e.remedy(),
             Error::Schedule(e) => e.remedy(),
-            Error::Checkpoint(e) => e.remedy(),
             Error::Tune(e) => e.remedy(),
             Error::MemoryBudget { remedy, .. } => Some(remedy.clone()),
             Error::BenchBatchSplit {
@@ -639,11 +629,7 @@ impl Remedied for Error {
             | Error::Launch(_)
             | Error::Renames(_)
             | Error::Signals(_) => None,
-            Error::NoTuneBatch
-            | Error::EmptyModel
-            | Error::Partition(_)
-            | Error::Skips(_)
-            | Error::Tie(_) => None,
+            Error::NoTuneBatch | Error::EmptyModel | Error::Partition(_) => None,
         }
     }
 
@@ -659,9 +645,6 @@ impl Remedied for Error {
             Error::Engine(e) => e.to_string(),
             Error::Partition(e) => e.to_string(),
             Error::Schedule(e) => e.to_string(),
-            Error::Skips(e) => e.to_string(),
-            Error::Tie(e) => e.to_string(),
-            Error::Checkpoint(e) => e.to_string(),
             Error::Tune(e) => e.to_string(),
             Error::MemoryBudget {
                 budget,
@@ -844,11 +827,11 @@ impl fmt::Display for RunFile {
 #[non_exhaustive]
 pub enum RunFileError {
     /// The destination is refused or could not be written ([`engine::output`](crate::engine::output)).
-    Output(pipetrain_engine::output::OutputError),
+    Output(EngineError),
     /// Reading or writing failed.
     Io(std::io::Error),
     /// A checkpoint could not be read or written.
-    Checkpoint(CheckpointError),
+    Checkpoint(EngineError),
     /// A metrics file's extension names no format.
     MetricsFormat,
     /// An earlier run's metrics file cannot be continued (another layout, or not a metrics
@@ -899,21 +882,17 @@ impl fmt::Display for RunFileError {
     }
 }
 
-impl From<pipetrain_engine::output::OutputError> for RunFileError {
-    fn from(e: pipetrain_engine::output::OutputError) -> Self {
-        RunFileError::Output(e)
+impl From<EngineError> for RunFileError {
+    /// A checkpoint's error (a destination's, from [`engine::output`](crate::engine::output), is
+    /// [`RunFileError::Output`], given explicitly).
+    fn from(e: EngineError) -> Self {
+        RunFileError::Checkpoint(e)
     }
 }
 
 impl From<std::io::Error> for RunFileError {
     fn from(e: std::io::Error) -> Self {
         RunFileError::Io(e)
-    }
-}
-
-impl From<CheckpointError> for RunFileError {
-    fn from(e: CheckpointError) -> Self {
-        RunFileError::Checkpoint(e)
     }
 }
 
@@ -937,7 +916,7 @@ pub enum PathProblem {
     /// An input does not exist.
     Missing,
     /// An output cannot be written there.
-    Output(pipetrain_engine::output::OutputError),
+    Output(EngineError),
 }
 
 impl PathProblem {
@@ -1051,12 +1030,9 @@ impl std::error::Error for Error {
             Error::StateDir { source, .. } => Some(source),
             Error::Step { source, .. } | Error::AfterLastGood { source, .. } => Some(&**source),
             Error::OtherModel { source, .. } => Some(source),
-            Error::Engine(e) => e.source(),
+            Error::Engine(e) => Some(e),
             Error::Partition(e) => e.source(),
             Error::Schedule(e) => e.source(),
-            Error::Skips(e) => e.source(),
-            Error::Tie(e) => e.source(),
-            Error::Checkpoint(e) => e.source(),
             Error::Tune(e) => e.source(),
             _ => None,
         }
@@ -1064,34 +1040,9 @@ impl std::error::Error for Error {
 }
 
 impl From<EngineError> for Error {
-    /// The one route of the engine's errors into the facade: checkpoint and tie errors keep
-    /// their own variants, whichever crate reports them.
+    /// The one route of the engine's errors into the facade.
     fn from(e: EngineError) -> Self {
-        match e {
-            EngineError::Checkpoint(e) => Error::Checkpoint(e),
-            EngineError::Tie(e) => Error::Tie(e),
-            other => Error::Engine(other),
-        }
-    }
-}
-
-impl From<CheckpointError> for Error {
-    /// Through [`EngineError`] (see `From<EngineError>`).
-    fn from(e: CheckpointError) -> Self {
-        EngineError::from(e).into()
-    }
-}
-
-impl From<TieError> for Error {
-    /// Through [`EngineError`] (see `From<EngineError>`).
-    fn from(e: TieError) -> Self {
-        EngineError::from(e).into()
-    }
-}
-
-impl From<pipetrain_engine::ActivationError> for Error {
-    fn from(e: pipetrain_engine::ActivationError) -> Self {
-        EngineError::from(e).into()
+        Error::Engine(e)
     }
 }
 
@@ -1109,7 +1060,6 @@ macro_rules! from {
 from! {
     PartitionError => Partition,
     ScheduleError => Schedule,
-    SkipError => Skips,
     TuneError => Tune,
 }
 

@@ -40,7 +40,7 @@ enum Naming {
 /// layout (Linear weights transposed to `[out, in]`).
 ///
 /// # Errors
-/// [`Error::Checkpoint`] for a file that is not a pipetrain checkpoint, [`Error::ExportModel`]
+/// [`Error::Engine`] for a file that is not a pipetrain checkpoint, [`Error::ExportModel`]
 /// for a model without a PyTorch mirror (ResNet, U-Net), [`Error::ExportTensor`] for a tensor
 /// that is not F32, [`Error::ExportFile`] when the file cannot be read or encoded.
 pub fn to_pytorch(path: &Path) -> Result<PytorchExport> {

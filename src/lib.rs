@@ -71,11 +71,11 @@ pub use report::{StageReport, StepReport};
 pub use setup::{Setup, WorkerSetup};
 
 pub use pipetrain_engine as engine;
-pub use pipetrain_engine::checkpoint::{Checkpoint, CheckpointError, Progress};
+pub use pipetrain_engine::checkpoint::{Checkpoint, Progress};
 pub use pipetrain_engine::{
-    Activation, ActivationError, AdamOptions, Backward, Batch, Bundle, CrossEntropy, Dense,
-    DenseActivation, GradGuard, Layer, Linears, Loss, Mse, OptimizerConfig, OptimizerError, Remat,
-    SgdOptions, Tie, Timing,
+    Activation, AdamOptions, Backward, Batch, Bundle, CrossEntropy, Dense, DenseActivation,
+    EngineError, GradGuard, Layer, Linears, Loss, Mse, OptimizerConfig, Remat, SgdOptions, Tie,
+    Timing,
 };
 pub use pipetrain_partitioner as partitioner;
 pub use pipetrain_schedules as schedules;

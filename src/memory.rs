@@ -131,7 +131,9 @@ pub fn layer_memory<L: Layer>(layers: &[L], sample: &Activation) -> Result<Vec<L
     let mut x = sample.clone().plain();
     let mut out = Vec::with_capacity(layers.len());
     for layer in layers {
-        x = layer.forward(x)?;
+        x = layer
+            .forward(x)
+            .map_err(pipetrain_engine::EngineError::bad_batch)?;
         out.push(LayerMemory {
             parameters: layer.num_params() as u64 * F32,
             activation: activation_bytes(&x),
@@ -161,7 +163,9 @@ fn per_stage<L: Layer>(
         x = x.to_device(&devices[stage]);
         let held = layer_memory(&layers, &x)?;
         for layer in &layers {
-            x = layer.forward(x)?;
+            x = layer
+                .forward(x)
+                .map_err(pipetrain_engine::EngineError::bad_batch)?;
         }
         per_stage.push(held);
     }

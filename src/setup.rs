@@ -248,7 +248,11 @@ fn needs_batch<T>(c: &Config, stages: usize) -> Result<T> {
 
 /// The first of `parts` row slices of `inputs` (the longest).
 pub(crate) fn micro_batch(inputs: &Activation, parts: usize) -> Result<Activation> {
-    Ok(inputs.clone().split(parts)?.swap_remove(0))
+    Ok(inputs
+        .clone()
+        .split(parts)
+        .map_err(pipetrain_engine::EngineError::bad_batch)?
+        .swap_remove(0))
 }
 
 /// Per stage, the bubble the simulator predicts for `plan` (the schedule's, one program per
@@ -296,7 +300,8 @@ fn predict_memory<L: Layer>(
     let partition = workers.partition();
     let deferred: Vec<u64> = match (sample, group) {
         (Some(sample), 1..) => {
-            let split = profile::split_bytes(layers, sample, &c.devices[0])?;
+            let split = profile::split_bytes(layers, sample, &c.devices[0])
+                .map_err(pipetrain_engine::EngineError::bad_batch)?;
             let per_layer = memory::deferred_bytes(&split, group);
             partition
                 .iter()

@@ -20,7 +20,7 @@ use burn::tensor::Int;
 use burn::tensor::activation::relu;
 use pipetrain::engine::{SingleDevice, difference};
 use pipetrain::{
-    Activation, ActivationError, Batch, Bundle, CrossEntropy, Layer, Pipeline, Remat, ScheduleKind,
+    Activation, Batch, Bundle, CrossEntropy, EngineError, Layer, Pipeline, Remat, ScheduleKind,
 };
 use pipetrain_models::synthetic;
 
@@ -45,7 +45,7 @@ struct Head {
 }
 
 impl Layer for Step {
-    fn forward(&self, input: Activation) -> Result<Activation, ActivationError> {
+    fn forward(&self, input: Activation) -> Result<Activation, EngineError> {
         Ok(match self {
             Step::Bucket(linear) => {
                 let x: Tensor<2> = input.float()?;

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use burn::prelude::*;
-use pipetrain::{CheckpointError, Error, OptimizerConfig, Pipeline, Remat, ScheduleKind};
+use pipetrain::{EngineError, Error, OptimizerConfig, Pipeline, Remat, ScheduleKind};
 use pipetrain_models::{MlpConfig, MlpLayer, synthetic};
 
 const WIDTH: usize = 8;
@@ -244,7 +244,7 @@ fn mismatched_and_corrupt_files_name_the_tensor() {
     write_safetensors(&missing, &full(None, "1.bias"));
     let e = init(&missing);
     assert!(
-        matches!(&e, CheckpointError::Keys { missing, unexpected, .. }
+        matches!(&e, EngineError::Keys { missing, unexpected, .. }
             if missing == &["1.bias"] && unexpected.is_empty()),
         "{e}"
     );
@@ -267,7 +267,7 @@ fn mismatched_and_corrupt_files_name_the_tensor() {
     write_safetensors(&extra, &full(Some(("2.weight", vec![1], vec![0.0])), ""));
     let e = init(&extra);
     assert!(
-        matches!(&e, CheckpointError::Keys { unexpected, .. } if unexpected == &["2.weight"])
+        matches!(&e, EngineError::Keys { unexpected, .. } if unexpected == &["2.weight"])
             && e.to_string().contains("\"2.weight\""),
         "{e}"
     );
@@ -280,8 +280,7 @@ fn mismatched_and_corrupt_files_name_the_tensor() {
     .unwrap();
     let e = init(&corrupt);
     assert!(
-        matches!(e, CheckpointError::Corrupt { .. })
-            && e.to_string().contains("corrupt.safetensors"),
+        matches!(e, EngineError::Corrupt { .. }) && e.to_string().contains("corrupt.safetensors"),
         "{e}"
     );
 
@@ -300,7 +299,7 @@ fn mismatched_and_corrupt_files_name_the_tensor() {
     let before = p.parameters();
     let e = p.load_checkpoint(&truncated).unwrap_err();
     assert!(
-        matches!(e, Error::Checkpoint(CheckpointError::Corrupt { .. })),
+        matches!(e, Error::Engine(EngineError::Corrupt { .. })),
         "{e}"
     );
     assert_eq!(p.parameters(), before);

@@ -13,10 +13,10 @@ use burn::nn::{Linear, LinearConfig};
 mod common;
 
 use burn::prelude::*;
-use pipetrain::engine::{Cause, EngineError, SingleDevice, difference};
+use pipetrain::engine::{SingleDevice, difference};
 use pipetrain::{
-    Activation, ActivationError, Batch, CrossEntropy, Error, Layer, OptimizerConfig, Pipeline,
-    Remat, ScheduleKind,
+    Activation, Batch, CrossEntropy, EngineError, Error, Layer, OptimizerConfig, Pipeline, Remat,
+    ScheduleKind,
 };
 use pipetrain_models::{MlpConfig, MlpLayer, synthetic};
 use pipetrain_schedules::ActionKind;
@@ -254,7 +254,7 @@ struct Sentinel {
 const POISON: f32 = 12345.0;
 
 impl Layer for Sentinel {
-    fn forward(&self, input: Activation) -> Result<Activation, ActivationError> {
+    fn forward(&self, input: Activation) -> Result<Activation, EngineError> {
         let x: Tensor<2> = input.float()?;
         let hit = x.clone().equal_elem(POISON).any().into_scalar::<bool>();
         if hit {
@@ -318,7 +318,7 @@ fn failure_in_replica_one_names_it_and_wakes_the_collective() {
     assert_eq!(stage.index(), 0, "{err}");
     assert_eq!(micro_batch.map(|m| m.index()), Some(1), "{err}");
     assert_eq!(action.kind, ActionKind::Forward, "{err}");
-    assert!(matches!(source, Cause::Panic { .. }), "{err}");
+    assert!(matches!(**source, EngineError::Panic { .. }), "{err}");
     let message = err.to_string();
     assert!(
         message.contains("replica 1") && message.contains("stage 0"),

@@ -9,7 +9,7 @@ use burn::nn::{Linear, LinearConfig};
 use burn::prelude::*;
 use pipetrain::StageId;
 use pipetrain::engine::{SingleDevice, difference};
-use pipetrain::{Activation, ActivationError, CrossEntropy, Layer, OptimizerConfig, Pipeline};
+use pipetrain::{Activation, CrossEntropy, EngineError, Layer, OptimizerConfig, Pipeline};
 use pipetrain_models::{MlpConfig, synthetic};
 
 const WIDTH: usize = 8;
@@ -30,11 +30,11 @@ struct Placed {
 }
 
 impl Layer for Placed {
-    fn forward(&self, input: Activation) -> Result<Activation, ActivationError> {
+    fn forward(&self, input: Activation) -> Result<Activation, EngineError> {
         let x: Tensor<2> = input.float()?;
         let weights = self.linear.weight.val().device();
         if x.device() != weights {
-            return Err(ActivationError::Other(format!(
+            return Err(EngineError::LayerRejected(format!(
                 "input on {:?}, weights on {weights:?}",
                 x.device()
             )));

@@ -6,8 +6,7 @@ use std::time::{Duration, Instant};
 
 use burn::nn::{Linear, LinearConfig};
 use burn::prelude::*;
-use pipetrain::engine::{Cause, EngineError};
-use pipetrain::{Activation, ActivationError, Error, Layer, Pipeline, Remat, ScheduleKind};
+use pipetrain::{Activation, EngineError, Error, Layer, Pipeline, Remat, ScheduleKind};
 use pipetrain_models::synthetic;
 
 /// Tests in this file count threads by name: run them one at a time.
@@ -32,7 +31,7 @@ struct Trip {
 }
 
 impl Layer for Tripwire {
-    fn forward(&self, input: Activation) -> Result<Activation, ActivationError> {
+    fn forward(&self, input: Activation) -> Result<Activation, EngineError> {
         let x: Tensor<2> = input.float()?;
         if let Some(trip) = &self.trip {
             if !trip.in_backward || x.is_autodiff() {
@@ -173,7 +172,7 @@ fn assert_failed(err: &Error, stage: u32, micro_batch: u32, action: &str) {
             assert_eq!(s.0, stage, "{err}");
             assert_eq!(mb.map(|m| m.0), Some(micro_batch), "{err}");
             assert_eq!(a.to_string(), action, "{err}");
-            assert!(matches!(source, Cause::Panic { .. }), "{err}");
+            assert!(matches!(**source, EngineError::Panic { .. }), "{err}");
         }
         other => panic!("expected StageFailed, got {other}"),
     }
@@ -244,10 +243,8 @@ fn a_layer_error_is_reported_not_panicked() {
     assert!(
         matches!(
             &err,
-            Error::Engine(EngineError::StageFailed {
-                source: Cause::Layer { .. },
-                ..
-            })
+            Error::Engine(EngineError::StageFailed { source, .. })
+                if matches!(**source, EngineError::Layer { .. })
         ),
         "{text}"
     );
@@ -272,4 +269,23 @@ fn a_batch_with_fewer_rows_than_micro_batches_is_an_error_before_any_thread_star
     // Not a worker failure: the pipeline is still usable, with a batch of any size ≥ 3.
     let ok = synthetic::classification(1, 0, 8, 6, 3, &device);
     pipeline.train_step(&ok).unwrap();
+}
+
+/// The error chain keeps every level: the facade's `Error::Engine` has the engine's
+/// `StageFailed` as its source, whose source is the worker's cause.
+#[test]
+fn the_error_chain_goes_through_each_level() {
+    use std::error::Error as _;
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (err, _) = run_tripped(1, 0, false, ScheduleKind::ALL[0]);
+    let engine = err.source().expect("the engine's error");
+    assert!(
+        matches!(
+            engine.downcast_ref::<EngineError>(),
+            Some(EngineError::StageFailed { .. })
+        ),
+        "{engine}"
+    );
+    let cause = engine.source().expect("the worker's cause");
+    assert!(cause.to_string().starts_with("panicked: "), "{cause}");
 }

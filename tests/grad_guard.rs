@@ -8,7 +8,7 @@
 mod common;
 
 use burn::prelude::*;
-use pipetrain::engine::{Cause, EngineError};
+use pipetrain::engine::EngineError;
 use pipetrain::{Batch, Error, OptimizerConfig, Pipeline, PipelineBuilder, Remat};
 use pipetrain_models::{MlpConfig, MlpLayer, synthetic};
 
@@ -100,11 +100,10 @@ fn a_non_finite_gradient_fails_the_step_on_the_first_stage_before_any_update() {
     let mut pipeline = two_by_two(&init).build().unwrap();
     let err = pipeline.train_step(&poisoned()).unwrap_err();
     match &err {
-        Error::Engine(EngineError::StageFailed {
-            stage,
-            source: Cause::NonFinite { parameter },
-            ..
-        }) => {
+        Error::Engine(EngineError::StageFailed { stage, source, .. }) => {
+            let EngineError::NonFinite { parameter } = &**source else {
+                panic!("a non-finite error expected, got {err}")
+            };
             assert_eq!(stage.index(), 0, "{err}");
             assert_eq!(parameter, "0.linear.weight", "{err}");
         }

@@ -4,7 +4,7 @@
 mod common;
 
 use burn::prelude::*;
-use pipetrain::engine::{Cause, EngineError};
+use pipetrain::engine::EngineError;
 use pipetrain::{Activation, Error, Layer, Pipeline, Remat};
 use pipetrain_models::{MlpConfig, MlpLayer, synthetic};
 
@@ -98,7 +98,7 @@ fn a_bad_input_names_the_stage_and_micro_batch() {
     };
     assert_eq!(stage.index(), 0, "{err}");
     assert!(micro_batch.is_some(), "{err}");
-    assert!(matches!(source, Cause::Layer { .. }), "{err}");
+    assert!(matches!(**source, EngineError::Layer { .. }), "{err}");
     // Inference changes nothing: the pipeline still trains.
     let batch = synthetic::classification(3, 0, 8, 8, 4, &Device::flex());
     pipeline.train_step(&batch).unwrap();

@@ -194,7 +194,7 @@ impl pipetrain::Layer for Tripping {
     fn forward(
         &self,
         input: pipetrain::Activation,
-    ) -> Result<pipetrain::Activation, pipetrain::ActivationError> {
+    ) -> Result<pipetrain::Activation, pipetrain::EngineError> {
         match self {
             Tripping::Layer(l) => l.forward(input),
             Tripping::Trip(_) => panic!("tripped on purpose"),

@@ -198,3 +198,51 @@ fn the_scan_finds_flags_and_calls_in_strings_only() {
         ]
     );
 }
+
+/// The names of the `pub enum`s and `pub struct`s (not `pub(crate)` ones) that `code`
+/// declares.
+fn public_types(code: &str) -> Vec<String> {
+    code.lines()
+        .filter_map(|line| {
+            let line = line.trim_start();
+            let rest = line
+                .strip_prefix("pub enum ")
+                .or_else(|| line.strip_prefix("pub struct "))?;
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            Some(name)
+        })
+        .collect()
+}
+
+/// The engine has one error type (issue 28): its sub-errors (a worker's cause, activations,
+/// transfers, collectives, ties, skips, checkpoints, files, devices, MPI, settings) are
+/// `EngineError`'s variants, not types of their own.
+#[test]
+fn the_engine_declares_one_public_error_type() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut errors = Vec::new();
+    for path in sources(&root.join("engine").join("src")) {
+        let code = std::fs::read_to_string(&path).expect("a readable source");
+        for name in public_types(&code) {
+            if name.ends_with("Error") {
+                let shown = path.strip_prefix(root).unwrap_or(&path).display();
+                errors.push(format!("{shown}: {name}"));
+            }
+        }
+    }
+    assert_eq!(
+        errors,
+        ["engine/src/error.rs: EngineError"],
+        "the engine's public error types (fold a new one into EngineError as variants)"
+    );
+}
+
+#[test]
+fn the_type_scan_reads_public_declarations_only() {
+    let code = "pub enum AError {\n    #[derive(Debug)]\n  pub struct B(u8);\npub(crate) enum \
+                CError {}\n// pub struct DError\nstruct EError;\n";
+    assert_eq!(public_types(code), ["AError", "B"]);
+}

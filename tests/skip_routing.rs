@@ -9,8 +9,8 @@ mod common;
 use burn::prelude::*;
 use pipetrain::engine::{SingleDevice, difference};
 use pipetrain::{
-    Activation, ActivationError, Batch, CrossEntropy, Error, Layer, OptimizerConfig, Pipeline,
-    Remat, ScheduleKind,
+    Activation, Batch, CrossEntropy, EngineError, Error, Layer, OptimizerConfig, Pipeline, Remat,
+    ScheduleKind,
 };
 use pipetrain_models::{UNetConfig, UNetLayer, synthetic};
 
@@ -34,7 +34,7 @@ enum Probed {
 }
 
 impl Layer for Probed {
-    fn forward(&self, x: Activation) -> Result<Activation, ActivationError> {
+    fn forward(&self, x: Activation) -> Result<Activation, EngineError> {
         match self {
             Probed::Net(layer) => layer.forward(x),
             Probed::Probe(p) => {
@@ -43,10 +43,10 @@ impl Layer for Probed {
                     _ => Vec::new(),
                 };
                 match p.strict {
-                    1 if parts.iter().any(|n| n == "skip0") => Err(ActivationError::Other(
+                    1 if parts.iter().any(|n| n == "skip0") => Err(EngineError::LayerRejected(
                         format!("skip0 passed through a stage between: {parts:?}"),
                     )),
-                    2 => Err(ActivationError::Other("the popping stage fails".into())),
+                    2 => Err(EngineError::LayerRejected("the popping stage fails".into())),
                     _ => Ok(x),
                 }
             }
@@ -214,7 +214,7 @@ enum Tiny {
 }
 
 impl Layer for Tiny {
-    fn forward(&self, input: Activation) -> Result<Activation, ActivationError> {
+    fn forward(&self, input: Activation) -> Result<Activation, EngineError> {
         use pipetrain::Bundle;
         Ok(match self {
             Tiny::Stash(linear) => {

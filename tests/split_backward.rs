@@ -10,7 +10,7 @@ use burn::tensor::activation::relu;
 use pipetrain::engine::{SingleDevice, difference};
 use pipetrain::schedules::{ActionKind, StageId};
 use pipetrain::{
-    Activation, ActivationError, Backward, CrossEntropy, Dense, Layer, OptimizerConfig, Pipeline,
+    Activation, Backward, CrossEntropy, Dense, EngineError, Layer, OptimizerConfig, Pipeline,
     Remat, ScheduleKind,
 };
 use pipetrain_models::{MlpConfig, synthetic};
@@ -42,7 +42,7 @@ enum Mixed {
 }
 
 impl Layer for Mixed {
-    fn forward(&self, input: Activation) -> Result<Activation, ActivationError> {
+    fn forward(&self, input: Activation) -> Result<Activation, EngineError> {
         Ok(match self {
             Mixed::Block(l) => relu(l.forward(input.float::<2>()?)).into(),
             Mixed::Norm(n) => n.forward(input.float::<2>()?).into(),

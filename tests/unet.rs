@@ -7,8 +7,8 @@ mod common;
 use burn::prelude::*;
 use pipetrain::engine::{SingleDevice, difference};
 use pipetrain::{
-    Activation, ActivationError, Batch, CrossEntropy, Error, Layer, OptimizerConfig, Pipeline,
-    Remat, ScheduleKind,
+    Activation, Batch, CrossEntropy, EngineError, Error, Layer, OptimizerConfig, Pipeline, Remat,
+    ScheduleKind,
 };
 use pipetrain_models::{UNetConfig, UNetLayer, synthetic};
 
@@ -105,7 +105,7 @@ struct Skip {
 }
 
 impl Layer for Skip {
-    fn forward(&self, x: Activation) -> Result<Activation, ActivationError> {
+    fn forward(&self, x: Activation) -> Result<Activation, EngineError> {
         Ok(x)
     }
     fn stashes(&self) -> Vec<String> {
@@ -127,7 +127,7 @@ fn unpaired_skips_are_build_errors_naming_both_layers() {
     let build = |roles: &[usize]| {
         let layers: Vec<Skip> = roles.iter().map(|&role| Skip { role }).collect();
         match Pipeline::builder().layers(layers).stages(2).build() {
-            Err(Error::Skips(e)) => e.to_string(),
+            Err(Error::Engine(e)) => e.to_string(),
             Err(other) => panic!("another error: {other}"),
             Ok(_) => panic!("built"),
         }

@@ -7,6 +7,7 @@ use burn::tensor::Int;
 
 use crate::adapter;
 use crate::bundle::Bundle;
+use crate::error::EngineError;
 
 /// A tensor of any supported rank and kind: what one layer hands the next, what one stage sends
 /// another, and what a micro-batch's inputs and targets are.
@@ -35,35 +36,6 @@ pub enum Activation {
     Int2(Tensor<2, Int>),
     Int3(Tensor<3, Int>),
     Bundle(Bundle),
-}
-
-/// A layer or loss received an activation it cannot take.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ActivationError {
-    /// Wrong rank or kind.
-    #[error("expected a {expected} tensor, got a {found} tensor of shape {shape:?}")]
-    Mismatch {
-        /// What was expected, e.g. "rank-2 float".
-        expected: String,
-        /// What was found, e.g. "rank-3 float".
-        found: String,
-        /// The shape found.
-        shape: Vec<usize>,
-    },
-    /// The batch has fewer rows than the parts asked for (every part needs a row).
-    #[error(
-        "batch of {batch} rows does not split into {parts} parts of at least one row; use a batch \
-         of at least {parts} rows (micro-batches × replicas) or fewer micro-batches"
-    )]
-    Ragged {
-        /// Rows in the batch.
-        batch: usize,
-        /// Number of parts asked for.
-        parts: usize,
-    },
-    /// Anything else a layer wants to report.
-    #[error("{0}")]
-    Other(String),
 }
 
 macro_rules! each_variant {
@@ -101,7 +73,7 @@ pub trait FromActivation: Sized {
     /// Description used in errors, e.g. "rank-2 float".
     const DESCRIPTION: &'static str;
     /// The tensor, or a mismatch error.
-    fn from_activation(a: Activation) -> Result<Self, ActivationError>;
+    fn from_activation(a: Activation) -> Result<Self, EngineError>;
 }
 
 macro_rules! conversions {
@@ -113,7 +85,7 @@ macro_rules! conversions {
         }
         impl FromActivation for $ty {
             const DESCRIPTION: &'static str = $desc;
-            fn from_activation(a: Activation) -> Result<Self, ActivationError> {
+            fn from_activation(a: Activation) -> Result<Self, EngineError> {
                 match a {
                     Activation::$variant(t) => Ok(t),
                     other => Err(other.mismatch($desc)),
@@ -135,7 +107,7 @@ conversions! {
 
 impl Activation {
     /// The float tensor of rank `D`, or an error naming what was found.
-    pub fn float<const D: usize>(self) -> Result<Tensor<D>, ActivationError>
+    pub fn float<const D: usize>(self) -> Result<Tensor<D>, EngineError>
     where
         Tensor<D>: FromActivation,
     {
@@ -143,7 +115,7 @@ impl Activation {
     }
 
     /// The int tensor of rank `D`, or an error naming what was found.
-    pub fn int<const D: usize>(self) -> Result<Tensor<D, Int>, ActivationError>
+    pub fn int<const D: usize>(self) -> Result<Tensor<D, Int>, EngineError>
     where
         Tensor<D, Int>: FromActivation,
     {
@@ -151,7 +123,7 @@ impl Activation {
     }
 
     /// The bundle, or an error naming what was found.
-    pub fn bundle(self) -> Result<Bundle, ActivationError> {
+    pub fn bundle(self) -> Result<Bundle, EngineError> {
         match self {
             Activation::Bundle(b) => Ok(b),
             other => Err(other.mismatch("bundle")),
@@ -196,8 +168,8 @@ impl Activation {
         format!("rank-{} {kind}", self.dims().len())
     }
 
-    pub(crate) fn mismatch(&self, expected: &str) -> ActivationError {
-        ActivationError::Mismatch {
+    pub(crate) fn mismatch(&self, expected: &str) -> EngineError {
+        EngineError::Mismatch {
             expected: expected.to_string(),
             found: self.describe(),
             shape: self.dims(),
@@ -215,12 +187,12 @@ impl Activation {
     /// let rows: Vec<usize> = x.clone().split(4)?.iter().map(|p| p.batch_size()).collect();
     /// assert_eq!(rows, [2, 2, 2, 1]);
     /// assert!(x.split(8).is_err()); // 7 rows cannot fill 8 parts
-    /// # Ok::<(), pipetrain_engine::ActivationError>(())
+    /// # Ok::<(), pipetrain_engine::EngineError>(())
     /// ```
-    pub fn split(self, parts: usize) -> Result<Vec<Activation>, ActivationError> {
+    pub fn split(self, parts: usize) -> Result<Vec<Activation>, EngineError> {
         let batch = self.batch_size();
         if parts == 0 || batch < parts {
-            return Err(ActivationError::Ragged { batch, parts });
+            return Err(EngineError::Ragged { batch, parts });
         }
         let sizes = chunk_rows(batch, parts);
         Ok(each_variant!(self, t => t
@@ -231,10 +203,10 @@ impl Activation {
     }
 
     /// Concatenates along dimension 0. All parts must have the variant of the first.
-    pub fn cat(parts: Vec<Activation>) -> Result<Activation, ActivationError> {
+    pub fn cat(parts: Vec<Activation>) -> Result<Activation, EngineError> {
         let first = parts
             .first()
-            .ok_or_else(|| ActivationError::Other("nothing to concatenate".into()))?;
+            .ok_or_else(|| EngineError::LayerRejected("nothing to concatenate".into()))?;
         let expected = first.describe();
         macro_rules! cat_as {
             ($variant:ident) => {{

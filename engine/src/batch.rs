@@ -69,8 +69,11 @@ impl Batch {
                 micro_batches,
             });
         }
-        let mut inputs = self.inputs.clone().split(parts)?.into_iter();
-        let mut targets = self.targets.clone().split(parts)?.into_iter();
+        let split = |a: &Activation| a.clone().split(parts).map_err(EngineError::bad_batch);
+        let (mut inputs, mut targets) = (
+            split(&self.inputs)?.into_iter(),
+            split(&self.targets)?.into_iter(),
+        );
         let shards = (0..replicas)
             .map(|_| {
                 let inputs: Vec<Activation> = inputs.by_ref().take(micro_batches).collect();

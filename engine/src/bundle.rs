@@ -10,7 +10,8 @@
 
 use std::fmt;
 
-use crate::activation::{Activation, ActivationError};
+use crate::activation::Activation;
+use crate::error::EngineError;
 
 /// One named tensor of a [`Bundle`].
 #[derive(Clone, Debug)]
@@ -42,7 +43,7 @@ pub struct Part {
 /// let hidden: Tensor<3> = first.take("hidden")?.float()?;
 /// assert_eq!(hidden.dims(), [1, 4, 8]);
 /// assert!(first.take("hidden").is_err()); // taken already: an error naming what is left
-/// # Ok::<(), pipetrain_engine::ActivationError>(())
+/// # Ok::<(), pipetrain_engine::EngineError>(())
 /// ```
 #[derive(Clone, Debug, Default)]
 pub struct Bundle {
@@ -113,7 +114,7 @@ impl Bundle {
     }
 
     /// Part `name`, or an error naming the parts there are.
-    pub fn get(&self, name: &str) -> Result<&Activation, ActivationError> {
+    pub fn get(&self, name: &str) -> Result<&Activation, EngineError> {
         match self.parts.iter().find(|p| p.name == name) {
             Some(p) => Ok(&p.value),
             None => Err(self.missing(name)),
@@ -121,21 +122,21 @@ impl Bundle {
     }
 
     /// Removes and returns part `name`, or an error naming the parts there are.
-    pub fn take(&mut self, name: &str) -> Result<Activation, ActivationError> {
+    pub fn take(&mut self, name: &str) -> Result<Activation, EngineError> {
         self.take_part(name).map(|p| p.value)
     }
 
     /// Removes and returns part `name` with its flag, or an error naming the parts there are.
-    pub(crate) fn take_part(&mut self, name: &str) -> Result<Part, ActivationError> {
+    pub(crate) fn take_part(&mut self, name: &str) -> Result<Part, EngineError> {
         match self.parts.iter().position(|p| p.name == name) {
             Some(i) => Ok(self.parts.remove(i)),
             None => Err(self.missing(name)),
         }
     }
 
-    fn missing(&self, name: &str) -> ActivationError {
+    fn missing(&self, name: &str) -> EngineError {
         let names: Vec<&str> = self.parts.iter().map(|p| p.name.as_str()).collect();
-        ActivationError::Other(format!(
+        EngineError::LayerRejected(format!(
             "the bundle has no part `{name}`; its parts are {names:?}"
         ))
     }
@@ -164,12 +165,12 @@ impl Bundle {
     }
 
     /// Splits every part along dimension 0 into `parts` parts (see [`Activation::split`]).
-    pub(crate) fn split(self, parts: usize) -> Result<Vec<Bundle>, ActivationError> {
+    pub(crate) fn split(self, parts: usize) -> Result<Vec<Bundle>, EngineError> {
         let rows = self.parts.first().map_or(0, |p| p.value.batch_size());
         let mut out = vec![Bundle::new(); parts];
         for part in self.parts {
             if part.value.batch_size() != rows {
-                return Err(ActivationError::Other(format!(
+                return Err(EngineError::LayerRejected(format!(
                     "bundle part `{}` has {} rows, the first part {rows}: every part needs the \
                      batch dimension first",
                     part.name,
@@ -188,7 +189,7 @@ impl Bundle {
     }
 
     /// Concatenates bundles with the same part names part by part along dimension 0.
-    pub(crate) fn cat(bundles: Vec<Bundle>) -> Result<Bundle, ActivationError> {
+    pub(crate) fn cat(bundles: Vec<Bundle>) -> Result<Bundle, EngineError> {
         let first = bundles.first().cloned().unwrap_or_default();
         let mut columns: Vec<Vec<Activation>> = vec![Vec::new(); first.len()];
         for mut bundle in bundles {
@@ -206,7 +207,7 @@ impl Bundle {
                     ..p
                 })
             })
-            .collect::<Result<_, ActivationError>>()?;
+            .collect::<Result<_, EngineError>>()?;
         Ok(Bundle { parts })
     }
 }

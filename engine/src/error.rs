@@ -1,82 +1,20 @@
-//! The engine's error type. `Display` states the facts, never a flag or a builder call;
-//! [`Remedied::remedy`] says what would fix them, for a front end to word.
+//! The engine's error type, its one public error: every failure the engine reports, from a
+//! worker's panic to a checkpoint that does not fit, is a variant with its facts as typed
+//! fields. `Display` states the facts, never a flag or a builder call; [`Remedied::remedy`]
+//! says what would fix them, for a front end to word.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use pipetrain_schedules::remedy::{Remedied, Remedy, Setting, Value};
 use pipetrain_schedules::{Action, MicroBatchId, ReplicaId, ScheduleError, StageId, WorkerId};
 
-use crate::activation::ActivationError;
+use crate::transport::Tag;
 
-/// Why one action of one worker failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum Cause {
-    /// A layer, the loss or burn panicked.
-    #[error("panicked: {message}{context}")]
-    Panic {
-        /// The panic message.
-        message: String,
-        /// What the worker was computing on, e.g. " (input: rank-2 float [2, 8] received from
-        /// stage 0)".
-        context: String,
-    },
-    /// A layer rejected its input (wrong rank or kind, or its own reason).
-    #[error("{error} (input: {input}{from})")]
-    Layer {
-        /// What the layer said.
-        error: ActivationError,
-        /// The input it was given.
-        input: String,
-        /// Where the input came from, e.g. " received from stage 0" (empty for stage 0).
-        from: String,
-    },
-    /// The loss rejected the last stage's output or the targets.
-    #[error("loss: {0}")]
-    Loss(ActivationError),
-    /// The upstream gradient does not fit this stage's output.
-    #[error("gradient: {0}")]
-    Gradient(ActivationError),
-    /// The device failed to run the action's work (found when it was synchronised).
-    #[error("device: {0}")]
-    Device(String),
-    /// The backward reached a stage's input with no gradient: the stage's output does not
-    /// depend on its input.
-    #[error("no gradient reached this stage's input; the stage's output does not depend on it")]
-    NoInputGradient,
-    /// The skips of a route (a bundle's parts passed from a stashing to a popping stage) did not
-    /// fit what a layer returned or a stage received.
-    #[error("skips {names:?} from {stash} to {pop}: {what}: {error}")]
-    Skip {
-        /// The skips' names.
-        names: Vec<String>,
-        /// The stashing stage.
-        stash: StageId,
-        /// The popping stage.
-        pop: StageId,
-        /// What did not fit, e.g. "received no bundle".
-        what: String,
-        /// Why.
-        error: ActivationError,
-    },
-    /// The transport failed (a peer hung up without an error of its own).
-    #[error("transport: {0}")]
-    Transport(#[from] crate::transport::TransportError),
-    /// The collective failed.
-    #[error("collective: {0}")]
-    Collective(#[from] crate::collective::CollectiveError),
-    /// A gradient of the step is NaN or infinite (or its squared norm overflows f32); no stage
-    /// applied the step. This is the lowest stage where one appeared.
-    #[error(
-        "non-finite gradient of `{parameter}` (the first stage and parameter with one; no \
-         stage applied this step)"
-    )]
-    NonFinite {
-        /// The parameter's full-model name, e.g. `3.linear.weight`.
-        parameter: String,
-    },
-}
-
-/// Everything the engine can return: the crate's one error type. Sub-errors (checkpoint, ties,
-/// activations, plans) keep their own types as sources.
+/// Everything the engine can return: the crate's one error type. Each variant holds its facts as
+/// fields; [`StageFailed`](EngineError::StageFailed) holds the failing worker's reason as an
+/// `EngineError` of its own (a panic, a layer's rejection, a transfer, a collective, …).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum EngineError {
@@ -95,9 +33,10 @@ pub enum EngineError {
         micro_batch: Option<MicroBatchId>,
         /// The action that failed.
         action: Action,
-        /// Why.
+        /// Why: one of the variants from [`Panic`](EngineError::Panic) on. (In the
+        /// [`source`](std::error::Error::source) chain it is this `Box`.)
         #[source]
-        source: Cause,
+        source: Box<EngineError>,
     },
     /// A step already failed: stage states may be partly updated, so the pipeline refuses to go
     /// on. Rebuild it (or reload a checkpoint).
@@ -106,9 +45,9 @@ pub enum EngineError {
          build a new one or load a checkpoint"
     )]
     Poisoned,
-    /// The batch cannot be fed to the pipeline.
+    /// The batch cannot be fed to the pipeline: why (e.g. a [`Mismatch`](EngineError::Mismatch)).
     #[error("bad batch: {0}")]
-    Batch(#[from] ActivationError),
+    Batch(Box<EngineError>),
     /// The batch has fewer rows than `replicas × micro_batches` (each micro-batch needs a
     /// row). Found before any worker runs: the pipeline stays usable.
     #[error(
@@ -225,16 +164,6 @@ pub enum EngineError {
         /// The world's stages.
         stages: usize,
     },
-    /// The MPI communication failed.
-    #[cfg(feature = "mpi")]
-    #[error(transparent)]
-    Mpi(#[from] crate::mpi::MpiError),
-    /// A checkpoint could not be written or read.
-    #[error(transparent)]
-    Checkpoint(#[from] crate::checkpoint::CheckpointError),
-    /// A tie names a parameter the model lacks, or shapes that do not match.
-    #[error(transparent)]
-    Tie(#[from] crate::tie::TieError),
     /// A checkpoint cannot be saved now.
     #[error(
         "{pending} of {accumulation} accumulated batches are not applied yet; save after the \
@@ -259,27 +188,566 @@ pub enum EngineError {
         /// The panic message.
         message: String,
     },
-}
+    // ---- Why one action of one worker failed: the `source` of a `StageFailed`. ----
+    /// A layer, the loss or burn panicked.
+    #[error("panicked: {message}{context}")]
+    Panic {
+        /// The panic message.
+        message: String,
+        /// What the worker was computing on, e.g. " (input: rank-2 float [2, 8] received from
+        /// stage 0)".
+        context: String,
+    },
+    /// A layer rejected its input (wrong rank or kind, or its own reason).
+    #[error("{error} (input: {input}{from})")]
+    Layer {
+        /// What the layer said (e.g. a [`Mismatch`](EngineError::Mismatch) or
+        /// [`LayerRejected`](EngineError::LayerRejected)).
+        error: Box<EngineError>,
+        /// The input it was given.
+        input: String,
+        /// Where the input came from, e.g. " received from stage 0" (empty for stage 0).
+        from: String,
+    },
+    /// The loss rejected the last stage's output or the targets.
+    #[error("loss: {0}")]
+    Loss(Box<EngineError>),
+    /// The upstream gradient does not fit this stage's output.
+    #[error("gradient: {0}")]
+    Gradient(Box<EngineError>),
+    /// The device failed to run the action's work (found when it was synchronised).
+    #[error("device: {0}")]
+    DeviceFailed(String),
+    /// The backward reached a stage's input with no gradient: the stage's output does not
+    /// depend on its input.
+    #[error("no gradient reached this stage's input; the stage's output does not depend on it")]
+    NoInputGradient,
+    /// The skips of a route (a bundle's parts passed from a stashing to a popping stage) did not
+    /// fit what a layer returned or a stage received.
+    #[error("skips {names:?} from {stash} to {pop}: {what}: {error}")]
+    SkipBundle {
+        /// The skips' names.
+        names: Vec<String>,
+        /// The stashing stage.
+        stash: StageId,
+        /// The popping stage.
+        pop: StageId,
+        /// What did not fit, e.g. "received no bundle".
+        what: String,
+        /// Why.
+        error: Box<EngineError>,
+    },
+    /// A gradient of the step is NaN or infinite (or its squared norm overflows f32); no stage
+    /// applied the step. This is the lowest stage where one appeared.
+    #[error(
+        "non-finite gradient of `{parameter}` (the first stage and parameter with one; no \
+         stage applied this step)"
+    )]
+    NonFinite {
+        /// The parameter's full-model name, e.g. `3.linear.weight`.
+        parameter: String,
+    },
 
-impl Remedied for Cause {
-    fn remedy(&self) -> Option<Remedy> {
-        match self {
-            Cause::NonFinite { .. } => Some(Remedy::one_of([
-                Remedy::set(Setting::LearningRate, Value::Smaller),
-                Remedy::set(Setting::ClipGradNorm, Value::Number(1.0)),
-                Remedy::set(Setting::SkipNonFinite, Value::On),
-            ])),
-            Cause::Transport(e) => e.remedy(),
-            Cause::Collective(e) => e.remedy(),
-            _ => None,
+    // ---- What a layer or loss says of an activation ([`Layer::forward`](crate::Layer)). ----
+    /// An activation of the wrong rank or kind.
+    #[error("expected a {expected} tensor, got a {found} tensor of shape {shape:?}")]
+    Mismatch {
+        /// What was expected, e.g. "rank-2 float".
+        expected: String,
+        /// What was found, e.g. "rank-3 float".
+        found: String,
+        /// The shape found.
+        shape: Vec<usize>,
+    },
+    /// The batch has fewer rows than the parts asked for (every part needs a row).
+    #[error(
+        "batch of {batch} rows does not split into {parts} parts of at least one row; use a batch \
+         of at least {parts} rows (micro-batches × replicas) or fewer micro-batches"
+    )]
+    Ragged {
+        /// Rows in the batch.
+        batch: usize,
+        /// Number of parts asked for.
+        parts: usize,
+    },
+    /// A layer's own reason to reject its input: what a [`Layer`](crate::Layer) returns when
+    /// no other variant fits.
+    #[error("{0}")]
+    LayerRejected(String),
+
+    // ---- Transfers between stages ([`Transport`](crate::Transport)) and collectives over a
+    // group ([`Collective`](crate::Collective)). ----
+    /// Another worker failed: this step is over (a worker that sees it stops without an error
+    /// of its own).
+    #[error("step aborted by another worker's failure")]
+    Aborted,
+    /// A neighbouring stage is gone without an error of its own.
+    #[error("transport: {peer} hung up while {tag:?} was awaited")]
+    HungUp {
+        /// The neighbour.
+        peer: StageId,
+        /// What was awaited or sent.
+        tag: Tag,
+    },
+    /// Nothing came from a neighbouring stage within the communication timeout (multi-process
+    /// runs).
+    #[error(
+        "transport: {peer} (MPI rank {rank}) sent nothing for {timeout:?} (the communication \
+         timeout) while {tag:?} was awaited; it may be dead or stuck, or its steps that slow"
+    )]
+    TransportTimeout {
+        /// The neighbour.
+        peer: StageId,
+        /// The neighbour's process.
+        rank: usize,
+        /// What was awaited.
+        tag: Tag,
+        /// The communication timeout.
+        timeout: Duration,
+    },
+    /// A neighbouring stage sent the same tag twice.
+    #[error("transport: {peer} sent {tag:?} twice")]
+    Duplicate {
+        /// The neighbour.
+        peer: StageId,
+        /// The repeated tag.
+        tag: Tag,
+    },
+    /// A member of a collective's group went away without an error of its own.
+    #[error("collective: member {peer} of the {size}-member group hung up")]
+    MemberHungUp {
+        /// The peer's rank in the group.
+        peer: usize,
+        /// Group size.
+        size: usize,
+    },
+    /// Nothing came from a member within the communication timeout (multi-process runs).
+    #[error(
+        "collective: member {peer} (MPI rank {rank}) of the {size}-member group sent nothing \
+         for {timeout:?} (the communication timeout); it may be dead or stuck, or its steps \
+         that slow"
+    )]
+    CollectiveTimeout {
+        /// The peer's rank in the group.
+        peer: usize,
+        /// The peer's process.
+        rank: usize,
+        /// Group size.
+        size: usize,
+        /// The communication timeout.
+        timeout: Duration,
+    },
+    /// Members disagree on a collective's buffer: they hold different models or different
+    /// gradients.
+    #[error(
+        "collective: member {peer} sent {got} values for rank {rank}'s range, which holds \
+         {expected}; the replicas of a stage must hold the same parameters"
+    )]
+    MemberMismatch {
+        /// The sender's rank.
+        peer: usize,
+        /// This member's rank.
+        rank: usize,
+        /// Values expected.
+        expected: usize,
+        /// Values received.
+        got: usize,
+    },
+    /// A collective's `bounds` do not split the buffer into one range per member.
+    #[error(
+        "collective: bounds {bounds:?} do not split {len} values into {size} consecutive ranges"
+    )]
+    Bounds {
+        /// The ranges given.
+        bounds: Vec<Range<usize>>,
+        /// Buffer length.
+        len: usize,
+        /// Group size.
+        size: usize,
+    },
+
+    // ---- The device probe ([`device::cuda`](crate::device::cuda)): what a CUDA device lacks. The
+    // facade and the binary word the remedy (a builder call, a flag); the facts are the fields. ----
+    /// This build has no CUDA backend.
+    #[error(
+        "cuda:{index}: this build has no CUDA backend (it was built without the `cuda` feature)"
+    )]
+    NotBuilt {
+        /// The GPU asked for.
+        index: usize,
+    },
+    /// The NVIDIA driver library could not be loaded.
+    #[error(
+        "cuda:{index}: the NVIDIA driver library libcuda.so could not be loaded ({detail}); install \
+         the NVIDIA driver, or put the directory holding libcuda.so.1 on LD_LIBRARY_PATH"
+    )]
+    NoDriver {
+        /// The GPU asked for.
+        index: usize,
+        /// What the loader said (the library names it searched for).
+        detail: String,
+    },
+    /// The driver is there but has no GPU with that index.
+    #[error(
+        "cuda:{index}: this machine has {count} CUDA device(s){}; use a device index below {count} \
+         (nvidia-smi lists them)",
+        if *count > 0 { format!(" (cuda:0..cuda:{})", count - 1) } else { String::new() }
+    )]
+    NoSuchDevice {
+        /// The GPU asked for.
+        index: usize,
+        /// GPUs the driver reports.
+        count: usize,
+    },
+    /// NVRTC, which compiles the CUDA build's kernels at run time, could not be loaded.
+    #[error(
+        "cuda:{index}: NVRTC (libnvrtc.so) could not be loaded ({detail}); it compiles pipetrain's \
+         CUDA kernels at run time: install the CUDA runtime, or put the directory holding \
+         libnvrtc.so.13 on LD_LIBRARY_PATH (PyTorch ships one in site-packages/nvidia/cu13/lib)"
+    )]
+    NoNvrtc {
+        /// The GPU asked for.
+        index: usize,
+        /// What the loader or NVRTC said.
+        detail: String,
+    },
+    /// The driver refused: initialisation failed, or the device did not run a first operation.
+    #[error("cuda:{index}: the CUDA driver failed: {detail}")]
+    Driver {
+        /// The GPU asked for.
+        index: usize,
+        /// The driver's words.
+        detail: String,
+    },
+
+    // ---- Ties ([`Tie`](crate::Tie)): a tie the model does not fit. ----
+    /// A tie names a parameter the model lacks.
+    #[error("tie `{tie}`: the model has no parameter `{name}` (it has e.g. {examples})")]
+    TieUnknown {
+        /// The tie.
+        tie: String,
+        /// The missing name.
+        name: String,
+        /// A few names the model does have.
+        examples: String,
+    },
+    /// A tie's two shapes do not match (after the transposition, if any).
+    #[error("tie `{tie}`: shapes {first:?} and {second:?} do not match{hint}")]
+    TieShape {
+        /// The tie.
+        tie: String,
+        /// The first parameter's shape.
+        first: Vec<usize>,
+        /// The second's.
+        second: Vec<usize>,
+        /// A remedy.
+        hint: String,
+    },
+
+    // ---- Skips ([`check_skips`](crate::check_skips)): a layer sequence whose stashes and pops do
+    // not pair up. Layers are numbered in model order. ----
+    /// A pop with no stash of that name before it.
+    #[error(
+        "layer {pop} pops skip `{name}`, which no earlier layer stashes{later}; stash it in a \
+         layer before {pop} or drop the pop",
+        later = match stash {
+            Some(s) => format!(" (layer {s} stashes it, after the pop)"),
+            None => String::new(),
         }
-    }
+    )]
+    PopWithoutStash {
+        /// The skip.
+        name: String,
+        /// The popping layer.
+        pop: usize,
+        /// A later layer that stashes it, if one does.
+        stash: Option<usize>,
+    },
+    /// Two stashes of one name.
+    #[error("layers {first} and {second} both stash skip `{name}`; give each skip its own name")]
+    StashedTwice {
+        /// The skip.
+        name: String,
+        /// The first stashing layer.
+        first: usize,
+        /// The second.
+        second: usize,
+    },
+    /// A stash nothing pops.
+    #[error("layer {stash} stashes skip `{name}`, which no later layer pops; pop it or drop it")]
+    NeverPopped {
+        /// The skip.
+        name: String,
+        /// The stashing layer.
+        stash: usize,
+    },
+    /// Two pops of one name.
+    #[error("layers {first} and {second} both pop skip `{name}`; a stashed skip is popped once")]
+    PoppedTwice {
+        /// The skip.
+        name: String,
+        /// The first popping layer.
+        first: usize,
+        /// The second.
+        second: usize,
+    },
+
+    // ---- Files ([`output`](crate::output), [`checkpoint`](crate::checkpoint)): why a file could not
+    // be written or read. ----
+    /// The destination exists and is not a regular file: it is never replaced.
+    #[error(
+        "{} is {what}, not a regular file, and is never replaced: give the path of a file (a \
+         new one, or one this command wrote before)",
+        path.display()
+    )]
+    NotRegular {
+        /// The destination.
+        path: PathBuf,
+        /// What it is, e.g. "a directory".
+        what: &'static str,
+    },
+    /// The destination's directory does not exist.
+    #[error("directory {} does not exist; create it or choose another path", dir.display())]
+    NoDirectory {
+        /// The destination.
+        path: PathBuf,
+        /// Its directory.
+        dir: PathBuf,
+    },
+    /// No file can be created beside the destination.
+    #[error(
+        "{}: cannot create a file in its directory ({source}); choose a writable directory",
+        path.display()
+    )]
+    Unwritable {
+        /// The destination.
+        path: PathBuf,
+        /// What the OS said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Writing, syncing or renaming failed (a full disk, an I/O error).
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What the OS said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file was renamed into place, but its directory could not be synced: a crash now may
+    /// lose it.
+    #[error(
+        "fsync of directory {} failed after writing a file into it ({source}); it may not \
+         survive a crash: check the file system",
+        dir.display()
+    )]
+    DirectorySync {
+        /// The directory.
+        dir: PathBuf,
+        /// What the OS said.
+        #[source]
+        source: std::io::Error,
+    },
+
+    // ---- Checkpoints ([`checkpoint`](crate::checkpoint)): a file that does not fit. ----
+    /// A checkpoint that is not a readable safetensors file, or not one pipetrain wrote.
+    #[error("{}: not a readable checkpoint or safetensors weights file: {reason}", path.display())]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A safetensors file without pipetrain's metadata: plain weights (e.g. a PyTorch state
+    /// dict), usable with [`init_from`](crate::checkpoint::init_from) but not to resume.
+    #[error(
+        "{}: a weights file, not a pipetrain checkpoint (no optimizer state or step)",
+        path.display()
+    )]
+    NotACheckpoint {
+        /// The file.
+        path: PathBuf,
+    },
+    /// Checkpoint keys that do not match, listed the way PyTorch's `load_state_dict(strict=True)` lists
+    /// them: parameters of the model the file lacks, and tensors of the file no parameter takes.
+    #[error(
+        "{}: error(s) in loading the state dict: {}",
+        path.display(),
+        keys_text(missing, unexpected)
+    )]
+    Keys {
+        /// The file.
+        path: PathBuf,
+        /// The model's parameters the file lacks (full-model names).
+        missing: Vec<String>,
+        /// The file's tensors that match no parameter (after renaming).
+        unexpected: Vec<String>,
+    },
+    /// Checkpoint rename rules that do not apply: a pattern that is not a regular expression, or two
+    /// tensors renamed onto one name.
+    #[error("{}: rename rules: {reason}", path.display())]
+    Rename {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, naming the tensors or the pattern.
+        reason: String,
+    },
+    /// A checkpoint tensor's shape or type does not fit the model.
+    #[error("{}: tensor `{tensor}` does not fit the model: {reason}", path.display())]
+    TensorMismatch {
+        /// The file.
+        path: PathBuf,
+        /// The tensor's name.
+        tensor: String,
+        /// How it differs.
+        reason: String,
+    },
+    /// A checkpoint weight that is NaN or infinite: training from it would make every step NaN.
+    #[error(
+        "{}: tensor `{tensor}` element {index} is {value}; every weight must be finite: use \
+         the file of a run from before it diverged",
+        path.display()
+    )]
+    NonFiniteWeight {
+        /// The file.
+        path: PathBuf,
+        /// The tensor's name.
+        tensor: String,
+        /// The element's flat index.
+        index: usize,
+        /// The value (and the type it was converted from).
+        value: String,
+    },
+    /// A checkpoint's optimizer state was saved for another optimizer.
+    #[error(
+        "{}: the optimizer state is for `{saved}`, but this run uses `{current}`",
+        path.display()
+    )]
+    OptimizerMismatch {
+        /// The file.
+        path: PathBuf,
+        /// The saved optimizer.
+        saved: String,
+        /// This run's.
+        current: String,
+    },
+
+    // ---- Multi-process runs ([`mpi`](crate::mpi), feature `mpi`): why one cannot start or go
+    // on (another rank's failure is [`Peer`](EngineError::Peer)). ----
+    /// MPI could not be initialised (not started by `mpirun`/`srun`, or initialised twice).
+    #[cfg(feature = "mpi")]
+    #[error(
+        "MPI could not be initialised ({0}); pipetrain needs an MPI launcher (`mpirun -np N \
+         pipetrain ...` or `srun`) and a build with the cargo feature `mpi`"
+    )]
+    MpiInit(String),
+    /// The MPI library grants less thread support than the communication thread needs.
+    #[cfg(feature = "mpi")]
+    #[error(
+        "the MPI library grants thread level {granted}, pipetrain needs at least Funneled (one \
+         thread makes every MPI call); use an MPI built with thread support"
+    )]
+    MpiThreading {
+        /// What the library granted.
+        granted: String,
+    },
+    /// An MPI launcher's variable disagrees with what MPI says.
+    #[cfg(feature = "mpi")]
+    #[error(
+        "{variable}={value} disagrees with MPI, which says {what} is {mpi}; launch every rank \
+         the same way (a stale {variable} from another launcher is the usual cause: unset it)"
+    )]
+    LauncherEnvironment {
+        /// The variable, e.g. `SLURM_PROCID`.
+        variable: String,
+        /// Its value.
+        value: String,
+        /// What it stands for: `rank`, `world size` or `local rank`.
+        what: &'static str,
+        /// MPI's value.
+        mpi: String,
+    },
+    /// The MPI processes cannot hold the world.
+    #[cfg(feature = "mpi")]
+    #[error(
+        "{processes} processes × {per_process} workers per process cannot run {replicas} \
+         replicas × {stages} stages ({workers} workers){}",
+        match needed {
+            Some(_) => String::new(),
+            None => format!(
+                "; no process count does, as {per_process} workers per process do not divide \
+                 {workers}"
+            ),
+        }
+    )]
+    ProcessLayout {
+        /// MPI's world size.
+        processes: usize,
+        /// `--workers-per-process`.
+        per_process: usize,
+        /// Replicas.
+        replicas: usize,
+        /// Stages.
+        stages: usize,
+        /// replicas × stages.
+        workers: usize,
+        /// The process count that fits, if one does.
+        needed: Option<usize>,
+    },
+    /// An MPI message is malformed (a version mismatch between ranks, or corruption).
+    #[cfg(feature = "mpi")]
+    #[error("malformed message: {0}; run the same pipetrain build on every rank")]
+    MalformedMessage(String),
+    /// Another MPI rank stopped answering.
+    #[cfg(feature = "mpi")]
+    #[error(
+        "rank {rank} failed: sent nothing for {seconds} s (the communication timeout) {during}; \
+         it may be dead or stuck"
+    )]
+    Silent {
+        /// The rank.
+        rank: usize,
+        /// How long it has been silent: the communication timeout, in seconds.
+        seconds: f64,
+        /// What this process waited in, e.g. "at a broadcast or gather of the launcher".
+        during: &'static str,
+    },
+    /// The communication thread is gone (MPI failed under it).
+    #[cfg(feature = "mpi")]
+    #[error("the MPI communication thread is gone: {0}")]
+    MpiGone(String),
+
+    // ---- Settings ([`OptimizerConfig`](crate::OptimizerConfig), [`Remat`](crate::Remat)). ----
+    /// An optimizer setting torch.optim would refuse.
+    #[error("optimizer {setting} = {value}: {remedy}")]
+    OptimizerSetting {
+        /// The setting, e.g. `beta1`.
+        setting: &'static str,
+        /// Its value.
+        value: f64,
+        /// What would be accepted.
+        remedy: &'static str,
+    },
+    /// An unknown re-materialization mode (parsing a [`Remat`](crate::Remat)).
+    #[error("unknown remat mode `{0}`: expected never, except_last or always")]
+    UnknownRemat(String),
 }
 
 impl Remedied for EngineError {
     fn remedy(&self) -> Option<Remedy> {
+        let init_from = || Remedy::set(Setting::InitFrom, Value::Any);
         match self {
             EngineError::StageFailed { source, .. } => source.remedy(),
+            EngineError::NonFinite { .. } => Some(Remedy::one_of([
+                Remedy::set(Setting::LearningRate, Value::Smaller),
+                Remedy::set(Setting::ClipGradNorm, Value::Number(1.0)),
+                Remedy::set(Setting::SkipNonFinite, Value::On),
+            ])),
+            // A timeout: a larger communication timeout, if the peer is only slow.
+            EngineError::TransportTimeout { .. } | EngineError::CollectiveTimeout { .. } => {
+                Some(Remedy::set(Setting::CommTimeout, Value::Larger))
+            }
             EngineError::BatchSplit {
                 replicas,
                 micro_batches,
@@ -302,8 +770,21 @@ impl Remedied for EngineError {
                 "build the workers' world from the launch's local workers",
             )),
             #[cfg(feature = "mpi")]
-            EngineError::Mpi(e) => e.remedy(),
-            EngineError::Checkpoint(e) => e.remedy(),
+            EngineError::ProcessLayout { needed, .. } => Some(match needed {
+                Some(n) => Remedy::one_of([
+                    Remedy::set(Setting::Processes, Value::Count(*n)),
+                    Remedy::set(Setting::WorkersPerProcess, Value::Any),
+                ]),
+                None => Remedy::set(Setting::WorkersPerProcess, Value::Any),
+            }),
+            #[cfg(feature = "mpi")]
+            EngineError::Silent { .. } => Some(Remedy::set(Setting::CommTimeout, Value::Larger)),
+            EngineError::NotACheckpoint { .. } => Some(init_from()),
+            EngineError::Keys { .. } => Some(Remedy::set(Setting::Rename, Value::Any)),
+            EngineError::OptimizerMismatch { .. } => Some(Remedy::one_of([
+                Remedy::sentence("resume with the same optimizer"),
+                init_from(),
+            ])),
             EngineError::Plan(e) => e.remedy(),
             _ => None,
         }
@@ -312,6 +793,42 @@ impl Remedied for EngineError {
 
 /// The engine's result type.
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
+
+impl EngineError {
+    /// Whether a checkpoint or a file could not be written or read: the file and checkpoint
+    /// variants, from [`NotRegular`](EngineError::NotRegular) to
+    /// [`OptimizerMismatch`](EngineError::OptimizerMismatch).
+    pub fn is_file(&self) -> bool {
+        use EngineError as E;
+        let output = matches!(
+            self,
+            E::NotRegular { .. } | E::NoDirectory { .. } | E::Unwritable { .. }
+        );
+        let io = matches!(self, E::Io { .. } | E::DirectorySync { .. });
+        let checkpoint = matches!(
+            self,
+            E::Corrupt { .. } | E::NotACheckpoint { .. } | E::Keys { .. } | E::Rename { .. }
+        );
+        let weights = matches!(
+            self,
+            E::TensorMismatch { .. } | E::NonFiniteWeight { .. } | E::OptimizerMismatch { .. }
+        );
+        output || io || checkpoint || weights
+    }
+
+    /// `self` as the reason a batch cannot be fed: [`EngineError::Batch`].
+    pub fn bad_batch(self) -> Self {
+        EngineError::Batch(Box::new(self))
+    }
+}
+
+/// The I/O error on `path` as an [`EngineError::Io`].
+pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> EngineError + '_ {
+    move |source| EngineError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
 
 /// A panic payload as text.
 pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
@@ -322,4 +839,26 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     } else {
         "non-text panic payload".to_string()
     }
+}
+
+/// `Missing key(s): "a", "b". Unexpected key(s): "c"` (at most 8 of each named).
+fn keys_text(missing: &[String], unexpected: &[String]) -> String {
+    let list = |keys: &[String]| {
+        let mut text: Vec<String> = keys.iter().take(8).map(|k| format!("\"{k}\"")).collect();
+        if keys.len() > 8 {
+            text.push(format!("and {} more", keys.len() - 8));
+        }
+        text.join(", ")
+    };
+    let mut parts = Vec::new();
+    if !missing.is_empty() {
+        parts.push(format!("missing key(s) in the file: {}", list(missing)));
+    }
+    if !unexpected.is_empty() {
+        parts.push(format!(
+            "unexpected key(s) in the file: {}",
+            list(unexpected)
+        ));
+    }
+    parts.join("; ")
 }

@@ -19,7 +19,7 @@
 use burn::prelude::*;
 
 use crate::adapter::{self, Grads, Slots};
-use crate::error::Cause;
+use crate::error::EngineError;
 use crate::layer::Layer;
 use crate::worker::{Failure, Worker};
 
@@ -39,7 +39,7 @@ pub struct GradGuard {
     pub clip_norm: Option<f64>,
     /// A step with a non-finite gradient is skipped (no parameter or optimizer state changes,
     /// as PyTorch's `GradScaler` skips) instead of failing with
-    /// [`Cause::NonFinite`](crate::Cause::NonFinite).
+    /// [`EngineError::NonFinite`](crate::EngineError::NonFinite).
     pub skip_nonfinite: bool,
 }
 
@@ -102,7 +102,7 @@ fn verdict(summed: &[f32]) -> (f32, Option<usize>) {
 
 impl<L: Layer> Worker<'_, L> {
     /// The gradients to apply, or `None` when this step applies nothing (skipped, or failed on
-    /// another stage). Fails with [`Cause::NonFinite`] on the lowest stage holding a non-finite
+    /// another stage). Fails with [`EngineError::NonFinite`] on the lowest stage holding a non-finite
     /// gradient (unless the guard skips such steps). Records the global norm for the report.
     pub(crate) fn guard(&mut self, grads: Grads) -> Result<Option<Grads>, Failure> {
         let training = self.training();
@@ -131,7 +131,7 @@ impl<L: Layer> Worker<'_, L> {
                     .into_iter()
                     .find(|n| n.id == id)
                     .map_or_else(|| format!("{id}"), |n| n.name);
-                return Err(Failure::Cause(Cause::NonFinite { parameter }));
+                return Err(Failure::Cause(EngineError::NonFinite { parameter }));
             }
             // The stage that reports it fails the step; nothing is applied here either.
             (Some(_), _) => return Ok(None),

@@ -2,8 +2,9 @@
 
 use burn::module::Module;
 
-use crate::activation::{Activation, ActivationError};
+use crate::activation::Activation;
 use crate::dense::Dense;
+use crate::error::EngineError;
 use crate::linears::Linears;
 
 /// A burn [`Module`] that a pipeline can place on a stage: a forward from one [`Activation`] to
@@ -15,7 +16,7 @@ use crate::linears::Linears;
 /// ```
 /// use burn::nn::{Linear, LinearConfig};
 /// use burn::prelude::*;
-/// use pipetrain_engine::{Activation, ActivationError, Layer};
+/// use pipetrain_engine::{Activation, EngineError, Layer};
 ///
 /// #[derive(Module, Debug)]
 /// struct Dense {
@@ -23,7 +24,7 @@ use crate::linears::Linears;
 /// }
 ///
 /// impl Layer for Dense {
-///     fn forward(&self, input: Activation) -> Result<Activation, ActivationError> {
+///     fn forward(&self, input: Activation) -> Result<Activation, EngineError> {
 ///         let x: Tensor<2> = input.float()?;
 ///         Ok(burn::tensor::activation::relu(self.linear.forward(x)).into())
 ///     }
@@ -36,8 +37,11 @@ use crate::linears::Linears;
 /// ```
 pub trait Layer: Module + 'static {
     /// Forward of one micro-batch. Called with autodiff tensors while training, plain tensors
-    /// for inference and re-materialization's first pass.
-    fn forward(&self, input: Activation) -> Result<Activation, ActivationError>;
+    /// for inference and re-materialization's first pass. An input the layer cannot take is an
+    /// error, not a panic: [`EngineError::Mismatch`] (what [`Activation::float`] and its kin
+    /// return for a wrong rank or kind), or [`EngineError::LayerRejected`] with the layer's own
+    /// reason; the engine reports it as the failing stage's cause, with the input's shape.
+    fn forward(&self, input: Activation) -> Result<Activation, EngineError>;
 
     /// This layer as a [`Dense`] layer (`y = f(x·W + b)`), when it is one: training then runs it
     /// without autodiff and splits its backward into an input gradient, sent upstream at once,
@@ -62,7 +66,7 @@ pub trait Layer: Module + 'static {
         &self,
         input: Activation,
         linears: &mut Linears,
-    ) -> Result<Activation, ActivationError> {
+    ) -> Result<Activation, EngineError> {
         let _ = linears;
         self.forward(input)
     }

@@ -18,7 +18,7 @@
 //! #[derive(Module, Debug)]
 //! struct Dense { linear: Linear }
 //! impl Layer for Dense {
-//!     fn forward(&self, x: Activation) -> Result<Activation, ActivationError> {
+//!     fn forward(&self, x: Activation) -> Result<Activation, EngineError> {
 //!         Ok(self.linear.forward(x.float::<2>()?).into())
 //!     }
 //! }
@@ -92,28 +92,27 @@ mod world;
 mod zero;
 
 pub use abort::Abort;
-pub use activation::{Activation, ActivationError, FromActivation, chunk_rows};
+pub use activation::{Activation, FromActivation, chunk_rows};
 pub use batch::{Batch, Shard};
 pub use bundle::{Bundle, Part};
-pub use collective::{ChannelCollective, Collective, CollectiveError, even_bounds};
-pub use device::DeviceError;
-pub use error::{Cause, EngineError, Result};
+pub use collective::{ChannelCollective, Collective, even_bounds};
+pub use error::{EngineError, Result};
 pub use fabric::{ChannelFabric, Fabric, Links, TieLink};
 pub use grad_guard::GradGuard;
 pub use layer::Layer;
 pub use loss::{CrossEntropy, Loss, Mse};
-pub use optimizer::{AdamOptions, OptimizerConfig, OptimizerError, SgdOptions};
+pub use optimizer::{AdamOptions, OptimizerConfig, SgdOptions};
 pub use params::{Difference, difference, parameters, trainable_parameters};
 pub use reference::SingleDevice;
-pub use remat::{ParseRematError, Remat};
+pub use remat::Remat;
 pub use report::{ActionTimes, StepOutcome, WorkerReport};
 pub use runtime::{Backward, DataParallel, Runtime, RuntimeConfig, Timing};
 pub use setup::{Plans, Setup};
-pub use skips::{SkipError, SkipRoutes, check_skips};
+pub use skips::{SkipRoutes, check_skips};
 pub use split::dense::{self, Dense, DenseActivation};
 pub use split::linears::{self, Linears};
-pub use tie::{Tie, TieError, TiePlan, equalize};
-pub use transport::{ChannelTransport, Flow, Tag, Transport, TransportError};
+pub use tie::{Tie, TiePlan, equalize};
+pub use transport::{ChannelTransport, Flow, Tag, Transport};
 pub use worker::WorkerState;
 pub use workers::Workers;
 pub use world::World;

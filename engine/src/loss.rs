@@ -3,14 +3,15 @@
 use burn::nn::loss::{CrossEntropyLoss, MseLoss, Reduction};
 use burn::prelude::*;
 
-use crate::activation::{Activation, ActivationError};
+use crate::activation::Activation;
+use crate::error::EngineError;
 
 /// A loss: the mean over one micro-batch of the last stage's output against its targets. The
 /// engine weights it by the micro-batch's rows / the batch's rows (micro-batches may differ by a
 /// row) so that the step's summed gradients equal the full-batch mean gradient.
 pub trait Loss: Send + Sync {
     /// The micro-batch's mean loss, a one-element tensor.
-    fn loss(&self, output: Activation, target: Activation) -> Result<Tensor<1>, ActivationError>;
+    fn loss(&self, output: Activation, target: Activation) -> Result<Tensor<1>, EngineError>;
 }
 
 /// Cross-entropy of logits against int class labels, the mean over every labelled position:
@@ -22,7 +23,7 @@ pub trait Loss: Send + Sync {
 ///   the engine's weighting by rows weights by tokens and gives the full-batch token mean).
 ///
 /// Other ranks, float targets, or targets whose shape is not the logits' shape minus the last
-/// dimension are an [`ActivationError`], not a panic.
+/// dimension are an [`EngineError`], not a panic.
 ///
 /// ```
 /// use burn::prelude::*;
@@ -38,14 +39,14 @@ pub trait Loss: Send + Sync {
 pub struct CrossEntropy;
 
 impl Loss for CrossEntropy {
-    fn loss(&self, output: Activation, target: Activation) -> Result<Tensor<1>, ActivationError> {
+    fn loss(&self, output: Activation, target: Activation) -> Result<Tensor<1>, EngineError> {
         let (out_dims, target_dims) = (output.dims(), target.dims());
         let labelled = &out_dims[..out_dims.len().saturating_sub(1)];
         let check_shape = || {
             if target_dims[..] == *labelled {
                 Ok(())
             } else {
-                Err(ActivationError::Other(format!(
+                Err(EngineError::LayerRejected(format!(
                     "cross-entropy needs one label per row of logits: logits {out_dims:?} want \
                      labels {labelled:?}, got {target_dims:?}"
                 )))
@@ -81,10 +82,10 @@ impl Loss for CrossEntropy {
 pub struct Mse;
 
 impl Loss for Mse {
-    fn loss(&self, output: Activation, target: Activation) -> Result<Tensor<1>, ActivationError> {
+    fn loss(&self, output: Activation, target: Activation) -> Result<Tensor<1>, EngineError> {
         let (out_dims, target_dims) = (output.dims(), target.dims());
         if out_dims != target_dims {
-            return Err(ActivationError::Other(format!(
+            return Err(EngineError::LayerRejected(format!(
                 "MSE needs output and target of the same shape: output {out_dims:?}, target {target_dims:?}"
             )));
         }

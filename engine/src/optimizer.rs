@@ -10,7 +10,8 @@
 //! (burn's ε 1e-5, AdamW λ 1e-4, momentum dampening 0.1): these constructors use PyTorch's.
 
 use crate::adapter::{self, AdamConfig, AdamWConfig, SgdConfig};
-pub use crate::optimizer_options::{AdamOptions, OptimizerError, SgdOptions};
+use crate::error::EngineError;
+pub use crate::optimizer_options::{AdamOptions, SgdOptions};
 
 /// Which burn optimizer each stage runs. Every stage gets its own instance over its own
 /// parameters; since these optimizers are element-wise, that equals one optimizer over the whole
@@ -84,7 +85,7 @@ impl OptimizerConfig {
     /// # Errors
     /// A negative or non-finite setting, or Nesterov without momentum or with dampening (torch
     /// refuses those too).
-    pub fn torch_sgd(options: SgdOptions) -> Result<Self, OptimizerError> {
+    pub fn torch_sgd(options: SgdOptions) -> Result<Self, EngineError> {
         options.check()?;
         Ok(OptimizerConfig::Sgd(adapter::sgd(&options)))
     }
@@ -93,7 +94,7 @@ impl OptimizerConfig {
     ///
     /// # Errors
     /// A beta outside `[0, 1)`, or a negative or non-finite ε or weight decay.
-    pub fn torch_adam(options: AdamOptions) -> Result<Self, OptimizerError> {
+    pub fn torch_adam(options: AdamOptions) -> Result<Self, EngineError> {
         options.check()?;
         Ok(OptimizerConfig::Adam(adapter::adam(&options)))
     }
@@ -102,7 +103,7 @@ impl OptimizerConfig {
     ///
     /// # Errors
     /// As [`torch_adam`](Self::torch_adam).
-    pub fn torch_adamw(options: AdamOptions) -> Result<Self, OptimizerError> {
+    pub fn torch_adamw(options: AdamOptions) -> Result<Self, EngineError> {
         options.check()?;
         Ok(OptimizerConfig::AdamW(adapter::adamw(&options)))
     }

@@ -1,5 +1,7 @@
 //! torch.optim's settings for SGD, Adam and AdamW, with PyTorch's defaults and checks.
 
+use crate::error::EngineError;
+
 /// `torch.optim.SGD`'s settings; the default is PyTorch's (all zero, no Nesterov).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct SgdOptions {
@@ -42,20 +44,16 @@ impl AdamOptions {
         }
     }
 
-    pub(crate) fn check(&self) -> Result<(), OptimizerError> {
+    pub(crate) fn check(&self) -> Result<(), EngineError> {
         for (setting, beta) in [("beta1", self.betas.0), ("beta2", self.betas.1)] {
             if !(0.0..1.0).contains(&beta) {
-                return Err(OptimizerError::new(
-                    setting,
-                    beta,
-                    "must be in [0, 1), e.g. 0.9",
-                ));
+                return Err(refused(setting, beta, "must be in [0, 1), e.g. 0.9"));
             }
         }
         // Stricter than torch.optim, which takes 0: the update is m / (sqrt(v) + eps), so a
         // zero eps turns every element whose gradients were all 0 into 0 / 0 = NaN at step 1.
         if !(self.eps.is_finite() && self.eps > 0.0) {
-            return Err(OptimizerError::new(
+            return Err(refused(
                 "eps",
                 self.eps,
                 "must be a finite number > 0 (the update divides by sqrt(v) + eps, and an \
@@ -67,12 +65,12 @@ impl AdamOptions {
 }
 
 impl SgdOptions {
-    pub(crate) fn check(&self) -> Result<(), OptimizerError> {
+    pub(crate) fn check(&self) -> Result<(), EngineError> {
         non_negative("momentum", self.momentum)?;
         non_negative("dampening", self.dampening)?;
         non_negative("weight_decay", self.weight_decay)?;
         if self.nesterov && (self.momentum == 0.0 || self.dampening != 0.0) {
-            return Err(OptimizerError::new(
+            return Err(refused(
                 "nesterov with momentum",
                 self.momentum,
                 "Nesterov momentum needs momentum > 0 and dampening 0, e.g. momentum 0.9",
@@ -82,35 +80,18 @@ impl SgdOptions {
     }
 }
 
-/// An optimizer setting torch.optim would refuse.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
-#[error("optimizer {setting} = {value}: {remedy}")]
-pub struct OptimizerError {
-    /// The setting, e.g. `beta1`.
-    pub setting: &'static str,
-    /// Its value.
-    pub value: f64,
-    /// What would be accepted.
-    pub remedy: &'static str,
-}
-
-impl OptimizerError {
-    fn new(setting: &'static str, value: f64, remedy: &'static str) -> Self {
-        Self {
-            setting,
-            value,
-            remedy,
-        }
+/// `setting = value`, which torch.optim would refuse: an [`EngineError::OptimizerSetting`].
+fn refused(setting: &'static str, value: f64, remedy: &'static str) -> EngineError {
+    EngineError::OptimizerSetting {
+        setting,
+        value,
+        remedy,
     }
 }
 
-fn non_negative(setting: &'static str, value: f64) -> Result<(), OptimizerError> {
+fn non_negative(setting: &'static str, value: f64) -> Result<(), EngineError> {
     match value.is_finite() && value >= 0.0 {
         true => Ok(()),
-        false => Err(OptimizerError::new(
-            setting,
-            value,
-            "must be a finite number >= 0",
-        )),
+        false => Err(refused(setting, value, "must be a finite number >= 0")),
     }
 }

@@ -5,9 +5,10 @@ use std::time::Instant;
 use burn::prelude::*;
 use pipetrain_partitioner::LayerCost;
 
-use crate::activation::{Activation, ActivationError};
+use crate::activation::Activation;
 use crate::adapter;
 use crate::bundle::Bundle;
+use crate::error::EngineError;
 use crate::layer::Layer;
 use crate::linears::Linears;
 
@@ -24,7 +25,7 @@ pub fn layer_costs<L: Layer>(
     sample: &Activation,
     device: &Device,
     repeats: usize,
-) -> Result<Vec<LayerCost>, ActivationError> {
+) -> Result<Vec<LayerCost>, EngineError> {
     let device = adapter::autodiff_device(device);
     let layers: Vec<L> = layers
         .iter()
@@ -78,7 +79,7 @@ pub fn split_bytes<L: Layer>(
     layers: &[L],
     sample: &Activation,
     device: &Device,
-) -> Result<Vec<u64>, ActivationError> {
+) -> Result<Vec<u64>, EngineError> {
     let device = adapter::autodiff_device(device);
     let rows_bytes = |t: &Tensor<2>| (t.dims().iter().product::<usize>() * t.dtype().size()) as u64;
     let mut x = sample.clone().plain().to_device(&device);

@@ -6,13 +6,13 @@ use pipetrain_schedules::{Action, MicroBatchId};
 
 use crate::activation::Activation;
 use crate::adapter::{self, Accumulator, ModuleOptimizer};
-use crate::error::{Cause, EngineError, Result};
+use crate::error::{EngineError, Result};
 use crate::grad_guard::{self, GradGuard};
 use crate::layer::Layer;
 use crate::loss::Loss;
 use crate::optimizer::OptimizerConfig;
 use crate::params;
-use crate::tie::{self, Tie, TieError, TieSlot};
+use crate::tie::{self, Tie, TieSlot};
 use std::collections::HashMap;
 
 /// Plain training of the whole layer sequence on one device, one step at a time: either one
@@ -45,7 +45,7 @@ impl<L: Layer> SingleDevice<L> {
 
     /// With tied parameters (see [`Tie`]): the second copies start from the first's value, and
     /// each step both get the sum of their gradients, as in a pipeline.
-    pub fn with_ties(mut self, ties: &[Tie]) -> std::result::Result<Self, TieError> {
+    pub fn with_ties(mut self, ties: &[Tie]) -> std::result::Result<Self, EngineError> {
         let layers = std::mem::take(&mut self.layers);
         self.layers = tie::equalize(layers, ties)?;
         self.ties = tie::place(ties, &[&self.layers[..]])?
@@ -117,8 +117,8 @@ impl<L: Layer> SingleDevice<L> {
         learning_rate: f64,
     ) -> Result<f64> {
         let rows = inputs.batch_size() as f64;
-        let inputs = inputs.split(chunks)?;
-        let targets = targets.split(chunks)?;
+        let inputs = inputs.split(chunks).map_err(EngineError::bad_batch)?;
+        let targets = targets.split(chunks).map_err(EngineError::bad_batch)?;
         let mut accumulated = Accumulator::new();
         let mut reported = 0.0;
         for (i, (x, y)) in inputs.into_iter().zip(targets).enumerate() {
@@ -142,7 +142,7 @@ impl<L: Layer> SingleDevice<L> {
         loss: &dyn Loss,
         micro_batch: Option<MicroBatchId>,
     ) -> Result<Tensor<1>> {
-        let fail = |cause| EngineError::StageFailed {
+        let fail = |cause: EngineError| EngineError::StageFailed {
             replica: Default::default(),
             stage: Default::default(),
             micro_batch,
@@ -150,21 +150,21 @@ impl<L: Layer> SingleDevice<L> {
                 Some(mb) => Action::forward(Default::default(), mb),
                 None => Action::optimizer_step(Default::default()),
             },
-            source: cause,
+            source: Box::new(cause),
         };
         let mut x = inputs.to_device(&self.device);
         for layer in &self.layers {
             let shown = x.to_string();
             x = layer.forward(x).map_err(|error| {
-                fail(Cause::Layer {
-                    error,
+                fail(EngineError::Layer {
+                    error: Box::new(error),
                     input: shown,
                     from: String::new(),
                 })
             })?;
         }
         loss.loss(x, targets.to_device(&self.device))
-            .map_err(|e| fail(Cause::Loss(e)))
+            .map_err(|e| fail(EngineError::Loss(Box::new(e))))
     }
 
     /// Sets every parameter (and buffer) to its value in `model`, the same model's layer

@@ -8,6 +8,7 @@ use std::str::FromStr;
 use pipetrain_schedules::MicroBatchId;
 
 use crate::activation::Activation;
+use crate::error::EngineError;
 use crate::layer::Layer;
 use crate::transport::Flow;
 use crate::worker::{Failure, Stashed, Tape, Worker};
@@ -53,20 +54,15 @@ impl fmt::Display for Remat {
     }
 }
 
-/// An unknown re-materialization mode.
-#[derive(Debug, thiserror::Error)]
-#[error("unknown remat mode `{0}`: expected never, except_last or always")]
-pub struct ParseRematError(String);
-
 impl FromStr for Remat {
-    type Err = ParseRematError;
+    type Err = EngineError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.to_ascii_lowercase().replace('-', "_").as_str() {
             "never" => Ok(Remat::Never),
             "except_last" => Ok(Remat::ExceptLast),
             "always" => Ok(Remat::Always),
-            _ => Err(ParseRematError(s.to_string())),
+            _ => Err(EngineError::UnknownRemat(s.to_string())),
         }
     }
 }

@@ -94,7 +94,7 @@ impl Plans {
 /// #[derive(Module, Debug)]
 /// struct Plain { linear: Linear }
 /// impl Layer for Plain {
-///     fn forward(&self, x: Activation) -> Result<Activation, ActivationError> {
+///     fn forward(&self, x: Activation) -> Result<Activation, EngineError> {
 ///         Ok(self.linear.forward(x.float::<2>()?).into())
 ///     }
 /// }

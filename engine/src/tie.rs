@@ -15,6 +15,7 @@
 use std::collections::HashMap;
 
 use crate::adapter::{self, Named, ParamId, named_parameters};
+use crate::error::EngineError;
 use crate::layer::Layer;
 
 /// Two parameters that are one.
@@ -60,33 +61,6 @@ impl std::fmt::Display for Tie {
     }
 }
 
-/// Why a tie cannot be made.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum TieError {
-    /// No parameter has that name.
-    #[error("tie `{tie}`: the model has no parameter `{name}` (it has e.g. {examples})")]
-    Unknown {
-        /// The tie.
-        tie: String,
-        /// The missing name.
-        name: String,
-        /// A few names the model does have.
-        examples: String,
-    },
-    /// The shapes do not match (after the transposition, if any).
-    #[error("tie `{tie}`: shapes {first:?} and {second:?} do not match{hint}")]
-    Shape {
-        /// The tie.
-        tie: String,
-        /// The first parameter's shape.
-        first: Vec<usize>,
-        /// The second's.
-        second: Vec<usize>,
-        /// A remedy.
-        hint: String,
-    },
-}
-
 /// One tied parameter held by one worker.
 #[derive(Clone, Debug)]
 pub(crate) struct TieSlot {
@@ -103,7 +77,7 @@ pub(crate) type Placed = Vec<[(usize, TieSlot); 2]>;
 
 /// Finds each tie's parameters among the stages (`stages[s]` = stage s's layers, in order) and
 /// checks their shapes.
-pub(crate) fn place<L: Layer>(ties: &[Tie], stages: &[&[L]]) -> Result<Placed, TieError> {
+pub(crate) fn place<L: Layer>(ties: &[Tie], stages: &[&[L]]) -> Result<Placed, EngineError> {
     let mut offset = 0;
     let named: Vec<Vec<Named>> = stages
         .iter()
@@ -117,7 +91,7 @@ pub(crate) fn place<L: Layer>(ties: &[Tie], stages: &[&[L]]) -> Result<Placed, T
 }
 
 /// [`place`] over each stage's named parameters.
-fn place_named(ties: &[Tie], stages: &[Vec<Named>]) -> Result<Placed, TieError> {
+fn place_named(ties: &[Tie], stages: &[Vec<Named>]) -> Result<Placed, EngineError> {
     let mut by_name: HashMap<String, (usize, ParamId, Vec<usize>)> = HashMap::new();
     let mut examples = Vec::new();
     for (s, named) in stages.iter().enumerate() {
@@ -132,11 +106,14 @@ fn place_named(ties: &[Tie], stages: &[Vec<Named>]) -> Result<Placed, TieError> 
         .enumerate()
         .map(|(i, tie)| {
             let find = |name: &String| {
-                by_name.get(name).cloned().ok_or_else(|| TieError::Unknown {
-                    tie: tie.to_string(),
-                    name: name.clone(),
-                    examples: examples.join(", "),
-                })
+                by_name
+                    .get(name)
+                    .cloned()
+                    .ok_or_else(|| EngineError::TieUnknown {
+                        tie: tie.to_string(),
+                        name: name.clone(),
+                        examples: examples.join(", "),
+                    })
             };
             let (s1, id1, shape1) = find(&tie.first)?;
             let (s2, id2, shape2) = find(&tie.second)?;
@@ -157,7 +134,7 @@ fn place_named(ties: &[Tie], stages: &[Vec<Named>]) -> Result<Placed, TieError> 
                 } else {
                     " (tie them transposed?)".to_string()
                 };
-                return Err(TieError::Shape {
+                return Err(EngineError::TieShape {
                     tie: tie.to_string(),
                     first: shape1,
                     second: shape2,
@@ -177,7 +154,7 @@ fn place_named(ties: &[Tie], stages: &[Vec<Named>]) -> Result<Placed, TieError> 
 
 /// `layers` (the whole model) with each tie's second parameter set to its first's value
 /// (transposed if the tie says so): tied copies must start equal.
-pub fn equalize<L: Layer>(layers: Vec<L>, ties: &[Tie]) -> Result<Vec<L>, TieError> {
+pub fn equalize<L: Layer>(layers: Vec<L>, ties: &[Tie]) -> Result<Vec<L>, EngineError> {
     let placed = place(ties, &[&layers[..]])?;
     let mut layers = layers;
     for [(_, first), (_, second)] in placed {
@@ -209,7 +186,7 @@ impl TiePlan {
 
     /// Places `ties` among the stages of `workers` — all of them, also those another process
     /// runs (from the model they were built from).
-    pub fn new<L: Layer>(ties: &[Tie], workers: &crate::Workers<L>) -> Result<Self, TieError> {
+    pub fn new<L: Layer>(ties: &[Tie], workers: &crate::Workers<L>) -> Result<Self, EngineError> {
         if ties.is_empty() {
             return Ok(Self::none());
         }

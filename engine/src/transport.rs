@@ -11,11 +11,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crossbeam_channel::{Receiver, Sender, select, unbounded};
-use pipetrain_schedules::remedy::{Remedied, Remedy, Setting, Value};
+
 use pipetrain_schedules::{Action, ActionKind, MicroBatchId, SkipRoute, StageId};
 
 use crate::abort::Abort;
 use crate::activation::Activation;
+use crate::error::EngineError;
 
 /// Which way a tensor flows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -81,60 +82,13 @@ pub struct Tag {
     pub micro_batch: MicroBatchId,
 }
 
-/// Why a transfer failed.
-#[derive(Debug, thiserror::Error)]
-pub enum TransportError {
-    /// Another worker failed: this step is over.
-    #[error("step aborted by another worker's failure")]
-    Aborted,
-    /// The neighbour is gone without an error of its own.
-    #[error("{peer} hung up while {tag:?} was awaited")]
-    Disconnected {
-        /// The neighbour.
-        peer: StageId,
-        /// What was awaited or sent.
-        tag: Tag,
-    },
-    /// Nothing came from the neighbour within the communication timeout (multi-process runs).
-    #[error(
-        "{peer} (MPI rank {rank}) sent nothing for {timeout:?} (the communication timeout) \
-         while {tag:?} was awaited; it may be dead or stuck, or its steps that slow"
-    )]
-    Timeout {
-        /// The neighbour.
-        peer: StageId,
-        /// The neighbour's process.
-        rank: usize,
-        /// What was awaited.
-        tag: Tag,
-        /// The communication timeout.
-        timeout: std::time::Duration,
-    },
-    /// A neighbour sent the same tag twice.
-    #[error("{peer} sent {tag:?} twice")]
-    Duplicate {
-        /// The neighbour.
-        peer: StageId,
-        /// The repeated tag.
-        tag: Tag,
-    },
-}
-
-impl Remedied for TransportError {
-    /// A timeout: a larger communication timeout, if the peer is only slow.
-    fn remedy(&self) -> Option<Remedy> {
-        let slow = matches!(self, TransportError::Timeout { .. });
-        slow.then(|| Remedy::set(Setting::CommTimeout, Value::Larger))
-    }
-}
-
 /// One worker's link to its neighbouring stages (and the stages it exchanges skips with).
 pub trait Transport: Send {
     /// Sends `payload` (a plain, detached tensor) to the stage `tag.flow` points to. Never
     /// blocks for long: the receiver buffers.
-    fn send(&mut self, tag: Tag, payload: Activation) -> Result<(), TransportError>;
+    fn send(&mut self, tag: Tag, payload: Activation) -> Result<(), EngineError>;
     /// Blocks until the message tagged `tag` arrives, or the step is aborted.
-    fn recv(&mut self, tag: Tag) -> Result<Activation, TransportError>;
+    fn recv(&mut self, tag: Tag) -> Result<Activation, EngineError>;
 }
 
 struct Message {
@@ -212,7 +166,7 @@ impl ChannelTransport {
 }
 
 impl Transport for ChannelTransport {
-    fn send(&mut self, tag: Tag, payload: Activation) -> Result<(), TransportError> {
+    fn send(&mut self, tag: Tag, payload: Activation) -> Result<(), EngineError> {
         let to = tag.flow.destination(self.me);
         let link = self
             .links
@@ -220,9 +174,9 @@ impl Transport for ChannelTransport {
             .expect("validated plans only send to linked stages");
         link.tx.send(Message { tag, payload }).map_err(|_| {
             if self.abort.is_aborted() {
-                TransportError::Aborted
+                EngineError::Aborted
             } else {
-                TransportError::Disconnected {
+                EngineError::HungUp {
                     peer: link.peer,
                     tag,
                 }
@@ -230,7 +184,7 @@ impl Transport for ChannelTransport {
         })
     }
 
-    fn recv(&mut self, tag: Tag) -> Result<Activation, TransportError> {
+    fn recv(&mut self, tag: Tag) -> Result<Activation, EngineError> {
         if let Some(payload) = self.pending.remove(&tag) {
             return Ok(payload);
         }
@@ -245,13 +199,13 @@ impl Transport for ChannelTransport {
                     Ok(m) if m.tag == tag => return Ok(m.payload),
                     Ok(m) => {
                         if self.pending.insert(m.tag, m.payload).is_some() {
-                            return Err(TransportError::Duplicate { peer: inbox.peer, tag: m.tag });
+                            return Err(EngineError::Duplicate { peer: inbox.peer, tag: m.tag });
                         }
                     }
-                    Err(_) if self.abort.is_aborted() => return Err(TransportError::Aborted),
-                    Err(_) => return Err(TransportError::Disconnected { peer: inbox.peer, tag }),
+                    Err(_) if self.abort.is_aborted() => return Err(EngineError::Aborted),
+                    Err(_) => return Err(EngineError::HungUp { peer: inbox.peer, tag }),
                 },
-                recv(self.abort.watch()) -> _ => return Err(TransportError::Aborted),
+                recv(self.abort.watch()) -> _ => return Err(EngineError::Aborted),
             }
         }
     }
@@ -306,9 +260,6 @@ mod tests {
             move || stage0.recv(tag(Flow::SkipGradient(route)))
         });
         abort.fail(EngineError::Poisoned);
-        assert!(matches!(
-            waiter.join().unwrap(),
-            Err(TransportError::Aborted)
-        ));
+        assert!(matches!(waiter.join().unwrap(), Err(EngineError::Aborted)));
     }
 }

@@ -25,7 +25,7 @@ use crate::world::World;
 /// #[derive(Module, Debug)]
 /// struct Dense { linear: Linear }
 /// impl Layer for Dense {
-///     fn forward(&self, x: Activation) -> Result<Activation, ActivationError> {
+///     fn forward(&self, x: Activation) -> Result<Activation, EngineError> {
 ///         Ok(self.linear.forward(x.float::<2>()?).into())
 ///     }
 /// }

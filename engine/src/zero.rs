@@ -9,7 +9,8 @@
 use burn::prelude::*;
 
 use crate::adapter::{Grads, Slots};
-use crate::collective::{Collective, CollectiveError};
+use crate::collective::Collective;
+use crate::error::EngineError;
 
 /// Who owns which of a stage's parameters, for one step.
 pub(crate) struct Sharded {
@@ -27,7 +28,7 @@ impl Sharded {
         slots: Slots,
         tensors: Vec<Tensor<1>>,
         collective: &mut dyn Collective,
-    ) -> Result<(Grads, Sharded), CollectiveError> {
+    ) -> Result<(Grads, Sharded), EngineError> {
         let owners = slots.owners(module, collective.size());
         let reduced = collective.reduce_tensors(tensors, &owners)?;
         let grads = slots.grads(module, reduced);
@@ -41,7 +42,7 @@ impl Sharded {
         module: M,
         collective: &mut dyn Collective,
         device: &Device,
-    ) -> Result<M, CollectiveError> {
+    ) -> Result<M, EngineError> {
         let me = collective.rank();
         let mine: Vec<bool> = self.owners.iter().map(|&o| o == me).collect();
         let values = self.slots.params(&module, &mine);

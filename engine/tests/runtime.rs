@@ -19,7 +19,7 @@ struct Dense {
 }
 
 impl Layer for Dense {
-    fn forward(&self, x: Activation) -> Result<Activation, ActivationError> {
+    fn forward(&self, x: Activation) -> Result<Activation, EngineError> {
         Ok(self.linear.forward(x.float::<2>()?).into())
     }
 }

@@ -25,7 +25,7 @@ use burn::nn::{
 use burn::prelude::*;
 use burn::tensor::Bool;
 use burn::tensor::activation::{gelu, softmax};
-use pipetrain_engine::{Activation, ActivationError, Bundle, Layer, Linears};
+use pipetrain_engine::{Activation, Bundle, EngineError, Layer, Linears};
 
 /// The shape of a GPT-like decoder.
 ///
@@ -274,7 +274,7 @@ pub enum GptLayer {
 }
 
 impl Layer for GptLayer {
-    fn forward(&self, input: Activation) -> Result<Activation, ActivationError> {
+    fn forward(&self, input: Activation) -> Result<Activation, EngineError> {
         self.forward_linears(input, &mut Linears::plain())
     }
 
@@ -284,14 +284,14 @@ impl Layer for GptLayer {
         &self,
         input: Activation,
         linears: &mut Linears,
-    ) -> Result<Activation, ActivationError> {
+    ) -> Result<Activation, EngineError> {
         Ok(match self {
             GptLayer::Embedding(e) => {
                 let ids: Tensor<2, Int> = input.int()?;
                 let [_, t] = ids.dims();
                 let context = e.position.weight.dims()[0];
                 if t > context {
-                    return Err(ActivationError::Other(format!(
+                    return Err(EngineError::LayerRejected(format!(
                         "sequence of {t} tokens is longer than the context of {context}; \
                          use sequences of at most {context} tokens or a larger context"
                     )));

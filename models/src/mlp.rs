@@ -14,7 +14,7 @@
 use burn::nn::{Initializer, Linear, LinearConfig};
 use burn::prelude::*;
 use burn::tensor::activation::relu;
-use pipetrain_engine::{Activation, ActivationError, Dense, Layer};
+use pipetrain_engine::{Activation, Dense, EngineError, Layer};
 
 /// The shape of an MLP.
 ///
@@ -131,7 +131,7 @@ pub enum MlpLayer {
 }
 
 impl Layer for MlpLayer {
-    fn forward(&self, input: Activation) -> Result<Activation, ActivationError> {
+    fn forward(&self, input: Activation) -> Result<Activation, EngineError> {
         let x: Tensor<2> = input.float()?;
         Ok(match self {
             MlpLayer::Block(b) => relu(b.linear.forward(x)),

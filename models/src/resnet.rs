@@ -55,7 +55,7 @@ use burn::nn::pool::{AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig};
 use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig, PaddingConfig2d};
 use burn::prelude::*;
 use burn::tensor::activation::relu;
-use pipetrain_engine::{Activation, ActivationError, Layer, Linears};
+use pipetrain_engine::{Activation, EngineError, Layer, Linears};
 
 /// The shape of a ResNet-like model.
 ///
@@ -269,7 +269,7 @@ impl Layer for ResNetLayer {
         !matches!(self, ResNetLayer::Head(_))
     }
 
-    fn forward(&self, input: Activation) -> Result<Activation, ActivationError> {
+    fn forward(&self, input: Activation) -> Result<Activation, EngineError> {
         self.forward_linears(input, &mut Linears::plain())
     }
 
@@ -278,11 +278,11 @@ impl Layer for ResNetLayer {
         &self,
         input: Activation,
         linears: &mut Linears,
-    ) -> Result<Activation, ActivationError> {
+    ) -> Result<Activation, EngineError> {
         let x: Tensor<4> = input.float()?;
         let channels = x.dims()[1];
         if channels != self.in_channels() {
-            return Err(ActivationError::Other(format!(
+            return Err(EngineError::LayerRejected(format!(
                 "this ResNet layer takes {} channels, got {channels} (input {:?}); check the \
                  model's in_channels and the data's channel count",
                 self.in_channels(),

@@ -22,7 +22,7 @@ use burn::nn::conv::Conv2d;
 use burn::nn::{Linear, LinearConfig};
 use burn::prelude::*;
 use burn::tensor::activation::relu;
-use pipetrain_engine::{Activation, ActivationError, Bundle, Layer};
+use pipetrain_engine::{Activation, Bundle, EngineError, Layer};
 
 /// The shape of a U-Net-like model.
 ///
@@ -170,7 +170,7 @@ fn upsample(x: Tensor<4>) -> Tensor<4> {
 }
 
 impl Layer for UNetLayer {
-    fn forward(&self, input: Activation) -> Result<Activation, ActivationError> {
+    fn forward(&self, input: Activation) -> Result<Activation, EngineError> {
         Ok(match self {
             UNetLayer::Stem(conv) => {
                 let x: Tensor<4> = input.float()?;
@@ -192,7 +192,7 @@ impl Layer for UNetLayer {
                 let skipped: Tensor<4> = b.take(&skip(u.level))?.float()?;
                 let up = u.conv.forward(upsample(x));
                 if up.dims() != skipped.dims() {
-                    return Err(ActivationError::Other(format!(
+                    return Err(EngineError::LayerRejected(format!(
                         "level {} upsampled to {:?} but its skip is {:?}: the image side must \
                          divide by 2^depth",
                         u.level,

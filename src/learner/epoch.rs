@@ -126,5 +126,5 @@ fn step<M: PipelineModel>(
     let output = pipeline.forward(batch.inputs.clone())?;
     let report = pipeline.train_step(&batch)?;
     let loss = Tensor::<1>::from_floats([report.loss as f32], device);
-    Ok(M::train_output(item, output, loss)?)
+    Ok(M::train_output(item, output, loss).map_err(pipetrain_engine::EngineError::bad_batch)?)
 }

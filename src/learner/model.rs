@@ -3,7 +3,7 @@
 
 use burn::prelude::*;
 use burn::train::{LearnerModel, TrainStep};
-use pipetrain_engine::{Activation, ActivationError, Batch, Layer};
+use pipetrain_engine::{Activation, Batch, EngineError, Layer};
 
 /// The training input of a burn-train model (its `TrainStep::Input`, e.g. an image batch).
 pub type TrainInput<M> = <M as TrainStep>::Input;
@@ -77,5 +77,5 @@ pub trait PipelineModel: LearnerModel + Send {
         item: TrainInput<Self>,
         output: Activation,
         loss: Tensor<1>,
-    ) -> Result<TrainOutput<Self>, ActivationError>;
+    ) -> Result<TrainOutput<Self>, EngineError>;
 }

@@ -186,7 +186,7 @@ impl Loss for SharedLoss {
         &self,
         output: pipetrain_engine::Activation,
         target: pipetrain_engine::Activation,
-    ) -> std::result::Result<Tensor<1>, pipetrain_engine::ActivationError> {
+    ) -> std::result::Result<Tensor<1>, pipetrain_engine::EngineError> {
         self.0.loss(output, target)
     }
 }

@@ -57,8 +57,9 @@ impl Profile {
         path: &Path,
         on_warning: impl Fn(&Warning) + Send + 'static,
     ) -> Result<Self, Error> {
-        output::probe(path).map_err(|e| trace_error(path, e.into()))?;
-        let raw = TempFile::beside(path, ".raw.tmp").map_err(|e| trace_error(path, e.into()))?;
+        output::probe(path).map_err(|e| trace_error(path, RunFileError::Output(e)))?;
+        let raw = TempFile::beside(path, ".raw.tmp")
+            .map_err(|e| trace_error(path, RunFileError::Output(e)))?;
         let file = raw
             .as_file()
             .try_clone()

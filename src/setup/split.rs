@@ -20,7 +20,8 @@ pub(super) fn measure<L: Layer>(
     stages: usize,
 ) -> Result<(Partition, Vec<LayerCost>)> {
     let device = &c.devices[0];
-    let costs = profile::layer_costs(layers, sample, device, 5)?;
+    let costs = profile::layer_costs(layers, sample, device, 5)
+        .map_err(pipetrain_engine::EngineError::bad_batch)?;
     let Some(budget) = c.memory_budget else {
         return Ok((partition_by_time(&costs, stages, None)?, costs));
     };
@@ -31,7 +32,8 @@ pub(super) fn measure<L: Layer>(
     let group = memory::weight_group(c.runtime.backward, m, c.runtime.schedule.splits_backward());
     let split = match group {
         0 => vec![0; layers.len()],
-        _ => profile::split_bytes(layers, sample, device)?,
+        _ => profile::split_bytes(layers, sample, device)
+            .map_err(pipetrain_engine::EngineError::bad_batch)?,
     };
     let deferred = memory::deferred_bytes(&split, group);
     let budgeted = memory::budget_costs(&costs, slots, stashed, &deferred);

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use crate::trainer::identity::{DATA_POSITION, LR_SCHEDULE};
 use crate::trainer::{Processes, RunIdentity};
-use crate::{Checkpoint, CheckpointError, Error, Layer, Pipeline, RunFile, RunFileError};
+use crate::{Checkpoint, EngineError, Error, Layer, Pipeline, RunFile, RunFileError};
 
 /// Saves `pipeline` (this process's share of it under `processes`) to `path`, with the run's
 /// `identity` and `position`, the next training batch's.
@@ -28,7 +28,7 @@ pub fn save<L: Layer>(
     };
     saved.map_err(|e| match e {
         // A step that made a weight infinite (from finite gradients) replaces no good file.
-        Error::Checkpoint(CheckpointError::NonFinite {
+        Error::Engine(EngineError::NonFiniteWeight {
             tensor,
             index,
             value,
@@ -79,16 +79,18 @@ pub fn resume<L: Layer>(
     };
     let stored = checkpoint.progress().extra.get("model").cloned();
     let progress = pipeline.restore(checkpoint).map_err(|e| match e {
-        Error::Checkpoint(e) => match stored.filter(|s| fits(&e) && s != identity.model()) {
-            Some(stored) => Error::OtherModel {
-                file: RunFile::Resume,
-                path: path.to_path_buf(),
-                stored,
-                ours: identity.model().to_string(),
-                source: e,
-            },
-            None => failed(e.into()),
-        },
+        Error::Engine(e) if e.is_file() => {
+            match stored.filter(|s| fits(&e) && s != identity.model()) {
+                Some(stored) => Error::OtherModel {
+                    file: RunFile::Resume,
+                    path: path.to_path_buf(),
+                    stored,
+                    ours: identity.model().to_string(),
+                    source: e,
+                },
+                None => failed(e.into()),
+            }
+        }
         other => failed(RunFileError::Invalid(other.to_string())),
     })?;
     for (name, ours) in identity.entries() {
@@ -127,9 +129,9 @@ pub fn resume<L: Layer>(
 }
 
 /// Whether `error` says that weights do not fit a model (rather than that the file is bad).
-pub fn fits(error: &CheckpointError) -> bool {
+pub fn fits(error: &EngineError) -> bool {
     matches!(
         error,
-        CheckpointError::Keys { .. } | CheckpointError::Mismatch { .. }
+        EngineError::Keys { .. } | EngineError::TensorMismatch { .. }
     )
 }

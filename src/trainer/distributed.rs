@@ -349,7 +349,8 @@ impl<L: Layer> Processes<L> for Shared<'_, L> {
 
 #[cfg(feature = "mpi")]
 mod link {
-    use crate::engine::mpi::{Comm, Layout, MpiError, MpiFabric, check_environment};
+    use crate::engine::EngineError;
+    use crate::engine::mpi::{Comm, Layout, MpiFabric, check_environment};
 
     use super::{Distributed, Launch};
     use crate::Error;
@@ -358,8 +359,8 @@ mod link {
 
     /// An MPI error: another process, or the communication with it, failed. It keeps its
     /// type, so each front end words its remedy (the communication timeout) its own way.
-    fn failed(e: MpiError) -> Error {
-        crate::engine::EngineError::Mpi(e).into()
+    fn failed(e: EngineError) -> Error {
+        Error::Engine(e)
     }
 
     /// The MPI communication thread and this process's layout.

@@ -53,7 +53,8 @@ pub fn evaluate(
         if language_model {
             let n = batch.targets.dims().iter().product::<usize>();
             let loss = CrossEntropy
-                .loss(logits, batch.targets)?
+                .loss(logits, batch.targets)
+                .map_err(pipetrain_engine::EngineError::bad_batch)?
                 .into_scalar::<f64>();
             loss_sum += loss * n as f64;
             tokens += n;
@@ -94,7 +95,10 @@ pub fn evaluate(
 pub fn forward_all<L: Layer>(layers: &[L], inputs: Activation) -> Result<Activation, Error> {
     let mut x = inputs;
     for layer in layers {
-        x = layer.valid().forward(x)?;
+        x = layer
+            .valid()
+            .forward(x)
+            .map_err(pipetrain_engine::EngineError::bad_batch)?;
     }
     Ok(x)
 }

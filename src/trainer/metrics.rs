@@ -129,7 +129,7 @@ impl Metrics {
     /// writable directory, or another I/O error ([`RunFileError::Output`]).
     pub fn create(path: &Path, append: bool) -> Result<Self, Error> {
         let format = Self::check_format(path)?;
-        let out = AtomicFile::create(path).map_err(|e| failed(path, e.into()))?;
+        let out = AtomicFile::create(path).map_err(|e| failed(path, RunFileError::Output(e)))?;
         Ok(Self {
             path: path.to_path_buf(),
             format,
@@ -256,7 +256,7 @@ impl Metrics {
         let path = self.path;
         out.commit()
             .err()
-            .map(|e| Warning::NotWritten(failed(&path, e.into())))
+            .map(|e| Warning::NotWritten(failed(&path, RunFileError::Output(e))))
     }
 
     /// Reports the failed write `e` once and drops the temp file.

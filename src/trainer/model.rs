@@ -5,7 +5,7 @@
 use burn::prelude::*;
 use pipetrain_models::{GptConfig, MlpConfig, ResNetConfig, UNetConfig, synthetic};
 
-use crate::engine::{Activation, ActivationError};
+use crate::engine::{Activation, EngineError};
 use crate::{Batch, Tie};
 
 /// A reference model's configuration.
@@ -87,7 +87,7 @@ impl Model {
 
     /// `inputs` of a loaded batch in the shape the model takes: flattened for the MLP, `[N, C,
     /// H, W]` for the ResNet, as they are for the GPT.
-    pub fn shape_inputs(&self, inputs: Activation) -> Result<Activation, ActivationError> {
+    pub fn shape_inputs(&self, inputs: Activation) -> Result<Activation, EngineError> {
         let dims = inputs.dims();
         let n = dims[0];
         let rest: usize = dims[1..].iter().product();

@@ -98,7 +98,10 @@ impl<L: Layer> Reference<L> {
     ) -> Result<(), Error> {
         let (inputs, targets): (Vec<_>, Vec<_>) =
             batches.into_iter().map(|b| (b.inputs, b.targets)).unzip();
-        let (inputs, targets) = (Activation::cat(inputs)?, Activation::cat(targets)?);
+        let (inputs, targets) = (
+            Activation::cat(inputs).map_err(pipetrain_engine::EngineError::bad_batch)?,
+            Activation::cat(targets).map_err(pipetrain_engine::EngineError::bad_batch)?,
+        );
         match self.chunks {
             Some(chunks) => self
                 .single

@@ -422,12 +422,11 @@ fn step_result(step: u64, result: Result<StepReport, Error>) -> Result<StepRepor
 /// Whether `error` stopped a step before any stage applied it (a non-finite gradient, found
 /// before the optimizer step): the weights are still those of the last good step.
 pub fn weights_intact(error: &Error) -> bool {
-    use crate::engine::{Cause, EngineError};
-    matches!(
-        error,
-        Error::Engine(EngineError::StageFailed {
-            source: Cause::NonFinite { .. },
-            ..
-        })
-    )
+    use crate::engine::EngineError;
+    match error {
+        Error::Engine(EngineError::StageFailed { source, .. }) => {
+            matches!(**source, EngineError::NonFinite { .. })
+        }
+        _ => false,
+    }
 }

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use crate::trainer::{Model, fits};
-use crate::{Checkpoint, CheckpointError, Error, Layer, RunFile, RunFileError};
+use crate::{Checkpoint, EngineError, Error, Layer, RunFile, RunFileError};
 
 /// The error of the weights file `path`.
 fn failed(path: &Path, reason: RunFileError) -> Error {
@@ -48,7 +48,7 @@ pub fn init_weights<L: Layer>(
                 }
             })
         }
-        Ok(_) | Err(CheckpointError::NotACheckpoint { .. }) => {
+        Ok(_) | Err(EngineError::NotACheckpoint { .. }) => {
             plain_weights(path, layers, renames, model)
         }
         Err(e) => Err(failed(path, e.into())),
@@ -111,7 +111,7 @@ fn plain_weights<L: Layer>(
         )),
         (Ok(layers), _, _) | (Err(_), Ok(layers), _) => Ok(layers),
         // Wrong names first (as PyTorch's strict load): a layout's shape error would mislead.
-        (Err(e @ CheckpointError::Keys { .. }), Err(_), _) | (Err(_), Err(e), _) => {
+        (Err(e @ EngineError::Keys { .. }), Err(_), _) | (Err(_), Err(e), _) => {
             Err(failed(path, e.into()))
         }
     }

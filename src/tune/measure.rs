@@ -81,14 +81,16 @@ pub fn measure<L: Layer>(
     let passes = calibration.passes.max(1);
     for &r in rows.iter().cycle().take(rows.len() * passes) {
         let sample = cut(batch, r)?;
-        let profiled = profile::layer_costs(layers, &sample.inputs, device, calibration.repeats)?;
+        let profiled = profile::layer_costs(layers, &sample.inputs, device, calibration.repeats)
+            .map_err(pipetrain_engine::EngineError::bad_batch)?;
         let (costs, overhead, _, state) = run(ScheduleKind::ZbH1, vec![layers.len()], r, 1)?;
         if table.optimizer_bytes.is_empty() {
             table.optimizer_bytes = optimizer_bytes(&table.param_bytes, optimizer, state);
         }
         overheads.push(overhead);
         optimizer_per_byte = optimizer_per_byte.min(costs.optimizer / total_params.max(1) as f64);
-        let split = profile::split_bytes(layers, &sample.inputs, device)?;
+        let split = profile::split_bytes(layers, &sample.inputs, device)
+            .map_err(pipetrain_engine::EngineError::bad_batch)?;
         let measured = RowsCosts {
             rows: r,
             layers: share(layers, &profiled, &costs, &split),

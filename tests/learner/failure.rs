@@ -8,7 +8,7 @@ use burn::optim::SgdConfig;
 use burn::prelude::*;
 use burn::train::{ClassificationOutput, InferenceStep, TrainOutput, TrainStep, TrainingError};
 use pipetrain::learner::{PipelineModel, PipelineStrategy};
-use pipetrain::{Activation, ActivationError, Batch, Layer};
+use pipetrain::{Activation, Batch, EngineError, Layer};
 
 use crate::example::{self, ClassBatch, Mlp, MlpLayer};
 use crate::{common, fit, launch, values};
@@ -28,11 +28,11 @@ struct Tripwire {
 }
 
 impl Layer for Tripwire {
-    fn forward(&self, input: Activation) -> Result<Activation, ActivationError> {
+    fn forward(&self, input: Activation) -> Result<Activation, EngineError> {
         let x: Tensor<2> = input.float()?;
         if let Some((trip, calls)) = &self.trip {
             if x.is_autodiff() && calls.fetch_add(1, Ordering::SeqCst) + 1 == *trip {
-                return Err(ActivationError::Other(format!(
+                return Err(EngineError::LayerRejected(format!(
                     "tripwire: training forward {trip}"
                 )));
             }
@@ -86,7 +86,7 @@ impl PipelineModel for Tripped {
         item: ClassBatch,
         output: Activation,
         loss: Tensor<1>,
-    ) -> Result<ClassificationOutput, ActivationError> {
+    ) -> Result<ClassificationOutput, EngineError> {
         Mlp::train_output(item, output, loss)
     }
 }

@@ -5,8 +5,9 @@ use burn::module::Module;
 use burn::optim::{GradientsAccumulator, GradientsParams, ModuleOptimizer};
 use burn::prelude::*;
 
-use crate::activation::{Activation, ActivationError};
+use crate::activation::Activation;
 use crate::bundle::{Bundle, Part};
+use crate::error::EngineError;
 
 /// A stage's parameter gradients, by parameter (burn's container).
 pub(crate) type Grads = GradientsParams;
@@ -69,7 +70,7 @@ pub(crate) fn backward_loss(loss: &Tensor<1>) -> Gradients {
 pub(crate) fn backward_seeded(
     output: &Activation,
     grad: Activation,
-) -> Result<Gradients, ActivationError> {
+) -> Result<Gradients, EngineError> {
     match seeded_sum(output, grad)? {
         Some(total) => Ok(total.backward()),
         None => Ok(no_gradients()),
@@ -77,7 +78,7 @@ pub(crate) fn backward_seeded(
 }
 
 /// `sum(output ⊙ grad)` over every tracked float tensor of `output`, or `None` if none is.
-fn seeded_sum(output: &Activation, grad: Activation) -> Result<Option<Tensor<1>>, ActivationError> {
+fn seeded_sum(output: &Activation, grad: Activation) -> Result<Option<Tensor<1>>, EngineError> {
     if let Activation::Bundle(out) = output {
         let mut grads = grad.bundle()?;
         let mut total: Option<Tensor<1>> = None;
@@ -95,7 +96,7 @@ fn seeded_sum(output: &Activation, grad: Activation) -> Result<Option<Tensor<1>>
         return Ok(None);
     }
     if output.dims() != grad.dims() {
-        return Err(ActivationError::Other(format!(
+        return Err(EngineError::LayerRejected(format!(
             "upstream gradient of shape {:?} does not match this stage's output {:?}",
             grad.dims(),
             output.dims()

@@ -5,7 +5,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use burn::prelude::*;
 
-use crate::device::DeviceError;
+use crate::error::EngineError;
 use crate::error::panic_message;
 
 /// Runs `f`, turning a panic into its message. The panic hook is silenced meanwhile: a missing
@@ -29,13 +29,13 @@ fn shorten(detail: String) -> String {
 }
 
 /// The GPUs the driver reports; `index` only labels errors.
-pub(crate) fn device_count(index: usize) -> Result<usize, DeviceError> {
+pub(crate) fn device_count(index: usize) -> Result<usize, EngineError> {
     match quietly(cudarc::driver::CudaContext::device_count) {
-        Err(detail) => Err(DeviceError::NoDriver {
+        Err(detail) => Err(EngineError::NoDriver {
             index,
             detail: shorten(detail),
         }),
-        Ok(Err(e)) => Err(DeviceError::Driver {
+        Ok(Err(e)) => Err(EngineError::Driver {
             index,
             detail: e.to_string(),
         }),
@@ -67,21 +67,21 @@ pub(crate) fn one_stream() {
 const EMPTY_KERNEL: &str = "extern \"C\" __global__ void pipetrain_probe() {}";
 
 /// GPU `index`: the driver, the index, NVRTC, then one operation through burn.
-pub(crate) fn probe(index: usize) -> Result<Device, DeviceError> {
+pub(crate) fn probe(index: usize) -> Result<Device, EngineError> {
     one_stream();
     let count = device_count(index)?;
     if index >= count {
-        return Err(DeviceError::NoSuchDevice { index, count });
+        return Err(EngineError::NoSuchDevice { index, count });
     }
     match quietly(|| cudarc::nvrtc::compile_ptx(EMPTY_KERNEL)) {
         Err(detail) => {
-            return Err(DeviceError::NoNvrtc {
+            return Err(EngineError::NoNvrtc {
                 index,
                 detail: shorten(detail).replace("libcuda", "libnvrtc"),
             });
         }
         Ok(Err(e)) => {
-            return Err(DeviceError::NoNvrtc {
+            return Err(EngineError::NoNvrtc {
                 index,
                 detail: e.to_string(),
             });
@@ -93,5 +93,5 @@ pub(crate) fn probe(index: usize) -> Result<Device, DeviceError> {
         Tensor::<1>::zeros([1], &device).into_data();
         device
     })
-    .map_err(|detail| DeviceError::Driver { index, detail })
+    .map_err(|detail| EngineError::Driver { index, detail })
 }

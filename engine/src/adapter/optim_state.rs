@@ -109,7 +109,7 @@ pub(crate) fn import_state<'a>(
     #[cfg(feature = "cuda")]
     if !tensors.is_empty()
         && let Err(why) = crate::adapter::cuda::device_count(0).and_then(|n| match n {
-            0 => Err(crate::device::DeviceError::NoSuchDevice { index: 0, count: 0 }),
+            0 => Err(crate::EngineError::NoSuchDevice { index: 0, count: 0 }),
             n => Ok(n),
         })
     {

@@ -5,7 +5,8 @@ use std::collections::HashMap;
 use burn::optim::GradientsParams;
 use burn::prelude::*;
 
-use crate::collective::{Collective, CollectiveError};
+use crate::collective::Collective;
+use crate::error::EngineError;
 use crate::tie::TieSlot;
 
 /// A rank-2 gradient in the tie's (first parameter's) layout.
@@ -22,7 +23,7 @@ pub(crate) fn sum_tied_gradients(
     slots: &[TieSlot],
     links: &mut HashMap<usize, Box<dyn Collective + '_>>,
     device: &Device,
-) -> Result<GradientsParams, CollectiveError> {
+) -> Result<GradientsParams, EngineError> {
     let mut ties: Vec<usize> = slots.iter().map(|s| s.tie).collect();
     ties.sort_unstable();
     ties.dedup();

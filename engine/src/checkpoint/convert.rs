@@ -7,8 +7,9 @@
 
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 
-use super::error::{CheckpointError, Result, corrupt};
+use super::error::{Result, corrupt};
 use super::format::OPTIMIZER_PREFIX;
+use crate::error::EngineError;
 use std::path::Path;
 
 /// `bytes` (a safetensors file read from `path`) with every F64/F16/BF16 weight as F32;
@@ -32,7 +33,7 @@ pub(super) fn to_f32_weights(path: &Path, bytes: Vec<u8>) -> Result<Vec<u8>> {
                 Dtype::F32 => String::new(),
                 other => format!(" (as F32, converted from {other})"),
             };
-            return Err(CheckpointError::NonFinite {
+            return Err(EngineError::NonFiniteWeight {
                 path: path.to_path_buf(),
                 tensor: name,
                 index,

@@ -7,12 +7,13 @@ use std::path::{Path, PathBuf};
 use safetensors::tensor::SafeTensors;
 
 use super::convert::to_f32_weights;
-use super::error::{CheckpointError, Result, corrupt, io};
+use super::error::{Result, corrupt, io};
 use super::format::{
     FORMAT, FORMAT_KEY, OPTIMIZER_KEY, OPTIMIZER_PREFIX, PROGRESS_KEY, Progress, SCALARS_KEY,
 };
 use super::state::OptimizerState;
 use crate::adapter::{self, ParamId, StateTensor};
+use crate::error::EngineError;
 use crate::layer::Layer;
 use crate::worker::WorkerState;
 
@@ -47,7 +48,7 @@ impl Checkpoint {
                 ));
             }
             None => {
-                return Err(CheckpointError::NotACheckpoint {
+                return Err(EngineError::NotACheckpoint {
                     path: path.to_path_buf(),
                 });
             }
@@ -70,19 +71,20 @@ impl Checkpoint {
             let Some(rest) = name.strip_prefix(OPTIMIZER_PREFIX) else {
                 continue;
             };
-            let (param, key) = rest
-                .rsplit_once('/')
-                .ok_or_else(|| CheckpointError::Mismatch {
-                    path: path.to_path_buf(),
-                    tensor: name.clone(),
-                    reason: "an optimizer tensor is named `__optimizer__/<param>/<key>`".into(),
-                })?;
-            let tensor =
-                StateTensor::from_safetensors(&view).ok_or_else(|| CheckpointError::Mismatch {
+            let (param, key) =
+                rest.rsplit_once('/')
+                    .ok_or_else(|| EngineError::TensorMismatch {
+                        path: path.to_path_buf(),
+                        tensor: name.clone(),
+                        reason: "an optimizer tensor is named `__optimizer__/<param>/<key>`".into(),
+                    })?;
+            let tensor = StateTensor::from_safetensors(&view).ok_or_else(|| {
+                EngineError::TensorMismatch {
                     path: path.to_path_buf(),
                     tensor: name.clone(),
                     reason: format!("unsupported type {:?}", view.dtype()),
-                })?;
+                }
+            })?;
             state
                 .tensors
                 .entry(param.to_string())
@@ -115,7 +117,7 @@ impl Checkpoint {
     /// Whether the optimizer state was saved for `optimizer` (this run's); the error names both.
     pub fn check_optimizer(&self, optimizer: &str) -> Result<()> {
         if self.optimizer.optimizer != optimizer {
-            return Err(CheckpointError::Optimizer {
+            return Err(EngineError::OptimizerMismatch {
                 path: self.path.clone(),
                 saved: self.optimizer.optimizer.clone(),
                 current: optimizer.to_string(),
@@ -190,7 +192,7 @@ pub fn init_from<L: Layer>(path: impl AsRef<Path>, model: Vec<L>, pytorch: bool)
 /// its replacement, `$1` for groups, applied in order to every name, as burn-store's key
 /// remapper does): a state dict whose module names differ from the model's (a model's PyTorch
 /// names, `module.` prefixes, renamed layers). The keys are then matched strictly: missing and
-/// unexpected ones are listed together ([`CheckpointError::Keys`]) before any shape is compared.
+/// unexpected ones are listed together ([`EngineError::Keys`]) before any shape is compared.
 pub fn init_renamed<L: Layer>(
     path: impl AsRef<Path>,
     model: Vec<L>,
@@ -202,7 +204,7 @@ pub fn init_renamed<L: Layer>(
     let (_, header) = SafeTensors::read_metadata(&bytes).map_err(|e| corrupt(path, e))?;
     if !renames.is_empty() {
         let names: Vec<String> = header.tensors().keys().cloned().collect();
-        rename_all(&names, renames).map_err(|reason| CheckpointError::Rename {
+        rename_all(&names, renames).map_err(|reason| EngineError::Rename {
             path: path.to_path_buf(),
             reason,
         })?;
@@ -271,14 +273,14 @@ fn apply<L: Layer>(
         .collect();
     // Names first, as PyTorch's strict load: a shape error of a wrongly named tensor misleads.
     if !applied.missing.is_empty() || !unexpected.is_empty() {
-        return Err(CheckpointError::Keys {
+        return Err(EngineError::Keys {
             path: path.to_path_buf(),
             missing: applied.missing.into_iter().map(|(name, _)| name).collect(),
             unexpected,
         });
     }
     if let Some((tensor, reason)) = applied.errors.into_iter().next() {
-        return Err(CheckpointError::Mismatch {
+        return Err(EngineError::TensorMismatch {
             path: path.to_path_buf(),
             tensor,
             reason,

@@ -28,7 +28,6 @@ mod save;
 mod state;
 
 pub use crate::output::probe;
-pub use error::CheckpointError;
 pub use format::{OPTIMIZER_PREFIX, Progress};
 pub use load::{Checkpoint, check_renames, init_from, init_renamed, rename_all};
 pub use part::{merge_parts, save_part, write_parts};

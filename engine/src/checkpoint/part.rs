@@ -8,12 +8,13 @@ use std::path::Path;
 use pipetrain_partitioner::Partition;
 use safetensors::tensor::{SafeTensors, TensorView};
 
-use super::error::{CheckpointError, Result, corrupt};
+use super::error::{Result, corrupt};
 use super::format::{
     FORMAT_KEY, OPTIMIZER_KEY, OPTIMIZER_PREFIX, PROGRESS_KEY, Progress, SCALARS_KEY,
 };
 use super::save::encode;
 use super::state::OptimizerState;
+use crate::error::EngineError;
 use crate::layer::Layer;
 use crate::output::write_atomically;
 use crate::worker::WorkerState;
@@ -71,7 +72,7 @@ pub fn write_parts(path: &Path, parts: &[Vec<u8>]) -> Result<()> {
     let bytes = merge_parts(path, parts)?;
     // The merged file must read back as a checkpoint before it replaces the last one.
     super::Checkpoint::from_bytes(path, bytes.clone())?;
-    Ok(write_atomically(path, &bytes)?)
+    write_atomically(path, &bytes)
 }
 
 /// The checkpoint bytes [`write_parts`] writes: the parts merged (see there); `path` names the
@@ -89,7 +90,7 @@ pub fn merge_parts(path: &Path, parts: &[Vec<u8>]) -> Result<Vec<u8>> {
                     views.insert(name, view);
                 }
                 Some(kept) if !name.starts_with(OPTIMIZER_PREFIX) && kept.data() != view.data() => {
-                    return Err(CheckpointError::Mismatch {
+                    return Err(EngineError::TensorMismatch {
                         path: path.to_path_buf(),
                         tensor: name,
                         reason: "two replicas hold different values; they must stay equal \

@@ -7,12 +7,13 @@ use std::path::Path;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use serde::Serialize;
 
-use super::error::{CheckpointError, Result, corrupt};
+use super::error::{Result, corrupt};
 use super::format::{
     FORMAT, FORMAT_KEY, OPTIMIZER_KEY, OPTIMIZER_PREFIX, PROGRESS_KEY, Progress, SCALARS_KEY,
 };
 use super::state::OptimizerState;
 use crate::adapter;
+use crate::error::EngineError;
 use crate::layer::Layer;
 use crate::output::write_atomically;
 use crate::worker::WorkerState;
@@ -82,7 +83,7 @@ fn write<L: Layer>(
     progress: &Progress,
 ) -> Result<()> {
     let bytes = encode(path, model, 0, state, progress)?;
-    Ok(write_atomically(path, &bytes)?)
+    write_atomically(path, &bytes)
 }
 
 /// The checkpoint bytes of `layers` (whose first layer is model layer `offset`), `state` and
@@ -112,7 +113,7 @@ pub(super) fn encode<L: Layer>(
                 .enumerate()
                 .find(|(_, x)| !x.is_finite());
             if let Some((index, value)) = bad {
-                return Err(CheckpointError::NonFinite {
+                return Err(EngineError::NonFiniteWeight {
                     path: path.to_path_buf(),
                     tensor: name,
                     index,

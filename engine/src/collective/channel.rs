@@ -6,10 +6,10 @@ use std::sync::Arc;
 use burn::prelude::*;
 use crossbeam_channel::{Receiver, Sender, select, unbounded};
 
-use super::error::CollectiveError;
 use super::exchange::{Exchange, all_gather, reduce_scatter};
 use super::group::Collective;
 use crate::abort::Abort;
+use crate::error::EngineError;
 
 /// In-process collective over crossbeam channels: one FIFO channel per ordered pair of members,
 /// so each phase matches its messages by sender without tags. Every wait also watches the step's
@@ -46,27 +46,27 @@ impl ChannelCollective {
             .collect()
     }
 
-    fn send(&self, peer: usize, values: Vec<f32>) -> Result<(), CollectiveError> {
+    fn send(&self, peer: usize, values: Vec<f32>) -> Result<(), EngineError> {
         self.to[peer]
             .send(Message::Values(values))
             .map_err(|_| self.hung_up(peer))
     }
 
-    fn send_tensors(&self, peer: usize, tensors: Vec<Tensor<1>>) -> Result<(), CollectiveError> {
+    fn send_tensors(&self, peer: usize, tensors: Vec<Tensor<1>>) -> Result<(), EngineError> {
         self.to[peer]
             .send(Message::Tensors(tensors))
             .map_err(|_| self.hung_up(peer))
     }
 
-    fn recv_message(&self, peer: usize) -> Result<Message, CollectiveError> {
+    fn recv_message(&self, peer: usize) -> Result<Message, EngineError> {
         select! {
             recv(self.from[peer]) -> message => message.map_err(|_| self.hung_up(peer)),
-            recv(self.abort.watch()) -> _ => Err(CollectiveError::Aborted),
+            recv(self.abort.watch()) -> _ => Err(EngineError::Aborted),
         }
     }
 
-    fn mismatch(&self, peer: usize, expected: usize, got: usize) -> CollectiveError {
-        CollectiveError::Mismatch {
+    fn mismatch(&self, peer: usize, expected: usize, got: usize) -> EngineError {
+        EngineError::MemberMismatch {
             peer,
             rank: self.rank,
             expected,
@@ -74,7 +74,7 @@ impl ChannelCollective {
         }
     }
 
-    fn recv(&self, peer: usize, expected: usize) -> Result<Vec<f32>, CollectiveError> {
+    fn recv(&self, peer: usize, expected: usize) -> Result<Vec<f32>, EngineError> {
         match self.recv_message(peer)? {
             Message::Values(values) if values.len() == expected => Ok(values),
             Message::Values(values) => Err(self.mismatch(peer, expected, values.len())),
@@ -83,7 +83,7 @@ impl ChannelCollective {
     }
 
     /// `lens.len()` tensors of the given lengths from `peer`.
-    fn recv_tensors(&self, peer: usize, lens: &[usize]) -> Result<Vec<Tensor<1>>, CollectiveError> {
+    fn recv_tensors(&self, peer: usize, lens: &[usize]) -> Result<Vec<Tensor<1>>, EngineError> {
         match self.recv_message(peer)? {
             Message::Tensors(t)
                 if t.len() == lens.len() && t.iter().zip(lens).all(|(t, &n)| t.dims()[0] == n) =>
@@ -97,11 +97,11 @@ impl ChannelCollective {
         }
     }
 
-    fn hung_up(&self, peer: usize) -> CollectiveError {
+    fn hung_up(&self, peer: usize) -> EngineError {
         if self.abort.is_aborted() {
-            CollectiveError::Aborted
+            EngineError::Aborted
         } else {
-            CollectiveError::Disconnected {
+            EngineError::MemberHungUp {
                 peer,
                 size: self.to.len(),
             }
@@ -121,7 +121,7 @@ impl Collective for ChannelCollective {
         &mut self,
         tensors: Vec<Tensor<1>>,
         owners: &[usize],
-    ) -> Result<Vec<Option<Tensor<1>>>, CollectiveError> {
+    ) -> Result<Vec<Option<Tensor<1>>>, EngineError> {
         let me = self.rank;
         let mine: Vec<usize> = (0..owners.len()).filter(|&i| owners[i] == me).collect();
         let lens: Vec<usize> = mine.iter().map(|&i| tensors[i].dims()[0]).collect();
@@ -164,7 +164,7 @@ impl Collective for ChannelCollective {
         owners: &[usize],
         lens: &[usize],
         device: &Device,
-    ) -> Result<Vec<Tensor<1>>, CollectiveError> {
+    ) -> Result<Vec<Tensor<1>>, EngineError> {
         let me = self.rank;
         let mut out = tensors;
         let mine: Vec<Tensor<1>> = (0..owners.len())
@@ -196,15 +196,11 @@ impl Collective for ChannelCollective {
         &mut self,
         data: &[f32],
         bounds: &[Range<usize>],
-    ) -> Result<Vec<f32>, CollectiveError> {
+    ) -> Result<Vec<f32>, EngineError> {
         reduce_scatter(self, data, bounds)
     }
 
-    fn all_gather(
-        &mut self,
-        data: &mut [f32],
-        bounds: &[Range<usize>],
-    ) -> Result<(), CollectiveError> {
+    fn all_gather(&mut self, data: &mut [f32], bounds: &[Range<usize>]) -> Result<(), EngineError> {
         all_gather(self, data, bounds)
     }
 }
@@ -218,11 +214,11 @@ impl Exchange for ChannelCollective {
         self.to.len()
     }
 
-    fn send_values(&mut self, peer: usize, values: &[f32]) -> Result<(), CollectiveError> {
+    fn send_values(&mut self, peer: usize, values: &[f32]) -> Result<(), EngineError> {
         self.send(peer, values.to_vec())
     }
 
-    fn recv_values(&mut self, peer: usize, expected: usize) -> Result<Vec<f32>, CollectiveError> {
+    fn recv_values(&mut self, peer: usize, expected: usize) -> Result<Vec<f32>, EngineError> {
         self.recv(peer, expected)
     }
 }
@@ -246,14 +242,14 @@ mod tests {
             &mut self,
             data: &[f32],
             bounds: &[Range<usize>],
-        ) -> Result<Vec<f32>, CollectiveError> {
+        ) -> Result<Vec<f32>, EngineError> {
             self.0.reduce_scatter(data, bounds)
         }
         fn all_gather(
             &mut self,
             data: &mut [f32],
             bounds: &[Range<usize>],
-        ) -> Result<(), CollectiveError> {
+        ) -> Result<(), EngineError> {
             self.0.all_gather(data, bounds)
         }
     }

@@ -5,8 +5,8 @@
 
 use std::ops::Range;
 
-use super::error::CollectiveError;
 use super::packing::check_bounds;
+use crate::error::EngineError;
 
 /// Point-to-point messages between the members of one group.
 pub(crate) trait Exchange {
@@ -15,9 +15,9 @@ pub(crate) trait Exchange {
     /// Number of members.
     fn members(&self) -> usize;
     /// Sends `values` to member `peer`.
-    fn send_values(&mut self, peer: usize, values: &[f32]) -> Result<(), CollectiveError>;
+    fn send_values(&mut self, peer: usize, values: &[f32]) -> Result<(), EngineError>;
     /// The next values from member `peer`, which must be `expected` long.
-    fn recv_values(&mut self, peer: usize, expected: usize) -> Result<Vec<f32>, CollectiveError>;
+    fn recv_values(&mut self, peer: usize, expected: usize) -> Result<Vec<f32>, EngineError>;
 }
 
 /// [`Collective::reduce_scatter`](super::Collective::reduce_scatter): each member sends every
@@ -27,7 +27,7 @@ pub(crate) fn reduce_scatter(
     ex: &mut impl Exchange,
     data: &[f32],
     bounds: &[Range<usize>],
-) -> Result<Vec<f32>, CollectiveError> {
+) -> Result<Vec<f32>, EngineError> {
     let (me, size) = (ex.me(), ex.members());
     check_bounds(bounds, data.len(), size)?;
     for (peer, range) in bounds.iter().enumerate() {
@@ -57,7 +57,7 @@ pub(crate) fn all_gather(
     ex: &mut impl Exchange,
     data: &mut [f32],
     bounds: &[Range<usize>],
-) -> Result<(), CollectiveError> {
+) -> Result<(), EngineError> {
     let (me, size) = (ex.me(), ex.members());
     check_bounds(bounds, data.len(), size)?;
     let mine = data[bounds[me].clone()].to_vec();

@@ -5,8 +5,8 @@ use std::ops::Range;
 
 use burn::prelude::*;
 
-use super::error::CollectiveError;
 use super::packing::{by_owner, even_bounds, owner_bounds, values};
+use crate::error::EngineError;
 
 /// One member's handle on a collective group.
 pub trait Collective: Send {
@@ -23,18 +23,14 @@ pub trait Collective: Send {
         &mut self,
         data: &[f32],
         bounds: &[Range<usize>],
-    ) -> Result<Vec<f32>, CollectiveError>;
+    ) -> Result<Vec<f32>, EngineError>;
 
     /// Member `r` contributes `data[bounds[r]]`; afterwards every member's `data` holds all
     /// contributions.
-    fn all_gather(
-        &mut self,
-        data: &mut [f32],
-        bounds: &[Range<usize>],
-    ) -> Result<(), CollectiveError>;
+    fn all_gather(&mut self, data: &mut [f32], bounds: &[Range<usize>]) -> Result<(), EngineError>;
 
     /// Element-wise sum over all members, in place; every member ends with identical bits.
-    fn all_reduce(&mut self, data: &mut [f32]) -> Result<(), CollectiveError> {
+    fn all_reduce(&mut self, data: &mut [f32]) -> Result<(), EngineError> {
         if self.size() == 1 {
             return Ok(());
         }
@@ -52,7 +48,7 @@ pub trait Collective: Send {
         &mut self,
         tensors: Vec<Tensor<1>>,
         owners: &[usize],
-    ) -> Result<Vec<Option<Tensor<1>>>, CollectiveError> {
+    ) -> Result<Vec<Option<Tensor<1>>>, EngineError> {
         let device = tensors.first().map(|t| t.device()).unwrap_or_default();
         let lens: Vec<usize> = tensors.iter().map(|t| t.dims()[0]).collect();
         let order = by_owner(owners, self.size());
@@ -81,7 +77,7 @@ pub trait Collective: Send {
         owners: &[usize],
         lens: &[usize],
         device: &Device,
-    ) -> Result<Vec<Tensor<1>>, CollectiveError> {
+    ) -> Result<Vec<Tensor<1>>, EngineError> {
         let order = by_owner(owners, self.size());
         let bounds = owner_bounds(&order, owners, lens, self.size());
         let mut flat = vec![0.0; lens.iter().sum()];
@@ -115,7 +111,7 @@ pub trait Collective: Send {
     fn all_reduce_tensors(
         &mut self,
         tensors: Vec<Tensor<1>>,
-    ) -> Result<Vec<Tensor<1>>, CollectiveError> {
+    ) -> Result<Vec<Tensor<1>>, EngineError> {
         let Some(spread) = Spread::of(&tensors, self.size()) else {
             return Ok(tensors);
         };

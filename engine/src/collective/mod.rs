@@ -32,13 +32,11 @@
 //! ```
 
 mod channel;
-mod error;
 mod exchange;
 mod group;
 mod packing;
 
 pub use channel::ChannelCollective;
-pub use error::CollectiveError;
 #[cfg(feature = "mpi")]
 pub(crate) use exchange::{Exchange, all_gather, reduce_scatter};
 pub use group::Collective;

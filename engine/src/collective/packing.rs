@@ -4,7 +4,7 @@ use std::ops::Range;
 
 use burn::prelude::*;
 
-use super::error::CollectiveError;
+use crate::error::EngineError;
 
 /// Tensor indices grouped by owner rank (rank 0's first), in index order within a rank.
 pub(super) fn by_owner(owners: &[usize], size: usize) -> Vec<usize> {
@@ -66,7 +66,7 @@ pub(crate) fn check_bounds(
     bounds: &[Range<usize>],
     len: usize,
     size: usize,
-) -> Result<(), CollectiveError> {
+) -> Result<(), EngineError> {
     let consecutive = bounds.len() == size
         && bounds.first().is_none_or(|b| b.start == 0)
         && bounds.windows(2).all(|w| w[0].end == w[1].start)
@@ -75,7 +75,7 @@ pub(crate) fn check_bounds(
     if consecutive {
         Ok(())
     } else {
-        Err(CollectiveError::Bounds {
+        Err(EngineError::Bounds {
             bounds: bounds.to_vec(),
             len,
             size,

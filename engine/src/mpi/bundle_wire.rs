@@ -4,10 +4,10 @@
 
 use burn::prelude::*;
 
-use super::error::MpiError;
 use super::wire::{activation_bytes, activation_from};
 use crate::activation::Activation;
 use crate::bundle::{Bundle, Part};
+use crate::error::EngineError;
 
 /// `bundle` as bytes, opening with `kind`.
 pub(crate) fn bundle_bytes(bundle: Bundle, kind: u32) -> Vec<u8> {
@@ -30,10 +30,10 @@ pub(crate) fn bundle_from(
     bytes: &[u8],
     parts: usize,
     device: &Device,
-) -> Result<Activation, MpiError> {
-    let bad = |why: &str| MpiError::Wire(format!("a bundle message: {why}"));
+) -> Result<Activation, EngineError> {
+    let bad = |why: &str| EngineError::MalformedMessage(format!("a bundle message: {why}"));
     let mut at = 8;
-    let mut take = |n: usize| -> Result<&[u8], MpiError> {
+    let mut take = |n: usize| -> Result<&[u8], EngineError> {
         let slice = bytes
             .get(at..at + n)
             .ok_or_else(|| bad("it ends inside a part"))?;

@@ -22,9 +22,9 @@ use super::comm::Comm;
 use super::inbox::{Inbox, Wait};
 use super::wire::{Body, Envelope, Route};
 use crate::collective::{
-    Collective, CollectiveError, Exchange, Spread, all_gather, reduce_scatter,
-    values as tensor_values,
+    Collective, Exchange, Spread, all_gather, reduce_scatter, values as tensor_values,
 };
+use crate::error::EngineError;
 
 /// One member of a group: its rank, and each member's (process, worker rank in the world).
 pub struct MpiCollective {
@@ -60,17 +60,12 @@ impl MpiCollective {
     }
 
     /// Sends `values` to member `peer`, keyed (`call`, `b`).
-    fn send(&self, peer: usize, key: (u32, u32), values: Vec<f32>) -> Result<(), CollectiveError> {
+    fn send(&self, peer: usize, key: (u32, u32), values: Vec<f32>) -> Result<(), EngineError> {
         self.send_body(peer, key, Body::Values(values))
     }
 
     /// Sends `body` to member `peer`, keyed (`call`, `b`).
-    fn send_body(
-        &self,
-        peer: usize,
-        (call, b): (u32, u32),
-        body: Body,
-    ) -> Result<(), CollectiveError> {
+    fn send_body(&self, peer: usize, (call, b): (u32, u32), body: Body) -> Result<(), EngineError> {
         let (process, worker) = self.members[peer];
         let envelope = Envelope {
             route: Route {
@@ -85,7 +80,7 @@ impl MpiCollective {
         };
         self.comm
             .send(process, envelope)
-            .map_err(|_| CollectiveError::Disconnected {
+            .map_err(|_| EngineError::MemberHungUp {
                 peer,
                 size: self.size(),
             })
@@ -97,24 +92,24 @@ impl MpiCollective {
         peer: usize,
         (call, b): (u32, u32),
         expected: usize,
-    ) -> Result<Vec<f32>, CollectiveError> {
+    ) -> Result<Vec<f32>, EngineError> {
         let (size, process) = (self.size(), self.members[peer].0);
         let envelope = self.inbox.take(call, b).map_err(|w| match w {
-            Wait::Aborted => CollectiveError::Aborted,
-            Wait::Timeout => CollectiveError::Timeout {
+            Wait::Aborted => EngineError::Aborted,
+            Wait::Timeout => EngineError::CollectiveTimeout {
                 peer,
                 rank: process,
                 size,
                 timeout: self.inbox.timeout(),
             },
-            Wait::Closed => CollectiveError::Disconnected { peer, size },
+            Wait::Closed => EngineError::MemberHungUp { peer, size },
         })?;
         let values = match envelope.body {
             Body::Values(values) => values,
             // From a member in this process: the sender's buffer itself, if it let go of it.
             Body::Shared(values) => take_back(values),
             Body::Bytes(bytes) => {
-                return Err(CollectiveError::Mismatch {
+                return Err(EngineError::MemberMismatch {
                     peer,
                     rank: self.rank,
                     expected,
@@ -123,7 +118,7 @@ impl MpiCollective {
             }
         };
         if values.len() != expected {
-            return Err(CollectiveError::Mismatch {
+            return Err(EngineError::MemberMismatch {
                 peer,
                 rank: self.rank,
                 expected,
@@ -140,12 +135,7 @@ impl MpiCollective {
 
     /// Sends tensor `i`'s `values` (owned here) to every other member in call `call`, as one
     /// buffer they all share; [`collect`](Self::collect) takes it back.
-    fn share(
-        &self,
-        call: u32,
-        i: usize,
-        values: Vec<f32>,
-    ) -> Result<Arc<Vec<f32>>, CollectiveError> {
+    fn share(&self, call: u32, i: usize, values: Vec<f32>) -> Result<Arc<Vec<f32>>, EngineError> {
         let values = Arc::new(values);
         for peer in (0..self.size()).filter(|&p| p != self.rank) {
             self.send_body(
@@ -166,7 +156,7 @@ impl MpiCollective {
         lens: &[usize],
         out: &mut [Option<Vec<f32>>],
         shared: Vec<(usize, Arc<Vec<f32>>)>,
-    ) -> Result<(), CollectiveError> {
+    ) -> Result<(), EngineError> {
         let me = self.rank;
         for i in (0..out.len()).filter(|&i| owners[i] != me) {
             let key = self.key(call, i, owners[i]);
@@ -186,7 +176,7 @@ impl MpiCollective {
         values: Vec<Vec<f32>>,
         owners: &[usize],
         share: bool,
-    ) -> Result<Vec<Option<Vec<f32>>>, CollectiveError> {
+    ) -> Result<Vec<Option<Vec<f32>>>, EngineError> {
         let (me, size) = (self.rank, self.size());
         let lens: Vec<usize> = values.iter().map(Vec::len).collect();
         // Two calls: the contributions, then the shared sums.
@@ -253,16 +243,12 @@ impl Collective for MpiCollective {
         &mut self,
         data: &[f32],
         bounds: &[Range<usize>],
-    ) -> Result<Vec<f32>, CollectiveError> {
+    ) -> Result<Vec<f32>, EngineError> {
         self.calls += 1;
         reduce_scatter(self, data, bounds)
     }
 
-    fn all_gather(
-        &mut self,
-        data: &mut [f32],
-        bounds: &[Range<usize>],
-    ) -> Result<(), CollectiveError> {
+    fn all_gather(&mut self, data: &mut [f32], bounds: &[Range<usize>]) -> Result<(), EngineError> {
         self.calls += 1;
         all_gather(self, data, bounds)
     }
@@ -271,7 +257,7 @@ impl Collective for MpiCollective {
         &mut self,
         tensors: Vec<Tensor<1>>,
         owners: &[usize],
-    ) -> Result<Vec<Option<Tensor<1>>>, CollectiveError> {
+    ) -> Result<Vec<Option<Tensor<1>>>, EngineError> {
         let device = tensors.first().map(|t| t.device()).unwrap_or_default();
         let values = tensors.into_iter().map(tensor_values).collect();
         let sums = self.sum_at_owners(values, owners, false)?;
@@ -287,7 +273,7 @@ impl Collective for MpiCollective {
         owners: &[usize],
         lens: &[usize],
         device: &Device,
-    ) -> Result<Vec<Tensor<1>>, CollectiveError> {
+    ) -> Result<Vec<Tensor<1>>, EngineError> {
         let me = self.rank;
         self.calls += 1;
         let call = self.calls;
@@ -310,7 +296,7 @@ impl Collective for MpiCollective {
     fn all_reduce_tensors(
         &mut self,
         tensors: Vec<Tensor<1>>,
-    ) -> Result<Vec<Tensor<1>>, CollectiveError> {
+    ) -> Result<Vec<Tensor<1>>, EngineError> {
         let Some(spread) = Spread::of(&tensors, self.size()) else {
             return Ok(tensors);
         };
@@ -332,11 +318,11 @@ impl Exchange for MpiCollective {
         self.members.len()
     }
 
-    fn send_values(&mut self, peer: usize, values: &[f32]) -> Result<(), CollectiveError> {
+    fn send_values(&mut self, peer: usize, values: &[f32]) -> Result<(), EngineError> {
         self.send(peer, (self.calls, self.rank as u32), values.to_vec())
     }
 
-    fn recv_values(&mut self, peer: usize, expected: usize) -> Result<Vec<f32>, CollectiveError> {
+    fn recv_values(&mut self, peer: usize, expected: usize) -> Result<Vec<f32>, EngineError> {
         self.recv(peer, (self.calls, peer as u32), expected)
     }
 }

@@ -27,11 +27,11 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded, unbounded};
 
-use super::error::MpiError;
 use super::notice::Notice;
 use super::server::{Command, serve};
 use super::wire::{Envelope, Route, channel};
 use crate::abort::Abort;
+use crate::error::EngineError;
 
 /// What MPI says about this process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,16 +64,18 @@ pub struct Comm {
 impl Comm {
     /// Initialises MPI on a new communication thread. `timeout` bounds every wait on another
     /// process (`--comm-timeout`).
-    pub fn start(timeout: Duration) -> Result<Comm, MpiError> {
+    pub fn start(timeout: Duration) -> Result<Comm, EngineError> {
         let (commands, rx) = unbounded();
         let (ready_tx, ready_rx) = bounded(1);
         let thread = std::thread::Builder::new()
             .name("pipetrain-mpi".into())
             .spawn(move || serve(rx, ready_tx, timeout))
-            .map_err(|e| MpiError::Init(format!("cannot start the communication thread: {e}")))?;
-        let identity = ready_rx
-            .recv()
-            .map_err(|_| MpiError::Init("the communication thread ended at start".into()))??;
+            .map_err(|e| {
+                EngineError::MpiInit(format!("cannot start the communication thread: {e}"))
+            })?;
+        let identity = ready_rx.recv().map_err(|_| {
+            EngineError::MpiInit("the communication thread ended at start".into())
+        })??;
         let (inbox, control) = unbounded();
         let comm = Comm {
             commands,
@@ -98,24 +100,28 @@ impl Comm {
         self.timeout
     }
 
-    fn command(&self, command: Command) -> Result<(), MpiError> {
+    fn command(&self, command: Command) -> Result<(), EngineError> {
         self.commands
             .send(command)
-            .map_err(|_| MpiError::Gone("it stopped (see the error above)".into()))
+            .map_err(|_| EngineError::MpiGone("it stopped (see the error above)".into()))
     }
 
     /// Queues `envelope` for process `to`.
-    pub(crate) fn send(&self, to: usize, envelope: Envelope) -> Result<(), MpiError> {
+    pub(crate) fn send(&self, to: usize, envelope: Envelope) -> Result<(), EngineError> {
         self.command(Command::Send { to, envelope })
     }
 
     /// Delivers messages for `route` to `inbox`.
-    pub(crate) fn register(&self, route: Route, inbox: Sender<Envelope>) -> Result<(), MpiError> {
+    pub(crate) fn register(
+        &self,
+        route: Route,
+        inbox: Sender<Envelope>,
+    ) -> Result<(), EngineError> {
         self.command(Command::Register { route, inbox })
     }
 
     /// Makes `abort` the signal peers' failure notices go to, and whose failure is told to them.
-    pub(crate) fn watch(&self, abort: &Arc<Abort>) -> Result<(), MpiError> {
+    pub(crate) fn watch(&self, abort: &Arc<Abort>) -> Result<(), EngineError> {
         self.command(Command::Watch(Arc::clone(abort)))
     }
 
@@ -127,7 +133,7 @@ impl Comm {
     }
 
     /// Rank 0's `bytes` on every process (the others pass `None`).
-    pub fn broadcast(&self, bytes: Option<Vec<u8>>) -> Result<Vec<u8>, MpiError> {
+    pub fn broadcast(&self, bytes: Option<Vec<u8>>) -> Result<Vec<u8>, EngineError> {
         let call = self.control_calls.fetch_add(1, Ordering::SeqCst);
         let me = self.identity.rank;
         if me == 0 {
@@ -142,7 +148,7 @@ impl Comm {
     }
 
     /// Every process's `bytes`, by rank, on rank 0 (`None` elsewhere).
-    pub fn gather(&self, bytes: Vec<u8>) -> Result<Option<Vec<Vec<u8>>>, MpiError> {
+    pub fn gather(&self, bytes: Vec<u8>) -> Result<Option<Vec<Vec<u8>>>, EngineError> {
         let call = self.control_calls.fetch_add(1, Ordering::SeqCst);
         let me = self.identity.rank;
         if me != 0 {
@@ -168,7 +174,7 @@ impl Comm {
 
     /// Control call `call`'s message from process `from` (others that come first wait in
     /// `early`: a gather's senders race each other, and a fast rank may start the next call).
-    fn control_from(&self, call: u32, from: usize) -> Result<Vec<u8>, MpiError> {
+    fn control_from(&self, call: u32, from: usize) -> Result<Vec<u8>, EngineError> {
         let mut early = self.early.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(body) = early.remove(&(call, from as u32)) {
             return Ok(body);
@@ -178,7 +184,7 @@ impl Comm {
             match self.control.recv_deadline(deadline) {
                 Ok(e) if e.route.channel == channel::FAILURE => {
                     let notice = Notice::decode(e.body.as_bytes());
-                    return Err(MpiError::Peer {
+                    return Err(EngineError::Peer {
                         rank: e.from as usize,
                         message: notice.message,
                         remedy: notice.remedy,
@@ -187,21 +193,21 @@ impl Comm {
                 Ok(e) if e.a == call && e.b as usize == from => return Ok(e.body.into_bytes()),
                 Ok(e) => {
                     if early.insert((e.a, e.b), e.body.into_bytes()).is_some() {
-                        return Err(MpiError::Wire(format!(
+                        return Err(EngineError::MalformedMessage(format!(
                             "control message {} from rank {} arrived twice",
                             e.a, e.b
                         )));
                     }
                 }
                 Err(RecvTimeoutError::Timeout) => {
-                    return Err(MpiError::Silent {
+                    return Err(EngineError::Silent {
                         rank: from,
                         seconds: self.timeout.as_secs_f64(),
                         during: "at a broadcast or gather of the launcher",
                     });
                 }
                 Err(RecvTimeoutError::Disconnected) => {
-                    return Err(MpiError::Gone("its control inbox closed".into()));
+                    return Err(EngineError::MpiGone("its control inbox closed".into()));
                 }
             }
         }

@@ -41,7 +41,7 @@ impl MpiFabric {
     /// The inbox for `route`, registered with the communication thread.
     fn inbox(&self, route: Route, abort: &Arc<Abort>) -> Result<Inbox> {
         let (tx, inbox) = Inbox::new(abort, self.comm.timeout());
-        self.comm.register(route, tx).map_err(EngineError::Mpi)?;
+        self.comm.register(route, tx)?;
         Ok(inbox)
     }
 
@@ -101,7 +101,7 @@ impl Fabric for MpiFabric {
             });
         }
         self.epoch += 1;
-        self.comm.watch(abort).map_err(EngineError::Mpi)?;
+        self.comm.watch(abort)?;
         let mut links = Vec::with_capacity(expected.len());
         for &id in world.local() {
             let route = Route {

@@ -11,12 +11,12 @@
 //! let layout = Layout::new(3, 4, 1, 2, 2)?; // rank 3 of 4, 1 worker each, 2 replicas × 2 stages
 //! assert_eq!(layout.local(), [WorkerId::new(ReplicaId(1), StageId(1))]);
 //! assert!(Layout::new(0, 3, 1, 2, 2).is_err()); // 3 processes cannot hold 4 workers
-//! # Ok::<(), pipetrain_engine::mpi::MpiError>(())
+//! # Ok::<(), pipetrain_engine::EngineError>(())
 //! ```
 
 use pipetrain_schedules::WorkerId;
 
-use super::error::MpiError;
+use crate::error::EngineError;
 
 /// Where this process sits: its rank, the process count, and the world it shares.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,12 +37,12 @@ impl Layout {
         per_process: usize,
         replicas: usize,
         stages: usize,
-    ) -> Result<Self, MpiError> {
+    ) -> Result<Self, EngineError> {
         let workers = replicas * stages;
         if per_process == 0 || processes * per_process != workers || rank >= processes {
             let needed =
                 (per_process > 0 && workers % per_process == 0).then(|| workers / per_process);
-            return Err(MpiError::Layout {
+            return Err(EngineError::ProcessLayout {
                 processes,
                 per_process,
                 replicas,
@@ -129,7 +129,7 @@ pub fn check_environment(
     size: usize,
     local_rank: Option<usize>,
     var: impl Fn(&str) -> Option<String>,
-) -> Result<(), MpiError> {
+) -> Result<(), EngineError> {
     for (variable, what) in VARIABLES {
         let Some(value) = var(variable) else { continue };
         let mpi = match (what, local_rank) {
@@ -139,7 +139,7 @@ pub fn check_environment(
             (_, None) => continue,
         };
         if value.trim().parse::<usize>().ok() != Some(mpi) {
-            return Err(MpiError::Environment {
+            return Err(EngineError::LauncherEnvironment {
                 variable: variable.to_string(),
                 value,
                 what,

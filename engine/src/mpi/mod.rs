@@ -24,7 +24,6 @@
 mod bundle_wire;
 mod collective;
 mod comm;
-mod error;
 mod fabric;
 mod inbox;
 mod launch;
@@ -35,7 +34,6 @@ mod wire;
 
 pub use collective::MpiCollective;
 pub use comm::{Comm, Identity};
-pub use error::MpiError;
 pub use fabric::MpiFabric;
 pub use launch::{Layout, check_environment};
 pub use transport::MpiTransport;

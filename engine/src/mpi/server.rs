@@ -13,7 +13,6 @@ use mpi::topology::{Communicator, SimpleCommunicator};
 use pipetrain_schedules::remedy::{Remedy, Setting, Value};
 
 use super::comm::Identity;
-use super::error::MpiError;
 use super::notice::Notice;
 use super::wire::{Body, Envelope, Frames, Route, TAG, TAG_HEAD, TAG_VALUES, channel};
 use crate::abort::Abort;
@@ -92,17 +91,17 @@ struct Server {
 
 pub(super) fn serve(
     rx: Receiver<Command>,
-    ready: Sender<Result<Identity, MpiError>>,
+    ready: Sender<Result<Identity, EngineError>>,
     timeout: Duration,
 ) {
     let Some((universe, granted)) = mpi::initialize_with_threading(Threading::Serialized) else {
-        let _ = ready.send(Err(MpiError::Init(
+        let _ = ready.send(Err(EngineError::MpiInit(
             "MPI_Init_thread failed or MPI is already initialised".into(),
         )));
         return;
     };
     if granted < Threading::Serialized {
-        let _ = ready.send(Err(MpiError::Threading {
+        let _ = ready.send(Err(EngineError::MpiThreading {
             granted: format!("{granted:?}"),
         }));
         return;
@@ -316,7 +315,7 @@ impl Server {
 
     /// The `count` values that follow a value header from process `from` (next on
     /// [`TAG_VALUES`]: it sends them right after the header), waited for within the timeout.
-    fn receive_values(&mut self, from: usize, count: usize) -> Result<Vec<f32>, MpiError> {
+    fn receive_values(&mut self, from: usize, count: usize) -> Result<Vec<f32>, EngineError> {
         let deadline = Instant::now() + self.timeout;
         let mut backoff = Backoff::new();
         loop {
@@ -327,7 +326,7 @@ impl Server {
             {
                 let (values, _) = probed.matched_receive_vec::<f32>();
                 if values.len() != count {
-                    return Err(MpiError::Wire(format!(
+                    return Err(EngineError::MalformedMessage(format!(
                         "a header announced {count} values, {} came",
                         values.len()
                     )));
@@ -335,7 +334,7 @@ impl Server {
                 return Ok(values);
             }
             if Instant::now() > deadline {
-                return Err(MpiError::Wire(format!(
+                return Err(EngineError::MalformedMessage(format!(
                     "the {count} values announced by a header did not come within {} s \
                      (the communication timeout)",
                     self.timeout.as_secs_f64()

@@ -10,7 +10,8 @@ use super::inbox::{Inbox, Wait};
 use super::launch::Layout;
 use super::wire::{Envelope, Route, activation_bytes, activation_from, channel};
 use crate::activation::Activation;
-use crate::transport::{Flow, Tag, Transport, TransportError};
+use crate::error::EngineError;
+use crate::transport::{Flow, Tag, Transport};
 
 /// One worker's transport: messages keyed by (flow, micro-batch), as the in-process one.
 pub struct MpiTransport {
@@ -56,7 +57,7 @@ fn flow_key(flow: Flow) -> u32 {
 }
 
 impl Transport for MpiTransport {
-    fn send(&mut self, tag: Tag, payload: Activation) -> Result<(), TransportError> {
+    fn send(&mut self, tag: Tag, payload: Activation) -> Result<(), EngineError> {
         let peer = self.receiver(tag.flow);
         let envelope = Envelope {
             route: Route {
@@ -71,26 +72,26 @@ impl Transport for MpiTransport {
         };
         self.comm
             .send(self.layout.process_of(peer), envelope)
-            .map_err(|_| TransportError::Disconnected {
+            .map_err(|_| EngineError::HungUp {
                 peer: peer.stage,
                 tag,
             })
     }
 
-    fn recv(&mut self, tag: Tag) -> Result<Activation, TransportError> {
+    fn recv(&mut self, tag: Tag) -> Result<Activation, EngineError> {
         let peer = tag.flow.source(self.me.stage);
         let key = (flow_key(tag.flow), tag.micro_batch.index() as u32);
         match self.inbox.take(key.0, key.1) {
             Ok(envelope) => activation_from(envelope.body.as_bytes(), &self.device)
-                .map_err(|_| TransportError::Disconnected { peer, tag }),
-            Err(Wait::Aborted) => Err(TransportError::Aborted),
-            Err(Wait::Timeout) => Err(TransportError::Timeout {
+                .map_err(|_| EngineError::HungUp { peer, tag }),
+            Err(Wait::Aborted) => Err(EngineError::Aborted),
+            Err(Wait::Timeout) => Err(EngineError::TransportTimeout {
                 peer,
                 rank: self.layout.process_of(WorkerId::new(self.me.replica, peer)),
                 tag,
                 timeout: self.inbox.timeout(),
             }),
-            Err(Wait::Closed) => Err(TransportError::Disconnected { peer, tag }),
+            Err(Wait::Closed) => Err(EngineError::HungUp { peer, tag }),
         }
     }
 }

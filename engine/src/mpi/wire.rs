@@ -25,8 +25,8 @@ use std::sync::Arc;
 use burn::prelude::*;
 use burn::tensor::Int;
 
-use super::error::MpiError;
 use crate::activation::Activation;
+use crate::error::EngineError;
 
 /// The MPI tag of byte messages (header after the body).
 pub(crate) const TAG: i32 = 7;
@@ -202,9 +202,9 @@ impl Envelope {
     }
 
     /// Reads a byte message of [`frames`](Self::frames) ([`TAG`]).
-    pub fn decode(mut bytes: Vec<u8>) -> Result<Self, MpiError> {
+    pub fn decode(mut bytes: Vec<u8>) -> Result<Self, EngineError> {
         if bytes.len() < HEADER {
-            return Err(MpiError::Wire(format!(
+            return Err(EngineError::MalformedMessage(format!(
                 "a message of {} bytes is shorter than the {HEADER}-byte header",
                 bytes.len()
             )));
@@ -217,9 +217,9 @@ impl Envelope {
 
     /// Reads an `f32` message's header ([`TAG_HEAD`]): the envelope (with no values yet) and
     /// how many values follow.
-    pub fn decode_head(bytes: &[u8]) -> Result<(Self, usize), MpiError> {
+    pub fn decode_head(bytes: &[u8]) -> Result<(Self, usize), EngineError> {
         if bytes.len() != HEADER + 8 {
-            return Err(MpiError::Wire(format!(
+            return Err(EngineError::MalformedMessage(format!(
                 "a value header of {} bytes, not {}",
                 bytes.len(),
                 HEADER + 8
@@ -245,9 +245,9 @@ pub(crate) fn f32_bytes(values: &[f32]) -> Vec<u8> {
 }
 
 /// The `f32` values of [`f32_bytes`].
-pub(crate) fn f32_values(bytes: &[u8]) -> Result<Vec<f32>, MpiError> {
+pub(crate) fn f32_values(bytes: &[u8]) -> Result<Vec<f32>, EngineError> {
     if bytes.len() % 4 != 0 {
-        return Err(MpiError::Wire(format!(
+        return Err(EngineError::MalformedMessage(format!(
             "{} bytes are not a whole number of f32 values",
             bytes.len()
         )));
@@ -305,9 +305,9 @@ fn ints(data: TensorData) -> Vec<u8> {
 }
 
 /// The activation of [`activation_bytes`], on `device`.
-pub(crate) fn activation_from(bytes: &[u8], device: &Device) -> Result<Activation, MpiError> {
-    let bad = |why: String| MpiError::Wire(format!("an activation message: {why}"));
-    let word = |i: usize| -> Result<u32, MpiError> {
+pub(crate) fn activation_from(bytes: &[u8], device: &Device) -> Result<Activation, EngineError> {
+    let bad = |why: String| EngineError::MalformedMessage(format!("an activation message: {why}"));
+    let word = |i: usize| -> Result<u32, EngineError> {
         bytes
             .get(4 * i..4 * i + 4)
             .map(|w| u32::from_le_bytes(w.try_into().expect("4")))

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::destination::{directory, regular_or_absent};
-use super::error::{OutputError, io};
 use super::temp;
+use crate::error::{EngineError, io};
 
 /// Fault injection for the kill-during-write test: with `PIPETRAIN_FAULT_ABORT_BEFORE_RENAME=N`
 /// set, the process aborts inside its N-th atomic write, after the temp file is written and
@@ -35,7 +35,7 @@ impl AtomicFile {
     ///
     /// # Errors
     /// `path` is not a regular file or its directory is missing; no temp file can be created.
-    pub fn create(path: &Path) -> Result<Self, OutputError> {
+    pub fn create(path: &Path) -> Result<Self, EngineError> {
         Self::with_suffix(path, ".tmp")
     }
 
@@ -45,11 +45,11 @@ impl AtomicFile {
     ///
     /// # Errors
     /// As [`create`](Self::create).
-    pub fn with_extension(path: &Path, extension: &str) -> Result<Self, OutputError> {
+    pub fn with_extension(path: &Path, extension: &str) -> Result<Self, EngineError> {
         Self::with_suffix(path, &format!(".tmp.{extension}"))
     }
 
-    fn with_suffix(path: &Path, suffix: &str) -> Result<Self, OutputError> {
+    fn with_suffix(path: &Path, suffix: &str) -> Result<Self, EngineError> {
         regular_or_absent(path)?;
         temp::sweep(path);
         let tmp = temp::beside(path, suffix)?;
@@ -75,7 +75,7 @@ impl AtomicFile {
     /// # Errors
     /// Writing, syncing or renaming failed (the temp file is removed and the destination left
     /// as it was), or the directory's fsync failed (the file is in place).
-    pub fn commit(self) -> Result<(), OutputError> {
+    pub fn commit(self) -> Result<(), EngineError> {
         let Self { path, out } = self;
         let tmp_path = out.get_ref().path().to_path_buf();
         // On failure the temp file is dropped with the error, which removes it.
@@ -93,7 +93,7 @@ impl AtomicFile {
             std::process::abort();
         }
         // On failure `persist` hands the temp file back; dropping it removes it.
-        tmp.persist(&path).map_err(|e| OutputError::Io {
+        tmp.persist(&path).map_err(|e| EngineError::Io {
             path: path.clone(),
             source: e.error,
         })?;
@@ -117,7 +117,7 @@ impl Write for AtomicFile {
 /// `path` exists and is not a regular file (a directory, a device, a FIFO, a symbolic link:
 /// never replaced); the temp file cannot be created, written or synced (it is removed); the
 /// rename or the directory's fsync fails.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), OutputError> {
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), EngineError> {
     let mut file = AtomicFile::create(path)?;
     let tmp = file.temp_path().to_path_buf();
     file.write_all(bytes).map_err(io(&tmp))?;
@@ -131,7 +131,7 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), OutputError> {
 /// # Errors
 /// `path` exists and is not a regular file, or the temp file cannot be created, written, synced
 /// or removed; the error names the path and what the file system said.
-pub fn probe(path: &Path) -> Result<(), OutputError> {
+pub fn probe(path: &Path) -> Result<(), EngineError> {
     regular_or_absent(path)?;
     temp::sweep(path);
     let mut tmp = temp::beside(path, ".tmp")?;
@@ -143,11 +143,11 @@ pub fn probe(path: &Path) -> Result<(), OutputError> {
 
 /// fsyncs `dir` so the rename is durable. A file system that cannot sync directories says so
 /// with `EINVAL` (or "unsupported"): that alone is not an error.
-fn sync_dir(dir: &Path) -> Result<(), OutputError> {
+fn sync_dir(dir: &Path) -> Result<(), EngineError> {
     let result = File::open(dir).and_then(|d| d.sync_all());
     match result {
         Err(e) if !matches!(e.kind(), ErrorKind::InvalidInput | ErrorKind::Unsupported) => {
-            Err(OutputError::DirectorySync {
+            Err(EngineError::DirectorySync {
                 dir: dir.to_path_buf(),
                 source: e,
             })

@@ -3,7 +3,7 @@
 use std::io::ErrorKind;
 use std::path::Path;
 
-use super::error::{OutputError, io};
+use crate::error::{EngineError, io};
 
 /// `path`'s directory (`.` for a bare file name).
 pub fn directory(path: &Path) -> &Path {
@@ -16,16 +16,16 @@ pub fn directory(path: &Path) -> &Path {
 /// socket or symbolic link: `symlink_metadata`, so a link is seen, not followed).
 ///
 /// # Errors
-/// [`OutputError::NotRegular`] naming what is there, [`OutputError::NoDirectory`], or the
+/// [`EngineError::NotRegular`] naming what is there, [`EngineError::NoDirectory`], or the
 /// error of `lstat` itself.
-pub fn regular_or_absent(path: &Path) -> Result<(), OutputError> {
+pub fn regular_or_absent(path: &Path) -> Result<(), EngineError> {
     let meta = match std::fs::symlink_metadata(path) {
         Ok(meta) => meta,
         Err(e) if e.kind() == ErrorKind::NotFound => {
             let dir = directory(path);
             return match dir.is_dir() {
                 true => Ok(()),
-                false => Err(OutputError::NoDirectory {
+                false => Err(EngineError::NoDirectory {
                     path: path.to_path_buf(),
                     dir: dir.to_path_buf(),
                 }),
@@ -43,7 +43,7 @@ pub fn regular_or_absent(path: &Path) -> Result<(), OutputError> {
     } else {
         "a device, FIFO or socket"
     };
-    Err(OutputError::NotRegular {
+    Err(EngineError::NotRegular {
         path: path.to_path_buf(),
         what,
     })

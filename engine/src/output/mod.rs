@@ -4,7 +4,7 @@
 //!
 //! - **Only a regular file, or a missing name in an existing directory, is a destination.** A
 //!   directory, device node, FIFO, socket or symbolic link there is refused
-//!   ([`OutputError::NotRegular`]) and never replaced: `--profile /dev/full` once turned the
+//!   ([`EngineError::NotRegular`](crate::EngineError::NotRegular)) and never replaced: `--profile /dev/full` once turned the
 //!   machine's `/dev/full` into a file.
 //! - **Probe first.** [`probe`] runs every step of a write but the rename (temp file created,
 //!   written, synced, removed) before a run starts, so a bad path fails at once, not after the
@@ -28,10 +28,8 @@
 
 mod atomic;
 mod destination;
-mod error;
 mod temp;
 
 pub use atomic::{AtomicFile, probe, write_atomically};
 pub use destination::{directory, regular_or_absent};
-pub use error::OutputError;
 pub use temp::{TempFile, sweep};

@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 
 use super::destination::directory;
-use super::error::OutputError;
+use crate::error::EngineError;
 
 /// A temp file beside a destination, created exclusively, removed when dropped: the raw stream
 /// a writer reads back before it writes the destination (e.g. `--profile`'s raw trace).
@@ -24,8 +24,8 @@ impl TempFile {
     /// e.g. `.raw.tmp`).
     ///
     /// # Errors
-    /// [`OutputError::Unwritable`] when no file can be created in `path`'s directory.
-    pub fn beside(path: &Path, suffix: &str) -> Result<Self, OutputError> {
+    /// [`EngineError::Unwritable`] when no file can be created in `path`'s directory.
+    pub fn beside(path: &Path, suffix: &str) -> Result<Self, EngineError> {
         beside(path, suffix).map(Self)
     }
 
@@ -42,7 +42,7 @@ impl TempFile {
 
 /// A new temp file beside `path` whose name ends in `suffix` (which must contain `.tmp`),
 /// removed when dropped.
-pub(super) fn beside(path: &Path, suffix: &str) -> Result<tempfile::NamedTempFile, OutputError> {
+pub(super) fn beside(path: &Path, suffix: &str) -> Result<tempfile::NamedTempFile, EngineError> {
     debug_assert!(suffix.contains(".tmp"), "{suffix}");
     let mut builder = tempfile::Builder::new();
     #[cfg(unix)]
@@ -51,7 +51,7 @@ pub(super) fn beside(path: &Path, suffix: &str) -> Result<tempfile::NamedTempFil
         .prefix(&prefix(path))
         .suffix(suffix)
         .tempfile_in(directory(path))
-        .map_err(|source| OutputError::Unwritable {
+        .map_err(|source| EngineError::Unwritable {
             path: path.to_path_buf(),
             source,
         })

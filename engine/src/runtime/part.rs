@@ -16,12 +16,12 @@ impl<L: Layer> Runtime<L> {
     pub fn checkpoint_part(&self, path: &Path, extra: BTreeMap<String, String>) -> Result<Vec<u8>> {
         let progress = self.progress(extra)?;
         let w = &self.workers;
-        Ok(checkpoint::save_part(
+        checkpoint::save_part(
             path,
             w.states(),
             w.partition(),
             w.optimizer().name(),
             &progress,
-        )?)
+        )
     }
 }

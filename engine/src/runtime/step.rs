@@ -108,7 +108,11 @@ impl<L: Layer> Runtime<L> {
         };
         let plan = Arc::clone(self.plans.inference(parts));
         let mut shards = Vec::with_capacity(replicas);
-        let mut micro_batches = inputs.plain().split(replicas * parts)?.into_iter();
+        let mut micro_batches = inputs
+            .plain()
+            .split(replicas * parts)
+            .map_err(EngineError::bad_batch)?
+            .into_iter();
         for _ in 0..replicas {
             shards.push(Shard {
                 inputs: micro_batches.by_ref().take(parts).collect(),
@@ -155,7 +159,7 @@ impl<L: Layer> Runtime<L> {
                 outputs.into_iter().map(|(_, a)| a.to_device(&device))
             })
             .collect();
-        Ok(Activation::cat(outputs)?)
+        Activation::cat(outputs).map_err(EngineError::bad_batch)
     }
 
     /// Lends each worker with a feed its state and an assignment, then takes every state back. Returns

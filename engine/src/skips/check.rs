@@ -3,68 +3,19 @@
 
 use std::collections::HashMap;
 
+use crate::error::EngineError;
 use crate::layer::Layer;
-
-/// A layer sequence whose stashes and pops do not pair up. Layers are numbered in model order.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum SkipError {
-    /// A pop with no stash of that name before it.
-    #[error(
-        "layer {pop} pops skip `{name}`, which no earlier layer stashes{later}; stash it in a \
-         layer before {pop} or drop the pop",
-        later = match stash {
-            Some(s) => format!(" (layer {s} stashes it, after the pop)"),
-            None => String::new(),
-        }
-    )]
-    PopWithoutStash {
-        /// The skip.
-        name: String,
-        /// The popping layer.
-        pop: usize,
-        /// A later layer that stashes it, if one does.
-        stash: Option<usize>,
-    },
-    /// Two stashes of one name.
-    #[error("layers {first} and {second} both stash skip `{name}`; give each skip its own name")]
-    StashedTwice {
-        /// The skip.
-        name: String,
-        /// The first stashing layer.
-        first: usize,
-        /// The second.
-        second: usize,
-    },
-    /// A stash nothing pops.
-    #[error("layer {stash} stashes skip `{name}`, which no later layer pops; pop it or drop it")]
-    NeverPopped {
-        /// The skip.
-        name: String,
-        /// The stashing layer.
-        stash: usize,
-    },
-    /// Two pops of one name.
-    #[error("layers {first} and {second} both pop skip `{name}`; a stashed skip is popped once")]
-    PoppedTwice {
-        /// The skip.
-        name: String,
-        /// The first popping layer.
-        first: usize,
-        /// The second.
-        second: usize,
-    },
-}
 
 /// Checks that `layers`' skips pair up: each name stashed once and popped once, later.
 ///
 /// ```
 /// use burn::prelude::*;
-/// use pipetrain_engine::{Activation, ActivationError, Layer, SkipError, check_skips};
+/// use pipetrain_engine::{Activation, EngineError, Layer, check_skips};
 ///
 /// #[derive(Module, Debug)]
 /// struct L { pops: usize } // 0: stashes `s`, 1: pops it
 /// impl Layer for L {
-///     fn forward(&self, x: Activation) -> Result<Activation, ActivationError> { Ok(x) }
+///     fn forward(&self, x: Activation) -> Result<Activation, EngineError> { Ok(x) }
 ///     fn stashes(&self) -> Vec<String> { if self.pops == 0 { vec!["s".into()] } else { vec![] } }
 ///     fn pops(&self) -> Vec<String> { if self.pops == 1 { vec!["s".into()] } else { vec![] } }
 /// }
@@ -74,16 +25,16 @@ pub enum SkipError {
 /// assert_eq!(err.to_string(), "layers 0 and 1 both stash skip `s`; give each skip its own name");
 /// assert!(matches!(
 ///     check_skips(&[pop(), stash()]),
-///     Err(SkipError::PopWithoutStash { pop: 0, stash: Some(1), .. })
+///     Err(EngineError::PopWithoutStash { pop: 0, stash: Some(1), .. })
 /// ));
 /// ```
-pub fn check_skips<L: Layer>(layers: &[L]) -> Result<(), SkipError> {
+pub fn check_skips<L: Layer>(layers: &[L]) -> Result<(), EngineError> {
     let mut stashed: HashMap<String, usize> = HashMap::new();
     let mut popped: HashMap<String, usize> = HashMap::new();
     for (i, layer) in layers.iter().enumerate() {
         for name in layer.pops() {
             if let Some(&first) = popped.get(&name) {
-                return Err(SkipError::PoppedTwice {
+                return Err(EngineError::PoppedTwice {
                     name,
                     first,
                     second: i,
@@ -91,7 +42,7 @@ pub fn check_skips<L: Layer>(layers: &[L]) -> Result<(), SkipError> {
             }
             if !stashed.contains_key(&name) {
                 let stash = layers[i..].iter().position(|l| l.stashes().contains(&name));
-                return Err(SkipError::PopWithoutStash {
+                return Err(EngineError::PopWithoutStash {
                     name,
                     pop: i,
                     stash: stash.map(|s| s + i),
@@ -101,7 +52,7 @@ pub fn check_skips<L: Layer>(layers: &[L]) -> Result<(), SkipError> {
         }
         for name in layer.stashes() {
             if let Some(&first) = stashed.get(&name) {
-                return Err(SkipError::StashedTwice {
+                return Err(EngineError::StashedTwice {
                     name,
                     first,
                     second: i,
@@ -117,7 +68,7 @@ pub fn check_skips<L: Layer>(layers: &[L]) -> Result<(), SkipError> {
         .collect();
     never.sort();
     match never.into_iter().next() {
-        Some((stash, name)) => Err(SkipError::NeverPopped { name, stash }),
+        Some((stash, name)) => Err(EngineError::NeverPopped { name, stash }),
         None => Ok(()),
     }
 }

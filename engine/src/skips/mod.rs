@@ -11,6 +11,6 @@ mod check;
 mod routes;
 mod stage;
 
-pub use check::{SkipError, check_skips};
+pub use check::check_skips;
 pub use routes::SkipRoutes;
 pub(crate) use stage::StageSkips;

@@ -19,14 +19,14 @@ struct Routed {
 ///
 /// ```
 /// use burn::prelude::*;
-/// use pipetrain_engine::{Activation, ActivationError, Layer, SkipRoutes};
+/// use pipetrain_engine::{Activation, EngineError, Layer, SkipRoutes};
 /// use pipetrain_partitioner::Partition;
 /// use pipetrain_schedules::{SkipRoute, StageId};
 ///
 /// #[derive(Module, Debug)]
 /// struct L { level: usize, up: bool } // down `level` stashes `s{level}`, up pops it
 /// impl Layer for L {
-///     fn forward(&self, x: Activation) -> Result<Activation, ActivationError> { Ok(x) }
+///     fn forward(&self, x: Activation) -> Result<Activation, EngineError> { Ok(x) }
 ///     fn stashes(&self) -> Vec<String> { if self.up { vec![] } else { vec![format!("s{}", self.level)] } }
 ///     fn pops(&self) -> Vec<String> { if self.up { vec![format!("s{}", self.level)] } else { vec![] } }
 /// }

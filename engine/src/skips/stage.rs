@@ -14,9 +14,9 @@ use burn::prelude::*;
 use pipetrain_schedules::{MicroBatchId, SkipRoute, StageId};
 
 use super::routes::SkipRoutes;
-use crate::activation::{Activation, ActivationError};
+use crate::activation::Activation;
 use crate::bundle::Bundle;
-use crate::error::Cause;
+use crate::error::EngineError;
 use crate::transport::{Flow, Tag};
 
 /// Messages by tag: a worker's received or outgoing ones.
@@ -67,7 +67,7 @@ impl StageSkips {
         input: Activation,
         received: &mut Messages,
         device: &Device,
-    ) -> Result<Activation, Cause> {
+    ) -> Result<Activation, EngineError> {
         join(
             &self.popped,
             (mb, Flow::Skip),
@@ -86,7 +86,7 @@ impl StageSkips {
         grad: Activation,
         received: &mut Messages,
         device: &Device,
-    ) -> Result<Activation, Cause> {
+    ) -> Result<Activation, EngineError> {
         let what = "the gradient from downstream";
         join(
             &self.stashed,
@@ -118,7 +118,7 @@ impl StageSkips {
         mb: MicroBatchId,
         value: Activation,
         outgoing: &mut Messages,
-    ) -> Result<Activation, Cause> {
+    ) -> Result<Activation, EngineError> {
         match flow {
             Flow::Activation => split(&self.stashed, mb, value, outgoing, Flow::Skip, true),
             _ => split(&self.popped, mb, value, outgoing, Flow::SkipGradient, false),
@@ -127,13 +127,13 @@ impl StageSkips {
 }
 
 /// A message for `route` did not fit: an error naming the route and the skips.
-fn failure(route: &Route, what: &str, error: ActivationError) -> Cause {
-    Cause::Skip {
+fn failure(route: &Route, what: &str, error: EngineError) -> EngineError {
+    EngineError::SkipBundle {
         names: route.names.iter().map(|n| n.to_string()).collect(),
         stash: route.route.stash,
         pop: route.route.pop,
         what: what.to_string(),
-        error,
+        error: Box::new(error),
     }
 }
 
@@ -145,7 +145,7 @@ fn join(
     received: &mut Messages,
     device: &Device,
     what: &str,
-) -> Result<Activation, Cause> {
+) -> Result<Activation, EngineError> {
     let Some(first) = routes.first() else {
         return Ok(value);
     };
@@ -177,7 +177,7 @@ fn split(
     outgoing: &mut Messages,
     flow: fn(SkipRoute) -> Flow,
     required: bool,
-) -> Result<Activation, Cause> {
+) -> Result<Activation, EngineError> {
     let Some(first) = routes.first() else {
         return Ok(value);
     };
@@ -219,7 +219,7 @@ mod tests {
     }
 
     impl Layer for L {
-        fn forward(&self, x: Activation) -> Result<Activation, ActivationError> {
+        fn forward(&self, x: Activation) -> Result<Activation, EngineError> {
             Ok(x)
         }
         fn stashes(&self) -> Vec<String> {

@@ -17,8 +17,9 @@
 use burn::nn::Linear;
 use burn::prelude::*;
 
-use crate::activation::{Activation, ActivationError};
+use crate::activation::Activation;
 use crate::adapter::{self, LinearParams};
+use crate::error::EngineError;
 
 /// The element-wise function after a [`Dense`] layer's affine map.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,7 +38,7 @@ pub enum DenseActivation {
 /// use burn::nn::{Linear, LinearConfig};
 /// use burn::prelude::*;
 /// use burn::tensor::activation::relu;
-/// use pipetrain_engine::{Activation, ActivationError, Dense, Layer};
+/// use pipetrain_engine::{Activation, EngineError, Dense, Layer};
 ///
 /// #[derive(Module, Debug)]
 /// struct Block {
@@ -45,7 +46,7 @@ pub enum DenseActivation {
 /// }
 ///
 /// impl Layer for Block {
-///     fn forward(&self, input: Activation) -> Result<Activation, ActivationError> {
+///     fn forward(&self, input: Activation) -> Result<Activation, EngineError> {
 ///         Ok(relu(self.linear.forward(input.float::<2>()?)).into())
 ///     }
 ///     // The same function, described: the engine can split its backward.
@@ -88,11 +89,11 @@ impl<'a> Dense<'a> {
     }
 
     /// Forward without autodiff of a rank-2 input `[rows, in]`: the output `[rows, out]`.
-    pub(crate) fn forward(&self, x: Tensor<2>) -> Result<Tensor<2>, ActivationError> {
+    pub(crate) fn forward(&self, x: Tensor<2>) -> Result<Tensor<2>, EngineError> {
         let [fan_in, _] = self.linear.weight.dims();
         let [_, features] = x.dims();
         if features != fan_in {
-            return Err(ActivationError::Other(format!(
+            return Err(EngineError::LayerRejected(format!(
                 "this dense layer takes {fan_in} input features, got {features} (input {:?})",
                 x.dims()
             )));
@@ -160,13 +161,13 @@ fn cat_rows(mut parts: Vec<Tensor<2>>) -> Tensor<2> {
 
 /// An activation of rank 2 or more as rows of features: `[d0, …, dn]` → `[d0·…·dn−1, dn]`, and
 /// the leading dimensions to restore it.
-pub(crate) fn to_rows(x: Activation) -> Result<(Tensor<2>, Vec<usize>), ActivationError> {
+pub(crate) fn to_rows(x: Activation) -> Result<(Tensor<2>, Vec<usize>), EngineError> {
     const WANTED: &str = "float of rank 2 to 4 (a dense layer's input)";
     if !x.is_float() {
         return Err(x.mismatch(WANTED));
     }
     let dims = x.dims();
-    let rows = |t: Activation| -> Result<Tensor<2>, ActivationError> {
+    let rows = |t: Activation| -> Result<Tensor<2>, EngineError> {
         let features = *dims.last().expect("rank ≥ 1");
         let n: usize = dims[..dims.len() - 1].iter().product();
         Ok(match t {

@@ -41,7 +41,7 @@ pub(crate) struct Tap {
 /// use burn::nn::{Linear, LinearConfig};
 /// use burn::prelude::*;
 /// use burn::tensor::activation::gelu;
-/// use pipetrain_engine::{Activation, ActivationError, Layer, Linears};
+/// use pipetrain_engine::{Activation, EngineError, Layer, Linears};
 ///
 /// #[derive(Module, Debug)]
 /// struct FeedForward {
@@ -50,7 +50,7 @@ pub(crate) struct Tap {
 /// }
 ///
 /// impl Layer for FeedForward {
-///     fn forward(&self, input: Activation) -> Result<Activation, ActivationError> {
+///     fn forward(&self, input: Activation) -> Result<Activation, EngineError> {
 ///         self.forward_linears(input, &mut Linears::plain())
 ///     }
 ///     // One forward for both modes: the engine passes split `Linears` when it splits the
@@ -59,7 +59,7 @@ pub(crate) struct Tap {
 ///         &self,
 ///         input: Activation,
 ///         linears: &mut Linears,
-///     ) -> Result<Activation, ActivationError> {
+///     ) -> Result<Activation, EngineError> {
 ///         let x: Tensor<3> = input.float()?;
 ///         let hidden = gelu(linears.forward(&self.up, x));
 ///         Ok(linears.forward(&self.down, hidden).into())

@@ -13,7 +13,7 @@ use super::dense;
 use super::linears::Tap;
 use crate::activation::Activation;
 use crate::adapter;
-use crate::error::Cause;
+use crate::error::EngineError;
 use crate::layer::Layer;
 use crate::worker::{Failure, Saved, Worker};
 
@@ -27,9 +27,9 @@ impl<L: Layer> Worker<'_, L> {
         save: bool,
     ) -> Result<(Activation, Vec<Saved>, Vec<usize>), Failure> {
         let shown = input.to_string();
-        let layer_error = |error| {
-            Failure::Cause(Cause::Layer {
-                error,
+        let layer_error = |error: EngineError| {
+            Failure::Cause(EngineError::Layer {
+                error: Box::new(error),
                 input: shown.clone(),
                 from: String::new(),
             })
@@ -60,7 +60,8 @@ impl<L: Layer> Worker<'_, L> {
         grad: Activation,
         input_grad: bool,
     ) -> Result<Option<Tensor<2>>, Failure> {
-        let (mut grad, _) = dense::to_rows(grad).map_err(|e| Failure::Cause(Cause::Gradient(e)))?;
+        let (mut grad, _) =
+            dense::to_rows(grad).map_err(|e| Failure::Cause(EngineError::Gradient(Box::new(e))))?;
         let first = layers.start;
         for (i, Saved { input, output }) in layers.zip(saved).rev() {
             let dense = self.state.layers[i].dense().expect("a dense layer");

@@ -11,7 +11,7 @@ use super::stash::Stashed;
 use super::tape::{self, Segment, Tape};
 use crate::activation::Activation;
 use crate::adapter;
-use crate::error::Cause;
+use crate::error::EngineError;
 use crate::layer::Layer;
 use crate::split::dense;
 use crate::split::linears::{Linears, Tap};
@@ -73,8 +73,8 @@ impl<L: Layer> Worker<'_, L> {
                 _ => layer.forward(x),
             };
             x = out.map_err(|error| {
-                Failure::Cause(Cause::Layer {
-                    error,
+                Failure::Cause(EngineError::Layer {
+                    error: Box::new(error),
                     input: shown.clone(),
                     from: from.clone(),
                 })
@@ -94,7 +94,7 @@ impl<L: Layer> Worker<'_, L> {
         let loss = training
             .loss
             .loss(output, target)
-            .map_err(|e| Failure::Cause(Cause::Loss(e)))?;
+            .map_err(|e| Failure::Cause(EngineError::Loss(Box::new(e))))?;
         Ok(loss.mul_scalar(training.loss_scale * self.scratch.feed.weights[mb.index()]))
     }
 
@@ -297,7 +297,7 @@ impl<L: Layer> Worker<'_, L> {
                     let grads = match upstream {
                         Upstream::Graph(grads) => grads,
                         Upstream::Grad(grad) => adapter::backward_seeded(&output, grad)
-                            .map_err(|e| Failure::Cause(Cause::Gradient(e)))?,
+                            .map_err(|e| Failure::Cause(EngineError::Gradient(Box::new(e))))?,
                     };
                     self.defer_taps(mb, taps, &grads);
                     let grad = adapter::input_grad(&input, &grads);
@@ -324,7 +324,7 @@ impl<L: Layer> Worker<'_, L> {
         }
         self.state.grads.count_micro_batch();
         if !self.is_first() {
-            let grad = input_grad.ok_or(Failure::Cause(Cause::NoInputGradient))?;
+            let grad = input_grad.ok_or(Failure::Cause(EngineError::NoInputGradient))?;
             self.queue(Flow::Gradient, mb, grad)?;
         }
         Ok(())

@@ -13,41 +13,26 @@ use pipetrain_schedules::{Action, ActionKind, WorkerId};
 use super::job::{Feed, Finished, StepContext, Training};
 use super::scratch::Scratch;
 use super::state::WorkerState;
-use crate::collective::CollectiveError;
-use crate::error::{Cause, EngineError, panic_message};
+use crate::error::{EngineError, panic_message};
 use crate::fabric::Links;
 use crate::layer::Layer;
 use crate::runtime::Timing;
 use crate::skips::StageSkips;
 use crate::tie::TieSlot;
-use crate::transport::{Flow, Tag, TransportError};
+use crate::transport::{Flow, Tag};
 
-/// An action failed; `Stopped` means another worker failed first.
+/// An action failed (why: one of [`EngineError`]'s worker causes, from `Panic` on); `Stopped`
+/// means another worker failed first.
 pub(crate) enum Failure {
-    Cause(Cause),
+    Cause(EngineError),
     Stopped,
 }
 
-impl From<Cause> for Failure {
-    fn from(cause: Cause) -> Self {
-        Failure::Cause(cause)
-    }
-}
-
-impl From<CollectiveError> for Failure {
-    fn from(e: CollectiveError) -> Self {
-        match e {
-            CollectiveError::Aborted => Failure::Stopped,
-            other => Failure::Cause(Cause::Collective(other)),
-        }
-    }
-}
-
-impl From<TransportError> for Failure {
-    fn from(e: TransportError) -> Self {
-        match e {
-            TransportError::Aborted => Failure::Stopped,
-            other => Failure::Cause(Cause::Transport(other)),
+impl From<EngineError> for Failure {
+    fn from(cause: EngineError) -> Self {
+        match cause {
+            EngineError::Aborted => Failure::Stopped,
+            other => Failure::Cause(other),
         }
     }
 }
@@ -143,7 +128,9 @@ impl<'a, L: Layer> Worker<'a, L> {
                     && matches!(outcome, Ok(Ok(())))
                     && let Err(e) = self.state.device.sync()
                 {
-                    outcome = Ok(Err(Failure::Cause(Cause::Device(e.to_string()))));
+                    outcome = Ok(Err(Failure::Cause(EngineError::DeviceFailed(
+                        e.to_string(),
+                    ))));
                 }
                 let elapsed = started.elapsed();
                 self.scratch.compute += elapsed;
@@ -158,7 +145,7 @@ impl<'a, L: Layer> Worker<'a, L> {
                 }
                 Ok(Err(Failure::Stopped)) => return None,
                 Ok(Err(Failure::Cause(cause))) => cause,
-                Err(payload) => Cause::Panic {
+                Err(payload) => EngineError::Panic {
                     message: panic_message(payload.as_ref()),
                     context: self.scratch.input_context.take().unwrap_or_default(),
                 },
@@ -169,7 +156,7 @@ impl<'a, L: Layer> Worker<'a, L> {
                 stage: id.stage,
                 micro_batch: action.micro_batch,
                 action,
-                source: cause,
+                source: Box::new(cause),
             });
             return None;
         }

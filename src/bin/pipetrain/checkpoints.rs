@@ -9,7 +9,7 @@ use std::path::Path;
 
 use clap::ValueEnum;
 use pipetrain::trainer::RunIdentity;
-use pipetrain::{CheckpointError, Layer};
+use pipetrain::{EngineError, Layer};
 
 use crate::args::TrainArgs;
 use crate::failure::Failure;
@@ -72,7 +72,7 @@ pub fn other_model_message(
     path: &Path,
     stored: &str,
     ours: &str,
-    error: &CheckpointError,
+    error: &EngineError,
 ) -> String {
     format!(
         "{flag} {}: the file holds {stored}, but the flags build {ours}; give the flags of the \

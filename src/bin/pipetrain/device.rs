@@ -10,7 +10,7 @@
 use std::str::FromStr;
 
 use burn::prelude::*;
-use pipetrain::engine::DeviceError;
+use pipetrain::engine::EngineError;
 
 /// A device named on the command line.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -57,7 +57,7 @@ impl DeviceSpec {
         match self {
             DeviceSpec::Cpu => Ok(Device::flex()),
             DeviceSpec::Cuda(n) => pipetrain::engine::device::cuda(n).map_err(|e| match e {
-                DeviceError::NotBuilt { .. } => format!(
+                EngineError::NotBuilt { .. } => format!(
                     "--device {self}: this pipetrain was built without CUDA; rebuild with \
                      `cargo build --release --features cuda` (builds offline, no CUDA toolkit \
                      needed), or use --device cpu"

@@ -46,8 +46,9 @@ pub fn run(args: &ExportArgs) -> Result<Exit, Failure> {
         .map_err(Failure::usage)?;
     let shown = args.checkpoint.display();
     let export = pipetrain::export::to_pytorch(&args.checkpoint).map_err(|e| match e {
-        e @ (pipetrain::Error::Checkpoint(_) | pipetrain::Error::ExportModel { .. }) => {
-            Failure::usage(format!("export {shown}: {e}"))
+        e @ pipetrain::Error::ExportModel { .. } => Failure::usage(format!("export {shown}: {e}")),
+        pipetrain::Error::Engine(e) if e.is_file() => {
+            Failure::usage(format!("export {shown}: {}", pipetrain::Error::Engine(e)))
         }
         // It names the file itself.
         e @ pipetrain::Error::ExportFile { .. } => Failure::runtime(format!("export {e}")),

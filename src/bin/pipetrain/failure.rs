@@ -48,12 +48,12 @@ impl Failure {
     /// which makes a measured split) is a usage error, anything else (an engine error while
     /// measuring the layers or training) a runtime one.
     pub fn of_build(error: pipetrain::Error) -> Self {
-        use pipetrain::Error;
+        use pipetrain::{EngineError, Error};
         match error {
             config if config.is_config() => Self::usage(config),
             Error::Partition(_)
             | Error::Schedule(_)
-            | Error::Tie(_)
+            | Error::Engine(EngineError::TieUnknown { .. } | EngineError::TieShape { .. })
             | Error::Tune(_)
             | Error::MemoryBudget { .. } => Self::usage(error),
             other => Self::runtime(other),
@@ -95,11 +95,8 @@ pub fn explain(error: &(dyn std::error::Error + 'static)) -> String {
     }
     let remedied: Option<&dyn Remedied> = None
         .or_else(|| as_remedied::<pipetrain::engine::EngineError>(error))
-        .or_else(|| as_remedied::<pipetrain::CheckpointError>(error))
         .or_else(|| as_remedied::<pipetrain::schedules::ScheduleError>(error))
         .or_else(|| as_remedied::<pipetrain::tune::TuneError>(error));
-    #[cfg(feature = "mpi")]
-    let remedied = remedied.or_else(|| as_remedied::<pipetrain::engine::mpi::MpiError>(error));
     match remedied {
         Some(e) => e.explain(&Flags),
         None => error.to_string(),

@@ -35,7 +35,7 @@ pub fn of(args: &TrainArgs) -> Result<(OptimizerConfig, String), Failure> {
             name(args.optimizer)
         )));
     }
-    let bad = |e: pipetrain::OptimizerError| Failure::usage(format!("--optimizer: {e}"));
+    let bad = |e: pipetrain::EngineError| Failure::usage(format!("--optimizer: {e}"));
     let (config, settings) = if sgd {
         let default = if matches!(args.optimizer, OptimizerKind::SgdMomentum) {
             0.9

@@ -3,7 +3,7 @@
 //! is sorted into a usage error (exit 2: the command line does not fit, e.g. a `--resume` of
 //! another run) or a runtime one (exit 1).
 
-use pipetrain::{CheckpointError, Error, LastGood, RunFile, RunFileError};
+use pipetrain::{EngineError, Error, LastGood, RunFile, RunFileError};
 
 use crate::failure::{Failure, explain};
 use crate::style::Flags;
@@ -42,13 +42,13 @@ pub fn of_run(error: Error) -> Failure {
 /// A checkpoint error of a file the command line names: a readable file that does not belong
 /// to it (weights that do not fit the model, another optimizer's state, plain weights given to
 /// `--resume`) is a usage error; an unreadable or corrupt file a runtime one.
-pub fn checkpoint_failure(message: String, error: &CheckpointError) -> Failure {
+pub fn checkpoint_failure(message: String, error: &EngineError) -> Failure {
     match error {
-        CheckpointError::NotACheckpoint { .. }
-        | CheckpointError::Keys { .. }
-        | CheckpointError::Rename { .. }
-        | CheckpointError::Mismatch { .. }
-        | CheckpointError::Optimizer { .. } => Failure::usage(message),
+        EngineError::NotACheckpoint { .. }
+        | EngineError::Keys { .. }
+        | EngineError::Rename { .. }
+        | EngineError::TensorMismatch { .. }
+        | EngineError::OptimizerMismatch { .. } => Failure::usage(message),
         _ => Failure::runtime(message),
     }
 }
@@ -135,10 +135,10 @@ fn last_good(saved: &LastGood) -> String {
 }
 
 /// Whether `e` failed while writing (a full disk: runtime) rather than refusing the path.
-fn output_io(e: &pipetrain::engine::output::OutputError) -> bool {
-    use pipetrain::engine::output::OutputError;
+fn output_io(e: &pipetrain::engine::EngineError) -> bool {
+    use pipetrain::engine::EngineError;
     matches!(
         e,
-        OutputError::Io { .. } | OutputError::DirectorySync { .. }
+        EngineError::Io { .. } | EngineError::DirectorySync { .. }
     )
 }
