@@ -53,7 +53,7 @@ pub(crate) fn device_count(index: usize) -> Result<usize, EngineError> {
 /// written it. With one stream, kernels run in the order the threads enqueue them, and a thread
 /// only enqueues work on a tensor after it received it, so producer before consumer is
 /// guaranteed. With one stream (set by a `cubecl.toml`), the same command passed in 2 of 2 runs;
-docs/gpu.md has the device check's figures. The cost: kernels of different stage
+/// docs/gpu.md has the device check's figures. The cost: kernels of different stage
 /// threads on one GPU do not overlap, which a large kernel rarely does anyway.
 ///
 /// cubecl resolves a thread's stream at its first kernel, so this must run before any CUDA work:
