@@ -58,8 +58,6 @@ pub(crate) struct WorkerThread<L: Layer> {
 impl<L: Layer> WorkerThread<L> {
     /// Starts worker `id`'s thread.
     pub fn spawn(id: WorkerId) -> Result<Self, EngineError> {
-        #[cfg(feature = "cuda")]
-        crate::adapter::cuda::one_stream();
         let (commands, inbox) = unbounded();
         let (outbox, replies) = bounded(1);
         let handle = std::thread::Builder::new()

@@ -43,32 +43,11 @@ pub(crate) fn device_count(index: usize) -> Result<usize, EngineError> {
     }
 }
 
-/// Puts every thread's CUDA work on one stream per device (cubecl's `StreamPolicy::Single`).
-///
-/// cubecl 0.11.3 gives each OS thread its own stream by default, and orders work between
-/// streams itself when a tensor made on one thread is used on another. pipetrain hands tensors
-/// between worker threads all the time (activations, gradients, the all-reduce's sums), and on an
-/// H100 two replicas on one GPU then drifted apart in 8 of 12 runs of the same 10-step command,
-/// from a different step each time: a consumer read a buffer before its producer's stream had
-/// written it. With one stream, kernels run in the order the threads enqueue them, and a thread
-/// only enqueues work on a tensor after it received it, so producer before consumer is
-/// guaranteed. With one stream (set by a `cubecl.toml`), the same command passed in 2 of 2 runs;
-/// docs/gpu.md has the device check's figures. The cost: kernels of different stage
-/// threads on one GPU do not overlap, which a large kernel rarely does anyway.
-///
-/// cubecl resolves a thread's stream at its first kernel, so this must run before any CUDA work:
-/// the device probe calls it, and so does every worker thread's start. It is process-wide, as is
-/// cubecl's policy, and an explicit setting here wins over a `cubecl.toml`.
-pub(crate) fn one_stream() {
-    cubecl_environment::stream::set_policy(cubecl_environment::stream::StreamPolicy::Single);
-}
-
 /// A kernel that does nothing, compiled by NVRTC to check it loads and works.
 const EMPTY_KERNEL: &str = "extern \"C\" __global__ void pipetrain_probe() {}";
 
 /// GPU `index`: the driver, the index, NVRTC, then one operation through burn.
 pub(crate) fn probe(index: usize) -> Result<Device, EngineError> {
-    one_stream();
     let count = device_count(index)?;
     if index >= count {
         return Err(EngineError::NoSuchDevice { index, count });
