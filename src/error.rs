@@ -242,6 +242,14 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// The run's data cannot be used ([`Data::open`](crate::trainer::Data::open)).
+    #[cfg(feature = "trainer")]
+    Data {
+        /// The data's spec, as given.
+        spec: String,
+        /// What is wrong.
+        problem: crate::trainer::DataProblem,
+    },
     /// A checkpoint to resume or to take weights from holds another model, whose weights do
     /// not fit this one.
     OtherModel {
@@ -404,6 +412,10 @@ impl Error {
 
     /// Whether this is an error of a training run (crate::trainer; not a configuration).
     fn is_run(&self) -> bool {
+        #[cfg(feature = "trainer")]
+        if matches!(self, Error::Data { .. }) {
+            return true;
+        }
         matches!(
             self,
             Error::Step { .. }
@@ -516,6 +528,11 @@ impl Remedied for Error {
     fn explain(&self, style: &dyn Style) -> String {
         if let Error::AfterLastGood { source, saved } = self {
             return format!("{}\n{saved}", source.explain(style));
+        }
+        // Its facts name settings (the model, its classes), in the style's words too.
+        #[cfg(feature = "trainer")]
+        if let Error::Data { spec, problem } = self {
+            return format!("data {spec}: {}", problem.explain(style));
         }
         match self.remedy() {
             Some(remedy) => format!("{}; {}", self.facts(), remedy.render(style)),
@@ -633,6 +650,8 @@ impl Remedied for Error {
             Error::SameFile { .. } => Some(Remedy::sentence("give each its own path")),
             Error::RunFile { reason, .. } => reason.remedy(),
             Error::Path { problem, .. } => problem.remedy(),
+            #[cfg(feature = "trainer")]
+            Error::Data { problem, .. } => problem.remedy(),
             Error::AfterLastGood { .. }
             | Error::ResumeData { .. }
             | Error::Batch { .. }
@@ -789,6 +808,8 @@ impl Remedied for Error {
                 path,
                 problem,
             } => format!("{name} {}: {problem}", path.display()),
+            #[cfg(feature = "trainer")]
+            Error::Data { spec, problem } => format!("data {spec}: {problem}"),
             Error::SameFile {
                 name,
                 path,

@@ -24,8 +24,8 @@
 use std::borrow::Cow;
 use std::fmt;
 
-/// A setting a remedy changes: one of the pipeline's, an optimizer's, a checkpoint load's or a
-/// multi-process launch's.
+/// A setting a remedy changes: one of the pipeline's, an optimizer's, a checkpoint load's, a
+/// multi-process launch's, or a run's model and data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub enum Setting {
@@ -75,6 +75,18 @@ pub enum Setting {
     Batch,
     /// Bytes per all-reduce bucket.
     BucketBytes,
+    /// The model trained (its name: `mlp`, `gpt`).
+    Model,
+    /// Classes of a classifier (the width of its head).
+    Classes,
+    /// Token ids of a language model (its vocabulary size).
+    Vocab,
+    /// Tokens per window of a language model.
+    Context,
+    /// The fraction of a data set held out from training.
+    HeldOut,
+    /// Training on inputs with NaN or infinite values.
+    AllowNonFinite,
 }
 
 impl Setting {
@@ -104,6 +116,12 @@ impl Setting {
             Setting::Workers => "workers",
             Setting::Batch => "batch",
             Setting::BucketBytes => "bucket_bytes",
+            Setting::Model => "model",
+            Setting::Classes => "classes",
+            Setting::Vocab => "vocab",
+            Setting::Context => "context",
+            Setting::HeldOut => "held_out",
+            Setting::AllowNonFinite => "allow_nonfinite",
         }
     }
 
@@ -133,6 +151,12 @@ impl Setting {
             Setting::Workers => "workers",
             Setting::Batch => "batch",
             Setting::BucketBytes => "bucket size",
+            Setting::Model => "model",
+            Setting::Classes => "classes",
+            Setting::Vocab => "vocabulary size",
+            Setting::Context => "context length",
+            Setting::HeldOut => "held-out fraction",
+            Setting::AllowNonFinite => "training on non-finite inputs",
         }
     }
 }

@@ -75,7 +75,10 @@ pub fn cli_message(error: &Error) -> String {
             path.display()
         ),
         // The library's facts name the file as the flag does, without its dashes.
-        Error::RunFile { .. } | Error::CheckpointNonFinite { .. } | Error::ResumeData { .. } => {
+        Error::RunFile { .. }
+        | Error::CheckpointNonFinite { .. }
+        | Error::ResumeData { .. }
+        | Error::Data { .. } => {
             format!("--{}", error.render(&Flags))
         }
         Error::ResumeMismatch {

@@ -33,6 +33,12 @@ fn flag(setting: Setting) -> Option<&'static str> {
         Setting::WorkersPerProcess => "--workers-per-process",
         Setting::Workers => "--workers",
         Setting::Batch => "--batch",
+        Setting::Model => "--model",
+        Setting::Classes => "--classes",
+        Setting::Vocab => "--vocab",
+        Setting::Context => "--context",
+        Setting::HeldOut => "--held-out",
+        Setting::AllowNonFinite => "--allow-nonfinite-inputs",
         _ => return None,
     })
 }
