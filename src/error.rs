@@ -589,6 +589,7 @@ impl Remedied for Error {
             ))),
             Error::StateDir { .. } => Some(Remedy::sentence("give a writable directory")),
             Error::Engine(e) => e.remedy(),
+            Error::Partition(e) => e.remedy(),
             Error::Schedule(e) => e.remedy(),
             Error::Checkpoint(e) => e.remedy(),
             Error::Tune(e) => e.remedy(),
@@ -658,11 +659,7 @@ impl Remedied for Error {
             | Error::Launch(_)
             | Error::Renames(_)
             | Error::Signals(_) => None,
-            Error::NoTuneBatch
-            | Error::EmptyModel
-            | Error::Partition(_)
-            | Error::Skips(_)
-            | Error::Tie(_) => None,
+            Error::NoTuneBatch | Error::EmptyModel | Error::Skips(_) | Error::Tie(_) => None,
         }
     }
 

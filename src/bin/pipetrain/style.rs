@@ -121,4 +121,41 @@ mod tests {
              --stages 1"
         );
     }
+
+    /// The partitioner's and the data's typed remedies, in either front end's words.
+    #[test]
+    fn partition_and_data_remedies_render_both_ways() {
+        use pipetrain::partitioner::PartitionError;
+        use pipetrain::trainer::{DataProblem, Task};
+
+        let split = pipetrain::Error::from(PartitionError::MoreStagesThanLayers {
+            stages: 5,
+            layers: 3,
+        });
+        let facts = "cannot split 3 layers into 5 stages: every stage needs at least one layer";
+        assert_eq!(split.render(&Builder), format!("{facts}; use .stages(3)"));
+        assert_eq!(split.render(&Flags), format!("{facts}; use --stages 3"));
+        let label = pipetrain::Error::Data {
+            spec: "tensors:d.st".into(),
+            problem: DataProblem::OutOfRange {
+                part: "target",
+                row: 3,
+                value: 3,
+                task: Task::Classify {
+                    model: "mlp".into(),
+                    classes: 3,
+                },
+            },
+        };
+        assert_eq!(
+            label.render(&Builder),
+            "data tensors:d.st: target row 3: label 3 is not in 0..3 (classes 3); fix the data \
+             or use classes 4"
+        );
+        assert_eq!(
+            label.render(&Flags),
+            "data tensors:d.st: target row 3: label 3 is not in 0..3 (--classes 3); fix the \
+             data or use --classes 4"
+        );
+    }
 }
