@@ -87,6 +87,22 @@ pub enum Setting {
     HeldOut,
     /// Training on inputs with NaN or infinite values.
     AllowNonFinite,
+    /// Optimizer steps of a run (the total, counting those of a resumed run).
+    Steps,
+    /// The run's data (its spec: `synthetic`, `text:FILE`, …).
+    Data,
+    /// The checkpoint a run writes.
+    Checkpoint,
+    /// The checkpoint a run resumes.
+    Resume,
+    /// The metrics file of a run.
+    Metrics,
+    /// The chrome trace of a run.
+    Profile,
+    /// The loss plot of a run.
+    Plot,
+    /// The learning-rate schedule of a run (`constant`, `cosine`, …).
+    LrSchedule,
 }
 
 impl Setting {
@@ -122,6 +138,14 @@ impl Setting {
             Setting::Context => "context",
             Setting::HeldOut => "held_out",
             Setting::AllowNonFinite => "allow_nonfinite",
+            Setting::Steps => "steps",
+            Setting::Data => "data",
+            Setting::Checkpoint => "checkpoint",
+            Setting::Resume => "resume",
+            Setting::Metrics => "metrics",
+            Setting::Profile => "profile",
+            Setting::Plot => "plot",
+            Setting::LrSchedule => "lr_schedule",
         }
     }
 
@@ -151,12 +175,20 @@ impl Setting {
             Setting::Workers => "workers",
             Setting::Batch => "batch",
             Setting::BucketBytes => "bucket size",
-            Setting::Model => "model",
-            Setting::Classes => "classes",
             Setting::Vocab => "vocabulary size",
             Setting::Context => "context length",
             Setting::HeldOut => "held-out fraction",
             Setting::AllowNonFinite => "training on non-finite inputs",
+            Setting::LrSchedule => "learning-rate schedule",
+            Setting::Model
+            | Setting::Classes
+            | Setting::Steps
+            | Setting::Data
+            | Setting::Checkpoint
+            | Setting::Resume
+            | Setting::Metrics
+            | Setting::Profile
+            | Setting::Plot => self.key(),
         }
     }
 }
@@ -331,6 +363,19 @@ pub trait Style {
     /// `setting` given `value` (never [`Value::Larger`] or [`Value::Smaller`], which
     /// [`Remedy::render`] words around [`Style::name`]): `.stages(1)`, `--stages 1`.
     fn set(&self, setting: Setting, value: &Value) -> String;
+
+    /// The setting as an error's facts name it, before its value or the file it gives
+    /// (`checkpoint run.st: …`, `--checkpoint run.st: …`): its words unless the front end's
+    /// user knows it by another name.
+    fn label(&self, setting: Setting) -> String {
+        setting.words().to_string()
+    }
+
+    /// A setting its caller names (the entries of a run's identity: `seed`, `batch`), as this
+    /// front end's user knows it: the name as given, unless the front end named it otherwise.
+    fn entry(&self, name: &str) -> String {
+        name.to_string()
+    }
 }
 
 /// Plain words, for a reader of neither front end: `micro_batches = 4`.

@@ -39,11 +39,28 @@ fn flag(setting: Setting) -> Option<&'static str> {
         Setting::Context => "--context",
         Setting::HeldOut => "--held-out",
         Setting::AllowNonFinite => "--allow-nonfinite-inputs",
+        Setting::Steps => "--steps",
+        Setting::Data => "--data",
+        Setting::Checkpoint => "--checkpoint",
+        Setting::Resume => "--resume",
+        Setting::Metrics => "--metrics",
+        Setting::Profile => "--profile",
+        Setting::Plot => "--plot",
+        Setting::LrSchedule => "--lr-schedule",
         _ => return None,
     })
 }
 
 impl Style for Flags {
+    /// The run identity's entries are named as the flags that set them.
+    fn entry(&self, name: &str) -> String {
+        format!("--{name}")
+    }
+
+    fn label(&self, setting: Setting) -> String {
+        flag(setting).map_or_else(|| setting.words().to_string(), str::to_string)
+    }
+
     fn name(&self, setting: Setting) -> String {
         match flag(setting) {
             Some(flag) => format!("{} ({flag})", setting.words()),
@@ -154,8 +171,8 @@ mod tests {
         );
         assert_eq!(
             label.render(&Flags),
-            "data tensors:d.st: target row 3: label 3 is not in 0..3 (--classes 3); fix the \
-             data or use --classes 4"
+            "--data tensors:d.st: target row 3: label 3 is not in 0..3 (--classes 3); fix \
+             the data or use --classes 4"
         );
     }
 }
