@@ -25,5 +25,5 @@ pub use pipetrain_tune::{
 };
 #[cfg(feature = "commands")]
 pub use session::{TableSource, TuneProgress, TuneReport, TuneSettings, tune};
-pub use table::Busy;
+pub use table::{Busy, RankingTable};
 pub use trial::{ROUNDS, Trial, trials};

@@ -5,8 +5,8 @@ use burn::prelude::*;
 use pipetrain::bench::cpu_model;
 use pipetrain::memory::Bytes;
 use pipetrain::tune::{
-    Busy, Calibration, ROUNDS, Ranking, Recompute, Space, TableSource, TuneProgress, TuneSettings,
-    cache_dir,
+    Busy, Calibration, ROUNDS, Ranking, RankingTable, Recompute, Space, TableSource, TuneProgress,
+    TuneSettings, cache_dir,
 };
 use pipetrain::{Batch, Layer, OptimizerConfig, ScheduleKind};
 
@@ -179,41 +179,20 @@ fn show(args: &TuneArgs, progress: TuneProgress<'_>) {
     }
 }
 
-/// The model flags, the counts, the top of the ranking and the first left out.
+/// The model flags, then the library's table of the ranking with each candidate's flags.
 fn print_ranking(args: &TuneArgs, ranking: &Ranking) {
     println!(
         "model flags: {}",
         flags::command_line(&flags::model(&args.train))
     );
-    println!(
-        "{} configurations: {} ranked, {} predicted like a ranked one, {} left out",
-        ranking.candidates.len() + ranking.infeasible.len() + ranking.equivalent.len(),
-        ranking.candidates.len(),
-        ranking.equivalent.len(),
-        ranking.infeasible.len()
-    );
-    if ranking.candidates.is_empty() {
-        return;
-    }
-    println!(
-        "{:>4}  {:>12}  {:>7}  {:>16}  train flags (after the model flags)",
-        "rank", "predicted/s", "bubble", "peak mem/worker"
-    );
-    let top = &ranking.candidates[..args.top.min(ranking.candidates.len())];
-    for (i, c) in top.iter().enumerate() {
-        println!(
-            "{:>4}  {:>12.1}  {:>6.1}%  {:>16}  {}",
-            i + 1,
-            c.samples_per_sec,
-            100.0 * c.bubble,
-            Bytes(c.peak_memory()).to_string(),
-            flags::command_line(&flags::knobs(c))
-        );
-    }
-    for i in ranking.infeasible.iter().take(3) {
-        println!("left out: {}: {}", i.knobs, i.reason);
-    }
-    if args.run.unwrap_or(args.top) > 0 {
+    let table = RankingTable {
+        ranking,
+        top: args.top,
+        heading: "train flags (after the model flags)",
+        settings: &|c| flags::command_line(&flags::knobs(c)),
+    };
+    print!("{table}");
+    if !ranking.candidates.is_empty() && args.run.unwrap_or(args.top) > 0 {
         println!(
             "runs: {} timed step(s) each over {ROUNDS} rounds, each round one configuration after \
              the other (one untimed step, then its timed ones), same initial weights",
