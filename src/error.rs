@@ -239,6 +239,8 @@ pub enum Error {
     Batch {
         /// The batch's index in the run, from 0.
         index: u64,
+        /// The spec of the run's [`Data`](crate::trainer::Data) it came from, if it did.
+        data: Option<String>,
         /// Why.
         reason: String,
     },
@@ -543,6 +545,12 @@ impl Error {
                 format!("{} {spec}: {problem}", style.label(Setting::Data))
             }
             Error::Renames(text) => format!("{}: {text}", style.label(Setting::Rename)),
+            Error::Batch {
+                data: Some(spec),
+                reason,
+                ..
+            } => format!("{} {spec}: {reason}", style.label(Setting::Data)),
+            Error::Batch { reason, .. } => reason.clone(),
             _ => return None,
         })
     }
@@ -846,7 +854,6 @@ impl Remedied for Error {
             }
             Error::ExportFile { path, reason } => format!("{}: {reason}", path.display()),
             Error::NonFiniteLoss { step, loss } => format!("step {step}: the loss is {loss}"),
-            Error::Batch { reason, .. } => reason.clone(),
             Error::Path {
                 name,
                 path,

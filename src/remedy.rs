@@ -57,6 +57,9 @@ impl Style for Builder {
             (Setting::Batch, v) => format!("a batch of {v} rows"),
             (Setting::AllowNonFinite, _) => "`DataSettings::allow_nonfinite`".to_string(),
             (Setting::HeldOut, v) => format!("`DataSettings::held_out` = {v}"),
+            (Setting::KeepLast, _) => "`DataSettings::keep_last`".to_string(),
+            (Setting::FileOrder, _) => "`DataSettings::shuffle` = false".to_string(),
+            (Setting::Data, _) => "loaded data (a `DataSpec` other than synthetic)".to_string(),
             (setting, v) => match method(setting) {
                 Some(method) => format!(".{method}({v})"),
                 None => format!("{} {v}", setting.words()),
@@ -95,7 +98,7 @@ fn model_or_data(setting: Setting) -> bool {
     use Setting::*;
     matches!(
         setting,
-        Model | Classes | Vocab | Context | HeldOut | AllowNonFinite
+        Model | Classes | Vocab | Context | HeldOut | AllowNonFinite | KeepLast | FileOrder | Data
     )
 }
 

@@ -103,6 +103,10 @@ pub enum Setting {
     Plot,
     /// The learning-rate schedule of a run (`constant`, `cosine`, …).
     LrSchedule,
+    /// Keeping each epoch's short last batch of a data set.
+    KeepLast,
+    /// Visiting a data set in its file order (no shuffle).
+    FileOrder,
 }
 
 impl Setting {
@@ -146,6 +150,8 @@ impl Setting {
             Setting::Profile => "profile",
             Setting::Plot => "plot",
             Setting::LrSchedule => "lr_schedule",
+            Setting::KeepLast => "keep_last",
+            Setting::FileOrder => "file_order",
         }
     }
 
@@ -180,6 +186,8 @@ impl Setting {
             Setting::HeldOut => "held-out fraction",
             Setting::AllowNonFinite => "training on non-finite inputs",
             Setting::LrSchedule => "learning-rate schedule",
+            Setting::KeepLast => "keeping the short last batch",
+            Setting::FileOrder => "file order",
             Setting::Model
             | Setting::Classes
             | Setting::Steps

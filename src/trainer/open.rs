@@ -90,6 +90,14 @@ pub struct DataSettings {
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum DataProblem {
+    /// A setting of loaded data (a held-out fraction, keeping the short last batch, the file
+    /// order) given for synthetic data, which it would not change.
+    LoadedOnly {
+        /// The setting.
+        setting: Setting,
+        /// Its value.
+        value: Value,
+    },
     /// The file or directory does not exist.
     Missing {
         /// Its path.
@@ -168,6 +176,22 @@ impl DataProblem {
     /// The facts, naming settings in `style`'s words.
     fn facts(&self, style: &dyn Style) -> String {
         match self {
+            DataProblem::LoadedOnly { setting, value } => {
+                let given = style.set(*setting, value);
+                match setting {
+                    Setting::HeldOut => format!(
+                        "{given} applies to loaded data; synthetic data holds out one batch of \
+                         {} rows ({}: none)",
+                        style.label(Setting::Batch),
+                        style.set(Setting::HeldOut, &Value::Number(0.0))
+                    ),
+                    Setting::FileOrder => format!(
+                        "{given} keeps the order of a loaded data set; synthetic data has no \
+                         order to keep"
+                    ),
+                    _ => format!("{given} applies to loaded data (synthetic data has no epochs)"),
+                }
+            }
             DataProblem::IntInputs { shape, task } => format!(
                 "the inputs are int ids of shape {shape:?} (token windows), but {} takes float \
                  inputs",
@@ -227,6 +251,10 @@ impl DataProblem {
         match self {
             DataProblem::Load(e) | DataProblem::Split(e) | DataProblem::Batching(e) => e.remedy(),
             DataProblem::Missing { .. } => None,
+            DataProblem::LoadedOnly { .. } => Some(Remedy::one_of([
+                Remedy::sentence("drop it"),
+                Remedy::set(Setting::Data, Value::Any),
+            ])),
             DataProblem::TooLarge { .. } => {
                 Some(Remedy::sentence("use a smaller data set, or a part of it"))
             }
@@ -288,21 +316,26 @@ impl Data {
     /// a non-finite value (unless allowed); a held-out fraction or batch the data cannot
     /// satisfy.
     pub fn open(spec: &DataSpec, settings: &DataSettings) -> Result<Data, Error> {
-        let path = match spec {
-            DataSpec::Synthetic => {
-                let held_out = settings.held_out.is_none();
-                let seed = settings.seed;
-                return Ok(Data::Synthetic { seed, held_out });
-            }
-            DataSpec::Mnist(dir) | DataSpec::Cifar10(dir) => dir,
-            DataSpec::Text(file) | DataSpec::Tensors(file) => file,
-        };
         let refuse = |problem| Error::Data {
             spec: spec.to_string(),
             problem,
         };
+        let Some(path) = spec.path() else {
+            let loaded_only = [
+                (settings.held_out.filter(|h| *h != 0.0))
+                    .map(|h| (Setting::HeldOut, Value::Number(h))),
+                settings.keep_last.then_some((Setting::KeepLast, Value::On)),
+                (!settings.shuffle).then_some((Setting::FileOrder, Value::On)),
+            ];
+            if let Some((setting, value)) = loaded_only.into_iter().flatten().next() {
+                return Err(refuse(DataProblem::LoadedOnly { setting, value }));
+            }
+            let held_out = settings.held_out.is_none();
+            let seed = settings.seed;
+            return Ok(Data::Synthetic { seed, held_out });
+        };
         if !path.exists() {
-            let path = path.clone();
+            let path = path.to_path_buf();
             return Err(refuse(DataProblem::Missing { path }));
         }
         // Read whole, then converted: refused before reading when memory cannot hold it.

@@ -47,6 +47,8 @@ fn flag(setting: Setting) -> Option<&'static str> {
         Setting::Profile => "--profile",
         Setting::Plot => "--plot",
         Setting::LrSchedule => "--lr-schedule",
+        Setting::KeepLast => "--keep-last",
+        Setting::FileOrder => "--no-shuffle",
         _ => return None,
     })
 }
@@ -80,6 +82,7 @@ impl Style for Flags {
             (Setting::InitFrom, Value::Any) => format!("{flag} FILE"),
             (Setting::Rename, Value::Any) => format!("{flag} REGEX=REPLACEMENT"),
             (Setting::Balance, Value::Any) => format!("{flag} N,N,..."),
+            (Setting::Data, Value::Any) => format!("{flag} SPEC"),
             (_, Value::Counts(counts)) => {
                 let counts: Vec<String> = counts.iter().map(ToString::to_string).collect();
                 format!("{flag} {}", counts.join(","))
