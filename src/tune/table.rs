@@ -6,6 +6,7 @@ use std::fmt;
 
 use pipetrain_tune::{Candidate, Ranking};
 
+#[cfg(feature = "commands")]
 use super::TuneReport;
 use crate::memory::Bytes;
 
@@ -74,6 +75,7 @@ impl fmt::Display for Busy {
     }
 }
 
+#[cfg(feature = "commands")]
 impl fmt::Display for TuneReport {
     /// Measured beside predicted for every trial run, rank by rank, and the winner; nothing
     /// without trial runs.
