@@ -91,7 +91,7 @@ pub enum DataError {
         path: PathBuf,
         /// Where the offending bytes start.
         offset: usize,
-        /// What is wrong.
+        /// What is wrong and what to do.
         message: String,
     },
 
@@ -263,7 +263,7 @@ pub enum DataError {
     Shape {
         /// What was being built, e.g. "InMemory inputs".
         what: &'static str,
-        /// What is wrong.
+        /// The facts and a remedy.
         message: String,
     },
 

@@ -274,6 +274,8 @@ pub enum Remedy {
     AllOf(Vec<Remedy>),
     /// A fix that no setting expresses, as a sentence without a flag or a builder call.
     Sentence(Cow<'static, str>),
+    /// Leave `setting` unset: it was given where it does nothing.
+    Drop(Setting),
 }
 
 impl Remedy {
@@ -319,6 +321,7 @@ impl Remedy {
             }
             Remedy::Set { .. } => format!("use {}", self.phrase(style)),
             Remedy::Sentence(text) => text.to_string(),
+            Remedy::Drop(setting) => format!("drop {}", style.label(*setting)),
         }
     }
 

@@ -251,8 +251,8 @@ impl DataProblem {
         match self {
             DataProblem::Load(e) | DataProblem::Split(e) | DataProblem::Batching(e) => e.remedy(),
             DataProblem::Missing { .. } => None,
-            DataProblem::LoadedOnly { .. } => Some(Remedy::one_of([
-                Remedy::sentence("drop it"),
+            DataProblem::LoadedOnly { setting, .. } => Some(Remedy::one_of([
+                Remedy::Drop(*setting),
                 Remedy::set(Setting::Data, Value::Any),
             ])),
             DataProblem::TooLarge { .. } => {

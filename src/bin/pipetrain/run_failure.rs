@@ -1,7 +1,7 @@
-//! The library loop's errors as `pipetrain train` reports them: the files and settings they
-//! name become the flags that set them (`checkpoint run.st` → `--checkpoint run.st`), and each
-//! is sorted into a usage error (exit 2: the command line does not fit, e.g. a `--resume` of
-//! another run) or a runtime one (exit 1).
+//! The library loop's errors as `pipetrain train` reports them: rendered in the flags' words
+//! (`error.render(&Flags)`: the files and settings they name become the flags that set them,
+//! `--checkpoint run.st`), and each sorted into a usage error (exit 2: the command line does
+//! not fit, e.g. a `--resume` of another run) or a runtime one (exit 1).
 
 use pipetrain::remedy::Style;
 use pipetrain::{CheckpointError, Error, RunFileError};
