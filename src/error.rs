@@ -233,8 +233,18 @@ pub enum Error {
     Batch {
         /// The batch's index in the run, from 0.
         index: u64,
+        /// The spec of the run's [`Data`](crate::trainer::Data) it came from, if it did.
+        data: Option<String>,
         /// Why.
         reason: String,
+    },
+    /// The run's data cannot be used ([`Data::open`](crate::trainer::Data::open)).
+    #[cfg(feature = "trainer")]
+    Data {
+        /// The data's spec, as given.
+        spec: String,
+        /// What is wrong.
+        problem: crate::trainer::DataProblem,
     },
     /// A checkpoint to resume or to take weights from holds another model, whose weights do
     /// not fit this one.
@@ -395,6 +405,10 @@ impl Error {
 
     /// Whether this is an error of a training run (crate::trainer; not a configuration).
     fn is_run(&self) -> bool {
+        #[cfg(feature = "trainer")]
+        if matches!(self, Error::Data { .. }) {
+            return true;
+        }
         matches!(
             self,
             Error::Step { .. }
@@ -426,6 +440,110 @@ impl Error {
             return true;
         }
         false
+    }
+
+    /// The facts of a run loop's error that names its files and settings, in `style`'s words
+    /// (`checkpoint run.st`, `--checkpoint run.st`).
+    fn run_facts(&self, style: &dyn Style) -> Option<String> {
+        let file = |setting, path: &std::path::Path| {
+            format!("{} {}", style.label(setting), path.display())
+        };
+        let resume = |path| file(Setting::Resume, path);
+        Some(match self {
+            Error::Step { step, source } => format!(
+                "step {step}: {}",
+                source.run_facts(style).unwrap_or_else(|| source.facts())
+            ),
+            // A checkpoint's error names its path itself.
+            Error::RunFile {
+                file: which,
+                reason: reason @ RunFileError::Checkpoint(_),
+                ..
+            } => format!("{}: {reason}", style.label(which.setting())),
+            Error::RunFile {
+                file: which,
+                path,
+                reason,
+            } => format!("{}: {reason}", file(which.setting(), path)),
+            Error::ResumeMismatch {
+                path,
+                setting,
+                saved,
+                ours,
+            } => {
+                let setting = style.entry(setting);
+                format!(
+                    "{}: the run was saved with {setting} {saved}, this one has {setting} \
+                     {ours} (the batches depend on it)",
+                    resume(path)
+                )
+            }
+            Error::ResumeSchedule { path, saved, ours } => {
+                let schedule =
+                    |s: &String| style.set(Setting::LrSchedule, &Value::Mode(s.clone().into()));
+                format!(
+                    "{}: the run was saved with {}, this one has {}: a schedule's rates follow \
+                     {} and {}, so the steps already taken would have had other rates",
+                    resume(path),
+                    schedule(saved),
+                    schedule(ours),
+                    style.label(Setting::LearningRate),
+                    style.label(Setting::Steps)
+                )
+            }
+            Error::ResumeDone { path, saved, steps } => format!(
+                "{}: the checkpoint is at step {saved} already; {} is the total",
+                resume(path),
+                style.set(Setting::Steps, &Value::Count(*steps as usize))
+            ),
+            Error::ResumeData {
+                path,
+                saved,
+                expected,
+                step,
+            } => format!(
+                "{}: the checkpoint's next data is {saved}, this data gives {expected} at step \
+                 {step}; the dataset changed",
+                resume(path)
+            ),
+            Error::CheckpointNonFinite {
+                path,
+                tensor,
+                index,
+                value,
+            } => format!(
+                "{}: not written: weight `{tensor}` element {index} is {value} after this step \
+                 (its gradients were finite)",
+                file(Setting::Checkpoint, path)
+            ),
+            Error::AfterLastGood { source, saved } => format!(
+                "{}\n{}",
+                source.run_facts(style).unwrap_or_else(|| source.facts()),
+                saved.describe(style)
+            ),
+            Error::OtherModel {
+                file: which,
+                path,
+                stored,
+                ours,
+                source,
+            } => format!(
+                "{}: the file holds {stored}, but this run builds {ours} ({source})",
+                file(which.setting(), path)
+            ),
+            #[cfg(feature = "trainer")]
+            Error::Data { spec, problem } => {
+                format!("{} {spec}: {problem}", style.label(Setting::Data))
+            }
+            Error::Renames(text) => format!("{}: {text}", style.label(Setting::Rename)),
+            Error::Batch {
+                data: Some(spec),
+                reason,
+                ..
+            } => format!("{} {spec}: {reason}", style.label(Setting::Data)),
+            Error::Batch { reason, .. } => reason.clone(),
+            _ => return None,
+        })
     }
 
     /// The facts of a configuration error (after "invalid configuration: ").
@@ -506,11 +624,18 @@ impl Remedied for Error {
     /// says what became of the checkpoint last, after the step's remedy.
     fn explain(&self, style: &dyn Style) -> String {
         if let Error::AfterLastGood { source, saved } = self {
-            return format!("{}\n{saved}", source.explain(style));
+            return format!("{}\n{}", source.explain(style), saved.describe(style));
         }
+        // Its facts name settings (the model, its classes), in the style's words too.
+        #[cfg(feature = "trainer")]
+        if let Error::Data { spec, problem } = self {
+            let data = style.label(Setting::Data);
+            return format!("{data} {spec}: {}", problem.explain(style));
+        }
+        let facts = self.run_facts(style).unwrap_or_else(|| self.facts());
         match self.remedy() {
-            Some(remedy) => format!("{}; {}", self.facts(), remedy.render(style)),
-            None => self.facts(),
+            Some(remedy) => format!("{facts}; {}", remedy.render(style)),
+            None => facts,
         }
     }
 
@@ -563,6 +688,7 @@ impl Remedied for Error {
             ))),
             Error::StateDir { .. } => Some(Remedy::sentence("give a writable directory")),
             Error::Engine(e) => e.remedy(),
+            Error::Partition(e) => e.remedy(),
             Error::Schedule(e) => e.remedy(),
             Error::Tune(e) => e.remedy(),
             Error::MemoryBudget { remedy, .. } => Some(remedy.clone()),
@@ -623,19 +749,24 @@ impl Remedied for Error {
             Error::SameFile { .. } => Some(Remedy::sentence("give each its own path")),
             Error::RunFile { reason, .. } => reason.remedy(),
             Error::Path { problem, .. } => problem.remedy(),
+            #[cfg(feature = "trainer")]
+            Error::Data { problem, .. } => problem.remedy(),
             Error::AfterLastGood { .. }
             | Error::ResumeData { .. }
             | Error::Batch { .. }
             | Error::Launch(_)
             | Error::Renames(_)
             | Error::Signals(_) => None,
-            Error::NoTuneBatch | Error::EmptyModel | Error::Partition(_) => None,
+            Error::NoTuneBatch | Error::EmptyModel => None,
         }
     }
 
     fn facts(&self) -> String {
         if let Some(facts) = self.config_facts() {
             return format!("invalid configuration: {facts}");
+        }
+        if let Some(facts) = self.run_facts(&Builder) {
+            return facts;
         }
         match self {
             Error::StateDir { path, source } => format!(
@@ -709,64 +840,7 @@ impl Remedied for Error {
                 format!("tensor `{tensor}` is {dtype}; checkpoints hold F32 weights")
             }
             Error::ExportFile { path, reason } => format!("{}: {reason}", path.display()),
-            Error::Step { step, source } => format!("step {step}: {}", source.facts()),
             Error::NonFiniteLoss { step, loss } => format!("step {step}: the loss is {loss}"),
-            Error::RunFile { file, path, reason } => {
-                format!("{file} {}: {reason}", path.display())
-            }
-            Error::ResumeMismatch {
-                path,
-                setting,
-                saved,
-                ours,
-            } => format!(
-                "resume {}: the run was saved with {setting} {saved}, this one has {setting} \
-                 {ours} (the batches depend on it)",
-                path.display()
-            ),
-            Error::ResumeSchedule { path, saved, ours } => format!(
-                "resume {}: the run was saved with lr-schedule {saved}, this one has lr-schedule \
-                 {ours}: a schedule's rates follow the learning rate and the steps, so the steps \
-                 already taken would have had other rates",
-                path.display()
-            ),
-            Error::ResumeDone { path, saved, steps } => format!(
-                "resume {}: the checkpoint is at step {saved} already; steps = {steps} is the \
-                 total",
-                path.display()
-            ),
-            Error::ResumeData {
-                path,
-                saved,
-                expected,
-                step,
-            } => format!(
-                "resume {}: the checkpoint's next data is {saved}, this data gives {expected} at \
-                 step {step}; the dataset changed",
-                path.display()
-            ),
-            Error::CheckpointNonFinite {
-                path,
-                tensor,
-                index,
-                value,
-            } => format!(
-                "checkpoint {}: not written: weight `{tensor}` element {index} is {value} after \
-                 this step (its gradients were finite)",
-                path.display()
-            ),
-            Error::AfterLastGood { source, saved } => format!("{}\n{saved}", source.facts()),
-            Error::Batch { reason, .. } => reason.clone(),
-            Error::OtherModel {
-                file,
-                path,
-                stored,
-                ours,
-                source,
-            } => format!(
-                "{file} {}: the file holds {stored}, but this run builds {ours} ({source})",
-                path.display()
-            ),
             Error::Path {
                 name,
                 path,
@@ -783,7 +857,6 @@ impl Remedied for Error {
                 other_path.display()
             ),
             Error::Launch(text) => text.clone(),
-            Error::Renames(text) => format!("rename rules: {text}"),
             Error::Signals(text) => format!("signals: {text}"),
             _ => unreachable!("every configuration error has facts"),
         }
@@ -807,6 +880,20 @@ pub enum RunFile {
     Plot,
     /// The weights file a run starts from.
     Init,
+}
+
+impl RunFile {
+    /// The setting that names the file.
+    pub fn setting(self) -> Setting {
+        match self {
+            RunFile::Checkpoint => Setting::Checkpoint,
+            RunFile::Resume => Setting::Resume,
+            RunFile::Metrics => Setting::Metrics,
+            RunFile::Profile => Setting::Profile,
+            RunFile::Plot => Setting::Plot,
+            RunFile::Init => Setting::InitFrom,
+        }
+    }
 }
 
 impl fmt::Display for RunFile {
@@ -984,36 +1071,39 @@ pub enum LastGood {
     },
 }
 
-impl fmt::Display for LastGood {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl LastGood {
+    /// What became of the checkpoint, naming it in `style`'s words (`checkpoint run.st`,
+    /// `--checkpoint run.st`).
+    pub fn describe(&self, style: &dyn Style) -> String {
+        let checkpoint = |path: &std::path::Path| {
+            format!("{} {}", style.label(Setting::Checkpoint), path.display())
+        };
         match self {
-            LastGood::Held { path, step } => write!(
-                f,
-                "checkpoint {} holds step {step}, the last good one",
-                path.display()
+            LastGood::Held { path, step } => {
+                format!("{} holds step {step}, the last good one", checkpoint(path))
+            }
+            LastGood::NoStep { path } => {
+                format!("no step completed, so {} was not written", checkpoint(path))
+            }
+            LastGood::MultiProcess { path } => {
+                format!("{} was not written (a multi-process run)", checkpoint(path))
+            }
+            LastGood::Written { path, step } => format!(
+                "no stage applied it, so {} was written with the weights of step {step}, the \
+                 last good one",
+                checkpoint(path)
             ),
-            LastGood::NoStep { path } => write!(
-                f,
-                "no step completed, so checkpoint {} was not written",
-                path.display()
-            ),
-            LastGood::MultiProcess { path } => write!(
-                f,
-                "checkpoint {} was not written (a multi-process run)",
-                path.display()
-            ),
-            LastGood::Written { path, step } => write!(
-                f,
-                "no stage applied it, so checkpoint {} was written with the weights of step \
-                 {step}, the last good one",
-                path.display()
-            ),
-            LastGood::Failed { path, step, error } => write!(
-                f,
-                "checkpoint {} of step {step} failed too: {error}",
-                path.display()
-            ),
+            LastGood::Failed { path, step, error } => {
+                format!("{} of step {step} failed too: {error}", checkpoint(path))
+            }
         }
+    }
+}
+
+impl fmt::Display for LastGood {
+    /// [`LastGood::describe`] in [`Builder`] words.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.describe(&Builder))
     }
 }
 

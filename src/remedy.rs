@@ -21,6 +21,7 @@ impl Style for Builder {
     fn name(&self, setting: Setting) -> String {
         match method(setting) {
             Some(method) => format!("{} (.{method})", setting.words()),
+            None if model_or_data(setting) => setting.words().to_string(),
             None => self.set(setting, &Value::Any),
         }
     }
@@ -54,6 +55,11 @@ impl Style for Builder {
             (Setting::Processes, v) => format!("{v} processes"),
             (Setting::Workers, v) => format!("`Space::workers` = {v}"),
             (Setting::Batch, v) => format!("a batch of {v} rows"),
+            (Setting::AllowNonFinite, _) => "`DataSettings::allow_nonfinite`".to_string(),
+            (Setting::HeldOut, v) => format!("`DataSettings::held_out` = {v}"),
+            (Setting::KeepLast, _) => "`DataSettings::keep_last`".to_string(),
+            (Setting::FileOrder, _) => "`DataSettings::shuffle` = false".to_string(),
+            (Setting::Data, _) => "loaded data (a `DataSpec` other than synthetic)".to_string(),
             (setting, v) => match method(setting) {
                 Some(method) => format!(".{method}({v})"),
                 None => format!("{} {v}", setting.words()),
@@ -84,6 +90,16 @@ fn method(setting: Setting) -> Option<&'static str> {
             | BucketBytes
     );
     builder.then(|| setting.key())
+}
+
+/// Whether `setting` is one of a run's model or data (`trainer::DataSettings`), which no
+/// builder method sets: its name is its words.
+fn model_or_data(setting: Setting) -> bool {
+    use Setting::*;
+    matches!(
+        setting,
+        Model | Classes | Vocab | Context | HeldOut | AllowNonFinite | KeepLast | FileOrder | Data
+    )
 }
 
 /// A [`ScheduleKind`](crate::ScheduleKind) variant from its plan-file name (`1f1b`).

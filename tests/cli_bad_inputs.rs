@@ -82,13 +82,13 @@ fn a_huge_label_is_refused_at_load_not_sized_into_the_model() {
     );
     // No remedy that would size a 2^31-class head: the value is corrupt.
     assert!(
-        e.contains("fix the data") && e.contains("(--classes 3)") && !e.contains("give --classes"),
+        e.contains("fix the data") && e.contains("(--classes 3)") && !e.contains("use --classes"),
         "{e}"
     );
     // A label just above --classes is refused the same way: --classes is never raised.
     let data = data_file(tmp.path(), &[0, 1, 2, 3, 0, 1, 2, 0], None);
     let e = failure_with(USAGE, &train(&data, &[]));
-    assert!(e.contains("row 3") && e.contains("give --classes 4"), "{e}");
+    assert!(e.contains("row 3") && e.contains("use --classes 4"), "{e}");
 }
 
 #[test]

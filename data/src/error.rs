@@ -1,8 +1,12 @@
 //! `DataError`: everything that can go wrong building, sampling or loading data, with the facts
-//! (file, byte offset, sizes) and a remedy.
+//! (file, byte offset, sizes) as its `Display` and what would fix it as a typed [`Remedy`] (its
+//! [`Remedied::remedy`]), which each front end words in its own style: the facade as builder
+//! calls, the `pipetrain` binary as flags.
 
 use std::fmt;
 use std::path::PathBuf;
+
+use pipetrain_schedules::remedy::{Remedied, Remedy, Setting, Value};
 
 /// The accepted forms of a [`DataSpec`](crate::DataSpec), quoted in [`DataError::BadSpec`].
 pub const ACCEPTED_SPECS: &str = "synthetic, mnist:DIR, cifar10:DIR, text:FILE, tensors:FILE";
@@ -34,8 +38,7 @@ pub enum DataError {
     /// Not a regular file (a device such as `/dev/zero`, a FIFO, a directory): a data set is
     /// read whole, and such a file has no size to check against memory first.
     #[error(
-        "{} is not a regular file (a device, FIFO or directory); data is read whole: give a \
-         data file",
+        "{} is not a regular file (a device, FIFO or directory), and data is read whole",
         path.display()
     )]
     NotAFile {
@@ -46,7 +49,7 @@ pub enum DataError {
     /// The file ends before a field or record it declares.
     #[error(
         "{}: truncated at byte offset {offset}: {what} needs {needed} bytes, only {available} \
-         left; the file is incomplete (re-download or re-extract it)",
+         left: the file is incomplete",
         path.display()
     )]
     Truncated {
@@ -114,8 +117,7 @@ pub enum DataError {
     /// An int value (a class label, a token id) outside the model's range `0..limit`: a
     /// negative one would panic a worker, a large one would widen the model.
     #[error(
-        "{data}: {part} row {row}: {} {value} is not in 0..{limit}; fix the data, or size \
-         the model for it",
+        "{data}: {part} row {row}: {} {value} is not in 0..{limit}",
         if *part == "input" { "token id" } else { "label" }
     )]
     OutOfRange {
@@ -132,10 +134,7 @@ pub enum DataError {
     },
 
     /// A NaN or infinite float value, which would make every weight NaN.
-    #[error(
-        "{data}: {part} row {row} holds {value}; every value must be finite: clean the data \
-         (replace or drop that row)"
-    )]
+    #[error("{data}: {part} row {row} holds {value}; every value must be finite")]
     NonFinite {
         /// The data (file or spec).
         data: String,
@@ -149,8 +148,7 @@ pub enum DataError {
 
     /// The images file and the labels file disagree on the number of examples.
     #[error(
-        "{} holds {images} images but {} holds {labels} labels; use the labels file that belongs \
-         to the images file (train-* with train-*, t10k-* with t10k-*)",
+        "{} holds {images} images but {} holds {labels} labels",
         images_path.display(),
         labels_path.display()
     )]
@@ -168,7 +166,7 @@ pub enum DataError {
     /// A text file too short for one window.
     #[error(
         "{}: {bytes} bytes is too short for one window of context {context} (needs at least \
-         {needed} bytes at offset 0); use a smaller context or a longer file",
+         {needed} bytes at offset 0)",
         path.display()
     )]
     TooShort {
@@ -193,8 +191,7 @@ pub enum DataError {
 
     /// A tensor the format requires is absent.
     #[error(
-        "{}: no tensor named `{name}` (found: {found:?}); save the inputs as `x` and the targets \
-         as `y`",
+        "{}: no tensor named `{name}` (found: {found:?})",
         path.display()
     )]
     MissingTensor {
@@ -240,7 +237,7 @@ pub enum DataError {
     },
 
     /// A directory holds none of the files a format expects.
-    #[error("{}: none of {expected:?} found; point at the extracted dataset directory", dir.display())]
+    #[error("{}: none of {expected:?} found", dir.display())]
     NoFiles {
         /// The directory.
         dir: PathBuf,
@@ -258,10 +255,7 @@ pub enum DataError {
     },
 
     /// `synthetic` data is generated per batch, not loaded.
-    #[error(
-        "the `synthetic` data spec has no file to load; generate batches with \
-         pipetrain_models::synthetic instead"
-    )]
+    #[error("the `synthetic` data spec has no file to load: its batches are generated")]
     SyntheticNotLoadable,
 
     /// Flat values and a shape that do not fit together, or a shape this crate cannot batch.
@@ -274,10 +268,7 @@ pub enum DataError {
     },
 
     /// A held-out fraction outside `[0, 1)`.
-    #[error(
-        "held-out fraction {held_out} is not in [0, 1); use e.g. 0.1 to hold out 10%, or 0 to \
-         train on everything"
-    )]
+    #[error("held-out fraction {held_out} is not in [0, 1)")]
     BadFraction {
         /// The fraction given.
         held_out: f64,
@@ -286,7 +277,7 @@ pub enum DataError {
     /// A split that would leave one side empty.
     #[error(
         "holding out {held_out} of {len} examples leaves {train} for training and {held} held \
-         out; both must be non-empty (use a fraction nearer 0.5 or a larger dataset)"
+         out; both must be non-empty"
     )]
     EmptySplit {
         /// Examples in the dataset.
@@ -313,7 +304,7 @@ pub enum DataError {
     /// A batch size larger than the examples one replica sees per epoch.
     #[error(
         "batch size {batch_size} exceeds the {shard} examples replica {rank} of {replicas} sees \
-         per epoch; use a batch size of at most {shard} or fewer replicas"
+         per epoch"
     )]
     BatchTooLarge {
         /// The batch size.
@@ -344,10 +335,64 @@ pub enum DataError {
 /// One crate-wide result.
 pub type Result<T, E = DataError> = std::result::Result<T, E>;
 
+/// Whether a file's first big-endian word is gzip's magic number.
+fn gzip(found: u32) -> bool {
+    found >> 16 == 0x1f8b
+}
+
 fn magic_hint(found: u32) -> &'static str {
-    if found >> 16 == 0x1f8b {
-        " (this is a gzip file: decompress it first, e.g. `gunzip FILE.gz`)"
-    } else {
-        ""
+    if gzip(found) { " (a gzip file)" } else { "" }
+}
+
+impl Remedied for DataError {
+    fn remedy(&self) -> Option<Remedy> {
+        let sentence = |text: &'static str| Some(Remedy::sentence(text));
+        match self {
+            DataError::NotAFile { .. } => sentence("give a data file"),
+            DataError::Truncated { .. } => sentence("re-download or re-extract it"),
+            DataError::BadMagic { found, .. } if gzip(*found) => {
+                sentence("decompress it first, e.g. `gunzip FILE.gz`")
+            }
+            DataError::OutOfRange { .. } => sentence("fix the data, or size the model for it"),
+            DataError::NonFinite { .. } => sentence("clean the data (replace or drop that row)"),
+            DataError::CountMismatch { .. } => sentence(
+                "use the labels file that belongs to the images file (train-* with train-*, \
+                 t10k-* with t10k-*)",
+            ),
+            DataError::TooShort { .. } => Some(Remedy::one_of([
+                Remedy::set(Setting::Context, Value::Smaller),
+                Remedy::sentence("give a longer file"),
+            ])),
+            DataError::MissingTensor { .. } => {
+                sentence("save the inputs as `x` and the targets as `y`")
+            }
+            DataError::NoFiles { .. } => sentence("point at the extracted dataset directory"),
+            DataError::SyntheticNotLoadable => {
+                sentence("generate its batches with pipetrain_models::synthetic")
+            }
+            DataError::BadFraction { .. } => Some(Remedy::one_of([
+                Remedy::set(Setting::HeldOut, Value::Number(0.1)),
+                Remedy::set(Setting::HeldOut, Value::Number(0.0)),
+            ])),
+            DataError::EmptySplit { .. } => Some(Remedy::one_of([
+                Remedy::set(Setting::HeldOut, Value::Number(0.5)),
+                Remedy::sentence("give a larger data set"),
+            ])),
+            DataError::BatchTooLarge { shard, .. } => Some(Remedy::one_of([
+                Remedy::set(Setting::Batch, Value::Count(*shard)),
+                Remedy::set(Setting::Replicas, Value::Smaller),
+            ])),
+            DataError::Io { .. }
+            | DataError::BadMagic { .. }
+            | DataError::Corrupt { .. }
+            | DataError::BadLabel { .. }
+            | DataError::Safetensors { .. }
+            | DataError::UnsupportedTensor { .. }
+            | DataError::RowMismatch { .. }
+            | DataError::BadSpec { .. }
+            | DataError::Shape { .. }
+            | DataError::BadParameter { .. }
+            | DataError::PositionOutOfRange { .. } => None,
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! `DataSpec`: which data a run trains on, as the text a user types (`mnist:data/mnist`).
 
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use crate::dataset::InMemory;
@@ -43,6 +43,23 @@ pub enum DataSpec {
 }
 
 impl DataSpec {
+    /// The file or directory the spec reads; `None` for `synthetic`.
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            DataSpec::Synthetic => None,
+            DataSpec::Mnist(dir) | DataSpec::Cifar10(dir) => Some(dir),
+            DataSpec::Text(file) | DataSpec::Tensors(file) => Some(file),
+        }
+    }
+
+    /// The single file a `text:` or `tensors:` spec reads (not a directory of files).
+    pub fn file(&self) -> Option<&Path> {
+        match self {
+            DataSpec::Text(file) | DataSpec::Tensors(file) => Some(file),
+            _ => None,
+        }
+    }
+
     /// Loads the data; `context` is the window length of `text:` specs (ignored otherwise).
     /// `synthetic` has nothing to load and is an error.
     pub fn load(&self, context: usize) -> Result<InMemory> {

@@ -182,7 +182,8 @@ fn batch_larger_than_the_shard_is_an_error_with_the_numbers() {
     }
     .build(numbered(10))
     .unwrap_err();
-    let text = err.to_string();
+    let text =
+        pipetrain_schedules::remedy::Remedied::explain(&err, &pipetrain_schedules::remedy::Plain);
     assert!(
         matches!(
             err,
@@ -194,7 +195,7 @@ fn batch_larger_than_the_shard_is_an_error_with_the_numbers() {
         ),
         "{err:?}"
     );
-    assert!(text.contains("at most 3"), "{text}");
+    assert!(text.contains("use batch = 3"), "{text}");
     assert!(LoaderConfig::new(0).build(numbered(10)).is_err());
     assert!(
         LoaderConfig {

@@ -1,11 +1,14 @@
 //! [`PartitionError`]: every way a partition or a placement can be rejected.
 //!
-//! Each variant carries the numbers that made the input bad, and its message ends with a remedy,
-//! so that the user can fix the call without reading this crate.
+//! Each variant carries the numbers that made the input bad; its message states them, and what
+//! would fix the call is a typed [`Remedy`] (its [`Remedied::remedy`]), which each front end
+//! words in its own style: the facade as builder calls (`.stages(3)`), the `pipetrain` binary as
+//! flags (`--stages 3`).
 
 use std::ops::Range;
 
 use pipetrain_schedules::StageId;
+use pipetrain_schedules::remedy::{Remedied, Remedy, Setting, Value};
 
 /// Crate-wide result type.
 pub type Result<T> = std::result::Result<T, PartitionError>;
@@ -26,14 +29,14 @@ pub type Result<T> = std::result::Result<T, PartitionError>;
 #[non_exhaustive]
 pub enum PartitionError {
     /// Zero stages were asked for.
-    #[error("cannot split {layers} layers into 0 stages; ask for at least one stage")]
+    #[error("cannot split {layers} layers into 0 stages: a partition needs at least one stage")]
     NoStages {
         /// Number of layers that were to be split.
         layers: usize,
     },
 
     /// There are no layers to split.
-    #[error("cannot split 0 layers into {stages} stages; give the partitioner at least one layer")]
+    #[error("cannot split 0 layers into {stages} stages: a partition needs at least one layer")]
     NoLayers {
         /// Number of stages that were asked for.
         stages: usize,
@@ -41,8 +44,7 @@ pub enum PartitionError {
 
     /// More stages than layers: some stage would be empty.
     #[error(
-        "cannot split {layers} layers into {stages} stages; every stage needs at least one layer: \
-         use at most {layers} stages"
+        "cannot split {layers} layers into {stages} stages: every stage needs at least one layer"
     )]
     MoreStagesThanLayers {
         /// Number of stages that were asked for.
@@ -52,10 +54,7 @@ pub enum PartitionError {
     },
 
     /// An explicit balance with no entries.
-    #[error(
-        "the balance is empty; give one layer count per stage, summing to the {layers} layers \
-         of the model"
-    )]
+    #[error("the balance is empty, but the model has {layers} layers")]
     EmptyBalance {
         /// Number of layers the balance had to cover.
         layers: usize,
@@ -71,10 +70,7 @@ pub enum PartitionError {
     },
 
     /// An explicit balance whose entries do not sum to the number of layers.
-    #[error(
-        "balance {balance:?} sums to {sum} layers but the model has {layers}; make the entries \
-         sum to {layers}"
-    )]
+    #[error("balance {balance:?} sums to {sum} layers but the model has {layers}")]
     BalanceSum {
         /// The balance as given.
         balance: Vec<usize>,
@@ -85,10 +81,7 @@ pub enum PartitionError {
     },
 
     /// A layer cost that is NaN, infinite or negative.
-    #[error(
-        "layer {layer} has {field} cost {value}; layer costs must be finite and non-negative \
-         (measure or estimate it again)"
-    )]
+    #[error("layer {layer} has {field} cost {value}; layer costs must be finite and non-negative")]
     InvalidCost {
         /// Index of the offending layer.
         layer: usize,
@@ -99,9 +92,7 @@ pub enum PartitionError {
     },
 
     /// Per-layer costs given for a different number of layers than the partition covers.
-    #[error(
-        "got costs for {costs} layers but the partition covers {layers}; give one cost per layer"
-    )]
+    #[error("got costs for {costs} layers but the partition covers {layers}")]
     CostCount {
         /// Number of costs given.
         costs: usize,
@@ -116,8 +107,7 @@ pub enum PartitionError {
     /// which the budget must grow for the requested number of stages to fit.
     #[error(
         "{stage} (layers {layers:?}) needs {needed} bytes but the memory budget is {budget} bytes \
-         (short by {short_by}) and no split into this many stages does better; raise the budget, \
-         use more stages, or cut activation memory (re-materialization, smaller micro-batches)"
+         (short by {short_by}) and no split into this many stages does better"
     )]
     OverBudget {
         /// The stage that does not fit.
@@ -135,7 +125,7 @@ pub enum PartitionError {
     /// A placement over zero replicas or zero stages.
     #[error(
         "a placement needs at least one replica and one stage, got {replicas} replicas × \
-         {stages} stages; ask for at least one of each"
+         {stages} stages"
     )]
     EmptyWorld {
         /// Number of replicas given.
@@ -145,7 +135,7 @@ pub enum PartitionError {
     },
 
     /// A round-robin placement over zero devices.
-    #[error("cannot place {workers} workers round-robin over 0 devices; give at least one device")]
+    #[error("cannot place {workers} workers round-robin over 0 devices")]
     NoDevices {
         /// Number of workers to place.
         workers: usize,
@@ -154,7 +144,7 @@ pub enum PartitionError {
     /// An explicit placement with one device per worker missing or in excess.
     #[error(
         "explicit placement lists {given} devices but {replicas} replicas × {stages} stages \
-         make {expected} workers; give exactly one device per worker, replica-major"
+         make {expected} workers, one device each"
     )]
     PlacementLength {
         /// Number of replicas.
@@ -166,4 +156,47 @@ pub enum PartitionError {
         /// Number of devices given.
         given: usize,
     },
+}
+
+impl Remedied for PartitionError {
+    fn remedy(&self) -> Option<Remedy> {
+        let count = |setting, n| Remedy::set(setting, Value::Count(n));
+        let sentence = |text: String| Some(Remedy::sentence(text));
+        match self {
+            PartitionError::NoStages { .. } => Some(count(Setting::Stages, 1)),
+            PartitionError::NoLayers { .. } => {
+                sentence("give the partitioner at least one layer".into())
+            }
+            PartitionError::MoreStagesThanLayers { layers, .. } => {
+                Some(count(Setting::Stages, *layers))
+            }
+            PartitionError::EmptyBalance { layers } => sentence(format!(
+                "give one layer count per stage, summing to {layers}"
+            )),
+            PartitionError::EmptyStage { .. } => None,
+            PartitionError::BalanceSum { layers, .. } => {
+                sentence(format!("make the entries sum to {layers}"))
+            }
+            PartitionError::InvalidCost { .. } => {
+                sentence("measure or estimate the cost again".into())
+            }
+            PartitionError::CostCount { .. } => sentence("give one cost per layer".into()),
+            PartitionError::OverBudget { needed, .. } => Some(Remedy::one_of([
+                Remedy::set(Setting::MemoryBudget, Value::Bytes(*needed)),
+                Remedy::set(Setting::Stages, Value::Larger),
+                Remedy::set(Setting::Remat, Value::mode("always")),
+                Remedy::set(Setting::MicroBatches, Value::Larger),
+            ])),
+            PartitionError::EmptyWorld { replicas, stages } => Some(Remedy::all_of(
+                [(Setting::Replicas, *replicas), (Setting::Stages, *stages)]
+                    .into_iter()
+                    .filter(|(_, n)| *n == 0)
+                    .map(|(setting, _)| count(setting, 1)),
+            )),
+            PartitionError::NoDevices { .. } => sentence("give at least one device".into()),
+            PartitionError::PlacementLength { .. } => {
+                sentence("give one device per worker, replica-major".into())
+            }
+        }
+    }
 }

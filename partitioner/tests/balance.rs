@@ -2,6 +2,7 @@
 
 use pipetrain_partitioner::{Partition, PartitionError};
 use pipetrain_schedules::StageId;
+use pipetrain_schedules::remedy::{Plain, Remedied};
 
 fn message(balance: &[usize], layers: usize) -> String {
     Partition::from_balance(balance, layers)
@@ -70,7 +71,7 @@ fn rejects_wrong_sum() {
             ..
         }
     ));
-    let msg = err.to_string();
+    let msg = err.explain(&Plain);
     assert!(msg.contains("sums to 5") && msg.contains("has 8"), "{msg}");
     assert!(msg.contains("sum to 8"), "{msg}");
     let msg = message(&[3, 3, 3], 8);
@@ -90,9 +91,9 @@ fn rejects_more_stages_than_layers() {
             layers: 3
         }
     );
-    let msg = err.to_string();
+    let msg = err.explain(&Plain);
     assert!(
-        msg.contains("3 layers into 4 stages") && msg.contains("at most 3"),
+        msg.contains("3 layers into 4 stages") && msg.contains("use stages = 3"),
         "{msg}"
     );
     let msg = message(&[1], 0);

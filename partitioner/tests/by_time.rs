@@ -2,6 +2,7 @@
 
 use pipetrain_partitioner::{LayerCost, PartitionError, partition_by_time};
 use pipetrain_schedules::StageId;
+use pipetrain_schedules::remedy::{Plain, Remedied, Remedy, Setting, Value};
 
 #[test]
 fn rejects_zero_stages() {
@@ -35,7 +36,10 @@ fn rejects_more_stages_than_layers() {
             layers: 3
         }
     );
-    assert!(err.to_string().contains("use at most 3 stages"), "{err}");
+    assert_eq!(
+        err.remedy(),
+        Some(Remedy::set(Setting::Stages, Value::Count(3)))
+    );
 }
 
 #[test]
@@ -79,14 +83,14 @@ fn over_budget_reports_how_much_is_missing() {
             short_by: 50,
         }
     );
-    let msg = err.to_string();
+    let msg = err.explain(&Plain);
     for part in [
         "stage 0",
         "0..2",
         "200 bytes",
         "150 bytes",
         "short by 50",
-        "raise the budget",
+        "use memory_budget = 200",
     ] {
         assert!(msg.contains(part), "{part:?} missing from {msg:?}");
     }

@@ -1,6 +1,7 @@
 //! `Placement`: constructors, accessors, validation and serialization.
 
 use pipetrain_partitioner::{DeviceIndex, PartitionError, Placement};
+use pipetrain_schedules::remedy::{Plain, Remedied};
 use pipetrain_schedules::{ReplicaId, StageId, WorkerId};
 
 fn worker(replica: u32, stage: u32) -> WorkerId {
@@ -77,7 +78,7 @@ fn explicit_rejects_wrong_length() {
                 given
             }
         );
-        let msg = err.to_string();
+        let msg = err.explain(&Plain);
         assert!(msg.contains(&format!("lists {given} devices")), "{msg}");
         assert!(
             msg.contains("make 6 workers") && msg.contains("one device per worker"),

@@ -24,8 +24,8 @@
 use std::borrow::Cow;
 use std::fmt;
 
-/// A setting a remedy changes: one of the pipeline's, an optimizer's, a checkpoint load's or a
-/// multi-process launch's.
+/// A setting a remedy changes: one of the pipeline's, an optimizer's, a checkpoint load's, a
+/// multi-process launch's, or a run's model and data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub enum Setting {
@@ -75,6 +75,38 @@ pub enum Setting {
     Batch,
     /// Bytes per all-reduce bucket.
     BucketBytes,
+    /// The model trained (its name: `mlp`, `gpt`).
+    Model,
+    /// Classes of a classifier (the width of its head).
+    Classes,
+    /// Token ids of a language model (its vocabulary size).
+    Vocab,
+    /// Tokens per window of a language model.
+    Context,
+    /// The fraction of a data set held out from training.
+    HeldOut,
+    /// Training on inputs with NaN or infinite values.
+    AllowNonFinite,
+    /// Optimizer steps of a run (the total, counting those of a resumed run).
+    Steps,
+    /// The run's data (its spec: `synthetic`, `text:FILE`, …).
+    Data,
+    /// The checkpoint a run writes.
+    Checkpoint,
+    /// The checkpoint a run resumes.
+    Resume,
+    /// The metrics file of a run.
+    Metrics,
+    /// The chrome trace of a run.
+    Profile,
+    /// The loss plot of a run.
+    Plot,
+    /// The learning-rate schedule of a run (`constant`, `cosine`, …).
+    LrSchedule,
+    /// Keeping each epoch's short last batch of a data set.
+    KeepLast,
+    /// Visiting a data set in its file order (no shuffle).
+    FileOrder,
 }
 
 impl Setting {
@@ -104,6 +136,22 @@ impl Setting {
             Setting::Workers => "workers",
             Setting::Batch => "batch",
             Setting::BucketBytes => "bucket_bytes",
+            Setting::Model => "model",
+            Setting::Classes => "classes",
+            Setting::Vocab => "vocab",
+            Setting::Context => "context",
+            Setting::HeldOut => "held_out",
+            Setting::AllowNonFinite => "allow_nonfinite",
+            Setting::Steps => "steps",
+            Setting::Data => "data",
+            Setting::Checkpoint => "checkpoint",
+            Setting::Resume => "resume",
+            Setting::Metrics => "metrics",
+            Setting::Profile => "profile",
+            Setting::Plot => "plot",
+            Setting::LrSchedule => "lr_schedule",
+            Setting::KeepLast => "keep_last",
+            Setting::FileOrder => "file_order",
         }
     }
 
@@ -133,6 +181,22 @@ impl Setting {
             Setting::Workers => "workers",
             Setting::Batch => "batch",
             Setting::BucketBytes => "bucket size",
+            Setting::Vocab => "vocabulary size",
+            Setting::Context => "context length",
+            Setting::HeldOut => "held-out fraction",
+            Setting::AllowNonFinite => "training on non-finite inputs",
+            Setting::LrSchedule => "learning-rate schedule",
+            Setting::KeepLast => "keeping the short last batch",
+            Setting::FileOrder => "file order",
+            Setting::Model
+            | Setting::Classes
+            | Setting::Steps
+            | Setting::Data
+            | Setting::Checkpoint
+            | Setting::Resume
+            | Setting::Metrics
+            | Setting::Profile
+            | Setting::Plot => self.key(),
         }
     }
 }
@@ -210,6 +274,8 @@ pub enum Remedy {
     AllOf(Vec<Remedy>),
     /// A fix that no setting expresses, as a sentence without a flag or a builder call.
     Sentence(Cow<'static, str>),
+    /// Leave `setting` unset: it was given where it does nothing.
+    Drop(Setting),
 }
 
 impl Remedy {
@@ -255,6 +321,7 @@ impl Remedy {
             }
             Remedy::Set { .. } => format!("use {}", self.phrase(style)),
             Remedy::Sentence(text) => text.to_string(),
+            Remedy::Drop(setting) => format!("drop {}", style.label(*setting)),
         }
     }
 
@@ -307,6 +374,19 @@ pub trait Style {
     /// `setting` given `value` (never [`Value::Larger`] or [`Value::Smaller`], which
     /// [`Remedy::render`] words around [`Style::name`]): `.stages(1)`, `--stages 1`.
     fn set(&self, setting: Setting, value: &Value) -> String;
+
+    /// The setting as an error's facts name it, before its value or the file it gives
+    /// (`checkpoint run.st: …`, `--checkpoint run.st: …`): its words unless the front end's
+    /// user knows it by another name.
+    fn label(&self, setting: Setting) -> String {
+        setting.words().to_string()
+    }
+
+    /// A setting its caller names (the entries of a run's identity: `seed`, `batch`), as this
+    /// front end's user knows it: the name as given, unless the front end named it otherwise.
+    fn entry(&self, name: &str) -> String {
+        name.to_string()
+    }
 }
 
 /// Plain words, for a reader of neither front end: `micro_batches = 4`.

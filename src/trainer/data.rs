@@ -24,6 +24,22 @@ pub struct Shapes {
     pub float_inputs: bool,
 }
 
+impl Shapes {
+    /// `(channels, side)` of image inputs `[C, H, H]`, `[H, H]` or flattened `[H·H]` (one
+    /// channel); `None` for inputs of another shape.
+    pub fn image(&self) -> Option<(usize, usize)> {
+        match self.input[..] {
+            [c, h, w] if h == w => Some((c, h)),
+            [h, w] if h == w => Some((1, h)),
+            [f] => {
+                let side = (f as f64).sqrt().round() as usize;
+                (side * side == f).then_some((1, side))
+            }
+            _ => None,
+        }
+    }
+}
+
 /// The run's data.
 pub enum Data {
     /// Seeded synthetic batches for the model.
@@ -115,12 +131,12 @@ impl Data {
     ) -> Result<Batch, Error> {
         match self {
             Data::Synthetic { seed, .. } => Ok(model.synthetic(*seed, index, rows, device)),
-            Data::Loaded { train, .. } => {
+            Data::Loaded { train, spec, .. } => {
                 let position = Position::from_step(index, train.batches_per_epoch());
                 let batch = train
                     .batch_at(position, device)
-                    .map_err(|e| batch_error(index, e))?;
-                shaped(model, index, batch)
+                    .map_err(|e| batch_error(spec, index, e))?;
+                shaped(model, spec, index, batch)
             }
         }
     }
@@ -142,14 +158,14 @@ impl Data {
                 true => vec![model.synthetic(*seed, HELD_OUT_INDEX, rows, device)],
                 false => Vec::new(),
             }),
-            Data::Loaded { held_out, .. } => {
+            Data::Loaded { held_out, spec, .. } => {
                 let indices: Vec<usize> = (0..held_out.len()).collect();
                 (0u64..)
                     .zip(indices.chunks(rows.max(1)))
                     .map(|(i, chunk)| {
-                        let batch =
-                            collate(held_out, chunk, device).map_err(|e| batch_error(i, e))?;
-                        shaped(model, i, batch)
+                        let batch = collate(held_out, chunk, device)
+                            .map_err(|e| batch_error(spec, i, e))?;
+                        shaped(model, spec, i, batch)
                     })
                     .collect()
             }
@@ -157,20 +173,21 @@ impl Data {
     }
 }
 
-/// The error of batch `index`.
-fn batch_error(index: u64, error: impl std::fmt::Display) -> Error {
+/// The error of batch `index` of the data `spec` names.
+fn batch_error(spec: &DataSpec, index: u64, error: impl std::fmt::Display) -> Error {
     Error::Batch {
         index,
+        data: Some(spec.to_string()),
         reason: error.to_string(),
     }
 }
 
 /// Batch `index` with its inputs in the model's shape.
-fn shaped(model: &Model, index: u64, batch: Batch) -> Result<Batch, Error> {
+fn shaped(model: &Model, spec: &DataSpec, index: u64, batch: Batch) -> Result<Batch, Error> {
     Ok(Batch {
         inputs: model
             .shape_inputs(batch.inputs)
-            .map_err(|e| batch_error(index, e))?,
+            .map_err(|e| batch_error(spec, index, e))?,
         targets: batch.targets,
     })
 }

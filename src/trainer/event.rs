@@ -25,6 +25,34 @@ pub struct StepRecord {
     pub report: StepReport,
 }
 
+impl StepRecord {
+    /// The step's log line: `step    3/20  loss 2.301000  ... samples/s  bubble  12.5%`, with
+    /// the all-reduce's time and overlap where replicas reduced, and the gradient guard's
+    /// norm (when `clipping`) and skip.
+    pub fn line(&self, clipping: bool) -> String {
+        let report = &self.report;
+        let overlap = report
+            .all_reduce_overlap
+            .map(|o| {
+                format!(
+                    "  all-reduce {:>6.2} ms ({:.0}% overlapped)",
+                    report.all_reduce.as_secs_f64() * 1e3,
+                    100.0 * o
+                )
+            })
+            .unwrap_or_default();
+        format!(
+            "step {:>4}/{}  loss {:.6}  {:>8.1} samples/s  bubble {:>5.1}%{overlap}{}",
+            self.step,
+            self.steps,
+            self.totals.loss,
+            self.samples_per_sec,
+            100.0 * report.bubble_fraction(),
+            self.totals.describe_guard(clipping)
+        )
+    }
+}
+
 /// Something went wrong with an output file; training goes on.
 #[derive(Debug)]
 pub enum Warning {

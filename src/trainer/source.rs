@@ -58,6 +58,7 @@ impl<D: Dataset> Source for Epochs<D> {
             .batch_at(self.position_of(index), &self.device)
             .map_err(|e| Error::Batch {
                 index,
+                data: None,
                 reason: e.to_string(),
             })
     }

@@ -2,6 +2,7 @@
 //! next to the simulator's prediction, and (with replicas) the optimizer state each worker
 //! holds.
 
+use crate::remedy::{Setting, Style, Value};
 use crate::{Layer, Pipeline, StepReport};
 
 /// Measured vs simulated bubble, compute time and peak stash of every worker in `report`, a
@@ -32,8 +33,8 @@ pub fn bubbles(report: &StepReport, replicas: usize) -> Vec<String> {
 }
 
 /// Optimizer-state bytes per worker of each stage, with and without ZeRO-1, a header line
-/// first.
-pub fn optimizer_state<L: Layer>(pipeline: &Pipeline<L>) -> Vec<String> {
+/// first; without it, the setting that turns it on in `style`'s words.
+pub fn optimizer_state<L: Layer>(pipeline: &Pipeline<L>, style: &dyn Style) -> Vec<String> {
     let mut lines = vec!["optimizer state per worker:".to_string()];
     let bytes = pipeline.optimizer_state_bytes();
     for stage in 0..pipeline.stages() {
@@ -54,9 +55,9 @@ pub fn optimizer_state<L: Layer>(pipeline: &Pipeline<L>) -> Vec<String> {
             )
         } else {
             format!(
-                "  stage {stage}: {} per worker (ZeRO-1, `.zero(1)`, shards it across the {} \
-                 replicas)",
+                "  stage {stage}: {} per worker (ZeRO-1, {}, shards it across the {} replicas)",
                 human_bytes(held),
+                style.set(Setting::Zero, &Value::Count(1)),
                 pipeline.replicas()
             )
         });

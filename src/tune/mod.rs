@@ -12,6 +12,7 @@ mod cache;
 mod measure;
 #[cfg(feature = "commands")]
 mod session;
+mod table;
 mod trial;
 
 pub use auto::{choose, default_space};
@@ -24,4 +25,5 @@ pub use pipetrain_tune::{
 };
 #[cfg(feature = "commands")]
 pub use session::{TableSource, TuneProgress, TuneReport, TuneSettings, tune};
+pub use table::{Busy, RankingTable};
 pub use trial::{ROUNDS, Trial, trials};

@@ -38,8 +38,7 @@ pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
     let model = crate::model::from_args(args, data.shapes()).map_err(Failure::usage)?;
     crate::model::check_fits(&model, args.batch, 0, 1.0).map_err(Failure::usage)?;
     let held_out = data.held_out(&model, args.batch, &device);
-    let held_out =
-        held_out.map_err(|e| crate::run_failure::of_run(crate::data::failed(&data, e)))?;
+    let held_out = held_out.map_err(crate::run_failure::of_run)?;
     let lm = model.is_language_model();
     let m = &model;
     let evaluation = match model {

@@ -2,7 +2,7 @@
 //! (the library's [`pipetrain::trainer::footprint`]), and refused with a usage error naming the
 //! flags that size it when the machine cannot give it.
 
-pub use pipetrain::trainer::footprint::{DATA_FACTOR, Estimate, available, exceeds, gib};
+pub use pipetrain::trainer::footprint::{Estimate, available, exceeds, gib};
 
 use crate::model::Model;
 

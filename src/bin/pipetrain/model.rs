@@ -170,7 +170,7 @@ fn images(
     }
     Ok(match shapes {
         None => (3, args.image),
-        Some(s) => image_shape(&s.input).ok_or_else(|| {
+        Some(s) => s.image().ok_or_else(|| {
             format!(
                 "--model {model} needs images: inputs of shape [C, H, H] or [H·H], \
                  the data has {:?}",
@@ -178,17 +178,4 @@ fn images(
             )
         })?,
     })
-}
-
-/// `(channels, side)` of image inputs `[C, H, H]`, `[H, H]` or flattened `[H·H]` (one channel).
-fn image_shape(input: &[usize]) -> Option<(usize, usize)> {
-    match *input {
-        [c, h, w] if h == w => Some((c, h)),
-        [h, w] if h == w => Some((1, h)),
-        [f] => {
-            let side = (f as f64).sqrt().round() as usize;
-            (side * side == f).then_some((1, side))
-        }
-        _ => None,
-    }
 }

@@ -1,9 +1,10 @@
-//! The library loop's errors as `pipetrain train` reports them: the files and settings they
-//! name become the flags that set them (`checkpoint run.st` → `--checkpoint run.st`), and each
-//! is sorted into a usage error (exit 2: the command line does not fit, e.g. a `--resume` of
-//! another run) or a runtime one (exit 1).
+//! The library loop's errors as `pipetrain train` reports them: rendered in the flags' words
+//! (`error.render(&Flags)`: the files and settings they name become the flags that set them,
+//! `--checkpoint run.st`), and each sorted into a usage error (exit 2: the command line does
+//! not fit, e.g. a `--resume` of another run) or a runtime one (exit 1).
 
-use pipetrain::{EngineError, Error, LastGood, RunFile, RunFileError};
+use pipetrain::remedy::Style;
+use pipetrain::{EngineError, Error, RunFileError};
 
 use crate::failure::{Failure, explain};
 use crate::style::Flags;
@@ -53,54 +54,11 @@ pub fn checkpoint_failure(message: String, error: &EngineError) -> Failure {
     }
 }
 
-/// The message of `error` with the flags that name its files and settings.
+/// The message of `error` with the flags that name its files and settings: the library's
+/// facts and remedy in [`Flags`] words, but for the flags that size a model, which only the
+/// command line knows.
 pub fn cli_message(error: &Error) -> String {
     match error {
-        Error::Step { step, source } => format!("step {step}: {}", cli_message(source)),
-        Error::AfterLastGood { source, saved } => {
-            format!("{}\n{}", cli_message(source), last_good(saved))
-        }
-        Error::RunFile {
-            file,
-            reason: RunFileError::Checkpoint(e),
-            ..
-        } => format!("--{file}: {}", explain(e)),
-        Error::Renames(e) => format!("--rename: {e}"),
-        Error::RunFile {
-            file: RunFile::Metrics,
-            path,
-            reason: RunFileError::MetricsEarlier(why),
-        } => format!(
-            "--metrics {}: {why}; give another --metrics file",
-            path.display()
-        ),
-        // The library's facts name the file as the flag does, without its dashes.
-        Error::RunFile { .. } | Error::CheckpointNonFinite { .. } | Error::ResumeData { .. } => {
-            format!("--{}", error.render(&Flags))
-        }
-        Error::ResumeMismatch {
-            path,
-            setting,
-            saved,
-            ours,
-        } => format!(
-            "--resume {}: the run was saved with --{setting} {saved}, this one has --{setting} \
-             {ours}; resume with the same --{setting} (the batches depend on it)",
-            path.display()
-        ),
-        Error::ResumeSchedule { path, saved, ours } => format!(
-            "--resume {}: the run was saved with --lr-schedule {saved}, this one has \
-             --lr-schedule {ours}: a schedule's rates follow --lr and --steps, so the steps \
-             already taken would have had other rates; resume with the saved run's --steps and \
-             --lr, or start a new run from its weights with --init {}",
-            path.display(),
-            path.display()
-        ),
-        Error::ResumeDone { path, saved, steps } => format!(
-            "--resume {}: the checkpoint is at step {saved} already; --steps {steps} is the \
-             total, give more to continue",
-            path.display()
-        ),
         Error::OtherModel {
             file,
             path,
@@ -108,7 +66,7 @@ pub fn cli_message(error: &Error) -> String {
             ours,
             source,
         } => crate::checkpoints::other_model_message(
-            &format!("--{file}"),
+            &Flags.label(file.setting()),
             path,
             stored,
             ours,
@@ -116,22 +74,6 @@ pub fn cli_message(error: &Error) -> String {
         ),
         other => explain(other),
     }
-}
-
-/// What became of `--checkpoint` when a step failed.
-fn last_good(saved: &LastGood) -> String {
-    let path = match saved {
-        LastGood::Held { path, .. }
-        | LastGood::NoStep { path }
-        | LastGood::MultiProcess { path }
-        | LastGood::Written { path, .. }
-        | LastGood::Failed { path, .. } => path.display().to_string(),
-    };
-    saved.to_string().replacen(
-        &format!("checkpoint {path}"),
-        &format!("--checkpoint {path}"),
-        1,
-    )
 }
 
 /// Whether `e` failed while writing (a full disk: runtime) rather than refusing the path.

@@ -33,11 +33,36 @@ fn flag(setting: Setting) -> Option<&'static str> {
         Setting::WorkersPerProcess => "--workers-per-process",
         Setting::Workers => "--workers",
         Setting::Batch => "--batch",
+        Setting::Model => "--model",
+        Setting::Classes => "--classes",
+        Setting::Vocab => "--vocab",
+        Setting::Context => "--context",
+        Setting::HeldOut => "--held-out",
+        Setting::AllowNonFinite => "--allow-nonfinite-inputs",
+        Setting::Steps => "--steps",
+        Setting::Data => "--data",
+        Setting::Checkpoint => "--checkpoint",
+        Setting::Resume => "--resume",
+        Setting::Metrics => "--metrics",
+        Setting::Profile => "--profile",
+        Setting::Plot => "--plot",
+        Setting::LrSchedule => "--lr-schedule",
+        Setting::KeepLast => "--keep-last",
+        Setting::FileOrder => "--no-shuffle",
         _ => return None,
     })
 }
 
 impl Style for Flags {
+    /// The run identity's entries are named as the flags that set them.
+    fn entry(&self, name: &str) -> String {
+        format!("--{name}")
+    }
+
+    fn label(&self, setting: Setting) -> String {
+        flag(setting).map_or_else(|| setting.words().to_string(), str::to_string)
+    }
+
     fn name(&self, setting: Setting) -> String {
         match flag(setting) {
             Some(flag) => format!("{} ({flag})", setting.words()),
@@ -57,6 +82,7 @@ impl Style for Flags {
             (Setting::InitFrom, Value::Any) => format!("{flag} FILE"),
             (Setting::Rename, Value::Any) => format!("{flag} REGEX=REPLACEMENT"),
             (Setting::Balance, Value::Any) => format!("{flag} N,N,..."),
+            (Setting::Data, Value::Any) => format!("{flag} SPEC"),
             (_, Value::Counts(counts)) => {
                 let counts: Vec<String> = counts.iter().map(ToString::to_string).collect();
                 format!("{flag} {}", counts.join(","))
@@ -113,6 +139,43 @@ mod tests {
             error.render(&Flags),
             "stages = 0: a pipeline needs at least one stage (1 runs without pipelining); use \
              --stages 1"
+        );
+    }
+
+    /// The partitioner's and the data's typed remedies, in either front end's words.
+    #[test]
+    fn partition_and_data_remedies_render_both_ways() {
+        use pipetrain::partitioner::PartitionError;
+        use pipetrain::trainer::{DataProblem, Task};
+
+        let split = pipetrain::Error::from(PartitionError::MoreStagesThanLayers {
+            stages: 5,
+            layers: 3,
+        });
+        let facts = "cannot split 3 layers into 5 stages: every stage needs at least one layer";
+        assert_eq!(split.render(&Builder), format!("{facts}; use .stages(3)"));
+        assert_eq!(split.render(&Flags), format!("{facts}; use --stages 3"));
+        let label = pipetrain::Error::Data {
+            spec: "tensors:d.st".into(),
+            problem: DataProblem::OutOfRange {
+                part: "target",
+                row: 3,
+                value: 3,
+                task: Task::Classify {
+                    model: "mlp".into(),
+                    classes: 3,
+                },
+            },
+        };
+        assert_eq!(
+            label.render(&Builder),
+            "data tensors:d.st: target row 3: label 3 is not in 0..3 (classes 3); fix the data \
+             or use classes 4"
+        );
+        assert_eq!(
+            label.render(&Flags),
+            "--data tensors:d.st: target row 3: label 3 is not in 0..3 (--classes 3); fix \
+             the data or use --classes 4"
         );
     }
 }

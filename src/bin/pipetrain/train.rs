@@ -10,8 +10,8 @@ use burn::prelude::*;
 use pipetrain::engine::SingleDevice;
 use pipetrain::profile::Profile;
 use pipetrain::trainer::{
-    Distributed, Event, Mode, Reference, Shared, Signal, Source, StepRecord, Stop, Trainer,
-    TrainerSettings, summary,
+    Distributed, Event, Mode, Reference, Shared, Signal, Source, Stop, Trainer, TrainerSettings,
+    summary,
 };
 use pipetrain::{Batch, Layer, OptimizerConfig, Remat, Tie};
 
@@ -35,10 +35,10 @@ use crate::run_failure::{cli_message, of_run};
 pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
     // Output files are written at the end: a bad destination must fail now, not after training;
     // and no output may be another flag's file.
-    let data = data_file(args);
+    let data = args.data.parse::<pipetrain_data::DataSpec>().ok();
     paths::distinct(
         &[
-            ("--data", data.as_deref()),
+            ("--data", data.as_ref().and_then(|d| d.file())),
             ("--config", args.config.as_deref()),
             ("--plan", args.plan.as_deref()),
             ("--init", args.init.as_deref()),
@@ -120,14 +120,6 @@ pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
         }
     }
     result
-}
-
-/// The file `--data` reads (`tensors:F`, `text:F`), if it names one.
-fn data_file(args: &TrainArgs) -> Option<std::path::PathBuf> {
-    match args.data.parse() {
-        Ok(pipetrain_data::DataSpec::Tensors(f) | pipetrain_data::DataSpec::Text(f)) => Some(f),
-        _ => None,
-    }
 }
 
 /// The settings every model trains with, checked once.
@@ -236,10 +228,13 @@ struct Batches<'a> {
 impl Source for Batches<'_> {
     fn batch(&self, index: u64) -> pipetrain::Result<Batch> {
         let s = self.s;
-        let batch = s.data.batch(&s.model, index, s.args.batch, &s.device);
-        let batch = batch.map_err(|e| crate::data::failed(&s.data, e))?;
-        crate::model::cut_to_length(s.args, index, batch)
-            .map_err(|reason| pipetrain::Error::Batch { index, reason })
+        let batch = s.data.batch(&s.model, index, s.args.batch, &s.device)?;
+        let cut = crate::model::cut_to_length(s.args, index, batch);
+        cut.map_err(|reason| pipetrain::Error::Batch {
+            index,
+            data: None,
+            reason,
+        })
     }
 
     fn position(&self, index: u64) -> String {
@@ -344,14 +339,10 @@ fn train_with<L: Layer>(
         summary = summary::bubbles(report, pipeline.replicas());
     }
     if pipeline.replicas() > 1 && dist.is_none() {
-        summary.extend(summary::optimizer_state(&pipeline));
+        summary.extend(summary::optimizer_state(&pipeline, &crate::style::Flags));
     }
     for line in summary {
-        // The library names its API (`.zero(1)`), the user typed flags.
-        println!(
-            "{}",
-            line.replace("ZeRO-1, `.zero(1)`, shards", "--zero 1 shards")
-        );
+        println!("{line}");
     }
     let title = format!(
         "pipetrain: {}, {} stages × {} replicas, {} lr {}, {}",
@@ -365,7 +356,7 @@ fn train_with<L: Layer>(
     let curve = pipetrain::plot::Curve::new(&title, &outcome.losses, &outcome.rates);
     let plot = args.plot.as_deref().map(|path| (path, curve));
     let held_out = s.data.held_out(&s.model, args.batch, &s.device);
-    let held_out = held_out.map_err(|e| of_run(crate::data::failed(&s.data, e)))?;
+    let held_out = held_out.map_err(of_run)?;
     crate::outcome::verify_and_evaluate(
         &mut pipeline,
         outcome.gathered.as_deref(),
@@ -441,7 +432,7 @@ fn report<L: Layer>(event: Event<'_, L>, progress: &Progress, args: &TrainArgs) 
             crate::schedule::warn_fused(pipeline, p);
         }
         Event::Step(record) => progress.step(
-            &step_line(record, args.clip_grad_norm.is_some()),
+            &record.line(args.clip_grad_norm.is_some()),
             record.totals.loss,
             record.samples_per_sec,
         ),
@@ -459,30 +450,6 @@ fn report<L: Layer>(event: Event<'_, L>, progress: &Progress, args: &TrainArgs) 
             eprintln!("test hook: {signal} arrived during step {step}");
         }
     }
-}
-
-/// A step's log line: `step    3/20  loss 2.301  ... samples/s  bubble ...`.
-fn step_line(r: &StepRecord, clipping: bool) -> String {
-    let overlap = r
-        .report
-        .all_reduce_overlap
-        .map(|o| {
-            format!(
-                "  all-reduce {:>6.2} ms ({:.0}% overlapped)",
-                r.report.all_reduce.as_secs_f64() * 1e3,
-                100.0 * o
-            )
-        })
-        .unwrap_or_default();
-    format!(
-        "step {:>4}/{}  loss {:.6}  {:>8.1} samples/s  bubble {:>5.1}%{overlap}{}",
-        r.step,
-        r.steps,
-        r.totals.loss,
-        r.samples_per_sec,
-        100.0 * r.report.bubble_fraction(),
-        r.totals.describe_guard(clipping)
-    )
 }
 
 /// Ends a run that `signal` stopped after `step` optimizer steps: says on stderr what was

@@ -5,7 +5,7 @@ use burn::prelude::*;
 use pipetrain::bench::cpu_model;
 use pipetrain::memory::Bytes;
 use pipetrain::tune::{
-    Calibration, ROUNDS, Ranking, Recompute, Space, TableSource, TuneProgress, TuneReport,
+    Busy, Calibration, ROUNDS, Ranking, RankingTable, Recompute, Space, TableSource, TuneProgress,
     TuneSettings, cache_dir,
 };
 use pipetrain::{Batch, Layer, OptimizerConfig, ScheduleKind};
@@ -133,14 +133,10 @@ fn tune<L: Layer>(cx: &Context<'_>, layers: Vec<L>) -> Result<Exit, Failure> {
         show(args, p);
     })
     .map_err(|e| match e {
-        e @ pipetrain::Error::TuneNothingFits { .. } => Failure::usage(format!(
-            "{e}\ngive a larger --memory-budget, allow --remat always, or more --workers"
-        )),
+        e @ pipetrain::Error::TuneNothingFits { .. } => Failure::usage(e),
         e => Failure::of_build(e),
     })?;
-    if !report.trials.is_empty() {
-        print_trials(&report);
-    }
+    print!("{report}");
     if let Some(path) = &args.apply {
         let winner = report.winner();
         let mut pairs = flags::model(train);
@@ -173,7 +169,7 @@ fn show(args: &TuneArgs, progress: TuneProgress<'_>) {
         }) => match cached {
             Some(Ok(path)) => println!(
                 "cost table: measured at {rows:?} rows per micro-batch in {seconds:.1}s{}, cached {}",
-                busy(*others),
+                Busy(*others),
                 path.display()
             ),
             Some(Err(why)) => eprintln!("warning: cost table not cached at {why}"),
@@ -183,86 +179,24 @@ fn show(args: &TuneArgs, progress: TuneProgress<'_>) {
     }
 }
 
-/// The model flags, the counts, the top of the ranking and the first left out.
+/// The model flags, then the library's table of the ranking with each candidate's flags.
 fn print_ranking(args: &TuneArgs, ranking: &Ranking) {
     println!(
         "model flags: {}",
         flags::command_line(&flags::model(&args.train))
     );
-    println!(
-        "{} configurations: {} ranked, {} predicted like a ranked one, {} left out",
-        ranking.candidates.len() + ranking.infeasible.len() + ranking.equivalent.len(),
-        ranking.candidates.len(),
-        ranking.equivalent.len(),
-        ranking.infeasible.len()
-    );
-    if ranking.candidates.is_empty() {
-        return;
-    }
-    println!(
-        "{:>4}  {:>12}  {:>7}  {:>16}  train flags (after the model flags)",
-        "rank", "predicted/s", "bubble", "peak mem/worker"
-    );
-    let top = &ranking.candidates[..args.top.min(ranking.candidates.len())];
-    for (i, c) in top.iter().enumerate() {
-        println!(
-            "{:>4}  {:>12.1}  {:>6.1}%  {:>16}  {}",
-            i + 1,
-            c.samples_per_sec,
-            100.0 * c.bubble,
-            Bytes(c.peak_memory()).to_string(),
-            flags::command_line(&flags::knobs(c))
-        );
-    }
-    for i in ranking.infeasible.iter().take(3) {
-        println!("left out: {}: {}", i.knobs, i.reason);
-    }
-    if args.run.unwrap_or(args.top) > 0 {
+    let table = RankingTable {
+        ranking,
+        top: args.top,
+        heading: "train flags (after the model flags)",
+        settings: &|c| flags::command_line(&flags::knobs(c)),
+    };
+    print!("{table}");
+    if !ranking.candidates.is_empty() && args.run.unwrap_or(args.top) > 0 {
         println!(
             "runs: {} timed step(s) each over {ROUNDS} rounds, each round one configuration after \
              the other (one untimed step, then its timed ones), same initial weights",
             args.run_steps,
         );
     }
-}
-
-/// Measured beside predicted for every trial run, and the winner.
-fn print_trials(report: &TuneReport) {
-    println!(
-        "{:>4}  {:>12}  {:>11}  {:>9}  {:>16}  {:>16}",
-        "rank", "predicted/s", "measured/s", "meas/pred", "predicted peak", "measured peak"
-    );
-    for (i, (c, t)) in report
-        .ranking
-        .candidates
-        .iter()
-        .zip(&report.trials)
-        .enumerate()
-    {
-        println!(
-            "{:>4}  {:>12.1}  {:>11.1}  {:>9.2}  {:>16}  {:>16}",
-            i + 1,
-            c.samples_per_sec,
-            t.samples_per_sec,
-            t.samples_per_sec / c.samples_per_sec,
-            Bytes(c.peak_memory()).to_string(),
-            Bytes(t.peak_memory).to_string()
-        );
-    }
-    println!("runs done{}", busy(report.trials_others));
-    let rate = report.trials[report.winner].samples_per_sec;
-    println!(
-        "winner: rank {}, {} ({rate:.1} samples/s measured); the top prediction measured \
-         {:.1}% of it",
-        report.winner + 1,
-        report.winner().knobs,
-        100.0 * report.trials[0].samples_per_sec / rate
-    );
-}
-
-/// ` (other processes kept N cores busy meanwhile)`, or nothing without /proc.
-fn busy(others: Option<f64>) -> String {
-    others.map_or(String::new(), |c| {
-        format!(" (other processes kept {c:.2} cores busy meanwhile)")
-    })
 }
