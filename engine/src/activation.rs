@@ -290,20 +290,20 @@ impl fmt::Display for Activation {
 /// same handle (moved to `device`); on a GPU a copy made through host memory on the receiving
 /// thread, so that no device buffer is shared between worker threads.
 ///
-/// ## Why (burn 0.22.1, burn-fusion, cubecl 0.11.3)
-/// Sharing one device buffer between threads is not safe there. burn-fusion aliases a tensor
-/// that crosses threads onto the same buffer; a fused kernel writes its output into an input's
-/// buffer whenever the handle count allows (`burn-cubecl-fusion` `launch/input.rs`,
-/// `cubecl-runtime` `handle.rs` `can_mut`), counting live handles but not kernels that another
-/// thread has queued and not yet run; and a stream only waits for another when a buffer was
-/// allocated on that other stream. So once the receiving thread drops its alias, the sender may
-/// overwrite a buffer that a kernel queued by the receiver still reads; and a tensor used from
-/// another thread drains the owner's fusion queue at a moment that depends on timing, which
-/// changes where fused kernels are cut and so their rounding. A first H200 run showed both
-/// kinds of symptom: replicas that drift apart under the all-reduce, and one 2-stage ResNet run
-/// off by 7.6e-2 (`shared/reference/cuda-offline/notes.md`). The copy costs one device-to-host
-/// and one host-to-device transfer of each received tensor; a device-side copy ordered by a
-/// stream event would be cheaper, and needs an API burn 0.22.1 does not expose.
+/// ## Why (burn 0.22.1, cubecl 0.11.3)
+/// Sharing one device buffer between threads was suspected unsafe there: an operation writes its
+/// output into an input's buffer whenever the handle count allows (`cubecl-runtime` `handle.rs`
+/// `can_mut`), counting live handles but not kernels that another thread has queued and not yet
+/// run, and a stream only waits for another when a buffer was allocated on that other stream.
+/// (An earlier reading also blamed burn-fusion; pipetrain's `cuda` feature does not build it.)
+/// A first H200 run showed replicas that drift apart under the all-reduce and one 2-stage ResNet
+/// run off by 7.6e-2 (`shared/reference/cuda-offline/notes.md`).
+///
+/// Measured on an H100 with this copy (docs/gpu.md, 2026-11-26): the ResNet runs were exact (8
+/// of 8), but the replica drift remains (8 of 12 runs of one command), so the copy is not its
+/// fix. The copy costs one device-to-host and one host-to-device transfer of each received
+/// tensor; a device-side copy ordered by a stream event would be cheaper, and needs an API burn
+/// 0.22.1 does not expose.
 pub(crate) fn receive<const D: usize, K>(t: Tensor<D, K>, device: &Device) -> Tensor<D, K>
 where
     K: burn::tensor::kind::Basic,
