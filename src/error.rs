@@ -168,7 +168,7 @@ pub enum Error {
         /// Its path.
         path: PathBuf,
         /// Why.
-        reason: RunFileError,
+        reason: RunFileProblem,
     },
     /// The checkpoint to resume was saved by a run with another value of a setting the
     /// batches depend on.
@@ -457,7 +457,7 @@ impl Error {
             // A checkpoint's error names its path itself.
             Error::RunFile {
                 file: which,
-                reason: reason @ RunFileError::Checkpoint(_),
+                reason: reason @ RunFileProblem::Checkpoint(_),
                 ..
             } => format!("{}: {reason}", style.label(which.setting())),
             Error::RunFile {
@@ -912,7 +912,7 @@ impl fmt::Display for RunFile {
 /// Why a [`RunFile`] failed: a fact of [`Error::RunFile`].
 #[derive(Debug)]
 #[non_exhaustive]
-pub enum RunFileError {
+pub enum RunFileProblem {
     /// The destination is refused or could not be written ([`engine::output`](crate::engine::output)).
     Output(EngineError),
     /// Reading or writing failed.
@@ -936,14 +936,14 @@ pub enum RunFileError {
     },
 }
 
-impl RunFileError {
+impl RunFileProblem {
     /// What would fix it, if anything is known.
     fn remedy(&self) -> Option<Remedy> {
         match self {
-            RunFileError::Checkpoint(e) => e.remedy(),
-            RunFileError::MetricsFormat => Some(Remedy::sentence("name the file *.csv or *.jsonl")),
-            RunFileError::MetricsEarlier(_) => Some(Remedy::sentence("give another metrics file")),
-            RunFileError::AmbiguousLayout { .. } => Some(Remedy::sentence(
+            RunFileProblem::Checkpoint(e) => e.remedy(),
+            RunFileProblem::MetricsFormat => Some(Remedy::sentence("name the file *.csv or *.jsonl")),
+            RunFileProblem::MetricsEarlier(_) => Some(Remedy::sentence("give another metrics file")),
+            RunFileProblem::AmbiguousLayout { .. } => Some(Remedy::sentence(
                 "save it with `safetensors.torch.save_file` (it records format=pt) or burn's \
                  store (it records producer=burn), or add that metadata",
             )),
@@ -952,15 +952,15 @@ impl RunFileError {
     }
 }
 
-impl fmt::Display for RunFileError {
+impl fmt::Display for RunFileProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            RunFileError::Output(e) => e.fmt(f),
-            RunFileError::Io(e) => e.fmt(f),
-            RunFileError::Checkpoint(e) => f.write_str(&e.facts()),
-            RunFileError::MetricsFormat => f.write_str("unknown format"),
-            RunFileError::MetricsEarlier(text) | RunFileError::Invalid(text) => f.write_str(text),
-            RunFileError::AmbiguousLayout { tensor, shape } => write!(
+            RunFileProblem::Output(e) => e.fmt(f),
+            RunFileProblem::Io(e) => e.fmt(f),
+            RunFileProblem::Checkpoint(e) => f.write_str(&e.facts()),
+            RunFileProblem::MetricsFormat => f.write_str("unknown format"),
+            RunFileProblem::MetricsEarlier(text) | RunFileProblem::Invalid(text) => f.write_str(text),
+            RunFileProblem::AmbiguousLayout { tensor, shape } => write!(
                 f,
                 "tensor `{tensor}` {shape:?} and every other matrix is square, so the file fits \
                  PyTorch's [out, in] layout and burn's [in, out] alike"
@@ -969,17 +969,17 @@ impl fmt::Display for RunFileError {
     }
 }
 
-impl From<EngineError> for RunFileError {
+impl From<EngineError> for RunFileProblem {
     /// A checkpoint's error (a destination's, from [`engine::output`](crate::engine::output), is
-    /// [`RunFileError::Output`], given explicitly).
+    /// [`RunFileProblem::Output`], given explicitly).
     fn from(e: EngineError) -> Self {
-        RunFileError::Checkpoint(e)
+        RunFileProblem::Checkpoint(e)
     }
 }
 
-impl From<std::io::Error> for RunFileError {
+impl From<std::io::Error> for RunFileProblem {
     fn from(e: std::io::Error) -> Self {
-        RunFileError::Io(e)
+        RunFileProblem::Io(e)
     }
 }
 

@@ -64,7 +64,7 @@ pub mod trainer;
 pub mod tune;
 
 pub use builder::PipelineBuilder;
-pub use error::{Error, LastGood, PathProblem, Result, RunFile, RunFileError};
+pub use error::{Error, LastGood, PathProblem, Result, RunFile, RunFileProblem};
 pub use lr_schedule::{Decay, LrSchedule};
 pub use pipeline::Pipeline;
 pub use report::{StageReport, StepReport};

@@ -17,7 +17,7 @@ use std::sync::Once;
 
 use pipetrain_engine::output::AtomicFile;
 
-use crate::{Error, RunFile, RunFileError};
+use crate::{Error, RunFile, RunFileProblem};
 
 use plotters::prelude::*;
 use plotters::style::{FontStyle, register_font};
@@ -108,7 +108,7 @@ fn failed(path: &Path, reason: impl std::fmt::Display) -> Error {
     Error::RunFile {
         file: RunFile::Plot,
         path: path.to_path_buf(),
-        reason: RunFileError::Invalid(reason.to_string()),
+        reason: RunFileProblem::Invalid(reason.to_string()),
     }
 }
 

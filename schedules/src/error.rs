@@ -1,7 +1,7 @@
 //! The crate's error type.
 
 use crate::remedy::{Remedied, Remedy, Setting, Value};
-use crate::validate::ValidationError;
+use crate::validate::InvalidPlan;
 
 /// Everything that can go wrong while building, parsing or checking a plan. `Display` states
 /// the facts; [`Remedied::remedy`] says what would fix them.
@@ -75,9 +75,9 @@ pub enum ScheduleError {
     /// A plan read from a file that breaks a rule, with where in the file.
     #[error(
         "plan file line {line}, column {column} (`{}`): {}\n{}",
-        source.action,
-        source.violation,
-        source.grid
+        finding.action,
+        finding.violation,
+        finding.grid
     )]
     PlanFile {
         /// 1-based line of the failing action's stage.
@@ -85,7 +85,7 @@ pub enum ScheduleError {
         /// 1-based column (CSV cell or word) of the failing action.
         column: usize,
         /// The validator's finding.
-        source: Box<ValidationError>,
+        finding: Box<InvalidPlan>,
     },
     /// A given plan whose shape differs from the pipeline's.
     #[error(
@@ -124,8 +124,8 @@ pub enum ScheduleError {
         stages: usize,
     },
     /// A plan that breaks a rule (see [`crate::validate`]).
-    #[error(transparent)]
-    Invalid(#[from] Box<ValidationError>),
+    #[error("{0}")]
+    Invalid(Box<InvalidPlan>),
 }
 
 /// The crate's result type.

@@ -58,4 +58,4 @@ pub use remedy::{Remedied, Remedy};
 pub use schedule::Schedule;
 pub use simulate::{Costs, Simulation, StageSimulation, peak_stash, simulate};
 pub use skip::{SkipRoute, route_skips};
-pub use validate::{ValidationError, Violation, validate, validate_inference};
+pub use validate::{InvalidPlan, Violation, validate, validate_inference};

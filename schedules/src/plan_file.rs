@@ -136,7 +136,7 @@ impl PlanFile {
                 ScheduleError::PlanFile {
                     line: *line,
                     column,
-                    source: invalid,
+                    finding: invalid,
                 }
             }
             other => other,

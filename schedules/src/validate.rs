@@ -25,10 +25,10 @@ use crate::plan::Plan;
 use crate::render;
 pub use crate::violation::Violation;
 
-/// Where and why a plan is invalid, with the program grid marking the failing step.
-#[derive(Clone, Debug, thiserror::Error)]
-#[error("invalid plan: {stage}, step {step} (`{action}`): {violation}\n{grid}")]
-pub struct ValidationError {
+/// Where and why a plan is invalid, with the program grid marking the failing step: the facts
+/// of [`ScheduleError::Invalid`] and [`ScheduleError::PlanFile`].
+#[derive(Clone, Debug)]
+pub struct InvalidPlan {
     /// The program (row) that breaks the rule: the stage's, or the rank's when ranks hold
     /// several stages.
     pub stage: StageId,
@@ -40,6 +40,16 @@ pub struct ValidationError {
     pub violation: Violation,
     /// The program grid with the failing step marked.
     pub grid: String,
+}
+
+impl std::fmt::Display for InvalidPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "invalid plan: {}, step {} (`{}`): {}\n{}",
+            self.stage, self.step, self.action, self.violation, self.grid
+        )
+    }
 }
 
 /// Checks every rule; the first failure is returned.
@@ -79,7 +89,7 @@ enum Purpose {
 fn report(plan: &Plan, checked: std::result::Result<(), Failure>) -> Result<()> {
     checked.map_err(|(stage, step, action, violation)| {
         let grid = render::programs(plan, Some((stage, step)));
-        ScheduleError::Invalid(Box::new(ValidationError {
+        ScheduleError::Invalid(Box::new(InvalidPlan {
             stage,
             step,
             action,

@@ -25,10 +25,10 @@ use tracing_subscriber::prelude::*;
 
 use crate::profile::trace::{Tracks, post_process_into};
 use crate::trainer::Warning;
-use crate::{Error, RunFile, RunFileError};
+use crate::{Error, RunFile, RunFileProblem};
 
 /// The trace's error at `path`.
-fn trace_error(path: &Path, reason: RunFileError) -> Error {
+fn trace_error(path: &Path, reason: RunFileProblem) -> Error {
     Error::RunFile {
         file: RunFile::Profile,
         path: path.to_path_buf(),
@@ -52,14 +52,14 @@ impl Profile {
     ///
     /// # Errors
     /// [`Error::RunFile`]: `path` is not a regular file or a new name in a writable directory
-    /// ([`RunFileError::Output`]); a global `tracing` subscriber is already installed.
+    /// ([`RunFileProblem::Output`]); a global `tracing` subscriber is already installed.
     pub fn start(
         path: &Path,
         on_warning: impl Fn(&Warning) + Send + 'static,
     ) -> Result<Self, Error> {
-        output::probe(path).map_err(|e| trace_error(path, RunFileError::Output(e)))?;
+        output::probe(path).map_err(|e| trace_error(path, RunFileProblem::Output(e)))?;
         let raw = TempFile::beside(path, ".raw.tmp")
-            .map_err(|e| trace_error(path, RunFileError::Output(e)))?;
+            .map_err(|e| trace_error(path, RunFileProblem::Output(e)))?;
         let file = raw
             .as_file()
             .try_clone()
@@ -78,7 +78,7 @@ impl Profile {
         tracing_subscriber::registry()
             .with(layer)
             .try_init()
-            .map_err(|e| trace_error(path, RunFileError::Invalid(e.to_string())))?;
+            .map_err(|e| trace_error(path, RunFileProblem::Invalid(e.to_string())))?;
         Ok(Self {
             path: path.to_path_buf(),
             raw,
@@ -104,7 +104,7 @@ impl Profile {
         } = self;
         drop(guard); // writes the closing `]` and joins the writer thread
         let fail =
-            |e: &dyn std::fmt::Display| trace_error(&path, RunFileError::Invalid(e.to_string()));
+            |e: &dyn std::fmt::Display| trace_error(&path, RunFileProblem::Invalid(e.to_string()));
         if failed.lock().unwrap_or_else(|p| p.into_inner()).is_some() {
             return Ok(None);
         }

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use crate::trainer::identity::{DATA_POSITION, LR_SCHEDULE};
 use crate::trainer::{Processes, RunIdentity};
-use crate::{Checkpoint, EngineError, Error, Layer, Pipeline, RunFile, RunFileError};
+use crate::{Checkpoint, EngineError, Error, Layer, Pipeline, RunFile, RunFileProblem};
 
 /// Saves `pipeline` (this process's share of it under `processes`) to `path`, with the run's
 /// `identity` and `position`, the next training batch's.
@@ -67,7 +67,7 @@ pub fn resume<L: Layer>(
     identity: &RunIdentity,
     steps: u64,
 ) -> Result<Resumed, Error> {
-    let failed = |reason: RunFileError| Error::RunFile {
+    let failed = |reason: RunFileProblem| Error::RunFile {
         file: RunFile::Resume,
         path: path.to_path_buf(),
         reason,
@@ -91,7 +91,7 @@ pub fn resume<L: Layer>(
                 None => failed(e.into()),
             }
         }
-        other => failed(RunFileError::Invalid(other.to_string())),
+        other => failed(RunFileProblem::Invalid(other.to_string())),
     })?;
     for (name, ours) in identity.entries() {
         let saved = progress.extra.get(name).map(String::as_str);

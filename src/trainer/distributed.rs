@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use crate::engine::checkpoint;
 use crate::trainer::Processes;
-use crate::{Checkpoint, Error, Layer, Pipeline, RunFile, RunFileError, schedules::WorkerId};
+use crate::{Checkpoint, Error, Layer, Pipeline, RunFile, RunFileProblem, schedules::WorkerId};
 
 /// How this process was launched, and what every process must agree on.
 #[derive(Clone)]
@@ -215,7 +215,7 @@ impl Distributed {
     /// # Errors
     /// [`Error::RunFile`] ([`RunFile::Resume`]): rank 0 cannot read it, or it is no checkpoint.
     pub fn broadcast_checkpoint(&self, path: &Path) -> Result<Checkpoint, Error> {
-        let failed = |reason: RunFileError| Error::RunFile {
+        let failed = |reason: RunFileProblem| Error::RunFile {
             file: RunFile::Resume,
             path: path.to_path_buf(),
             reason,

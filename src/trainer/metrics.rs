@@ -24,7 +24,7 @@ use pipetrain_engine::output::AtomicFile;
 use serde_json::{Map, Value, json};
 
 use crate::trainer::{StepRecord, Warning};
-use crate::{Error, RunFile, RunFileError};
+use crate::{Error, RunFile, RunFileProblem};
 
 /// One optimizer step's row.
 #[derive(Clone, Debug, Default)]
@@ -124,12 +124,12 @@ impl Metrics {
     /// resumed run), the rows of an existing file up to the resumed step are kept.
     ///
     /// # Errors
-    /// [`Error::RunFile`]: an extension other than `.csv` or `.jsonl` ([`RunFileError::MetricsFormat`]),
+    /// [`Error::RunFile`]: an extension other than `.csv` or `.jsonl` ([`RunFileProblem::MetricsFormat`]),
     /// a path that is not a regular file (a FIFO, a device, a symbolic link) or not in a
-    /// writable directory, or another I/O error ([`RunFileError::Output`]).
+    /// writable directory, or another I/O error ([`RunFileProblem::Output`]).
     pub fn create(path: &Path, append: bool) -> Result<Self, Error> {
         let format = Self::check_format(path)?;
-        let out = AtomicFile::create(path).map_err(|e| failed(path, RunFileError::Output(e)))?;
+        let out = AtomicFile::create(path).map_err(|e| failed(path, RunFileProblem::Output(e)))?;
         Ok(Self {
             path: path.to_path_buf(),
             format,
@@ -143,12 +143,12 @@ impl Metrics {
     /// The format `path`'s extension names, checked before anything is written.
     ///
     /// # Errors
-    /// [`RunFileError::MetricsFormat`]: an extension other than `.csv` or `.jsonl`.
+    /// [`RunFileProblem::MetricsFormat`]: an extension other than `.csv` or `.jsonl`.
     pub fn check_format(path: &Path) -> Result<Format, Error> {
         match path.extension().and_then(|e| e.to_str()) {
             Some("csv") => Ok(Format::Csv),
             Some("jsonl") => Ok(Format::Jsonl),
-            _ => Err(failed(path, RunFileError::MetricsFormat)),
+            _ => Err(failed(path, RunFileProblem::MetricsFormat)),
         }
     }
 
@@ -162,7 +162,7 @@ impl Metrics {
     /// path keeps its earlier file); training goes on.
     ///
     /// # Errors
-    /// [`RunFileError::MetricsEarlier`]: the first row of a resumed run whose CSV columns differ
+    /// [`RunFileProblem::MetricsEarlier`]: the first row of a resumed run whose CSV columns differ
     /// from the earlier run's.
     pub fn write(&mut self, row: &Row) -> Result<(), Error> {
         let Some(out) = self.out.as_mut() else {
@@ -176,7 +176,7 @@ impl Metrics {
                 Ok(copied) => self.rows += copied,
                 Err(Earlier::Refused(why)) => {
                     self.out = None;
-                    return Err(failed(&self.path, RunFileError::MetricsEarlier(why)));
+                    return Err(failed(&self.path, RunFileProblem::MetricsEarlier(why)));
                 }
                 Err(Earlier::Io(e)) => {
                     self.fail(e);
@@ -223,7 +223,7 @@ impl Metrics {
     /// file is left as it was).
     ///
     /// # Errors
-    /// [`RunFileError::MetricsEarlier`]: the columns differ, or the earlier file is not a
+    /// [`RunFileProblem::MetricsEarlier`]: the columns differ, or the earlier file is not a
     /// metrics file.
     pub fn check_columns(&mut self, stages: usize) -> Result<(), Error> {
         if !self.append || self.format != Format::Csv {
@@ -240,7 +240,7 @@ impl Metrics {
             Ok(()) => Ok(()),
             Err(Earlier::Refused(why)) => {
                 self.out = None;
-                Err(failed(&self.path, RunFileError::MetricsEarlier(why)))
+                Err(failed(&self.path, RunFileProblem::MetricsEarlier(why)))
             }
             Err(Earlier::Io(e)) => {
                 self.fail(e);
@@ -256,7 +256,7 @@ impl Metrics {
         let path = self.path;
         out.commit()
             .err()
-            .map(|e| Warning::NotWritten(failed(&path, RunFileError::Output(e))))
+            .map(|e| Warning::NotWritten(failed(&path, RunFileProblem::Output(e))))
     }
 
     /// Reports the failed write `e` once and drops the temp file.
@@ -268,7 +268,7 @@ impl Metrics {
 }
 
 /// The metrics file's error at `path`.
-fn failed(path: &Path, reason: RunFileError) -> Error {
+fn failed(path: &Path, reason: RunFileProblem) -> Error {
     Error::RunFile {
         file: RunFile::Metrics,
         path: path.to_path_buf(),

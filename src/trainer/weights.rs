@@ -4,10 +4,10 @@
 use std::path::Path;
 
 use crate::trainer::{Model, fits};
-use crate::{Checkpoint, EngineError, Error, Layer, RunFile, RunFileError};
+use crate::{Checkpoint, EngineError, Error, Layer, RunFile, RunFileProblem};
 
 /// The error of the weights file `path`.
-fn failed(path: &Path, reason: RunFileError) -> Error {
+fn failed(path: &Path, reason: RunFileProblem) -> Error {
     Error::RunFile {
         file: RunFile::Init,
         path: path.to_path_buf(),
@@ -72,7 +72,7 @@ fn plain_weights<L: Layer>(
 ) -> Result<Vec<L>, Error> {
     let bytes = std::fs::read(path).map_err(|e| failed(path, e.into()))?;
     let (_, header) = safetensors::SafeTensors::read_metadata(&bytes)
-        .map_err(|e| failed(path, RunFileError::Invalid(e.to_string())))?;
+        .map_err(|e| failed(path, RunFileProblem::Invalid(e.to_string())))?;
     let names: Vec<String> = header.tensors().keys().cloned().collect();
     let names = crate::engine::checkpoint::rename_all(&names, renames).map_err(Error::Renames)?;
     let sequential = names.iter().all(|name| {
@@ -104,7 +104,7 @@ fn plain_weights<L: Layer>(
     match (as_pytorch, as_burn, square) {
         (Ok(_), Ok(_), Some((name, info))) => Err(failed(
             path,
-            RunFileError::AmbiguousLayout {
+            RunFileProblem::AmbiguousLayout {
                 tensor: name,
                 shape: info.shape.clone(),
             },

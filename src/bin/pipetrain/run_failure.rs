@@ -4,7 +4,7 @@
 //! not fit, e.g. a `--resume` of another run) or a runtime one (exit 1).
 
 use pipetrain::remedy::Style;
-use pipetrain::{EngineError, Error, RunFileError};
+use pipetrain::{EngineError, Error, RunFileProblem};
 
 use crate::failure::{Failure, explain};
 use crate::style::Flags;
@@ -16,10 +16,10 @@ pub fn of_run(error: Error) -> Failure {
         Error::Step { source, .. } => of_run(*source),
         Error::AfterLastGood { source, .. } => of_run(*source),
         Error::RunFile { file, reason, .. } => match (file, reason) {
-            (_, RunFileError::Checkpoint(e)) => checkpoint_failure(e.to_string(), &e),
-            (_, RunFileError::AmbiguousLayout { .. }) => Failure::usage(message.clone()),
-            (_, RunFileError::Output(e)) if !output_io(&e) => Failure::usage(message.clone()),
-            (_, RunFileError::MetricsFormat | RunFileError::MetricsEarlier(_)) => {
+            (_, RunFileProblem::Checkpoint(e)) => checkpoint_failure(e.to_string(), &e),
+            (_, RunFileProblem::AmbiguousLayout { .. }) => Failure::usage(message.clone()),
+            (_, RunFileProblem::Output(e)) if !output_io(&e) => Failure::usage(message.clone()),
+            (_, RunFileProblem::MetricsFormat | RunFileProblem::MetricsEarlier(_)) => {
                 Failure::usage(message.clone())
             }
             _ => Failure::runtime(message.clone()),
