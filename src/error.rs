@@ -941,8 +941,12 @@ impl RunFileProblem {
     fn remedy(&self) -> Option<Remedy> {
         match self {
             RunFileProblem::Checkpoint(e) => e.remedy(),
-            RunFileProblem::MetricsFormat => Some(Remedy::sentence("name the file *.csv or *.jsonl")),
-            RunFileProblem::MetricsEarlier(_) => Some(Remedy::sentence("give another metrics file")),
+            RunFileProblem::MetricsFormat => {
+                Some(Remedy::sentence("name the file *.csv or *.jsonl"))
+            }
+            RunFileProblem::MetricsEarlier(_) => {
+                Some(Remedy::sentence("give another metrics file"))
+            }
             RunFileProblem::AmbiguousLayout { .. } => Some(Remedy::sentence(
                 "save it with `safetensors.torch.save_file` (it records format=pt) or burn's \
                  store (it records producer=burn), or add that metadata",
@@ -959,7 +963,9 @@ impl fmt::Display for RunFileProblem {
             RunFileProblem::Io(e) => e.fmt(f),
             RunFileProblem::Checkpoint(e) => f.write_str(&e.facts()),
             RunFileProblem::MetricsFormat => f.write_str("unknown format"),
-            RunFileProblem::MetricsEarlier(text) | RunFileProblem::Invalid(text) => f.write_str(text),
+            RunFileProblem::MetricsEarlier(text) | RunFileProblem::Invalid(text) => {
+                f.write_str(text)
+            }
             RunFileProblem::AmbiguousLayout { tensor, shape } => write!(
                 f,
                 "tensor `{tensor}` {shape:?} and every other matrix is square, so the file fits \
