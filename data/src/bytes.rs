@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{DataError, Result};
+use crate::problem::Corruption;
 
 /// The whole file, or [`DataError::Io`] naming it. Only a regular file is read, and no more
 /// than its size when opened: a device such as `/dev/zero` would never end
@@ -74,16 +75,16 @@ impl<'a> Cursor<'a> {
     }
 
     /// [`DataError::Corrupt`] unless every byte has been read.
-    pub(crate) fn finish(&self, format: &str) -> Result<()> {
+    pub(crate) fn finish(&self, format: &'static str) -> Result<()> {
         let left = self.bytes.len() - self.offset;
         if left != 0 {
             return Err(DataError::Corrupt {
                 path: self.path(),
                 offset: self.offset,
-                message: format!(
-                    "{left} trailing bytes after the data its header declares; not a valid \
-                     {format} file"
-                ),
+                problem: Corruption::TrailingBytes {
+                    bytes: left,
+                    format,
+                },
             });
         }
         Ok(())

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use crate::bytes::{Cursor, pixels, read};
 use crate::dataset::{InMemory, Values};
 use crate::error::{DataError, Result};
+use crate::problem::Corruption;
 
 /// Bytes per record: one label and 3 × 32 × 32 pixels.
 pub const RECORD: usize = 1 + PIXELS;
@@ -66,7 +67,7 @@ pub fn load<P: AsRef<Path>>(paths: &[P]) -> Result<InMemory> {
                 .first()
                 .map_or_else(PathBuf::new, |p| p.as_ref().to_path_buf()),
             offset: 0,
-            message: "no CIFAR-10 records; give at least one non-empty batch file".into(),
+            problem: Corruption::NoRecords { format: "CIFAR-10" },
         });
     }
     InMemory::new(

@@ -5,7 +5,8 @@ use burn::tensor::{Int, TensorData};
 use pipetrain_engine::{Activation, Batch};
 
 use crate::dataset::{Dataset, Values, max_rank};
-use crate::error::{DataError, Result};
+use crate::error::{DataError, Result, Shape};
+use crate::problem::ShapeProblem;
 
 /// Examples `indices` of `dataset`, stacked into a [`Batch`] of shape `[indices.len(), ...]`.
 ///
@@ -41,7 +42,7 @@ pub fn collate<D: Dataset + ?Sized>(
     if indices.is_empty() {
         return Err(DataError::Shape {
             what: "collate",
-            message: "no indices: a batch needs at least one example".into(),
+            problem: ShapeProblem::NoIndices,
         });
     }
     let in_shape = dataset.input_shape().to_vec();
@@ -76,15 +77,16 @@ impl Stack {
         }
     }
 
-    fn push(&mut self, values: Values, index: usize, what: &str) -> Result<()> {
+    fn push(&mut self, values: Values, index: usize, part: &'static str) -> Result<()> {
         if values.len() != self.size {
             return Err(DataError::Shape {
                 what: "collate",
-                message: format!(
-                    "example {index}'s {what} has {} values, its shape needs {}",
-                    values.len(),
-                    self.size
-                ),
+                problem: ShapeProblem::ExampleSize {
+                    index,
+                    part,
+                    values: values.len(),
+                    needed: self.size,
+                },
             });
         }
         let capacity = self.capacity;
@@ -104,11 +106,12 @@ impl Stack {
             (Some(first), other) => {
                 return Err(DataError::Shape {
                     what: "collate",
-                    message: format!(
-                        "example {index}'s {what} is {} but earlier examples are {}",
-                        other.kind(),
-                        first.kind()
-                    ),
+                    problem: ShapeProblem::MixedKinds {
+                        index,
+                        part,
+                        kind: other.kind(),
+                        earlier: first.kind(),
+                    },
                 });
             }
         }
@@ -124,11 +127,11 @@ impl Stack {
         if shape.len() > max {
             return Err(DataError::Shape {
                 what: "collate",
-                message: format!(
-                    "{} examples of shape {shape:?} have rank {}, at most {max} can be batched",
-                    values.kind(),
-                    shape.len()
-                ),
+                problem: ShapeProblem::Rank {
+                    kind: values.kind(),
+                    shape: Shape(shape.to_vec()),
+                    max,
+                },
             });
         }
         Ok(match values {

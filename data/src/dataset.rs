@@ -2,7 +2,8 @@
 
 use std::sync::Arc;
 
-use crate::error::{DataError, Result};
+use crate::error::{DataError, Result, Shape};
+use crate::problem::ShapeProblem;
 
 /// The values of one example's input or target, row-major; the shape comes from the dataset.
 #[derive(Clone, Debug, PartialEq)]
@@ -159,10 +160,12 @@ impl InMemory {
         if n_in != n_tgt {
             return Err(DataError::Shape {
                 what: "InMemory",
-                message: format!(
-                    "{n_in} inputs of shape {input_shape:?} but {n_tgt} targets of shape \
-                     {target_shape:?}; give one target per input"
-                ),
+                problem: ShapeProblem::Counts {
+                    inputs: n_in,
+                    input_shape: Shape(input_shape),
+                    targets: n_tgt,
+                    target_shape: Shape(target_shape),
+                },
             });
         }
         Ok(InMemory {
@@ -190,29 +193,30 @@ fn examples_in(values: &Values, shape: &[usize], what: &'static str) -> Result<u
     if shape.len() > max {
         return Err(DataError::Shape {
             what,
-            message: format!(
-                "{} examples of shape {shape:?} have rank {}, at most {max} can be batched; \
-                 flatten trailing dimensions",
-                values.kind(),
-                shape.len()
-            ),
+            problem: ShapeProblem::Rank {
+                kind: values.kind(),
+                shape: Shape(shape.to_vec()),
+                max,
+            },
         });
     }
     let size: usize = shape.iter().product();
     if size == 0 {
         return Err(DataError::Shape {
             what,
-            message: format!("shape {shape:?} has a zero dimension; every dimension must be ≥ 1"),
+            problem: ShapeProblem::ZeroDimension {
+                shape: Shape(shape.to_vec()),
+            },
         });
     }
     if values.len() % size != 0 {
         return Err(DataError::Shape {
             what,
-            message: format!(
-                "{} values are not a whole number of examples of shape {shape:?} ({size} values \
-                 each)",
-                values.len()
-            ),
+            problem: ShapeProblem::Ragged {
+                values: values.len(),
+                shape: Shape(shape.to_vec()),
+                size,
+            },
         });
     }
     Ok(values.len() / size)

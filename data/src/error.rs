@@ -8,6 +8,8 @@ use std::path::PathBuf;
 
 use pipetrain_schedules::remedy::{Remedied, Remedy, Setting, Value};
 
+use crate::problem::{Corruption, ParameterProblem, ShapeProblem};
+
 /// The accepted forms of a [`DataSpec`](crate::DataSpec), quoted in [`DataError::BadSpec`].
 pub const ACCEPTED_SPECS: &str = "synthetic, mnist:DIR, cifar10:DIR, text:FILE, tensors:FILE";
 
@@ -85,14 +87,14 @@ pub enum DataError {
 
     /// The bytes are readable but contradict the format (a label out of range, trailing bytes,
     /// sizes that overflow).
-    #[error("{}: at byte offset {offset}: {message}", path.display())]
+    #[error("{}: at byte offset {offset}: {problem}", path.display())]
     Corrupt {
         /// The file.
         path: PathBuf,
         /// Where the offending bytes start.
         offset: usize,
-        /// What is wrong and what to do.
-        message: String,
+        /// What is wrong.
+        problem: Corruption,
     },
 
     /// A class label outside `0..classes`.
@@ -259,12 +261,12 @@ pub enum DataError {
     SyntheticNotLoadable,
 
     /// Flat values and a shape that do not fit together, or a shape this crate cannot batch.
-    #[error("{what}: {message}")]
+    #[error("{what}: {problem}")]
     Shape {
         /// What was being built, e.g. "InMemory inputs".
         what: &'static str,
-        /// The facts and a remedy.
-        message: String,
+        /// How the values and shapes disagree.
+        problem: ShapeProblem,
     },
 
     /// A held-out fraction outside `[0, 1)`.
@@ -291,14 +293,14 @@ pub enum DataError {
     },
 
     /// A sampler or loader parameter out of range.
-    #[error("{name} = {value} is invalid: {remedy}")]
+    #[error("{name} = {value} is invalid: {problem}")]
     BadParameter {
         /// The parameter, e.g. "rank".
         name: &'static str,
         /// Its value.
         value: String,
-        /// Why, and what to use instead.
-        remedy: String,
+        /// Why it is invalid.
+        problem: ParameterProblem,
     },
 
     /// A batch size larger than the examples one replica sees per epoch.
@@ -382,16 +384,16 @@ impl Remedied for DataError {
                 Remedy::set(Setting::Batch, Value::Count(*shard)),
                 Remedy::set(Setting::Replicas, Value::Smaller),
             ])),
+            DataError::Corrupt { problem, .. } => problem.remedy(),
+            DataError::Shape { problem, .. } => problem.remedy(),
+            DataError::BadParameter { problem, .. } => problem.remedy(),
             DataError::Io { .. }
             | DataError::BadMagic { .. }
-            | DataError::Corrupt { .. }
             | DataError::BadLabel { .. }
             | DataError::Safetensors { .. }
             | DataError::UnsupportedTensor { .. }
             | DataError::RowMismatch { .. }
             | DataError::BadSpec { .. }
-            | DataError::Shape { .. }
-            | DataError::BadParameter { .. }
             | DataError::PositionOutOfRange { .. } => None,
         }
     }

@@ -7,7 +7,8 @@ use burn::prelude::*;
 use burn::tensor::Int;
 use pipetrain_engine::{Activation, Batch};
 
-use crate::error::{DataError, Result};
+use crate::error::{DataError, Result, Shape};
+use crate::problem::ParameterProblem;
 
 /// Token sequences whose length is drawn per batch from `min..=max`: batch `index` of a run is
 /// cut to [`length_at`](Self::length_at)`(seed, index)` tokens. Batch 0 is always `max` long,
@@ -59,12 +60,19 @@ impl ContextRange {
     pub fn cut(&self, batch: Batch, length: usize) -> Result<Batch> {
         let cut = |a: Activation| -> Result<Activation> {
             let shape = a.dims();
-            let ids: Tensor<2, Int> = a.int().map_err(|e| self.refuse(e.to_string()))?;
+            let found = a.describe();
+            let ids: Tensor<2, Int> = a.int().map_err(|_| {
+                self.refuse(ParameterProblem::NotTokens {
+                    found,
+                    shape: Shape(shape.clone()),
+                })
+            })?;
             if shape[1] < length {
-                return Err(self.refuse(format!(
-                    "sequences of {} tokens cannot be cut to {length}",
-                    shape[1]
-                )));
+                return Err(self.refuse(ParameterProblem::TooShortToCut {
+                    tokens: shape[1],
+                    length,
+                    longest: self.max,
+                }));
             }
             Ok(ids.narrow(1, 0, length).into())
         };
@@ -74,15 +82,11 @@ impl ContextRange {
         })
     }
 
-    fn refuse(&self, why: String) -> DataError {
+    fn refuse(&self, problem: ParameterProblem) -> DataError {
         DataError::BadParameter {
             name: "context range",
             value: self.to_string(),
-            remedy: format!(
-                "{why}; variable lengths apply to token sequences (a token model such as gpt) at least \
-                 {} tokens long",
-                self.max
-            ),
+            problem,
         }
     }
 }
@@ -99,22 +103,22 @@ impl FromStr for ContextRange {
     type Err = DataError;
 
     fn from_str(s: &str) -> Result<Self> {
-        let bad = |remedy: &str| DataError::BadParameter {
+        let bad = |problem| DataError::BadParameter {
             name: "context range",
             value: s.to_string(),
-            remedy: remedy.to_string(),
+            problem,
         };
         let (min, max) = s
             .split_once("..")
-            .ok_or_else(|| bad("write MIN..MAX, e.g. 32..128 (both included)"))?;
+            .ok_or_else(|| bad(ParameterProblem::RangeForm))?;
         let number = |v: &str| {
             v.trim_start_matches('=')
                 .parse::<usize>()
-                .map_err(|_| bad("MIN and MAX are token counts, e.g. 32..128"))
+                .map_err(|_| bad(ParameterProblem::RangeCounts))
         };
         let (min, max) = (number(min)?, number(max)?);
         if min == 0 || min > max {
-            return Err(bad("give 1 ≤ MIN ≤ MAX, e.g. 32..128"));
+            return Err(bad(ParameterProblem::RangeOrder { min, max }));
         }
         Ok(ContextRange { min, max })
     }

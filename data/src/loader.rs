@@ -8,6 +8,7 @@ use crate::collate::collate;
 use crate::dataset::Dataset;
 use crate::error::{DataError, Result};
 use crate::position::Position;
+use crate::problem::ParameterProblem;
 use crate::sampler::{DistributedSampler, SamplerConfig};
 
 /// How a [`Loader`] batches a dataset. Build with [`LoaderConfig::new`] and set fields:
@@ -106,7 +107,7 @@ impl<D: Dataset> Loader<D> {
             return Err(DataError::BadParameter {
                 name: "batch_size",
                 value: "0".into(),
-                remedy: "a batch needs at least one example".into(),
+                problem: ParameterProblem::EmptyBatch,
             });
         }
         let shard = sampler.num_samples();

@@ -12,6 +12,7 @@ use std::path::Path;
 use crate::bytes::{Cursor, pixels, read};
 use crate::dataset::{InMemory, Values};
 use crate::error::{DataError, Result};
+use crate::problem::Corruption;
 
 /// Magic number of an IDX file of unsigned bytes in 3 dimensions (images).
 pub const IMAGES_MAGIC: u32 = 0x0000_0803;
@@ -67,14 +68,14 @@ fn images<'a>(path: &'a Path, bytes: &'a [u8]) -> Result<(usize, usize, &'a [u8]
     let overflow = || DataError::Corrupt {
         path: path.to_path_buf(),
         offset: 4,
-        message: format!("{count} images of {rows} × {cols} pixels overflow memory"),
+        problem: Corruption::Overflow { count, rows, cols },
     };
     let per_image = rows.checked_mul(cols).ok_or_else(overflow)?;
     if per_image == 0 {
         return Err(DataError::Corrupt {
             path: cursor.path(),
             offset: 8,
-            message: format!("images of {rows} × {cols} pixels hold no pixels"),
+            problem: Corruption::NoPixels { rows, cols },
         });
     }
     let total = count.checked_mul(per_image).ok_or_else(overflow)?;

@@ -4,6 +4,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::error::DataError;
+use crate::problem::ParameterProblem;
 
 /// Batch `batch` of epoch `epoch`. Its text form `epoch/batch` (e.g. `3/17`) round-trips.
 ///
@@ -75,7 +76,7 @@ impl FromStr for Position {
         let bad = || DataError::BadParameter {
             name: "position",
             value: s.to_string(),
-            remedy: "write a position as EPOCH/BATCH, e.g. 3/17".into(),
+            problem: ParameterProblem::PositionForm,
         };
         let (epoch, batch) = s.split_once('/').ok_or_else(bad)?;
         Ok(Position {

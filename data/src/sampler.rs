@@ -5,6 +5,7 @@ use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::error::{DataError, Result};
+use crate::problem::ParameterProblem;
 
 /// How a [`DistributedSampler`] orders and divides the examples. The defaults are PyTorch's:
 /// one replica, rank 0, shuffled, seed 0, the uneven tail padded.
@@ -98,33 +99,28 @@ impl DistributedSampler {
             return Err(DataError::BadParameter {
                 name: "replicas",
                 value: "0".into(),
-                remedy: "at least one replica is needed; use replicas = 1 without data \
-                         parallelism"
-                    .into(),
+                problem: ParameterProblem::NoReplicas,
             });
         }
         if rank >= replicas {
             return Err(DataError::BadParameter {
                 name: "rank",
                 value: rank.to_string(),
-                remedy: format!("ranks of {replicas} replicas are 0..{replicas}"),
+                problem: ParameterProblem::RankOutOfRange { replicas },
             });
         }
         if len == 0 {
             return Err(DataError::BadParameter {
                 name: "len",
                 value: "0".into(),
-                remedy: "the dataset is empty; load a dataset with at least one example".into(),
+                problem: ParameterProblem::EmptyDataset,
             });
         }
         if drop_last && len < replicas {
             return Err(DataError::BadParameter {
                 name: "len",
                 value: len.to_string(),
-                remedy: format!(
-                    "with drop_last, {len} examples among {replicas} replicas leave every \
-                     replica empty; pad instead (drop_last = false) or use fewer replicas"
-                ),
+                problem: ParameterProblem::EmptyShards { len, replicas },
             });
         }
         let num_samples = if drop_last {

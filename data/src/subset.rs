@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::dataset::{Dataset, Example};
 use crate::error::{DataError, Result};
+use crate::problem::ParameterProblem;
 
 /// Examples `range` of a shared dataset, renumbered from 0.
 #[derive(Debug)]
@@ -29,10 +30,7 @@ impl<D: Dataset + ?Sized> Subset<D> {
             return Err(DataError::BadParameter {
                 name: "range",
                 value: format!("{range:?}"),
-                remedy: format!(
-                    "a subset must lie within 0..{} of its dataset",
-                    dataset.len()
-                ),
+                problem: ParameterProblem::OutsideDataset { len: dataset.len() },
             });
         }
         Ok(Subset { dataset, range })

@@ -23,6 +23,7 @@ use safetensors::{Dtype, SafeTensors, tensor::TensorView};
 use crate::bytes::read;
 use crate::dataset::{InMemory, Values};
 use crate::error::{DataError, Result, Shape};
+use crate::problem::Corruption;
 
 const X_ACCEPTED: &str =
     "F32 of shape [N, ...] with rank 2 to 4, or I64 or I32 token ids of shape [N, T]";
@@ -93,11 +94,7 @@ pub fn load(path: impl AsRef<Path>) -> Result<InMemory> {
         targets,
         y.shape()[1..].to_vec(),
     )
-    .map_err(|e| DataError::Corrupt {
-        path: path.to_path_buf(),
-        offset: 0,
-        message: e.to_string(),
-    })
+    .map_err(|e| layout(path, e))
 }
 
 /// The values of an I64 or I32 tensor as i64; `None` for another dtype.
@@ -129,11 +126,19 @@ fn windows(path: &Path, ids: Vec<i64>, n: usize, window: usize) -> Result<InMemo
         Values::Int(targets),
         vec![context],
     )
-    .map_err(|e| DataError::Corrupt {
-        path: path.to_path_buf(),
-        offset: 0,
-        message: e.to_string(),
-    })
+    .map_err(|e| layout(path, e))
+}
+
+/// An [`InMemory::new`] shape error as a corrupt file at `path`.
+fn layout(path: &Path, e: DataError) -> DataError {
+    match e {
+        DataError::Shape { what, problem } => DataError::Corrupt {
+            path: path.to_path_buf(),
+            offset: 0,
+            problem: Corruption::Layout { what, problem },
+        },
+        other => other,
+    }
 }
 
 fn tensor<'a>(path: &Path, file: &SafeTensors<'a>, name: &str) -> Result<TensorView<'a>> {

@@ -5,6 +5,7 @@ use std::path::Path;
 use crate::bytes::read;
 use crate::dataset::{InMemory, Values};
 use crate::error::{DataError, Result};
+use crate::problem::ParameterProblem;
 
 /// Tokens are bytes.
 pub const VOCAB: usize = 256;
@@ -26,7 +27,7 @@ pub fn load(path: impl AsRef<Path>, context: usize) -> Result<InMemory> {
         return Err(DataError::BadParameter {
             name: "context",
             value: "0".into(),
-            remedy: "a window needs at least one input token; use a context ≥ 1".into(),
+            problem: ParameterProblem::ZeroContext,
         });
     }
     let bytes = read(path)?;

@@ -2,7 +2,8 @@
 
 use std::collections::BTreeSet;
 
-use pipetrain_data::{DataError, DistributedSampler, SamplerConfig};
+use pipetrain_data::{DataError, DistributedSampler, ParameterProblem, SamplerConfig};
+use pipetrain_schedules::remedy::{Plain, Remedied, Remedy, Setting, Value};
 use proptest::prelude::*;
 
 fn sampler(len: usize, replicas: usize, rank: usize, drop_last: bool) -> DistributedSampler {
@@ -81,9 +82,23 @@ fn rejects_bad_parameters_with_the_value_and_a_remedy() {
         err,
         DataError::BadParameter {
             name: "replicas",
+            problem: ParameterProblem::NoReplicas,
             ..
         }
     ));
+    // The facts alone, and the fix as a setting, which each front end words itself.
+    assert_eq!(
+        err.to_string(),
+        "replicas = 0 is invalid: at least one replica is needed"
+    );
+    assert_eq!(
+        err.remedy(),
+        Some(Remedy::set(Setting::Replicas, Value::Count(1)))
+    );
+    assert_eq!(
+        err.explain(&Plain),
+        "replicas = 0 is invalid: at least one replica is needed; use replicas = 1"
+    );
     let err = SamplerConfig {
         replicas: 4,
         rank: 4,
@@ -102,7 +117,8 @@ fn rejects_bad_parameters_with_the_value_and_a_remedy() {
     }
     .build(3)
     .unwrap_err();
-    assert!(err.to_string().contains("drop_last = false"), "{err}");
+    let text = err.explain(&Plain);
+    assert!(text.contains("drop_last = false"), "{text}");
 }
 
 #[test]

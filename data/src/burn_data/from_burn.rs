@@ -7,6 +7,7 @@ use burn::data::dataset::Dataset as BurnDataset;
 
 use crate::dataset::{Dataset, Example, Values};
 use crate::error::{DataError, Result};
+use crate::problem::ParameterProblem;
 
 /// A burn `Dataset<I>` seen as a pipetrain [`Dataset`]: `convert` turns each item into an
 /// [`Example`] of the given shapes.
@@ -62,13 +63,15 @@ where
             return Err(DataError::BadParameter {
                 name: "dataset",
                 value: "empty".into(),
-                remedy: "a burn dataset with at least one item".into(),
+                problem: ParameterProblem::EmptyDataset,
             });
         }
         let first = data.dataset.get(0).map_err(|e| DataError::BadParameter {
             name: "dataset item 0",
             value: "unreadable".into(),
-            remedy: format!("burn's dataset said: {e}"),
+            problem: ParameterProblem::Unreadable {
+                said: e.to_string(),
+            },
         })?;
         let example = (data.convert)(first);
         data.check("input", &example.input, &data.input_shape)?;
@@ -88,12 +91,12 @@ where
                 "target_shape"
             },
             value: format!("{shape:?}"),
-            remedy: format!(
-                "item 0's {what} has {} {} values, the shape holds {expected}; give the shape of \
-                 one {what} without the batch dimension",
-                values.len(),
-                values.kind()
-            ),
+            problem: ParameterProblem::ItemShape {
+                part: what,
+                values: values.len(),
+                kind: values.kind(),
+                holds: expected,
+            },
         })
     }
 }
