@@ -4,11 +4,13 @@
 use pipetrain::Batch;
 use pipetrain::Remat;
 use pipetrain::Tie;
+use pipetrain::remedy::Remedied;
 pub use pipetrain::trainer::Model;
 use pipetrain_models::{GptConfig, MlpConfig, ResNetConfig, UNetConfig};
 
 use crate::args::{ModelKind, TrainArgs};
 use crate::data::Shapes;
+use crate::style::Flags;
 
 /// The ties of `--tie-embeddings` (`tie`): the GPT's embedding and head, no other model's.
 ///
@@ -151,7 +153,7 @@ pub fn cut_to_length(args: &TrainArgs, index: u64, batch: Batch) -> Result<Batch
     match args.context_range {
         Some(range) => range
             .cut(batch, range.length_at(args.seed, index))
-            .map_err(|e| format!("--context-range: {e}")),
+            .map_err(|e| format!("--context-range: {}", e.explain(&Flags))),
         None => Ok(batch),
     }
 }
