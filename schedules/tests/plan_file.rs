@@ -76,12 +76,12 @@ fn check_error(text: &str) -> (usize, usize, Violation, String) {
             let ScheduleError::PlanFile {
                 line,
                 column,
-                source,
+                finding,
             } = e
             else {
                 unreachable!()
             };
-            (line, column, source.violation, message)
+            (line, column, finding.violation, message)
         }
         other => panic!("expected an invalid plan for {text:?}, got {other:?}"),
     }
