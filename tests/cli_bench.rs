@@ -148,11 +148,14 @@ fn the_table_has_every_configuration_with_real_numbers() {
     // The GPT rows have no MLP reference to be a fraction of.
     assert_eq!(row(&rows, "GPT schedules: ZB-H1, 2 ranks, m=4")[4], "–");
     // Limits: 2 workers × the 4-row single-device throughput × 4/5 for 2 stages at m = 4.
+    // Cells are rounded to whole samples/s, so each is within 0.5 of the number behind it: a
+    // limit derived as k × a cell may be off by k × 0.5 from that cell, plus its own 0.5.
+    let rounding = |k: f64| 0.5 * k + 0.5;
     let single = number(&row(&rows, "single device: 1 worker, m=4 (4 rows)")[2]);
     let pipelined = row(&rows, "pipelined: 1F1B, 2 stages, m=4");
     let limit = number(&pipelined[4]);
     assert!(
-        (limit - 2.0 * single * 0.8).abs() <= 1.0,
+        (limit - 2.0 * single * 0.8).abs() <= rounding(2.0 * 0.8),
         "{pipelined:?} vs {single}"
     );
     let pair = number(
@@ -162,7 +165,7 @@ fn the_table_has_every_configuration_with_real_numbers() {
         )[2],
     );
     assert!(
-        (number(&pipelined[5]) - pair * 0.8).abs() <= 1.0,
+        (number(&pipelined[5]) - pair * 0.8).abs() <= rounding(0.8),
         "{pipelined:?}"
     );
     assert!(number(&pipelined[6]) > 0.0 && number(&pipelined[7]) > 0.0);
