@@ -349,8 +349,8 @@ fn flags_that_would_do_nothing_are_refused_naming_them() {
     let tiny = [&["train"][..], &common::TINY].concat();
     let cases: [(&[&str], &[&str]); 5] = [
         (
-            &["--virtual-stages", "3"],
-            &["--virtual-stages 3", "--schedule interleaved"],
+            &["--virtual-stages", "2"],
+            &["--virtual-stages 2", "--schedule interleaved"],
         ),
         (
             &["--checkpoint-every", "2"],

@@ -77,6 +77,11 @@ impl TrainArgs {
         })
     }
 
+    /// `--virtual-stages`, or its default 2 (read under `--schedule interleaved` only).
+    pub fn virtual_stages(&self) -> usize {
+        self.virtual_stages.unwrap_or(2)
+    }
+
     /// `--held-out`, or its default.
     pub fn held_out(&self) -> f64 {
         self.held_out.unwrap_or(0.1)
@@ -221,9 +226,10 @@ pub struct TrainArgs {
     /// Pipeline schedule.
     #[arg(long, value_enum, default_value_t, ignore_case = true)]
     pub schedule: ScheduleArg,
-    /// Chunks of the model per worker under --schedule interleaved (v ≥ 2).
-    #[arg(long, default_value_t = 2, value_name = "V")]
-    pub virtual_stages: usize,
+    /// Chunks of the model per worker under --schedule interleaved (v ≥ 2) [default: 2].
+    /// Refused with any other schedule.
+    #[arg(long, value_name = "V")]
+    pub virtual_stages: Option<usize>,
     /// Run a hand-written compute plan instead of a schedule: CSV (one row of actions per
     /// stage, e.g. `0F0,0F1,0B0,0B1`) or the text form; `pipetrain plan --format csv` writes
     /// one. Validated (complete, deadlock-free) before training; its stages and micro-batches

@@ -64,9 +64,8 @@ pub fn eval(args: &TrainArgs) -> Result<(), Failure> {
 }
 
 /// Flags that would do nothing in the combination given: `--virtual-stages` without an
-/// interleaved schedule (a value other than its default 2: clap does not tell a default from a
-/// given value here), `--checkpoint-every` without `--checkpoint`, `--weight-group` with the
-/// fused backward or above `--micro-batches`.
+/// interleaved schedule (any value, its default 2 included), `--checkpoint-every` without
+/// `--checkpoint`, `--weight-group` with the fused backward or above `--micro-batches`.
 ///
 /// # Errors
 /// A usage failure naming the flag, why it does nothing, and what to do.
@@ -74,11 +73,10 @@ fn ignored(args: &TrainArgs) -> Result<(), Failure> {
     use crate::backward::BackwardArg;
     use crate::schedule::ScheduleArg;
     let interleaved = matches!(args.schedule, ScheduleArg::Interleaved) || args.plan.is_some();
-    if args.virtual_stages != 2 && !interleaved {
+    if let Some(v) = args.virtual_stages.filter(|_| !interleaved) {
         return Err(Failure::usage(format!(
-            "--virtual-stages {} applies to --schedule interleaved only; this run's schedule \
-             has one chunk per worker: drop it, or add --schedule interleaved",
-            args.virtual_stages
+            "--virtual-stages {v} applies to --schedule interleaved only; this run's schedule \
+             has one chunk per worker: drop it, or add --schedule interleaved"
         )));
     }
     if args.checkpoint_every > 0 && args.checkpoint.is_none() {
