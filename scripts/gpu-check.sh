@@ -75,6 +75,14 @@ verify_row --device cuda:0 --model gpt --stages 2 --micro-batches 4 --steps 5 --
 verify_row --device cuda:0 --model gpt --stages 2 --micro-batches 4 --steps 5 --verify --optimizer sgd --lr 0.01 --end-to-end
 verify_row --device cuda:0 --stages 2 --replicas 2 --verify
 verify_row --device cuda:0 --stages 2 --micro-batches 4 --steps 5 --width 64 --verify --verify-device cpu
+# The replica drift was intermittent (8 of 12 runs of the first row failed on an H100 before the
+# all-reduce copied every peer's tensor on arrival): ten more runs, counted.
+drift=0
+for i in $(seq 10); do
+    timeout 120 "$P" train --device cuda:0 --stages 1 --replicas 2 --micro-batches 1 --steps 10 --width 64 \
+        --verify --optimizer sgd --lr 0.01 >/dev/null 2>&1 || drift=$((drift + 1))
+done
+say "replica drift: $drift of 10 more runs of the first row failed"
 say ""
 
 # 3. The GPU bench rows beside PyTorch on the same GPU (fp32, TF32 off).

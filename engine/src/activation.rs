@@ -300,8 +300,9 @@ impl fmt::Display for Activation {
 /// run off by 7.6e-2 (`shared/reference/cuda-offline/notes.md`).
 ///
 /// Measured on an H100 with this copy (docs/gpu.md, 2026-11-26): the ResNet runs were exact (8
-/// of 8), but the replica drift remains (8 of 12 runs of one command), so the copy is not its
-/// fix. The copy costs one device-to-host and one host-to-device transfer of each received
+/// of 8), but the replica drift remained (8 of 12 runs of one command). The in-process
+/// all-reduce then still used the first peer tensor of each sum uncopied, and could write into
+/// it in place and send it back: it now copies every peer tensor (`ChannelCollective`). The copy costs one device-to-host and one host-to-device transfer of each received
 /// tensor; a device-side copy ordered by a stream event would be cheaper, and needs an API burn
 /// 0.22.1 does not expose.
 pub(crate) fn receive<const D: usize, K>(t: Tensor<D, K>, device: &Device) -> Tensor<D, K>

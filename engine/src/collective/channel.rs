@@ -115,8 +115,12 @@ impl Collective for ChannelCollective {
     }
 
     /// Passes tensor handles: each owner adds the members' tensors in rank order, with no copy
-    /// on the way on a CPU (on a GPU each received tensor is copied on the receiving thread:
-    /// see `activation::receive`).
+    /// on the way on a CPU. On a GPU each peer's tensor is copied on the receiving thread as it
+    /// arrives (see `activation::receive`), the first one too: the sum starts in that first
+    /// buffer and `+` may write into it in place, and a buffer of the peer's would then be
+    /// written on this thread's stream and broadcast back to the peer, whose stream does not
+    /// wait for this one (cubecl orders streams by where a buffer was made, not where it was
+    /// last written).
     fn reduce_tensors(
         &mut self,
         tensors: Vec<Tensor<1>>,
@@ -137,15 +141,17 @@ impl Collective for ChannelCollective {
             let contribution: Vec<Tensor<1>> = if peer == me {
                 mine.iter().map(|&i| tensors[i].clone()).collect()
             } else {
+                // Every member holds its tensors on its own device: this member's.
                 self.recv_tensors(peer, &lens)?
+                    .into_iter()
+                    .zip(&mine)
+                    .map(|(t, &i)| crate::activation::receive(t, &tensors[i].device()))
+                    .collect()
             };
             for (sum, t) in sums.iter_mut().zip(contribution) {
                 *sum = Some(match sum.take() {
                     None => t,
-                    Some(s) => {
-                        let t = crate::activation::receive(t, &s.device());
-                        s + t
-                    }
+                    Some(s) => s + t,
                 });
             }
         }
