@@ -696,6 +696,8 @@ fn regressions(t: &mut Table, device: &Device) {
             Ok(())
         });
     }
+    // 5. The replica drift taken apart (docs/gpu.md): the all-reduce alone, between threads.
+    all_reduce_between_threads(t, device);
     // 4. The 2-stage GPT under SGD (1.97e-5 against the CPU reference).
     let data = tokens(5);
     let case = "regression: gpt 2 stages m=4 sgd lr 0.01, 5 steps";
@@ -710,6 +712,88 @@ fn regressions(t: &mut Table, device: &Device) {
         t.close(case, &got.parameters(), &expected, BAR);
         Ok(())
     });
+}
+
+/// The in-process all-reduce between two member threads, as replicas run it: each round, both
+/// members sum four tensors and at once scale their result in place (the only handle, as an
+/// optimizer step does with a gradient), then read it. Both must hold the rank-order sum's bits
+/// every round (halving is exact). Two ways to break it on a GPU, both closed since the H100
+/// check (`activation::receive`): an owner that adds into the first peer's own buffer on its
+/// stream and sends it back, and a lazy device read that an in-place write overtakes.
+fn all_reduce_between_threads(t: &mut Table, device: &Device) {
+    use pipetrain::engine::{Abort, ChannelCollective, Collective};
+    let (rounds, big) = match pipetrain::engine::device::is_cpu(device) {
+        true => (10, 1 << 14),
+        false => (50, 1 << 22),
+    };
+    let lens = [big, big / 16, 4096, 1000];
+    let value = |rank: usize, round: usize, k: usize, i: usize| {
+        ((i * 7 + round * 13 + k * 31 + rank * 29) % 1021) as f32 / 1024.0 - 0.5
+    };
+    let case = format!(
+        "regression: all-reduce between 2 threads, {rounds} rounds, sums scaled in place at once"
+    );
+    let abort = std::sync::Arc::new(Abort::new());
+    let members = ChannelCollective::group(2, &abort);
+    // Per member: the rounds whose result differs from the rank-order sum.
+    let outcome: Result<Vec<Vec<usize>>, String> = std::thread::scope(|s| {
+        let handles: Vec<_> = members
+            .into_iter()
+            .map(|mut c| {
+                s.spawn(move || -> Result<Vec<usize>, String> {
+                    let rank = c.rank();
+                    let mut wrong = Vec::new();
+                    for round in 0..rounds {
+                        let tensors = lens
+                            .iter()
+                            .enumerate()
+                            .map(|(k, &n)| {
+                                let v: Vec<f32> =
+                                    (0..n).map(|i| value(rank, round, k, i)).collect();
+                                Tensor::<1>::from_data(TensorData::new(v, [n]), device)
+                            })
+                            .collect();
+                        let sums = c.all_reduce_tensors(tensors).map_err(|e| e.to_string())?;
+                        let halves: Vec<Tensor<1>> =
+                            sums.into_iter().map(|s| s.mul_scalar(0.5)).collect();
+                        let exact = halves.into_iter().enumerate().all(|(k, h)| {
+                            let got = h.into_data().to_vec::<f32>().expect("f32 values");
+                            got.iter().enumerate().all(|(i, &g)| {
+                                g.to_bits()
+                                    == ((value(0, round, k, i) + value(1, round, k, i)) * 0.5)
+                                        .to_bits()
+                            })
+                        });
+                        if !exact {
+                            wrong.push(round + 1);
+                        }
+                    }
+                    Ok(wrong)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err("a member panicked".into())))
+            .collect()
+    });
+    match outcome {
+        Err(e) => t.failed(case, e),
+        Ok(wrong) => t.rows.push(Row {
+            case,
+            measured: match wrong.iter().all(Vec::is_empty) {
+                true => "bitwise equal every round".into(),
+                false => wrong
+                    .iter()
+                    .enumerate()
+                    .map(|(rank, w)| format!("rank {rank}: {} wrong {w:?}", w.len()))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            },
+            bar: "bitwise".into(),
+            ok: wrong.iter().all(Vec::is_empty),
+        }),
+    }
 }
 
 /// Runs every case on `device` and prints the table; the failed cases' names.

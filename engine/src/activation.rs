@@ -291,20 +291,31 @@ impl fmt::Display for Activation {
 /// thread, so that no device buffer is shared between worker threads.
 ///
 /// ## Why (burn 0.22.1, cubecl 0.11.3)
-/// Sharing one device buffer between threads was suspected unsafe there: an operation writes its
-/// output into an input's buffer whenever the handle count allows (`cubecl-runtime` `handle.rs`
-/// `can_mut`), counting live handles but not kernels that another thread has queued and not yet
-/// run, and a stream only waits for another when a buffer was allocated on that other stream.
-/// (An earlier reading also blamed burn-fusion; pipetrain's `cuda` feature does not build it.)
-/// A first H200 run showed replicas that drift apart under the all-reduce and one 2-stage ResNet
-/// run off by 7.6e-2 (`shared/reference/cuda-offline/notes.md`).
+/// Two threads that hold one device buffer can corrupt each other's values:
+/// - An operation writes its output into an input's buffer whenever the handle count allows
+///   (`cubecl-runtime` `handle.rs` `can_mut`). The count covers live handles only, not kernels
+///   another thread has queued, nor reads: a read holds a *binding*, which does not count.
+/// - A stream waits for another only for a buffer that the other stream *made*, not one it last
+///   wrote (`cubecl-server` `stream/event.rs`, `update_shared_bindings`).
+/// - burn's `into_data` reads lazily (`Client::read_lazy_async`): the device-to-host copy runs
+///   when the bytes are first used, and "the buffer must not be mutated between this call and
+///   the first read". The handle is given up for a binding when `into_data` is called.
 ///
-/// Measured on an H100 with this copy (docs/gpu.md, 2026-11-26): the ResNet runs were exact (8
-/// of 8), but the replica drift remained (8 of 12 runs of one command). The in-process
-/// all-reduce then still used the first peer tensor of each sum uncopied, and could write into
-/// it in place and send it back: it now copies every peer tensor (`ChannelCollective`). The copy costs one device-to-host and one host-to-device transfer of each received
-/// tensor; a device-side copy ordered by a stream event would be cheaper, and needs an API burn
-/// 0.22.1 does not expose.
+/// So the copy keeps a handle of its own until the bytes are on the host: while it lives, the
+/// sender cannot write that buffer in place (say, an all-reduce owner scaling the sum it has
+/// just broadcast, in its optimizer step), and the read sees the values that were sent.
+///
+/// History: a first H200 run showed replicas that drift apart under the all-reduce and one
+/// 2-stage ResNet run off by 7.6e-2 (`shared/reference/cuda-offline/notes.md`). With a copy
+/// that gave up its handle at once, an H100 ran the ResNet exactly (8 of 8), but the replicas
+/// still drifted (8 of 12 runs; 2 of 13 on one CUDA stream, where only the lazy read can
+/// explain it). The in-process all-reduce also used the first peer tensor of each sum uncopied
+/// then (`ChannelCollective`). Both are fixed by reading the code, not yet measured on a GPU
+/// (docs/gpu.md).
+///
+/// The copy costs one device-to-host and one host-to-device transfer of each received tensor;
+/// a device-side copy ordered by a stream event would be cheaper, and needs an API burn 0.22.1
+/// does not expose.
 pub(crate) fn receive<const D: usize, K>(t: Tensor<D, K>, device: &Device) -> Tensor<D, K>
 where
     K: burn::tensor::kind::Basic,
@@ -312,6 +323,10 @@ where
     if crate::device::is_cpu(device) {
         t.to_device(device)
     } else {
-        Tensor::from_data(t.into_data(), device)
+        // A counted handle until the lazy read below has run (see above).
+        let held = t.clone();
+        let copy = Tensor::from_data(t.into_data(), device);
+        drop(held);
+        copy
     }
 }
