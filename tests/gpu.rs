@@ -757,7 +757,7 @@ fn all_reduce_between_threads(t: &mut Table, device: &Device) {
                         let halves: Vec<Tensor<1>> =
                             sums.into_iter().map(|s| s.mul_scalar(0.5)).collect();
                         let exact = halves.into_iter().enumerate().all(|(k, h)| {
-                            let got = h.into_data().to_vec::<f32>().expect("f32 values");
+                            let got = h.into_data().try_to_vec::<f32>().expect("f32 values");
                             got.iter().enumerate().all(|(i, &g)| {
                                 g.to_bits()
                                     == ((value(0, round, k, i) + value(1, round, k, i)) * 0.5)
