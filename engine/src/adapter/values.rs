@@ -1,4 +1,5 @@
-//! Parameter values: read one by id, set some by id, or read them all (for verification).
+//! Parameter values: read one by id, set some by id, read them all (for verification), or copy
+//! them into buffers of their own.
 
 use std::collections::HashMap;
 
@@ -49,6 +50,26 @@ pub(crate) fn set_values<M: Module>(module: M, values: HashMap<ParamId, Tensor<1
     module.map(&mut Set(values))
 }
 
+/// `module` with every float parameter copied into a buffer of its own, through host memory,
+/// on the parameter's device (ids and whether each requires a gradient kept).
+///
+/// Replicas built from one model would otherwise share its buffers until their first optimizer
+/// step. On a GPU, the last replica to step could then update a shared weight in place, on its
+/// own stream, while another replica's kernels that read it are still queued on theirs: a
+/// stream waits only for the one that made a buffer (see `activation::receive`).
+pub(crate) fn own_buffers<M: Module>(module: M) -> M {
+    struct Copy;
+    impl ModuleMapper for Copy {
+        fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+            param.map(|t| {
+                let (device, require_grad) = (t.device(), t.is_require_grad());
+                Tensor::from_data(t.into_data(), &device).set_require_grad(require_grad)
+            })
+        }
+    }
+    module.map(&mut Copy)
+}
+
 /// Folds burn's pending running-state updates into their values.
 ///
 /// burn's `RunningState` (batch norm's running statistics) keeps each thread's latest update
@@ -94,4 +115,37 @@ pub(crate) fn float_values<M: Module>(module: &M, trainable_only: bool) -> Vec<V
 /// `dims` as a rank-`D` shape.
 pub(super) fn shape<const D: usize>(dims: &[usize]) -> [usize; D] {
     dims.try_into().expect("a parameter keeps its rank")
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::module::Module;
+    use burn::nn::LinearConfig;
+    use burn::prelude::*;
+
+    use super::{float_values, own_buffers};
+    use crate::adapter::{autodiff_device, trainable};
+
+    /// A replica's own copy trains like the original: same values, same parameter ids, every
+    /// parameter still requiring a gradient.
+    #[test]
+    fn own_buffers_keeps_values_ids_and_gradients() {
+        let device = autodiff_device(&Device::flex());
+        let layer = trainable(LinearConfig::new(3, 2).init(&Device::flex()), &device);
+        let copy = own_buffers(layer.clone());
+        let ids = |m: &burn::nn::Linear| -> Vec<_> {
+            let mut ids = Vec::new();
+            struct Ids<'a>(&'a mut Vec<burn::module::ParamId>);
+            impl burn::module::ModuleVisitor for Ids<'_> {
+                fn visit_float<const D: usize>(&mut self, p: &burn::module::Param<Tensor<D>>) {
+                    self.0.push(p.id);
+                }
+            }
+            m.visit(&mut Ids(&mut ids));
+            ids
+        };
+        assert_eq!(ids(&copy), ids(&layer));
+        assert_eq!(float_values(&copy, true), float_values(&layer, false));
+        assert_eq!(float_values(&copy, true).len(), 2, "weight and bias train");
+    }
 }

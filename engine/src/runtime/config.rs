@@ -85,7 +85,9 @@ pub enum Timing {
     #[default]
     Device,
     /// Read the clock when the host returns from an action, without synchronising: the fastest
-    /// run on a GPU, whose action times are then enqueue times.
+    /// run on a GPU, whose action times are then enqueue times. Each worker still synchronises
+    /// once a step, after its last compute action (whose time then includes the device's
+    /// queue), so that the weights are written when the step returns.
     Host,
 }
 

@@ -96,7 +96,13 @@ impl<'a, L: Layer> Worker<'a, L> {
         // the sends that follow it are done (sends never block), so that the rank's next
         // chunk does not take the core while this one's outputs wait to be sent.
         let mut holding: Option<Action> = None;
-        for &action in program {
+        // The last compute action syncs the device under any timing: between steps the runtime
+        // reads the weights on its own thread, and on a GPU that thread's stream waits only for
+        // buffers another stream made, not for one this worker's stream wrote in place since
+        // (a weight made on the runtime's thread, updated by the optimizer step). A no-op on a
+        // CPU.
+        let last_compute = program.iter().rposition(|a| !a.kind.is_transfer());
+        for (index, &action) in program.iter().enumerate() {
             if self.ctx.abort.is_aborted() {
                 return None; // fail at the first exception: stop before the next action
             }
@@ -123,8 +129,9 @@ impl<'a, L: Layer> Worker<'a, L> {
             let started = Instant::now();
             let mut outcome = catch_unwind(AssertUnwindSafe(|| self.interpret(action)));
             if !action.kind.is_transfer() {
-                // Timing::Device: the action's time includes its device work (a no-op on a CPU).
-                if self.ctx.timing == Timing::Device
+                // Timing::Device: the action's time includes its device work (a no-op on a CPU);
+                // the last compute action's does under any timing (see above).
+                if (self.ctx.timing == Timing::Device || Some(index) == last_compute)
                     && matches!(outcome, Ok(Ok(())))
                     && let Err(e) = self.state.device.sync()
                 {

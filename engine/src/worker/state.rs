@@ -26,7 +26,9 @@ pub struct WorkerState<L: Layer> {
 
 impl<L: Layer> WorkerState<L> {
     /// A worker holding `layers` on `device` (an autodiff device is made from it), with a fresh
-    /// optimizer state and a pool of `threads` compute threads.
+    /// optimizer state and a pool of `threads` compute threads. On a GPU, a replica other than
+    /// the first holds copies of `layers`' weights, no buffer shared with another replica
+    /// (`adapter::own_buffers`).
     pub fn new(
         id: WorkerId,
         layers: Vec<L>,
@@ -34,10 +36,12 @@ impl<L: Layer> WorkerState<L> {
         optimizer: &OptimizerConfig,
         threads: usize,
     ) -> Self {
+        let copy = id.replica.0 > 0 && !crate::device::is_cpu(device);
         let device = adapter::autodiff_device(device);
         let layers = layers
             .into_iter()
             .map(|l| adapter::trainable(l, &device))
+            .map(|l| if copy { adapter::own_buffers(l) } else { l })
             .collect();
         let name = format!("pipetrain-r{}s{}", id.replica.0, id.stage.0);
         Self {
