@@ -38,7 +38,7 @@ say ""
 
 # 1. The GPU suite (one table of its own, with its own verdicts).
 say "== GPU suite (tests/gpu.rs), against single-device training on the same GPU"
-PIPETRAIN_GPU_SUITE_TABLE="$WORK/suite.txt" timeout 200 "$WORK/gpu-suite" every_equivalence_case_on_the_gpu --nocapture --test-threads 1 \
+PIPETRAIN_GPU_SUITE_TABLE="$WORK/suite.txt" timeout 240 "$WORK/gpu-suite" every_equivalence_case_on_the_gpu --nocapture --test-threads 1 \
     >"$WORK/suite.log" 2>&1
 suite_rc=$?
 if [ -s "$WORK/suite.txt" ]; then
