@@ -617,6 +617,11 @@ fn a_stopped_rank_ends_the_job_with_the_comm_timeout() {
         !ours.starts_with("error: rank 1 "),
         "a survivor reports it: {ours}"
     );
+    // With more ranks the rank named may be one that waits on the stuck one: the error says so.
+    assert!(
+        ours.contains("waiting on a rank that is"),
+        "the error allows for a chain of waits: {ours}"
+    );
     assert!(
         ended >= Duration::from_secs(timeout),
         "ended {ended:?} after the stop, before the {timeout} s timeout could pass: {all}"

@@ -293,7 +293,8 @@ pub enum EngineError {
     /// runs).
     #[error(
         "transport: {peer} (MPI rank {rank}) sent nothing for {timeout:?} (the communication \
-         timeout) while {tag:?} was awaited; it may be dead or stuck, or its steps that slow"
+         timeout) while {tag:?} was awaited; it may be dead or stuck, waiting on a rank that is, \
+         or its steps that slow"
     )]
     TransportTimeout {
         /// The neighbour.
@@ -324,8 +325,8 @@ pub enum EngineError {
     /// Nothing came from a member within the communication timeout (multi-process runs).
     #[error(
         "collective: member {peer} (MPI rank {rank}) of the {size}-member group sent nothing \
-         for {timeout:?} (the communication timeout); it may be dead or stuck, or its steps \
-         that slow"
+         for {timeout:?} (the communication timeout); it may be dead or stuck, waiting on a rank \
+         that is, or its steps that slow"
     )]
     CollectiveTimeout {
         /// The peer's rank in the group.
@@ -703,7 +704,7 @@ pub enum EngineError {
     #[cfg(feature = "mpi")]
     #[error(
         "rank {rank} failed: sent nothing for {seconds} s (the communication timeout) {during}; \
-         it may be dead or stuck"
+         it may be dead or stuck, or waiting on a rank that is"
     )]
     Silent {
         /// The rank.

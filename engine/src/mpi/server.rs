@@ -418,7 +418,7 @@ impl Server {
                     reported = true;
                     let message = format!(
                         "could not send {bytes} bytes to it for {} s (the communication \
-                         timeout); it may be dead or stuck",
+                         timeout); it may be dead or stuck, or waiting on a rank that is",
                         self.timeout.as_secs_f64()
                     );
                     let remedy = Some(Remedy::set(Setting::CommTimeout, Value::Larger));

@@ -424,7 +424,8 @@ pub struct TrainArgs {
     )]
     pub workers_per_process: usize,
     /// Under an MPI launcher: seconds to wait on another process before giving up on it (it
-    /// may be dead or stuck); every rank then exits non-zero naming it.
+    /// may be dead or stuck, or waiting on one that is); every rank then exits non-zero naming
+    /// it.
     #[arg(
         long,
         default_value_t = 30.0,
