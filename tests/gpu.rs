@@ -696,8 +696,6 @@ fn regressions(t: &mut Table, device: &Device) {
             Ok(())
         });
     }
-    // 5. The replica drift taken apart (docs/gpu.md): the all-reduce alone, between threads.
-    all_reduce_between_threads(t, device);
     // 4. The 2-stage GPT under SGD (1.97e-5 against the CPU reference).
     let data = tokens(5);
     let case = "regression: gpt 2 stages m=4 sgd lr 0.01, 5 steps";
@@ -712,6 +710,8 @@ fn regressions(t: &mut Table, device: &Device) {
         t.close(case, &got.parameters(), &expected, BAR);
         Ok(())
     });
+    // 5. The replica drift taken apart (docs/gpu.md): the all-reduce alone, between threads.
+    all_reduce_between_threads(t, device);
 }
 
 /// The in-process all-reduce between two member threads, as replicas run it: each round, both
