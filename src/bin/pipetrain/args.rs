@@ -77,11 +77,6 @@ impl TrainArgs {
         })
     }
 
-    /// `--virtual-stages`, or its default 2 (read under `--schedule interleaved` only).
-    pub fn virtual_stages(&self) -> usize {
-        self.virtual_stages.unwrap_or(2)
-    }
-
     /// `--held-out`, or its default.
     pub fn held_out(&self) -> f64 {
         self.held_out.unwrap_or(0.1)

@@ -145,7 +145,8 @@ pub(crate) struct Settings<'a> {
 /// Checks the flags, opens the data, builds the model and trains it (this process's share of
 /// it under MPI: `dist`).
 fn train(args: &TrainArgs, dist: Option<&Distributed>) -> Result<Exit, Failure> {
-    let schedule = crate::schedule::of(args.schedule, args.virtual_stages(), args.plan.as_deref())?;
+    let chunks = args.virtual_stages.unwrap_or(2);
+    let schedule = crate::schedule::of(args.schedule, chunks, args.plan.as_deref())?;
     let remat: Remat = args.remat();
     if args.batch == 0 {
         return Err(Failure::usage("--batch 0: must be at least 1"));
