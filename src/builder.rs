@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use burn::prelude::*;
 use pipetrain_engine::{
-    Backward, Batch, CrossEntropy, DataParallel, Fabric, GradGuard, Layer, Loss, OptimizerConfig,
-    Remat, RuntimeConfig, Tie, Timing, pool,
+    Backward, Batch, CrossEntropy, DataParallel, Fabric, GradGuard, Handoff, Layer, Loss, MatmulPrecision,
+    OptimizerConfig, Remat, RuntimeConfig, Tie, Timing, pool,
 };
 use pipetrain_partitioner::Partition;
 use pipetrain_schedules::WorkerId;
@@ -117,6 +117,8 @@ pub struct PipelineBuilder<L: Layer> {
     distributed: Option<Distributed>,
     guard: GradGuard,
     timing: Timing,
+    handoff: Handoff,
+    matmul_precision: MatmulPrecision,
 }
 
 impl<L: Layer> Default for PipelineBuilder<L> {
@@ -143,6 +145,8 @@ impl<L: Layer> Default for PipelineBuilder<L> {
             distributed: None,
             guard: GradGuard::default(),
             timing: Timing::default(),
+            handoff: Handoff::default(),
+            matmul_precision: MatmulPrecision::default(),
         }
     }
 }
@@ -235,6 +239,27 @@ impl<L: Layer> PipelineBuilder<L> {
     /// host's enqueue times). On a CPU both are the same.
     pub fn timing(mut self, timing: Timing) -> Self {
         self.timing = timing;
+        self
+    }
+
+    /// How tensors cross between worker threads on one GPU: [`Handoff::Host`] (the default: the
+    /// receiver copies through host memory) or [`Handoff::Device`] (the sender copies into a
+    /// fresh device buffer and sends that; no host round trip). On a CPU both pass the handle.
+    /// docs/gpu.md gives the rules each keeps.
+    pub fn handoff(mut self, handoff: Handoff) -> Self {
+        self.handoff = handoff;
+        self
+    }
+
+    /// What f32 matmuls compute in on the pipeline's GPUs: [`MatmulPrecision::Fp32`] (the
+    /// default: IEEE fp32, as PyTorch's default) or [`MatmulPrecision::Tf32`] (tensor cores).
+    /// A GPU fixes it when it is first used in the process, so a device that already ran with
+    /// the other precision is refused at build
+    /// ([`EngineError::MatmulPrecisionFixed`](pipetrain_engine::EngineError::MatmulPrecisionFixed));
+    /// make the device with [`pipetrain_engine::device::cuda_with`] to choose it first. On a CPU
+    /// the setting is accepted and changes nothing (no TF32 there).
+    pub fn matmul_precision(mut self, precision: MatmulPrecision) -> Self {
+        self.matmul_precision = precision;
         self
     }
 
@@ -455,6 +480,9 @@ impl<L: Layer> PipelineBuilder<L> {
                 });
             }
         };
+        for device in &devices {
+            pipetrain_engine::device::require_matmul_precision(device, self.matmul_precision)?;
+        }
         let unlowered = self.schedule.plan(stages, self.micro_batches)?;
         let plan = lower(&unlowered, Lowering::default());
         validate(&plan)?;
@@ -478,6 +506,7 @@ impl<L: Layer> PipelineBuilder<L> {
                 backward: self.backward,
                 guard: self.guard,
                 timing: self.timing,
+                handoff: self.handoff,
             },
             optimizer: self.optimizer,
             devices,

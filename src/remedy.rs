@@ -59,6 +59,9 @@ impl Style for Builder {
             (Setting::HeldOut, v) => format!("`DataSettings::held_out` = {v}"),
             (Setting::KeepLast, _) => "`DataSettings::keep_last`".to_string(),
             (Setting::FileOrder, _) => "`DataSettings::shuffle` = false".to_string(),
+            (Setting::MatmulPrecision, Value::Mode(mode)) => {
+                format!(".matmul_precision(MatmulPrecision::{})", camel(mode))
+            }
             (Setting::Data, _) => "loaded data (a `DataSpec` other than synthetic)".to_string(),
             (setting, v) => match method(setting) {
                 Some(method) => format!(".{method}({v})"),
@@ -88,6 +91,7 @@ fn method(setting: Setting) -> Option<&'static str> {
             | SkipNonFinite
             | Remat
             | BucketBytes
+            | MatmulPrecision
     );
     builder.then(|| setting.key())
 }

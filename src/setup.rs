@@ -231,7 +231,9 @@ impl<L: Layer> Validated<L> {
         };
         let fabric: Box<dyn Fabric> = match config.distributed.take() {
             Some(d) => d.fabric,
-            None => Box::new(ChannelFabric),
+            None => Box::new(ChannelFabric {
+                handoff: config.runtime.handoff,
+            }),
         };
         let runtime = Runtime::new(engine, fabric)?;
         Ok(Pipeline::new(setup, runtime, config.devices))

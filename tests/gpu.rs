@@ -28,8 +28,8 @@ use std::fmt::Write as _;
 use burn::prelude::*;
 use pipetrain::engine::{SgdOptions, SingleDevice, difference};
 use pipetrain::{
-    Activation, Backward, Batch, CrossEntropy, Layer, OptimizerConfig, Pipeline, PipelineBuilder,
-    Remat, ScheduleKind,
+    Activation, Backward, Batch, CrossEntropy, Handoff, Layer, MatmulPrecision, OptimizerConfig,
+    Pipeline, PipelineBuilder, Remat, ScheduleKind,
 };
 use pipetrain_models::{
     GptConfig, GptLayer, MlpConfig, MlpLayer, ResNetConfig, ResNetLayer, UNetConfig, UNetLayer,
@@ -40,9 +40,18 @@ use pipetrain_models::{
 const BAR: f64 = 1e-5;
 const SEED: u64 = 25;
 
-/// CUDA GPU 0, or `None` (after printing the skip line).
+/// The matmul precision the suite runs at: `PIPETRAIN_GPU_SUITE_PRECISION` (fp32 or tf32),
+/// else the default (fp32).
+fn precision() -> MatmulPrecision {
+    std::env::var("PIPETRAIN_GPU_SUITE_PRECISION")
+        .ok()
+        .map(|p| p.parse().expect("PIPETRAIN_GPU_SUITE_PRECISION: fp32 or tf32"))
+        .unwrap_or_default()
+}
+
+/// CUDA GPU 0 at [`precision`], or `None` (after printing the skip line).
 fn gpu() -> Option<Device> {
-    match pipetrain::engine::device::cuda(0) {
+    match pipetrain::engine::device::cuda_with(0, precision()) {
         Ok(device) => Some(device),
         Err(why) => {
             println!("skipped: no CUDA device ({why})");
@@ -809,10 +818,127 @@ fn all_reduce_between_threads(t: &mut Table, device: &Device) {
     }
 }
 
+/// The device hand-off (issue 34): tensors cross between worker threads as copies the sender
+/// made on its own stream. Replicas on one GPU must stay bitwise equal at every step, 2 × 2
+/// must match one device and train the bits of the host hand-off. On the CPU the device path's
+/// copies are forced (`DeviceOnCpuToo`), so the suite's own check runs them too.
+fn handoffs(t: &mut Table, device: &Device) {
+    let handoff = match pipetrain::engine::device::is_cpu(device) {
+        true => Handoff::DeviceOnCpuToo,
+        false => Handoff::Device,
+    };
+    let init = mlp(64, 7, 10);
+    let data = mlp_data(10, 256, 64, 10);
+    run(t, "handoff device: 2 replicas × 1 stage, 10 steps sgd", |t| {
+        let mut pipeline = Pipeline::builder()
+            .layers(init.clone())
+            .devices([device.clone()])
+            .stages(1)
+            .replicas(2)
+            .optimizer(OptimizerConfig::sgd())
+            .learning_rate(0.01)
+            .handoff(handoff)
+            .build()
+            .map_err(|e| e.to_string())?;
+        let mut first_split = None;
+        for (k, batch) in data.iter().enumerate() {
+            pipeline.train_step(batch).map_err(|e| e.to_string())?;
+            let (r0, r1) = (pipeline.replica_parameters(0), pipeline.replica_parameters(1));
+            if first_split.is_none() && r0 != r1 {
+                first_split = Some(k + 1);
+            }
+        }
+        t.rows.push(Row {
+            case: "handoff device: 2 replicas × 1 stage, 10 steps sgd: replicas equal every step"
+                .into(),
+            measured: match first_split {
+                None => "bitwise equal at every step".into(),
+                Some(step) => format!("differ from step {step}"),
+            },
+            bar: "bitwise".into(),
+            ok: first_split.is_none(),
+        });
+        let expected = reference(&init, &data, device, &OptimizerConfig::sgd(), 0.01, 1, &[])?;
+        t.close(
+            "handoff device: 2 replicas × 1 stage, 10 steps sgd vs one device",
+            &pipeline.parameters(),
+            &expected,
+            BAR,
+        );
+        Ok(())
+    });
+    let data = mlp_data(5, 256, 64, 10);
+    run(t, "handoff device: 2 replicas × 2 stages 1f1b m=4 adam", |t| {
+        let two_by_two = |handoff| {
+            train(&init, &data, device, |b| {
+                b.balance([4, 4])
+                    .replicas(2)
+                    .micro_batches(4)
+                    .optimizer(OptimizerConfig::adam())
+                    .learning_rate(1e-3)
+                    .handoff(handoff)
+            })
+            .map(|p| p.parameters())
+        };
+        let got = two_by_two(handoff)?;
+        let expected = reference(&init, &data, device, &OptimizerConfig::adam(), 1e-3, 1, &[])?;
+        t.close(
+            "handoff device: 2 replicas × 2 stages 1f1b m=4 adam, 5 steps vs one device",
+            &got,
+            &expected,
+            BAR,
+        );
+        t.bitwise(
+            "handoff device == host: 2 replicas × 2 stages 1f1b m=4 adam",
+            &got,
+            &two_by_two(Handoff::Host)?,
+        );
+        Ok(())
+    });
+}
+
+/// The matmul precision (issue 34): the GPU runs at the precision it started with, and refuses
+/// the other one (nothing to refuse on the CPU).
+fn matmul_precision(t: &mut Table, device: &Device) {
+    let running = pipetrain::engine::device::matmul_precision(device);
+    let other = match precision() {
+        MatmulPrecision::Fp32 => MatmulPrecision::Tf32,
+        MatmulPrecision::Tf32 => MatmulPrecision::Fp32,
+    };
+    let cpu = pipetrain::engine::device::is_cpu(device);
+    let refused = pipetrain::engine::device::require_matmul_precision(device, other);
+    let ok = match cpu {
+        true => running == Some(MatmulPrecision::Fp32) && refused.is_ok(),
+        false => {
+            running == Some(precision())
+                && matches!(
+                    refused,
+                    Err(pipetrain::EngineError::MatmulPrecisionFixed { running: r, .. })
+                        if r == precision()
+                )
+        }
+    };
+    t.rows.push(Row {
+        case: format!("matmul precision: runs {}, {other} refused", precision()),
+        measured: format!(
+            "runs {}; {other}: {}",
+            running.map_or("-".to_string(), |p| p.to_string()),
+            match &refused {
+                Ok(()) => "taken (no TF32 on a CPU)".to_string(),
+                Err(e) => e.to_string().chars().take(60).collect(),
+            }
+        ),
+        bar: "as started".into(),
+        ok,
+    });
+}
+
 /// Runs every case on `device` and prints the table; the failed cases' names.
 fn suite(device: &Device, on: &str, table_file: Option<String>) -> Vec<String> {
     let mut table = Table::default();
+    matmul_precision(&mut table, device);
     regressions(&mut table, device);
+    handoffs(&mut table, device);
     mlp_schedules(&mut table, device);
     mlp_virtual_stages(&mut table, device);
     models(&mut table, device);

@@ -8,6 +8,7 @@ use burn::tensor::Int;
 use crate::adapter;
 use crate::bundle::Bundle;
 use crate::error::EngineError;
+use crate::handoff::Handoff;
 
 /// A tensor of any supported rank and kind: what one layer hands the next, what one stage sends
 /// another, and what a micro-batch's inputs and targets are.
@@ -243,13 +244,16 @@ impl Activation {
         map_variant!(self, t => t.to_device(device), b => b.map(|p| p.to_device(device)))
     }
 
-    /// On the receiving worker's thread, a tensor another worker thread sent: on `device`, and on
-    /// a GPU in a buffer of this thread's own ([`receive`]).
-    pub(crate) fn receive(self, device: &Device) -> Activation {
-        if crate::device::is_cpu(device) {
-            return self.to_device(device);
-        }
-        map_variant!(self, t => receive(t, device), b => b.map(|p| p.receive(device)))
+    /// On the receiving worker's thread, a tensor another worker thread sent, as this thread's
+    /// own on `device` ([`Handoff::incoming`]).
+    pub(crate) fn receive(self, device: &Device, handoff: Handoff) -> Activation {
+        map_variant!(self, t => handoff.incoming(t, device), b => b.map(|p| p.receive(device, handoff)))
+    }
+
+    /// On the sending worker's thread, after its last write: what to send to another worker
+    /// thread ([`Handoff::outgoing`]).
+    pub(crate) fn hand_off(self, handoff: Handoff) -> Activation {
+        map_variant!(self, t => handoff.outgoing(t), b => b.map(|p| p.hand_off(handoff)))
     }
 
     /// Without autodiff (no graph, no gradient): the plain tensor that crosses a thread or
@@ -283,50 +287,5 @@ impl fmt::Display for Activation {
             return b.fmt(f);
         }
         write!(f, "{} {:?}", self.describe(), self.dims())
-    }
-}
-
-/// A tensor that another worker thread produced, as the receiving worker's own: on a CPU the
-/// same handle (moved to `device`); on a GPU a copy made through host memory on the receiving
-/// thread, so that no device buffer is shared between worker threads.
-///
-/// ## Why (burn 0.22.1, cubecl 0.11.3)
-/// Two threads that hold one device buffer can corrupt each other's values:
-/// - An operation writes its output into an input's buffer whenever the handle count allows
-///   (`cubecl-runtime` `handle.rs` `can_mut`). The count covers live handles only, not kernels
-///   another thread has queued, nor reads: a read holds a *binding*, which does not count.
-/// - A stream waits for another only for a buffer that the other stream *made*, not one it last
-///   wrote (`cubecl-server` `stream/event.rs`, `update_shared_bindings`).
-/// - burn's `into_data` reads lazily (`Client::read_lazy_async`): the device-to-host copy runs
-///   when the bytes are first used, and "the buffer must not be mutated between this call and
-///   the first read". The handle is given up for a binding when `into_data` is called.
-///
-/// So the copy keeps a handle of its own until the bytes are on the host: while it lives, the
-/// sender cannot write that buffer in place (say, an all-reduce owner scaling the sum it has
-/// just broadcast, in its optimizer step), and the read sees the values that were sent.
-///
-/// History: a first H200 run showed replicas that drift apart under the all-reduce and one
-/// 2-stage ResNet run off by 7.6e-2 (`shared/reference/cuda-offline/notes.md`). With a copy
-/// that gave up its handle at once, an H100 ran the ResNet exactly (8 of 8), but the replicas
-/// still drifted (8 of 12 runs; 2 of 13 on one CUDA stream, where only the lazy read can
-/// explain it). The in-process all-reduce also used the first peer tensor of each sum uncopied
-/// then (`ChannelCollective`). Both are fixed by reading the code, not yet measured on a GPU
-/// (docs/gpu.md).
-///
-/// The copy costs one device-to-host and one host-to-device transfer of each received tensor;
-/// a device-side copy ordered by a stream event would be cheaper, and needs an API burn 0.22.1
-/// does not expose.
-pub(crate) fn receive<const D: usize, K>(t: Tensor<D, K>, device: &Device) -> Tensor<D, K>
-where
-    K: burn::tensor::kind::Basic,
-{
-    if crate::device::is_cpu(device) {
-        t.to_device(device)
-    } else {
-        // A counted handle until the lazy read below has run (see above).
-        let held = t.clone();
-        let copy = Tensor::from_data(t.into_data(), device);
-        drop(held);
-        copy
     }
 }

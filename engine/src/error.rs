@@ -421,6 +421,21 @@ pub enum EngineError {
         detail: String,
     },
 
+    /// A GPU already runs f32 matmuls at another precision than the one asked for: cubecl fixes
+    /// it when the device starts, once per process ([`MatmulPrecision`](crate::MatmulPrecision)).
+    #[error(
+        "cuda:{index}: f32 matmuls on this GPU already run in {running} (fixed when the device \
+         was first used in this process), not the {requested} asked for"
+    )]
+    MatmulPrecisionFixed {
+        /// The GPU.
+        index: usize,
+        /// The precision it runs with.
+        running: crate::MatmulPrecision,
+        /// The precision asked for.
+        requested: crate::MatmulPrecision,
+    },
+
     // ---- Ties ([`Tie`](crate::Tie)): a tie the model does not fit. ----
     /// A tie names a parameter the model lacks.
     #[error("tie `{tie}`: the model has no parameter `{name}` (it has e.g. {examples})")]
@@ -787,6 +802,12 @@ impl Remedied for EngineError {
                 init_from(),
             ])),
             EngineError::Plan(e) => e.remedy(),
+            EngineError::MatmulPrecisionFixed { running, .. } => Some(Remedy::one_of([
+                Remedy::set(Setting::MatmulPrecision, Value::mode(running.name())),
+                Remedy::sentence(
+                    "choose the precision before the GPU's first use (pipetrain_engine::device::cuda_with)",
+                ),
+            ])),
             _ => None,
         }
     }

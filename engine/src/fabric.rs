@@ -15,6 +15,7 @@ use pipetrain_schedules::{SkipRoute, StageId, WorkerId};
 use crate::abort::Abort;
 use crate::collective::{ChannelCollective, Collective};
 use crate::error::Result;
+use crate::handoff::Handoff;
 use crate::transport::{ChannelTransport, Transport};
 use crate::world::World;
 
@@ -62,7 +63,11 @@ pub trait Fabric: Send {
 /// In-process channels: [`ChannelTransport`] within each replica, [`ChannelCollective`] within
 /// each stage group and tie pair. Needs the whole world in this process.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct ChannelFabric;
+pub struct ChannelFabric {
+    /// How the collectives hand tensors to each other's threads on a GPU (the transports'
+    /// activations follow the runtime's [`RuntimeConfig::handoff`](crate::RuntimeConfig)).
+    pub handoff: Handoff,
+}
 
 impl Fabric for ChannelFabric {
     fn connect(
@@ -91,17 +96,17 @@ impl Fabric for ChannelFabric {
         let mut collectives: HashMap<WorkerId, ChannelCollective> = HashMap::new();
         for s in 0..stages {
             let ids = world.stage_group(s.into());
-            collectives.extend(ids.zip(ChannelCollective::group(replicas, abort)));
+            collectives.extend(ids.zip(ChannelCollective::group_with(replicas, abort, self.handoff)));
         }
         let mut lines: HashMap<WorkerId, ChannelCollective> = HashMap::new();
         for r in 0..replicas {
             let ids = world.replica(r.into());
-            lines.extend(ids.zip(ChannelCollective::group(stages, abort)));
+            lines.extend(ids.zip(ChannelCollective::group_with(stages, abort, self.handoff)));
         }
         let mut pairs: HashMap<WorkerId, HashMap<usize, Box<dyn Collective>>> = HashMap::new();
         for r in 0..replicas {
             for link in ties {
-                let pair = ChannelCollective::group(2, abort);
+                let pair = ChannelCollective::group_with(2, abort, self.handoff);
                 for (stage, member) in [link.low, link.high].into_iter().zip(pair) {
                     pairs
                         .entry(WorkerId::new(r.into(), stage))

@@ -42,9 +42,10 @@
 //!     backward: Backward::default(),
 //!     guard: Default::default(),
 //!     timing: Default::default(),
+//!     handoff: Default::default(),
 //! };
 //! // Everything resolved and validated first; then the threads start.
-//! let mut runtime = Runtime::new(Setup::new(workers, config)?, Box::new(ChannelFabric))?;
+//! let mut runtime = Runtime::new(Setup::new(workers, config)?, Box::new(ChannelFabric::default()))?;
 //! let batch = Batch {
 //!     inputs: Tensor::<2>::ones([4, 4], &device).into(),
 //!     targets: Tensor::<2>::zeros([4, 2], &device).into(),
@@ -65,6 +66,7 @@ pub mod device;
 mod error;
 mod fabric;
 mod grad_guard;
+mod handoff;
 mod layer;
 mod loss;
 #[cfg(feature = "mpi")]
@@ -73,6 +75,7 @@ mod optimizer;
 mod optimizer_options;
 pub mod output;
 mod params;
+mod precision;
 pub mod pool;
 pub mod profile;
 mod reference;
@@ -99,9 +102,11 @@ pub use collective::{ChannelCollective, Collective, even_bounds};
 pub use error::{EngineError, Result};
 pub use fabric::{ChannelFabric, Fabric, Links, TieLink};
 pub use grad_guard::GradGuard;
+pub use handoff::Handoff;
 pub use layer::Layer;
 pub use loss::{CrossEntropy, Loss, Mse};
 pub use optimizer::{AdamOptions, OptimizerConfig, SgdOptions};
+pub use precision::MatmulPrecision;
 pub use params::{Difference, difference, parameters, trainable_parameters};
 pub use reference::SingleDevice;
 pub use remat::Remat;

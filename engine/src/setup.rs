@@ -116,13 +116,14 @@ impl Plans {
 ///     backward: Backward::default(),
 ///     guard: Default::default(),
 ///     timing: Default::default(),
+///     handoff: Default::default(),
 /// };
 /// let setup = Setup::new(workers, config)?; // no thread yet
 /// // No dense layer: ZB-H1's split backwards run fused, on both stages.
 /// assert_eq!(setup.plans().fused(), [StageId(0), StageId(1)]);
 /// assert_eq!(setup.plans().step().count(StageId(1), ActionKind::Backward), 4);
 /// assert_eq!(setup.plans().inference(4).micro_batches(), 4);
-/// let runtime = Runtime::new(setup, Box::new(ChannelFabric))?; // the threads start here
+/// let runtime = Runtime::new(setup, Box::new(ChannelFabric::default()))?; // the threads start here
 /// assert_eq!(runtime.threads().len(), 2);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```

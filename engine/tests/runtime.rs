@@ -66,10 +66,11 @@ fn runtime(device: &Device) -> Runtime<Dense> {
         backward: Backward::default(),
         guard: Default::default(),
         timing: Default::default(),
+        handoff: Default::default(),
     };
     Runtime::new(
         Setup::new(workers, config).unwrap(),
-        Box::new(ChannelFabric),
+        Box::new(ChannelFabric::default()),
     )
     .unwrap()
 }

@@ -107,6 +107,8 @@ pub enum Setting {
     KeepLast,
     /// Visiting a data set in its file order (no shuffle).
     FileOrder,
+    /// What f32 matmuls compute in on a GPU (`fp32`, `tf32`).
+    MatmulPrecision,
 }
 
 impl Setting {
@@ -152,6 +154,7 @@ impl Setting {
             Setting::LrSchedule => "lr_schedule",
             Setting::KeepLast => "keep_last",
             Setting::FileOrder => "file_order",
+            Setting::MatmulPrecision => "matmul_precision",
         }
     }
 
@@ -188,6 +191,7 @@ impl Setting {
             Setting::LrSchedule => "learning-rate schedule",
             Setting::KeepLast => "keeping the short last batch",
             Setting::FileOrder => "file order",
+            Setting::MatmulPrecision => "matmul precision",
             Setting::Model
             | Setting::Classes
             | Setting::Steps

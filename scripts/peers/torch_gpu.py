@@ -67,9 +67,11 @@ def main():
     p.add_argument("--m", type=int, default=1)
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--tf32", action="store_true",
+                   help="matmuls and convolutions on TF32 tensor cores (pipetrain --matmul-precision tf32)")
     a = p.parse_args()
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = a.tf32
+    torch.backends.cudnn.allow_tf32 = a.tf32
     dev = torch.device("cuda")
     torch.manual_seed(0)
     if a.model == "mlp":

@@ -4,15 +4,19 @@
 //! one GPU, MLP-8x4096 on 2 stages of one GPU (1F1B, m = 8) and as 2 replicas on one GPU. Every
 //! step is timed from `train_step` until the device has finished it (`Device::sync`), as the
 //! peer times its steps between `torch.cuda.synchronize()` calls; the action times inside use
-//! device timing ([`crate::Timing::Device`]). The peer ([`GpuPeer`], `torch_gpu.py`) runs fp32
-//! with TF32 off, the same shapes and SGD at 0.01, from its own seeded init (speed does not
-//! depend on the values); rows alternate, ours then the peer's, for each repetition.
+//! the settings' timing ([`Timing::Host`] by default: no synchronisation after each action, as
+//! PyTorch). The peer ([`GpuPeer`], `torch_gpu.py`) runs fp32 with the same `allow_tf32` as our
+//! matmul precision, the same shapes and SGD at 0.01, from its own seeded init (speed does not
+//! depend on the values); rows alternate, ours then the peer's, for each repetition. The first
+//! step of each of our rows (kernel compilation and autotuning) is reported on its own.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use crate::{Batch, Layer, OptimizerConfig, Pipeline, Remat, ScheduleKind};
+use crate::{
+    Batch, Handoff, Layer, MatmulPrecision, OptimizerConfig, Pipeline, Remat, ScheduleKind, Timing,
+};
 use burn::prelude::*;
 use pipetrain_models::{GptConfig, MlpConfig, synthetic};
 
@@ -143,8 +147,8 @@ fn rows(args: &BenchSettings) -> Vec<GpuRow> {
     }
 }
 
-/// Samples/s of each measured step of `row` on `device`.
-fn measure(row: &GpuRow, args: &BenchSettings, device: &Device) -> Result<Vec<f64>> {
+/// Samples/s of each measured step of `row` on `device`, and the first step's time.
+fn measure(row: &GpuRow, args: &BenchSettings, device: &Device) -> Result<Timed> {
     device.seed(0);
     let data: Vec<Batch> = (0..5)
         .map(|k| match row.model {
@@ -180,7 +184,7 @@ fn timed<L: Layer>(
     layers: Vec<L>,
     balance: Vec<usize>,
     data: &[Batch],
-) -> Result<Vec<f64>> {
+) -> Result<Timed> {
     let mut pipeline = Pipeline::builder()
         .layers(layers)
         .balance(balance)
@@ -191,8 +195,11 @@ fn timed<L: Layer>(
         .optimizer(OptimizerConfig::sgd())
         .learning_rate(0.01)
         .devices([device.clone()])
+        .matmul_precision(args.matmul_precision)
+        .timing(args.gpu_timing)
+        .handoff(args.handoff)
         .build()?;
-    let mut rates = Vec::new();
+    let mut timed = Timed::default();
     for step in 0..args.warmup + args.steps {
         let batch = &data[step % data.len()];
         let started = Instant::now();
@@ -201,11 +208,24 @@ fn timed<L: Layer>(
             row: row.name.clone(),
             reason: e.to_string(),
         })?;
+        let seconds = started.elapsed().as_secs_f64();
+        if step == 0 {
+            timed.first_step = seconds;
+        }
         if step >= args.warmup {
-            rates.push(row.model.rows() as f64 / started.elapsed().as_secs_f64());
+            timed.rates.push(row.model.rows() as f64 / seconds);
         }
     }
-    Ok(rates)
+    Ok(timed)
+}
+
+/// What one run of a GPU row measured.
+#[derive(Default)]
+struct Timed {
+    /// Samples/s of each measured step.
+    rates: Vec<f64>,
+    /// Seconds of the first (warm-up) step: kernel compilation and autotuning included.
+    first_step: f64,
 }
 
 /// The PyTorch peer of the GPU rows: `python` running `torch_gpu.py` of `dir`.
@@ -231,6 +251,9 @@ fn peer(
         .args(["--m", &row.micro_batches.to_string()])
         .args(["--steps", &args.steps.to_string()])
         .args(["--warmup", &args.warmup.to_string()]);
+    if args.matmul_precision.allows_tf32() {
+        command.arg("--tf32");
+    }
     let out = command
         .output()
         .map_err(|e| format!("{} {}: {e}", python.display(), script.display()))?;
@@ -285,6 +308,9 @@ pub struct GpuLine {
     pub ours: Vec<f64>,
     /// The peer's median samples/s of each repetition it ran.
     pub theirs: Vec<f64>,
+    /// Seconds of our first step of each repetition (kernel compilation and autotuning
+    /// included; not in `ours`).
+    pub first_steps: Vec<f64>,
 }
 
 /// What a GPU bench measured ([`run_gpu`]); [`GpuReport::render`] makes it a document.
@@ -302,6 +328,12 @@ pub struct GpuReport {
     pub steps: usize,
     /// Repetitions.
     pub reps: usize,
+    /// What f32 matmuls computed in, ours and the peer's.
+    pub matmul_precision: MatmulPrecision,
+    /// What our action times measured.
+    pub timing: Timing,
+    /// How our tensors crossed between worker threads.
+    pub handoff: Handoff,
 }
 
 /// Runs the GPU rows `settings` select (its `only`, `hidden_layers`, `gpt_width`,
@@ -337,6 +369,7 @@ pub fn run_gpu(
             name: r.name.clone(),
             ours: Vec::new(),
             theirs: Vec::new(),
+            first_steps: Vec::new(),
         })
         .collect();
     let mut report = GpuReport {
@@ -346,11 +379,14 @@ pub fn run_gpu(
         warmup: args.warmup,
         steps: args.steps,
         reps: args.reps,
+        matmul_precision: args.matmul_precision,
+        timing: args.gpu_timing,
+        handoff: args.handoff,
     };
     let total = rows.len() * args.reps;
     for rep in 0..args.reps {
         for (i, row) in rows.iter().enumerate() {
-            let rates = measure(row, args, device).map_err(|e| match e {
+            let Timed { rates, first_step } = measure(row, args, device).map_err(|e| match e {
                 e @ Error::BenchRow { .. } => e,
                 e => Error::BenchRow {
                     row: row.name.clone(),
@@ -364,6 +400,7 @@ pub fn run_gpu(
                 samples_per_sec: median(&rates),
             });
             lines[i].ours.extend(rates);
+            lines[i].first_steps.push(first_step);
             if let Some(p) = peer_run {
                 let result = peer(p, row, args);
                 progress(Progress::Peer {
@@ -390,15 +427,21 @@ impl GpuReport {
     pub fn render(&self, gpu: &str, command: &str) -> String {
         let mut out = format!("# pipetrain on a GPU: {gpu}\n\n");
         out += &format!(
-            "`{command}`; fp32; {} warm-up + {} measured steps per row and repetition, {} \
-             repetition(s); each step timed until the device finished it. PyTorch: {}.\n\n",
+            "`{command}`; fp32 weights and activations, matmuls in {} (the peer's `allow_tf32` \
+             the same); --timing {}, --handoff {}; {} warm-up + {} measured steps per row and \
+             repetition, {} repetition(s); each step timed until the device finished it. The \
+             first step (kernel compilation and autotuning) is not in the figures: its time \
+             is its own column. PyTorch: {}.\n\n",
+            self.matmul_precision,
+            self.timing,
+            self.handoff,
             self.warmup,
             self.steps,
             self.reps,
             self.peer.as_deref().unwrap_or("not run")
         );
-        out += "| row | pipetrain samples/s | PyTorch samples/s | ratio |\n";
-        out += "|---|---:|---:|---:|\n";
+        out += "| row | matmul | pipetrain samples/s | PyTorch samples/s | ratio | first step s |\n";
+        out += "|---|---|---:|---:|---:|---:|\n";
         for line in &self.lines {
             let us = median(&line.ours);
             let (them, ratio) = match line.theirs.is_empty() {
@@ -408,7 +451,11 @@ impl GpuReport {
                     (format!("{t:.0}"), format!("{:.2}", us / t))
                 }
             };
-            out += &format!("| {} | {us:.0} | {them} | {ratio} |\n", line.name);
+            let first = line.first_steps.iter().copied().fold(0.0, f64::max);
+            out += &format!(
+                "| {} | {} | {us:.0} | {them} | {ratio} | {first:.2} |\n",
+                line.name, self.matmul_precision
+            );
         }
         for note in &self.peer_failures {
             out += &format!("\nPyTorch peer failed: {note}\n");

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use super::configs::Workload;
 use super::peers::Peers;
 use crate::error::{Error, Result};
+use crate::{Handoff, MatmulPrecision, Timing};
 
 /// The settings of a CPU bench ([`run`](super::run)): the MLP every row trains (and the GPT of
 /// the `GPT schedules` rows), the measurement, the rows, and the PyTorch peers and MPI launcher
@@ -41,6 +42,14 @@ pub struct BenchSettings {
     pub peers: Option<Peers>,
     /// The `pipetrain` binary to start under `mpirun` for the MPI rows; `None` leaves them out.
     pub mpi_binary: Option<PathBuf>,
+    /// The GPU rows: what f32 matmuls compute in (the PyTorch peer runs with the same
+    /// `allow_tf32`). Fixed for the GPU when it is first used.
+    pub matmul_precision: MatmulPrecision,
+    /// The GPU rows: what the action times measure ([`Timing::Host`]: no synchronisation after
+    /// each action; each step is still timed until the device finished it).
+    pub gpu_timing: Timing,
+    /// The GPU rows: how tensors cross between worker threads.
+    pub handoff: Handoff,
 }
 
 impl Default for BenchSettings {
@@ -63,6 +72,9 @@ impl Default for BenchSettings {
             only: None,
             peers: None,
             mpi_binary: None,
+            matmul_precision: MatmulPrecision::default(),
+            gpu_timing: Timing::Host,
+            handoff: Handoff::default(),
         }
     }
 }

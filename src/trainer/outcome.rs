@@ -24,6 +24,9 @@ pub struct Outcome<L: Layer> {
     pub median_samples_per_sec: f64,
     /// Wall time of the loop.
     pub elapsed: Duration,
+    /// Wall time of this run's first step, left out of the median: it builds and measures,
+    /// and on a GPU compiles its kernels and autotunes them.
+    pub first_step_time: Option<Duration>,
     /// In a multi-process run, on the leader: the whole trained model, gathered from every
     /// process.
     pub gathered: Option<Vec<L>>,

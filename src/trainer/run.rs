@@ -14,7 +14,7 @@
 //! the last good step: the checkpoint is written for that step, and the error says so
 //! ([`Error::AfterLastGood`]).
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::trainer::checkpoints::{self, Resumed};
 use crate::trainer::verify::{after_gathered, after_step};
@@ -337,6 +337,8 @@ struct Tally {
     skipped: u64,
     /// The step of the last checkpoint written.
     saved: Option<u64>,
+    /// Wall time of the run's first step.
+    first_wall: Option<Duration>,
 }
 
 impl Tally {
@@ -350,6 +352,7 @@ impl Tally {
             last: None,
             skipped: 0,
             saved: None,
+            first_wall: None,
         }
     }
 
@@ -358,6 +361,9 @@ impl Tally {
         // The first step builds and measures: left out of the median unless it is the only one.
         if record.step > self.first_step + 1 || steps == self.first_step + 1 {
             self.throughput.push(record.samples_per_sec);
+        }
+        if record.step == self.first_step + 1 {
+            self.first_wall = Some(record.totals.wall);
         }
         self.losses.push(record.totals.loss);
         self.rates.push(record.lr);
@@ -386,6 +392,7 @@ impl Tally {
             rates: self.rates,
             median_samples_per_sec: median,
             elapsed: self.started.elapsed(),
+            first_step_time: self.first_wall,
             gathered,
             reference,
         }

@@ -5,6 +5,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use burn::prelude::*;
 
+use crate::MatmulPrecision;
 use crate::error::EngineError;
 use crate::error::panic_message;
 
@@ -46,11 +47,50 @@ pub(crate) fn device_count(index: usize) -> Result<usize, EngineError> {
 /// A kernel that does nothing, compiled by NVRTC to check it loads and works.
 const EMPTY_KERNEL: &str = "extern \"C\" __global__ void pipetrain_probe() {}";
 
-/// GPU `index`: the driver, the index, NVRTC, then one operation through burn.
-pub(crate) fn probe(index: usize) -> Result<Device, EngineError> {
+/// Asks cubecl-cuda (pipetrain's copy) for `precision` on GPU `index`: taken if the device has
+/// not started yet, an error if it started with the other one.
+fn request(index: usize, precision: MatmulPrecision) -> Result<(), EngineError> {
+    cubecl_cuda::request_matmul_tf32(index, precision.allows_tf32()).map_err(|running| {
+        EngineError::MatmulPrecisionFixed {
+            index,
+            running: MatmulPrecision::of_tf32(running),
+            requested: precision,
+        }
+    })
+}
+
+/// The CUDA index of `device`, if it is a CUDA device of burn's dispatch backend (up to 64 GPUs).
+fn index_of(device: &Device) -> Option<usize> {
+    let plain = super::plain_device(device);
+    (0..64).find(|&i| Device::cuda(i) == plain)
+}
+
+/// What GPU `device` runs its f32 matmuls at; `None` if it is not a CUDA device or has not
+/// started.
+pub(crate) fn running_precision(device: &Device) -> Option<MatmulPrecision> {
+    cubecl_cuda::matmul_tf32(index_of(device)?).map(MatmulPrecision::of_tf32)
+}
+
+/// See [`crate::device::require_matmul_precision`].
+pub(crate) fn require_precision(
+    device: &Device,
+    precision: MatmulPrecision,
+) -> Result<(), EngineError> {
+    match index_of(device) {
+        Some(index) => request(index, precision),
+        None => Ok(()),
+    }
+}
+
+/// GPU `index`: the driver, the index, NVRTC, then one operation through burn; its f32 matmuls
+/// at `precision` when one is given (else as it started, or fp32 if it has not).
+pub(crate) fn probe(index: usize, precision: Option<MatmulPrecision>) -> Result<Device, EngineError> {
     let count = device_count(index)?;
     if index >= count {
         return Err(EngineError::NoSuchDevice { index, count });
+    }
+    if let Some(precision) = precision {
+        request(index, precision)?;
     }
     match quietly(|| cudarc::nvrtc::compile_ptx(EMPTY_KERNEL)) {
         Err(detail) => {

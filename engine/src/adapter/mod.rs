@@ -6,6 +6,7 @@
 //! - [`autodiff`]: leaves, seeded backward, input gradients, accumulation, the optimizer step;
 //! - [`graph`]: devices, tensors and modules in and out of autodiff; the split `Linear` product;
 //! - [`grads`]: a stage's gradients, parameters and buffers as rank-1 tensors for collectives;
+//! - `buffers` (tests): whether a tensor is the only handle of its buffer (CPU backend);
 //! - [`names`]: parameter ids and full-model names;
 //! - [`values`]: parameter values, read and set by id;
 //! - [`tied`]: tied parameters' gradients summed;
@@ -16,6 +17,8 @@
 //! - `cuda` (feature `cuda`): the CUDA probe, cudarc's driver and NVRTC under `catch_unwind`.
 
 mod autodiff;
+#[cfg(test)]
+mod buffers;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
 mod grads;
@@ -31,6 +34,8 @@ pub(crate) use autodiff::{
     Accumulator, Gradients, Grads, LinearParams, backward_loss, backward_seeded, constant,
     detached, input_grad, leaf, optimizer_state_bytes, scalar, step, sum_scalars,
 };
+#[cfg(test)]
+pub(crate) use buffers::sole_holder;
 pub(crate) use grads::{Buffers, Slots, assign_owners, owners_of};
 pub(crate) use graph::{
     autodiff_device, grad_or_zeros, inference_copy, plain, plain_device, split_product, trainable,

@@ -10,6 +10,7 @@ use super::exchange::{Exchange, all_gather, reduce_scatter};
 use super::group::Collective;
 use crate::abort::Abort;
 use crate::error::EngineError;
+use crate::handoff::Handoff;
 
 /// In-process collective over crossbeam channels: one FIFO channel per ordered pair of members,
 /// so each phase matches its messages by sender without tags. Every wait also watches the step's
@@ -19,6 +20,8 @@ pub struct ChannelCollective {
     to: Vec<Sender<Message>>,
     from: Vec<Receiver<Message>>,
     abort: Arc<Abort>,
+    /// How tensors cross to the other members' threads on a GPU.
+    handoff: Handoff,
 }
 
 /// What members send each other: values, or tensor handles (in one process a tensor is shared,
@@ -29,8 +32,15 @@ enum Message {
 }
 
 impl ChannelCollective {
-    /// The `size` members of one group, indexed by rank.
+    /// The `size` members of one group, indexed by rank, handing tensors over as
+    /// [`Handoff::Host`] (see [`group_with`](Self::group_with)).
     pub fn group(size: usize, abort: &Arc<Abort>) -> Vec<ChannelCollective> {
+        Self::group_with(size, abort, Handoff::Host)
+    }
+
+    /// The `size` members of one group, indexed by rank, handing tensors to each other's threads
+    /// as `handoff` says.
+    pub fn group_with(size: usize, abort: &Arc<Abort>, handoff: Handoff) -> Vec<ChannelCollective> {
         // links[i][j]: member i → member j.
         type Link = (Sender<Message>, Receiver<Message>);
         let links: Vec<Vec<Link>> = (0..size)
@@ -42,6 +52,7 @@ impl ChannelCollective {
                 to: (0..size).map(|j| links[rank][j].0.clone()).collect(),
                 from: (0..size).map(|i| links[i][rank].1.clone()).collect(),
                 abort: Arc::clone(abort),
+                handoff,
             })
             .collect()
     }
@@ -53,6 +64,10 @@ impl ChannelCollective {
     }
 
     fn send_tensors(&self, peer: usize, tensors: Vec<Tensor<1>>) -> Result<(), EngineError> {
+        let tensors = tensors
+            .into_iter()
+            .map(|t| self.handoff.outgoing(t))
+            .collect();
         self.to[peer]
             .send(Message::Tensors(tensors))
             .map_err(|_| self.hung_up(peer))
@@ -115,12 +130,11 @@ impl Collective for ChannelCollective {
     }
 
     /// Passes tensor handles: each owner adds the members' tensors in rank order, with no copy
-    /// on the way on a CPU. On a GPU each peer's tensor is copied on the receiving thread as it
-    /// arrives (see `activation::receive`), the first one too: the sum starts in that first
-    /// buffer and `+` may write into it in place, and a buffer of the peer's would then be
-    /// written on this thread's stream and broadcast back to the peer, whose stream does not
-    /// wait for this one (cubecl orders streams by where a buffer was made, not where it was
-    /// last written).
+    /// on the way on a CPU. On a GPU every peer's tensor is copied as [`Handoff`] says, the first
+    /// one too: the sum starts in that first buffer and `+` may write into it in place, and a
+    /// buffer of the peer's would then be written on this thread's stream and broadcast back to
+    /// the peer, whose stream does not wait for this one (cubecl orders streams by where a
+    /// buffer was made, not where it was last written).
     fn reduce_tensors(
         &mut self,
         tensors: Vec<Tensor<1>>,
@@ -145,7 +159,7 @@ impl Collective for ChannelCollective {
                 self.recv_tensors(peer, &lens)?
                     .into_iter()
                     .zip(&mine)
-                    .map(|(t, &i)| crate::activation::receive(t, &tensors[i].device()))
+                    .map(|(t, &i)| self.handoff.incoming(t, &tensors[i].device()))
                     .collect()
             };
             for (sum, t) in sums.iter_mut().zip(contribution) {
@@ -163,7 +177,7 @@ impl Collective for ChannelCollective {
     }
 
     /// Passes tensor handles: every member ends with the owners' very tensors on a CPU, and with
-    /// copies of its own on a GPU (see `activation::receive`).
+    /// copies of its own on a GPU (see [`Handoff`]).
     fn broadcast_tensors(
         &mut self,
         tensors: Vec<Option<Tensor<1>>>,
@@ -185,7 +199,7 @@ impl Collective for ChannelCollective {
             let their_lens: Vec<usize> = theirs.iter().map(|&i| lens[i]).collect();
             let received = self.recv_tensors(peer, &their_lens)?;
             for (i, t) in theirs.into_iter().zip(received) {
-                out[i] = Some(crate::activation::receive(t, device));
+                out[i] = Some(self.handoff.incoming(t, device));
             }
         }
         Ok(out

@@ -135,4 +135,7 @@ pub struct RuntimeConfig {
     pub guard: crate::grad_guard::GradGuard,
     /// What the action times measure on an asynchronous device.
     pub timing: Timing,
+    /// How tensors cross between worker threads on one GPU (activations, gradients, the
+    /// in-process all-reduce's buckets).
+    pub handoff: crate::Handoff,
 }

@@ -54,8 +54,9 @@ use crate::workers::Workers;
 ///     backward: Backward::default(),
 ///     guard: Default::default(),
 ///     timing: Default::default(),
+///     handoff: Default::default(),
 /// };
-/// let mut runtime = Runtime::new(Setup::new(workers, config)?, Box::new(ChannelFabric))?;
+/// let mut runtime = Runtime::new(Setup::new(workers, config)?, Box::new(ChannelFabric::default()))?;
 /// let batch = Batch {
 ///     inputs: Tensor::<2>::ones([8, 4], &device).into(),
 ///     targets: Tensor::<2>::zeros([8, 2], &device).into(),

@@ -58,6 +58,7 @@ impl<L: Layer> Runtime<L> {
             abort: Arc::clone(&self.abort),
             start: Instant::now(),
             timing: self.config.timing,
+            handoff: self.config.handoff,
             skips: self.workers.skip_routes().clone(),
         };
         let feeds = feeds(world.local(), world.stages(), shards, true);
@@ -132,6 +133,7 @@ impl<L: Layer> Runtime<L> {
             abort: Arc::clone(&self.abort),
             start: Instant::now(),
             timing: self.config.timing,
+            handoff: self.config.handoff,
             skips: self.workers.skip_routes().clone(),
         };
         let feeds = feeds(&active, world.stages(), shards, false);

@@ -190,7 +190,7 @@ impl<'a, L: Layer> Worker<'a, L> {
                     .links
                     .transport
                     .recv(tag(flow))?
-                    .receive(&self.state.device);
+                    .receive(&self.state.device, self.ctx.handoff);
                 self.scratch.received.insert(tag(flow), payload);
             }
             ActionKind::SendActivation
@@ -202,7 +202,8 @@ impl<'a, L: Layer> Worker<'a, L> {
                     .scratch
                     .outgoing
                     .remove(&tag(flow))
-                    .expect("validated: send after compute");
+                    .expect("validated: send after compute")
+                    .hand_off(self.ctx.handoff);
                 self.links.transport.send(tag(flow), payload)?;
             }
             ActionKind::Forward => self.forward(action.mb())?,

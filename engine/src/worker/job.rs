@@ -26,6 +26,8 @@ pub(crate) struct StepContext {
     pub start: Instant,
     /// Whether each compute action synchronises the device before its time is read.
     pub timing: Timing,
+    /// How tensors cross to other worker threads on a GPU.
+    pub handoff: crate::Handoff,
     /// The skips sent straight between stages.
     pub skips: SkipRoutes,
 }

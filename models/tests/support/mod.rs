@@ -38,9 +38,10 @@ pub fn two_stages<L: pipetrain_engine::Layer>(
         backward: Backward::default(),
         guard: Default::default(),
         timing: Default::default(),
+        handoff: Default::default(),
     };
     let setup = Setup::new(workers, config).unwrap();
-    let mut runtime = Runtime::new(setup, Box::new(ChannelFabric)).unwrap();
+    let mut runtime = Runtime::new(setup, Box::new(ChannelFabric::default())).unwrap();
     let losses = data
         .iter()
         .map(|batch| runtime.step(batch).unwrap().loss)

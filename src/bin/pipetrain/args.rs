@@ -326,6 +326,18 @@ pub struct TrainArgs {
     /// enqueue times). The same on a CPU.
     #[arg(long, default_value = "device", value_name = "device|host")]
     pub timing: pipetrain::Timing,
+    /// What f32 matrix products compute in on a GPU: `fp32` (IEEE fp32, as PyTorch's default)
+    /// or `tf32` (tensor cores: inputs rounded to 10 mantissa bits, faster on sm_80+, as
+    /// PyTorch's `allow_tf32 = True`). Fixed per GPU for the run. On a CPU it is accepted and
+    /// changes nothing (there is no TF32).
+    #[arg(long, default_value = "fp32", value_name = "fp32|tf32")]
+    pub matmul_precision: pipetrain::MatmulPrecision,
+    /// How tensors cross between worker threads on one GPU: `host` (the receiver copies them
+    /// through host memory) or `device` (the sender copies them into a fresh device buffer; no
+    /// host round trip). docs/gpu.md gives the rules each keeps. On a CPU both pass the tensor
+    /// as it is.
+    #[arg(long, default_value = "host", value_name = "host|device")]
+    pub handoff: pipetrain::Handoff,
     /// Devices of the workers: cpu (burn's flex backend), cuda or cuda:N (a build with
     /// `--features cuda`); one for all, or a comma list with one per stage or one per worker
     /// (replica-major), e.g. `--devices cuda:0,cuda:1` for two stages.

@@ -10,6 +10,7 @@
 use std::str::FromStr;
 
 use burn::prelude::*;
+use pipetrain::MatmulPrecision;
 use pipetrain::engine::EngineError;
 
 /// A device named on the command line.
@@ -48,15 +49,16 @@ impl std::fmt::Display for DeviceSpec {
 }
 
 impl DeviceSpec {
-    /// The burn device.
+    /// The burn device; a GPU's f32 matmuls at `precision` (`--matmul-precision`; a CPU has no
+    /// TF32 and ignores it).
     ///
     /// # Errors
     /// CUDA in a build without the `cuda` feature, or a CUDA device that cannot run a first
     /// operation (no driver, no such GPU): the message carries the driver's words.
-    pub fn device(self) -> Result<Device, String> {
+    pub fn device(self, precision: MatmulPrecision) -> Result<Device, String> {
         match self {
             DeviceSpec::Cpu => Ok(Device::flex()),
-            DeviceSpec::Cuda(n) => pipetrain::engine::device::cuda(n).map_err(|e| match e {
+            DeviceSpec::Cuda(n) => pipetrain::engine::device::cuda_with(n, precision).map_err(|e| match e {
                 EngineError::NotBuilt { .. } => format!(
                     "--device {self}: this pipetrain was built without CUDA; rebuild with \
                      `cargo build --release --features cuda` (builds offline, no CUDA toolkit \
@@ -105,12 +107,12 @@ impl Devices {
         self.0[0]
     }
 
-    /// The burn devices, in the order given.
+    /// The burn devices, in the order given, GPUs at `precision`.
     ///
     /// # Errors
     /// As [`DeviceSpec::device`], for the first device that fails.
-    pub fn devices(&self) -> Result<Vec<Device>, String> {
-        self.0.iter().map(|d| d.device()).collect()
+    pub fn devices(&self, precision: MatmulPrecision) -> Result<Vec<Device>, String> {
+        self.0.iter().map(|d| d.device(precision)).collect()
     }
 }
 
@@ -147,7 +149,9 @@ mod tests {
     #[cfg(not(feature = "cuda"))]
     #[test]
     fn cuda_without_the_feature_says_how_to_get_it() {
-        let err = DeviceSpec::Cuda(0).device().unwrap_err();
+        let err = DeviceSpec::Cuda(0)
+            .device(pipetrain::MatmulPrecision::Fp32)
+            .unwrap_err();
         assert!(err.contains("--features cuda"), "{err}");
     }
 }

@@ -30,6 +30,8 @@ pub fn pipeline<L: Layer>(
         .optimizer(s.optimizer.clone())
         .devices(s.devices.iter().cloned())
         .timing(args.timing)
+        .handoff(args.handoff)
+        .matmul_precision(args.matmul_precision)
         .learning_rate(args.lr())
         .loss(CrossEntropy)
         .replicas(args.replicas)

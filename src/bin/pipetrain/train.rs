@@ -182,12 +182,12 @@ fn train(args: &TrainArgs, dist: Option<&Distributed>) -> Result<Exit, Failure> 
     let copies = args.replicas as f64 * share + f64::from(u8::from(args.verify && leader));
     let slots = pipetrain::memory::optimizer_slots(&optimizer);
     crate::model::check_fits(&model, args.batch, slots, copies).map_err(Failure::usage)?;
-    let devices = args.device.devices().map_err(Failure::usage)?;
+    let devices = args.device.devices(args.matmul_precision).map_err(Failure::usage)?;
     let device = devices[0].clone();
     // Rank 0's weights reach every process by broadcast, whatever each initialised.
     device.seed(dist.map_or(args.seed, |d| d.init_seed(args.seed)));
     let verify_device = match args.verify_device {
-        Some(spec) => spec.device().map_err(Failure::usage)?,
+        Some(spec) => spec.device(args.matmul_precision).map_err(Failure::usage)?,
         None => device.clone(),
     };
     let ties = crate::model::ties(&model, args.tie_embeddings).map_err(Failure::usage)?;
@@ -326,10 +326,17 @@ fn train_with<L: Layer>(
         return Ok(stopped(signal, outcome.step, args));
     }
     progress.println(&format!(
-        "done: {} steps in {:.2}s, median {:.1} samples/s (first step excluded)",
+        "done: {} steps in {:.2}s, median {:.1} samples/s (first step excluded{})",
         args.steps - outcome.first_step,
         outcome.elapsed.as_secs_f64(),
-        outcome.median_samples_per_sec
+        outcome.median_samples_per_sec,
+        outcome
+            .first_step_time
+            .map(|t| format!(
+                    ": {:.2}s, building and, on a GPU, compiling and tuning kernels",
+                    t.as_secs_f64()
+                ))
+            .unwrap_or_default()
     ));
     if !leader {
         return Ok(Exit::Success);
@@ -395,6 +402,14 @@ fn banner<L: Layer>(
     ));
     if let Some(d) = dist {
         progress.println(&d.describe());
+    }
+    if !pipetrain::engine::device::is_cpu(&s.device) {
+        let precision = pipetrain::engine::device::matmul_precision(&s.device)
+            .unwrap_or(args.matmul_precision);
+        progress.println(&format!(
+            "gpu: f32 matmuls in {precision}, tensors between threads by {} copy",
+            args.handoff
+        ));
     }
     progress.println(&format!("data: {}", s.data.describe()));
     if let Some(r) = args.context_range {

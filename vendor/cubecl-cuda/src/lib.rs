@@ -5,10 +5,12 @@ extern crate alloc;
 pub mod compiler;
 mod compute;
 mod device;
+mod matmul_precision;
 mod runtime;
 
 pub use compiler::{CudaCompilationOptions, CudaCompiler, CudaRepresentation};
 pub use device::*;
+pub use matmul_precision::{matmul_tf32, request_matmul_tf32};
 pub use runtime::*;
 
 pub mod install {

@@ -261,9 +261,12 @@ impl DeviceService for CudaServer {
             comp_opts.supports_features.fast_tanh = CUDA_VERSION >= 12080;
         }
 
-        if arch_version >= 80 {
+        // pipetrain: TF32 only where it was asked for (`matmul_precision.rs`).
+        if crate::matmul_precision::on_start(device.index as usize, arch_version >= 80) {
             device_props
                 .register_type_usage(ElemType::Float(FloatKind::TF32), TypeUsage::Conversion);
+        }
+        if arch_version >= 80 {
             device_props.features.copy_async = true;
         }
 

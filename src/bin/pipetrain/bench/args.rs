@@ -79,6 +79,19 @@ pub struct BenchArgs {
     /// default scripts/peers of the repository).
     #[arg(long, default_value = "cpu")]
     pub device: crate::device::DeviceSpec,
+    /// GPU rows: what f32 matrix products compute in, `fp32` (IEEE) or `tf32` (tensor cores);
+    /// the PyTorch peer runs with the same `allow_tf32`. The CPU rows ignore it (no TF32).
+    #[arg(long, default_value = "fp32", value_name = "fp32|tf32")]
+    pub matmul_precision: pipetrain::MatmulPrecision,
+    /// GPU rows: `host` (no device synchronisation after each action, as PyTorch) or `device`
+    /// (a synchronisation after each compute action); every step is timed until the device
+    /// finished it either way.
+    #[arg(long, default_value = "host", value_name = "host|device")]
+    pub timing: pipetrain::Timing,
+    /// GPU rows: how tensors cross between worker threads, `host` (the receiver copies through
+    /// host memory) or `device` (the sender copies into a fresh device buffer).
+    #[arg(long, default_value = "host", value_name = "host|device")]
+    pub handoff: pipetrain::Handoff,
     /// Also write the markdown document to this file.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,

@@ -19,7 +19,7 @@ pub fn run(args: &BenchArgs) -> Result<Exit, Failure> {
     paths::outputs_writable(&[("--out", &args.out)]).map_err(Failure::usage)?;
     let mut settings = settings(args);
     let document = if args.device != crate::device::DeviceSpec::Cpu {
-        let device = args.device.device().map_err(Failure::usage)?;
+        let device = args.device.device(args.matmul_precision).map_err(Failure::usage)?;
         let peer = match (
             &args.compare_pytorch,
             bench::gpu_peers_dir(args.peers.as_deref()),
@@ -87,6 +87,9 @@ fn settings(args: &BenchArgs) -> BenchSettings {
         only: args.only.clone(),
         peers: None,
         mpi_binary: std::env::current_exe().ok(),
+        matmul_precision: args.matmul_precision,
+        gpu_timing: args.timing,
+        handoff: args.handoff,
     }
 }
 
