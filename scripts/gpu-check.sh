@@ -1,18 +1,30 @@
 #!/usr/bin/env bash
-# The device check: pipetrain's GPU suite, the --verify commands of issue 25 and the GPU bench
-# rows beside PyTorch, from prebuilt binaries, on any CUDA machine (no Rust, no network).
-# Prints one table and writes it to OUTDIR/gpu-check.txt (OUTDIR: $1, else $OUT, else .).
+# The device check: pipetrain's GPU rows beside PyTorch at both matmul precisions, the GPU suite,
+# the --verify commands of issues 25 and 34 with both hand-offs, the replica drift count, and
+# the kernels launched per step beside PyTorch's, from prebuilt binaries, on any CUDA machine
+# (no Rust, no network). Every A/B of issue 34 is a run-time switch of the one binary:
+# --matmul-precision fp32|tf32, --handoff host|device, --timing host|device.
+# Prints one report and writes it to OUTDIR/gpu-check.txt (OUTDIR: $1, else $OUT, else .).
 #
 # Needs: .gpu/ as scripts/gpu-pack.sh makes it (this script sits in it), an NVIDIA driver,
-# libnvrtc (found in PyTorch's wheels or a CUDA install), and python3 with torch for the bench
-# rows' peer (the rows are skipped, loudly, without it). Budget: under 7 minutes on an H100/H200.
+# libnvrtc (found in PyTorch's wheels or a CUDA install), and python3 with torch for the
+# PyTorch columns (left out, loudly, without it). Budget: CHECK_SECONDS (default 330) on an
+# H100/H200; the sections run in order of importance and a section that would start past the
+# budget is skipped and says so.
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 OUTDIR=$(mkdir -p "${1:-${OUT:-.}}" && cd "${1:-${OUT:-.}}" && pwd)
 WORK=$(mktemp -d)
 REPORT="$OUTDIR/gpu-check.txt"
+BUDGET=${CHECK_SECONDS:-330}
 : >"$REPORT"
 say() { printf '%s\n' "$*" | tee -a "$REPORT"; }
+# `left N`: true if N more seconds fit in the budget; else says the section is skipped.
+left() {
+    if [ $((SECONDS + $1)) -le "$BUDGET" ]; then return 0; fi
+    say "skipped: $2 (${SECONDS}s of the ${BUDGET}s budget spent)"
+    return 1
+}
 
 gunzip -c "$HERE/pipetrain.gz" >"$WORK/pipetrain" && chmod +x "$WORK/pipetrain"
 gunzip -c "$HERE/gpu-suite.gz" >"$WORK/gpu-suite" && chmod +x "$WORK/gpu-suite"
@@ -29,6 +41,9 @@ if ! ldconfig -p 2>/dev/null | grep -q 'libnvrtc\.so'; then
     done
 fi
 [ -d /usr/local/cuda ] && export CUDA_PATH=/usr/local/cuda
+# The autotune cache of every run below: one folder, so that later runs reuse what the first
+# tuned (cubecl keeps it under the outermost Cargo.toml's target/, else the user cache).
+cd "$WORK" || exit 1
 
 say "pipetrain device check, $(date -u +%FT%TZ)"
 say "GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1)"
@@ -36,89 +51,127 @@ say "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'),
 say "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
 say ""
 
-# 1. The GPU suite (one table of its own, with its own verdicts).
-say "== GPU suite (tests/gpu.rs), against single-device training on the same GPU"
-PIPETRAIN_GPU_SUITE_TABLE="$WORK/suite.txt" timeout 240 "$WORK/gpu-suite" every_equivalence_case_on_the_gpu --nocapture --test-threads 1 \
-    >"$WORK/suite.log" 2>&1
-suite_rc=$?
-if [ -s "$WORK/suite.txt" ]; then
-    tee -a "$REPORT" <"$WORK/suite.txt"
-else
-    tail -20 "$WORK/suite.log" | tee -a "$REPORT"
+peer=(--compare-pytorch "$(command -v python3)" --peers "$HERE/peers")
+if ! python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+    say "note: python3 with a CUDA torch is not available here: pipetrain's rows only, no PyTorch column"
+    peer=()
 fi
-say "suite exit code: $suite_rc"
-say ""
 
-# 2. The --verify commands of issue 25 (1-4; 2 also at the default Adam), per step against the
-#    same GPU, then end to end where the issue measured end to end.
-say "== --verify (reference: the same GPU)"
-printf '%-100s  %-12s  %s\n' "command" "max_rel_diff" "verdict" | tee -a "$REPORT"
+# 1. The bench rows beside PyTorch at each matmul precision (the peer's allow_tf32 the same),
+#    our tensors handed over by host copy, then the two multi-worker rows by device copy.
+bench() {
+    local name=$1 limit=$2
+    shift 2
+    left "$limit" "bench $name" || return 0
+    say "== bench: $name"
+    timeout "$limit" "$P" bench --device cuda:0 --steps 6 --warmup 2 "$@" >"$WORK/bench.log" 2>&1
+    say "bench exit code: $?"
+    tee -a "$REPORT" <"$WORK/bench.log"
+    say ""
+}
+bench "fp32, --handoff host, beside PyTorch fp32" 110 --matmul-precision fp32 "${peer[@]}"
+bench "tf32, --handoff host, beside PyTorch tf32" 110 --matmul-precision tf32 "${peer[@]}"
+bench "fp32, --handoff device (pipetrain alone)" 40 --matmul-precision fp32 --handoff device --only "on 1 GPU"
+
+# 2. The GPU suite at fp32 (one table of its own, with its own verdicts).
+if left 60 "the GPU suite"; then
+    say "== GPU suite (tests/gpu.rs) at fp32, against single-device training on the same GPU"
+    limit=$((BUDGET - SECONDS - 60))
+    [ "$limit" -gt 150 ] && limit=150
+    PIPETRAIN_GPU_SUITE_TABLE="$WORK/suite.txt" timeout "$limit" "$WORK/gpu-suite" \
+        every_equivalence_case_on_the_gpu --nocapture --test-threads 1 >"$WORK/suite.log" 2>&1
+    suite_rc=$?
+    if [ -s "$WORK/suite.txt" ]; then
+        grep -v ' ok$' "$WORK/suite.txt" | tee -a "$REPORT"
+        say "(the rows that passed are in suite.txt)"
+        cp "$WORK/suite.txt" "$OUTDIR/suite.txt"
+    else
+        tail -20 "$WORK/suite.log" | tee -a "$REPORT"
+    fi
+    say "suite exit code: $suite_rc (124: stopped at its ${limit}s limit)"
+    cp "$WORK/suite.log" "$OUTDIR/suite.log" 2>/dev/null
+    say ""
+fi
+
+# 3. --verify (reference: the same GPU, at the same precision) and the replica drift.
 verify_row() {
+    left 30 "pipetrain train $*" || return 0
     local out rc diff
-    out=$(timeout 120 "$P" train "$@" 2>&1)
+    out=$(timeout 60 "$P" train "$@" 2>&1)
     rc=$?
     diff=$(printf '%s\n' "$out" | sed -n 's/^verify: max_rel_diff=\([^ ]*\).*/\1/p' | tail -1)
     local verdict=ok
     [ "$rc" -eq 0 ] || verdict="FAILED (exit $rc: $(printf '%s\n' "$out" | grep -m1 -E 'FAILED|error' | cut -c1-120))"
     printf '%-100s  %-12s  %s\n' "pipetrain train $*" "${diff:--}" "$verdict" | tee -a "$REPORT"
 }
-verify_row --device cuda:0 --stages 1 --replicas 2 --micro-batches 1 --steps 10 --width 64 --verify --optimizer sgd --lr 0.01
-verify_row --device cuda:0 --stages 1 --replicas 2 --micro-batches 1 --steps 10 --width 64 --verify --optimizer sgd --lr 0.01 --end-to-end
-verify_row --device cuda:0 --stages 2 --micro-batches 4 --schedule zb-h1 --steps 5 --width 64 --verify
+say "== --verify (reference: the same GPU at the same matmul precision)"
+printf '%-100s  %-12s  %s\n' "command" "max_rel_diff" "verdict" | tee -a "$REPORT"
+R=(--device cuda:0 --stages 1 --replicas 2 --micro-batches 1 --steps 10 --width 64 --verify --optimizer sgd --lr 0.01)
+verify_row "${R[@]}" --handoff host
+verify_row "${R[@]}" --handoff device
+verify_row --device cuda:0 --stages 2 --replicas 2 --verify --handoff device
 verify_row --device cuda:0 --stages 2 --micro-batches 4 --schedule zb-h1 --steps 5 --width 64 --verify --end-to-end
-verify_row --device cuda:0 --stages 2 --micro-batches 4 --steps 5 --width 64 --verify --backward fused
-verify_row --device cuda:0 --stages 2 --micro-batches 4 --schedule zb-h1 --steps 5 --width 64 --verify --optimizer sgd --lr 0.01
-for i in 1 2 3; do
-    verify_row --device cuda:0 --model resnet --stages 2 --micro-batches 4 --steps 3 --verify --end-to-end
-done
-verify_row --device cuda:0 --model gpt --stages 2 --micro-batches 4 --steps 5 --verify --optimizer sgd --lr 0.01
+verify_row --device cuda:0 --stages 2 --micro-batches 4 --schedule zb-h1 --steps 5 --width 64 --verify --end-to-end --matmul-precision tf32
 verify_row --device cuda:0 --model gpt --stages 2 --micro-batches 4 --steps 5 --verify --optimizer sgd --lr 0.01 --end-to-end
-verify_row --device cuda:0 --stages 2 --replicas 2 --verify
 verify_row --device cuda:0 --stages 2 --micro-batches 4 --steps 5 --width 64 --verify --verify-device cpu
-# The replica drift was intermittent (8 of 12 runs of the first row failed on an H100 before the
-# all-reduce copied every peer's tensor on arrival): ten more runs, counted.
-drift=0
-for i in $(seq 10); do
-    timeout 120 "$P" train --device cuda:0 --stages 1 --replicas 2 --micro-batches 1 --steps 10 --width 64 \
-        --verify --optimizer sgd --lr 0.01 >/dev/null 2>&1 || drift=$((drift + 1))
+for handoff in host device; do
+    left 40 "the drift count with --handoff $handoff" || continue
+    drift=0 runs=0
+    for i in 1 2 3 4 5; do
+        [ $((SECONDS + 8)) -le "$BUDGET" ] || break
+        timeout 60 "$P" train "${R[@]}" --handoff "$handoff" >/dev/null 2>&1 || drift=$((drift + 1))
+        runs=$((runs + 1))
+    done
+    say "replica drift, --handoff $handoff: $drift of $runs more runs of the first row failed"
 done
-say "replica drift: $drift of 10 more runs of the first row failed"
 say ""
 
-# 3. The GPU bench rows beside PyTorch on the same GPU (fp32, TF32 off).
-say "== bench: GPU rows beside PyTorch"
-peer=(--compare-pytorch "$(command -v python3)" --peers "$HERE/peers")
-if ! python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
-    say "note: python3 with a CUDA torch is not available here: pipetrain's rows only, no PyTorch column"
-    peer=()
-fi
-timeout 150 "$P" bench --device cuda:0 "${peer[@]}" >"$WORK/bench.log" 2>&1
-say "bench exit code: $?"
-tee -a "$REPORT" <"$WORK/bench.log"
-say ""
-
-# 4. Where the time goes (issue 29): MLP-8x4096, batch 4096, one GPU, SGD; device time per action
-#    kind (steps 2..6, from the --profile trace), under --timing device and --timing host.
-say "== where the time goes: MLP-8x4096 b4096 on 1 GPU, SGD, ms per step by action kind (steps 2-6)"
-for t in device host; do
-    out=$(timeout 100 "$P" train --device cuda:0 --stages 1 --micro-batches 1 --batch 4096 --width 4096 \
-        --steps 6 --optimizer sgd --lr 0.01 --timing "$t" --profile "$OUTDIR/trace-$t.json" 2>&1)
-    say "--timing $t (exit $?): $(printf '%s\n' "$out" | grep -m1 -E '^done|rror' | cut -c1-160)"
-    python3 - "$OUTDIR/trace-$t.json" <<'PY' 2>&1 | tee -a "$REPORT"
-import collections, json, sys
+# 4. Kernels launched per step, MLP-8x1024 batch 256, SGD, one GPU: pipetrain from cubecl's
+#    kernel log (its profiling logger at level `minimal` logs every kernel that runs), PyTorch
+#    from torch.profiler; both the difference between 6 and 2 steps, over 4.
+if left 40 "the kernel counts"; then
+    say "== kernels per step: MLP-8x1024, batch 256, 1 GPU, SGD (steps 3-6)"
+    count() {
+        local dir
+        dir=$(mktemp -d)
+        printf '[profiling.logger]\nlevel = "minimal"\nfile = "%s/kernels.log"\n' "$dir" >"$dir/cubecl.toml"
+        (cd "$dir" && timeout 60 "$P" train --device cuda:0 --width 1024 --hidden-layers 8 --batch 256 \
+            --steps "$1" --optimizer sgd --lr 0.01 --timing host >/dev/null 2>&1)
+        wc -l <"$dir/kernels.log" 2>/dev/null || echo 0
+    }
+    two=$(count 2)
+    six=$(count 6)
+    say "pipetrain: $(((six - two) / 4)) kernel-log lines per step ($two lines for 2 steps, $six for 6)"
+    python3 - <<'PY' 2>&1 | tee -a "$REPORT"
 try:
-    events = [e for e in json.load(open(sys.argv[1])) if e.get("ph") == "X"]
+    import torch, torch.nn as nn
+    from torch.profiler import profile, ProfilerActivity
+    torch.backends.cuda.matmul.allow_tf32 = False
+    dev = torch.device("cuda")
+    blocks = []
+    for _ in range(8):
+        blocks += [nn.Linear(1024, 1024), nn.ReLU()]
+    model = nn.Sequential(*blocks, nn.Linear(1024, 10)).to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(256, 1024, device=dev)
+    y = torch.randint(0, 10, (256,), device=dev)
+    def step():
+        opt.zero_grad(set_to_none=True)
+        nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(4):
+            step()
+        torch.cuda.synchronize()
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    print(f"PyTorch {torch.__version__}: {len(kernels) / 4:.0f} CUDA kernels per step (torch.profiler)")
 except Exception as e:
-    sys.exit(f"  no trace: {e}")
-opt = sorted(e["ts"] + e["dur"] for e in events if e["args"].get("kind") == "optimizer-step")
-later = [e for e in events if opt and e["ts"] >= opt[0]]
-steps = max(len(opt) - 1, 1)
-total = collections.defaultdict(float)
-for e in later:
-    total[e["args"].get("kind", e["name"])] += e["dur"] / 1000
-print("  " + ", ".join(f"{k} {v / steps:.2f}" for k, v in sorted(total.items())) + f" (over {steps} steps)")
+    print(f"PyTorch kernel count: not measured ({e})")
 PY
-done
-cp "$WORK/suite.log" "$OUTDIR/suite.log" 2>/dev/null
+fi
+
 say ""
-say "device check written to $REPORT (the suite's full log: $OUTDIR/suite.log)"
+say "device check written to $REPORT in ${SECONDS}s (the suite's table and log: $OUTDIR/suite.txt, suite.log)"

@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use burn::prelude::*;
 use pipetrain_engine::{
-    Backward, Batch, CrossEntropy, DataParallel, Fabric, GradGuard, Handoff, Layer, Loss, MatmulPrecision,
-    OptimizerConfig, Remat, RuntimeConfig, Tie, Timing, pool,
+    Backward, Batch, CrossEntropy, DataParallel, Fabric, GradGuard, Handoff, Layer, Loss,
+    MatmulPrecision, OptimizerConfig, Remat, RuntimeConfig, Tie, Timing, pool,
 };
 use pipetrain_partitioner::Partition;
 use pipetrain_schedules::WorkerId;

@@ -45,7 +45,10 @@ const SEED: u64 = 25;
 fn precision() -> MatmulPrecision {
     std::env::var("PIPETRAIN_GPU_SUITE_PRECISION")
         .ok()
-        .map(|p| p.parse().expect("PIPETRAIN_GPU_SUITE_PRECISION: fp32 or tf32"))
+        .map(|p| {
+            p.parse()
+                .expect("PIPETRAIN_GPU_SUITE_PRECISION: fp32 or tf32")
+        })
         .unwrap_or_default()
 }
 
@@ -727,7 +730,7 @@ fn regressions(t: &mut Table, device: &Device) {
 /// members sum four tensors and at once scale their result in place (the only handle, as an
 /// optimizer step does with a gradient), then read it. Both must hold the rank-order sum's bits
 /// every round (halving is exact). Two ways to break it on a GPU, both closed since the H100
-/// check (`activation::receive`): an owner that adds into the first peer's own buffer on its
+/// check (`engine::handoff`): an owner that adds into the first peer's own buffer on its
 /// stream and sends it back, and a lazy device read that an in-place write overtakes.
 fn all_reduce_between_threads(t: &mut Table, device: &Device) {
     use pipetrain::engine::{Abort, ChannelCollective, Collective};
@@ -829,72 +832,84 @@ fn handoffs(t: &mut Table, device: &Device) {
     };
     let init = mlp(64, 7, 10);
     let data = mlp_data(10, 256, 64, 10);
-    run(t, "handoff device: 2 replicas × 1 stage, 10 steps sgd", |t| {
-        let mut pipeline = Pipeline::builder()
-            .layers(init.clone())
-            .devices([device.clone()])
-            .stages(1)
-            .replicas(2)
-            .optimizer(OptimizerConfig::sgd())
-            .learning_rate(0.01)
-            .handoff(handoff)
-            .build()
-            .map_err(|e| e.to_string())?;
-        let mut first_split = None;
-        for (k, batch) in data.iter().enumerate() {
-            pipeline.train_step(batch).map_err(|e| e.to_string())?;
-            let (r0, r1) = (pipeline.replica_parameters(0), pipeline.replica_parameters(1));
-            if first_split.is_none() && r0 != r1 {
-                first_split = Some(k + 1);
+    run(
+        t,
+        "handoff device: 2 replicas × 1 stage, 10 steps sgd",
+        |t| {
+            let mut pipeline = Pipeline::builder()
+                .layers(init.clone())
+                .devices([device.clone()])
+                .stages(1)
+                .replicas(2)
+                .optimizer(OptimizerConfig::sgd())
+                .learning_rate(0.01)
+                .handoff(handoff)
+                .build()
+                .map_err(|e| e.to_string())?;
+            let mut first_split = None;
+            for (k, batch) in data.iter().enumerate() {
+                pipeline.train_step(batch).map_err(|e| e.to_string())?;
+                let (r0, r1) = (
+                    pipeline.replica_parameters(0),
+                    pipeline.replica_parameters(1),
+                );
+                if first_split.is_none() && r0 != r1 {
+                    first_split = Some(k + 1);
+                }
             }
-        }
-        t.rows.push(Row {
-            case: "handoff device: 2 replicas × 1 stage, 10 steps sgd: replicas equal every step"
-                .into(),
-            measured: match first_split {
-                None => "bitwise equal at every step".into(),
-                Some(step) => format!("differ from step {step}"),
-            },
-            bar: "bitwise".into(),
-            ok: first_split.is_none(),
-        });
-        let expected = reference(&init, &data, device, &OptimizerConfig::sgd(), 0.01, 1, &[])?;
-        t.close(
-            "handoff device: 2 replicas × 1 stage, 10 steps sgd vs one device",
-            &pipeline.parameters(),
-            &expected,
-            BAR,
-        );
-        Ok(())
-    });
+            t.rows.push(Row {
+                case:
+                    "handoff device: 2 replicas × 1 stage, 10 steps sgd: replicas equal every step"
+                        .into(),
+                measured: match first_split {
+                    None => "bitwise equal at every step".into(),
+                    Some(step) => format!("differ from step {step}"),
+                },
+                bar: "bitwise".into(),
+                ok: first_split.is_none(),
+            });
+            let expected = reference(&init, &data, device, &OptimizerConfig::sgd(), 0.01, 1, &[])?;
+            t.close(
+                "handoff device: 2 replicas × 1 stage, 10 steps sgd vs one device",
+                &pipeline.parameters(),
+                &expected,
+                BAR,
+            );
+            Ok(())
+        },
+    );
     let data = mlp_data(5, 256, 64, 10);
-    run(t, "handoff device: 2 replicas × 2 stages 1f1b m=4 adam", |t| {
-        let two_by_two = |handoff| {
-            train(&init, &data, device, |b| {
-                b.balance([4, 4])
-                    .replicas(2)
-                    .micro_batches(4)
-                    .optimizer(OptimizerConfig::adam())
-                    .learning_rate(1e-3)
-                    .handoff(handoff)
-            })
-            .map(|p| p.parameters())
-        };
-        let got = two_by_two(handoff)?;
-        let expected = reference(&init, &data, device, &OptimizerConfig::adam(), 1e-3, 1, &[])?;
-        t.close(
-            "handoff device: 2 replicas × 2 stages 1f1b m=4 adam, 5 steps vs one device",
-            &got,
-            &expected,
-            BAR,
-        );
-        t.bitwise(
-            "handoff device == host: 2 replicas × 2 stages 1f1b m=4 adam",
-            &got,
-            &two_by_two(Handoff::Host)?,
-        );
-        Ok(())
-    });
+    run(
+        t,
+        "handoff device: 2 replicas × 2 stages 1f1b m=4 adam",
+        |t| {
+            let two_by_two = |handoff| {
+                train(&init, &data, device, |b| {
+                    b.balance([4, 4])
+                        .replicas(2)
+                        .micro_batches(4)
+                        .optimizer(OptimizerConfig::adam())
+                        .learning_rate(1e-3)
+                        .handoff(handoff)
+                })
+                .map(|p| p.parameters())
+            };
+            let got = two_by_two(handoff)?;
+            let expected = reference(&init, &data, device, &OptimizerConfig::adam(), 1e-3, 1, &[])?;
+            t.close(
+                "handoff device: 2 replicas × 2 stages 1f1b m=4 adam, 5 steps vs one device",
+                &got,
+                &expected,
+                BAR,
+            );
+            t.bitwise(
+                "handoff device == host: 2 replicas × 2 stages 1f1b m=4 adam",
+                &got,
+                &two_by_two(Handoff::Host)?,
+            );
+            Ok(())
+        },
+    );
 }
 
 /// The matmul precision (issue 34): the GPU runs at the precision it started with, and refuses

@@ -47,5 +47,10 @@ fn handoff_parses_and_prints() {
         assert_eq!(text.parse::<Handoff>().unwrap(), handoff);
         assert_eq!(handoff.to_string(), text);
     }
-    assert!("nccl".parse::<Handoff>().unwrap_err().contains("host or device"));
+    assert!(
+        "nccl"
+            .parse::<Handoff>()
+            .unwrap_err()
+            .contains("host or device")
+    );
 }

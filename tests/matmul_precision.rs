@@ -58,5 +58,8 @@ fn the_command_line_takes_both_precisions_on_a_cpu_and_refuses_others() {
     args.extend(TINY);
     args.extend(["--matmul-precision", "bf16"]);
     let err = failure_with(USAGE, &args);
-    assert!(err.contains("bf16") && err.contains("fp32 or tf32"), "{err}");
+    assert!(
+        err.contains("bf16") && err.contains("fp32 or tf32"),
+        "{err}"
+    );
 }

@@ -96,7 +96,11 @@ impl Fabric for ChannelFabric {
         let mut collectives: HashMap<WorkerId, ChannelCollective> = HashMap::new();
         for s in 0..stages {
             let ids = world.stage_group(s.into());
-            collectives.extend(ids.zip(ChannelCollective::group_with(replicas, abort, self.handoff)));
+            collectives.extend(ids.zip(ChannelCollective::group_with(
+                replicas,
+                abort,
+                self.handoff,
+            )));
         }
         let mut lines: HashMap<WorkerId, ChannelCollective> = HashMap::new();
         for r in 0..replicas {

@@ -104,7 +104,11 @@ impl Handoff {
     }
 
     /// On the receiving thread: a tensor another worker thread sent, as its own, on `device`.
-    pub(crate) fn incoming<const D: usize, K>(self, t: Tensor<D, K>, device: &Device) -> Tensor<D, K>
+    pub(crate) fn incoming<const D: usize, K>(
+        self,
+        t: Tensor<D, K>,
+        device: &Device,
+    ) -> Tensor<D, K>
     where
         K: burn::tensor::kind::Basic,
     {
@@ -136,7 +140,11 @@ mod tests {
         let mine = Tensor::<1>::from_floats([1.0, -2.0, 0.5, -0.0], &device);
         let sent = Handoff::DeviceOnCpuToo.outgoing(mine.clone());
         let (mine, sole) = sole_holder(mine);
-        assert_eq!(sole, Some(true), "the sent tensor must not share the sender's buffer");
+        assert_eq!(
+            sole,
+            Some(true),
+            "the sent tensor must not share the sender's buffer"
+        );
         // In place: nobody else holds the buffer.
         let mine = mine.mul_scalar(3.0);
         let received = Handoff::DeviceOnCpuToo.incoming(sent, &device);
@@ -164,7 +172,11 @@ mod tests {
         let ids = Tensor::<1, burn::tensor::Int>::from_ints([7, -3, 0], &device);
         let sent = Handoff::DeviceOnCpuToo.outgoing(ids);
         let received = Handoff::DeviceOnCpuToo.incoming(sent, &device);
-        let got = received.into_data().convert::<i64>().try_to_vec::<i64>().expect("ints");
+        let got = received
+            .into_data()
+            .convert::<i64>()
+            .try_to_vec::<i64>()
+            .expect("ints");
         assert_eq!(got, [7, -3, 0]);
     }
 }

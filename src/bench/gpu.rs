@@ -440,7 +440,8 @@ impl GpuReport {
             self.reps,
             self.peer.as_deref().unwrap_or("not run")
         );
-        out += "| row | matmul | pipetrain samples/s | PyTorch samples/s | ratio | first step s |\n";
+        out +=
+            "| row | matmul | pipetrain samples/s | PyTorch samples/s | ratio | first step s |\n";
         out += "|---|---|---:|---:|---:|---:|\n";
         for line in &self.lines {
             let us = median(&line.ours);

@@ -84,7 +84,10 @@ pub(crate) fn require_precision(
 
 /// GPU `index`: the driver, the index, NVRTC, then one operation through burn; its f32 matmuls
 /// at `precision` when one is given (else as it started, or fp32 if it has not).
-pub(crate) fn probe(index: usize, precision: Option<MatmulPrecision>) -> Result<Device, EngineError> {
+pub(crate) fn probe(
+    index: usize,
+    precision: Option<MatmulPrecision>,
+) -> Result<Device, EngineError> {
     let count = device_count(index)?;
     if index >= count {
         return Err(EngineError::NoSuchDevice { index, count });

@@ -56,7 +56,7 @@ pub(crate) fn set_values<M: Module>(module: M, values: HashMap<ParamId, Tensor<1
 /// Replicas built from one model would otherwise share its buffers until their first optimizer
 /// step. On a GPU, the last replica to step could then update a shared weight in place, on its
 /// own stream, while another replica's kernels that read it are still queued on theirs: a
-/// stream waits only for the one that made a buffer (see `activation::receive`).
+/// stream waits only for the one that made a buffer (see `handoff`).
 pub(crate) fn own_buffers<M: Module>(module: M) -> M {
     struct Copy;
     impl ModuleMapper for Copy {

@@ -58,16 +58,18 @@ impl DeviceSpec {
     pub fn device(self, precision: MatmulPrecision) -> Result<Device, String> {
         match self {
             DeviceSpec::Cpu => Ok(Device::flex()),
-            DeviceSpec::Cuda(n) => pipetrain::engine::device::cuda_with(n, precision).map_err(|e| match e {
-                EngineError::NotBuilt { .. } => format!(
-                    "--device {self}: this pipetrain was built without CUDA; rebuild with \
+            DeviceSpec::Cuda(n) => {
+                pipetrain::engine::device::cuda_with(n, precision).map_err(|e| match e {
+                    EngineError::NotBuilt { .. } => format!(
+                        "--device {self}: this pipetrain was built without CUDA; rebuild with \
                      `cargo build --release --features cuda` (builds offline, no CUDA toolkit \
                      needed), or use --device cpu"
-                ),
-                other => format!(
-                    "--device {self}: CUDA is not usable here: {other}; or use --device cpu"
-                ),
-            }),
+                    ),
+                    other => format!(
+                        "--device {self}: CUDA is not usable here: {other}; or use --device cpu"
+                    ),
+                })
+            }
         }
     }
 }

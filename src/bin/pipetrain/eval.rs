@@ -30,7 +30,11 @@ pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
     crate::conflicts::eval(args)?;
     paths::inputs_exist(&[("--init", &args.init), ("--resume", &args.resume)])
         .map_err(Failure::usage)?;
-    let device = args.device.first().device(args.matmul_precision).map_err(Failure::usage)?;
+    let device = args
+        .device
+        .first()
+        .device(args.matmul_precision)
+        .map_err(Failure::usage)?;
     device.seed(args.seed);
     // Nothing trains: the training loader is built with batches of 1, so that a --batch larger
     // than the training split is no error here (it only sizes the held-out chunks).

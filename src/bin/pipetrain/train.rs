@@ -182,7 +182,10 @@ fn train(args: &TrainArgs, dist: Option<&Distributed>) -> Result<Exit, Failure> 
     let copies = args.replicas as f64 * share + f64::from(u8::from(args.verify && leader));
     let slots = pipetrain::memory::optimizer_slots(&optimizer);
     crate::model::check_fits(&model, args.batch, slots, copies).map_err(Failure::usage)?;
-    let devices = args.device.devices(args.matmul_precision).map_err(Failure::usage)?;
+    let devices = args
+        .device
+        .devices(args.matmul_precision)
+        .map_err(Failure::usage)?;
     let device = devices[0].clone();
     // Rank 0's weights reach every process by broadcast, whatever each initialised.
     device.seed(dist.map_or(args.seed, |d| d.init_seed(args.seed)));
@@ -333,9 +336,9 @@ fn train_with<L: Layer>(
         outcome
             .first_step_time
             .map(|t| format!(
-                    ": {:.2}s, building and, on a GPU, compiling and tuning kernels",
-                    t.as_secs_f64()
-                ))
+                ": {:.2}s, building and, on a GPU, compiling and tuning kernels",
+                t.as_secs_f64()
+            ))
             .unwrap_or_default()
     ));
     if !leader {
@@ -404,8 +407,8 @@ fn banner<L: Layer>(
         progress.println(&d.describe());
     }
     if !pipetrain::engine::device::is_cpu(&s.device) {
-        let precision = pipetrain::engine::device::matmul_precision(&s.device)
-            .unwrap_or(args.matmul_precision);
+        let precision =
+            pipetrain::engine::device::matmul_precision(&s.device).unwrap_or(args.matmul_precision);
         progress.println(&format!(
             "gpu: f32 matmuls in {precision}, tensors between threads by {} copy",
             args.handoff

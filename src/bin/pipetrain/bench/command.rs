@@ -19,7 +19,10 @@ pub fn run(args: &BenchArgs) -> Result<Exit, Failure> {
     paths::outputs_writable(&[("--out", &args.out)]).map_err(Failure::usage)?;
     let mut settings = settings(args);
     let document = if args.device != crate::device::DeviceSpec::Cpu {
-        let device = args.device.device(args.matmul_precision).map_err(Failure::usage)?;
+        let device = args
+            .device
+            .device(args.matmul_precision)
+            .map_err(Failure::usage)?;
         let peer = match (
             &args.compare_pytorch,
             bench::gpu_peers_dir(args.peers.as_deref()),

@@ -37,7 +37,10 @@ pub fn run(args: &TuneArgs) -> Result<Exit, Failure> {
     let slots = pipetrain::memory::optimizer_slots(&optimizer);
     crate::model::check_fits(&model, train.batch, slots, 1.0).map_err(Failure::usage)?;
     let space = space(args)?;
-    let devices = train.device.devices(train.matmul_precision).map_err(Failure::usage)?;
+    let devices = train
+        .device
+        .devices(train.matmul_precision)
+        .map_err(Failure::usage)?;
     let device = devices[0].clone();
     device.seed(train.seed);
     let cx = Context {
