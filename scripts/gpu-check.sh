@@ -86,7 +86,9 @@ if left 60 "the GPU suite"; then
         say "(the rows that passed are in suite.txt)"
         cp "$WORK/suite.txt" "$OUTDIR/suite.txt"
     else
-        tail -20 "$WORK/suite.log" | tee -a "$REPORT"
+        say "no table (stopped before the end): the verdicts so far, failures first"
+        grep -c '^ok: ' "$WORK/suite.log" | sed 's/^/passed so far: /' | tee -a "$REPORT"
+        grep -v '^ok: ' "$WORK/suite.log" | tail -25 | tee -a "$REPORT"
     fi
     say "suite exit code: $suite_rc (124: stopped at its ${limit}s limit)"
     cp "$WORK/suite.log" "$OUTDIR/suite.log" 2>/dev/null

@@ -951,14 +951,24 @@ fn matmul_precision(t: &mut Table, device: &Device) {
 /// Runs every case on `device` and prints the table; the failed cases' names.
 fn suite(device: &Device, on: &str, table_file: Option<String>) -> Vec<String> {
     let mut table = Table::default();
-    matmul_precision(&mut table, device);
-    regressions(&mut table, device);
-    handoffs(&mut table, device);
-    mlp_schedules(&mut table, device);
-    mlp_virtual_stages(&mut table, device);
-    models(&mut table, device);
-    data_parallel(&mut table, device);
-    checkpoints(&mut table, device);
+    let sections: [fn(&mut Table, &Device); 8] = [
+        matmul_precision,
+        regressions,
+        handoffs,
+        mlp_schedules,
+        mlp_virtual_stages,
+        models,
+        data_parallel,
+        checkpoints,
+    ];
+    for section in sections {
+        let done = table.rows.len();
+        section(&mut table, device);
+        // Each verdict as it comes, so that a run stopped at a time limit still shows them.
+        for r in &table.rows[done..] {
+            eprintln!("{}: {} ({})", if r.ok { "ok" } else { "FAILED" }, r.case, r.measured);
+        }
+    }
     let rendered = table.render(on);
     println!("{rendered}");
     if let Some(path) = table_file {
