@@ -60,18 +60,19 @@ fi
 # 1. The bench rows beside PyTorch at each matmul precision (the peer's allow_tf32 the same),
 #    our tensors handed over by host copy, then the two multi-worker rows by device copy.
 bench() {
-    local name=$1 limit=$2
-    shift 2
+    local name=$1 file=$2 limit=$3
+    shift 3
     left "$limit" "bench $name" || return 0
     say "== bench: $name"
-    timeout "$limit" "$P" bench --device cuda:0 --steps 6 --warmup 2 "$@" >"$WORK/bench.log" 2>&1
+    timeout "$limit" "$P" bench --device cuda:0 --steps 6 --warmup 2 --out "$OUTDIR/$file" "$@" \
+        >"$WORK/bench.log" 2>&1
     say "bench exit code: $?"
     tee -a "$REPORT" <"$WORK/bench.log"
     say ""
 }
-bench "fp32, --handoff host, beside PyTorch fp32" 110 --matmul-precision fp32 "${peer[@]}"
-bench "tf32, --handoff host, beside PyTorch tf32" 110 --matmul-precision tf32 "${peer[@]}"
-bench "fp32, --handoff device (pipetrain alone)" 40 --matmul-precision fp32 --handoff device --only "on 1 GPU"
+bench "fp32, --handoff host, beside PyTorch fp32" bench-fp32.md 110 --matmul-precision fp32 "${peer[@]}"
+bench "tf32, --handoff host, beside PyTorch tf32" bench-tf32.md 110 --matmul-precision tf32 "${peer[@]}"
+bench "fp32, --handoff device (pipetrain alone)" bench-fp32-device.md 40 --matmul-precision fp32 --handoff device --only "on 1 GPU"
 
 # 2. The GPU suite at fp32 (one table of its own, with its own verdicts).
 if left 60 "the GPU suite"; then
