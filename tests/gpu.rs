@@ -966,7 +966,12 @@ fn suite(device: &Device, on: &str, table_file: Option<String>) -> Vec<String> {
         section(&mut table, device);
         // Each verdict as it comes, so that a run stopped at a time limit still shows them.
         for r in &table.rows[done..] {
-            eprintln!("{}: {} ({})", if r.ok { "ok" } else { "FAILED" }, r.case, r.measured);
+            eprintln!(
+                "{}: {} ({})",
+                if r.ok { "ok" } else { "FAILED" },
+                r.case,
+                r.measured
+            );
         }
     }
     let rendered = table.render(on);
