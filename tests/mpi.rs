@@ -58,6 +58,18 @@ fn mpi_success(np: usize, args: &[&str]) -> String {
     String::from_utf8(out.stdout).expect("UTF-8")
 }
 
+/// What an MPI job that must exit with `code` printed (its status, stdout and stderr).
+fn mpi_failure(np: usize, mpi: &[&str], args: &[&str], code: i32) -> String {
+    let out = mpirun(np, mpi, args).output().expect("mpirun runs");
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "mpirun -np {np} {args:?}: {}",
+        text(&out)
+    );
+    text(&out)
+}
+
 /// TINY, 3 steps of 4 micro-batches, a fixed split, a checkpoint at `checkpoint`.
 fn job(checkpoint: &Path, extra: &[&str]) -> Vec<String> {
     let mut args: Vec<String> = ["train"]
@@ -333,6 +345,70 @@ fn resume_under_mpi_reaches_the_uninterrupted_bits() {
     assert!(out.contains("step    3/3"), "{out}");
     mpi_success(4, &refs(&job(&whole, &layout)));
     assert_same_bits(&part, &whole);
+}
+
+/// TINY for `steps` steps with `extra`, and no checkpoint.
+fn plain_job(steps: &str, extra: &[&str]) -> Vec<String> {
+    ["train"]
+        .iter()
+        .chain(&TINY)
+        .chain(&["--steps", steps])
+        .chain(extra)
+        .map(|s| s.to_string())
+        .collect()
+}
+
+/// A replica whose weights leave replica 0's (the test hook `PIPETRAIN_TEST_DRIFT` shifts them
+/// after a step) is found by `--verify` over MPI as in one process: exit 3, naming the replica
+/// and the step. Per step with one replica per rank; end to end with two replicas in rank 1,
+/// where replica 3 drifts from replica 2 beside it in the same process.
+#[test]
+fn a_replica_that_drifts_under_mpi_exits_3_naming_it_and_the_step() {
+    let _job = lock();
+    for (layout, drift, named) in [
+        (
+            &["--stages", "1", "--replicas", "2"][..],
+            "1:2",
+            "replica 1 holds different weights than replica 0 (from step 2 on)",
+        ),
+        (
+            &[
+                "--stages",
+                "1",
+                "--replicas",
+                "4",
+                "--micro-batches",
+                "2",
+                "--workers-per-process",
+                "2",
+                "--end-to-end",
+            ],
+            "3:1",
+            "replica 3 holds different weights than replica 0 (from step 1 on)",
+        ),
+    ] {
+        let args = plain_job("3", &[layout, &["--verify"][..]].concat());
+        let hook = format!("PIPETRAIN_TEST_DRIFT={drift}");
+        let all = mpi_failure(2, &["-x", &hook], &refs(&args), 3);
+        assert!(all.contains(named), "{all}");
+    }
+}
+
+/// A checkpoint is one file merged from every rank's part: when two ranks hold different
+/// values of a weight, the merge is refused naming both ranks, and no checkpoint is written.
+#[test]
+fn a_checkpoint_of_ranks_that_disagree_is_refused_naming_them() {
+    let _job = lock();
+    let dir = scratch("mpi-drift-checkpoint");
+    let path = dir.path().join("run.st");
+    let mut args = plain_job("2", &["--stages", "1", "--replicas", "2", "--checkpoint"]);
+    args.push(path.display().to_string());
+    let all = mpi_failure(2, &["-x", "PIPETRAIN_TEST_DRIFT=1:1"], &refs(&args), 1);
+    assert!(all.contains("ranks 0 and 1 hold different values"), "{all}");
+    assert!(
+        !path.exists(),
+        "no checkpoint of disagreeing ranks is written"
+    );
 }
 
 #[test]

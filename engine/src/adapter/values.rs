@@ -70,6 +70,29 @@ pub(crate) fn own_buffers<M: Module>(module: M) -> M {
     module.map(&mut Copy)
 }
 
+/// `module` with `shift` added to every element of every trained parameter (buffers such as
+/// running statistics are left as they are), on the parameter's device, ids and gradient
+/// requirement kept: the test hook that makes a replica's weights leave the others'
+/// (`Runtime::perturb_replica`).
+pub(crate) fn shifted<M: Module>(module: M, shift: f32) -> M {
+    struct Shift(f32);
+    impl ModuleMapper for Shift {
+        fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+            let shift = self.0;
+            param.map(|t| {
+                if !t.is_require_grad() {
+                    return t;
+                }
+                let device = t.device();
+                Tensor::from_data(t.into_data(), &device)
+                    .add_scalar(shift)
+                    .set_require_grad(true)
+            })
+        }
+    }
+    module.map(&mut Shift(shift))
+}
+
 /// Folds burn's pending running-state updates into their values.
 ///
 /// burn's `RunningState` (batch norm's running statistics) keeps each thread's latest update

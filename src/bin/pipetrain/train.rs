@@ -10,8 +10,8 @@ use burn::prelude::*;
 use pipetrain::engine::SingleDevice;
 use pipetrain::profile::Profile;
 use pipetrain::trainer::{
-    Distributed, Event, Mode, Reference, Shared, Signal, Source, Stop, Trainer, TrainerSettings,
-    summary,
+    DRIFT_VARIABLE, Distributed, Drift, Event, Mode, Reference, Shared, Signal, Source, Stop,
+    Trainer, TrainerSettings, summary,
 };
 use pipetrain::{Batch, Layer, OptimizerConfig, Remat, Tie};
 
@@ -319,6 +319,11 @@ fn train_with<L: Layer>(
     }
     if args.verify {
         trainer = trainer.verify(mode, reference);
+    }
+    // The test hook of `pipetrain::trainer::Drift`: no flag, no use in a real run.
+    if let Ok(value) = std::env::var(DRIFT_VARIABLE) {
+        let drift = Drift::parse(&value, args.replicas).map_err(Failure::usage)?;
+        trainer = trainer.drift(drift);
     }
     let outcome = trainer.run().map_err(of_run)?;
     progress.finish();
