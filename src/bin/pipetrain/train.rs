@@ -92,8 +92,14 @@ pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
                 let message = d.name(&f.to_string());
                 f.with_message(message)
             });
-            d.finish(result.as_ref().err().map(ToString::to_string).as_deref());
-            result
+            let error = result.as_ref().err().map(ToString::to_string);
+            if let Some(error) = &error {
+                // Before MPI ends: once this process has ended, a peer whose failure ended it
+                // ends too, and the launcher then ends every process at once.
+                eprintln!("error: {error}");
+            }
+            d.finish(error.as_deref());
+            result.map_err(Failure::printed)
         }
         None => result,
     };
