@@ -28,7 +28,7 @@ impl Drift {
     /// ```
     /// use pipetrain::trainer::Drift;
     /// assert_eq!(Drift::parse("1:2", 2), Ok(Drift { replica: 1, step: 2 }));
-    /// assert!(Drift::parse("0:2", 2).unwrap_err().contains("replica 1 to 1"));
+    /// assert!(Drift::parse("0:2", 2).unwrap_err().contains("a replica from 1 to 1"));
     /// ```
     pub fn parse(value: &str, replicas: usize) -> Result<Self, String> {
         let bad = || {
