@@ -1,20 +1,9 @@
-//! A second opinion on every schedule's program: a dependency simulator written apart from the
-//! generators and from `simulate`/`dataflow`, which reads nothing but the plan's programs and
-//! derives the makespan and the bubble from them (issue 36, item 5).
-//!
-//! Its rules, from the definition of a pipeline step and nothing else:
-//!
-//! ```text
-//!   F(s, k)  after F(s − 1, k)                   (the activation from the stage before)
-//!   B(s, k)  after F(s, k) and B/I(s + 1, k)     (its own forward; the gradient from after)
-//!   I(s, k)  as B(s, k)
-//!   W(s, k)  after I(s, k)
-//! ```
-//!
-//! Each rank runs its program in order, an action starting when the rank is free and its inputs
-//! are done; transfers are free, F = I = W = 1 and B = 2 (the zero-bubble paper's T_F = T_B =
-//! T_W). Its makespan and bubble must equal `simulate`'s for every schedule over a sweep of
-//! shapes, and the bubble must equal the closed forms the schedules are known for:
+//! A second opinion on every schedule's program: the bubble derived from the plan's programs
+//! alone, by the dependency replay written apart from the generators and from
+//! `simulate`/`dataflow` ([`replay::replay`], which the golden files' check shares), with
+//! F = I = W = 1 and B = 2 (the zero-bubble paper's T_F = T_B = T_W) and free transfers
+//! (issue 36, item 5). Its makespan and bubble must equal `simulate`'s for every schedule over a
+//! sweep of shapes, and the bubble must equal the closed forms the schedules are known for:
 //!
 //! | schedule       | bubble fraction (m ≥ p where it matters)        |
 //! |----------------|-------------------------------------------------|
@@ -23,77 +12,24 @@
 //! | ZB-H1          | (p − 1) / (3m + p − 1): a third of 1F1B's idle  |
 //! | ZB-V           | at most ZB-H1's (m ≥ p)                         |
 
-use std::collections::HashMap;
+mod replay;
 
-use pipetrain_schedules::{ActionKind, Costs, Plan, ScheduleKind, simulate};
+use pipetrain_schedules::{Costs, Plan, ScheduleKind, simulate};
 
-/// What an action computes: its kind, stage and micro-batch.
-type Key = (ActionKind, usize, u32);
-
-/// The second opinion: the makespan and the bubble fraction of `plan`'s programs.
+/// The second opinion: the makespan and the bubble fraction (idle over ranks × makespan) of
+/// `plan`'s programs as [`replay::replay`] runs them.
 ///
 /// # Panics
-/// If the programs deadlock (an action whose inputs never come), naming each rank's stuck
-/// action.
+/// If the programs deadlock.
 fn second_opinion(plan: &Plan) -> (f64, f64) {
-    let stages = plan.stages();
-    let duration = |kind: ActionKind| match kind {
-        ActionKind::Backward => 2.0,
-        _ => 1.0,
-    };
-    let mut ended: HashMap<Key, f64> = HashMap::new();
-    let programs = plan.programs();
-    let mut next = vec![0usize; programs.len()];
-    let mut free = vec![0f64; programs.len()];
-    let mut busy = 0.0;
-    loop {
-        let mut progressed = false;
-        for (rank, program) in programs.iter().enumerate() {
-            while let Some(a) = program.get(next[rank]) {
-                let (s, k) = (a.stage.index(), a.micro_batch.expect("a compute action").0);
-                let after = |kind, stage| ended.get(&(kind, stage, k)).copied();
-                let inputs: Vec<Option<f64>> = match a.kind {
-                    ActionKind::Forward if s == 0 => vec![],
-                    ActionKind::Forward => vec![after(ActionKind::Forward, s - 1)],
-                    ActionKind::Backward | ActionKind::BackwardInput => {
-                        let own = after(ActionKind::Forward, s);
-                        match s + 1 == stages {
-                            true => vec![own],
-                            false => {
-                                let next = after(ActionKind::Backward, s + 1)
-                                    .or(after(ActionKind::BackwardInput, s + 1));
-                                vec![own, next]
-                            }
-                        }
-                    }
-                    ActionKind::BackwardWeight => vec![after(ActionKind::BackwardInput, s)],
-                    other => panic!("a compute-only plan holds no {other:?}"),
-                };
-                let Some(ready) = inputs
-                    .into_iter()
-                    .try_fold(0f64, |t, input| input.map(|i| t.max(i)))
-                else {
-                    break;
-                };
-                let start = free[rank].max(ready);
-                free[rank] = start + duration(a.kind);
-                busy += duration(a.kind);
-                ended.insert((a.kind, s, k), free[rank]);
-                next[rank] += 1;
-                progressed = true;
-            }
-        }
-        if !progressed {
-            break;
-        }
-    }
-    let stuck: Vec<String> = (programs.iter().enumerate())
-        .filter_map(|(r, p)| p.get(next[r]).map(|a| format!("rank {r} at {a}")))
-        .collect();
-    assert!(stuck.is_empty(), "deadlock: {}\n{plan}", stuck.join(", "));
-    let makespan = free.iter().copied().fold(0.0, f64::max);
-    let ranks = programs.len() as f64;
-    (makespan, 1.0 - busy / (ranks * makespan))
+    let slots = replay::replay(plan, 1.0, 2.0);
+    let makespan = slots.iter().flatten().map(|s| s.1).fold(0.0, f64::max);
+    let busy: f64 = slots
+        .iter()
+        .flatten()
+        .map(|(start, end, _)| end - start)
+        .sum();
+    (makespan, 1.0 - busy / (slots.len() as f64 * makespan))
 }
 
 /// Every schedule over ranks p and micro-batches m (interleaved at v = 2 and 3 where m is a
