@@ -197,6 +197,15 @@ impl<L: Layer> Pipeline<L> {
             .collect()
     }
 
+    /// Test support: adds 1e-3 to every trained weight of replica `replica`'s workers in this
+    /// process, so that the replicas no longer hold equal weights (what the per-step
+    /// verification and a multi-process checkpoint must each detect). No training run has a
+    /// use for it.
+    #[doc(hidden)]
+    pub fn perturb_replica(&mut self, replica: usize) {
+        self.runtime.perturb_replica(ReplicaId::from(replica));
+    }
+
     /// Inference through the pipeline, without autodiff: the batch is cut like a training
     /// batch — into `replicas` shards of `micro_batches` micro-batches each — and streamed
     /// through the stages, stage s forwarding micro-batch i while stage s+1 forwards i−1, every

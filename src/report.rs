@@ -28,6 +28,9 @@ pub struct StageReport {
     /// Its compute actions' times by kind (forward, backward or its input and weight halves,
     /// all-reduce, optimizer step).
     pub actions: ActionTimes,
+    /// How many times it synchronised its device (see [`Timing`](crate::Timing)): after every
+    /// compute action, or only after its last one.
+    pub device_syncs: u32,
 }
 
 /// What [`crate::Pipeline::train_step`] returns.
@@ -168,6 +171,7 @@ impl StepReport {
                 peak_deferred_bytes: w.peak_deferred_bytes,
                 all_reduce: w.all_reduce,
                 actions: w.actions,
+                device_syncs: w.device_syncs,
             })
             .collect();
         Self {

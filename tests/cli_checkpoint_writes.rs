@@ -138,3 +138,42 @@ fn a_kill_inside_a_write_keeps_the_previous_checkpoint_which_resumes() {
     success(&run_args(whole.to_str().unwrap(), "3", &[]));
     assert_eq!(tensors(&path), tensors(&whole));
 }
+
+/// An fsync that fails is reported, never passed over (docs/training.md): the fault injection
+/// `PIPETRAIN_FAULT_FSYNC=N` fails the process's N-th fsync with an I/O error, as a failing disk
+/// does. A 3-step run that checkpoints every step syncs the start's probe (1st), then each
+/// checkpoint's temp file and directory: step 2's file (4th) fails the run naming the file and
+/// leaves step 1's checkpoint; step 2's directory (5th) fails it naming the directory, step 2's
+/// file in place. No temp file is left either way.
+#[test]
+fn a_failed_fsync_ends_the_run_naming_the_file_or_directory() {
+    for (n, step) in [("4", 2 - 1), ("5", 2)] {
+        let tmp = scratch("ckpt-fsync");
+        let path = tmp.path().join("ck.safetensors");
+        let args = run_args(path.to_str().unwrap(), "3", &[]);
+        let out = Command::new(env!("CARGO_BIN_EXE_pipetrain"))
+            .args(&args)
+            .env("PIPETRAIN_FAULT_FSYNC", n)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(common::RUNTIME), "{out:?}");
+        let e = common::stderr_of_failure(&args, out);
+        let injected = format!("Input/output error (injected by PIPETRAIN_FAULT_FSYNC={n})");
+        // The temp file `.ck.safetensors.<pid>@<host>.<random>.tmp` beside it, or the directory.
+        let named = match n {
+            "4" => format!("{}/.ck.safetensors.", tmp.path().display()),
+            _ => format!("fsync of directory {} failed", tmp.path().display()),
+        };
+        assert!(
+            e.contains("error: --checkpoint: ") && e.contains(&injected) && e.contains(&named),
+            "{e}"
+        );
+        let saved = pipetrain::Checkpoint::read(&path).expect("a whole checkpoint");
+        assert_eq!(saved.progress().step, step, "fsync {n}: {e}");
+        assert!(
+            temp_files(tmp.path()).is_empty(),
+            "{:?}",
+            temp_files(tmp.path())
+        );
+    }
+}

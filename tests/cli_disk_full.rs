@@ -1,6 +1,6 @@
 //! A full disk under a side output never loses the training (issue 27, parts 1 and 3): when
 //! `--metrics`, `--profile` and `--plot` sit on a small tmpfs that fills mid-run, each warns
-//! once and stops, the run goes on, and the final `--checkpoint` (on another file system) is
+//! once (the plot, drawn at the end, when it cannot be written) and stops, the run goes on, and the final `--checkpoint` (on another file system) is
 //! written and loads; `export -o` onto a full disk leaves the file that was there.
 //!
 //! Mounting needs root: where `mount` fails the test says so in one loud line and passes, unless
@@ -79,7 +79,7 @@ fn side_outputs_on_a_full_disk_warn_once_and_the_checkpoint_is_written() {
     let out = common::pipetrain(&args);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    for flag in ["--metrics", "--profile"] {
+    for flag in ["--metrics", "--profile", "--plot"] {
         assert_eq!(
             stderr.matches(&format!("warning: {flag}")).count(),
             1,
@@ -97,7 +97,9 @@ fn side_outputs_on_a_full_disk_warn_once_and_the_checkpoint_is_written() {
         "{:?}",
         temp_files(&small.0)
     );
-    assert!(!Path::new(&metrics).exists() && !Path::new(&trace).exists());
+    for file in [&metrics, &trace, &plot] {
+        assert!(!Path::new(file).exists(), "{file}");
+    }
 }
 
 #[test]

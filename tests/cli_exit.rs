@@ -157,6 +157,44 @@ fn a_verify_difference_above_the_tolerance_exits_3_after_the_run() {
     assert!(!stderr.contains("error:"), "{stderr}");
 }
 
+/// `--verify` finds a replica whose weights left replica 0's (the test hook
+/// `PIPETRAIN_TEST_DRIFT=<replica>:<step>` shifts them after that step), per step and end to
+/// end: exit 3, naming the replica and the step, after the run went to its end.
+#[test]
+fn a_replica_that_drifts_exits_3_naming_it_and_the_step() {
+    for (replicas, drift, mode, named) in [
+        (
+            "2",
+            "1:2",
+            None,
+            "replica 1 holds different weights than replica 0 (from step 2 on)",
+        ),
+        (
+            "3",
+            "2:1",
+            Some("--end-to-end"),
+            "replica 2 holds different weights than replica 0 (from step 1 on)",
+        ),
+    ] {
+        let mut args = train(&["--replicas", replicas, "--micro-batches", "2"]);
+        args.extend(["--steps", "3", "--verify"]);
+        args.extend(mode);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_pipetrain"))
+            .args(&args)
+            .env("PIPETRAIN_TEST_DRIFT", drift)
+            .output()
+            .expect("the pipetrain binary runs");
+        assert_eq!(out.status.code(), Some(VERIFY_FAILED), "{args:?}: {out:?}");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            stdout.contains("held-out"),
+            "the run went to its end: {stdout}"
+        );
+        let stderr = common::stderr_of_failure(&args, out);
+        assert!(stderr.contains(named), "{args:?}: {stderr}");
+    }
+}
+
 /// A run that diverges (a learning rate of 1e30 overflows the loss and the gradients) stops at
 /// the step whose gradient is not finite, a runtime error (exit 1), before any stage applies it
 /// and before `--verify` compares anything (issue 17, item 6).

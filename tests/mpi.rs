@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use common::{TINY, max_rel_diff, scratch, success};
 use safetensors::SafeTensors;
+use safetensors::tensor::{Dtype, TensorView};
 
 /// One MPI job at a time.
 static JOB: Mutex<()> = Mutex::new(());
@@ -56,6 +57,18 @@ fn mpi_success(np: usize, args: &[&str]) -> String {
         text(&out)
     );
     String::from_utf8(out.stdout).expect("UTF-8")
+}
+
+/// What an MPI job that must exit with `code` printed (its status, stdout and stderr).
+fn mpi_failure(np: usize, mpi: &[&str], args: &[&str], code: i32) -> String {
+    let out = mpirun(np, mpi, args).output().expect("mpirun runs");
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "mpirun -np {np} {args:?}: {}",
+        text(&out)
+    );
+    text(&out)
 }
 
 /// TINY, 3 steps of 4 micro-batches, a fixed split, a checkpoint at `checkpoint`.
@@ -335,6 +348,70 @@ fn resume_under_mpi_reaches_the_uninterrupted_bits() {
     assert_same_bits(&part, &whole);
 }
 
+/// TINY for `steps` steps with `extra`, and no checkpoint.
+fn plain_job(steps: &str, extra: &[&str]) -> Vec<String> {
+    ["train"]
+        .iter()
+        .chain(&TINY)
+        .chain(&["--steps", steps])
+        .chain(extra)
+        .map(|s| s.to_string())
+        .collect()
+}
+
+/// A replica whose weights leave replica 0's (the test hook `PIPETRAIN_TEST_DRIFT` shifts them
+/// after a step) is found by `--verify` over MPI as in one process: exit 3, naming the replica
+/// and the step. Per step with one replica per rank; end to end with two replicas in rank 1,
+/// where replica 3 drifts from replica 2 beside it in the same process.
+#[test]
+fn a_replica_that_drifts_under_mpi_exits_3_naming_it_and_the_step() {
+    let _job = lock();
+    for (layout, drift, named) in [
+        (
+            &["--stages", "1", "--replicas", "2"][..],
+            "1:2",
+            "replica 1 holds different weights than replica 0 (from step 2 on)",
+        ),
+        (
+            &[
+                "--stages",
+                "1",
+                "--replicas",
+                "4",
+                "--micro-batches",
+                "2",
+                "--workers-per-process",
+                "2",
+                "--end-to-end",
+            ],
+            "3:1",
+            "replica 3 holds different weights than replica 0 (from step 1 on)",
+        ),
+    ] {
+        let args = plain_job("3", &[layout, &["--verify"][..]].concat());
+        let hook = format!("PIPETRAIN_TEST_DRIFT={drift}");
+        let all = mpi_failure(2, &["-x", &hook], &refs(&args), 3);
+        assert!(all.contains(named), "{all}");
+    }
+}
+
+/// A checkpoint is one file merged from every rank's part: when two ranks hold different
+/// values of a weight, the merge is refused naming both ranks, and no checkpoint is written.
+#[test]
+fn a_checkpoint_of_ranks_that_disagree_is_refused_naming_them() {
+    let _job = lock();
+    let dir = scratch("mpi-drift-checkpoint");
+    let path = dir.path().join("run.st");
+    let mut args = plain_job("2", &["--stages", "1", "--replicas", "2", "--checkpoint"]);
+    args.push(path.display().to_string());
+    let all = mpi_failure(2, &["-x", "PIPETRAIN_TEST_DRIFT=1:1"], &refs(&args), 1);
+    assert!(all.contains("ranks 0 and 1 hold different values"), "{all}");
+    assert!(
+        !path.exists(),
+        "no checkpoint of disagreeing ranks is written"
+    );
+}
+
 #[test]
 fn launcher_variables_that_disagree_with_mpi_exit_2() {
     let _job = lock();
@@ -514,23 +591,13 @@ fn endless_job(
 fn a_rank_killed_mid_run_ends_the_job_and_the_last_checkpoint_loads() {
     let _job = lock();
     let dir = scratch("mpi-kill");
-    let (mut child, checkpoint, pid) = endless_job(dir.path(), (4, &ENDLESS), 10, 2);
+    let (child, checkpoint, pid) = endless_job(dir.path(), (4, &ENDLESS), 10, 2);
     let (marker, layout) = (checkpoint.display().to_string(), ENDLESS);
     let killed = Instant::now();
     let status = Command::new("kill").args(["-9", &pid.to_string()]).status();
     assert!(status.is_ok_and(|s| s.success()), "kill -9 {pid}");
     let deadline = Duration::from_secs(10 + 20);
-    loop {
-        if child.try_wait().expect("waits").is_some() {
-            break;
-        }
-        if killed.elapsed() > deadline {
-            let _ = child.kill();
-            panic!("the job still runs {deadline:?} after rank 2 was killed");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let out = child.wait_with_output().expect("output");
+    let out = wait_within(child, (killed, deadline), None, "rank 2 killed");
     assert!(!out.status.success(), "{}", text(&out));
     let all = text(&out);
     assert!(all.contains("rank 2"), "the failed rank is named: {all}");
@@ -570,7 +637,7 @@ fn a_stopped_rank_ends_the_job_with_the_comm_timeout() {
     let dir = scratch("mpi-stop");
     let timeout = 5;
     let layout = ["--stages", "2", "--balance", "2,1"];
-    let (mut child, _, pid) = endless_job(dir.path(), (2, &layout), timeout, 1);
+    let (child, _, pid) = endless_job(dir.path(), (2, &layout), timeout, 1);
     let stopped = Instant::now();
     let status = Command::new("kill")
         .args(["-STOP", &pid.to_string()])
@@ -579,24 +646,10 @@ fn a_stopped_rank_ends_the_job_with_the_comm_timeout() {
     // The margin is a guard against a hang, not a measurement: the survivors' own error needs
     // the timeout, then a moment to tell mpirun, which then ends every rank.
     let deadline = Duration::from_secs(timeout + 60);
-    let ended = loop {
-        if child.try_wait().expect("waits").is_some() {
-            break stopped.elapsed();
-        }
-        if stopped.elapsed() > deadline {
-            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("output");
-            panic!(
-                "the job still runs {deadline:?} after rank 1 was stopped: {}",
-                text(&out)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let out = wait_within(child, (stopped, deadline), Some(pid), "rank 1 stopped");
+    let ended = stopped.elapsed();
     // mpirun kills its ranks, stopped or not; make sure of it.
     let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
-    let out = child.wait_with_output().expect("output");
     let all = text(&out);
     assert!(!out.status.success(), "{all}");
     // Whichever wait notices first words it: a worker's receive ("… (MPI rank 1) sent nothing
@@ -625,6 +678,116 @@ fn a_stopped_rank_ends_the_job_with_the_comm_timeout() {
     assert!(
         ended >= Duration::from_secs(timeout),
         "ended {ended:?} after the stop, before the {timeout} s timeout could pass: {all}"
+    );
+}
+
+/// Writes a `tensors:` data file of 32 rows of 4 features and labels in 0..3 at `path`; with
+/// `nan`, input row 20 holds a NaN (refused at load).
+fn data_file(path: &Path, nan: bool) {
+    let mut x: Vec<f32> = (0..32 * 4).map(|i| (i % 5) as f32 / 5.0).collect();
+    if nan {
+        x[20 * 4 + 1] = f32::NAN;
+    }
+    let x: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let y: Vec<u8> = (0..32i64).flat_map(|i| (i % 3).to_le_bytes()).collect();
+    let views = [
+        ("x", TensorView::new(Dtype::F32, vec![32, 4], &x).unwrap()),
+        ("y", TensorView::new(Dtype::I64, vec![32], &y).unwrap()),
+    ];
+    std::fs::write(path, safetensors::serialize(views, None).unwrap()).unwrap();
+}
+
+/// Waits for `child` until `deadline` after `since`. Past it (a hang: the margin is a guard,
+/// not a measurement) kills it and `pid` (a rank mpirun may not end) and panics, saying `what`.
+fn wait_within(
+    mut child: std::process::Child,
+    (since, deadline): (Instant, Duration),
+    pid: Option<u32>,
+    what: &str,
+) -> Output {
+    while child.try_wait().expect("waits").is_none() {
+        if since.elapsed() > deadline {
+            if let Some(pid) = pid {
+                let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            }
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("output");
+            panic!(
+                "{what}: the job still runs after {deadline:?}: {}",
+                text(&out)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.wait_with_output().expect("output")
+}
+
+/// A rank that fails with an error of its own (bad data on rank 1 only: each rank reads
+/// `--data tensors:data.safetensors` in its own working directory, and rank 1's holds a NaN)
+/// tells the others: every rank ends within the communication timeout, and rank 0 names rank 1
+/// and its error, not a timeout. The failing rank waits for rank 0 to say it ended before it
+/// exits: mpirun ends the whole job as soon as one process exits with an error.
+#[test]
+fn a_rank_that_fails_on_its_own_is_named_with_its_error_by_the_others() {
+    let _job = lock();
+    let dir = scratch("mpi-bad-rank");
+    let (good, bad) = (dir.path().join("good"), dir.path().join("bad"));
+    for (at, nan) in [(&good, false), (&bad, true)] {
+        std::fs::create_dir(at).unwrap();
+        data_file(&at.join("data.safetensors"), nan);
+    }
+    let binary = env!("CARGO_BIN_EXE_pipetrain");
+    let args: Vec<&str> = "train --data tensors:data.safetensors --classes 3 --width 8 \
+        --hidden-layers 1 --batch 8 --micro-batches 2 --steps 3 --stages 1 --replicas 2 \
+        --comm-timeout 20"
+        .split_whitespace()
+        .collect();
+    let wdir = |d: &Path| {
+        [
+            "-np".to_string(),
+            "1".into(),
+            "-wdir".into(),
+            d.display().to_string(),
+        ]
+    };
+    let started = Instant::now();
+    let child = Command::new("mpirun")
+        .args(wdir(&good))
+        .arg(binary)
+        .args(&args)
+        .arg(":")
+        .args(wdir(&bad))
+        .arg(binary)
+        .args(&args)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("mpirun starts");
+    let out = wait_within(
+        child,
+        (started, Duration::from_secs(20 + 40)),
+        None,
+        "bad data",
+    );
+    let all = text(&out);
+    assert!(!out.status.success(), "{all}");
+    let own = "--data tensors:data.safetensors: input row 20 holds NaN";
+    assert!(
+        all.lines()
+            .any(|l| l.starts_with("error: rank 1 of 2") && l.contains(own)),
+        "rank 1 reports its own error: {all}"
+    );
+    assert!(
+        all.lines().any(|l| l.starts_with("error: rank 0 of 2")
+            && l.contains("rank 1 failed: rank 1 of 2")
+            && l.contains(own)),
+        "rank 0 names rank 1 and its error: {all}"
+    );
+    assert!(
+        !all.contains("sent nothing"),
+        "not found by the timeout: {all}"
     );
 }
 

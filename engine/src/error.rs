@@ -619,6 +619,23 @@ pub enum EngineError {
         /// How it differs.
         reason: String,
     },
+    /// Two processes' parts of one checkpoint hold different values of a weight: the replicas
+    /// they run no longer hold equal weights, which every step must keep them doing.
+    #[error(
+        "{}: ranks {first} and {second} hold different values of tensor `{tensor}`: the \
+         replicas they run must hold equal weights after every step",
+        path.display()
+    )]
+    PartsDiffer {
+        /// The checkpoint.
+        path: PathBuf,
+        /// The first tensor found to differ.
+        tensor: String,
+        /// The first rank holding it (the part kept so far).
+        first: usize,
+        /// The rank whose value differs.
+        second: usize,
+    },
     /// A checkpoint weight that is NaN or infinite: training from it would make every step NaN.
     #[error(
         "{}: tensor `{tensor}` element {index} is {value}; every weight must be finite: use \
@@ -795,6 +812,10 @@ impl Remedied for EngineError {
             }),
             #[cfg(feature = "mpi")]
             EngineError::Silent { .. } => Some(Remedy::set(Setting::CommTimeout, Value::Larger)),
+            EngineError::PartsDiffer { .. } => Some(Remedy::sentence(
+                "this is a bug: please report it with the command line (verifying the run \
+                 names the replica and the step from which the weights parted)",
+            )),
             EngineError::NotACheckpoint { .. } => Some(init_from()),
             EngineError::Keys { .. } => Some(Remedy::set(Setting::Rename, Value::Any)),
             EngineError::OptimizerMismatch { .. } => Some(Remedy::one_of([

@@ -69,6 +69,10 @@ pub struct WorkerReport {
     pub backward_end: Option<Duration>,
     /// Its compute actions' times, by kind.
     pub actions: ActionTimes,
+    /// How many times it synchronised its device: after every compute action under
+    /// [`Timing::Device`](crate::Timing::Device), after its last one only under
+    /// [`Timing::Host`](crate::Timing::Host) (each a no-op on a CPU, counted all the same).
+    pub device_syncs: u32,
     /// The global gradient norm (over every stage and replica, before clipping) that this
     /// worker's optimizer step saw; `None` on a step without an optimizer step.
     pub grad_norm: Option<f64>,

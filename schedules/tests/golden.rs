@@ -9,11 +9,12 @@
 //! [`second_lowering`]), and the GPipe and 1F1B programs against [`second_program`]: a golden
 //! file is not trusted because it was once reviewed, but because two implementations agree.
 
-use std::collections::HashMap;
+mod replay;
+
 use std::path::PathBuf;
 
 use pipetrain_schedules::{
-    Action, ActionKind, Costs, Lowering, Plan, ScheduleKind, lower, render, simulate,
+    ActionKind, Costs, Lowering, Plan, ScheduleKind, lower, render, simulate,
 };
 
 /// A golden file's header and body: the `> ` lines that open it (with the blank line after
@@ -97,71 +98,14 @@ fn cells(row: &str) -> Vec<String> {
     cells.split_whitespace().map(str::to_string).collect()
 }
 
-/// The second timeline: replays each rank's compute program in order, starting every action
-/// when its rank is free and its inputs exist (F(s, mb) after F(s − 1, mb); a full or
-/// input backward after its own forward and the next stage's full or input backward; W after
-/// its I), with forward `forward`, full backward `backward` and I = W = backward / 2, no
-/// transfer time. Returns each rank's cells at the shortest action's length, labelled as the
-/// renders label them (with the stage when a rank holds several).
+/// The second timeline ([`replay::replay`]), as each rank's cells at the shortest action's
+/// length, labelled as the renders label them (with the stage when a rank holds several).
 fn second_timeline(plan: &Plan, forward: f64, backward: f64) -> Vec<Vec<String>> {
-    let last = plan.stages() - 1;
-    let length = |a: &Action| match a.kind {
-        ActionKind::Forward => forward,
-        ActionKind::Backward => backward,
-        _ => backward / 2.0,
-    };
-    let key = |a: &Action| (a.stage.index(), a.micro_batch.map(|m| m.0), a.kind);
-    let mut done: HashMap<(usize, Option<u32>, ActionKind), f64> = HashMap::new();
-    let mut next = vec![0usize; plan.ranks()];
-    let mut free = vec![0.0f64; plan.ranks()];
-    let mut slots: Vec<Vec<(f64, f64, Action)>> = vec![Vec::new(); plan.ranks()];
-    let backward_of = |stage: usize, mb: Option<u32>, done: &HashMap<_, f64>| {
-        [ActionKind::Backward, ActionKind::BackwardInput]
-            .iter()
-            .find_map(|&k| done.get(&(stage, mb, k)).copied())
-    };
-    loop {
-        let mut progressed = false;
-        for (rank, program) in plan.programs().iter().enumerate() {
-            let Some(a) = program.get(next[rank]) else {
-                continue;
-            };
-            let (s, mb) = (a.stage.index(), a.micro_batch.map(|m| m.0));
-            let needs: Vec<Option<f64>> = match a.kind {
-                ActionKind::Forward if s > 0 => {
-                    vec![done.get(&(s - 1, mb, ActionKind::Forward)).copied()]
-                }
-                ActionKind::Forward => vec![],
-                ActionKind::Backward | ActionKind::BackwardInput => {
-                    let mut n = vec![done.get(&(s, mb, ActionKind::Forward)).copied()];
-                    if s < last {
-                        n.push(backward_of(s + 1, mb, &done));
-                    }
-                    n
-                }
-                ActionKind::BackwardWeight => {
-                    vec![done.get(&(s, mb, ActionKind::BackwardInput)).copied()]
-                }
-                other => panic!("{a}: {other:?} in a compute program"),
-            };
-            if needs.iter().any(Option::is_none) {
-                continue;
-            }
-            let start = needs.into_iter().flatten().fold(free[rank], f64::max);
-            let end = start + length(a);
-            done.insert(key(a), end);
-            slots[rank].push((start, end, *a));
-            free[rank] = end;
-            next[rank] += 1;
-            progressed = true;
-        }
-        if !progressed {
-            break;
-        }
-    }
-    for (rank, program) in plan.programs().iter().enumerate() {
-        assert_eq!(next[rank], program.len(), "rank {rank} deadlocks");
-    }
+    let slots = replay::replay(plan, forward, backward);
+    let free: Vec<f64> = slots
+        .iter()
+        .map(|row| row.last().map_or(0.0, |(_, end, _)| *end))
+        .collect();
     let unit = slots
         .iter()
         .flatten()

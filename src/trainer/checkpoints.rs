@@ -39,6 +39,14 @@ pub fn save<L: Layer>(
             index,
             value,
         },
+        // A failed write or fsync (a full or failing disk) names the checkpoint's setting.
+        Error::Engine(e @ (EngineError::Io { .. } | EngineError::DirectorySync { .. })) => {
+            Error::RunFile {
+                file: RunFile::Checkpoint,
+                path: path.to_path_buf(),
+                reason: RunFileProblem::Checkpoint(e),
+            }
+        }
         other => other,
     })
 }

@@ -28,7 +28,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::engine::checkpoint;
-use crate::trainer::Processes;
+use crate::trainer::{Processes, replicas};
 use crate::{Checkpoint, Error, Layer, Pipeline, RunFile, RunFileProblem, schedules::WorkerId};
 
 /// How this process was launched, and what every process must agree on.
@@ -254,6 +254,14 @@ impl Distributed {
         self.link.gather(part)
     }
 
+    /// The lowest replica whose weights differ from replica 0's in some stage, on rank 0 (each
+    /// process sends a digest of each local worker's weights); `None` elsewhere and where the
+    /// replicas agree.
+    pub fn replicas_apart<L: Layer>(&self, pipeline: &Pipeline<L>) -> Result<Option<usize>, Error> {
+        let all = self.link.gather(replicas::digests(pipeline))?;
+        Ok(all.and_then(|all| replicas::first_apart(&all.concat())))
+    }
+
     /// Writes one checkpoint at `path` from every process's part (rank 0 writes it,
     /// atomically).
     pub fn save_checkpoint<L: Layer>(
@@ -279,7 +287,9 @@ impl Distributed {
         let Some(parts) = self.gather_checkpoint(pipeline, what, Default::default())? else {
             return Ok(None);
         };
-        let bytes = checkpoint::merge_parts(what, &parts)?;
+        // Replica 0's copy of each stage: the replicas' agreement is checked apart
+        // ([`replicas_apart`](Self::replicas_apart)), where it is wanted.
+        let bytes = checkpoint::merge_parts(what, &parts, checkpoint::Copies::FirstKept)?;
         Ok(Some(
             Checkpoint::from_bytes(what, bytes)?.load_model(template)?,
         ))
@@ -340,6 +350,10 @@ impl<L: Layer> Processes<L> for Shared<'_, L> {
         extra: BTreeMap<String, String>,
     ) -> Result<(), Error> {
         self.dist.save_checkpoint(pipeline, path, extra)
+    }
+
+    fn replicas_apart(&self, pipeline: &Pipeline<L>) -> Result<Option<usize>, Error> {
+        self.dist.replicas_apart(pipeline)
     }
 
     fn gather_model(&self, pipeline: &Pipeline<L>) -> Result<Option<Vec<L>>, Error> {

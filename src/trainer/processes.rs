@@ -37,6 +37,14 @@ pub trait Processes<L: Layer> {
         extra: BTreeMap<String, String>,
     ) -> Result<(), Error>;
 
+    /// The lowest replica whose weights differ, bit for bit, from replica 0's in some stage, on
+    /// the leader (compared over every process's workers); `None` elsewhere, and where every
+    /// replica holds replica 0's weights.
+    ///
+    /// # Errors
+    /// A process failed.
+    fn replicas_apart(&self, pipeline: &Pipeline<L>) -> Result<Option<usize>, Error>;
+
     /// The whole model (replica 0's values of every stage) on the leader, `None` elsewhere.
     ///
     /// # Errors

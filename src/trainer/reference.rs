@@ -111,9 +111,7 @@ impl<L: Layer> Reference<L> {
         let Some(after) = after else {
             return Ok(());
         };
-        if let (None, (_, Some(r))) = (self.replicas_apart, after.replicas) {
-            self.replicas_apart = Some((step, r));
-        }
+        self.replicas_checked(step, after.replicas.1);
         if self.mode == Mode::EndToEnd {
             return Ok(());
         }
@@ -149,6 +147,14 @@ impl<L: Layer> Reference<L> {
     /// The worst step (per step).
     pub fn worst(&self) -> Worst {
         self.worst
+    }
+
+    /// Records that after step `step` (from 1) replica `apart` held other weights than
+    /// replica 0 (`None`: every replica agreed); the first such step is kept.
+    pub fn replicas_checked(&mut self, step: u64, apart: Option<usize>) {
+        if let (None, Some(r)) = (self.replicas_apart, apart) {
+            self.replicas_apart = Some((step, r));
+        }
     }
 
     /// The first step after which a replica held other weights than replica 0: (step, replica).

@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! hold (test hook) → batches i·k .. i·k+k-1 → lr of the schedule → k × train_step
-//!   → [loss summed over the processes] → verify against the single-device copy
+//!   → [loss summed over the processes] → [drift (test hook)] → verify against the single-device copy
 //!   → Event::Step, metrics row → checkpoint if due or a signal arrived → stop or go on
 //! ```
 //!
@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 use crate::trainer::checkpoints::{self, Resumed};
 use crate::trainer::verify::{after_gathered, after_step};
 use crate::trainer::{
-    Event, Metrics, Mode, Outcome, Processes, Reference, Row, RunIdentity, Source, StepRecord,
-    StepTotals, Stop, TrainerSettings,
+    Drift, Event, Metrics, Mode, Outcome, Processes, Reference, Row, RunIdentity, Source,
+    StepRecord, StepTotals, Stop, TrainerSettings,
 };
 use crate::{Batch, Error, LastGood, Layer, Pipeline, StepReport};
 
@@ -49,6 +49,7 @@ pub struct Trainer<'a, L: Layer> {
     stop: Option<Stop>,
     processes: Option<&'a dyn Processes<L>>,
     verify: Option<(Mode, Option<Reference<L>>)>,
+    drift: Option<Drift>,
     on_event: OnEvent<'a, L>,
 }
 
@@ -71,6 +72,7 @@ impl<'a, L: Layer> Trainer<'a, L> {
             stop: None,
             processes: None,
             verify: None,
+            drift: None,
             on_event: Box::new(|_| {}),
         }
     }
@@ -99,6 +101,14 @@ impl<'a, L: Layer> Trainer<'a, L> {
     /// process takes part in gathering the model it compares).
     pub fn verify(mut self, mode: Mode, reference: Option<Reference<L>>) -> Self {
         self.verify = Some((mode, reference));
+        self
+    }
+
+    /// The test hook of [`Drift`]: after optimizer step `drift.step`, replica `drift.replica`'s
+    /// weights leave the others'. No training run has a use for it.
+    #[doc(hidden)]
+    pub fn drift(mut self, drift: Drift) -> Self {
+        self.drift = Some(drift);
         self
     }
 
@@ -174,6 +184,9 @@ impl<'a, L: Layer> Trainer<'a, L> {
                 (self.on_event)(Event::FirstStep {
                     pipeline: self.pipeline,
                 });
+            }
+            if let Some(drift) = self.drift.filter(|d| d.step == step + 1) {
+                self.pipeline.perturb_replica(drift.replica);
             }
             self.verify_step(batches, lr, step + 1)?;
             let samples_per_sec = totals.samples as f64 / totals.wall.as_secs_f64().max(1e-12);
@@ -300,20 +313,26 @@ impl<'a, L: Layer> Trainer<'a, L> {
 
     /// The per-step verification of `step` (from 1), trained on `batches` at `lr`: the copy
     /// takes the same step and is compared with the pipeline after it. Under several processes
-    /// every process takes part in gathering the model (an end-to-end check of such a run
-    /// compares the gathered model once, at the end).
+    /// every process takes part in comparing the replicas and in gathering the model (an
+    /// end-to-end check of such a run compares the gathered model once, at the end).
     fn verify_step(&mut self, batches: Vec<Batch>, lr: f64, step: u64) -> Result<(), Error> {
         let Some((mode, _)) = &self.verify else {
             return Ok(());
         };
-        let after = match (mode, self.processes) {
-            (Mode::EndToEnd, Some(_)) => None,
-            (Mode::PerStep, Some(p)) => p
-                .gather_model(self.pipeline)?
-                .map(|m| after_gathered(m, self.pipeline.replicas())),
-            (_, None) => Some(after_step(self.pipeline)),
+        let replicas = self.pipeline.replicas();
+        let (after, apart) = match (mode, self.processes) {
+            (Mode::EndToEnd, Some(p)) => (None, p.replicas_apart(self.pipeline)?),
+            (Mode::PerStep, Some(p)) => {
+                let apart = p.replicas_apart(self.pipeline)?;
+                let model = p.gather_model(self.pipeline)?;
+                (model.map(|m| after_gathered(m, replicas, apart)), apart)
+            }
+            (_, None) => (Some(after_step(self.pipeline)), None),
         };
         if let Some((_, Some(reference))) = &mut self.verify {
+            // `after` carries `apart` where there is one; an end-to-end check of a multi-process
+            // run has none.
+            reference.replicas_checked(step, apart);
             reference.step(batches, lr, after, step)?;
         }
         Ok(())

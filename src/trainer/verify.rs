@@ -23,10 +23,10 @@ pub fn after_step<L: Layer>(pipeline: &Pipeline<L>) -> After<L> {
     }
 }
 
-/// A model gathered from the processes of a multi-process run (replica 0's stages; the
-/// processes checked that replicas agree when they merged their parts), as [`Reference`]
-/// compares it.
-pub fn after_gathered<L: Layer>(model: Vec<L>, replicas: usize) -> After<L> {
+/// A model gathered from the processes of a multi-process run (replica 0's stages), as
+/// [`Reference`] compares it; `apart` is the first replica whose weights differ from replica
+/// 0's ([`Processes::replicas_apart`](crate::trainer::Processes::replicas_apart)), if any.
+pub fn after_gathered<L: Layer>(model: Vec<L>, replicas: usize, apart: Option<usize>) -> After<L> {
     // On an autodiff device, as a worker's layers are: that is what tells trained parameters
     // from buffers.
     let device = model
@@ -42,7 +42,7 @@ pub fn after_gathered<L: Layer>(model: Vec<L>, replicas: usize) -> After<L> {
         parameters: parameters(&model),
         trainable: trainable_parameters(&model),
         model,
-        replicas: (replicas, None),
+        replicas: (replicas, apart),
     }
 }
 

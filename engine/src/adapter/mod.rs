@@ -45,4 +45,4 @@ pub(crate) use optim_state::{StateScalar, StateTensor, export_state, import_stat
 pub(crate) use optimizer::{AdamConfig, AdamWConfig, ModuleOptimizer, SgdConfig, adam, adamw, sgd};
 pub(crate) use store::{apply_safetensors, rename_rules, save_safetensors};
 pub(crate) use tied::sum_tied_gradients;
-pub(crate) use values::{float_values, own_buffers, set_values, value_of};
+pub(crate) use values::{float_values, own_buffers, set_values, shifted, value_of};

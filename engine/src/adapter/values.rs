@@ -70,6 +70,29 @@ pub(crate) fn own_buffers<M: Module>(module: M) -> M {
     module.map(&mut Copy)
 }
 
+/// `module` with `shift` added to every element of every trained parameter (buffers such as
+/// running statistics are left as they are), on the parameter's device, ids and gradient
+/// requirement kept: the test hook that makes a replica's weights leave the others'
+/// (`Runtime::perturb_replica`).
+pub(crate) fn shifted<M: Module>(module: M, shift: f32) -> M {
+    struct Shift(f32);
+    impl ModuleMapper for Shift {
+        fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+            let shift = self.0;
+            param.map(|t| {
+                if !t.is_require_grad() {
+                    return t;
+                }
+                let device = t.device();
+                Tensor::from_data(t.into_data(), &device)
+                    .add_scalar(shift)
+                    .set_require_grad(true)
+            })
+        }
+    }
+    module.map(&mut Shift(shift))
+}
+
 /// Folds burn's pending running-state updates into their values.
 ///
 /// burn's `RunningState` (batch norm's running statistics) keeps each thread's latest update
@@ -123,8 +146,66 @@ mod tests {
     use burn::nn::LinearConfig;
     use burn::prelude::*;
 
+    use burn::backend::Flex;
+    use burn::module::{ModuleMapper, ModuleVisitor, Param};
+
     use super::{float_values, own_buffers};
     use crate::adapter::{autodiff_device, trainable};
+
+    /// Where each float parameter of `module` keeps its values: the address of its flex buffer.
+    fn buffers<M: Module>(module: &M) -> Vec<usize> {
+        struct Buffers(Vec<usize>);
+        impl ModuleVisitor for Buffers {
+            fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+                let flex = param.val().inner().try_into_primitive::<Flex>();
+                let data = flex.expect("a flex tensor").data_arc();
+                self.0.push(std::sync::Arc::as_ptr(&data) as usize);
+            }
+        }
+        let mut b = Buffers(Vec::new());
+        module.visit(&mut b);
+        b.0
+    }
+
+    /// Writes 1000 into the first value of each float parameter of `module`, in place in its
+    /// buffer, as a GPU kernel writes a weight it holds alone. Panics where the buffer is
+    /// shared (flex copies a shared buffer before a write: that would hide the sharing).
+    fn write_in_place<M: Module>(module: M) -> M {
+        struct Write;
+        impl ModuleMapper for Write {
+            fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+                param.map(|t| {
+                    let require_grad = t.is_require_grad();
+                    let mut flex = t.inner().try_into_primitive::<Flex>().expect("flex");
+                    let values = flex.try_storage_mut::<f32>().expect("a buffer of its own");
+                    values[0] = 1000.0;
+                    let plain = Tensor::<D>::from_primitive::<Flex>(flex);
+                    Tensor::from_inner(plain).set_require_grad(require_grad)
+                })
+            }
+        }
+        module.map(&mut Write)
+    }
+
+    /// A replica's copy holds every parameter in a buffer of its own: none is the original's,
+    /// and a write into the copy's buffers leaves the original's values as they were (with
+    /// shared buffers, as replicas built from one model start, it would not on a GPU).
+    #[test]
+    fn own_buffers_writes_to_the_copy_leave_the_original_unchanged() {
+        let device = autodiff_device(&Device::flex());
+        let layer = trainable(LinearConfig::new(3, 2).init(&Device::flex()), &device);
+        let before = float_values(&layer, false);
+        let copy = own_buffers(layer.clone());
+        let (ours, theirs) = (buffers(&layer), buffers(&copy));
+        assert_eq!(ours.len(), 2);
+        assert!(
+            ours.iter().all(|b| !theirs.contains(b)),
+            "the copy shares a buffer with the original: {ours:?} {theirs:?}"
+        );
+        let written = write_in_place(copy);
+        assert!(float_values(&written, false).iter().all(|v| v[0] == 1000.0));
+        assert_eq!(float_values(&layer, false), before);
+    }
 
     /// A replica's own copy trains like the original: same values, same parameter ids, every
     /// parameter still requiring a gradient.

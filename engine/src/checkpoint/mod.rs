@@ -30,6 +30,6 @@ mod state;
 pub use crate::output::probe;
 pub use format::{OPTIMIZER_PREFIX, Progress};
 pub use load::{Checkpoint, check_renames, init_from, init_renamed, rename_all};
-pub use part::{merge_parts, save_part, write_parts};
+pub use part::{Copies, merge_parts, save_part, write_parts};
 pub use save::{model_bytes, save, save_model};
 pub use state::OptimizerState;

@@ -61,47 +61,70 @@ pub fn save_part<L: Layer>(
         parts.push(encode(path, &layers, offset, &empty, progress)?);
     }
     parts.push(encode::<L>(path, &[], 0, &state, progress)?);
-    merge_parts(path, &parts)
+    merge_parts(path, &parts, Copies::MustAgree)
 }
 
-/// Merges the parts of every process (rank 0's first: its progress is kept) into one
-/// checkpoint and writes it to `path`, atomically. A weight found in two parts must have the
-/// same bytes in both (replicas hold equal weights); optimizer entries found twice are equal
-/// copies (the first is kept).
+/// What [`merge_parts`] makes of a weight that several parts hold (the replicas of one stage in
+/// several processes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Copies {
+    /// Every copy must hold the same bytes, or the merge is refused naming the two parts
+    /// ([`EngineError::PartsDiffer`]): a checkpoint, which must not pick one replica silently.
+    MustAgree,
+    /// The first part's copy is kept: a model gathered for evaluation, replica 0's, whose
+    /// replicas' agreement is checked apart (or not at all).
+    FirstKept,
+}
+
+/// Merges the parts of every process, in rank order (rank 0's first: its progress is kept),
+/// into one checkpoint and writes it to `path`, atomically. A weight found in two parts must
+/// have the same bytes in both (replicas hold equal weights): else nothing is written and the
+/// error names both ranks. Optimizer entries found twice are equal copies (the first is kept).
 pub fn write_parts(path: &Path, parts: &[Vec<u8>]) -> Result<()> {
-    let bytes = merge_parts(path, parts)?;
+    let bytes = merge_parts(path, parts, Copies::MustAgree)?;
     // The merged file must read back as a checkpoint before it replaces the last one.
     super::Checkpoint::from_bytes(path, bytes.clone())?;
     write_atomically(path, &bytes)
 }
 
-/// The checkpoint bytes [`write_parts`] writes: the parts merged (see there); `path` names the
+/// The checkpoint bytes [`write_parts`] writes: the parts merged, in rank order (a part's index
+/// is its rank in errors), a weight that several parts hold as `copies` says; `path` names the
 /// checkpoint in errors.
-pub fn merge_parts(path: &Path, parts: &[Vec<u8>]) -> Result<Vec<u8>> {
+///
+/// # Errors
+/// A part is no safetensors file; under [`Copies::MustAgree`], two parts hold different values
+/// of one weight ([`EngineError::PartsDiffer`], naming the first tensor and both ranks).
+pub fn merge_parts(path: &Path, parts: &[Vec<u8>], copies: Copies) -> Result<Vec<u8>> {
     let mut files = Vec::with_capacity(parts.len());
     for part in parts {
         files.push(SafeTensors::deserialize(part).map_err(|e| corrupt(path, e))?);
     }
-    let mut views: BTreeMap<String, TensorView<'_>> = BTreeMap::new();
-    for file in &files {
+    // Each name's view, and the part it came from.
+    let mut views: BTreeMap<String, (TensorView<'_>, usize)> = BTreeMap::new();
+    for (rank, file) in files.iter().enumerate() {
         for (name, view) in file.tensors() {
             match views.get(&name) {
                 None => {
-                    views.insert(name, view);
+                    views.insert(name, (view, rank));
                 }
-                Some(kept) if !name.starts_with(OPTIMIZER_PREFIX) && kept.data() != view.data() => {
-                    return Err(EngineError::TensorMismatch {
+                Some((kept, first))
+                    if copies == Copies::MustAgree
+                        && !name.starts_with(OPTIMIZER_PREFIX)
+                        && kept.data() != view.data() =>
+                {
+                    return Err(EngineError::PartsDiffer {
                         path: path.to_path_buf(),
                         tensor: name,
-                        reason: "two replicas hold different values; they must stay equal \
-                                 (a bug: please report it)"
-                            .into(),
+                        first: *first,
+                        second: rank,
                     });
                 }
                 Some(_) => {}
             }
         }
     }
+    let views: BTreeMap<String, TensorView<'_>> =
+        views.into_iter().map(|(n, (v, _))| (n, v)).collect();
     let mut metadata: HashMap<String, String> = HashMap::new();
     let mut scalars: BTreeMap<String, serde_json::Value> = BTreeMap::new();
     for part in parts {
@@ -126,4 +149,56 @@ pub fn merge_parts(path: &Path, parts: &[Vec<u8>]) -> Result<Vec<u8>> {
     );
     safetensors::serialize(views, Some(metadata))
         .map_err(|e| corrupt(path, format!("serializing: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use safetensors::Dtype;
+    use safetensors::tensor::{SafeTensors, TensorView};
+
+    use super::{Copies, merge_parts};
+    use crate::error::EngineError;
+
+    /// A part holding `layers.0.weight` = `value` (two f32s).
+    fn part(value: f32) -> Vec<u8> {
+        let data: Vec<u8> = [value, 1.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let view = TensorView::new(Dtype::F32, vec![2], &data).unwrap();
+        safetensors::serialize([("layers.0.weight", view)], None).unwrap()
+    }
+
+    /// Ranks 0 and 1 agree and rank 2 differs: a checkpoint's merge is refused naming ranks 0
+    /// and 2 and the tensor; a model's merge keeps rank 0's values.
+    #[test]
+    fn parts_that_disagree_are_refused_naming_both_ranks() {
+        let parts = [part(0.5), part(0.5), part(0.25)];
+        let path = Path::new("run.st");
+        match merge_parts(path, &parts, Copies::MustAgree) {
+            Err(EngineError::PartsDiffer {
+                tensor,
+                first,
+                second,
+                ..
+            }) => assert_eq!((tensor.as_str(), first, second), ("layers.0.weight", 0, 2)),
+            other => panic!("expected PartsDiffer, got {other:?}"),
+        }
+        let e = merge_parts(path, &parts, Copies::MustAgree).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("ranks 0 and 2 hold different values"),
+            "{e}"
+        );
+        let kept = merge_parts(path, &parts, Copies::FirstKept).unwrap();
+        let kept = SafeTensors::deserialize(&kept).unwrap();
+        assert_eq!(
+            kept.tensor("layers.0.weight").unwrap().data(),
+            SafeTensors::deserialize(&parts[0])
+                .unwrap()
+                .tensor("layers.0.weight")
+                .unwrap()
+                .data()
+        );
+        assert!(merge_parts(path, &parts[..2], Copies::MustAgree).is_ok());
+    }
 }

@@ -214,8 +214,9 @@ impl Comm {
     }
 
     /// Sends what is queued and ends the thread. With `finalize`, MPI is finalized (a clean
-    /// exit); without, the process is expected to exit next (an error exit). Waits at most the
-    /// communication timeout.
+    /// exit); without, the process is expected to exit next (an error exit), the others are
+    /// told it ended, and a process whose own failure it told waits for theirs (see
+    /// `server`). Waits at most the communication timeout.
     ///
     /// Without `finalize` the thread is not joined: it may still be polling a send to a peer
     /// that never receives (a stopped process: the send cannot be abandoned inside its MPI

@@ -1,8 +1,13 @@
 //! The communication thread's loop (see [`Comm`](super::Comm)): commands in, MPI messages out
 //! and in, one envelope at a time (`MPI_Isend`, polled against the timeout), arrivals probed
 //! meanwhile, failure notices told and heard.
+//!
+//! A process that fails on its own tells the others, and at its error exit waits (at most
+//! [`LINGER`], within the timeout) until each of them says it has ended (reported its error, the
+//! failing rank named): a launcher ends the whole job once one process exits with an error, and
+//! would otherwise kill the others before they could say which rank failed and why.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,6 +25,11 @@ use crate::error::EngineError;
 
 /// How long the thread sleeps waiting for a command when nothing arrives (its polling period).
 const POLL: Duration = Duration::from_micros(200);
+
+/// The longest an error exit waits for the others to end (see the module docs). A process told
+/// of a failure ends its step within a second (docs/design.md, "no hangs"); one that had
+/// finished already never answers, and costs the failing process this wait.
+const LINGER: Duration = Duration::from_secs(5);
 
 /// How a wait on MPI (a send to complete, announced values to arrive) gives the CPU back: a
 /// few yields first (a small message completes within microseconds), then sleeps that double up
@@ -87,6 +97,12 @@ struct Server {
     /// A failure notice that came before any abort was watched.
     early_failure: Option<(usize, Notice)>,
     shutdown: Option<(bool, Sender<()>)>,
+    /// Whether this process told the others a failure of its own.
+    originated: bool,
+    /// The processes that said they ended after an error.
+    ended: HashSet<usize>,
+    /// At an error exit: until when to wait for the others to end (see the module docs).
+    linger_until: Option<Instant>,
 }
 
 pub(super) fn serve(
@@ -135,6 +151,9 @@ pub(super) fn serve(
         told: false,
         early_failure: None,
         shutdown: None,
+        originated: false,
+        ended: HashSet::new(),
+        linger_until: None,
     };
     let finalize = server.run(&rx);
     if finalize {
@@ -158,7 +177,7 @@ impl Server {
                 busy = true;
             }
             if let Some((finalize, done)) = &self.shutdown {
-                if self.queue.is_empty() {
+                if self.queue.is_empty() && !self.lingering() {
                     let _ = done.send(());
                     return *finalize;
                 }
@@ -221,13 +240,31 @@ impl Server {
             }
             Command::Shutdown { finalize, done } => {
                 self.tell_failure();
+                if !finalize {
+                    // This process has reported its error: a failing peer may end now.
+                    self.queue_to_peers(channel::ENDED, &[]);
+                    self.linger_until = Some(Instant::now() + LINGER.min(self.timeout));
+                }
                 self.shutdown = Some((finalize, done));
             }
         }
     }
 
+    /// Whether an error exit still waits: this process's own failure was told, and some peer
+    /// has not said it ended yet, within the timeout.
+    fn lingering(&self) -> bool {
+        let peers = self.world.size() as usize - 1;
+        self.originated
+            && self.ended.len() < peers
+            && self.linger_until.is_some_and(|t| Instant::now() < t)
+    }
+
     /// Hands an arrived message to its inbox (or buffers it, or acts on a failure notice).
     fn deliver(&mut self, envelope: Envelope) {
+        if envelope.route.channel == channel::ENDED {
+            self.ended.insert(envelope.from as usize);
+            return;
+        }
         if envelope.route.channel == channel::FAILURE {
             let notice = Notice::decode(envelope.body.as_bytes());
             self.peer_failed(envelope.from as usize, notice);
@@ -357,16 +394,21 @@ impl Server {
         self.tell(&Notice { message, remedy });
     }
 
-    /// Queues a failure notice with `message` to every other process, ahead of other data.
+    /// Queues a failure notice of this process's own to every other process.
     fn tell(&mut self, notice: &Notice) {
-        let body = notice.encode();
+        self.originated = true;
+        self.queue_to_peers(channel::FAILURE, &notice.encode());
+    }
+
+    /// Queues a process-level message on `channel` with `body` to every other process.
+    fn queue_to_peers(&mut self, channel: u32, body: &[u8]) {
         for to in (0..self.world.size() as usize).filter(|&p| p != self.rank) {
             let envelope = Envelope {
-                route: Route::process(channel::FAILURE),
+                route: Route::process(channel),
                 a: 0,
                 b: 0,
                 from: self.rank as u32,
-                body: Body::Bytes(body.clone()),
+                body: Body::Bytes(body.to_vec()),
             };
             // Behind what is queued: a broadcast already queued must arrive first, so that a peer
             // waiting in it goes on to find the same error itself (and exits with its code).

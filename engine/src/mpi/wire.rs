@@ -52,6 +52,9 @@ pub(crate) mod channel {
     pub const STAGES: u32 = u32::MAX - 2;
     /// A failure notice: the sending process failed, the body says how.
     pub const FAILURE: u32 = u32::MAX;
+    /// The sending process has reported its error and ends (an error exit): the process whose
+    /// failure it learned of may end too.
+    pub const ENDED: u32 = u32::MAX - 3;
 
     /// The pair group of tie `tie`.
     pub fn tie(tie: usize) -> u32 {

@@ -21,6 +21,25 @@ const FAULT_VAR: &str = "PIPETRAIN_FAULT_ABORT_BEFORE_RENAME";
 /// Atomic writes so far in this process (for [`FAULT_VAR`]).
 static WRITES: AtomicU64 = AtomicU64::new(0);
 
+/// Fault injection for the fsync-error tests: with `PIPETRAIN_FAULT_FSYNC=N` set, the process's
+/// N-th fsync (of a file or a directory, counted from 1 in the order they run, the start's
+/// probes included) fails with an I/O error, as a failing disk reports one.
+const FSYNC_FAULT_VAR: &str = "PIPETRAIN_FAULT_FSYNC";
+
+/// fsyncs so far in this process (for [`FSYNC_FAULT_VAR`]).
+static SYNCS: AtomicU64 = AtomicU64::new(0);
+
+/// `file.sync_all()`, or the failure [`FSYNC_FAULT_VAR`] injects.
+fn sync(file: &File) -> std::io::Result<()> {
+    let n = SYNCS.fetch_add(1, Ordering::Relaxed) + 1;
+    if std::env::var(FSYNC_FAULT_VAR).is_ok_and(|v| v.trim() == n.to_string()) {
+        return Err(std::io::Error::other(format!(
+            "Input/output error (injected by {FSYNC_FAULT_VAR}={n})"
+        )));
+    }
+    file.sync_all()
+}
+
 /// A file being written atomically: the bytes go to an exclusive temp file beside the
 /// destination, which [`commit`](Self::commit) syncs and renames over it. Dropped without a
 /// commit (an error, a panic), the temp file is removed and the destination left as it was.
@@ -82,7 +101,7 @@ impl AtomicFile {
         let tmp = out
             .into_inner()
             .map_err(|e| io(&tmp_path)(e.into_error()))?;
-        tmp.as_file().sync_all().map_err(io(tmp.path()))?;
+        sync(tmp.as_file()).map_err(io(tmp.path()))?;
         regular_or_absent(&path)?;
         let n = WRITES.fetch_add(1, Ordering::Relaxed) + 1;
         if std::env::var(FAULT_VAR).is_ok_and(|v| v.trim() == n.to_string()) {
@@ -136,7 +155,7 @@ pub fn probe(path: &Path) -> Result<(), EngineError> {
     temp::sweep(path);
     let mut tmp = temp::beside(path, ".tmp")?;
     tmp.write_all(b"probe").map_err(io(tmp.path()))?;
-    tmp.as_file().sync_all().map_err(io(tmp.path()))?;
+    sync(tmp.as_file()).map_err(io(tmp.path()))?;
     let tmp_path = tmp.path().to_path_buf();
     tmp.close().map_err(io(&tmp_path))
 }
@@ -144,7 +163,7 @@ pub fn probe(path: &Path) -> Result<(), EngineError> {
 /// fsyncs `dir` so the rename is durable. A file system that cannot sync directories says so
 /// with `EINVAL` (or "unsupported"): that alone is not an error.
 fn sync_dir(dir: &Path) -> Result<(), EngineError> {
-    let result = File::open(dir).and_then(|d| d.sync_all());
+    let result = File::open(dir).and_then(|d| sync(&d));
     match result {
         Err(e) if !matches!(e.kind(), ErrorKind::InvalidInput | ErrorKind::Unsupported) => {
             Err(EngineError::DirectorySync {

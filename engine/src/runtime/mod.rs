@@ -14,6 +14,7 @@
 //! ([`EngineError::Poisoned`](crate::EngineError::Poisoned)) until a checkpoint is loaded.
 
 mod config;
+mod drift;
 mod lifecycle;
 mod part;
 mod step;

@@ -133,11 +133,13 @@ impl<'a, L: Layer> Worker<'a, L> {
                 // the last compute action's does under any timing (see above).
                 if (self.ctx.timing == Timing::Device || Some(index) == last_compute)
                     && matches!(outcome, Ok(Ok(())))
-                    && let Err(e) = self.state.device.sync()
                 {
-                    outcome = Ok(Err(Failure::Cause(EngineError::DeviceFailed(
-                        e.to_string(),
-                    ))));
+                    self.scratch.device_syncs += 1;
+                    if let Err(e) = self.state.device.sync() {
+                        outcome = Ok(Err(Failure::Cause(EngineError::DeviceFailed(
+                            e.to_string(),
+                        ))));
+                    }
                 }
                 let elapsed = started.elapsed();
                 self.scratch.compute += elapsed;

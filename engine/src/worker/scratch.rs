@@ -43,6 +43,8 @@ pub(crate) struct Scratch<L> {
     /// Time in compute actions, in total and per kind.
     pub compute: Duration,
     pub actions: ActionTimes,
+    /// Device synchronisations so far (see [`Timing`](crate::Timing)).
+    pub device_syncs: u32,
     /// When the all-reduce started and ended (from the step's start).
     pub all_reduce: Option<(Duration, Duration)>,
     /// When the last backward (or `W`) ended.
@@ -70,6 +72,7 @@ impl<L> Scratch<L> {
             input_context: None,
             compute: Duration::ZERO,
             actions: ActionTimes::default(),
+            device_syncs: 0,
             all_reduce: None,
             backward_end: None,
             grad_norm: None,
@@ -94,6 +97,7 @@ impl<L> Scratch<L> {
             all_reduce: self.all_reduce,
             backward_end: self.backward_end,
             actions: self.actions,
+            device_syncs: self.device_syncs,
             grad_norm: self.grad_norm,
             skipped: self.skipped,
         };

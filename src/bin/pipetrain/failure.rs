@@ -24,6 +24,8 @@ pub type BoxError = Box<dyn std::error::Error>;
 pub struct Failure {
     exit: Exit,
     error: BoxError,
+    /// Printed already (a multi-process run prints its error before MPI ends).
+    printed: bool,
 }
 
 impl Failure {
@@ -32,6 +34,7 @@ impl Failure {
         Self {
             exit: Exit::Usage,
             error: error.into(),
+            printed: false,
         }
     }
 
@@ -40,6 +43,7 @@ impl Failure {
         Self {
             exit: Exit::Runtime,
             error: error.into(),
+            printed: false,
         }
     }
 
@@ -65,7 +69,21 @@ impl Failure {
         Self {
             exit: self.exit,
             error: message.into(),
+            printed: self.printed,
         }
+    }
+
+    /// The same failure, printed already: the caller prints nothing more.
+    pub fn printed(self) -> Self {
+        Self {
+            printed: true,
+            ..self
+        }
+    }
+
+    /// Whether it was printed already.
+    pub fn is_printed(&self) -> bool {
+        self.printed
     }
 
     /// The exit code that reports this failure.

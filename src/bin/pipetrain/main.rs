@@ -149,7 +149,9 @@ fn run(argv: Vec<std::ffi::OsString>) -> Exit {
         Err(failure) => {
             // The failure words its remedy as flags (`--stages 1`), where the library's own
             // errors say builder calls (`.stages(1)`).
-            eprintln!("error: {failure}");
+            if !failure.is_printed() {
+                eprintln!("error: {failure}");
+            }
             failure.exit()
         }
     }

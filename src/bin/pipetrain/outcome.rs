@@ -30,7 +30,7 @@ pub fn verify_and_evaluate<L: Layer>(
     let mut exit = Exit::Success;
     if let Some(reference) = reference {
         let after = match gathered {
-            Some(model) => after_gathered(model.to_vec(), pipeline.replicas()),
+            Some(model) => after_gathered(model.to_vec(), pipeline.replicas(), None),
             None => after_step(pipeline),
         };
         exit = print_verdict(&verdict(&reference, &after), tolerance);

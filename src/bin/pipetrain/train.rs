@@ -10,8 +10,8 @@ use burn::prelude::*;
 use pipetrain::engine::SingleDevice;
 use pipetrain::profile::Profile;
 use pipetrain::trainer::{
-    Distributed, Event, Mode, Reference, Shared, Signal, Source, Stop, Trainer, TrainerSettings,
-    summary,
+    DRIFT_VARIABLE, Distributed, Drift, Event, Mode, Reference, Shared, Signal, Source, Stop,
+    Trainer, TrainerSettings, summary,
 };
 use pipetrain::{Batch, Layer, OptimizerConfig, Remat, Tie};
 
@@ -92,8 +92,14 @@ pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
                 let message = d.name(&f.to_string());
                 f.with_message(message)
             });
-            d.finish(result.as_ref().err().map(ToString::to_string).as_deref());
-            result
+            let error = result.as_ref().err().map(ToString::to_string);
+            if let Some(error) = &error {
+                // Before MPI ends: once this process has ended, a peer whose failure ended it
+                // ends too, and the launcher then ends every process at once.
+                eprintln!("error: {error}");
+            }
+            d.finish(error.as_deref());
+            result.map_err(Failure::printed)
         }
         None => result,
     };
@@ -322,6 +328,11 @@ fn train_with<L: Layer>(
     }
     if args.verify {
         trainer = trainer.verify(mode, reference);
+    }
+    // The test hook of `pipetrain::trainer::Drift`: no flag, no use in a real run.
+    if let Ok(value) = std::env::var(DRIFT_VARIABLE) {
+        let drift = Drift::parse(&value, args.replicas).map_err(Failure::usage)?;
+        trainer = trainer.drift(drift);
     }
     let outcome = trainer.run().map_err(of_run)?;
     progress.finish();

@@ -1,0 +1,118 @@
+//! A second opinion on every schedule's program: the bubble derived from the plan's programs
+//! alone, by the dependency replay written apart from the generators and from
+//! `simulate`/`dataflow` ([`replay::replay`], which the golden files' check shares), with
+//! F = I = W = 1 and B = 2 (the zero-bubble paper's T_F = T_B = T_W) and free transfers
+//! (issue 36, item 5). Its makespan and bubble must equal `simulate`'s for every schedule over a
+//! sweep of shapes, and the bubble must equal the closed forms the schedules are known for:
+//!
+//! | schedule       | bubble fraction (m ≥ p where it matters)        |
+//! |----------------|-------------------------------------------------|
+//! | GPipe, 1F1B    | (p − 1) / (m + p − 1)                           |
+//! | interleaved v  | (p − 1) / (v·m + p − 1), m a multiple of p      |
+//! | ZB-H1          | (p − 1) / (3m + p − 1): a third of 1F1B's idle  |
+//! | ZB-V           | at most ZB-H1's (m ≥ p)                         |
+
+mod replay;
+
+use pipetrain_schedules::{Costs, Plan, ScheduleKind, simulate};
+
+/// The second opinion: the makespan and the bubble fraction (idle over ranks × makespan) of
+/// `plan`'s programs as [`replay::replay`] runs them.
+///
+/// # Panics
+/// If the programs deadlock.
+fn second_opinion(plan: &Plan) -> (f64, f64) {
+    let slots = replay::replay(plan, 1.0, 2.0);
+    let makespan = slots.iter().flatten().map(|s| s.1).fold(0.0, f64::max);
+    let busy: f64 = slots
+        .iter()
+        .flatten()
+        .map(|(start, end, _)| end - start)
+        .sum();
+    (makespan, 1.0 - busy / (slots.len() as f64 * makespan))
+}
+
+/// Every schedule over ranks p and micro-batches m (interleaved at v = 2 and 3 where m is a
+/// multiple of p), with its plan.
+fn sweep() -> Vec<(ScheduleKind, usize, usize, Plan)> {
+    let mut kinds = vec![
+        ScheduleKind::GPipe,
+        ScheduleKind::OneFOneB,
+        ScheduleKind::ZbH1,
+        ScheduleKind::ZbV,
+    ];
+    kinds.extend((2..=3).map(|v| ScheduleKind::Interleaved { virtual_stages: v }));
+    let mut plans = Vec::new();
+    for kind in kinds {
+        for p in 1..=5 {
+            for m in 1..=10 {
+                let interleaved = matches!(kind, ScheduleKind::Interleaved { .. });
+                if interleaved && m % p != 0 {
+                    continue;
+                }
+                let plan = kind.plan(p, m).expect("a plan");
+                assert_eq!(plan.ranks(), p);
+                plans.push((kind, p, m, plan));
+            }
+        }
+    }
+    plans
+}
+
+#[test]
+fn the_second_opinion_agrees_with_simulate_on_every_schedule() {
+    for (kind, p, m, plan) in sweep() {
+        let (makespan, bubble) = second_opinion(&plan);
+        let sim = simulate(&plan, &Costs::uniform(plan.stages(), 1.0, 2.0)).unwrap();
+        assert!(
+            (sim.makespan - makespan).abs() < 1e-9 && (sim.bubble_fraction - bubble).abs() < 1e-9,
+            "{kind} p={p} m={m}: simulate says makespan {} bubble {}, the second opinion {makespan} \
+             {bubble}\n{plan}",
+            sim.makespan,
+            sim.bubble_fraction
+        );
+    }
+}
+
+#[test]
+fn the_second_opinion_finds_each_schedules_known_bubble() {
+    for (kind, p, m, plan) in sweep() {
+        let (_, bubble) = second_opinion(&plan);
+        let (p_, m_) = (p as f64, m as f64);
+        let one_f_one_b = (p_ - 1.0) / (m_ + p_ - 1.0);
+        let zb_h1 = (p_ - 1.0) / (3.0 * m_ + p_ - 1.0);
+        let expected = match kind {
+            ScheduleKind::GPipe | ScheduleKind::OneFOneB => Some(one_f_one_b),
+            ScheduleKind::Interleaved { virtual_stages: v } => {
+                Some((p_ - 1.0) / (v as f64 * m_ + p_ - 1.0))
+            }
+            // The closed form holds once every stage has a W to fill its cool-down with.
+            ScheduleKind::ZbH1 if m >= p => Some(zb_h1),
+            ScheduleKind::ZbH1 => None,
+            ScheduleKind::ZbV => {
+                if m >= p {
+                    assert!(
+                        bubble <= zb_h1 + 1e-9,
+                        "{kind} p={p} m={m}: {bubble}\n{plan}"
+                    );
+                }
+                None
+            }
+        };
+        if let Some(expected) = expected {
+            assert!(
+                (bubble - expected).abs() < 1e-9,
+                "{kind} p={p} m={m}: bubble {bubble}, expected {expected}\n{plan}"
+            );
+        }
+    }
+}
+
+/// The checker itself: a plan whose backward on stage 0 comes before stage 1's produced the
+/// gradient it needs would wait forever.
+#[test]
+#[should_panic(expected = "deadlock: rank 0 at 0B0")]
+fn the_second_opinion_finds_a_deadlock() {
+    let plan: Plan = "0: 0F0 0B0\n1: 1B0 1F0\n".parse().unwrap();
+    second_opinion(&plan);
+}
