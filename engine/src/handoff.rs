@@ -47,6 +47,8 @@ use burn::tensor::kind::Numeric;
 /// assert_eq!("device".parse::<Handoff>(), Ok(Handoff::Device));
 /// assert_eq!(Handoff::Device.to_string(), "device");
 /// ```
+// The hidden variant is a test hook, not a marker against exhaustive matches.
+#[allow(clippy::manual_non_exhaustive)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Handoff {
     /// The receiver copies through host memory.
