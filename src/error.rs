@@ -336,6 +336,15 @@ pub enum Error {
         /// The Python.
         python: std::path::PathBuf,
     },
+    #[cfg(feature = "commands")]
+    /// The Python given for the PyTorch peers did not answer the probe (`import torch, numpy`)
+    /// in time, and was stopped.
+    PeersNoAnswer {
+        /// The Python.
+        python: std::path::PathBuf,
+        /// How long it was given.
+        seconds: f64,
+    },
     /// No configuration of the tune search fits (its memory budget, its workers).
     TuneNothingFits {
         /// `  knobs: why` for the first configurations left out.
@@ -435,7 +444,10 @@ impl Error {
         #[cfg(feature = "commands")]
         if matches!(
             self,
-            Error::PeersNoScripts { .. } | Error::PeersNotFound | Error::PeersNoTorch { .. }
+            Error::PeersNoScripts { .. }
+                | Error::PeersNotFound
+                | Error::PeersNoTorch { .. }
+                | Error::PeersNoAnswer { .. }
         ) {
             return true;
         }
@@ -706,7 +718,9 @@ impl Remedied for Error {
                 )),
             ])),
             #[cfg(feature = "commands")]
-            Error::PeersNoTorch { .. } => Some(Remedy::sentence(crate::bench::HOW_TO_GET_TORCH)),
+            Error::PeersNoTorch { .. } | Error::PeersNoAnswer { .. } => {
+                Some(Remedy::sentence(crate::bench::HOW_TO_GET_TORCH))
+            }
             #[cfg(feature = "commands")]
             Error::PeersNoScripts { .. } | Error::PeersNotFound => Some(Remedy::sentence(
                 "give the folder that holds the peer scripts (shared/peers)",
@@ -821,6 +835,12 @@ impl Remedied for Error {
             #[cfg(feature = "commands")]
             Error::PeersNoTorch { python } => format!(
                 "{} cannot import torch and numpy, so no PyTorch column",
+                python.display()
+            ),
+            #[cfg(feature = "commands")]
+            Error::PeersNoAnswer { python, seconds } => format!(
+                "{} did not answer `import torch, numpy` within {seconds} s and was stopped, so \
+                 no PyTorch column",
                 python.display()
             ),
             Error::TuneNothingFits { left_out } => format!(

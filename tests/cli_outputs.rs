@@ -2,10 +2,11 @@
 //! node, FIFO or symbolic link at a destination is refused before anything runs and left as it
 //! is; a symbolic link planted at any name beside a destination is never followed; temp files
 //! a killed run left are swept; two flags naming one file are refused, naming both; and
-//! `--resume` continues the earlier run's `--metrics` file.
+//! `--resume` continues the earlier run's `--metrics` file. A FIFO given as an input is refused
+//! before it is opened (issue 38), where opening it waited for a writer.
 
 mod common;
-use common::{TINY, USAGE, failure_with, scratch, success, temp_files};
+use common::{TINY, TINY_GPT, USAGE, failure_with, scratch, success, temp_files};
 
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
@@ -165,6 +166,37 @@ fn a_device_fifo_or_symlink_at_any_output_is_refused_and_left_as_it_is() {
         "{:?}",
         temp_files(tmp.path())
     );
+}
+
+#[test]
+fn a_fifo_given_as_any_input_is_refused_before_it_is_opened() {
+    // Issue 38: opening a FIFO for reading waits for a writer, and these waited for ever.
+    let tmp = scratch("inputs-fifo");
+    let fifo = tmp.path().join("in.fifo");
+    Node::Fifo.make(&fifo, &fifo);
+    let f = fifo.to_str().unwrap();
+    let (tensors, text) = (format!("tensors:{f}"), format!("text:{f}"));
+    let gpt = [
+        &["train"][..],
+        &TINY_GPT,
+        &["--steps", "1", "--data", &text],
+    ]
+    .concat();
+    let cases = [
+        train(&["--data", &tensors]),
+        gpt,
+        train(&["--config", f]),
+        train(&["--plan", f]),
+        vec!["plan", "--plan", f],
+    ];
+    for args in cases {
+        let e = failure_within(USAGE, &args);
+        assert!(
+            e.contains(f) && e.contains("not a regular file"),
+            "{args:?}: {e}"
+        );
+        assert!(Node::Fifo.is_at(&fifo));
+    }
 }
 
 /// This host's name as temp file names carry it.

@@ -1,5 +1,6 @@
-//! A graceful stop (issue 12, item 6): SIGINT or SIGTERM mid-training finishes the step, saves
-//! the final checkpoint, flushes metrics and the trace, says what it saved and exits 130 / 143.
+//! A graceful stop (issue 12, item 6): SIGINT, SIGTERM or SIGHUP (issue 38) mid-training finishes
+//! the step, saves the final checkpoint, flushes metrics and the trace, says what it saved and
+//! exits 130 / 143 / 129.
 //! The checkpoint resumes bit for bit and the trace parses.
 //!
 //! No test here depends on the host's speed: the test hook `PIPETRAIN_TEST_HOLD_STEP` holds a
@@ -103,7 +104,7 @@ impl Held {
         }
     }
 
-    /// Sends `signal` (`INT`, `TERM`) and waits until the held step has taken it.
+    /// Sends `signal` (`INT`, `TERM`, `HUP`) and waits until the held step has taken it.
     fn signal(&mut self, signal: &str) {
         self.send(signal);
         self.wait_for(&format!("test hook: SIG{signal} arrived during step"));
@@ -256,6 +257,45 @@ fn sigterm_exits_143_with_the_metrics_flushed() {
         step + 1,
         "a header and a row per step: {rows}"
     );
+}
+
+#[test]
+fn sighup_stops_like_sigterm_with_the_checkpoint_saved() {
+    // Issue 38: a closed terminal's SIGHUP ended the run at once, with nothing saved.
+    let tmp = scratch("sighup");
+    let ck = tmp.path().join("ck.st");
+    let mut run = Held::start(tmp.path(), 2, &["--checkpoint", ck.to_str().unwrap()]);
+    run.signal("HUP");
+    run.release();
+    let (code, stderr) = run.exit();
+    assert_eq!(code, 129, "{stderr}");
+    assert!(stderr.contains("SIGHUP: stopped after step 2 "), "{stderr}");
+    assert_eq!(saved_step(&stderr, &ck), 2);
+    let saved = pipetrain::Checkpoint::read(&ck).expect("the reported checkpoint loads");
+    assert_eq!(saved.progress().step, 2);
+}
+
+#[test]
+fn a_run_whose_stderr_cannot_be_written_still_trains_and_saves() {
+    // Issue 38: after a SIGHUP the terminal is gone and every line to stderr fails; a line that
+    // panicked there would lose the checkpoint the stop is for. /dev/full fails every write, and
+    // `--threads 1000` makes the run write a warning.
+    let tmp = scratch("stderr-full");
+    let ck = tmp.path().join("ck.st");
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let status = Command::new(env!("CARGO_BIN_EXE_pipetrain"))
+        .arg("train")
+        .args(common::TINY)
+        .args(["--threads", "1000", "--checkpoint", ck.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(full)
+        .status()
+        .unwrap();
+    assert!(status.success(), "{status}");
+    pipetrain::Checkpoint::read(&ck).expect("the checkpoint was written");
 }
 
 #[test]

@@ -8,13 +8,20 @@ use clap::{Parser, Subcommand};
 
 use crate::exit::Exit;
 
-// `println!` and `print!` for every module below (they shadow std's): write to stdout and
-// ignore errors. A closed stdout (`pipetrain train | head -1`) must not panic a training run,
+// `println!`, `print!` and `eprintln!` for every module below (they shadow std's): write to
+// stdout or stderr and ignore errors. A closed stdout (`pipetrain train | head -1`) or stderr (a
+// terminal that closed, whose SIGHUP stops the run gracefully) must not panic a training run,
 // whose checkpoint, metrics and trace still matter; its lines are then simply lost.
 macro_rules! println {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
         let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+macro_rules! eprintln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
     }};
 }
 macro_rules! print {

@@ -142,8 +142,15 @@ const CSV_BYTES_PER_CELL: u128 = 130;
 /// covers, whatever the memory: its grid has a line per stage and a column per time step.
 const MAX_REPORT_CELLS: u128 = 1 << 20;
 
+/// Most stage-steps, p × (v·m + p), of a plan: the simulator moves every stage once per wave,
+/// and a pipeline of p stages takes about v·m + p waves, so its time grows with the square of
+/// the stages (`plan --stages 10000 --micro-batches 1` took 28 s in the debug binary, and
+/// `--stages 100000` did not end). 2^22 is 2048 stages of one micro-batch, or 1000 × 1000.
+const MAX_STAGE_STEPS: u128 = 1 << 22;
+
 /// Refuses a plan of `stages` × `micro_batches` whose report this machine cannot hold (see
-/// [`crate::footprint`]): `plan --stages 1000 --micro-batches 10000` once needed over 12 GB.
+/// [`crate::footprint`]): `plan --stages 1000 --micro-batches 10000` once needed over 12 GB;
+/// or whose simulation would take minutes ([`MAX_STAGE_STEPS`]).
 ///
 /// # Errors
 /// Usage: the estimate, what is available, and the remedy.
@@ -167,7 +174,9 @@ fn check_size(args: &PlanArgs, stages: usize, micro_batches: usize) -> Result<()
             "more than a report is for (at most {MAX_REPORT_CELLS} cells across the plans \
              built)"
         ),
-        None => return Ok(()),
+        // The plan alone is not simulated.
+        None if per_cell == CSV_BYTES_PER_CELL => return Ok(()),
+        None => return stage_steps(stages, micro_batches, v),
     };
     let csv = match args.format {
         Format::Csv => String::new(),
@@ -184,13 +193,30 @@ fn check_size(args: &PlanArgs, stages: usize, micro_batches: usize) -> Result<()
     )))
 }
 
+/// Refuses a plan whose simulation would take minutes ([`MAX_STAGE_STEPS`]); `v` chunks per
+/// stage.
+///
+/// # Errors
+/// Usage: the estimate and the remedy.
+fn stage_steps(stages: usize, micro_batches: usize, v: usize) -> Result<(), Failure> {
+    let (p, vm) = (stages as u128, micro_batches as u128 * v as u128);
+    let steps = p * (vm + p);
+    if steps > MAX_STAGE_STEPS {
+        return Err(Failure::usage(format!(
+            "--stages {stages} --micro-batches {micro_batches}: its simulation would take \
+             about {steps} stage-steps (stages × (micro-batches + stages)), above the \
+             {MAX_STAGE_STEPS} that `plan` runs in seconds; use fewer stages"
+        )));
+    }
+    Ok(())
+}
+
 /// The compute plan to report on and its name: read from `--plan`, or generated.
 fn compute_plan(args: &PlanArgs) -> Result<(String, Plan), Failure> {
     if let Some(path) = &args.plan {
-        return Ok((
-            path.display().to_string(),
-            crate::schedule::read_plan(path)?,
-        ));
+        let plan = crate::schedule::read_plan(path)?;
+        check_size(args, plan.ranks(), plan.micro_batches())?;
+        return Ok((path.display().to_string(), plan));
     }
     let schedule = args.schedule.kind(args.virtual_stages);
     // The schedule refuses only shapes (zero stages or micro-batches): the flags' fault.

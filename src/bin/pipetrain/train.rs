@@ -478,5 +478,6 @@ fn stopped(signal: Signal, step: u64, args: &TrainArgs) -> Exit {
     match signal {
         Signal::Interrupt => Exit::Interrupted,
         Signal::Terminate => Exit::Terminated,
+        Signal::Hangup => Exit::HungUp,
     }
 }
