@@ -851,7 +851,7 @@ impl Remedied for Error {
                 cost,
                 value,
                 reason,
-            } => format!("{cost} cost {value}: {reason}"),
+            } => format!("{cost} cost {}: {reason}", crate::plan::short(*value)),
             Error::ExportModel { model } => format!(
                 "the model {} has no documented PyTorch module (MLP and GPT have)",
                 model.as_deref().unwrap_or("(not recorded)")

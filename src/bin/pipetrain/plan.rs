@@ -252,7 +252,10 @@ pub(crate) fn failure(error: pipetrain::Error) -> Failure {
             cost,
             value,
             reason,
-        } => Failure::usage(format!("--{cost}-cost {value}: {reason}")),
+        } => Failure::usage(format!(
+            "--{cost}-cost {}: {reason}",
+            pipetrain::plan::short(value)
+        )),
         e @ pipetrain::Error::Schedule(_) => Failure::usage(e),
         e => Failure::runtime(e),
     }
