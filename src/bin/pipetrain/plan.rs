@@ -35,12 +35,13 @@ use crate::schedule::ScheduleArg;
 /// Arguments of `pipetrain plan`.
 #[derive(clap::Args, Debug)]
 pub struct PlanArgs {
-    /// Number of pipeline stages (p).
-    #[arg(long, default_value_t = 4)]
-    pub stages: usize,
-    /// Micro-batches per training step (m); m < p is allowed.
-    #[arg(long, default_value_t = 8)]
-    pub micro_batches: usize,
+    /// Number of pipeline stages (p) [default: 4; with --plan, the file's].
+    #[arg(long, value_name = "P")]
+    pub stages: Option<usize>,
+    /// Micro-batches per training step (m); m < p is allowed [default: 8; with --plan, the
+    /// file's].
+    #[arg(long, value_name = "M")]
+    pub micro_batches: Option<usize>,
     /// Pipeline schedule.
     #[arg(long, value_enum, default_value_t, ignore_case = true)]
     pub schedule: ScheduleArg,
@@ -49,7 +50,8 @@ pub struct PlanArgs {
     #[arg(long, default_value_t = 2, value_name = "V")]
     pub virtual_stages: usize,
     /// Read a compute plan (CSV or text form, as `--format csv` writes) instead of generating
-    /// one; its rows and micro-batches give --stages and --micro-batches.
+    /// one; its rows and micro-batches give --stages and --micro-batches (given too, they must
+    /// match, as `train --plan` requires).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["schedule", "compare"])]
     pub plan: Option<PathBuf>,
     /// Compare every schedule in one table: makespan, bubble, peak stash per stage.
@@ -86,6 +88,18 @@ pub struct PlanArgs {
     pub skip: Vec<SkipRoute>,
 }
 
+impl PlanArgs {
+    /// `--stages`, or its default.
+    pub fn stages(&self) -> usize {
+        self.stages.unwrap_or(4)
+    }
+
+    /// `--micro-batches`, or its default.
+    pub fn micro_batches(&self) -> usize {
+        self.micro_batches.unwrap_or(8)
+    }
+}
+
 /// How `pipetrain plan` prints its report.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -104,7 +118,7 @@ pub enum Format {
 /// cannot be written (runtime).
 pub fn run(args: &PlanArgs) -> Result<Exit, Failure> {
     if args.plan.is_none() {
-        check_size(args, args.stages, args.micro_batches)?;
+        check_size(args, args.stages(), args.micro_batches())?;
     }
     let text = if args.compare {
         crate::compare::text_or_json(args)?
@@ -215,13 +229,34 @@ fn stage_steps(stages: usize, micro_batches: usize, v: usize) -> Result<(), Fail
 fn compute_plan(args: &PlanArgs) -> Result<(String, Plan), Failure> {
     if let Some(path) = &args.plan {
         let plan = crate::schedule::read_plan(path)?;
-        check_size(args, plan.ranks(), plan.micro_batches())?;
+        let (p, m) = (plan.ranks(), plan.micro_batches());
+        if args.stages.is_some_and(|s| s != p) || args.micro_batches.is_some_and(|g| g != m) {
+            let given = |flag: &str, value: Option<usize>| {
+                value.map(|v| format!("{flag} {v}")).unwrap_or_default()
+            };
+            let flags = [
+                given("--stages", args.stages),
+                given("--micro-batches", args.micro_batches),
+            ]
+            .join(" ");
+            return Err(Failure::usage(format!(
+                "--plan {}: the plan has {p} stage(s) and {m} micro-batch(es), not {}: it runs \
+                 its own shape; use --stages {p} --micro-batches {m} (or neither: the plan \
+                 gives them), or write a plan of that shape with `pipetrain plan --stages {} \
+                 --micro-batches {} --format csv`",
+                path.display(),
+                flags.trim(),
+                args.stages.unwrap_or(p),
+                args.micro_batches.unwrap_or(m),
+            )));
+        }
+        check_size(args, p, m)?;
         return Ok((path.display().to_string(), plan));
     }
     let schedule = args.schedule.kind(args.virtual_stages);
     // The schedule refuses only shapes (zero stages or micro-batches): the flags' fault.
     let plan = schedule
-        .plan(args.stages, args.micro_batches)
+        .plan(args.stages(), args.micro_batches())
         .map_err(Failure::usage)?;
     Ok((schedule.to_string(), plan))
 }
