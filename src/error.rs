@@ -350,6 +350,14 @@ pub enum Error {
         /// `  knobs: why` for the first configurations left out.
         left_out: Vec<String>,
     },
+    #[cfg(feature = "commands")]
+    /// The tune cache holds a cost table that no measurement gives.
+    TuneCache {
+        /// The cache file.
+        path: std::path::PathBuf,
+        /// What is wrong with its table.
+        problem: TuneError,
+    },
     /// A plan cost that is negative, not finite, or a weight gradient above the backward.
     PlanCost {
         /// Which cost: `forward`, `backward`, `weight` or `transfer`.
@@ -409,6 +417,7 @@ impl Error {
                 | Error::ExportTensor { .. }
                 | Error::ExportFile { .. }
         ) && !self.is_peers()
+            && !self.is_tune_cache()
             && !self.is_run()
     }
 
@@ -437,6 +446,15 @@ impl Error {
                 | Error::Renames(_)
                 | Error::Signals(_)
         )
+    }
+
+    /// Whether this is a refused tune cache (not a configuration).
+    fn is_tune_cache(&self) -> bool {
+        #[cfg(feature = "commands")]
+        if matches!(self, Error::TuneCache { .. }) {
+            return true;
+        }
+        false
     }
 
     /// Whether this is a PyTorch-peers error of the bench (not a configuration).
@@ -725,6 +743,8 @@ impl Remedied for Error {
             Error::PeersNoScripts { .. } | Error::PeersNotFound => Some(Remedy::sentence(
                 "give the folder that holds the peer scripts (shared/peers)",
             )),
+            #[cfg(feature = "commands")]
+            Error::TuneCache { .. } => Some(Remedy::set(Setting::Remeasure, Value::On)),
             Error::TuneNothingFits { .. } => Some(Remedy::one_of([
                 Remedy::set(Setting::MemoryBudget, Value::Larger),
                 Remedy::set(Setting::Remat, Value::mode("always")),
@@ -843,6 +863,10 @@ impl Remedied for Error {
                  no PyTorch column",
                 python.display()
             ),
+            #[cfg(feature = "commands")]
+            Error::TuneCache { path, problem } => {
+                format!("tune cache {}: {problem}", path.display())
+            }
             Error::TuneNothingFits { left_out } => format!(
                 "no configuration fits; the first left out:\n{}",
                 left_out.join("\n")

@@ -59,6 +59,7 @@ impl Style for Builder {
             (Setting::HeldOut, v) => format!("`DataSettings::held_out` = {v}"),
             (Setting::KeepLast, _) => "`DataSettings::keep_last`".to_string(),
             (Setting::FileOrder, _) => "`DataSettings::shuffle` = false".to_string(),
+            (Setting::Remeasure, _) => "`TuneSettings::remeasure` = true".to_string(),
             (Setting::Data, _) => "loaded data (a `DataSpec` other than synthetic)".to_string(),
             (setting, v) => match method(setting) {
                 Some(method) => format!(".{method}({v})"),

@@ -107,6 +107,8 @@ pub enum Setting {
     KeepLast,
     /// Visiting a data set in its file order (no shuffle).
     FileOrder,
+    /// Measuring a model's costs again, rather than reading the cached ones.
+    Remeasure,
 }
 
 impl Setting {
@@ -152,6 +154,7 @@ impl Setting {
             Setting::LrSchedule => "lr_schedule",
             Setting::KeepLast => "keep_last",
             Setting::FileOrder => "file_order",
+            Setting::Remeasure => "remeasure",
         }
     }
 
@@ -188,6 +191,7 @@ impl Setting {
             Setting::LrSchedule => "learning-rate schedule",
             Setting::KeepLast => "keeping the short last batch",
             Setting::FileOrder => "file order",
+            Setting::Remeasure => "measuring the costs again",
             Setting::Model
             | Setting::Classes
             | Setting::Steps

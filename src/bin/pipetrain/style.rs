@@ -49,6 +49,7 @@ fn flag(setting: Setting) -> Option<&'static str> {
         Setting::LrSchedule => "--lr-schedule",
         Setting::KeepLast => "--keep-last",
         Setting::FileOrder => "--no-shuffle",
+        Setting::Remeasure => "--remeasure",
         _ => return None,
     })
 }

@@ -133,7 +133,10 @@ fn tune<L: Layer>(cx: &Context<'_>, layers: Vec<L>) -> Result<Exit, Failure> {
         show(args, p);
     })
     .map_err(|e| match e {
-        e @ pipetrain::Error::TuneNothingFits { .. } => Failure::usage(e),
+        // A poisoned cache: --remeasure replaces it.
+        e @ (pipetrain::Error::TuneNothingFits { .. } | pipetrain::Error::TuneCache { .. }) => {
+            Failure::usage(e)
+        }
         e => Failure::of_build(e),
     })?;
     print!("{report}");
