@@ -1,4 +1,5 @@
-//! `--config run.toml`: train flags from a TOML file.
+//! `--config run.toml`: train flags from a TOML file, for every subcommand that takes them
+//! (`train`, `eval`, `tune`).
 //!
 //! The file is turned into command-line arguments, inserted before the real ones, and clap
 //! parses the lot with `args_override_self`, so a flag given on the command line overrides the
@@ -21,8 +22,9 @@ use clap::{ArgAction, Args as _};
 
 use crate::args::TrainArgs;
 
-/// Subcommands whose flags are [`TrainArgs`].
-const TRAIN_COMMANDS: [&str; 2] = ["train", "eval"];
+/// Subcommands whose flags include [`TrainArgs`] (`tune` flattens them beside its own), and so
+/// `--config`. No other subcommand takes `--config`: clap refuses it there.
+const TRAIN_COMMANDS: [&str; 3] = ["train", "eval", "tune"];
 
 /// `argv` with the flags of the `--config` file (if any) inserted right after the subcommand
 /// (or the program name, for the bare `pipetrain --stages 2 ...` form).
