@@ -4,7 +4,7 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::exit::Exit;
 
@@ -47,6 +47,7 @@ mod exit;
 mod export;
 mod failure;
 mod footprint;
+mod given;
 mod guard;
 mod help;
 mod model;
@@ -130,8 +131,11 @@ fn run(argv: Vec<std::ffi::OsString>) -> Exit {
             return Exit::Usage;
         }
     };
-    let cli = match Cli::try_parse_from(argv) {
-        Ok(cli) => cli,
+    let parsed = Cli::command()
+        .try_get_matches_from(argv)
+        .and_then(|matches| Cli::from_arg_matches(&matches).map(|cli| (cli, matches)));
+    let cli = match parsed {
+        Ok((cli, matches)) => given::record(cli, &matches),
         Err(error) => {
             // Usage errors, and also `--help` / `--version`, which print to stdout and succeed.
             let _ = error.print();

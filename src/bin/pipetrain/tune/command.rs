@@ -26,6 +26,7 @@ const BATCHES: u64 = 4;
 /// that fits (usage), a failed measurement or run, or a failed write of `--apply` (runtime).
 pub fn run(args: &TuneArgs) -> Result<Exit, Failure> {
     let train = &args.train;
+    crate::conflicts::tune(train)?;
     crate::paths::distinct(
         &[("--config", train.config.as_deref())],
         &[("--apply", args.apply.as_deref())],
