@@ -199,6 +199,63 @@ fn a_fifo_given_as_any_input_is_refused_before_it_is_opened() {
     }
 }
 
+#[test]
+fn an_output_naming_a_file_of_a_directory_data_set_is_refused_and_the_file_kept() {
+    // Issue 38: these trained, then overwrote the labels (mnist:) or a batch (cifar10:) they
+    // had trained on: every file a data set reads is an input.
+    let tmp = scratch("outputs-data-dir");
+    let (mnist, cifar) = (tmp.path().join("mnist"), tmp.path().join("cifar"));
+    std::fs::create_dir_all(&mnist).unwrap();
+    std::fs::create_dir_all(&cifar).unwrap();
+    let n = 32u32;
+    let mut images = vec![0, 0, 8, 3];
+    for v in [n, 2, 2] {
+        images.extend(v.to_be_bytes());
+    }
+    images.extend((0..n * 4).map(|i| (i * 7 % 256) as u8));
+    let mut labels = vec![0, 0, 8, 1];
+    labels.extend(n.to_be_bytes());
+    labels.extend((0..n).map(|i| (i % 10) as u8));
+    std::fs::write(mnist.join("train-images-idx3-ubyte"), images).unwrap();
+    std::fs::write(mnist.join("train-labels-idx1-ubyte"), labels).unwrap();
+    let batch: Vec<u8> = (0..n)
+        .flat_map(|i| std::iter::once((i % 10) as u8).chain(std::iter::repeat_n(i as u8, 3072)))
+        .collect();
+    std::fs::write(cifar.join("data_batch_1.bin"), batch).unwrap();
+    let cases = [
+        (
+            format!("mnist:{}", mnist.display()),
+            "--checkpoint",
+            mnist.join("train-labels-idx1-ubyte"),
+        ),
+        (
+            format!("mnist:{}", mnist.display()),
+            "--plot",
+            mnist.join("train-images-idx3-ubyte"),
+        ),
+        (
+            format!("cifar10:{}", cifar.display()),
+            "--profile",
+            cifar.join("data_batch_1.bin"),
+        ),
+    ];
+    for (data, flag, victim) in cases {
+        let before = std::fs::read(&victim).unwrap();
+        let v = victim.to_str().unwrap();
+        let args = train(&["--data", &data, "--batch", "8", "--held-out", "0", flag, v]);
+        let e = failure_with(USAGE, &args);
+        assert!(
+            e.contains("--data") && e.contains(flag) && e.contains(v),
+            "{args:?}: {e}"
+        );
+        assert_eq!(
+            std::fs::read(&victim).unwrap(),
+            before,
+            "{flag} overwrote {v}"
+        );
+    }
+}
+
 /// This host's name as temp file names carry it.
 fn host() -> String {
     let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();

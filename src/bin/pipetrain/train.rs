@@ -35,15 +35,21 @@ use crate::run_failure::{cli_message, of_run};
 pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
     // Output files are written at the end: a bad destination must fail now, not after training;
     // and no output may be another flag's file.
+    // Every file the data set reads is an input: a directory data set's files too.
     let data = args.data.parse::<pipetrain_data::DataSpec>().ok();
+    let data_files = data.as_ref().map(|d| d.files()).unwrap_or_default();
+    let mut inputs: Vec<(&str, Option<&std::path::Path>)> = data_files
+        .iter()
+        .map(|file| ("--data", Some(file.as_path())))
+        .collect();
+    inputs.extend([
+        ("--config", args.config.as_deref()),
+        ("--plan", args.plan.as_deref()),
+        ("--init", args.init.as_deref()),
+        ("--resume", args.resume.as_deref()),
+    ]);
     paths::distinct(
-        &[
-            ("--data", data.as_ref().and_then(|d| d.file())),
-            ("--config", args.config.as_deref()),
-            ("--plan", args.plan.as_deref()),
-            ("--init", args.init.as_deref()),
-            ("--resume", args.resume.as_deref()),
-        ],
+        &inputs,
         &[
             ("--checkpoint", args.checkpoint.as_deref()),
             ("--metrics", args.metrics.as_deref()),
