@@ -327,3 +327,57 @@ fn a_signal_before_the_first_step_completes_exits_at_once() {
     assert!(!stderr.contains("stopped after step"), "{stderr}");
     assert!(!ck.exists(), "no step completed, nothing written");
 }
+
+#[test]
+fn bench_stops_on_sigint_even_when_it_was_inherited_as_ignored() {
+    // Issue 38: bench ran on after SIGINT (a background job of a script inherits SIGINT
+    // ignored, and bench left the signal to its default). It stops at once now, says so and
+    // exits 130, with nothing of --out written.
+    let tmp = scratch("bench-sigint");
+    let out = tmp.path().join("bench.md");
+    let mut child = Command::new("sh")
+        .args(["-c", "trap '' INT; exec \"$0\" \"$@\""])
+        .arg(env!("CARGO_BIN_EXE_pipetrain"))
+        .args(["bench", "--steps", "100000", "--reps", "1", "--width", "16"])
+        .args(["--hidden-layers", "2", "--out", out.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (send, lines) = channel();
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            let _ = send.send(line);
+        }
+    });
+    // A row has started measuring (its line comes when it ends: wait for the MPI note or the
+    // first row, whichever bench prints first).
+    let first = lines.recv_timeout(HANG).expect("bench says what it does");
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let mut said = first;
+    loop {
+        match lines.recv_timeout(HANG) {
+            Ok(line) => said = format!("{said}\n{line}"),
+            Err(RecvTimeoutError::Disconnected) => break,
+            Err(RecvTimeoutError::Timeout) => {
+                let _ = child.kill();
+                panic!("bench ran on for {HANG:?} after SIGINT:\n{said}");
+            }
+        }
+    }
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{said}");
+    assert!(
+        said.contains(&format!(
+            "SIGINT: bench stopped; --out {} not written",
+            out.display()
+        )),
+        "{said}"
+    );
+    assert!(!out.exists());
+}

@@ -50,6 +50,7 @@ mod footprint;
 mod given;
 mod guard;
 mod help;
+mod interrupt;
 mod model;
 mod optimizer;
 mod outcome;

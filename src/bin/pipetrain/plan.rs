@@ -117,6 +117,7 @@ pub enum Format {
 /// A shape or cost the schedule refuses (usage); a plan that fails to simulate, or stdout that
 /// cannot be written (runtime).
 pub fn run(args: &PlanArgs) -> Result<Exit, Failure> {
+    crate::interrupt::exit_on_signal("plan", crate::interrupt::unwritten("", None))?;
     if args.plan.is_none() {
         check_size(args, args.stages(), args.micro_batches())?;
     }
