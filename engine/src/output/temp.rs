@@ -27,7 +27,8 @@ impl TempFile {
     /// e.g. `.raw.tmp`).
     ///
     /// # Errors
-    /// [`EngineError::Unwritable`] when no file can be created in `path`'s directory.
+    /// [`EngineError::Unwritable`] when no file can be created in `path`'s directory,
+    /// [`EngineError::NameTooLong`] when the temp file's name is too long for it.
     pub fn beside(path: &Path, suffix: &str) -> Result<Self, EngineError> {
         beside(path, suffix).map(Self)
     }
@@ -55,9 +56,21 @@ pub(super) fn beside(path: &Path, suffix: &str) -> Result<tempfile::NamedTempFil
         .prefix(&prefix(path))
         .suffix(suffix)
         .tempfile_in(directory(path))
-        .map_err(|source| EngineError::Unwritable {
-            path: path.to_path_buf(),
-            source,
+        .map_err(|source| {
+            let name = file_name(path).len();
+            let temp = prefix(path).len() + RANDOM + suffix.len();
+            match source.kind() {
+                std::io::ErrorKind::InvalidFilename => EngineError::NameTooLong {
+                    path: path.to_path_buf(),
+                    name,
+                    temp,
+                    over: temp.saturating_sub(255),
+                },
+                _ => EngineError::Unwritable {
+                    path: path.to_path_buf(),
+                    source,
+                },
+            }
         })
 }
 
@@ -201,6 +214,29 @@ mod tests {
         ] {
             assert_eq!(owner("ck", theirs), None, "{theirs}");
         }
+    }
+
+    #[test]
+    fn a_name_that_leaves_no_room_for_the_temp_files_is_named_as_the_cause() {
+        // Issue 38: a 240-character name was told "choose a writable directory".
+        let dir = tempfile::tempdir().unwrap();
+        let long = dir.path().join(format!("{}.st", "a".repeat(240)));
+        let err = beside(&long, ".tmp")
+            .err()
+            .expect("a temp name above 255 bytes");
+        let EngineError::NameTooLong {
+            name, temp, over, ..
+        } = &err
+        else {
+            panic!("{err}");
+        };
+        assert_eq!((*name, *over), (243, temp - 255), "{err}");
+        assert!(
+            err.to_string().contains("choose a name shorter by"),
+            "{err}"
+        );
+        let fits = dir.path().join(format!("{}.st", "a".repeat(240 - over)));
+        assert!(beside(&fits, ".tmp").is_ok(), "the remedy followed");
     }
 
     #[test]
