@@ -221,9 +221,7 @@ mod tests {
         // Issue 38: a 240-character name was told "choose a writable directory".
         let dir = tempfile::tempdir().unwrap();
         let long = dir.path().join(format!("{}.st", "a".repeat(240)));
-        let err = beside(&long, ".tmp")
-            .err()
-            .expect("a temp name above 255 bytes");
+        let err = beside(&long, ".tmp").expect_err("a temp name above 255 bytes");
         let EngineError::NameTooLong {
             name, temp, over, ..
         } = &err
