@@ -48,23 +48,31 @@ impl std::fmt::Display for DeviceSpec {
 }
 
 impl DeviceSpec {
-    /// The burn device.
+    /// The burn device of `--device`.
+    ///
+    /// # Errors
+    /// As [`device_of`](Self::device_of).
+    pub fn device(self) -> Result<Device, String> {
+        self.device_of("--device")
+    }
+
+    /// The burn device, given as `flag` (`--device`, `--verify-device`), which its errors name.
     ///
     /// # Errors
     /// CUDA in a build without the `cuda` feature, or a CUDA device that cannot run a first
     /// operation (no driver, no such GPU): the message carries the driver's words.
-    pub fn device(self) -> Result<Device, String> {
+    pub fn device_of(self, flag: &str) -> Result<Device, String> {
         match self {
             DeviceSpec::Cpu => Ok(Device::flex()),
             DeviceSpec::Cuda(n) => pipetrain::engine::device::cuda(n).map_err(|e| match e {
                 EngineError::NotBuilt { .. } => format!(
-                    "--device {self}: this pipetrain was built without CUDA; rebuild with \
+                    "{flag} {self}: this pipetrain was built without CUDA; rebuild with \
                      `cargo build --release --features cuda` (builds offline, no CUDA toolkit \
-                     needed), or use --device cpu"
+                     needed), or use {flag} cpu"
                 ),
-                other => format!(
-                    "--device {self}: CUDA is not usable here: {other}; or use --device cpu"
-                ),
+                other => {
+                    format!("{flag} {self}: CUDA is not usable here: {other}; or use {flag} cpu")
+                }
             }),
         }
     }
@@ -149,5 +157,13 @@ mod tests {
     fn cuda_without_the_feature_says_how_to_get_it() {
         let err = DeviceSpec::Cuda(0).device().unwrap_err();
         assert!(err.contains("--features cuda"), "{err}");
+        // Issue 38: --verify-device cuda:0 was reported as --device.
+        let err = DeviceSpec::Cuda(0)
+            .device_of("--verify-device")
+            .unwrap_err();
+        assert!(
+            err.starts_with("--verify-device cuda:0: ") && err.ends_with("use --verify-device cpu"),
+            "{err}"
+        );
     }
 }

@@ -193,7 +193,7 @@ fn train(args: &TrainArgs, dist: Option<&Distributed>) -> Result<Exit, Failure> 
     // Rank 0's weights reach every process by broadcast, whatever each initialised.
     device.seed(dist.map_or(args.seed, |d| d.init_seed(args.seed)));
     let verify_device = match args.verify_device {
-        Some(spec) => spec.device().map_err(Failure::usage)?,
+        Some(spec) => spec.device_of("--verify-device").map_err(Failure::usage)?,
         None => device.clone(),
     };
     let ties = crate::model::ties(&model, args.tie_embeddings).map_err(Failure::usage)?;
