@@ -336,10 +336,27 @@ pub enum Error {
         /// The Python.
         python: std::path::PathBuf,
     },
+    #[cfg(feature = "commands")]
+    /// The Python given for the PyTorch peers did not answer the probe (`import torch, numpy`)
+    /// in time, and was stopped.
+    PeersNoAnswer {
+        /// The Python.
+        python: std::path::PathBuf,
+        /// How long it was given.
+        seconds: f64,
+    },
     /// No configuration of the tune search fits (its memory budget, its workers).
     TuneNothingFits {
         /// `  knobs: why` for the first configurations left out.
         left_out: Vec<String>,
+    },
+    #[cfg(feature = "commands")]
+    /// The tune cache holds a cost table that no measurement gives.
+    TuneCache {
+        /// The cache file.
+        path: std::path::PathBuf,
+        /// What is wrong with its table.
+        problem: TuneError,
     },
     /// A plan cost that is negative, not finite, or a weight gradient above the backward.
     PlanCost {
@@ -400,6 +417,7 @@ impl Error {
                 | Error::ExportTensor { .. }
                 | Error::ExportFile { .. }
         ) && !self.is_peers()
+            && !self.is_tune_cache()
             && !self.is_run()
     }
 
@@ -430,12 +448,24 @@ impl Error {
         )
     }
 
+    /// Whether this is a refused tune cache (not a configuration).
+    fn is_tune_cache(&self) -> bool {
+        #[cfg(feature = "commands")]
+        if matches!(self, Error::TuneCache { .. }) {
+            return true;
+        }
+        false
+    }
+
     /// Whether this is a PyTorch-peers error of the bench (not a configuration).
     fn is_peers(&self) -> bool {
         #[cfg(feature = "commands")]
         if matches!(
             self,
-            Error::PeersNoScripts { .. } | Error::PeersNotFound | Error::PeersNoTorch { .. }
+            Error::PeersNoScripts { .. }
+                | Error::PeersNotFound
+                | Error::PeersNoTorch { .. }
+                | Error::PeersNoAnswer { .. }
         ) {
             return true;
         }
@@ -706,11 +736,15 @@ impl Remedied for Error {
                 )),
             ])),
             #[cfg(feature = "commands")]
-            Error::PeersNoTorch { .. } => Some(Remedy::sentence(crate::bench::HOW_TO_GET_TORCH)),
+            Error::PeersNoTorch { .. } | Error::PeersNoAnswer { .. } => {
+                Some(Remedy::sentence(crate::bench::HOW_TO_GET_TORCH))
+            }
             #[cfg(feature = "commands")]
             Error::PeersNoScripts { .. } | Error::PeersNotFound => Some(Remedy::sentence(
                 "give the folder that holds the peer scripts (shared/peers)",
             )),
+            #[cfg(feature = "commands")]
+            Error::TuneCache { .. } => Some(Remedy::set(Setting::Remeasure, Value::On)),
             Error::TuneNothingFits { .. } => Some(Remedy::one_of([
                 Remedy::set(Setting::MemoryBudget, Value::Larger),
                 Remedy::set(Setting::Remat, Value::mode("always")),
@@ -823,6 +857,16 @@ impl Remedied for Error {
                 "{} cannot import torch and numpy, so no PyTorch column",
                 python.display()
             ),
+            #[cfg(feature = "commands")]
+            Error::PeersNoAnswer { python, seconds } => format!(
+                "{} did not answer `import torch, numpy` within {seconds} s and was stopped, so \
+                 no PyTorch column",
+                python.display()
+            ),
+            #[cfg(feature = "commands")]
+            Error::TuneCache { path, problem } => {
+                format!("tune cache {}: {problem}", path.display())
+            }
             Error::TuneNothingFits { left_out } => format!(
                 "no configuration fits; the first left out:\n{}",
                 left_out.join("\n")
@@ -831,7 +875,7 @@ impl Remedied for Error {
                 cost,
                 value,
                 reason,
-            } => format!("{cost} cost {value}: {reason}"),
+            } => format!("{cost} cost {}: {reason}", crate::plan::short(*value)),
             Error::ExportModel { model } => format!(
                 "the model {} has no documented PyTorch module (MLP and GPT have)",
                 model.as_deref().unwrap_or("(not recorded)")

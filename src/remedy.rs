@@ -62,6 +62,7 @@ impl Style for Builder {
             (Setting::MatmulPrecision, Value::Mode(mode)) => {
                 format!(".matmul_precision(MatmulPrecision::{})", camel(mode))
             }
+            (Setting::Remeasure, _) => "`TuneSettings::remeasure` = true".to_string(),
             (Setting::Data, _) => "loaded data (a `DataSpec` other than synthetic)".to_string(),
             (setting, v) => match method(setting) {
                 Some(method) => format!(".{method}({v})"),

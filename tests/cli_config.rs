@@ -1,5 +1,5 @@
-//! `pipetrain train --config run.toml`: flags from a TOML file, overridden by the command line;
-//! and the worked examples of `pipetrain train --help`.
+//! `pipetrain train --config run.toml`: flags from a TOML file, overridden by the command line
+//! (and the same in `eval` and `tune`); and the worked examples of `pipetrain train --help`.
 
 mod common;
 use common::{USAGE, failure_with, pipetrain, scratch, success};
@@ -97,5 +97,42 @@ fn help_shows_worked_examples() {
         "pipetrain eval",
     ] {
         assert!(help.contains(needle), "`{needle}` missing from:\n{help}");
+    }
+}
+
+#[test]
+fn tune_reads_the_config_file_too() {
+    // Issue 38: `tune --config F` tuned the default MLP-8x1024 instead of the file's model, and a
+    // missing file or a directory there exited 0.
+    let (dir, path) = config("tune-config", "width = 16\nhidden_layers = 3\nbatch = 32\n");
+    let cache = dir.path().to_str().unwrap();
+    let tune = |file: &str| {
+        [
+            "tune",
+            "--config",
+            file,
+            "--cache-dir",
+            cache,
+            "--workers",
+            "2",
+            "--max-micro-batches",
+            "4",
+            "--top",
+            "1",
+            "--run",
+            "0",
+        ]
+        .map(String::from)
+    };
+    let args = tune(path.to_str().unwrap());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = success(&args);
+    assert!(out.contains("tune: MLP-3x16 "), "{out}");
+    let missing = dir.path().join("missing.toml");
+    for bad in [missing.to_str().unwrap(), cache] {
+        let args = tune(bad);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let err = failure_with(USAGE, &args);
+        assert!(err.contains(&format!("--config {bad}: ")), "{err}");
     }
 }

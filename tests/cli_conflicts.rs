@@ -1,5 +1,5 @@
-//! Flags that contradict each other or would be silently ignored (issue 12, item 10): refused
-//! before anything runs, naming the flags and a remedy; `eval --resume` evaluates the
+//! Flags that contradict each other or would be silently ignored (issue 12, item 10; issue 38):
+//! refused before anything runs, naming the flags and a remedy; `eval --resume` evaluates the
 //! checkpoint; a weights file whose layout cannot be told is refused, not transposed by guess.
 
 mod common;
@@ -140,4 +140,84 @@ fn square_weights_without_metadata_are_refused_rather_than_transposed_by_guess()
         evaluated(&["--init", burn.to_str().unwrap()]),
         evaluated(&["--init", &ck])
     );
+}
+
+#[test]
+fn a_flag_that_would_do_nothing_is_refused_in_train_eval_tune_and_from_a_config_file() {
+    // Issue 38: each of these did nothing, silently. One rule: a usage error naming the flag,
+    // its value and what makes it apply; following that remedy runs.
+    let dir = scratch("no-op-flags");
+    let config = dir.path().join("run.toml");
+    std::fs::write(&config, "rename = [\"^module\\\\.=\"]\n").unwrap();
+    let config = config.to_str().unwrap();
+    for (command, extra, said, remedy) in [
+        (
+            "train",
+            &["--lr-gamma", "0.5"][..],
+            "--lr-gamma 0.5 applies to --lr-schedule step",
+            &["--lr-schedule", "step"][..],
+        ),
+        (
+            "train",
+            &["--min-lr", "1e-3"],
+            "--min-lr 1e-3 applies to --lr-schedule cosine or linear",
+            &["--lr-schedule", "cosine"],
+        ),
+        (
+            "train",
+            &["--lr-schedule", "cosine", "--lr-step-size", "10"],
+            "--lr-step-size 10 applies to --lr-schedule step",
+            &["--lr-schedule", "step"],
+        ),
+        (
+            "train",
+            &["--verify-tolerance", "1e-3"],
+            "--verify-tolerance 1e-3 is the largest difference --verify accepts",
+            &["--verify"],
+        ),
+        (
+            "train",
+            &["--rename", "^a=b"],
+            "--rename ^a=b rewrites the tensor names of an --init file",
+            &[],
+        ),
+        (
+            "train",
+            &["--config", config],
+            "--rename ^module\\.= rewrites",
+            &[],
+        ),
+        (
+            "eval",
+            &["--d-model", "32"],
+            "--d-model 32 sizes --model gpt only",
+            &[],
+        ),
+        (
+            "train",
+            &["--vocab", "16"],
+            "--vocab 16 sizes --model gpt only",
+            &[],
+        ),
+        (
+            "train",
+            &["--channels", "4"],
+            "--channels 4 sizes --model resnet or --model unet only",
+            &[],
+        ),
+        (
+            "tune",
+            &["--depth", "3"],
+            "--depth 3 sizes --model unet only",
+            &[],
+        ),
+    ] {
+        let args = square(command, extra);
+        let err = failure_with(USAGE, &args);
+        assert!(err.contains(said), "{args:?}: {err}");
+        if !remedy.is_empty() {
+            let followed = square(command, &[extra, remedy, &["--steps", "1"]].concat());
+            success(&followed);
+        }
+    }
 }

@@ -1,7 +1,7 @@
 //! No input can exhaust the machine (issue 27, part 2): six command lines that once ran into
-//! the OOM killer after minutes end at once with a usage error that names the cause and the
-//! remedy, before anything is allocated — with the machine's memory, and under an address-space
-//! limit of about 4 GB (`ulimit -v 4000000`).
+//! the OOM killer after minutes, and one that ran for hours (issue 38), end at once with a usage
+//! error that names the cause and the remedy, before anything is allocated — with the machine's
+//! memory, and under an address-space limit of about 4 GB (`ulimit -v 4000000`).
 
 mod common;
 use common::USAGE;
@@ -9,8 +9,8 @@ use common::USAGE;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The six cases: the arguments, and what the error must say (the cause, the remedy).
-const CASES: [(&[&str], &[&str]); 6] = [
+/// The cases: the arguments, and what the error must say (the cause, the remedy).
+const CASES: [(&[&str], &[&str]); 7] = [
     (
         &["train", "--width", "1000000"],
         &["GiB", "use a smaller --width"],
@@ -34,6 +34,11 @@ const CASES: [(&[&str], &[&str]); 6] = [
     (
         &["plan", "--stages", "1000", "--micro-batches", "10000"],
         &["fewer stages or micro-batches", "--format csv"],
+    ),
+    // Issue 38: the simulation's time grows with the square of the stages; this ran for hours.
+    (
+        &["plan", "--stages", "100000", "--micro-batches", "1"],
+        &["--stages 100000", "use fewer stages"],
     ),
 ];
 
@@ -83,12 +88,12 @@ fn check(limit: &str) {
 }
 
 #[test]
-fn the_six_cases_end_at_once_with_a_usage_error_and_the_remedy() {
+fn every_case_ends_at_once_with_a_usage_error_and_the_remedy() {
     check("");
 }
 
 #[test]
-fn the_six_cases_end_at_once_under_a_4_gb_address_space_limit() {
+fn every_case_ends_at_once_under_a_4_gb_address_space_limit() {
     check("ulimit -v 4000000 || exit 99");
 }
 

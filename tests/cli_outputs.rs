@@ -2,10 +2,11 @@
 //! node, FIFO or symbolic link at a destination is refused before anything runs and left as it
 //! is; a symbolic link planted at any name beside a destination is never followed; temp files
 //! a killed run left are swept; two flags naming one file are refused, naming both; and
-//! `--resume` continues the earlier run's `--metrics` file.
+//! `--resume` continues the earlier run's `--metrics` file. A FIFO given as an input is refused
+//! before it is opened (issue 38), where opening it waited for a writer.
 
 mod common;
-use common::{TINY, USAGE, failure_with, scratch, success, temp_files};
+use common::{TINY, TINY_GPT, USAGE, failure_with, scratch, success, temp_files};
 
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
@@ -165,6 +166,94 @@ fn a_device_fifo_or_symlink_at_any_output_is_refused_and_left_as_it_is() {
         "{:?}",
         temp_files(tmp.path())
     );
+}
+
+#[test]
+fn a_fifo_given_as_any_input_is_refused_before_it_is_opened() {
+    // Issue 38: opening a FIFO for reading waits for a writer, and these waited for ever.
+    let tmp = scratch("inputs-fifo");
+    let fifo = tmp.path().join("in.fifo");
+    Node::Fifo.make(&fifo, &fifo);
+    let f = fifo.to_str().unwrap();
+    let (tensors, text) = (format!("tensors:{f}"), format!("text:{f}"));
+    let gpt = [
+        &["train"][..],
+        &TINY_GPT,
+        &["--steps", "1", "--data", &text],
+    ]
+    .concat();
+    let cases = [
+        train(&["--data", &tensors]),
+        gpt,
+        train(&["--config", f]),
+        train(&["--plan", f]),
+        vec!["plan", "--plan", f],
+    ];
+    for args in cases {
+        let e = failure_within(USAGE, &args);
+        assert!(
+            e.contains(f) && e.contains("not a regular file"),
+            "{args:?}: {e}"
+        );
+        assert!(Node::Fifo.is_at(&fifo));
+    }
+}
+
+#[test]
+fn an_output_naming_a_file_of_a_directory_data_set_is_refused_and_the_file_kept() {
+    // Issue 38: these trained, then overwrote the labels (mnist:) or a batch (cifar10:) they
+    // had trained on: every file a data set reads is an input.
+    let tmp = scratch("outputs-data-dir");
+    let (mnist, cifar) = (tmp.path().join("mnist"), tmp.path().join("cifar"));
+    std::fs::create_dir_all(&mnist).unwrap();
+    std::fs::create_dir_all(&cifar).unwrap();
+    let n = 32u32;
+    let mut images = vec![0, 0, 8, 3];
+    for v in [n, 2, 2] {
+        images.extend(v.to_be_bytes());
+    }
+    images.extend((0..n * 4).map(|i| (i * 7 % 256) as u8));
+    let mut labels = vec![0, 0, 8, 1];
+    labels.extend(n.to_be_bytes());
+    labels.extend((0..n).map(|i| (i % 10) as u8));
+    std::fs::write(mnist.join("train-images-idx3-ubyte"), images).unwrap();
+    std::fs::write(mnist.join("train-labels-idx1-ubyte"), labels).unwrap();
+    let batch: Vec<u8> = (0..n)
+        .flat_map(|i| std::iter::once((i % 10) as u8).chain(std::iter::repeat_n(i as u8, 3072)))
+        .collect();
+    std::fs::write(cifar.join("data_batch_1.bin"), batch).unwrap();
+    let cases = [
+        (
+            format!("mnist:{}", mnist.display()),
+            "--checkpoint",
+            mnist.join("train-labels-idx1-ubyte"),
+        ),
+        (
+            format!("mnist:{}", mnist.display()),
+            "--plot",
+            mnist.join("train-images-idx3-ubyte"),
+        ),
+        (
+            format!("cifar10:{}", cifar.display()),
+            "--profile",
+            cifar.join("data_batch_1.bin"),
+        ),
+    ];
+    for (data, flag, victim) in cases {
+        let before = std::fs::read(&victim).unwrap();
+        let v = victim.to_str().unwrap();
+        let args = train(&["--data", &data, "--batch", "8", "--held-out", "0", flag, v]);
+        let e = failure_with(USAGE, &args);
+        assert!(
+            e.contains("--data") && e.contains(flag) && e.contains(v),
+            "{args:?}: {e}"
+        );
+        assert_eq!(
+            std::fs::read(&victim).unwrap(),
+            before,
+            "{flag} overwrote {v}"
+        );
+    }
 }
 
 /// This host's name as temp file names carry it.

@@ -252,6 +252,60 @@ fn bad_costs_fail_naming_the_flag_and_the_value() {
 }
 
 #[test]
+fn costs_out_of_range_or_far_apart_fail_naming_the_flag_and_the_value_in_short() {
+    // Issue 38: the first four panicked with "capacity overflow" (exit 101), the fifth
+    // allocated until killed (a grid of 384 GB).
+    for (args, named) in [
+        (
+            &["--transfer-cost", "1e308"][..],
+            "--transfer-cost <T>': 1e308 is above 1e12",
+        ),
+        (
+            &["--transfer-cost", "1e308", "--format", "json"],
+            "--transfer-cost <T>': 1e308 is above 1e12",
+        ),
+        (
+            &["--forward-cost", "1e308", "--backward-cost", "1e308"],
+            "--forward-cost <F>': 1e308 is above 1e12",
+        ),
+        (
+            &["--forward-cost", "1e-300"],
+            "--forward-cost <F>': 1e-300 is below 1e-12",
+        ),
+        (
+            &["--transfer-cost", "1e9"],
+            "--transfer-cost 1e9: the transfer cost 1e9 is more than 1e6 times the forward cost 1",
+        ),
+        (
+            &["--forward-cost", "1e-9", "--format", "json"],
+            "--forward-cost 1e-9: the backward cost 2 is more than 1e6 times the forward cost 1e-9",
+        ),
+    ] {
+        let err = stderr_of_failure(args);
+        assert!(err.contains(named), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn a_grid_too_large_to_draw_is_left_out_and_the_rest_reported() {
+    // Issue 38: costs 1e6 apart drew a grid of 192 MB.
+    let text = stdout_of(&["--transfer-cost", "1e6"]);
+    assert!(text.len() < 1 << 20, "{} bytes", text.len());
+    assert!(
+        text.contains("(no grid: 4 stages by 16000033 columns would take")
+            && text.contains("fewer stages or micro-batches, or costs closer together"),
+        "{text}"
+    );
+    assert!(text.contains("makespan  16000033"), "{text}");
+    let report = json_of(&["--transfer-cost", "1e6"]);
+    assert_eq!(report["grid"], "");
+    assert_eq!(report["grid_omitted"]["columns"], 16000033);
+    let drawn = json_of(&[]);
+    assert!(drawn.get("grid_omitted").is_none(), "{drawn}");
+}
+
+#[test]
 fn unknown_format_fails() {
     let err = stderr_of_failure(&["--format", "xml"]);
     assert!(err.contains("xml") && err.contains("json"), "{err}");

@@ -154,7 +154,7 @@ fn a_plan_written_as_csv_trains_like_its_schedule() {
 }
 
 /// A hand-written plan that deadlocks is refused before training, naming the file, line and
-/// column; so is one of the wrong shape, naming the flags that fix it.
+/// column; so is one of the wrong shape, naming the flags that fix it, by `train` and `plan`.
 #[test]
 fn a_bad_plan_file_is_refused_with_line_and_column() {
     let dir = common::scratch("plan-bad");
@@ -182,6 +182,17 @@ fn a_bad_plan_file_is_refused_with_line_and_column() {
     std::fs::write(&path, "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n").unwrap();
     let err = refused(args(&["--stages", "2", "--micro-batches", "4"]));
     assert!(err.contains("--micro-batches 2"), "{err}");
+    // Issue 38: `plan` ran the file's 2 micro-batches where 4 were asked for.
+    let err = common::failure_with(
+        common::USAGE,
+        &["plan", "--plan", file, "--micro-batches", "4"],
+    );
+    assert!(
+        err.contains("not --micro-batches 4") && err.contains("--micro-batches 2"),
+        "{err}"
+    );
+    let plan = common::success(&["plan", "--plan", file, "--stages", "2"]);
+    assert!(plan.contains("2 stages, 2 micro-batches"), "{plan}");
     std::fs::write(&path, "0F0,0RB0,0B0\n").unwrap();
     let err = refused(args(&["--stages", "1", "--micro-batches", "1"]));
     assert!(

@@ -1,5 +1,6 @@
-//! A graceful stop (issue 12, item 6): SIGINT or SIGTERM mid-training finishes the step, saves
-//! the final checkpoint, flushes metrics and the trace, says what it saved and exits 130 / 143.
+//! A graceful stop (issue 12, item 6): SIGINT, SIGTERM or SIGHUP (issue 38) mid-training finishes
+//! the step, saves the final checkpoint, flushes metrics and the trace, says what it saved and
+//! exits 130 / 143 / 129.
 //! The checkpoint resumes bit for bit and the trace parses.
 //!
 //! No test here depends on the host's speed: the test hook `PIPETRAIN_TEST_HOLD_STEP` holds a
@@ -103,7 +104,7 @@ impl Held {
         }
     }
 
-    /// Sends `signal` (`INT`, `TERM`) and waits until the held step has taken it.
+    /// Sends `signal` (`INT`, `TERM`, `HUP`) and waits until the held step has taken it.
     fn signal(&mut self, signal: &str) {
         self.send(signal);
         self.wait_for(&format!("test hook: SIG{signal} arrived during step"));
@@ -259,6 +260,45 @@ fn sigterm_exits_143_with_the_metrics_flushed() {
 }
 
 #[test]
+fn sighup_stops_like_sigterm_with_the_checkpoint_saved() {
+    // Issue 38: a closed terminal's SIGHUP ended the run at once, with nothing saved.
+    let tmp = scratch("sighup");
+    let ck = tmp.path().join("ck.st");
+    let mut run = Held::start(tmp.path(), 2, &["--checkpoint", ck.to_str().unwrap()]);
+    run.signal("HUP");
+    run.release();
+    let (code, stderr) = run.exit();
+    assert_eq!(code, 129, "{stderr}");
+    assert!(stderr.contains("SIGHUP: stopped after step 2 "), "{stderr}");
+    assert_eq!(saved_step(&stderr, &ck), 2);
+    let saved = pipetrain::Checkpoint::read(&ck).expect("the reported checkpoint loads");
+    assert_eq!(saved.progress().step, 2);
+}
+
+#[test]
+fn a_run_whose_stderr_cannot_be_written_still_trains_and_saves() {
+    // Issue 38: after a SIGHUP the terminal is gone and every line to stderr fails; a line that
+    // panicked there would lose the checkpoint the stop is for. /dev/full fails every write, and
+    // `--threads 1000` makes the run write a warning.
+    let tmp = scratch("stderr-full");
+    let ck = tmp.path().join("ck.st");
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let status = Command::new(env!("CARGO_BIN_EXE_pipetrain"))
+        .arg("train")
+        .args(common::TINY)
+        .args(["--threads", "1000", "--checkpoint", ck.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(full)
+        .status()
+        .unwrap();
+    assert!(status.success(), "{status}");
+    pipetrain::Checkpoint::read(&ck).expect("the checkpoint was written");
+}
+
+#[test]
 fn a_second_sigint_exits_at_once_without_finishing_the_step() {
     // Step 2 is held open and never released: only an exit that does not wait for the step
     // ends this run, on any host.
@@ -286,4 +326,58 @@ fn a_signal_before_the_first_step_completes_exits_at_once() {
     assert_eq!(code, 143, "{stderr}");
     assert!(!stderr.contains("stopped after step"), "{stderr}");
     assert!(!ck.exists(), "no step completed, nothing written");
+}
+
+#[test]
+fn bench_stops_on_sigint_even_when_it_was_inherited_as_ignored() {
+    // Issue 38: bench ran on after SIGINT (a background job of a script inherits SIGINT
+    // ignored, and bench left the signal to its default). It stops at once now, says so and
+    // exits 130, with nothing of --out written.
+    let tmp = scratch("bench-sigint");
+    let out = tmp.path().join("bench.md");
+    let mut child = Command::new("sh")
+        .args(["-c", "trap '' INT; exec \"$0\" \"$@\""])
+        .arg(env!("CARGO_BIN_EXE_pipetrain"))
+        .args(["bench", "--steps", "100000", "--reps", "1", "--width", "16"])
+        .args(["--hidden-layers", "2", "--out", out.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (send, lines) = channel();
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            let _ = send.send(line);
+        }
+    });
+    // A row has started measuring (its line comes when it ends: wait for the MPI note or the
+    // first row, whichever bench prints first).
+    let first = lines.recv_timeout(HANG).expect("bench says what it does");
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let mut said = first;
+    loop {
+        match lines.recv_timeout(HANG) {
+            Ok(line) => said = format!("{said}\n{line}"),
+            Err(RecvTimeoutError::Disconnected) => break,
+            Err(RecvTimeoutError::Timeout) => {
+                let _ = child.kill();
+                panic!("bench ran on for {HANG:?} after SIGINT:\n{said}");
+            }
+        }
+    }
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{said}");
+    assert!(
+        said.contains(&format!(
+            "SIGINT: bench stopped; --out {} not written",
+            out.display()
+        )),
+        "{said}"
+    );
+    assert!(!out.exists());
 }

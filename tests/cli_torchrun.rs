@@ -7,11 +7,67 @@
 //! for each process. Where torchrun is installed (`$PIPETRAIN_TORCHRUN`, else `torchrun` on the
 //! `PATH`, else the PyTorch peer venv's `/tmp/peer-venv/bin/torchrun`, see README) a second
 //! test runs the real one; without it that test says so in one line and passes.
+//!
+//! The other launchers the same (issue 38): Open MPI's, PMI's and Slurm's variables of a world
+//! of 2 in a build without MPI (or Slurm's tasks that no MPI plugin connects) once gave a lone
+//! run that wrote its checkpoint as if it were the only process.
 
 mod common;
 
 use std::path::PathBuf;
 use std::process::Command;
+
+/// Every launcher variable pipetrain reads, removed from a test's run before it sets its own.
+#[cfg(not(feature = "mpi"))]
+const LAUNCHER_VARIABLES: [&str; 15] = [
+    "OMPI_COMM_WORLD_SIZE",
+    "OMPI_COMM_WORLD_RANK",
+    "PMI_SIZE",
+    "PMI_RANK",
+    "PMIX_SIZE",
+    "PMIX_RANK",
+    "SLURM_NTASKS",
+    "SLURM_STEP_NUM_TASKS",
+    "SLURM_PROCID",
+    "SLURM_LOCALID",
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+];
+
+#[test]
+#[cfg(not(feature = "mpi"))]
+fn a_launchers_world_without_mpi_is_refused_naming_its_variables() {
+    let tmp = common::scratch("launchers");
+    let ck = tmp.path().join("ck.st");
+    for env in [
+        [("OMPI_COMM_WORLD_SIZE", "2"), ("OMPI_COMM_WORLD_RANK", "1")],
+        [("PMI_SIZE", "2"), ("PMI_RANK", "1")],
+        [("SLURM_NTASKS", "2"), ("SLURM_PROCID", "1")],
+    ] {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_pipetrain"));
+        command
+            .arg("train")
+            .args(common::TINY)
+            .args(["--checkpoint", ck.to_str().unwrap()]);
+        for v in LAUNCHER_VARIABLES {
+            command.env_remove(v);
+        }
+        let out = command.envs(env).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(common::USAGE), "{env:?}: {stderr}");
+        let named = format!("{}={} {}={}: ", env[0].0, env[0].1, env[1].0, env[1].1);
+        assert!(
+            stderr.contains(&named)
+                && stderr.contains("--features mpi")
+                && stderr.contains("mpirun -np 2 pipetrain"),
+            "{env:?}: {stderr}"
+        );
+        assert!(!ck.exists(), "{env:?}: a lone run wrote its checkpoint");
+    }
+}
 
 /// The torchrun to run, if one is installed.
 fn torchrun() -> Option<PathBuf> {

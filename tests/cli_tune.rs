@@ -112,6 +112,39 @@ fn table_runs_cache_and_apply_round_trip() {
     // Second time: the cached table.
     let again = tune(cache, &["--top", "1", "--run", "0"]);
     assert!(again.contains("cost table: cached"), "{again}");
+    // Issue 38: a poisoned table (times of 0, or of 1e308) was used as it was; it is refused
+    // naming the file and --remeasure, which measures it again.
+    let file = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("tune-")
+        })
+        .expect("the cache file");
+    let good = std::fs::read_to_string(&file).unwrap();
+    for (poison, said) in [
+        ("0.0", "forward time at 32 rows is 0 s"),
+        ("1e308", "forward time at 32 rows is 1e308 s"),
+    ] {
+        let mut entry: serde_json::Value = serde_json::from_str(&good).unwrap();
+        entry["table"]["rows"][0]["layers"][0]["forward"] = serde_json::from_str(poison).unwrap();
+        std::fs::write(&file, entry.to_string()).unwrap();
+        let args = [&["tune", "--cache-dir", cache][..], &MODEL, &["--run", "0"]].concat();
+        let err = failure_with(USAGE, &args);
+        assert!(
+            err.contains(&format!("tune cache {}: ", file.display()))
+                && err.contains(said)
+                && err.contains("use --remeasure"),
+            "{poison}: {err}"
+        );
+    }
+    let remeasured = tune(cache, &["--top", "1", "--run", "0", "--remeasure"]);
+    assert!(remeasured.contains("cost table: measured"), "{remeasured}");
+    let again = tune(cache, &["--top", "1", "--run", "0"]);
+    assert!(again.contains("cost table: cached"), "{again}");
 }
 
 #[test]

@@ -235,6 +235,33 @@ fn plan_report_of_gpipe_and_its_bad_costs() {
         "{err}"
     );
     assert!(!err.to_string().contains("--"), "no flag names: {err}");
+    // Issue 38: costs far apart asked for a grid of 1e300 columns, or of 384 GB.
+    let apart = |transfer| PlanSettings {
+        costs: PlanCosts {
+            transfer,
+            ..PlanCosts::default()
+        },
+        ..PlanSettings::default()
+    };
+    let err = PlanReport::build("gpipe".into(), &compute, &apart(1e9)).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::PlanCost {
+                cost: "transfer",
+                value: 1e9,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().starts_with("transfer cost 1e9: "), "{err}");
+    let report = PlanReport::build("gpipe".into(), &compute, &apart(1e6)).unwrap();
+    let omitted = report
+        .grid_omitted
+        .expect("a grid of 2 x 3000009 columns is left out");
+    assert_eq!((omitted.rows, omitted.columns), (2, 2000009));
+    assert!(report.grid.is_empty() && report.text().contains("(no grid: "));
 }
 
 #[test]

@@ -8,19 +8,26 @@ use crate::problem::Corruption;
 
 /// The whole file, or [`DataError::Io`] naming it. Only a regular file is read, and no more
 /// than its size when opened: a device such as `/dev/zero` would never end
-/// ([`DataError::NotAFile`]).
+/// ([`DataError::NotAFile`]). What is not a regular file is refused before it is opened: opening
+/// a FIFO blocks until something writes to it, which may be never.
 pub(crate) fn read(path: &Path) -> Result<Vec<u8>> {
     use std::io::Read;
     let io = |source| DataError::Io {
         path: path.to_path_buf(),
         source,
     };
+    let not_a_file = || DataError::NotAFile {
+        path: path.to_path_buf(),
+    };
+    // `metadata` follows symbolic links, as `open` does.
+    if !std::fs::metadata(path).map_err(io)?.is_file() {
+        return Err(not_a_file());
+    }
     let file = std::fs::File::open(path).map_err(io)?;
+    // Again on the file opened: the path may name another one by now.
     let meta = file.metadata().map_err(io)?;
     if !meta.is_file() {
-        return Err(DataError::NotAFile {
-            path: path.to_path_buf(),
-        });
+        return Err(not_a_file());
     }
     let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
     file.take(meta.len()).read_to_end(&mut bytes).map_err(io)?;

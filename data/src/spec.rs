@@ -60,6 +60,24 @@ impl DataSpec {
         }
     }
 
+    /// Every file the spec may read: the `text:` or `tensors:` file, MNIST's two training files,
+    /// CIFAR-10's five training batches (whichever exist when it loads); none for
+    /// `synthetic`. No output may be one of them.
+    pub fn files(&self) -> Vec<PathBuf> {
+        match self {
+            DataSpec::Synthetic => Vec::new(),
+            DataSpec::Mnist(dir) => [mnist::TRAIN_IMAGES, mnist::TRAIN_LABELS]
+                .iter()
+                .map(|name| dir.join(name))
+                .collect(),
+            DataSpec::Cifar10(dir) => cifar10::TRAIN_FILES
+                .iter()
+                .map(|name| dir.join(name))
+                .collect(),
+            DataSpec::Text(file) | DataSpec::Tensors(file) => vec![file.clone()],
+        }
+    }
+
     /// Loads the data; `context` is the window length of `text:` specs (ignored otherwise).
     /// `synthetic` has nothing to load and is an error.
     pub fn load(&self, context: usize) -> Result<InMemory> {

@@ -525,6 +525,30 @@ fn specs_round_trip_and_bad_ones_list_the_accepted_forms() {
 }
 
 #[test]
+fn a_fifo_is_refused_before_it_is_opened() {
+    // Issue 38: opening a FIFO waits for a writer; loading one waited for ever.
+    let dir = std::env::temp_dir().join(format!("pipetrain-data-fifo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("in.fifo");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.unwrap().success());
+    let (send, loaded) = std::sync::mpsc::channel();
+    for spec in ["tensors:", "text:"] {
+        let spec: DataSpec = format!("{spec}{}", fifo.display()).parse().unwrap();
+        let send = send.clone();
+        std::thread::spawn(move || send.send(spec.load(8).map(|_| ())));
+    }
+    for _ in 0..2 {
+        let err = loaded
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("a refusal, not a wait for a writer")
+            .unwrap_err();
+        assert!(matches!(err, DataError::NotAFile { .. }), "{err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn a_device_or_fifo_is_refused_not_read_forever() {
     // `text:/dev/zero` once read until the OOM killer ended the process.
     for spec in ["text:/dev/zero", "tensors:/dev/zero"] {

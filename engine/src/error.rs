@@ -542,6 +542,24 @@ pub enum EngineError {
         #[source]
         source: std::io::Error,
     },
+    /// The destination's name leaves no room for its temp file's name within the file system's
+    /// limit (255 bytes on most): the temp file adds some 30 bytes to it.
+    #[error(
+        "{}: its name is {name} bytes, and the temp file written beside it first ({temp} bytes: \
+         `.NAME.PID@HOST.XXXXXX.tmp`) is too long for the file system; choose a name shorter \
+         by {over} bytes or more",
+        path.display()
+    )]
+    NameTooLong {
+        /// The destination.
+        path: PathBuf,
+        /// Its file name's length, in bytes.
+        name: usize,
+        /// The temp file name's length, in bytes.
+        temp: usize,
+        /// How far the temp file's name is above 255 bytes.
+        over: usize,
+    },
     /// Writing, syncing or renaming failed (a full disk, an I/O error).
     #[error("{}: {source}", path.display())]
     Io {
@@ -845,7 +863,10 @@ impl EngineError {
         use EngineError as E;
         let output = matches!(
             self,
-            E::NotRegular { .. } | E::NoDirectory { .. } | E::Unwritable { .. }
+            E::NotRegular { .. }
+                | E::NoDirectory { .. }
+                | E::Unwritable { .. }
+                | E::NameTooLong { .. }
         );
         let io = matches!(self, E::Io { .. } | E::DirectorySync { .. });
         let checkpoint = matches!(

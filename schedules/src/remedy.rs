@@ -109,6 +109,8 @@ pub enum Setting {
     FileOrder,
     /// What f32 matmuls compute in on a GPU (`fp32`, `tf32`).
     MatmulPrecision,
+    /// Measuring a model's costs again, rather than reading the cached ones.
+    Remeasure,
 }
 
 impl Setting {
@@ -155,6 +157,7 @@ impl Setting {
             Setting::KeepLast => "keep_last",
             Setting::FileOrder => "file_order",
             Setting::MatmulPrecision => "matmul_precision",
+            Setting::Remeasure => "remeasure",
         }
     }
 
@@ -192,6 +195,7 @@ impl Setting {
             Setting::KeepLast => "keeping the short last batch",
             Setting::FileOrder => "file order",
             Setting::MatmulPrecision => "matmul precision",
+            Setting::Remeasure => "measuring the costs again",
             Setting::Model
             | Setting::Classes
             | Setting::Steps

@@ -58,38 +58,24 @@ pub fn programs(plan: &Plan, mark: Option<(StageId, usize)>) -> String {
 /// shortest compute action's duration; longer actions span several columns. Communication,
 /// all-reduce and optimizer steps are not drawn. When ranks hold several stages, rows are
 /// ranks and each cell names the stage too (`5F3`: forward of micro-batch 3 on stage 5).
+///
+/// Its size grows with the stages times the makespan over the shortest action, which costs far
+/// apart make as large as any memory: [`timeline_size`] says how large before it is drawn.
 pub fn timeline(sim: &Simulation) -> String {
-    let compute = || {
-        sim.stages
-            .iter()
-            .flat_map(|s| &s.timeline)
-            .filter(|slot| slot.action.kind.is_compute() && slot.end > slot.start)
-    };
-    let unit = compute()
-        .map(|slot| slot.end - slot.start)
-        .fold(f64::INFINITY, f64::min);
-    if !unit.is_finite() {
+    let Some(grid) = Grid::of(sim) else {
         return sim
             .stages
             .iter()
             .map(|s| format!("{} |\n", s.stage))
             .collect();
-    }
-    let columns = (sim.makespan / unit).round() as usize;
-    let chunked = sim.stages.iter().any(|row| {
-        row.timeline
-            .iter()
-            .any(|slot| slot.action.stage != row.stage)
-    });
-    let label = |slot: &crate::dataflow::Slot| {
-        let a = slot.action;
-        let mb = a.micro_batch.map(|m| m.0).unwrap_or(0);
-        match chunked {
-            true => format!("{}{}{mb}", a.stage.0, a.kind.code()),
-            false => format!("{}{mb}", a.kind.code()),
-        }
     };
-    let width = compute().map(|slot| label(slot).len()).max().unwrap_or(1);
+    let Grid {
+        unit,
+        chunked,
+        width,
+        ..
+    } = grid;
+    let columns = usize::try_from(grid.columns).expect("a grid that fits in memory");
     let mut out = String::new();
     for stage in &sim.stages {
         let mut cells = vec![String::from("."); columns];
@@ -97,7 +83,7 @@ pub fn timeline(sim: &Simulation) -> String {
             let from = (slot.start / unit).round() as usize;
             let to = ((slot.end / unit).round() as usize).min(columns);
             for cell in &mut cells[from..to] {
-                *cell = label(slot);
+                *cell = label(slot, chunked);
             }
         }
         let _ = match chunked {
@@ -111,6 +97,116 @@ pub fn timeline(sim: &Simulation) -> String {
         out.push('\n');
     }
     out
+}
+
+/// How large [`timeline`]'s grid of a simulation is, found without drawing it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimelineSize {
+    /// Its rows: one per stage (per rank).
+    pub rows: usize,
+    /// Its columns: the makespan over the shortest compute action (0 when every compute action
+    /// is free: no grid is drawn).
+    pub columns: u64,
+    /// Its text, in bytes (saturating).
+    pub bytes: u64,
+}
+
+/// The size of [`timeline`]'s text for `sim`, without drawing it.
+///
+/// ```
+/// use pipetrain_schedules::{render, simulate, Costs, ScheduleKind};
+/// let plan = ScheduleKind::GPipe.plan(2, 2).unwrap();
+/// let sim = simulate(&plan, &Costs::uniform(2, 1.0, 1.0)).unwrap();
+/// let size = render::timeline_size(&sim);
+/// assert_eq!((size.rows, size.columns), (2, 6));
+/// // An upper bound: a row's trailing idle cells are cut when drawn.
+/// assert!(size.bytes >= render::timeline(&sim).len() as u64);
+/// ```
+pub fn timeline_size(sim: &Simulation) -> TimelineSize {
+    let rows = sim.stages.len();
+    let Some(grid) = Grid::of(sim) else {
+        let bytes = sim
+            .stages
+            .iter()
+            .map(|s| format!("{} |\n", s.stage).len() as u64);
+        return TimelineSize {
+            rows,
+            columns: 0,
+            bytes: bytes.sum(),
+        };
+    };
+    let bytes = sim
+        .stages
+        .iter()
+        .map(|row| {
+            let head = match grid.chunked {
+                true => format!("rank {} |", row.stage.0),
+                false => format!("{} |", row.stage),
+            };
+            // Each cell is a space and `width` characters; the row's trailing spaces are cut
+            // (counted here: an upper bound) and a newline ends it.
+            let cells = grid.columns.saturating_mul(grid.width as u64 + 1);
+            cells.saturating_add(head.len() as u64 + 1)
+        })
+        .fold(0u64, u64::saturating_add);
+    TimelineSize {
+        rows,
+        columns: grid.columns,
+        bytes,
+    }
+}
+
+/// The shape of a timeline's grid: its column's duration, how many columns, whether cells
+/// name stages, and a cell's width.
+struct Grid {
+    unit: f64,
+    columns: u64,
+    chunked: bool,
+    width: usize,
+}
+
+impl Grid {
+    /// `None` when no compute action takes any time.
+    fn of(sim: &Simulation) -> Option<Self> {
+        let compute = || {
+            sim.stages
+                .iter()
+                .flat_map(|s| &s.timeline)
+                .filter(|slot| slot.action.kind.is_compute() && slot.end > slot.start)
+        };
+        let unit = compute()
+            .map(|slot| slot.end - slot.start)
+            .fold(f64::INFINITY, f64::min);
+        if !unit.is_finite() {
+            return None;
+        }
+        let chunked = sim.stages.iter().any(|row| {
+            row.timeline
+                .iter()
+                .any(|slot| slot.action.stage != row.stage)
+        });
+        Some(Self {
+            unit,
+            // `as` saturates: a makespan of 1e300 slots is u64::MAX columns, not a wrap.
+            columns: (sim.makespan / unit).round() as u64,
+            chunked,
+            width: compute()
+                .map(|slot| label(slot, chunked).len())
+                .max()
+                .unwrap_or(1),
+        })
+    }
+}
+
+/// A compute action's cell: its kind and micro-batch (`F3`), after its stage when ranks hold
+/// several (`5F3`).
+fn label(slot: &crate::dataflow::Slot, chunked: bool) -> String {
+    let a = slot.action;
+    let mb = a.micro_batch.map(|m| m.0).unwrap_or(0);
+    match chunked {
+        true => format!("{}{}{mb}", a.stage.0, a.kind.code()),
+        false => format!("{}{mb}", a.kind.code()),
+    }
 }
 
 /// The skip flows of a plan, one line per stage pair: how many skips go straight from the

@@ -61,10 +61,15 @@ impl FromStr for SkipRoute {
             pop: stage(pop)?,
         };
         if route.stash >= route.pop {
+            // The example must be a route that parses: the two stages in order, or the next
+            // stage when they are one.
+            let (stash, pop) = match route.stash == route.pop {
+                true => (route.stash.0, route.stash.0.saturating_add(1)),
+                false => (route.pop.0, route.stash.0),
+            };
             return Err(format!(
                 "skip route `{text}`: a skip goes from the stashing stage to a later popping \
-                 stage (e.g. `{}:{}`)",
-                route.pop.0, route.stash.0
+                 stage (e.g. `{stash}:{pop}`)"
             ));
         }
         Ok(route)

@@ -109,6 +109,15 @@ fn bad_routes_are_errors_naming_the_route() {
         e.contains("later popping stage") && e.contains("`1:2`"),
         "{e}"
     );
+    // Issue 38: `0:0` was offered `0:0` again. Every example given parses.
+    for bad in ["0:0", "3:3", "2:1", "5:0"] {
+        let e = bad.parse::<SkipRoute>().unwrap_err();
+        let example = e.split("(e.g. `").nth(1).and_then(|r| r.split('`').next());
+        let example = example.unwrap_or_else(|| panic!("no example in {e}"));
+        assert!(example.parse::<SkipRoute>().is_ok(), "{bad}: {e}");
+    }
+    let e = "0:0".parse::<SkipRoute>().unwrap_err();
+    assert!(e.contains("(e.g. `0:1`)"), "{e}");
 }
 
 fn invalid(text: &str) -> String {

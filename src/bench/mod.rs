@@ -24,6 +24,7 @@
 //! # Ok::<(), pipetrain::Error>(())
 //! ```
 
+mod child;
 mod configs;
 mod gpu;
 mod measure;

@@ -2,9 +2,10 @@
 //! found, checked for torch, run one row at a time, their `RESULT {json}` line read back.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
+use super::child::output_within;
 use super::configs::{Peer, Workload};
 use crate::error::{Error, Result};
 
@@ -14,6 +15,10 @@ pub const HOW_TO_GET_TORCH: &str = "python3 -m venv /tmp/peer-venv && \
 
 /// The longest one peer run may take before it is stopped (a stuck gloo rendezvous).
 const PEER_TIMEOUT: Duration = Duration::from_secs(900);
+
+/// The longest the probe of the Python (`import torch, numpy`) may take: a cold import of torch
+/// from a slow disk takes seconds, not minutes; a program that never answers is stopped.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// A Python that imports torch, and the folder of the peer scripts.
 #[derive(Clone, Debug)]
@@ -42,9 +47,14 @@ impl Peers {
     /// one, in `shared/peers` above the running program or this source tree).
     ///
     /// # Errors
-    /// [`Error::PeersNoScripts`], [`Error::PeersNotFound`] or [`Error::PeersNoTorch`]: the
-    /// sentence to print instead of the PyTorch column.
+    /// [`Error::PeersNoScripts`], [`Error::PeersNotFound`], [`Error::PeersNoTorch`] or
+    /// [`Error::PeersNoAnswer`]: the sentence to print instead of the PyTorch column.
     pub fn find(python: &Path, dir: Option<&Path>) -> Result<Self> {
+        Self::find_within(python, dir, PROBE_TIMEOUT)
+    }
+
+    /// [`Peers::find`], with the probe of `python` stopped after `limit`.
+    fn find_within(python: &Path, dir: Option<&Path>, limit: Duration) -> Result<Self> {
         let dir = match dir {
             Some(dir) if dir.join("common.py").is_file() => dir.to_path_buf(),
             Some(dir) => {
@@ -54,17 +64,19 @@ impl Peers {
             }
             None => default_dir().ok_or(Error::PeersNotFound)?,
         };
-        let out = Command::new(python)
-            .args(["-c", "import torch, numpy; print(torch.__version__)"])
-            .stdin(Stdio::null())
-            .output();
-        match out {
-            Ok(out) if out.status.success() => Ok(Self {
+        let mut probe = Command::new(python);
+        probe.args(["-c", "import torch, numpy; print(torch.__version__)"]);
+        match output_within(&mut probe, limit) {
+            Ok(None) => Err(Error::PeersNoAnswer {
+                python: python.to_path_buf(),
+                seconds: limit.as_secs_f64(),
+            }),
+            Ok(Some(out)) if out.status.success() => Ok(Self {
                 python: python.to_path_buf(),
                 dir,
                 torch: String::from_utf8_lossy(&out.stdout).trim().to_string(),
             }),
-            Ok(_) | Err(_) => Err(Error::PeersNoTorch {
+            Ok(Some(_)) | Err(_) => Err(Error::PeersNoTorch {
                 python: python.to_path_buf(),
             }),
         }
@@ -81,7 +93,8 @@ impl Peers {
     /// Why the peer gave no result (it did not start, printed no `RESULT` line, or ran past
     /// 15 minutes): the table's cell says so.
     pub fn run(&self, peer: &Peer, w: &Workload) -> std::result::Result<PeerResult, String> {
-        let mut child = Command::new(&self.python)
+        let mut command = Command::new(&self.python);
+        command
             .arg(peer.script)
             .args(&peer.args)
             .args(["--width", &w.width.to_string()])
@@ -89,26 +102,16 @@ impl Peers {
             .args(["--batch", &w.batch.to_string()])
             .args(["--steps", &w.steps.to_string()])
             .args(["--warmup", &w.warmup.to_string()])
-            .current_dir(&self.dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("{} {}: {e}", self.python.display(), peer.script))?;
-        let started = Instant::now();
-        while child.try_wait().map_err(|e| e.to_string())?.is_none() {
-            if started.elapsed() > PEER_TIMEOUT {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!(
+            .current_dir(&self.dir);
+        let out = output_within(&mut command, PEER_TIMEOUT)
+            .map_err(|e| format!("{} {}: {e}", self.python.display(), peer.script))?
+            .ok_or_else(|| {
+                format!(
                     "{} did not finish in {} s; stopped",
                     peer.script,
                     PEER_TIMEOUT.as_secs()
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let out = child.wait_with_output().map_err(|e| e.to_string())?;
+                )
+            })?;
         let stdout = String::from_utf8_lossy(&out.stdout);
         parse_result(&stdout).ok_or_else(|| {
             let stderr = String::from_utf8_lossy(&out.stderr);
@@ -185,6 +188,23 @@ mod tests {
             "{err}"
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_python_that_never_answers_is_stopped_and_named() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("common.py"), "").unwrap();
+        let python = dir.path().join("python");
+        std::fs::write(&python, "#!/bin/sh\nexec sleep 30\n").unwrap();
+        std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let err =
+            Peers::find_within(&python, Some(dir.path()), Duration::from_millis(200)).unwrap_err();
+        assert!(
+            matches!(&err, Error::PeersNoAnswer { python: p, .. } if p == &python),
+            "{err}"
+        );
+        assert!(err.to_string().contains("did not answer"), "{err}");
     }
 
     fn tempfile_dir() -> PathBuf {

@@ -3,6 +3,7 @@
 
 use pipetrain_schedules::Costs;
 
+use super::format::short;
 use crate::error::{Error, Result};
 
 /// Costs per micro-batch and stage (a worker's share of the model), in any time unit.
@@ -41,16 +42,18 @@ impl PlanCosts {
     /// chunks share its costs).
     ///
     /// # Errors
-    /// [`Error::PlanCost`]: a cost that is negative or not finite, or a weight gradient above
-    /// the backward.
+    /// [`Error::PlanCost`]: a cost that is negative, not finite or out of
+    /// [`MIN_COST`]..=[`MAX_COST`], costs more than [`MAX_COST_RATIO`] apart, or a weight
+    /// gradient above the backward.
     pub fn costs(&self, stages: usize, ranks: usize) -> Result<Costs> {
         let weight = self.weight();
-        for (cost, value) in [
+        let given = [
             ("forward", self.forward),
             ("backward", self.backward),
             ("weight", weight),
             ("transfer", self.transfer),
-        ] {
+        ];
+        for (cost, value) in given {
             if let Some(reason) = cost_problem(value) {
                 return Err(Error::PlanCost {
                     cost,
@@ -59,6 +62,7 @@ impl PlanCosts {
                 });
             }
         }
+        ratio_problem(&given)?;
         if weight > self.backward {
             return Err(Error::PlanCost {
                 cost: "weight",
@@ -80,17 +84,74 @@ impl PlanCosts {
     }
 }
 
-/// Why `value` cannot be a duration, if it cannot.
+/// The largest cost: a plan's times are sums of thousands of costs, which must stay far from
+/// the largest float (`1e308` once overflowed them to infinity).
+pub const MAX_COST: f64 = 1e12;
+/// The smallest cost above 0: in any unit, a duration below it is better given in a smaller
+/// unit.
+pub const MIN_COST: f64 = 1e-12;
+/// The most one cost may be times another (above 0): a plan is simulated in one unit and drawn
+/// in columns of the shortest action, so costs a million times apart already make a grid of
+/// millions of columns per action (`1e-300` against `2` once asked for 1e300 columns).
+pub const MAX_COST_RATIO: f64 = 1e6;
+
+/// Why `value` cannot be a duration, if it cannot: not a finite number, negative, or outside
+/// [`MIN_COST`]..=[`MAX_COST`] (0 is allowed: a free action).
 pub fn cost_problem(value: f64) -> Option<String> {
+    let shown = short(value);
     if !value.is_finite() {
         Some(format!(
-            "{value} is not a finite number; give a duration >= 0 such as 1.0"
+            "{shown} is not a finite number; give a duration >= 0 such as 1.0"
         ))
     } else if value < 0.0 {
         Some(format!(
-            "{value} is negative; give a duration >= 0 (0 makes the action free)"
+            "{shown} is negative; give a duration >= 0 (0 makes the action free)"
+        ))
+    } else if value > MAX_COST {
+        Some(format!(
+            "{shown} is above {}; give the costs in a larger unit",
+            short(MAX_COST)
+        ))
+    } else if value > 0.0 && value < MIN_COST {
+        Some(format!(
+            "{shown} is below {} (and above 0); give the costs in a smaller unit, or 0 for a \
+             free action",
+            short(MIN_COST)
         ))
     } else {
         None
     }
+}
+
+/// [`Error::PlanCost`] when the largest of the costs above 0 in `given` is more than
+/// [`MAX_COST_RATIO`] times the smallest. It names the one farther from the others' median
+/// (in orders of magnitude): the odd one out, whichever end it is at.
+fn ratio_problem(given: &[(&'static str, f64)]) -> Result<()> {
+    let mut paid: Vec<(&'static str, f64)> = given.iter().copied().filter(|c| c.1 > 0.0).collect();
+    paid.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let (Some(&smallest), Some(&largest)) = (paid.first(), paid.last()) else {
+        return Ok(());
+    };
+    if largest.1 <= smallest.1 * MAX_COST_RATIO {
+        return Ok(());
+    }
+    let median = paid[paid.len() / 2].1;
+    let low = (median / smallest.1).log10() > (largest.1 / median).log10();
+    let (cost, value) = match low {
+        true => smallest,
+        false => largest,
+    };
+    Err(Error::PlanCost {
+        cost,
+        value,
+        reason: format!(
+            "the {} cost {} is more than {} times the {} cost {}: the costs of one plan must lie \
+             within that factor of each other; give costs closer together",
+            largest.0,
+            short(largest.1),
+            short(MAX_COST_RATIO),
+            smallest.0,
+            short(smallest.1),
+        ),
+    })
 }

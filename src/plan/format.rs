@@ -40,3 +40,13 @@ pub fn num(value: f64) -> String {
 pub fn percent(fraction: f64) -> String {
     format!("{:.2} %", fraction * 100.0)
 }
+
+/// A number as short as it reads exactly: `1e308`, not 309 digits; `0.5`, not `5e-1`.
+pub fn short(value: f64) -> String {
+    let plain = format!("{value}");
+    let exp = format!("{value:e}");
+    match exp.len() < plain.len() {
+        true => exp,
+        false => plain,
+    }
+}

@@ -20,6 +20,6 @@ mod format;
 mod report;
 
 pub use compare::{Comparison, ScheduleRow, compare};
-pub use costs::{PlanCosts, cost_problem};
-pub use format::{columns, num, percent};
-pub use report::{CostsReport, PlanReport, PlanSettings, StageLine};
+pub use costs::{MAX_COST, MAX_COST_RATIO, MIN_COST, PlanCosts, cost_problem};
+pub use format::{columns, num, percent, short};
+pub use report::{CostsReport, GridSize, MAX_GRID_BYTES, PlanReport, PlanSettings, StageLine};

@@ -47,8 +47,12 @@ pub struct PlanReport {
     pub peak_stash: Vec<usize>,
     /// One line per stage.
     pub per_stage: Vec<StageLine>,
-    /// [`render::timeline`] of the simulation.
+    /// [`render::timeline`] of the simulation; empty when it is larger than [`MAX_GRID_BYTES`]
+    /// (see `grid_omitted`).
     pub grid: String,
+    /// The grid's size when it was too large to draw, and so left out.
+    #[cfg_attr(feature = "commands", serde(skip_serializing_if = "Option::is_none"))]
+    pub grid_omitted: Option<GridSize>,
     /// The grid's column: the shortest compute action (see [`render::timeline`]).
     #[cfg_attr(feature = "commands", serde(skip))]
     pub unit: Option<f64>,
@@ -60,6 +64,24 @@ pub struct PlanReport {
     /// The lowered plan's text form, when asked for.
     #[cfg_attr(feature = "commands", serde(skip_serializing_if = "Option::is_none"))]
     pub lowered_plan: Option<String>,
+}
+
+/// The largest grid a report draws: 4 MiB of text, some 40,000 lines of a terminal. A grid
+/// grows with the stages times the makespan over the shortest action; above this it is left
+/// out, and the report holds the rest (`plan --stages 10000 --micro-batches 1` once drew 1.8 GB,
+/// and costs 1e6 apart 192 MB).
+pub const MAX_GRID_BYTES: u64 = 4 << 20;
+
+/// How large a grid left out of a report would have been ([`render::timeline_size`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "commands", derive(serde::Serialize))]
+pub struct GridSize {
+    /// Rows: one per stage (per rank).
+    pub rows: usize,
+    /// Columns: the makespan over the shortest compute action.
+    pub columns: u64,
+    /// Its text, in bytes.
+    pub bytes: u64,
 }
 
 /// The costs a report was simulated under, as given.
@@ -108,6 +130,8 @@ impl PlanReport {
         let plan = lower(&routed, Lowering::default());
         // `simulate` validates the plan first: an invalid one is an error here, not a hang.
         let sim: Simulation = simulate(&plan, &costs)?;
+        let size = render::timeline_size(&sim);
+        let drawn = size.bytes <= MAX_GRID_BYTES;
         Ok(Self {
             schedule,
             stages: p,
@@ -134,7 +158,15 @@ impl PlanReport {
                     peak_stash: s.peak_stash,
                 })
                 .collect(),
-            grid: render::timeline(&sim),
+            grid: match drawn {
+                true => render::timeline(&sim),
+                false => String::new(),
+            },
+            grid_omitted: (!drawn).then_some(GridSize {
+                rows: size.rows,
+                columns: size.columns,
+                bytes: size.bytes,
+            }),
             unit: sim
                 .stages
                 .iter()
@@ -161,8 +193,19 @@ impl PlanReport {
             num(c.weight),
             num(c.transfer),
         );
-        match self.unit {
-            Some(unit) => {
+        match (self.unit, self.grid_omitted) {
+            (_, Some(size)) => {
+                out += &format!(
+                    "(no grid: {} stages by {} columns would take {:.1} MiB, above the {} MiB a \
+                     grid is drawn in; fewer stages or micro-batches, or costs closer together, \
+                     make it smaller)\n\n",
+                    size.rows,
+                    size.columns,
+                    size.bytes as f64 / f64::from(1u32 << 20),
+                    MAX_GRID_BYTES >> 20
+                );
+            }
+            (Some(unit), None) => {
                 out += &self.grid;
                 // Transfers shift starts off the column grid; render rounds them to a column.
                 let rounded = if c.transfer > 0.0 {
@@ -176,7 +219,7 @@ impl PlanReport {
                     num(unit)
                 );
             }
-            None => out += "(no grid: every compute action costs 0)\n\n",
+            (None, None) => out += "(no grid: every compute action costs 0)\n\n",
         }
         let rows: Vec<Vec<String>> = self
             .per_stage

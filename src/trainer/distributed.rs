@@ -12,7 +12,11 @@
 //! (Open MPI), `PMI_SIZE` (MPICH, Slurm's PMI) or `PMIX_RANK` (PMIx) is set. A plain
 //! `pipetrain` is a one-process run, as without the feature. torchrun's environment
 //! (`WORLD_SIZE` above 1 without an MPI launcher) is refused: pipetrain does not join
-//! torchrun's rendezvous, and each process would otherwise train alone.
+//! torchrun's rendezvous, and each process would otherwise train alone. So is any launcher's
+//! world of more than one process that this process cannot join ([`unjoinable`]): Open MPI's,
+//! PMI's or PMIx's variables in a build without MPI, Slurm's tasks of a step that no MPI plugin
+//! connects (`srun -n 2` without `--mpi=pmix`), or a world size that MPI, started, does not
+//! see.
 //!
 //! Every process must train the same thing: at start rank 0's [`Launch::settings`] go to
 //! every process, and one that differs (an MPMD command line `mpirun -np 1 pipetrain … : -np 3
@@ -80,6 +84,85 @@ fn launched() -> Option<usize> {
         .or_else(|| std::env::var_os("PMIX_RANK").map(|_| 0))
 }
 
+/// The launchers' variables that say how many processes were started, with the variable of
+/// the same launcher that names this one: Open MPI's, PMI's (MPICH, Slurm's PMI) and PMIx's.
+/// Slurm's are [`slurm_world`]'s.
+const MPI_WORLDS: [(&str, &str); 3] = [
+    ("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"),
+    ("PMI_SIZE", "PMI_RANK"),
+    ("PMIX_SIZE", "PMIX_RANK"),
+];
+
+/// Slurm's tasks in this job step, when they are more than one and this process is one of
+/// them: `SLURM_STEP_NUM_TASKS` (set by `srun`), or `SLURM_NTASKS` with a `SLURM_PROCID` above
+/// 0. A batch script of `sbatch -n 4` has `SLURM_NTASKS=4` but is one process (rank 0, no step
+/// of tasks): it may train alone, or start `mpirun` itself.
+fn slurm_world(var: &impl Fn(&str) -> Option<String>) -> Option<(usize, Vec<String>)> {
+    let count = |name: &str| var(name)?.trim().parse::<usize>().ok();
+    let size = count("SLURM_STEP_NUM_TASKS").or_else(|| {
+        count("SLURM_PROCID")
+            .filter(|&rank| rank > 0)
+            .and(count("SLURM_NTASKS"))
+    })?;
+    let said = ["SLURM_NTASKS", "SLURM_STEP_NUM_TASKS", "SLURM_PROCID"]
+        .iter()
+        .filter_map(|v| var(v).map(|value| format!("{v}={value}")))
+        .collect();
+    (size > 1).then_some((size, said))
+}
+
+/// The largest world size above 1 that a launcher's variables give (Open MPI, PMI, PMIx,
+/// Slurm; torchrun's are [`torchrun_refused`]'s), and each of those variables as `NAME=value`.
+fn launcher_world(var: &impl Fn(&str) -> Option<String>) -> Option<(usize, Vec<String>)> {
+    let mut size = 1;
+    let mut said = Vec::new();
+    for (world, rank) in MPI_WORLDS {
+        let Some(value) = var(world) else { continue };
+        if let Some(n) = value.trim().parse::<usize>().ok().filter(|&n| n > 1) {
+            size = size.max(n);
+            said.push(format!("{world}={value}"));
+            said.extend(var(rank).map(|r| format!("{rank}={r}")));
+        }
+    }
+    if let Some((n, slurm)) = slurm_world(var) {
+        size = size.max(n);
+        said.extend(slurm);
+    }
+    (size > 1).then_some((size, said))
+}
+
+/// The refusal of a world of more than one process (by its launcher's variables) that this
+/// process cannot join, where it would otherwise train alone and write its outputs as if it
+/// were the only process: every such world in a build without MPI (`mpi` false); with MPI, a
+/// Slurm step that no MPI launcher connects (`launched` false), or a world that MPI, started,
+/// sees as `mpi_size` = 1. `var` reads a variable (`std::env::var` in a run).
+pub(crate) fn unjoinable(
+    var: impl Fn(&str) -> Option<String>,
+    mpi: bool,
+    launched: bool,
+    mpi_size: Option<usize>,
+) -> Option<String> {
+    let (size, said) = launcher_world(&var)?;
+    let said = said.join(" ");
+    let why = match (mpi, launched, mpi_size) {
+        (false, _, _) => "this pipetrain was built without MPI".to_string(),
+        (true, false, _) => "no MPI launcher connected the processes (Slurm's tasks without an \
+                             MPI plugin, as `srun` without `--mpi=pmix` starts them)"
+            .to_string(),
+        (true, true, Some(1)) => "MPI, started, sees this process alone".to_string(),
+        (true, true, _) => return None,
+    };
+    let build = match mpi {
+        true => String::new(),
+        false => "build it with `cargo build --release --features mpi`, then ".to_string(),
+    };
+    Some(format!(
+        "{said}: a launcher started this process as one of {size}, but {why}, so each process \
+         would train alone; {build}launch it with `mpirun -np {size} pipetrain ...` or `srun \
+         --mpi=pmix -n {size} pipetrain ...`, or unset these variables to train in one process"
+    ))
+}
+
 /// torchrun's variables, when they say a multi-process run that no MPI launcher started:
 /// the usage error that refuses it. `var` reads a variable (`std::env::var` in a run).
 fn torchrun_refused(var: impl Fn(&str) -> Option<String>) -> Option<String> {
@@ -116,10 +199,10 @@ impl Distributed {
     /// error); torchrun's variables without an MPI launcher; a multi-process launch of a build
     /// without MPI. [`Error::Engine`] (MPI's error, with its remedy): MPI cannot be initialised.
     pub fn start(launch: &Launch) -> Result<Option<Self>, Error> {
+        if let Some(refused) = Self::start_refused() {
+            return Err(Error::Launch(refused));
+        }
         let Some(processes) = launched() else {
-            if let Some(refused) = torchrun_refused(|v| std::env::var(v).ok()) {
-                return Err(Error::Launch(refused));
-            }
             return Ok(None);
         };
         Link::start(launch, processes)
@@ -136,12 +219,16 @@ impl Distributed {
     }
 
     /// Why [`start`](Self::start) refuses this process before any MPI call (torchrun's
-    /// environment without an MPI launcher), if it does.
+    /// environment without an MPI launcher; a launcher's world of several processes that this
+    /// process cannot join), if it does.
     pub fn start_refused() -> Option<String> {
-        match launched() {
-            Some(_) => None,
-            None => torchrun_refused(|v| std::env::var(v).ok()),
-        }
+        let var = |v: &str| std::env::var(v).ok();
+        let launched = launched().is_some();
+        let torchrun = match launched {
+            true => None,
+            false => torchrun_refused(var),
+        };
+        torchrun.or_else(|| unjoinable(var, cfg!(feature = "mpi"), launched, None))
     }
 
     /// The seed this process initialises its model with: `seed`, or `seed` + its rank under
@@ -387,6 +474,15 @@ mod link {
         pub fn start(launch: &Launch, _processes: usize) -> Result<Option<Distributed>, Error> {
             let comm = Comm::start(launch.comm_timeout).map_err(failed)?;
             let id = comm.identity();
+            if id.size == 1 {
+                // A launcher's world of several processes that MPI does not see: each would
+                // train alone.
+                let env = |v: &str| std::env::var(v).ok();
+                if let Some(refused) = super::unjoinable(env, true, true, Some(1)) {
+                    comm.shutdown(true);
+                    return Err(Error::Launch(refused));
+                }
+            }
             if id.size == 1 && launch.workers_per_process == 1 {
                 // `mpirun -np 1`: the whole world in this process, as without a launcher.
                 comm.shutdown(true);
@@ -528,5 +624,57 @@ mod tests {
         assert_eq!(torchrun_refused(|_| None), None);
         let one = |k: &str| (k == "WORLD_SIZE").then(|| "1".to_string());
         assert_eq!(torchrun_refused(one), None);
+    }
+
+    #[test]
+    fn a_launchers_world_this_process_cannot_join_is_refused_naming_its_variables() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let ompi = env(&[("OMPI_COMM_WORLD_SIZE", "2"), ("OMPI_COMM_WORLD_RANK", "1")]);
+        let pmi = env(&[("PMI_SIZE", "2"), ("PMI_RANK", "1")]);
+        let srun = env(&[("SLURM_NTASKS", "2"), ("SLURM_PROCID", "1")]);
+        let step = env(&[("SLURM_NTASKS", "4"), ("SLURM_STEP_NUM_TASKS", "2")]);
+        let batch = env(&[("SLURM_NTASKS", "4"), ("SLURM_PROCID", "0")]);
+        let e = unjoinable(ompi, false, true, None).unwrap();
+        assert!(
+            e.starts_with("OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=1: ")
+                && e.contains("built without MPI")
+                && e.contains("--features mpi")
+                && e.contains("mpirun -np 2 pipetrain"),
+            "{e}"
+        );
+        let e = unjoinable(pmi, false, true, None).unwrap();
+        assert!(e.starts_with("PMI_SIZE=2 PMI_RANK=1: "), "{e}");
+        for mpi in [false, true] {
+            let e = unjoinable(srun, mpi, false, None).unwrap();
+            assert!(
+                e.starts_with("SLURM_NTASKS=2 SLURM_PROCID=1: ")
+                    && e.contains("srun --mpi=pmix -n 2"),
+                "{e}"
+            );
+            assert!(
+                unjoinable(step, mpi, false, None)
+                    .unwrap()
+                    .contains("one of 2")
+            );
+            // A batch script is one process.
+            assert_eq!(unjoinable(batch, mpi, false, None), None);
+        }
+        // An MPI build under an MPI launcher joins, unless MPI sees one process.
+        assert_eq!(unjoinable(ompi, true, true, None), None);
+        assert_eq!(unjoinable(ompi, true, true, Some(2)), None);
+        let e = unjoinable(ompi, true, true, Some(1)).unwrap();
+        assert!(e.contains("MPI, started, sees this process alone"), "{e}");
+        assert!(!e.contains("--features mpi"), "{e}");
+        assert_eq!(
+            unjoinable(env(&[("PMI_SIZE", "1")]), false, true, None),
+            None
+        );
     }
 }

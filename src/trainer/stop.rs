@@ -1,8 +1,9 @@
-//! A graceful stop on SIGINT (Ctrl-C) or SIGTERM: once a step has completed, the first signal
-//! lets the current step finish, then the run writes its final checkpoint, flushes its metrics
-//! and ends with [`Outcome::stopped`](crate::trainer::Outcome::stopped) (the binary then exits
-//! 130 for SIGINT, 143 for SIGTERM). A second signal exits the process at once with the same
-//! code, for a stop that takes too long.
+//! A graceful stop on SIGINT (Ctrl-C), SIGTERM or SIGHUP (the terminal closed): once a step has
+//! completed, the first signal lets the current step finish, then the run writes its final
+//! checkpoint, flushes its metrics and ends with
+//! [`Outcome::stopped`](crate::trainer::Outcome::stopped) (the binary then exits 128 + the
+//! signal's number: 130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP). A second signal exits the
+//! process at once with the same code, for a stop that takes too long.
 //!
 //! Before the first step completes (the model still being built and allocated, or a first step
 //! that takes minutes) there is nothing to save, so the first signal exits at once.
@@ -18,7 +19,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::flag;
 
 use crate::Error;
@@ -31,22 +32,26 @@ pub enum Signal {
     Interrupt,
     /// SIGTERM.
     Terminate,
+    /// SIGHUP: the terminal the run was started from closed.
+    Hangup,
 }
 
 impl Signal {
-    /// The exit code of a process that it ends: 128 + the signal's number (130, 143).
+    /// The exit code of a process that it ends: 128 + the signal's number (130, 143, 129).
     pub fn exit_code(self) -> u8 {
         match self {
             Signal::Interrupt => 130,
             Signal::Terminate => 143,
+            Signal::Hangup => 129,
         }
     }
 
-    /// The signal's name: `SIGINT`, `SIGTERM`.
+    /// The signal's name: `SIGINT`, `SIGTERM`, `SIGHUP`.
     pub fn name(self) -> &'static str {
         match self {
             Signal::Interrupt => "SIGINT",
             Signal::Terminate => "SIGTERM",
+            Signal::Hangup => "SIGHUP",
         }
     }
 }
@@ -100,7 +105,11 @@ impl Stop {
         // Armed until a step completes (see the module docs and [`Stop::graceful`]).
         let armed = Arc::new(AtomicBool::new(true));
         let refused = |e: std::io::Error| Error::Signals(e.to_string());
-        for (sig, exit) in [(SIGINT, Signal::Interrupt), (SIGTERM, Signal::Terminate)] {
+        for (sig, exit) in [
+            (SIGINT, Signal::Interrupt),
+            (SIGTERM, Signal::Terminate),
+            (SIGHUP, Signal::Hangup),
+        ] {
             // In this order: a second signal finds the flag the first one set, and exits.
             flag::register_conditional_shutdown(
                 sig,
@@ -152,6 +161,7 @@ impl Stop {
         match self.signal.load(Ordering::SeqCst) {
             0 => None,
             s if s == SIGTERM as usize => Some(Signal::Terminate),
+            s if s == SIGHUP as usize => Some(Signal::Hangup),
             _ => Some(Signal::Interrupt),
         }
     }

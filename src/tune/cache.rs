@@ -6,6 +6,8 @@ use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 
 use pipetrain_tune::CostTable;
+
+use crate::Error;
 use serde::{Deserialize, Serialize};
 
 #[derive(Serialize, Deserialize)]
@@ -33,8 +35,26 @@ pub(crate) fn path(dir: &Path, key: &str) -> PathBuf {
     dir.join(format!("tune-{:016x}.json", hasher.finish()))
 }
 
-/// The table cached at `path` for `key`, if there is one.
-pub(crate) fn load(path: &Path, key: &str) -> Option<CostTable> {
+/// The table cached at `path` for `key`, if there is one (a file that does not parse, or
+/// holds another key, is none: the table is measured again and replaces it).
+///
+/// # Errors
+/// [`Error::TuneCache`]: the table holds a value no measurement gives (0, negative, not
+/// finite, beyond [`pipetrain_tune::MAX_SECONDS`]; [`CostTable::check_measured`]), which would
+/// scale and rank every configuration wrongly.
+pub(crate) fn load(path: &Path, key: &str) -> Result<Option<CostTable>, Error> {
+    let Some(table) = read(path, key) else {
+        return Ok(None);
+    };
+    table.check_measured().map_err(|problem| Error::TuneCache {
+        path: path.to_path_buf(),
+        problem,
+    })?;
+    Ok(Some(table))
+}
+
+/// The table that the file at `path` holds for `key`, if it holds one.
+fn read(path: &Path, key: &str) -> Option<CostTable> {
     let text = std::fs::read_to_string(path).ok()?;
     let entry: Entry = serde_json::from_str(&text).ok()?;
     (entry.key == key).then_some(entry.table)

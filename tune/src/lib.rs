@@ -58,4 +58,4 @@ pub use error::{Result, TuneError};
 pub use evaluate::{backward, chunk_held, evaluate};
 pub use search::{knobs, search};
 pub use space::{Recompute, Space};
-pub use table::{CostTable, LayerTimes, RowsCosts};
+pub use table::{CostTable, LayerTimes, MAX_SECONDS, MAX_SLOWDOWN, MIN_SECONDS, RowsCosts};

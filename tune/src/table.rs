@@ -38,6 +38,15 @@ pub struct RowsCosts {
     pub layers: Vec<LayerTimes>,
 }
 
+/// The longest a cost of a table may be, in seconds: a layer's action on one micro-batch, or a
+/// fixed cost, of hours is no measurement (1e308 once predicted 3.2e13 samples/s).
+pub const MAX_SECONDS: f64 = 1e4;
+/// The shortest a layer's forward, backward or input gradient may be, in seconds: less than a
+/// nanosecond is no measurement either (0 once scaled a table's times by 71,025,000).
+pub const MIN_SECONDS: f64 = 1e-9;
+/// The largest slowdown of workers running at once.
+pub const MAX_SLOWDOWN: f64 = 1e3;
+
 /// A model's measured costs on one machine: the input of [`search`](crate::search).
 #[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
 pub struct CostTable {
@@ -143,6 +152,76 @@ impl CostTable {
         }
         Ok(())
     }
+
+    /// [`check`](Self::check), and that every value could have been measured: each layer's
+    /// forward, backward and input gradient within [`MIN_SECONDS`]..=[`MAX_SECONDS`], its
+    /// weight gradient 0 or within that, the fixed costs finite within 0..=[`MAX_SECONDS`],
+    /// the slowdowns above 0 and at most [`MAX_SLOWDOWN`]. A table read back from a file must
+    /// pass it.
+    ///
+    /// # Errors
+    /// [`TuneError::BadTable`] naming the first value that could not have been measured.
+    pub fn check_measured(&self) -> Result<()> {
+        self.check()?;
+        let bad = |what: String| Err(TuneError::BadTable { what });
+        let seconds = |t: f64, zero: bool| {
+            (zero && t == 0.0) || (t.is_finite() && (MIN_SECONDS..=MAX_SECONDS).contains(&t))
+        };
+        for r in &self.rows {
+            for (i, l) in r.layers.iter().enumerate() {
+                for (name, t, zero) in [
+                    ("forward", l.forward, false),
+                    ("backward", l.backward, false),
+                    ("input-gradient", l.input, false),
+                    ("weight-gradient", l.weight, true),
+                ] {
+                    if !seconds(t, zero) {
+                        return bad(format!(
+                            "layer {i}'s {name} time at {} rows is {} s, outside the \
+                             {MIN_SECONDS:e}..={MAX_SECONDS:e} s a measurement gives",
+                            r.rows,
+                            short(t)
+                        ));
+                    }
+                }
+            }
+        }
+        for (name, t) in [
+            ("transfer time", self.transfer),
+            ("all-reduce time per byte", self.all_reduce_per_byte),
+            ("optimizer time per byte", self.optimizer_per_byte),
+            ("turn time", self.turn),
+            ("step overhead", self.step),
+        ] {
+            if !(t.is_finite() && (0.0..=MAX_SECONDS).contains(&t)) {
+                return bad(format!(
+                    "the {name} is {} s, outside the 0..={MAX_SECONDS:e} s a measurement \
+                     gives",
+                    short(t)
+                ));
+            }
+        }
+        for (i, &s) in self.slowdown.iter().enumerate() {
+            if !(s.is_finite() && s > 0.0 && s <= MAX_SLOWDOWN) {
+                return bad(format!(
+                    "the slowdown of {} workers at once is {}, outside the \
+                     0..={MAX_SLOWDOWN:e} a measurement gives",
+                    i + 1,
+                    short(s)
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `value` short: plain from 1e-3 to 1e6 (and 0), in exponent form beyond (`1e308`, not 309
+/// digits).
+fn short(value: f64) -> String {
+    match value == 0.0 || (1e-3..1e6).contains(&value.abs()) {
+        true => format!("{value}"),
+        false => format!("{value:e}"),
+    }
 }
 
 #[cfg(test)]
@@ -180,5 +259,56 @@ mod tests {
         assert_eq!((table.step, table.turn), (0.5, 1.0));
         assert_eq!(table.slowdown(2), 1.2, "a ratio, not a time");
         assert!(table.at(8).is_err());
+    }
+
+    #[test]
+    fn a_table_read_back_must_hold_what_a_measurement_gives() {
+        let layer = LayerTimes {
+            forward: 1e-3,
+            backward: 2e-3,
+            input: 1e-3,
+            weight: 0.0,
+            ..LayerTimes::default()
+        };
+        let table = |layer: LayerTimes, slowdown: f64| CostTable {
+            param_bytes: vec![3],
+            optimizer_bytes: vec![0],
+            rows: vec![RowsCosts {
+                rows: 4,
+                layers: vec![layer],
+            }],
+            slowdown: vec![1.0, slowdown],
+            ..CostTable::default()
+        };
+        assert!(table(layer, 1.2).check_measured().is_ok());
+        for (bad, said) in [
+            (
+                table(
+                    LayerTimes {
+                        forward: 0.0,
+                        ..layer
+                    },
+                    1.2,
+                ),
+                "forward time at 4 rows is 0 s",
+            ),
+            (
+                table(
+                    LayerTimes {
+                        input: 1e308,
+                        ..layer
+                    },
+                    1.2,
+                ),
+                "input-gradient time at 4 rows is 1e308 s",
+            ),
+            (
+                table(layer, f64::NAN),
+                "slowdown of 2 workers at once is NaN",
+            ),
+        ] {
+            let err = bad.check_measured().unwrap_err().to_string();
+            assert!(err.contains(said), "{err}");
+        }
     }
 }

@@ -60,6 +60,12 @@ pub enum ScheduleKindArg {
 pub const DEFAULT_STAGES: usize = 2;
 
 impl TrainArgs {
+    /// Whether the flag of field `id` was given (on the command line or in `--config`), not
+    /// left at its default.
+    pub fn given(&self, id: &str) -> bool {
+        self.given.iter().any(|g| g == id)
+    }
+
     /// The pipeline's stages: the length of `--balance`, else `--stages`, else
     /// [`DEFAULT_STAGES`] (the builder refuses a `--stages` that disagrees with `--balance`).
     pub fn stages(&self) -> usize {
@@ -440,4 +446,8 @@ pub struct TrainArgs {
         help_heading = "Multi-process (MPI)"
     )]
     pub comm_timeout: f64,
+    /// The flags given, on the command line or in the `--config` file, by their ids (field
+    /// names: `lr_gamma`): a flag left at its default is not in it ([`crate::given`]).
+    #[arg(skip)]
+    pub given: Vec<String>,
 }

@@ -28,9 +28,13 @@ pub fn text_or_json(args: &PlanArgs) -> Result<String, Failure> {
         ));
     }
     let costs = crate::plan::costs(args);
-    let comparison =
-        pipetrain::plan::compare(args.stages, args.micro_batches, args.virtual_stages, &costs)
-            .map_err(crate::plan::failure)?;
+    let comparison = pipetrain::plan::compare(
+        args.stages(),
+        args.micro_batches(),
+        args.virtual_stages,
+        &costs,
+    )
+    .map_err(crate::plan::failure)?;
     match args.format {
         Format::Json => Ok(serde_json::to_string_pretty(&comparison)? + "\n"),
         _ => Ok(comparison.text()),

@@ -1,4 +1,5 @@
-//! `--config run.toml`: train flags from a TOML file.
+//! `--config run.toml`: train flags from a TOML file, for every subcommand that takes them
+//! (`train`, `eval`, `tune`).
 //!
 //! The file is turned into command-line arguments, inserted before the real ones, and clap
 //! parses the lot with `args_override_self`, so a flag given on the command line overrides the
@@ -21,8 +22,9 @@ use clap::{ArgAction, Args as _};
 
 use crate::args::TrainArgs;
 
-/// Subcommands whose flags are [`TrainArgs`].
-const TRAIN_COMMANDS: [&str; 2] = ["train", "eval"];
+/// Subcommands whose flags include [`TrainArgs`] (`tune` flattens them beside its own), and so
+/// `--config`. No other subcommand takes `--config`: clap refuses it there.
+const TRAIN_COMMANDS: [&str; 3] = ["train", "eval", "tune"];
 
 /// `argv` with the flags of the `--config` file (if any) inserted right after the subcommand
 /// (or the program name, for the bare `pipetrain --stages 2 ...` form).
@@ -66,7 +68,9 @@ fn config_path(argv: &[OsString]) -> Option<PathBuf> {
 const MAX_CONFIG: u64 = 1 << 20;
 
 /// The text of `path`, if it is a regular file of at most `max` bytes (a device such as
-/// `/dev/zero` would never end); `too_big` is the remedy for a larger one.
+/// `/dev/zero` would never end); `too_big` is the remedy for a larger one. What is not a
+/// regular file is refused before it is opened: opening a FIFO blocks until something writes
+/// to it, which may be never.
 ///
 /// # Errors
 /// Not a regular file, over `max` bytes, unreadable or not UTF-8; the message says which.
@@ -76,10 +80,19 @@ pub(crate) fn read_bounded(
     too_big: &str,
 ) -> Result<String, String> {
     use std::io::Read;
+    const NOT_A_FILE: &str = "not a regular file (a device, FIFO or directory); give a text file";
+    // `metadata` follows symbolic links, as `open` does.
+    if !std::fs::metadata(path)
+        .map_err(|e| e.to_string())?
+        .is_file()
+    {
+        return Err(NOT_A_FILE.into());
+    }
     let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    // Again on the file opened: the path may name another one by now.
     let meta = file.metadata().map_err(|e| e.to_string())?;
     if !meta.is_file() {
-        return Err("not a regular file (a device, FIFO or directory); give a text file".into());
+        return Err(NOT_A_FILE.into());
     }
     let mut text = String::new();
     file.take(max + 1)

@@ -1,9 +1,17 @@
 //! Flags that contradict each other, or that a command would silently ignore: refused before
 //! anything runs, naming both sides and a remedy.
+//!
+//! One rule for a flag that does nothing in the combination given (issue 38): it is a usage
+//! error naming the flag, its value, what it applies to and how to make it apply, never a
+//! warning and never silence. Only flags given (on the command line or in `--config`) count: a
+//! default never conflicts.
 
 use std::path::Path;
 
-use crate::args::TrainArgs;
+use clap::ValueEnum;
+use pipetrain::plan::short;
+
+use crate::args::{ModelKind, TrainArgs};
 use crate::failure::Failure;
 
 /// `pipetrain train`'s conflicts: `--init` with `--resume` (one would silently win), `--verify`
@@ -23,6 +31,16 @@ pub fn train(args: &TrainArgs) -> Result<(), Failure> {
         )));
     }
     ignored(args)?;
+    unused_model_flags(args)?;
+    unused_by_the_lr_schedule(args)?;
+    rename_without_init(args)?;
+    if args.given("verify_tolerance") && !args.verify && !args.no_verify {
+        return Err(Failure::usage(format!(
+            "--verify-tolerance {} is the largest difference --verify accepts, but --verify is \
+             not given: add --verify, or drop --verify-tolerance",
+            short(args.verify_tolerance)
+        )));
+    }
     if args.resume.is_some() && args.verify {
         return Err(Failure::usage(
             "--verify compares against single-device training from step 0, so it cannot \
@@ -60,7 +78,110 @@ pub fn eval(args: &TrainArgs) -> Result<(), Failure> {
              drop it"
         )));
     }
-    Ok(())
+    unused_model_flags(args)?;
+    rename_without_init(args)
+}
+
+/// `pipetrain tune`'s conflicts: the flags of another model than `--model`'s.
+///
+/// # Errors
+/// A usage failure naming the flag.
+pub fn tune(args: &TrainArgs) -> Result<(), Failure> {
+    unused_model_flags(args)
+}
+
+/// A flag given that sizes another model than `--model`'s (`--d-model` with the MLP).
+/// `--context-range` and `--tie-embeddings`, GPT's too, are refused with other models where
+/// they are read.
+///
+/// # Errors
+/// A usage failure naming the flag, its value, the models it sizes and the remedy.
+fn unused_model_flags(args: &TrainArgs) -> Result<(), Failure> {
+    use ModelKind::{Gpt, Mlp, Resnet, Unet};
+    let flags: [(&str, usize, &[ModelKind]); 12] = [
+        ("width", args.width, &[Mlp]),
+        ("hidden_layers", args.hidden_layers, &[Mlp]),
+        ("classes", args.classes, &[Mlp, Resnet, Unet]),
+        ("channels", args.channels, &[Resnet, Unet]),
+        ("blocks", args.blocks, &[Resnet]),
+        ("image", args.image, &[Resnet, Unet]),
+        ("depth", args.depth, &[Unet]),
+        ("vocab", args.vocab, &[Gpt]),
+        ("context", args.context, &[Gpt]),
+        ("d_model", args.d_model, &[Gpt]),
+        ("heads", args.heads, &[Gpt]),
+        ("layers", args.layers, &[Gpt]),
+    ];
+    let name = |m: &ModelKind| {
+        let name = m
+            .to_possible_value()
+            .map_or("?".into(), |v| v.get_name().to_string());
+        format!("--model {name}")
+    };
+    let unused = flags
+        .iter()
+        .find(|(id, _, models)| args.given(id) && !models.contains(&args.model));
+    match unused {
+        Some((id, value, models)) => {
+            let flag = format!("--{}", id.replace('_', "-"));
+            let models: Vec<String> = models.iter().map(name).collect();
+            let models = models.join(" or ");
+            Err(Failure::usage(format!(
+                "{flag} {value} sizes {models} only; this run's model is {}, which it would not \
+                 change: drop {flag}, or give {models}",
+                name(&args.model)
+            )))
+        }
+        None => Ok(()),
+    }
+}
+
+/// `--min-lr` without a schedule that decays to it, `--lr-step-size` or `--lr-gamma` without
+/// `--lr-schedule step`.
+///
+/// # Errors
+/// A usage failure naming the flag, its value and the schedules it applies to.
+fn unused_by_the_lr_schedule(args: &TrainArgs) -> Result<(), Failure> {
+    use crate::args::ScheduleKindArg as Lr;
+    let schedule = args
+        .lr_schedule
+        .to_possible_value()
+        .map_or("?".into(), |v| v.get_name().to_string());
+    let decays = matches!(args.lr_schedule, Lr::Cosine | Lr::Linear);
+    let steps = matches!(args.lr_schedule, Lr::Step);
+    let unused = [
+        ("min_lr", short(args.min_lr), decays, "cosine or linear"),
+        ("lr_step_size", args.lr_step_size.to_string(), steps, "step"),
+        ("lr_gamma", short(args.lr_gamma), steps, "step"),
+    ];
+    match unused
+        .iter()
+        .find(|(id, _, applies, _)| args.given(id) && !applies)
+    {
+        Some((id, value, _, schedules)) => {
+            let flag = format!("--{}", id.replace('_', "-"));
+            Err(Failure::usage(format!(
+                "{flag} {value} applies to --lr-schedule {schedules} only; this run's schedule \
+                 is {schedule}: drop {flag}, or give --lr-schedule {}",
+                schedules.split(' ').next().unwrap_or(schedules)
+            )))
+        }
+        None => Ok(()),
+    }
+}
+
+/// `--rename` without `--init`, whose file it renames.
+///
+/// # Errors
+/// A usage failure naming the rule and `--init`.
+fn rename_without_init(args: &TrainArgs) -> Result<(), Failure> {
+    match args.rename.first().filter(|_| args.init.is_none()) {
+        Some((from, to)) => Err(Failure::usage(format!(
+            "--rename {from}={to} rewrites the tensor names of an --init file, but no --init \
+             is given: add --init FILE, or drop --rename"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// Flags that would do nothing in the combination given: `--virtual-stages` without an

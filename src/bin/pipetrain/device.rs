@@ -49,24 +49,33 @@ impl std::fmt::Display for DeviceSpec {
 }
 
 impl DeviceSpec {
-    /// The burn device; a GPU's f32 matmuls at `precision` (`--matmul-precision`; a CPU has no
-    /// TF32 and ignores it).
+    /// The burn device of `--device`; a GPU's f32 matmuls at `precision` (`--matmul-precision`;
+    /// a CPU has no TF32 and ignores it).
+    ///
+    /// # Errors
+    /// As [`device_of`](Self::device_of).
+    pub fn device(self, precision: MatmulPrecision) -> Result<Device, String> {
+        self.device_of("--device", precision)
+    }
+
+    /// The burn device, given as `flag` (`--device`, `--verify-device`), which its errors name;
+    /// a GPU's f32 matmuls at `precision`.
     ///
     /// # Errors
     /// CUDA in a build without the `cuda` feature, or a CUDA device that cannot run a first
     /// operation (no driver, no such GPU): the message carries the driver's words.
-    pub fn device(self, precision: MatmulPrecision) -> Result<Device, String> {
+    pub fn device_of(self, flag: &str, precision: MatmulPrecision) -> Result<Device, String> {
         match self {
             DeviceSpec::Cpu => Ok(Device::flex()),
             DeviceSpec::Cuda(n) => {
                 pipetrain::engine::device::cuda_with(n, precision).map_err(|e| match e {
                     EngineError::NotBuilt { .. } => format!(
-                        "--device {self}: this pipetrain was built without CUDA; rebuild with \
-                     `cargo build --release --features cuda` (builds offline, no CUDA toolkit \
-                     needed), or use --device cpu"
+                        "{flag} {self}: this pipetrain was built without CUDA; rebuild with \
+                         `cargo build --release --features cuda` (builds offline, no CUDA \
+                         toolkit needed), or use {flag} cpu"
                     ),
                     other => format!(
-                        "--device {self}: CUDA is not usable here: {other}; or use --device cpu"
+                        "{flag} {self}: CUDA is not usable here: {other}; or use {flag} cpu"
                     ),
                 })
             }
@@ -155,5 +164,13 @@ mod tests {
             .device(pipetrain::MatmulPrecision::Fp32)
             .unwrap_err();
         assert!(err.contains("--features cuda"), "{err}");
+        // Issue 38: --verify-device cuda:0 was reported as --device.
+        let err = DeviceSpec::Cuda(0)
+            .device_of("--verify-device", pipetrain::MatmulPrecision::Fp32)
+            .unwrap_err();
+        assert!(
+            err.starts_with("--verify-device cuda:0: ") && err.ends_with("use --verify-device cpu"),
+            "{err}"
+        );
     }
 }

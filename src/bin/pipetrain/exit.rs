@@ -19,6 +19,8 @@ pub enum Exit {
     Usage,
     /// 3: `--verify` ran to the end and the weights differ by more than the tolerance.
     VerifyFailed,
+    /// 129 (128 + SIGHUP): stopped because its terminal closed, after saving what it could.
+    HungUp,
     /// 130 (128 + SIGINT): stopped by Ctrl-C after saving what it could.
     Interrupted,
     /// 143 (128 + SIGTERM): stopped by SIGTERM after saving what it could.
@@ -27,11 +29,12 @@ pub enum Exit {
 
 impl Exit {
     /// Every exit code, in numeric order.
-    pub const ALL: [Exit; 6] = [
+    pub const ALL: [Exit; 7] = [
         Exit::Success,
         Exit::Runtime,
         Exit::Usage,
         Exit::VerifyFailed,
+        Exit::HungUp,
         Exit::Interrupted,
         Exit::Terminated,
     ];
@@ -43,6 +46,7 @@ impl Exit {
             Exit::Runtime => 1,
             Exit::Usage => 2,
             Exit::VerifyFailed => 3,
+            Exit::HungUp => 129,
             Exit::Interrupted => 130,
             Exit::Terminated => 143,
         }
@@ -70,6 +74,7 @@ impl Exit {
                 "--verify failed: the run finished, but the pipelined weights differ from \
                  single-device training by more than --verify-tolerance"
             }
+            Exit::HungUp => "hung up (SIGHUP: the terminal closed): the same graceful stop as 130",
             Exit::Interrupted => {
                 "interrupted (SIGINT, Ctrl-C): train finished the current step, saved the final \
                  --checkpoint, flushed --metrics and --profile and said what it saved; a second \
@@ -114,7 +119,7 @@ mod tests {
     #[test]
     fn codes_are_distinct_and_in_order() {
         let codes: Vec<u8> = Exit::ALL.iter().map(|e| e.code()).collect();
-        assert_eq!(codes, [0, 1, 2, 3, 130, 143]);
+        assert_eq!(codes, [0, 1, 2, 3, 129, 130, 143]);
     }
 
     #[test]

@@ -4,17 +4,24 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::exit::Exit;
 
-// `println!` and `print!` for every module below (they shadow std's): write to stdout and
-// ignore errors. A closed stdout (`pipetrain train | head -1`) must not panic a training run,
+// `println!`, `print!` and `eprintln!` for every module below (they shadow std's): write to
+// stdout or stderr and ignore errors. A closed stdout (`pipetrain train | head -1`) or stderr (a
+// terminal that closed, whose SIGHUP stops the run gracefully) must not panic a training run,
 // whose checkpoint, metrics and trace still matter; its lines are then simply lost.
 macro_rules! println {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
         let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+macro_rules! eprintln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
     }};
 }
 macro_rules! print {
@@ -40,8 +47,10 @@ mod exit;
 mod export;
 mod failure;
 mod footprint;
+mod given;
 mod guard;
 mod help;
+mod interrupt;
 mod model;
 mod optimizer;
 mod outcome;
@@ -123,8 +132,11 @@ fn run(argv: Vec<std::ffi::OsString>) -> Exit {
             return Exit::Usage;
         }
     };
-    let cli = match Cli::try_parse_from(argv) {
-        Ok(cli) => cli,
+    let parsed = Cli::command()
+        .try_get_matches_from(argv)
+        .and_then(|matches| Cli::from_arg_matches(&matches).map(|cli| (cli, matches)));
+    let cli = match parsed {
+        Ok((cli, matches)) => given::record(cli, &matches),
         Err(error) => {
             // Usage errors, and also `--help` / `--version`, which print to stdout and succeed.
             let _ = error.print();

@@ -35,12 +35,13 @@ use crate::schedule::ScheduleArg;
 /// Arguments of `pipetrain plan`.
 #[derive(clap::Args, Debug)]
 pub struct PlanArgs {
-    /// Number of pipeline stages (p).
-    #[arg(long, default_value_t = 4)]
-    pub stages: usize,
-    /// Micro-batches per training step (m); m < p is allowed.
-    #[arg(long, default_value_t = 8)]
-    pub micro_batches: usize,
+    /// Number of pipeline stages (p) [default: 4; with --plan, the file's].
+    #[arg(long, value_name = "P")]
+    pub stages: Option<usize>,
+    /// Micro-batches per training step (m); m < p is allowed [default: 8; with --plan, the
+    /// file's].
+    #[arg(long, value_name = "M")]
+    pub micro_batches: Option<usize>,
     /// Pipeline schedule.
     #[arg(long, value_enum, default_value_t, ignore_case = true)]
     pub schedule: ScheduleArg,
@@ -49,7 +50,8 @@ pub struct PlanArgs {
     #[arg(long, default_value_t = 2, value_name = "V")]
     pub virtual_stages: usize,
     /// Read a compute plan (CSV or text form, as `--format csv` writes) instead of generating
-    /// one; its rows and micro-batches give --stages and --micro-batches.
+    /// one; its rows and micro-batches give --stages and --micro-batches (given too, they must
+    /// match, as `train --plan` requires).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["schedule", "compare"])]
     pub plan: Option<PathBuf>,
     /// Compare every schedule in one table: makespan, bubble, peak stash per stage.
@@ -86,6 +88,18 @@ pub struct PlanArgs {
     pub skip: Vec<SkipRoute>,
 }
 
+impl PlanArgs {
+    /// `--stages`, or its default.
+    pub fn stages(&self) -> usize {
+        self.stages.unwrap_or(4)
+    }
+
+    /// `--micro-batches`, or its default.
+    pub fn micro_batches(&self) -> usize {
+        self.micro_batches.unwrap_or(8)
+    }
+}
+
 /// How `pipetrain plan` prints its report.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -103,8 +117,9 @@ pub enum Format {
 /// A shape or cost the schedule refuses (usage); a plan that fails to simulate, or stdout that
 /// cannot be written (runtime).
 pub fn run(args: &PlanArgs) -> Result<Exit, Failure> {
+    crate::interrupt::exit_on_signal("plan", crate::interrupt::unwritten("", None))?;
     if args.plan.is_none() {
-        check_size(args, args.stages, args.micro_batches)?;
+        check_size(args, args.stages(), args.micro_batches())?;
     }
     let text = if args.compare {
         crate::compare::text_or_json(args)?
@@ -142,8 +157,15 @@ const CSV_BYTES_PER_CELL: u128 = 130;
 /// covers, whatever the memory: its grid has a line per stage and a column per time step.
 const MAX_REPORT_CELLS: u128 = 1 << 20;
 
+/// Most stage-steps, p × (v·m + p), of a plan: the simulator moves every stage once per wave,
+/// and a pipeline of p stages takes about v·m + p waves, so its time grows with the square of
+/// the stages (`plan --stages 10000 --micro-batches 1` took 28 s in the debug binary, and
+/// `--stages 100000` did not end). 2^22 is 2048 stages of one micro-batch, or 1000 × 1000.
+const MAX_STAGE_STEPS: u128 = 1 << 22;
+
 /// Refuses a plan of `stages` × `micro_batches` whose report this machine cannot hold (see
-/// [`crate::footprint`]): `plan --stages 1000 --micro-batches 10000` once needed over 12 GB.
+/// [`crate::footprint`]): `plan --stages 1000 --micro-batches 10000` once needed over 12 GB;
+/// or whose simulation would take minutes ([`MAX_STAGE_STEPS`]).
 ///
 /// # Errors
 /// Usage: the estimate, what is available, and the remedy.
@@ -167,7 +189,9 @@ fn check_size(args: &PlanArgs, stages: usize, micro_batches: usize) -> Result<()
             "more than a report is for (at most {MAX_REPORT_CELLS} cells across the plans \
              built)"
         ),
-        None => return Ok(()),
+        // The plan alone is not simulated.
+        None if per_cell == CSV_BYTES_PER_CELL => return Ok(()),
+        None => return stage_steps(stages, micro_batches, v),
     };
     let csv = match args.format {
         Format::Csv => String::new(),
@@ -184,18 +208,56 @@ fn check_size(args: &PlanArgs, stages: usize, micro_batches: usize) -> Result<()
     )))
 }
 
+/// Refuses a plan whose simulation would take minutes ([`MAX_STAGE_STEPS`]); `v` chunks per
+/// stage.
+///
+/// # Errors
+/// Usage: the estimate and the remedy.
+fn stage_steps(stages: usize, micro_batches: usize, v: usize) -> Result<(), Failure> {
+    let (p, vm) = (stages as u128, micro_batches as u128 * v as u128);
+    let steps = p * (vm + p);
+    if steps > MAX_STAGE_STEPS {
+        return Err(Failure::usage(format!(
+            "--stages {stages} --micro-batches {micro_batches}: its simulation would take \
+             about {steps} stage-steps (stages × (micro-batches + stages)), above the \
+             {MAX_STAGE_STEPS} that `plan` runs in seconds; use fewer stages"
+        )));
+    }
+    Ok(())
+}
+
 /// The compute plan to report on and its name: read from `--plan`, or generated.
 fn compute_plan(args: &PlanArgs) -> Result<(String, Plan), Failure> {
     if let Some(path) = &args.plan {
-        return Ok((
-            path.display().to_string(),
-            crate::schedule::read_plan(path)?,
-        ));
+        let plan = crate::schedule::read_plan(path)?;
+        let (p, m) = (plan.ranks(), plan.micro_batches());
+        if args.stages.is_some_and(|s| s != p) || args.micro_batches.is_some_and(|g| g != m) {
+            let given = |flag: &str, value: Option<usize>| {
+                value.map(|v| format!("{flag} {v}")).unwrap_or_default()
+            };
+            let flags = [
+                given("--stages", args.stages),
+                given("--micro-batches", args.micro_batches),
+            ]
+            .join(" ");
+            return Err(Failure::usage(format!(
+                "--plan {}: the plan has {p} stage(s) and {m} micro-batch(es), not {}: it runs \
+                 its own shape; use --stages {p} --micro-batches {m} (or neither: the plan \
+                 gives them), or write a plan of that shape with `pipetrain plan --stages {} \
+                 --micro-batches {} --format csv`",
+                path.display(),
+                flags.trim(),
+                args.stages.unwrap_or(p),
+                args.micro_batches.unwrap_or(m),
+            )));
+        }
+        check_size(args, p, m)?;
+        return Ok((path.display().to_string(), plan));
     }
     let schedule = args.schedule.kind(args.virtual_stages);
     // The schedule refuses only shapes (zero stages or micro-batches): the flags' fault.
     let plan = schedule
-        .plan(args.stages, args.micro_batches)
+        .plan(args.stages(), args.micro_batches())
         .map_err(Failure::usage)?;
     Ok((schedule.to_string(), plan))
 }
@@ -226,7 +288,10 @@ pub(crate) fn failure(error: pipetrain::Error) -> Failure {
             cost,
             value,
             reason,
-        } => Failure::usage(format!("--{cost}-cost {value}: {reason}")),
+        } => Failure::usage(format!(
+            "--{cost}-cost {}: {reason}",
+            pipetrain::plan::short(value)
+        )),
         e @ pipetrain::Error::Schedule(_) => Failure::usage(e),
         e => Failure::runtime(e),
     }

@@ -35,15 +35,21 @@ use crate::run_failure::{cli_message, of_run};
 pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
     // Output files are written at the end: a bad destination must fail now, not after training;
     // and no output may be another flag's file.
+    // Every file the data set reads is an input: a directory data set's files too.
     let data = args.data.parse::<pipetrain_data::DataSpec>().ok();
+    let data_files = data.as_ref().map(|d| d.files()).unwrap_or_default();
+    let mut inputs: Vec<(&str, Option<&std::path::Path>)> = data_files
+        .iter()
+        .map(|file| ("--data", Some(file.as_path())))
+        .collect();
+    inputs.extend([
+        ("--config", args.config.as_deref()),
+        ("--plan", args.plan.as_deref()),
+        ("--init", args.init.as_deref()),
+        ("--resume", args.resume.as_deref()),
+    ]);
     paths::distinct(
-        &[
-            ("--data", data.as_ref().and_then(|d| d.file())),
-            ("--config", args.config.as_deref()),
-            ("--plan", args.plan.as_deref()),
-            ("--init", args.init.as_deref()),
-            ("--resume", args.resume.as_deref()),
-        ],
+        &inputs,
         &[
             ("--checkpoint", args.checkpoint.as_deref()),
             ("--metrics", args.metrics.as_deref()),
@@ -196,7 +202,9 @@ fn train(args: &TrainArgs, dist: Option<&Distributed>) -> Result<Exit, Failure> 
     // Rank 0's weights reach every process by broadcast, whatever each initialised.
     device.seed(dist.map_or(args.seed, |d| d.init_seed(args.seed)));
     let verify_device = match args.verify_device {
-        Some(spec) => spec.device(args.matmul_precision).map_err(Failure::usage)?,
+        Some(spec) => spec
+            .device_of("--verify-device", args.matmul_precision)
+            .map_err(Failure::usage)?,
         None => device.clone(),
     };
     let ties = crate::model::ties(&model, args.tie_embeddings).map_err(Failure::usage)?;
@@ -507,5 +515,6 @@ fn stopped(signal: Signal, step: u64, args: &TrainArgs) -> Exit {
     match signal {
         Signal::Interrupt => Exit::Interrupted,
         Signal::Terminate => Exit::Terminated,
+        Signal::Hangup => Exit::HungUp,
     }
 }

@@ -17,6 +17,8 @@ pub fn run(args: &BenchArgs) -> Result<Exit, Failure> {
         &[],
     )?;
     paths::outputs_writable(&[("--out", &args.out)]).map_err(Failure::usage)?;
+    let unwritten = crate::interrupt::unwritten("--out", args.out.as_deref());
+    crate::interrupt::exit_on_signal("bench", unwritten)?;
     let mut settings = settings(args);
     let document = if args.device != crate::device::DeviceSpec::Cpu {
         let device = args

@@ -26,12 +26,15 @@ const BATCHES: u64 = 4;
 /// that fits (usage), a failed measurement or run, or a failed write of `--apply` (runtime).
 pub fn run(args: &TuneArgs) -> Result<Exit, Failure> {
     let train = &args.train;
+    crate::conflicts::tune(train)?;
     crate::paths::distinct(
         &[("--config", train.config.as_deref())],
         &[("--apply", args.apply.as_deref())],
         &[],
     )?;
     crate::paths::outputs_writable(&[("--apply", &args.apply)]).map_err(Failure::usage)?;
+    let unwritten = crate::interrupt::unwritten("--apply", args.apply.as_deref());
+    crate::interrupt::exit_on_signal("tune", unwritten)?;
     let model = crate::model::from_args(train, None).map_err(Failure::usage)?;
     let (optimizer, optimizer_name) = crate::optimizer::of(train)?;
     let slots = pipetrain::memory::optimizer_slots(&optimizer);
@@ -136,7 +139,10 @@ fn tune<L: Layer>(cx: &Context<'_>, layers: Vec<L>) -> Result<Exit, Failure> {
         show(args, p);
     })
     .map_err(|e| match e {
-        e @ pipetrain::Error::TuneNothingFits { .. } => Failure::usage(e),
+        // A poisoned cache: --remeasure replaces it.
+        e @ (pipetrain::Error::TuneNothingFits { .. } | pipetrain::Error::TuneCache { .. }) => {
+            Failure::usage(e)
+        }
         e => Failure::of_build(e),
     })?;
     print!("{report}");
