@@ -154,11 +154,10 @@ impl CostTable {
     }
 
     /// [`check`](Self::check), and that every value could have been measured: each layer's
-    /// forward, backward and input gradient within [`MIN_SECONDS`]..=[`MAX_SECONDS`] (the
-    /// first layer's input gradient may be 0: it computes none), its weight gradient 0 or within
-    /// that, the fixed costs finite within 0..=[`MAX_SECONDS`],
-    /// the slowdowns above 0 and at most [`MAX_SLOWDOWN`]. A table read back from a file must
-    /// pass it.
+    /// forward and backward within [`MIN_SECONDS`]..=[`MAX_SECONDS`], its input and weight
+    /// gradients 0 or within that (both are shares of a measured total, and a share can be 0),
+    /// the fixed costs finite within 0..=[`MAX_SECONDS`], the slowdowns above 0 and at most
+    /// [`MAX_SLOWDOWN`]. A table read back from a file must pass it.
     ///
     /// # Errors
     /// [`TuneError::BadTable`] naming the first value that could not have been measured.
@@ -173,8 +172,10 @@ impl CostTable {
                 for (name, t, zero) in [
                     ("forward", l.forward, false),
                     ("backward", l.backward, false),
-                    // The first layer computes no input gradient: 0 is a measurement there.
-                    ("input-gradient", l.input, i == 0),
+                    // A layer's input gradient is what remains of its profiled backward once its
+                    // estimated weight-gradient part is taken out, floored at 0: any layer's may
+                    // be 0 (the first computes none; a small one's can round to nothing).
+                    ("input-gradient", l.input, true),
                     ("weight-gradient", l.weight, true),
                 ] {
                     if !seconds(t, zero) {
