@@ -5,7 +5,7 @@ use std::sync::Arc;
 use burn::prelude::*;
 use pipetrain_engine::{
     Backward, Batch, CrossEntropy, DataParallel, Fabric, GradGuard, Handoff, Layer, Loss,
-    MatmulPrecision, OptimizerConfig, Remat, RuntimeConfig, Tie, Timing, pool,
+    MatmulPrecision, OptimizerConfig, Precision, Remat, RuntimeConfig, Tie, Timing, pool,
 };
 use pipetrain_partitioner::Partition;
 use pipetrain_schedules::WorkerId;
@@ -119,6 +119,7 @@ pub struct PipelineBuilder<L: Layer> {
     timing: Timing,
     handoff: Handoff,
     matmul_precision: MatmulPrecision,
+    precision: Precision,
 }
 
 impl<L: Layer> Default for PipelineBuilder<L> {
@@ -147,6 +148,7 @@ impl<L: Layer> Default for PipelineBuilder<L> {
             timing: Timing::default(),
             handoff: Handoff::default(),
             matmul_precision: MatmulPrecision::default(),
+            precision: Precision::default(),
         }
     }
 }
@@ -260,6 +262,17 @@ impl<L: Layer> PipelineBuilder<L> {
     /// the setting is accepted and changes nothing (no TF32 there).
     pub fn matmul_precision(mut self, precision: MatmulPrecision) -> Self {
         self.matmul_precision = precision;
+        self
+    }
+
+    /// The dtype the layers compute in: [`Precision::Fp32`] (the default) or
+    /// [`Precision::Bf16`] — forward and backward in bf16, the loss in fp32, and fp32 master
+    /// weights, gradient accumulation, all-reduce, optimizer state and checkpoints (see
+    /// [`Precision`] for where the casts sit, and the guide's "Mixed precision" for the table of
+    /// ops and dtypes beside PyTorch autocast's). A layer that cannot compute in bf16 (one
+    /// holding burn's `BatchNorm`) is refused at build, naming it.
+    pub fn precision(mut self, precision: Precision) -> Self {
+        self.precision = precision;
         self
     }
 
@@ -507,6 +520,7 @@ impl<L: Layer> PipelineBuilder<L> {
                 guard: self.guard,
                 timing: self.timing,
                 handoff: self.handoff,
+                precision: self.precision,
             },
             optimizer: self.optimizer,
             devices,

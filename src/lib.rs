@@ -75,7 +75,7 @@ pub use pipetrain_engine::checkpoint::{Checkpoint, Progress};
 pub use pipetrain_engine::{
     Activation, AdamOptions, Backward, Batch, Bundle, CrossEntropy, Dense, DenseActivation,
     EngineError, GradGuard, Handoff, Layer, Linears, Loss, MatmulPrecision, Mse, OptimizerConfig,
-    Remat, SgdOptions, Tie, Timing,
+    Precision, Remat, SgdOptions, Tie, Timing,
 };
 pub use pipetrain_partitioner as partitioner;
 pub use pipetrain_schedules as schedules;

@@ -62,6 +62,9 @@ impl Style for Builder {
             (Setting::MatmulPrecision, Value::Mode(mode)) => {
                 format!(".matmul_precision(MatmulPrecision::{})", camel(mode))
             }
+            (Setting::Precision, Value::Mode(mode)) => {
+                format!(".precision(Precision::{})", camel(mode))
+            }
             (Setting::Remeasure, _) => "`TuneSettings::remeasure` = true".to_string(),
             (Setting::Data, _) => "loaded data (a `DataSpec` other than synthetic)".to_string(),
             (setting, v) => match method(setting) {
@@ -93,6 +96,7 @@ fn method(setting: Setting) -> Option<&'static str> {
             | Remat
             | BucketBytes
             | MatmulPrecision
+            | Precision
     );
     builder.then(|| setting.key())
 }

@@ -3,7 +3,7 @@
 use std::fmt;
 
 use burn::prelude::*;
-use burn::tensor::Int;
+use burn::tensor::{DType, FloatDType, Int};
 
 use crate::adapter;
 use crate::bundle::Bundle;
@@ -256,6 +256,41 @@ impl Activation {
         map_variant!(self, t => handoff.outgoing(t), b => b.map(|p| p.hand_off(handoff)))
     }
 
+    /// The float tensors in `dtype` (on the graph: the cast's backward casts the gradient
+    /// back), int tensors as they are.
+    pub(crate) fn cast_floats(self, dtype: FloatDType) -> Activation {
+        match self {
+            Activation::Float1(t) => Activation::Float1(cast(t, dtype)),
+            Activation::Float2(t) => Activation::Float2(cast(t, dtype)),
+            Activation::Float3(t) => Activation::Float3(cast(t, dtype)),
+            Activation::Float4(t) => Activation::Float4(cast(t, dtype)),
+            Activation::Bundle(b) => Activation::Bundle(b.map(|p| p.cast_floats(dtype))),
+            int => int,
+        }
+    }
+
+    /// The float tensors in the dtype of `like`'s (a gradient in its value's dtype); as it is
+    /// when `like` has no float tensor.
+    pub(crate) fn cast_like(self, like: &Activation) -> Activation {
+        match like.float_dtype() {
+            Some(dtype) if self.float_dtype() != Some(dtype) => self.cast_floats(dtype.into()),
+            _ => self,
+        }
+    }
+
+    /// The dtype of the float tensor (a bundle's: its first float part's); `None` for int
+    /// tensors.
+    pub fn float_dtype(&self) -> Option<DType> {
+        match self {
+            Activation::Float1(t) => Some(t.dtype()),
+            Activation::Float2(t) => Some(t.dtype()),
+            Activation::Float3(t) => Some(t.dtype()),
+            Activation::Float4(t) => Some(t.dtype()),
+            Activation::Bundle(b) => b.parts().iter().find_map(|p| p.value.float_dtype()),
+            _ => None,
+        }
+    }
+
     /// Without autodiff (no graph, no gradient): the plain tensor that crosses a thread or
     /// process boundary.
     pub fn plain(self) -> Activation {
@@ -265,6 +300,15 @@ impl Activation {
     /// All values as `f64`, flattened (for tests, metrics and verification).
     pub fn to_f64_vec(&self) -> Vec<f64> {
         each_variant!(self, t => adapter::plain(t.clone()).into_data().convert::<f64>().try_to_vec::<f64>().expect("f64 data"), b => b.parts().iter().flat_map(|p| p.value.to_f64_vec()).collect())
+    }
+}
+
+/// `t` in `dtype`; no op when it is.
+fn cast<const D: usize>(t: Tensor<D>, dtype: FloatDType) -> Tensor<D> {
+    if t.dtype() == DType::from(dtype) {
+        t
+    } else {
+        t.cast(dtype)
     }
 }
 

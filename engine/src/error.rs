@@ -436,6 +436,20 @@ pub enum EngineError {
         requested: crate::MatmulPrecision,
     },
 
+    /// A layer holds a module that cannot compute in the precision asked for.
+    #[error(
+        "layer {layer} holds a {module}, which cannot train in {precision}: burn's {module} keeps \
+         its running statistics in fp32"
+    )]
+    PrecisionUnsupported {
+        /// The layer, counted in the whole model.
+        layer: usize,
+        /// The module's type.
+        module: String,
+        /// The precision asked for.
+        precision: crate::Precision,
+    },
+
     // ---- Ties ([`Tie`](crate::Tie)): a tie the model does not fit. ----
     /// A tie names a parameter the model lacks.
     #[error("tie `{tie}`: the model has no parameter `{name}` (it has e.g. {examples})")]
@@ -841,6 +855,10 @@ impl Remedied for EngineError {
                 init_from(),
             ])),
             EngineError::Plan(e) => e.remedy(),
+            EngineError::PrecisionUnsupported { .. } => Some(Remedy::set(
+                Setting::Precision,
+                Value::mode(crate::Precision::Fp32.name()),
+            )),
             EngineError::MatmulPrecisionFixed { running, .. } => Some(Remedy::one_of([
                 Remedy::set(Setting::MatmulPrecision, Value::mode(running.name())),
                 Remedy::sentence(

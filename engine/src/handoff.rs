@@ -119,7 +119,10 @@ impl Handoff {
         }
         // A counted handle until the lazy read below has run (see the module documentation).
         let held = t.clone();
-        let copy = Tensor::from_data(t.into_data(), device);
+        // The sender's dtype (a bf16 activation stays bf16: `from_data` alone would give the
+        // device's default).
+        let dtype = t.dtype();
+        let copy = Tensor::from_data(t.into_data(), (device, dtype));
         drop(held);
         copy
     }

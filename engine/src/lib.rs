@@ -43,6 +43,7 @@
 //!     guard: Default::default(),
 //!     timing: Default::default(),
 //!     handoff: Default::default(),
+//!     precision: Default::default(),
 //! };
 //! // Everything resolved and validated first; then the threads start.
 //! let mut runtime = Runtime::new(Setup::new(workers, config)?, Box::new(ChannelFabric::default()))?;
@@ -69,6 +70,7 @@ mod grad_guard;
 mod handoff;
 mod layer;
 mod loss;
+mod mixed_precision;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 mod optimizer;
@@ -105,6 +107,7 @@ pub use grad_guard::GradGuard;
 pub use handoff::Handoff;
 pub use layer::Layer;
 pub use loss::{CrossEntropy, Loss, Mse};
+pub use mixed_precision::{Precision, downcast_like, upcast, upcast_module};
 pub use optimizer::{AdamOptions, OptimizerConfig, SgdOptions};
 pub use params::{Difference, difference, parameters, trainable_parameters};
 pub use precision::MatmulPrecision;

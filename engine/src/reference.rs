@@ -10,6 +10,7 @@ use crate::error::{EngineError, Result};
 use crate::grad_guard::{self, GradGuard};
 use crate::layer::Layer;
 use crate::loss::Loss;
+use crate::mixed_precision::Precision;
 use crate::optimizer::OptimizerConfig;
 use crate::params;
 use crate::tie::{self, Tie, TieSlot};
@@ -24,6 +25,7 @@ pub struct SingleDevice<L: Layer> {
     device: Device,
     ties: Vec<TieSlot>,
     guard: GradGuard,
+    precision: Precision,
 }
 
 impl<L: Layer> SingleDevice<L> {
@@ -40,6 +42,7 @@ impl<L: Layer> SingleDevice<L> {
             device,
             ties: Vec::new(),
             guard: GradGuard::default(),
+            precision: Precision::default(),
         }
     }
 
@@ -59,6 +62,13 @@ impl<L: Layer> SingleDevice<L> {
     /// a step with a non-finite gradient skipped.
     pub fn with_guard(mut self, guard: GradGuard) -> Self {
         self.guard = guard;
+        self
+    }
+
+    /// Computing in `precision`, with the casts a pipeline makes (see [`Precision`]): the
+    /// reference of a pipeline that trains in it.
+    pub fn with_precision(mut self, precision: Precision) -> Self {
+        self.precision = precision;
         self
     }
 
@@ -152,8 +162,8 @@ impl<L: Layer> SingleDevice<L> {
             },
             source: Box::new(cause),
         };
-        let mut x = inputs.to_device(&self.device);
-        for layer in &self.layers {
+        let mut x = self.precision.input(inputs.to_device(&self.device));
+        for layer in &self.precision.layers(&self.layers) {
             let shown = x.to_string();
             x = layer.forward(x).map_err(|error| {
                 fail(EngineError::Layer {
@@ -163,7 +173,7 @@ impl<L: Layer> SingleDevice<L> {
                 })
             })?;
         }
-        loss.loss(x, targets.to_device(&self.device))
+        loss.loss(self.precision.output(x), targets.to_device(&self.device))
             .map_err(|e| fail(EngineError::Loss(Box::new(e))))
     }
 

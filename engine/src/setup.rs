@@ -17,7 +17,7 @@ use pipetrain_schedules::{
     validate_inference,
 };
 
-use crate::error::Result;
+use crate::error::{EngineError, Result};
 use crate::layer::Layer;
 use crate::runtime::{Backward, RuntimeConfig};
 use crate::tie::TiePlan;
@@ -117,6 +117,7 @@ impl Plans {
 ///     guard: Default::default(),
 ///     timing: Default::default(),
 ///     handoff: Default::default(),
+///     precision: Default::default(),
 /// };
 /// let setup = Setup::new(workers, config)?; // no thread yet
 /// // No dense layer: ZB-H1's split backwards run fused, on both stages.
@@ -142,7 +143,11 @@ impl<L: Layer> Setup<L> {
     pub fn new(workers: Workers<L>, config: RuntimeConfig) -> Result<Self> {
         let stages = workers.world().stages();
         let planned = config.schedule.plan(stages, config.micro_batches)?;
-        let split = matches!(config.backward, Backward::Split { .. });
+        // Under bf16 the dense layers and split `Linear`s run on the autodiff path
+        // ([`Precision::splits_by_hand`](crate::Precision::splits_by_hand)).
+        let split =
+            matches!(config.backward, Backward::Split { .. }) && config.precision.splits_by_hand();
+        check_precision(&workers, config.precision)?;
         // The stages that can split their backward: those holding a dense layer or a layer that
         // splits its `Linear` calls.
         let dense: Vec<bool> = (0..stages)
@@ -222,4 +227,30 @@ impl<L: Layer> Setup<L> {
     pub fn plans(&self) -> &Plans {
         &self.plans
     }
+}
+
+/// The modules that cannot compute in a cast precision: burn's `BatchNorm` keeps its running
+/// statistics in fp32 and would mix them with bf16 batch statistics.
+const FP32_ONLY: [&str; 1] = ["BatchNorm"];
+
+/// Refuses a precision that a layer cannot compute in (see [`FP32_ONLY`]), naming the layer
+/// and the module.
+fn check_precision<L: Layer>(workers: &Workers<L>, precision: crate::Precision) -> Result<()> {
+    if !precision.casts() {
+        return Ok(());
+    }
+    for state in workers.states() {
+        let offset = workers.partition().range(state.id.stage).start;
+        for (i, layer) in state.layers.iter().enumerate() {
+            let types = crate::adapter::module_types(layer);
+            if let Some(module) = types.iter().find(|t| FP32_ONLY.contains(&t.as_str())) {
+                return Err(EngineError::PrecisionUnsupported {
+                    layer: offset + i,
+                    module: module.clone(),
+                    precision,
+                });
+            }
+        }
+    }
+    Ok(())
 }

@@ -67,6 +67,7 @@ fn runtime(device: &Device) -> Runtime<Dense> {
         guard: Default::default(),
         timing: Default::default(),
         handoff: Default::default(),
+        precision: Default::default(),
     };
     Runtime::new(
         Setup::new(workers, config).unwrap(),

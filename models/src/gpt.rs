@@ -25,7 +25,9 @@ use burn::nn::{
 use burn::prelude::*;
 use burn::tensor::Bool;
 use burn::tensor::activation::{gelu, softmax};
-use pipetrain_engine::{Activation, Bundle, EngineError, Layer, Linears};
+use pipetrain_engine::{
+    Activation, Bundle, EngineError, Layer, Linears, downcast_like, upcast, upcast_module,
+};
 
 /// The shape of a GPT-like decoder.
 ///
@@ -213,7 +215,9 @@ impl CausalSelfAttention {
             .expand([n, h, t, t]);
         // A large finite negative rather than -inf: exp underflows to exactly 0 either way,
         // and no inf ever enters a backward.
-        let weights = softmax(scores.mask_fill(future, -1e9), 3);
+        // In fp32 under bf16, as autocast runs softmax on a GPU.
+        let scores = scores.mask_fill(future, -1e9);
+        let weights = downcast_like(softmax(upcast(scores.clone()), 3), &scores);
         let y = weights.matmul(v).swap_dims(1, 2).reshape([n, t, d]);
         linears.forward(&self.output, y)
     }
@@ -316,16 +320,16 @@ impl Layer for GptLayer {
                 let positions: Tensor<2, Int> = input.get("positions")?.clone().int()?;
                 let attended =
                     b.attention
-                        .forward_linears(b.norm1.forward(x.clone()), positions, linears);
+                        .forward_linears(norm(&b.norm1, x.clone()), positions, linears);
                 let x = x + attended;
-                let hidden = gelu(linears.forward(&b.mlp.up, b.norm2.forward(x.clone())));
+                let hidden = gelu(linears.forward(&b.mlp.up, norm(&b.norm2, x.clone())));
                 input
                     .with("x", x + linears.forward(&b.mlp.down, hidden))
                     .into()
             }
             GptLayer::Head(h) => {
                 let x: Tensor<3> = input.bundle()?.take("x")?.float()?;
-                linears.forward(&h.unembed, h.norm.forward(x)).into()
+                linears.forward(&h.unembed, norm(&h.norm, x)).into()
             }
         })
     }
@@ -333,4 +337,10 @@ impl Layer for GptLayer {
     fn splits_linears(&self) -> bool {
         !matches!(self, GptLayer::Embedding(_))
     }
+}
+
+/// `norm(x)` in fp32 — its input and its weights cast up, the result cast back to `x`'s dtype —
+/// as autocast runs layer norm on a GPU. Under fp32 the norm's own forward, unchanged.
+fn norm(norm: &LayerNorm, x: Tensor<3>) -> Tensor<3> {
+    downcast_like(upcast_module(norm).forward(upcast(x.clone())), &x)
 }

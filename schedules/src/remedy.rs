@@ -109,6 +109,8 @@ pub enum Setting {
     FileOrder,
     /// What f32 matmuls compute in on a GPU (`fp32`, `tf32`).
     MatmulPrecision,
+    /// The dtype the layers compute in (`fp32`, `bf16`).
+    Precision,
     /// Measuring a model's costs again, rather than reading the cached ones.
     Remeasure,
 }
@@ -157,6 +159,7 @@ impl Setting {
             Setting::KeepLast => "keep_last",
             Setting::FileOrder => "file_order",
             Setting::MatmulPrecision => "matmul_precision",
+            Setting::Precision => "precision",
             Setting::Remeasure => "remeasure",
         }
     }
@@ -195,6 +198,7 @@ impl Setting {
             Setting::KeepLast => "keeping the short last batch",
             Setting::FileOrder => "file order",
             Setting::MatmulPrecision => "matmul precision",
+            Setting::Precision => "precision",
             Setting::Remeasure => "measuring the costs again",
             Setting::Model
             | Setting::Classes

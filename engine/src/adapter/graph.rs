@@ -78,3 +78,43 @@ pub(crate) fn split_product(
         leaf,
     }
 }
+
+/// `module` with every float parameter cast to `dtype` on the graph (those in it already as
+/// they are): a forward with it computes
+/// in `dtype`, and the cast's backward brings each parameter's gradient back to the dtype of its
+/// leaf (the fp32 master), where [`Gradients`] find it under the master's id.
+pub(crate) fn cast_parameters<M: Module>(module: M, dtype: burn::tensor::FloatDType) -> M {
+    struct Cast(burn::tensor::FloatDType);
+    impl burn::module::ModuleMapper for Cast {
+        fn map_float<const D: usize>(
+            &mut self,
+            param: burn::module::Param<Tensor<D>>,
+        ) -> burn::module::Param<Tensor<D>> {
+            let dtype = self.0;
+            if param.val().dtype() == burn::tensor::DType::from(dtype) {
+                return param;
+            }
+            param.map(|t| t.cast(dtype))
+        }
+    }
+    module.map(&mut Cast(dtype))
+}
+
+/// The container types (burn's `"Struct:LayerNorm"` and the like, without the `Struct:` or
+/// `Enum:` prefix) of every module inside `module`, in visiting order.
+pub(crate) fn module_types<M: Module>(module: &M) -> Vec<String> {
+    struct Types(Vec<String>);
+    impl burn::module::ModuleVisitor for Types {
+        fn enter_module(&mut self, _name: &str, container_type: &str) {
+            let name = container_type
+                .strip_prefix("Struct:")
+                .or_else(|| container_type.strip_prefix("Enum:"));
+            if let Some(name) = name {
+                self.0.push(name.to_string());
+            }
+        }
+    }
+    let mut types = Types(Vec::new());
+    module.visit(&mut types);
+    types.0
+}

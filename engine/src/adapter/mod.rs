@@ -38,7 +38,8 @@ pub(crate) use autodiff::{
 pub(crate) use buffers::sole_holder;
 pub(crate) use grads::{Buffers, Slots, assign_owners, owners_of};
 pub(crate) use graph::{
-    autodiff_device, grad_or_zeros, inference_copy, plain, plain_device, split_product, trainable,
+    autodiff_device, cast_parameters, grad_or_zeros, inference_copy, module_types, plain,
+    plain_device, split_product, trainable,
 };
 pub(crate) use names::{Named, ParamId, named_parameters};
 pub(crate) use optim_state::{StateScalar, StateTensor, export_state, import_state};

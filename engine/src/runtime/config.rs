@@ -138,4 +138,6 @@ pub struct RuntimeConfig {
     /// How tensors cross between worker threads on one GPU (activations, gradients, the
     /// in-process all-reduce's buckets).
     pub handoff: crate::Handoff,
+    /// The dtype the layers compute in: fp32, or bf16 with fp32 master weights.
+    pub precision: crate::Precision,
 }

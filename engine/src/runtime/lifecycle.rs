@@ -55,6 +55,7 @@ use crate::workers::Workers;
 ///     guard: Default::default(),
 ///     timing: Default::default(),
 ///     handoff: Default::default(),
+///     precision: Default::default(),
 /// };
 /// let mut runtime = Runtime::new(Setup::new(workers, config)?, Box::new(ChannelFabric::default()))?;
 /// let batch = Batch {

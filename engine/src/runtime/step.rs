@@ -41,7 +41,8 @@ impl<L: Layer> Runtime<L> {
             loss: Arc::clone(&self.config.loss),
             loss_scale: 1.0 / k as f64,
             remat: self.config.remat,
-            split: matches!(self.config.backward, Backward::Split { .. }),
+            split: matches!(self.config.backward, Backward::Split { .. })
+                && self.config.precision.splits_by_hand(),
             weight_group: self.weight_group(),
             bucket_elems: (dp.bucket_bytes / std::mem::size_of::<f32>()).max(1),
             zero: dp.zero,
@@ -59,6 +60,7 @@ impl<L: Layer> Runtime<L> {
             start: Instant::now(),
             timing: self.config.timing,
             handoff: self.config.handoff,
+            precision: self.config.precision,
             skips: self.workers.skip_routes().clone(),
         };
         let feeds = feeds(world.local(), world.stages(), shards, true);
@@ -134,6 +136,7 @@ impl<L: Layer> Runtime<L> {
             start: Instant::now(),
             timing: self.config.timing,
             handoff: self.config.handoff,
+            precision: self.config.precision,
             skips: self.workers.skip_routes().clone(),
         };
         let feeds = feeds(&active, world.stages(), shards, false);

@@ -93,7 +93,7 @@ impl<L: Layer> Worker<'_, L> {
         let training = self.training();
         let loss = training
             .loss
-            .loss(output, target)
+            .loss(self.ctx.precision.output(output), target)
             .map_err(|e| Failure::Cause(EngineError::Loss(Box::new(e))))?;
         Ok(loss.mul_scalar(training.loss_scale * self.scratch.feed.weights[mb.index()]))
     }
@@ -102,12 +102,15 @@ impl<L: Layer> Worker<'_, L> {
     /// and with a split backward the dense layers by hand exactly as a training forward runs
     /// them (so a re-materialized forward sends the same bits).
     pub(crate) fn forward_plain(&mut self, input: Activation) -> Result<Activation, Failure> {
+        let precision = self.ctx.precision;
         let valid = self.scratch.valid.get_or_insert_with(|| {
-            self.state
+            let valid: Vec<L> = self
+                .state
                 .layers
                 .iter()
                 .map(adapter::inference_copy)
-                .collect()
+                .collect();
+            precision.layers(&valid)
         });
         let valid = std::mem::take(valid);
         let out = self.forward_runs_plain(&valid, input);
@@ -142,6 +145,7 @@ impl<L: Layer> Worker<'_, L> {
                 .skips
                 .join_input(mb, input, received, &self.state.device)?;
         }
+        let input = self.ctx.precision.input(input);
         let Some(training) = self.ctx.job.training() else {
             let out = self.forward_plain(input)?;
             if self.is_last() {
@@ -203,8 +207,10 @@ impl<L: Layer> Worker<'_, L> {
             } else {
                 let leaf = adapter::leaf(x.plain(), input_grad);
                 let mut taps = Vec::new();
+                // The compute copy: under bf16 the parameters cast on the graph, per forward.
+                let part = self.ctx.precision.layers(part);
                 let out =
-                    self.forward_layers_split(part, leaf.clone(), split.then_some(&mut taps))?;
+                    self.forward_layers_split(&part, leaf.clone(), split.then_some(&mut taps))?;
                 let first = run.layers.start;
                 segments.push(Segment::Graph {
                     input: leaf,
@@ -296,8 +302,10 @@ impl<L: Layer> Worker<'_, L> {
                 } => {
                     let grads = match upstream {
                         Upstream::Graph(grads) => grads,
-                        Upstream::Grad(grad) => adapter::backward_seeded(&output, grad)
-                            .map_err(|e| Failure::Cause(EngineError::Gradient(Box::new(e))))?,
+                        Upstream::Grad(grad) => {
+                            adapter::backward_seeded(&output, grad.cast_like(&output))
+                                .map_err(|e| Failure::Cause(EngineError::Gradient(Box::new(e))))?
+                        }
                     };
                     self.defer_taps(mb, taps, &grads);
                     let grad = adapter::input_grad(&input, &grads);

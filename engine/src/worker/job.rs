@@ -28,6 +28,8 @@ pub(crate) struct StepContext {
     pub timing: Timing,
     /// How tensors cross to other worker threads on a GPU.
     pub handoff: crate::Handoff,
+    /// The dtype the layers compute in.
+    pub precision: crate::Precision,
     /// The skips sent straight between stages.
     pub skips: SkipRoutes,
 }

@@ -39,6 +39,7 @@ pub fn two_stages<L: pipetrain_engine::Layer>(
         guard: Default::default(),
         timing: Default::default(),
         handoff: Default::default(),
+        precision: Default::default(),
     };
     let setup = Setup::new(workers, config).unwrap();
     let mut runtime = Runtime::new(setup, Box::new(ChannelFabric::default())).unwrap();

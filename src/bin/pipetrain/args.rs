@@ -338,6 +338,14 @@ pub struct TrainArgs {
     /// changes nothing (there is no TF32).
     #[arg(long, default_value = "fp32", value_name = "fp32|tf32")]
     pub matmul_precision: pipetrain::MatmulPrecision,
+    /// The dtype the layers compute in: `fp32`, or `bf16` — forward and backward in bf16
+    /// (weights cast from fp32 masters for each forward, activations and input gradients in
+    /// bf16, matmuls accumulating in fp32), the loss in fp32, and fp32 master weights, gradient
+    /// accumulation, all-reduce, optimizer state and checkpoints. `--verify` then compares with
+    /// single-device training in bf16. The guide's "Mixed precision" has the table of ops and
+    /// dtypes.
+    #[arg(long, default_value = "fp32", value_name = "fp32|bf16")]
+    pub precision: pipetrain::Precision,
     /// How tensors cross between worker threads on one GPU: `host` (the receiver copies them
     /// through host memory) or `device` (the sender copies them into a fresh device buffer; no
     /// host round trip). docs/gpu.md gives the rules each keeps. On a CPU both pass the tensor

@@ -32,6 +32,7 @@ pub fn pipeline<L: Layer>(
         .timing(args.timing)
         .handoff(args.handoff)
         .matmul_precision(args.matmul_precision)
+        .precision(args.precision)
         .learning_rate(args.lr())
         .loss(CrossEntropy)
         .replicas(args.replicas)

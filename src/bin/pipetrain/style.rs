@@ -50,6 +50,7 @@ fn flag(setting: Setting) -> Option<&'static str> {
         Setting::KeepLast => "--keep-last",
         Setting::FileOrder => "--no-shuffle",
         Setting::MatmulPrecision => "--matmul-precision",
+        Setting::Precision => "--precision",
         Setting::Remeasure => "--remeasure",
         _ => return None,
     })

@@ -312,8 +312,15 @@ fn train_with<L: Layer>(
         true => Some(Reference::new(
             SingleDevice::new(layers.clone(), &s.verify_device, &s.optimizer)
                 .with_guard(crate::guard::of(args))
+                .with_precision(args.precision)
                 .with_ties(&s.ties)?,
+            // Under bf16 each micro-batch's weight gradients round to bf16 before they are
+            // summed in fp32: the reference steps micro-batch by micro-batch too.
             (s.model.reference_chunks(args.replicas, args.micro_batches))
+                .or(args
+                    .precision
+                    .casts()
+                    .then_some(args.replicas * args.micro_batches))
                 .map(|c| c * args.accumulate.max(1)),
             mode,
         )),
@@ -431,6 +438,12 @@ fn banner<L: Layer>(
         progress.println(&format!(
             "gpu: f32 matmuls in {precision}, tensors between threads by {} copy",
             args.handoff
+        ));
+    }
+    if args.precision.casts() {
+        progress.println(&format!(
+            "precision: {} compute, fp32 master weights, gradients, all-reduce and optimizer",
+            args.precision
         ));
     }
     progress.println(&format!("data: {}", s.data.describe()));
