@@ -107,7 +107,7 @@ pub use grad_guard::GradGuard;
 pub use handoff::Handoff;
 pub use layer::Layer;
 pub use loss::{CrossEntropy, Loss, Mse};
-pub use mixed_precision::{Precision, downcast_like, upcast, upcast_module};
+pub use mixed_precision::{Precision, downcast_like, linear, upcast, upcast_module};
 pub use optimizer::{AdamOptions, OptimizerConfig, SgdOptions};
 pub use params::{Difference, difference, parameters, trainable_parameters};
 pub use precision::MatmulPrecision;

@@ -24,6 +24,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+use burn::nn::Linear;
 use burn::prelude::*;
 use burn::tensor::{DType, FloatDType};
 
@@ -136,6 +137,60 @@ pub fn upcast<const D: usize>(x: Tensor<D>) -> Tensor<D> {
     } else {
         x.cast(FloatDType::F32)
     }
+}
+
+/// `linear` applied to `x` (`[…, d_input]`, any rank from 2) as `torch.autocast` runs it:
+/// in fp32, burn's own `Linear::forward`; in bf16, the bf16 values of `x` and of the weight
+/// multiplied exactly and summed in fp32 with the bias, and the result rounded to bf16 once —
+/// a bf16 GEMM with f32 accumulation and output, as PyTorch's `addmm`. burn's `Linear` in bf16
+/// rounds twice: its product to bf16, then the sum with the bias. Layers that call their
+/// `Linear`s through this (or through [`Linears`](crate::Linears)) train as autocast does; the
+/// built-in models do.
+///
+/// ```
+/// use burn::nn::LinearConfig;
+/// use burn::prelude::*;
+/// use burn::tensor::{DType, FloatDType};
+/// let device = Device::flex();
+/// let layer = LinearConfig::new(3, 2).init(&device);
+/// let x = Tensor::<2>::ones([4, 3], &device);
+/// // fp32: exactly burn's forward.
+/// let y = pipetrain_engine::linear(&layer, x.clone());
+/// assert_eq!(y.into_data(), layer.forward(x.clone()).into_data());
+/// // bf16 in, bf16 out.
+/// let y = pipetrain_engine::linear(&layer, x.cast(FloatDType::BF16));
+/// assert_eq!(y.dtype(), DType::BF16);
+/// ```
+pub fn linear<const D: usize>(linear: &Linear, x: Tensor<D>) -> Tensor<D> {
+    if x.dtype() == DType::F32 {
+        return linear.forward(x);
+    }
+    let dims = x.dims();
+    let [fan_in, fan_out] = linear.weight.dims();
+    let rows: usize = dims[..D - 1].iter().product();
+    let y = narrow_product(
+        x.reshape([rows, fan_in]),
+        linear.weight.val(),
+        linear.bias.as_ref().map(|b| b.val()),
+    );
+    let mut out = dims;
+    out[D - 1] = fan_out;
+    y.reshape(out)
+}
+
+/// `x·W + b` for narrow (bf16) `x` and weights: exact products summed in fp32 with the bias,
+/// rounded once to `x`'s dtype (see [`linear`]). Its backward rounds `dX` and `dW` once too.
+pub(crate) fn narrow_product(
+    x: Tensor<2>,
+    weight: Tensor<2>,
+    bias: Option<Tensor<1>>,
+) -> Tensor<2> {
+    let y = upcast(x.clone()).matmul(upcast(weight));
+    let y = match bias {
+        Some(b) => y + upcast(b).unsqueeze(),
+        None => y,
+    };
+    downcast_like(y, &x)
 }
 
 /// `module` with its float parameters in fp32, on the graph (a no-op for those that are): a
