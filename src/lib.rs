@@ -91,6 +91,8 @@ mod guide {
     pub struct Library;
     #[doc = include_str!("../docs/data-parallel.md")]
     pub struct DataParallel;
+    #[doc = include_str!("../docs/mixed-precision.md")]
+    pub struct MixedPrecision;
     #[cfg(feature = "commands")]
     #[doc = include_str!("../docs/performance.md")]
     pub struct Performance;

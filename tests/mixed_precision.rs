@@ -435,3 +435,29 @@ fn a_batch_norm_layer_is_refused_in_bf16_before_any_thread_starts() {
         "{shown}"
     );
 }
+
+#[test]
+fn bf16_halves_the_bytes_sent_between_stages() {
+    let data = batches(1);
+    let sent = |precision: Precision, remat: Remat| -> Vec<u64> {
+        let mut pipeline = Pipeline::builder()
+            .layers(mlp())
+            .balance([2, 2, 2])
+            .micro_batches(4)
+            .remat(remat)
+            .precision(precision)
+            .optimizer(OptimizerConfig::sgd())
+            .build()
+            .unwrap();
+        let report = pipeline.train_step(&data[0]).unwrap();
+        report.workers.iter().map(|w| w.sent_bytes).collect()
+    };
+    for remat in [Remat::Never, Remat::Always] {
+        let (fp32, bf16) = (sent(Precision::Fp32, remat), sent(Precision::Bf16, remat));
+        // Stage 0 sends activations, stage 2 input gradients, stage 1 both: 4 micro-batches of
+        // 4 rows × 16 values each way, 4 bytes a value in fp32.
+        assert_eq!(fp32, [4 * 4 * 16 * 4, 2 * 4 * 4 * 16 * 4, 4 * 4 * 16 * 4]);
+        let halves: Vec<u64> = fp32.iter().map(|b| b / 2).collect();
+        assert_eq!(bf16, halves, "{remat:?}");
+    }
+}

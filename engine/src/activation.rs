@@ -144,6 +144,12 @@ impl Activation {
         }
     }
 
+    /// Bytes of the values (a bundle's: all its parts'): elements × their dtype's width — 4 a
+    /// value in fp32, 2 in bf16.
+    pub fn value_bytes(&self) -> usize {
+        each_variant!(self, t => t.shape().num_elements() * t.dtype().size(), b => b.parts().iter().map(|p| p.value.value_bytes()).sum())
+    }
+
     /// Rows along dimension 0 (the batch dimension).
     pub fn batch_size(&self) -> usize {
         self.dims().first().copied().unwrap_or(0)

@@ -73,6 +73,9 @@ pub struct WorkerReport {
     /// [`Timing::Device`](crate::Timing::Device), after its last one only under
     /// [`Timing::Host`](crate::Timing::Host) (each a no-op on a CPU, counted all the same).
     pub device_syncs: u32,
+    /// Bytes of the values this worker sent to other stages in the step (activations, input
+    /// gradients, skips): elements × their dtype's width, so half under bf16.
+    pub sent_bytes: u64,
     /// The global gradient norm (over every stage and replica, before clipping) that this
     /// worker's optimizer step saw; `None` on a step without an optimizer step.
     pub grad_norm: Option<f64>,

@@ -1,7 +1,8 @@
 """PyTorch peer of `pipetrain bench --device cuda:N`: the same workload on the same GPU.
 
-fp32 with TF32 off (as pipetrain computes), SGD at lr 0.01, seeded init and data; a step is
-timed between torch.cuda.synchronize() calls. With --m > 1 the batch is cut into m micro-batches
+fp32 with TF32 off (as pipetrain computes), or with --bf16 the forward and loss under
+torch.autocast(bfloat16) (pipetrain --precision bf16); SGD at lr 0.01, seeded init and data; a
+step is timed between synchronize() calls. --device cpu runs the same on the CPU. With --m > 1 the batch is cut into m micro-batches
 whose gradients accumulate before one optimizer step (a pipeline's work on one GPU). Prints one
 JSON line: {"median": samples/s, "rates": [...], "torch": version, "device": GPU name}.
 
@@ -69,10 +70,14 @@ def main():
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--tf32", action="store_true",
                    help="matmuls and convolutions on TF32 tensor cores (pipetrain --matmul-precision tf32)")
+    p.add_argument("--bf16", action="store_true",
+                   help="forward and loss under torch.autocast(bfloat16) (pipetrain --precision bf16)")
+    p.add_argument("--device", default="cuda", help="cuda (default) or cpu")
     a = p.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = a.tf32
     torch.backends.cudnn.allow_tf32 = a.tf32
-    dev = torch.device("cuda")
+    dev = torch.device(a.device)
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     torch.manual_seed(0)
     if a.model == "mlp":
         blocks = []
@@ -96,17 +101,20 @@ def main():
     rates = []
     for step in range(a.warmup + a.steps):
         x, y = data[step % len(data)]
-        torch.cuda.synchronize()
+        sync()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         for xs, ys in zip(x.tensor_split(a.m), y.tensor_split(a.m)):
-            (loss_of(model(xs), ys) * (xs.shape[0] / x.shape[0])).backward()
+            with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=a.bf16):
+                loss = loss_of(model(xs), ys) * (xs.shape[0] / x.shape[0])
+            loss.backward()
         opt.step()
-        torch.cuda.synchronize()
+        sync()
         if step >= a.warmup:
             rates.append(a.batch / (time.perf_counter() - t0))
     print(json.dumps({"median": statistics.median(rates), "rates": rates,
-                      "torch": torch.__version__, "device": torch.cuda.get_device_name(0)}))
+                      "torch": torch.__version__, "bf16": a.bf16,
+                      "device": torch.cuda.get_device_name(0) if dev.type == "cuda" else "cpu"}))
 
 
 if __name__ == "__main__":

@@ -26,6 +26,8 @@ pub struct Workload {
     pub gpt_width: usize,
     /// Tokens per sequence of the GPT rows.
     pub gpt_context: usize,
+    /// The dtype the rows compute in (fp32 masters either way).
+    pub precision: crate::Precision,
 }
 
 impl Workload {
@@ -38,9 +40,16 @@ impl Workload {
         )
     }
 
-    /// `MLP-8x1024, batch 256`.
+    /// `MLP-8x1024, batch 256` (`…, bf16` under bf16).
     pub fn name(&self) -> String {
-        format!("MLP-{}x{}, batch {}", self.hidden, self.width, self.batch)
+        let precision = match self.precision {
+            crate::Precision::Fp32 => String::new(),
+            p => format!(", {p}"),
+        };
+        format!(
+            "MLP-{}x{}, batch {}{precision}",
+            self.hidden, self.width, self.batch
+        )
     }
 }
 

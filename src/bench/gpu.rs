@@ -198,6 +198,7 @@ fn timed<L: Layer>(
         .matmul_precision(args.matmul_precision)
         .timing(args.gpu_timing)
         .handoff(args.handoff)
+        .precision(args.precision)
         .build()?;
     let mut timed = Timed::default();
     for step in 0..args.warmup + args.steps {
@@ -253,6 +254,9 @@ fn peer(
         .args(["--warmup", &args.warmup.to_string()]);
     if args.matmul_precision.allows_tf32() {
         command.arg("--tf32");
+    }
+    if args.precision.casts() {
+        command.arg("--bf16");
     }
     let out = command
         .output()
@@ -334,6 +338,8 @@ pub struct GpuReport {
     pub timing: Timing,
     /// How our tensors crossed between worker threads.
     pub handoff: Handoff,
+    /// The dtype the rows computed in (the peer under `torch.autocast(bfloat16)` for bf16).
+    pub precision: crate::Precision,
 }
 
 /// Runs the GPU rows `settings` select (its `only`, `hidden_layers`, `gpt_width`,
@@ -382,6 +388,7 @@ pub fn run_gpu(
         matmul_precision: args.matmul_precision,
         timing: args.gpu_timing,
         handoff: args.handoff,
+        precision: args.precision,
     };
     let total = rows.len() * args.reps;
     for rep in 0..args.reps {
@@ -427,11 +434,18 @@ impl GpuReport {
     pub fn render(&self, gpu: &str, command: &str) -> String {
         let mut out = format!("# pipetrain on a GPU: {gpu}\n\n");
         out += &format!(
-            "`{command}`; fp32 weights and activations, matmuls in {} (the peer's `allow_tf32` \
+            "`{command}`; {}, f32 matmuls in {} (the peer's `allow_tf32` \
              the same); --timing {}, --handoff {}; {} warm-up + {} measured steps per row and \
              repetition, {} repetition(s); each step timed until the device finished it. The \
              first step (kernel compilation and autotuning) is not in the figures: its time \
              is its own column. PyTorch: {}.\n\n",
+            match self.precision {
+                crate::Precision::Fp32 => "fp32 weights and activations",
+                crate::Precision::Bf16 => {
+                    "bf16 compute with fp32 master weights (the peer under \
+                     torch.autocast(bfloat16))"
+                }
+            },
             self.matmul_precision,
             self.timing,
             self.handoff,
@@ -455,7 +469,11 @@ impl GpuReport {
             let first = line.first_steps.iter().copied().fold(0.0, f64::max);
             out += &format!(
                 "| {} | {} | {us:.0} | {them} | {ratio} | {first:.2} |\n",
-                line.name, self.matmul_precision
+                line.name,
+                match self.precision {
+                    crate::Precision::Fp32 => self.matmul_precision.to_string(),
+                    p => p.to_string(),
+                }
             );
         }
         for note in &self.peer_failures {

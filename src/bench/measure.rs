@@ -183,6 +183,7 @@ fn build_gpt(
         .optimizer(OptimizerConfig::sgd())
         .learning_rate(0.01)
         .threads_per_worker(w.threads)
+        .precision(w.precision)
         .build_with(first)
 }
 
@@ -219,6 +220,7 @@ fn build(shape: &Shape, w: &Workload, device: &Device) -> crate::Result<Pipeline
         .threads_per_worker(threads)
         .replicas(replicas)
         .zero(u8::from(zero))
+        .precision(w.precision)
         .build()
 }
 

@@ -78,6 +78,8 @@ fn train_args(shape: &Shape, w: &Workload, metrics: &Path) -> Vec<String> {
         if zero { "1" } else { "0" },
         "--remat",
         "never",
+        "--precision",
+        w.precision.name(),
         "--optimizer",
         "sgd",
         "--lr",

@@ -50,6 +50,10 @@ pub struct BenchSettings {
     pub gpu_timing: Timing,
     /// The GPU rows: how tensors cross between worker threads.
     pub handoff: Handoff,
+    /// The dtype every row computes in: fp32, or bf16 with fp32 masters. The CPU peers run
+    /// fp32 (they have no autocast): under bf16 the CPU table leaves them out; the GPU peer
+    /// runs `torch.autocast(bfloat16)`.
+    pub precision: crate::Precision,
 }
 
 impl Default for BenchSettings {
@@ -75,6 +79,7 @@ impl Default for BenchSettings {
             matmul_precision: MatmulPrecision::default(),
             gpu_timing: Timing::Host,
             handoff: Handoff::default(),
+            precision: crate::Precision::default(),
         }
     }
 }
@@ -92,6 +97,7 @@ impl BenchSettings {
             steps: self.steps,
             gpt_width: self.gpt_width,
             gpt_context: self.gpt_context,
+            precision: self.precision,
         }
     }
 

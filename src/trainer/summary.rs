@@ -21,8 +21,13 @@ pub fn bubbles(report: &StepReport, replicas: usize) -> Vec<String> {
             0 => String::new(),
             bytes => format!("  deferred W {}", human_bytes(bytes)),
         };
+        // Activations, input gradients and skips sent to other stages.
+        let sent = match s.sent_bytes {
+            0 => String::new(),
+            bytes => format!("  sent {}", human_bytes(bytes as usize)),
+        };
         lines.push(format!(
-            "  {worker}  measured {:>5.1}%  simulated {:>5.1}%  compute {:>8.2} ms  peak stash {}{deferred}",
+            "  {worker}  measured {:>5.1}%  simulated {:>5.1}%  compute {:>8.2} ms  peak stash {}{deferred}{sent}",
             100.0 * s.bubble_fraction,
             100.0 * s.predicted_bubble_fraction,
             s.compute.as_secs_f64() * 1e3,

@@ -23,7 +23,7 @@
 use std::sync::Arc;
 
 use burn::prelude::*;
-use burn::tensor::Int;
+use burn::tensor::{DType, Int, bf16};
 
 use crate::activation::Activation;
 use crate::error::EngineError;
@@ -262,20 +262,23 @@ pub(crate) fn f32_values(bytes: &[u8]) -> Result<Vec<f32>, EngineError> {
 const FLOAT: u32 = 0;
 const INT: u32 = 1;
 const BUNDLE: u32 = 2;
+/// A bf16 float tensor (mixed precision): 2 bytes a value, half an f32 one's.
+const FLOAT_BF16: u32 = 3;
 
-/// An activation as bytes: kind, rank, dims (u32 each), then the values (`f32`, or `i64` for
-/// int tensors). Float values are sent as they are, so the receiver gets the same bits. A
-/// bundle: see [`bundle_wire`](super::bundle_wire).
+/// An activation as bytes: kind, rank, dims (u32 each), then the values (`f32`, `bf16` for a
+/// bf16 tensor, or `i64` for int tensors). Float values are sent as they are, in their own
+/// dtype, so the receiver gets the same bits and the same dtype. A bundle: see
+/// [`bundle_wire`](super::bundle_wire).
 pub(crate) fn activation_bytes(activation: Activation) -> Vec<u8> {
     if let Activation::Bundle(bundle) = activation {
         return super::bundle_wire::bundle_bytes(bundle, BUNDLE);
     }
     let dims = activation.dims();
     let (kind, values): (u32, Vec<u8>) = match activation.plain() {
-        Activation::Float1(t) => (FLOAT, floats(t.into_data())),
-        Activation::Float2(t) => (FLOAT, floats(t.into_data())),
-        Activation::Float3(t) => (FLOAT, floats(t.into_data())),
-        Activation::Float4(t) => (FLOAT, floats(t.into_data())),
+        Activation::Float1(t) => floats(t.into_data()),
+        Activation::Float2(t) => floats(t.into_data()),
+        Activation::Float3(t) => floats(t.into_data()),
+        Activation::Float4(t) => floats(t.into_data()),
         Activation::Int1(t) => (INT, ints(t.into_data())),
         Activation::Int2(t) => (INT, ints(t.into_data())),
         Activation::Int3(t) => (INT, ints(t.into_data())),
@@ -291,12 +294,20 @@ pub(crate) fn activation_bytes(activation: Activation) -> Vec<u8> {
     out
 }
 
-fn floats(data: TensorData) -> Vec<u8> {
+/// A float tensor's kind on the wire and its values' bytes: bf16 as bf16, any other as `f32`.
+fn floats(data: TensorData) -> (u32, Vec<u8>) {
+    if data.dtype() == DType::BF16 {
+        let values = data.try_into_vec::<bf16>().expect("bf16 data");
+        return (
+            FLOAT_BF16,
+            bytemuck::cast_slice::<bf16, u8>(&values).to_vec(),
+        );
+    }
     let values = data
         .convert::<f32>()
         .try_into_vec::<f32>()
         .expect("f32 after convert");
-    f32_bytes(&values)
+    (FLOAT, f32_bytes(&values))
 }
 
 fn ints(data: TensorData) -> Vec<u8> {
@@ -325,7 +336,11 @@ pub(crate) fn activation_from(bytes: &[u8], device: &Device) -> Result<Activatio
         .collect::<Result<_, _>>()?;
     let values = &bytes[4 * (2 + rank)..];
     let count: usize = dims.iter().product();
-    let width = if kind == FLOAT { 4 } else { 8 };
+    let width = match kind {
+        FLOAT => 4,
+        FLOAT_BF16 => 2,
+        _ => 8,
+    };
     if values.len() != count * width {
         return Err(bad(format!(
             "dims {dims:?} need {} value bytes, got {}",
@@ -334,13 +349,22 @@ pub(crate) fn activation_from(bytes: &[u8], device: &Device) -> Result<Activatio
         )));
     }
     let activation = match (kind, rank) {
-        (FLOAT, r) => {
-            let data = TensorData::new(f32_values(values)?, dims.clone());
+        (FLOAT | FLOAT_BF16, r) => {
+            let (data, dtype) = if kind == FLOAT {
+                (
+                    TensorData::new(f32_values(values)?, dims.clone()),
+                    DType::F32,
+                )
+            } else {
+                let values = bytemuck::pod_collect_to_vec::<u8, bf16>(values);
+                (TensorData::new(values, dims.clone()), DType::BF16)
+            };
+            let to = (device, dtype);
             match r {
-                1 => Tensor::<1>::from_data(data, device).into(),
-                2 => Tensor::<2>::from_data(data, device).into(),
-                3 => Tensor::<3>::from_data(data, device).into(),
-                4 => Tensor::<4>::from_data(data, device).into(),
+                1 => Tensor::<1>::from_data(data, to).into(),
+                2 => Tensor::<2>::from_data(data, to).into(),
+                3 => Tensor::<3>::from_data(data, to).into(),
+                4 => Tensor::<4>::from_data(data, to).into(),
                 r => return Err(bad(format!("float rank {r} (1–4 travel)"))),
             }
         }
@@ -420,5 +444,15 @@ mod tests {
         assert_eq!(back.to_f64_vec(), vec![4.0, 0.0, 9.0]);
         assert!(!back.is_float());
         assert!(activation_from(&[0, 0, 0], &device).is_err());
+        // bf16 travels as bf16: the same bits and dtype, half the value bytes.
+        let wide = Tensor::<2>::from_data([[1.5f32, -0.1], [3e-9, 7.0]], &device);
+        let narrow: Activation = wide.clone().cast(burn::tensor::FloatDType::BF16).into();
+        let bytes = activation_bytes(narrow.clone());
+        assert_eq!(bytes.len(), 8 + 2 * 4 + 2 * 4);
+        assert!(bytes.len() < activation_bytes(wide.into()).len());
+        let back = activation_from(&bytes, &device).unwrap();
+        assert_eq!(back.float_dtype(), Some(DType::BF16));
+        assert_eq!(back.to_f64_vec(), narrow.to_f64_vec());
+        assert!(activation_from(&bytes[..bytes.len() - 1], &device).is_err());
     }
 }

@@ -206,6 +206,7 @@ impl<'a, L: Layer> Worker<'a, L> {
                     .remove(&tag(flow))
                     .expect("validated: send after compute")
                     .hand_off(self.ctx.handoff);
+                self.scratch.sent_bytes += payload.value_bytes() as u64;
                 self.links.transport.send(tag(flow), payload)?;
             }
             ActionKind::Forward => self.forward(action.mb())?,

@@ -45,6 +45,8 @@ pub(crate) struct Scratch<L> {
     pub actions: ActionTimes,
     /// Device synchronisations so far (see [`Timing`](crate::Timing)).
     pub device_syncs: u32,
+    /// Bytes of the values sent to other stages so far.
+    pub sent_bytes: u64,
     /// When the all-reduce started and ended (from the step's start).
     pub all_reduce: Option<(Duration, Duration)>,
     /// When the last backward (or `W`) ended.
@@ -73,6 +75,7 @@ impl<L> Scratch<L> {
             compute: Duration::ZERO,
             actions: ActionTimes::default(),
             device_syncs: 0,
+            sent_bytes: 0,
             all_reduce: None,
             backward_end: None,
             grad_norm: None,
@@ -98,6 +101,7 @@ impl<L> Scratch<L> {
             backward_end: self.backward_end,
             actions: self.actions,
             device_syncs: self.device_syncs,
+            sent_bytes: self.sent_bytes,
             grad_norm: self.grad_norm,
             skipped: self.skipped,
         };

@@ -83,6 +83,11 @@ pub struct BenchArgs {
     /// the PyTorch peer runs with the same `allow_tf32`. The CPU rows ignore it (no TF32).
     #[arg(long, default_value = "fp32", value_name = "fp32|tf32")]
     pub matmul_precision: pipetrain::MatmulPrecision,
+    /// The dtype every row computes in: `fp32`, or `bf16` (bf16 compute, fp32 master weights,
+    /// as `train --precision bf16`). The CPU peers have no bf16 and are left out under bf16;
+    /// the GPU peer runs under `torch.autocast(bfloat16)`.
+    #[arg(long, default_value = "fp32", value_name = "fp32|bf16")]
+    pub precision: pipetrain::Precision,
     /// GPU rows: `host` (no device synchronisation after each action, as PyTorch) or `device`
     /// (a synchronisation after each compute action); every step is timed until the device
     /// finished it either way.

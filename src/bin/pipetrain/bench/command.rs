@@ -95,6 +95,7 @@ fn settings(args: &BenchArgs) -> BenchSettings {
         matmul_precision: args.matmul_precision,
         gpu_timing: args.timing,
         handoff: args.handoff,
+        precision: args.precision,
     }
 }
 
