@@ -11,7 +11,7 @@
 # PyTorch columns (left out, loudly, without it).
 #
 # Budget: CHECK_SECONDS (default 540). CHECK_SECTIONS picks the sections (default all, in this
-# order: "suite verify bench counts"); a section that would start past the budget is skipped
+# order: "suite verify bench counts"; "bench16", the bf16 bench rows, only when named); a section that would start past the budget is skipped
 # and says so. With autotune on, the first use of every matmul shape tunes it (the H100 run of
 # 2026-11-27 saw 18 s for one bench row's first step, and a tf32 bench whose first row did not
 # finish in 110 s): cubecl keeps the results on disk, so a second check on the same machine is
@@ -109,6 +109,8 @@ verify_row --device cuda:0 --stages 2 --micro-batches 4 --schedule zb-h1 --steps
 verify_row --device cuda:0 --stages 2 --micro-batches 4 --schedule zb-h1 --steps 5 --width 64 --verify --end-to-end --matmul-precision tf32
 verify_row --device cuda:0 --model gpt --stages 2 --micro-batches 4 --steps 5 --verify --optimizer sgd --lr 0.01 --end-to-end
 verify_row --device cuda:0 --stages 2 --micro-batches 4 --steps 5 --width 64 --verify --verify-device cpu
+verify_row --device cuda:0 --stages 2 --replicas 2 --micro-batches 4 --steps 5 --width 64 --verify --precision bf16
+verify_row --device cuda:0 --model gpt --stages 2 --micro-batches 4 --steps 5 --verify --precision bf16
 for handoff in host device; do
     left 40 "the drift count with --handoff $handoff" || continue
     drift=0 runs=0
@@ -139,6 +141,9 @@ bench() {
 want bench && bench "fp32, --handoff host, beside PyTorch fp32" bench-fp32.md 200 --matmul-precision fp32 "${peer[@]}"
 want bench && bench "tf32, --handoff host, beside PyTorch tf32" bench-tf32.md 200 --matmul-precision tf32 "${peer[@]}"
 want bench && bench "fp32, --handoff device (pipetrain alone)" bench-fp32-device.md 90 --matmul-precision fp32 --handoff device --only "on 1 GPU"
+# Mixed precision (issue 35): bf16 beside torch.autocast(bfloat16); its bar is >= 1.0x the peer at
+# MLP-8x4096 b4096 and >= 2x pipetrain's own fp32 row there (bench-fp32.md).
+want bench16 && bench "bf16, beside PyTorch autocast(bfloat16)" bench-bf16.md 200 --precision bf16 "${peer[@]}"
 
 # 4. Kernels launched per step, MLP-8x1024 batch 256, SGD, one GPU: pipetrain from cubecl's
 #    kernel log (its profiling logger at level `minimal` logs every kernel that runs), PyTorch

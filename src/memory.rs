@@ -5,7 +5,8 @@
 //!
 //! ## What is counted
 //!
-//! Per layer, f32 everywhere:
+//! Per layer (master weights, gradients and optimizer state in f32 under every
+//! [`Precision`](crate::Precision)):
 //! - **parameters**: 4 bytes per parameter;
 //! - **gradients**: as many again (the gradient accumulated over a step's micro-batches);
 //! - **optimizer state**: 0 for plain SGD, one parameter-sized slot for SGD with momentum, two
@@ -15,7 +16,10 @@
 //!   layer's output of every stashed micro-batch; with it, only the micro-batch being
 //!   re-materialized keeps its outputs, so each layer is charged one micro-batch. The stage
 //!   input a re-materialized micro-batch keeps (one activation per stage boundary) and the
-//!   transient buffers of one op are not in the per-layer sum.
+//!   transient buffers of one op are not in the per-layer sum. The output is measured in the
+//!   step's precision (2 bytes a float value in bf16; token ids at 4). Under bf16 each stashed
+//!   micro-batch's graph also keeps the bf16 copy of the layer's weights that its forward
+//!   used: 2 bytes per parameter ([`LayerMemory::compute_copy`]).
 //!
 //! - **deferred**: with the split backward, each dense layer's input and pre-activation gradient
 //!   (its output's size) for every micro-batch of a weight-gradient group, held from its `I` to
@@ -34,6 +38,7 @@ use pipetrain_engine::{Activation, Backward, Layer, OptimizerConfig, Remat, Work
 use pipetrain_partitioner::LayerCost;
 use pipetrain_schedules::{ReplicaId, WorkerId};
 
+use crate::Precision;
 use crate::error::Result;
 use crate::report::StepReport;
 
@@ -60,6 +65,9 @@ pub struct LayerMemory {
     pub parameters: u64,
     /// The layer's output for one micro-batch, in bytes.
     pub activation: u64,
+    /// The cast copy of its weights a stashed micro-batch keeps (bf16: 2 bytes per parameter;
+    /// 0 in fp32).
+    pub compute_copy: u64,
 }
 
 impl LayerMemory {
@@ -68,7 +76,12 @@ impl LayerMemory {
     pub fn total(&self, slots: u64, stashed: u64) -> u64 {
         self.parameters
             .saturating_mul(2 + slots)
-            .saturating_add(self.activation.saturating_mul(stashed))
+            .saturating_add(self.stashed().saturating_mul(stashed))
+    }
+
+    /// What one stashed micro-batch holds of this layer: its output and its weights' cast copy.
+    pub fn stashed(&self) -> u64 {
+        self.activation.saturating_add(self.compute_copy)
     }
 }
 
@@ -125,27 +138,38 @@ impl fmt::Display for Bytes {
     }
 }
 
-/// Per-layer memory of `layers`: parameter bytes, and output bytes measured by a forward pass
-/// (no autodiff) of `sample`, one micro-batch, through the layers in order.
-pub fn layer_memory<L: Layer>(layers: &[L], sample: &Activation) -> Result<Vec<LayerMemory>> {
-    let mut x = sample.clone().plain();
+/// Per-layer memory of `layers` computing in `precision`: parameter bytes (the f32 masters),
+/// output bytes measured by a forward pass (no autodiff) of `sample`, one micro-batch, through
+/// the layers in order, cast as a step casts them, and the cast copy of the weights.
+pub fn layer_memory<L: Layer>(
+    layers: &[L],
+    sample: &Activation,
+    precision: Precision,
+) -> Result<Vec<LayerMemory>> {
+    let mut x = precision.input(sample.clone().plain());
     let mut out = Vec::with_capacity(layers.len());
-    for layer in layers {
-        x = layer
+    for (layer, cast) in layers.iter().zip(precision.layers(layers)) {
+        x = cast
             .forward(x)
             .map_err(pipetrain_engine::EngineError::bad_batch)?;
+        let parameters = layer.num_params() as u64;
         out.push(LayerMemory {
-            parameters: layer.num_params() as u64 * F32,
+            parameters: parameters * F32,
             activation: activation_bytes(&x),
+            compute_copy: parameters * precision.compute_copy_bytes() as u64,
         });
     }
     Ok(out)
 }
 
-/// Bytes of one activation (4 per element: f32 floats, token ids stored as 32-bit or wider are
-/// counted at 4 too).
+/// Bytes of one activation: float values at their dtype's width (4 in fp32, 2 in bf16), token
+/// ids (stored as 32-bit or wider) at 4.
 pub(crate) fn activation_bytes(a: &Activation) -> u64 {
-    a.elements() as u64 * F32
+    match a {
+        Activation::Bundle(b) => b.parts().iter().map(|p| activation_bytes(&p.value)).sum(),
+        float if float.is_float() => float.value_bytes() as u64,
+        int => int.elements() as u64 * F32,
+    }
 }
 
 /// Replica 0's layers, stage by stage: `sample` (one micro-batch) is forwarded through them
@@ -155,14 +179,15 @@ fn per_stage<L: Layer>(
     workers: &Workers<L>,
     sample: &Activation,
     devices: &[Device],
+    precision: Precision,
 ) -> Result<Vec<Vec<LayerMemory>>> {
     let mut per_stage = Vec::new();
-    let mut x = sample.clone();
+    let mut x = precision.input(sample.clone());
     for (stage, worker) in workers.replica(ReplicaId(0)).enumerate() {
         let layers: Vec<L> = worker.layers().iter().map(|l| l.valid()).collect();
         x = x.to_device(&devices[stage]);
-        let held = layer_memory(&layers, &x)?;
-        for layer in &layers {
+        let held = layer_memory(&layers, &x, precision)?;
+        for layer in &precision.layers(&layers) {
             x = layer
                 .forward(x)
                 .map_err(pipetrain_engine::EngineError::bad_batch)?;
@@ -180,9 +205,10 @@ pub(crate) fn of_workers<L: Layer>(
     sample: &Activation,
     devices: &[Device],
     remat: Remat,
+    precision: Precision,
     report: &StepReport,
 ) -> Result<Vec<WorkerMemory>> {
-    let per_stage = per_stage(workers, sample, devices)?;
+    let per_stage = per_stage(workers, sample, devices, precision)?;
     Ok(workers
         .iter()
         .map(|w| {
@@ -197,7 +223,7 @@ pub(crate) fn of_workers<L: Layer>(
                 gradients: parameters,
                 optimizer_state: w.optimizer_state_bytes() as u64,
                 stashed_micro_batches: stashed,
-                stash: held.iter().map(|l| l.activation * charged).sum(),
+                stash: held.iter().map(|l| l.stashed() * charged).sum(),
                 deferred: reported.map_or(0, |r| r.peak_deferred_bytes as u64),
             }
         })
@@ -207,6 +233,7 @@ pub(crate) fn of_workers<L: Layer>(
 /// What [`predicted`] models a step with.
 pub(crate) struct Model<'a> {
     pub remat: Remat,
+    pub precision: Precision,
     /// Parameter-sized optimizer-state slots ([`optimizer_slots`]).
     pub slots: u64,
     /// ZeRO-1: the replicas each stage's optimizer state is sharded across (each worker is
@@ -229,7 +256,7 @@ pub(crate) fn predicted<L: Layer>(
     model: &Model<'_>,
 ) -> Result<Vec<WorkerMemory>> {
     let measured = sample
-        .map(|sample| per_stage(workers, sample, devices))
+        .map(|sample| per_stage(workers, sample, devices, model.precision))
         .transpose()?;
     Ok(workers
         .iter()
@@ -246,7 +273,7 @@ pub(crate) fn predicted<L: Layer>(
                 gradients: parameters,
                 optimizer_state: model.zero.map_or(state, |r| state.div_ceil(r as u64)),
                 stashed_micro_batches: stashed,
-                stash: held.map_or(0, |h| h.iter().map(|l| l.activation * charged).sum()),
+                stash: held.map_or(0, |h| h.iter().map(|l| l.stashed() * charged).sum()),
                 deferred: held.map_or(0, |_| model.deferred.get(stage).copied().unwrap_or(0)),
             }
         })
@@ -263,20 +290,26 @@ pub(crate) fn charged_micro_batches(remat: Remat, in_flight: usize) -> u64 {
 
 /// `costs` (from the profiling pass: parameter and output bytes per layer) with their memory
 /// replaced by the whole per-layer accounting, as the partitioner's budget compares it:
-/// `deferred[i]` (see [`deferred_bytes`]) is added to layer i's activation memory.
+/// `deferred[i]` (see [`deferred_bytes`]) is added to layer i's activation memory. The profile
+/// measures outputs in fp32: under bf16 they are charged half, plus the weights' bf16 copy per
+/// stashed micro-batch.
 pub(crate) fn budget_costs(
     costs: &[LayerCost],
     slots: u64,
     stashed: u64,
     deferred: &[u64],
+    precision: Precision,
 ) -> Vec<LayerCost> {
+    let width = precision.activation_bytes() as u64;
+    let copy = precision.compute_copy_bytes() as u64;
     costs
         .iter()
         .zip(deferred)
         .map(|(c, &d)| {
+            let held = (c.activation_bytes * width / F32) + c.param_bytes / F32 * copy;
             c.with_memory(
                 c.param_bytes.saturating_mul(2 + slots),
-                c.activation_bytes.saturating_mul(stashed).saturating_add(d),
+                held.saturating_mul(stashed).saturating_add(d),
             )
         })
         .collect()
@@ -321,12 +354,24 @@ mod tests {
         let layer = LayerMemory {
             parameters: 100,
             activation: 10,
+            compute_copy: 0,
         };
         assert_eq!(layer.total(0, 0), 200);
         assert_eq!(layer.total(2, 3), 430);
+        // bf16: a 50-byte copy of the 25 parameters per stashed micro-batch.
+        let bf16 = LayerMemory {
+            compute_copy: 50,
+            ..layer
+        };
+        assert_eq!(bf16.total(2, 3), 430 + 150);
         // 7 bytes of deferred weight-gradient inputs on top.
-        let costs = budget_costs(&[LayerCost::new(1.0, 2.0).with_memory(100, 10)], 2, 3, &[7]);
+        let cost = [LayerCost::new(1.0, 2.0).with_memory(100, 10)];
+        let costs = budget_costs(&cost, 2, 3, &[7], Precision::Fp32);
         assert_eq!(costs[0].memory(), 437);
+        // bf16: the output at half (5), plus 2 bytes for each of the 25 parameters, per stashed
+        // micro-batch.
+        let costs = budget_costs(&cost, 2, 3, &[7], Precision::Bf16);
+        assert_eq!(costs[0].memory(), 400 + 3 * (5 + 50) + 7);
         assert_eq!((costs[0].forward, costs[0].backward), (1.0, 2.0));
     }
 

@@ -153,6 +153,7 @@ impl<L: Layer> Pipeline<L> {
             sample,
             &self.devices,
             self.runtime.config().remat,
+            self.runtime.config().precision,
             report,
         )
     }

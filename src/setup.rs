@@ -318,6 +318,7 @@ fn predict_memory<L: Layer>(
         .collect();
     let model = memory::Model {
         remat: rt.remat,
+        precision: rt.precision,
         slots: memory::optimizer_slots(&c.optimizer),
         zero: rt.data_parallel.zero.then_some(workers.world().replicas()),
         peak_stash: &peak,

@@ -19,6 +19,10 @@
 //! And the regression cases of the first H200 run (issue 25): replicas on one GPU must hold
 //! bitwise equal weights after every one of 10 steps; the 2-stage ResNet, repeated; the 2-stage
 //! GPT under SGD; ZB-H1 and the fused backward under Adam at its defaults.
+//! Mixed precision (issue 35): the MLP in bf16 on 1–3 stages × 1–2 replicas under every schedule,
+//! split and fused backward, remat, against single-device bf16 training on the same GPU
+//! (micro-batch by micro-batch), bitwise across schedules; the tied GPT in bf16; bf16 apart from
+//! fp32; the bytes sent between stages halved.
 
 mod common;
 
@@ -29,7 +33,7 @@ use burn::prelude::*;
 use pipetrain::engine::{SgdOptions, SingleDevice, difference};
 use pipetrain::{
     Activation, Backward, Batch, CrossEntropy, Handoff, Layer, MatmulPrecision, OptimizerConfig,
-    Pipeline, PipelineBuilder, Remat, ScheduleKind,
+    Pipeline, PipelineBuilder, Precision, Remat, ScheduleKind,
 };
 use pipetrain_models::{
     GptConfig, GptLayer, MlpConfig, MlpLayer, ResNetConfig, ResNetLayer, UNetConfig, UNetLayer,
@@ -948,11 +952,172 @@ fn matmul_precision(t: &mut Table, device: &Device) {
     });
 }
 
+/// Single-device training in `precision` on `device`, each batch cut into `chunks`
+/// micro-batches (bf16's reference: each micro-batch's weight gradients round to bf16 before
+/// they are summed).
+fn precise_reference<L: Layer>(
+    layers: &[L],
+    data: &[Batch],
+    device: &Device,
+    (optimizer, lr): (&OptimizerConfig, f64),
+    chunks: usize,
+    precision: Precision,
+    ties: &[pipetrain::Tie],
+) -> Result<Vec<Vec<f32>>, String> {
+    let mut single = SingleDevice::new(layers.to_vec(), device, optimizer)
+        .with_precision(precision)
+        .with_ties(ties)
+        .map_err(|e| e.to_string())?;
+    for b in data {
+        single
+            .step_chunked(
+                b.inputs.clone(),
+                b.targets.clone(),
+                chunks,
+                &CrossEntropy,
+                lr,
+            )
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(single.parameters())
+}
+
+/// bf16 (issue 35): the MLP on 1–3 stages × 1–2 replicas, every schedule, split and fused
+/// backward, remat, SGD and Adam, against single-device bf16 on the same device and bitwise
+/// across schedules; bf16 apart from fp32; the tied GPT; the bytes sent halved.
+fn mixed_precision(t: &mut Table, device: &Device) {
+    let init = mlp(16, 5, 3); // 6 layers
+    let data = mlp_data(3, 16, 16, 3);
+    let m = 4;
+    for (name, optimizer, lr) in optimizers() {
+        for replicas in [1, 2] {
+            let chunks = replicas * m;
+            let reference = |precision| {
+                precise_reference(
+                    &init,
+                    &data,
+                    device,
+                    (&optimizer(), lr),
+                    chunks,
+                    precision,
+                    &[],
+                )
+            };
+            let (expected, fp32) = match (reference(Precision::Bf16), reference(Precision::Fp32)) {
+                (Ok(e), Ok(f)) => (e, f),
+                (Err(e), _) | (_, Err(e)) => {
+                    t.failed(format!("bf16 mlp {name} r={replicas} reference"), e);
+                    continue;
+                }
+            };
+            let apart = difference(&fp32, &expected).max_relative;
+            t.rows.push(Row {
+                case: format!("bf16 mlp {name} r={replicas}: single-device bf16 is not fp32"),
+                measured: format!("{apart:.3e} apart"),
+                bar: "> 1e-4".into(),
+                ok: apart > 1e-4,
+            });
+            for stages in 1..=3 {
+                for (remat, backward) in [
+                    (Remat::Never, Backward::default()),
+                    (Remat::Always, Backward::default()),
+                    (Remat::Never, Backward::Fused),
+                ] {
+                    let mut first: Option<(ScheduleKind, Vec<Vec<f32>>)> = None;
+                    for schedule in ScheduleKind::ALL {
+                        let case = format!(
+                            "bf16 mlp {name} {schedule} {replicas}x{stages} m={m} \
+                             remat={remat} {backward:?}"
+                        );
+                        let got = train(&init, &data, device, |b| {
+                            b.stages(stages)
+                                .replicas(replicas)
+                                .micro_batches(m)
+                                .schedule(schedule)
+                                .remat(remat)
+                                .backward(backward)
+                                .precision(Precision::Bf16)
+                                .optimizer(optimizer())
+                                .learning_rate(lr)
+                        });
+                        let got = match got {
+                            Ok(p) => p.parameters(),
+                            Err(e) => {
+                                t.failed(case, e);
+                                continue;
+                            }
+                        };
+                        t.close(case.clone(), &got, &expected, BAR);
+                        match &first {
+                            None => first = Some((schedule, got)),
+                            Some((them, theirs)) => {
+                                t.bitwise(format!("{case} == {them}"), &got, theirs)
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // The GPT: bundles, int ids, norms and softmax in fp32 inside bf16 blocks, a tie.
+    let init = gpt();
+    let data = tokens(2);
+    let ties = [gpt_config().tie_embeddings()];
+    let adam = OptimizerConfig::adam;
+    run(t, "bf16 gpt tied 4 stages 1f1b", |t| {
+        let expected = precise_reference(
+            &init,
+            &data,
+            device,
+            (&adam(), 1e-2),
+            4,
+            Precision::Bf16,
+            &ties,
+        )?;
+        let got = train(&init, &data, device, |b| {
+            b.balance([1, 1, 1, 1])
+                .micro_batches(4)
+                .tie(ties[0].clone())
+                .precision(Precision::Bf16)
+                .optimizer(adam())
+                .learning_rate(1e-2)
+        })?;
+        t.close(
+            "bf16 gpt tied 4 stages 1f1b",
+            &got.parameters(),
+            &expected,
+            BAR,
+        );
+        Ok(())
+    });
+    // Half the bytes between stages.
+    run(t, "bf16 sends half the bytes", |t| {
+        let init = mlp(16, 5, 3);
+        let data = mlp_data(1, 16, 16, 3);
+        let sent = |precision| -> Result<u64, String> {
+            let mut p = train(&init, &[], device, |b| {
+                b.balance([3, 3]).micro_batches(4).precision(precision)
+            })?;
+            let report = p.train_step(&data[0]).map_err(|e| e.to_string())?;
+            Ok(report.workers.iter().map(|w| w.sent_bytes).sum())
+        };
+        let (fp32, bf16) = (sent(Precision::Fp32)?, sent(Precision::Bf16)?);
+        t.rows.push(Row {
+            case: "bf16 sends half the bytes between 2 stages".into(),
+            measured: format!("fp32 {fp32} B, bf16 {bf16} B"),
+            bar: "half".into(),
+            ok: fp32 > 0 && 2 * bf16 == fp32,
+        });
+        Ok(())
+    });
+}
+
 /// Runs every case on `device` and prints the table; the failed cases' names.
 fn suite(device: &Device, on: &str, table_file: Option<String>) -> Vec<String> {
     let mut table = Table::default();
-    let sections: [fn(&mut Table, &Device); 8] = [
+    let sections: [fn(&mut Table, &Device); 9] = [
         matmul_precision,
+        mixed_precision,
         regressions,
         handoffs,
         mlp_schedules,

@@ -82,6 +82,15 @@ impl Precision {
         }
     }
 
+    /// Bytes per parameter of the cast copy a forward makes and the graph of a stashed
+    /// micro-batch keeps until its backward (0 in fp32: the layers are used as they are).
+    pub const fn compute_copy_bytes(self) -> usize {
+        match self {
+            Precision::Fp32 => 0,
+            Precision::Bf16 => 2,
+        }
+    }
+
     /// Whether a split backward may run dense layers and split `Linear`s by hand. Under bf16
     /// they run on the autodiff path (their weight gradients come with the input gradient): a
     /// weight gradient computed once for a group of micro-batches would round to bf16 once
@@ -92,7 +101,7 @@ impl Precision {
 
     /// `layers` with every float parameter cast to the compute dtype, on the graph: the copy a
     /// forward runs (fp32: the layers as they are).
-    pub(crate) fn layers<L: Module>(self, layers: &[L]) -> Vec<L> {
+    pub fn layers<L: Module>(self, layers: &[L]) -> Vec<L> {
         layers
             .iter()
             .map(|l| match self {
@@ -102,8 +111,8 @@ impl Precision {
             .collect()
     }
 
-    /// `x`'s float tensors in the compute dtype (int tensors as they are).
-    pub(crate) fn input(self, x: Activation) -> Activation {
+    /// `x`'s float tensors in the compute dtype (int tensors as they are): a stage's input.
+    pub fn input(self, x: Activation) -> Activation {
         if !self.casts() {
             return x;
         }
@@ -111,7 +120,7 @@ impl Precision {
     }
 
     /// `x`'s float tensors in fp32: what the loss takes.
-    pub(crate) fn output(self, x: Activation) -> Activation {
+    pub fn output(self, x: Activation) -> Activation {
         if !self.casts() {
             return x;
         }
@@ -139,13 +148,18 @@ pub fn upcast<const D: usize>(x: Tensor<D>) -> Tensor<D> {
     }
 }
 
-/// `linear` applied to `x` (`[…, d_input]`, any rank from 2) as `torch.autocast` runs it:
-/// in fp32, burn's own `Linear::forward`; in bf16, the bf16 values of `x` and of the weight
+/// `linear` applied to `x` (`[…, d_input]`, any rank from 2) exactly as `torch.autocast` runs
+/// it: in fp32, burn's own `Linear::forward`; in bf16, the bf16 values of `x` and of the weight
 /// multiplied exactly and summed in fp32 with the bias, and the result rounded to bf16 once —
 /// a bf16 GEMM with f32 accumulation and output, as PyTorch's `addmm`. burn's `Linear` in bf16
-/// rounds twice: its product to bf16, then the sum with the bias. Layers that call their
-/// `Linear`s through this (or through [`Linears`](crate::Linears)) train as autocast does; the
-/// built-in models do.
+/// (what the built-in models run) rounds twice: its product to bf16, then the sum with the
+/// bias.
+///
+/// The price: the product runs as an fp32 GEMM over the bf16 values, and the graph keeps
+/// the fp32 copies of `x` and of the weight for the backward — more memory than burn's bf16
+/// `Linear` (which keeps bf16 ones), and on a GPU no bf16 tensor cores. Use it where matching
+/// an autocast run bit for bit matters more than memory and speed (`tests/torch_bf16.rs`:
+/// an MLP through it equals autocast's losses to 2.4e-7).
 ///
 /// ```
 /// use burn::nn::LinearConfig;
@@ -180,11 +194,7 @@ pub fn linear<const D: usize>(linear: &Linear, x: Tensor<D>) -> Tensor<D> {
 
 /// `x·W + b` for narrow (bf16) `x` and weights: exact products summed in fp32 with the bias,
 /// rounded once to `x`'s dtype (see [`linear`]). Its backward rounds `dX` and `dW` once too.
-pub(crate) fn narrow_product(
-    x: Tensor<2>,
-    weight: Tensor<2>,
-    bias: Option<Tensor<1>>,
-) -> Tensor<2> {
+fn narrow_product(x: Tensor<2>, weight: Tensor<2>, bias: Option<Tensor<1>>) -> Tensor<2> {
     let y = upcast(x.clone()).matmul(upcast(weight));
     let y = match bias {
         Some(b) => y + upcast(b).unsqueeze(),

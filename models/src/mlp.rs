@@ -14,7 +14,7 @@
 use burn::nn::{Initializer, Linear, LinearConfig};
 use burn::prelude::*;
 use burn::tensor::activation::relu;
-use pipetrain_engine::{Activation, Dense, EngineError, Layer, linear};
+use pipetrain_engine::{Activation, Dense, EngineError, Layer};
 
 /// The shape of an MLP.
 ///
@@ -134,9 +134,8 @@ impl Layer for MlpLayer {
     fn forward(&self, input: Activation) -> Result<Activation, EngineError> {
         let x: Tensor<2> = input.float()?;
         Ok(match self {
-            // burn's `Linear::forward` in fp32; autocast's single rounding in bf16.
-            MlpLayer::Block(b) => relu(linear(&b.linear, x)),
-            MlpLayer::Head(l) => linear(l, x),
+            MlpLayer::Block(b) => relu(b.linear.forward(x)),
+            MlpLayer::Head(l) => l.forward(x),
         }
         .into())
     }

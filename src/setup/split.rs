@@ -36,7 +36,7 @@ pub(super) fn measure<L: Layer>(
             .map_err(pipetrain_engine::EngineError::bad_batch)?,
     };
     let deferred = memory::deferred_bytes(&split, group);
-    let budgeted = memory::budget_costs(&costs, slots, stashed, &deferred);
+    let budgeted = memory::budget_costs(&costs, slots, stashed, &deferred, c.runtime.precision);
     let partition = partition_by_time(&budgeted, stages, Some(budget)).map_err(|e| {
         let deferring = deferred.iter().any(|&d| d > 0);
         over_budget(

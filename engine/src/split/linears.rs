@@ -133,13 +133,6 @@ impl Linears {
                 output: product.leaf,
             });
             product.output
-        } else if x.dtype() != burn::tensor::DType::F32 {
-            // bf16: one rounding, as autocast (see `crate::linear`).
-            crate::mixed_precision::narrow_product(
-                x,
-                linear.weight.val(),
-                linear.bias.as_ref().map(|b| b.val()),
-            )
         } else {
             let y = x.matmul(linear.weight.val());
             match &linear.bias {
