@@ -6,7 +6,7 @@
 //! ## What is counted
 //!
 //! Per layer (master weights, gradients and optimizer state in f32 under every
-//! [`Precision`](crate::Precision)):
+//! [`Precision`]):
 //! - **parameters**: 4 bytes per parameter;
 //! - **gradients**: as many again (the gradient accumulated over a step's micro-batches);
 //! - **optimizer state**: 0 for plain SGD, one parameter-sized slot for SGD with momentum, two

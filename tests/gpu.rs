@@ -479,19 +479,15 @@ fn chunked_reference<L: Layer>(
     lr: f64,
     chunks: usize,
 ) -> Result<Vec<Vec<f32>>, String> {
-    let mut single = SingleDevice::new(layers.to_vec(), device, optimizer);
-    for b in data {
-        single
-            .step_chunked(
-                b.inputs.clone(),
-                b.targets.clone(),
-                chunks,
-                &CrossEntropy,
-                lr,
-            )
-            .map_err(|e| e.to_string())?;
-    }
-    Ok(single.parameters())
+    precise_reference(
+        layers,
+        data,
+        device,
+        (optimizer, lr),
+        chunks,
+        Precision::Fp32,
+        &[],
+    )
 }
 
 /// Data parallelism on one GPU: plain all-reduce, ZeRO-1, accumulation, uneven micro-batches.

@@ -461,3 +461,102 @@ fn bf16_halves_the_bytes_sent_between_stages() {
         assert_eq!(bf16, halves, "{remat:?}");
     }
 }
+
+#[test]
+fn a_bf16_run_checkpoints_fp32_master_weights_and_resumes() {
+    let dir = common::scratch("bf16-checkpoint");
+    let path = dir.path().join("bf16.safetensors");
+    let shown = path.display().to_string();
+    let out = common::success(&[
+        "train",
+        "--width",
+        "16",
+        "--hidden-layers",
+        "2",
+        "--batch",
+        "16",
+        "--stages",
+        "2",
+        "--micro-batches",
+        "4",
+        "--steps",
+        "2",
+        "--precision",
+        "bf16",
+        "--checkpoint",
+        &shown,
+    ]);
+    assert!(out.contains("precision: bf16"), "{out}");
+    let bytes = std::fs::read(&path).unwrap();
+    let file = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let weights: Vec<_> = file
+        .tensors()
+        .into_iter()
+        .filter(|(name, _)| name.ends_with("weight") || name.ends_with("bias"))
+        .collect();
+    assert!(!weights.is_empty());
+    for (name, view) in &weights {
+        assert_eq!(view.dtype(), safetensors::Dtype::F32, "{name}");
+    }
+    // And a bf16 run resumes from it.
+    let out = common::success(&[
+        "train",
+        "--width",
+        "16",
+        "--hidden-layers",
+        "2",
+        "--batch",
+        "16",
+        "--stages",
+        "2",
+        "--micro-batches",
+        "4",
+        "--steps",
+        "3",
+        "--precision",
+        "bf16",
+        "--resume",
+        &shown,
+    ]);
+    assert!(out.contains("step    3/3"), "{out}");
+}
+
+#[test]
+fn interleaved_and_zb_v_in_bf16_match_single_device_bf16_and_gpipe_over_their_chunks() {
+    let init: Vec<MlpLayer> = common::seeded(SEED, |d| MlpConfig::new(WIDTH, 7, CLASSES).init(d));
+    let data = one_batch_per_step(2);
+    let adam = OptimizerConfig::adam;
+    let expected = reference(&init, &adam(), 1e-2, &data, 4, Precision::Bf16, &[]);
+    let build = |schedule: ScheduleKind, stages: Option<usize>| {
+        let mut builder = Pipeline::builder()
+            .layers(init.clone())
+            .balance([2, 2, 2, 2])
+            .micro_batches(4)
+            .schedule(schedule)
+            .precision(Precision::Bf16)
+            .optimizer(adam())
+            .learning_rate(1e-2)
+            .threads_per_worker(1);
+        if let Some(stages) = stages {
+            builder = builder.stages(stages);
+        }
+        let mut pipeline = builder.build().unwrap();
+        for batches in &data {
+            pipeline.train_step(&batches[0]).unwrap();
+        }
+        pipeline.parameters()
+    };
+    let gpipe = build(ScheduleKind::GPipe, None);
+    for schedule in [
+        ScheduleKind::Interleaved { virtual_stages: 2 },
+        ScheduleKind::ZbV,
+    ] {
+        let got = build(schedule, Some(2));
+        let d = difference(&got, &expected);
+        assert!(d.max_relative <= common::TOLERANCE, "{schedule}: {d:?}");
+        assert!(
+            got == gpipe,
+            "{schedule}: not bitwise equal to GPipe over its chunks"
+        );
+    }
+}

@@ -200,6 +200,19 @@ fn four_ranks_two_by_two_verify_and_match_the_in_process_run() {
     same_as_in_process(4, &TWO_BY_TWO, &[]);
 }
 
+/// Mixed precision over MPI (issue 35): bf16 activations and input gradients travel as bf16
+/// between ranks (2 bytes a value), the all-reduce and the checkpoint stay fp32, and the run
+/// equals the in-process bf16 run bit for bit, `--verify` against single-device bf16.
+#[test]
+fn bf16_over_four_ranks_matches_the_in_process_run() {
+    let flags: Vec<&str> = TWO_BY_TWO
+        .iter()
+        .copied()
+        .chain(["--precision", "bf16"])
+        .collect();
+    same_as_in_process(4, &flags, &[]);
+}
+
 /// Global-norm clipping over MPI: each replica's stages sum their squared norms over the
 /// `STAGES` channel, with ZeRO-1's shares summed over the replicas first (issue 17, item 5).
 #[test]
