@@ -73,7 +73,11 @@ def main():
     p.add_argument("--bf16", action="store_true",
                    help="forward and loss under torch.autocast(bfloat16) (pipetrain --precision bf16)")
     p.add_argument("--device", default="cuda", help="cuda (default) or cpu")
+    p.add_argument("--threads", type=int, default=0,
+                   help="CPU threads (torch.set_num_threads); 0 leaves torch's default")
     a = p.parse_args()
+    if a.threads > 0:
+        torch.set_num_threads(a.threads)
     torch.backends.cuda.matmul.allow_tf32 = a.tf32
     torch.backends.cudnn.allow_tf32 = a.tf32
     dev = torch.device(a.device)

@@ -27,7 +27,7 @@ pub fn bubbles(report: &StepReport, replicas: usize) -> Vec<String> {
             bytes => format!("  sent {}", human_bytes(bytes as usize)),
         };
         lines.push(format!(
-            "  {worker}  measured {:>5.1}%  simulated {:>5.1}%  compute {:>8.2} ms  peak stash {}{deferred}{sent}",
+            "  {worker}  measured {:>5.1}%  simulated {:>5.1}%  compute {:>8.2} ms  peak stash {}{sent}{deferred}",
             100.0 * s.bubble_fraction,
             100.0 * s.predicted_bubble_fraction,
             s.compute.as_secs_f64() * 1e3,

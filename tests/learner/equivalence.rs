@@ -129,3 +129,52 @@ fn burns_early_stopping_stops_the_pipelined_run_where_it_stops_the_single_device
     let moved = rel_diff(&all_epochs.model, &pipelined.model);
     assert!(moved > 1e-3, "{moved:?}");
 }
+
+/// Mixed precision through the strategy (`with_pipeline(|b| b.precision(Bf16))`): the run
+/// trains in bf16 — its weights leave the fp32 run's by bf16's rounding, not fp32's — and
+/// still learns the blobs.
+#[test]
+fn the_strategy_trains_in_bf16_through_with_pipeline() {
+    use burn::data::dataloader::DataLoaderBuilder;
+    use burn::optim::SgdConfig;
+    use burn::train::SupervisedTraining;
+    use burn::train::metric::{AccuracyMetric, LossMetric};
+    use pipetrain::Precision;
+    use pipetrain::learner::PipelineStrategy;
+
+    let model = common::seeded(example::SEED, |device| Mlp::new(&device.clone().autodiff()));
+    let dir = common::scratch("learner-bf16");
+    let training = |precision: Precision| {
+        let loader = |seed, rows| {
+            DataLoaderBuilder::new(example::PointBatcher)
+                .batch_size(example::BATCH)
+                .build(example::points(seed, rows))
+        };
+        SupervisedTraining::new(
+            dir.path(),
+            loader(example::SEED, example::TRAIN),
+            loader(example::SEED + 1, example::VALID),
+        )
+        .metrics((AccuracyMetric::new(), LossMetric::new()))
+        .num_epochs(example::EPOCHS)
+        .with_application_logger(None)
+        .with_training_strategy(
+            PipelineStrategy::new(SgdConfig::new())
+                .stages(2)
+                .replicas(2)
+                .micro_batches(4)
+                .with_pipeline(move |b| b.precision(precision))
+                .into(),
+        )
+    };
+    let (fp32, _) = launch(training(Precision::Fp32), example::learner(model.clone()));
+    let (bf16, seen) = launch(training(Precision::Bf16), example::learner(model.clone()));
+    assert!(fp32.error.is_none() && bf16.error.is_none());
+    let apart = rel_diff(&bf16.model, &fp32.model);
+    assert!(
+        (1e-4..5e-2).contains(&apart),
+        "bf16 against fp32 through the strategy: {apart:e} apart"
+    );
+    let accuracy = values(&seen, "valid", "Accuracy");
+    assert!(*accuracy.last().unwrap() >= 90.0, "{accuracy:?}");
+}
