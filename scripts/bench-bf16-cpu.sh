@@ -17,7 +17,7 @@ echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'),
 echo "torch: $("$PY" -c 'import torch; print(torch.__version__)')"
 ours() {
     "$P" bench --only "single device: 1 worker, m=1 (" --steps 8 --warmup 2 --precision "$1" 2>/dev/null |
-        awk -F'|' '/single device: 1 worker, m=1 \(/ { gsub(/ /, "", $4); print $4; exit }'
+        awk -F'|' '/^[|] single device: 1 worker, m=1 [(]/ { gsub(/ /, "", $4); print $4; exit }'
 }
 theirs() {
     "$PY" "$HERE/peers/torch_gpu.py" --device cpu --threads 1 --width 1024 --layers 8 --batch 256 \
