@@ -211,6 +211,12 @@ fn a_flag_that_would_do_nothing_is_refused_in_train_eval_tune_and_from_a_config_
             "--depth 3 sizes --model unet only",
             &[],
         ),
+        (
+            "tune",
+            &["--precision", "bf16"],
+            "--precision bf16: `pipetrain tune` measures and models fp32 runs",
+            &[],
+        ),
     ] {
         let args = square(command, extra);
         let err = failure_with(USAGE, &args);

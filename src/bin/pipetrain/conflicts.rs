@@ -82,12 +82,23 @@ pub fn eval(args: &TrainArgs) -> Result<(), Failure> {
     rename_without_init(args)
 }
 
-/// `pipetrain tune`'s conflicts: the flags of another model than `--model`'s.
+/// `pipetrain tune`'s conflicts: the flags of another model than `--model`'s, and a precision
+/// other than fp32 (tune models fp32 runs).
 ///
 /// # Errors
 /// A usage failure naming the flag.
 pub fn tune(args: &TrainArgs) -> Result<(), Failure> {
-    unused_model_flags(args)
+    unused_model_flags(args)?;
+    // tune's cost tables, simulator and memory model are fp32's: a bf16 tune would rank fp32
+    // runs under a bf16 name.
+    if args.precision.casts() {
+        return Err(Failure::usage(format!(
+            "--precision {}: `pipetrain tune` measures and models fp32 runs (its cost tables and \
+             memory model); tune without --precision, then train the winner with --precision {}",
+            args.precision, args.precision
+        )));
+    }
+    Ok(())
 }
 
 /// A flag given that sizes another model than `--model`'s (`--d-model` with the MLP).
