@@ -93,6 +93,78 @@ fn font() -> Result<(), String> {
     result
 }
 
+/// What a plot of `losses` cannot show, in words: the steps without a finite loss (skipped
+/// steps), and a run with one point and no curve. `None` when every step has a point and there
+/// are at least two.
+///
+/// ```
+/// use pipetrain::plot::missing;
+/// assert_eq!(missing(&[2.0, 1.5]), None);
+/// assert_eq!(missing(&[2.0]).unwrap(), "1 step: one point, no curve");
+/// assert_eq!(
+///     missing(&[2.0, f64::NAN, f64::NAN, 1.0]).unwrap(),
+///     "steps 2-3 (2 of 4) have no finite loss: not drawn"
+/// );
+/// assert_eq!(
+///     missing(&[2.0, f64::NAN]).unwrap(),
+///     "step 2 (1 of 2) has no finite loss: not drawn; one point, no curve"
+/// );
+/// ```
+pub fn missing(losses: &[f64]) -> Option<String> {
+    let finite = losses.iter().filter(|l| l.is_finite()).count();
+    let mut said = Vec::new();
+    let absent: Vec<usize> = (losses.iter().enumerate())
+        .filter(|(_, l)| !l.is_finite())
+        .map(|(i, _)| i + 1)
+        .collect();
+    if !absent.is_empty() {
+        // Runs of consecutive steps: "2-3, 7".
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        for &s in &absent {
+            match runs.last_mut() {
+                Some((_, end)) if *end + 1 == s => *end = s,
+                _ => runs.push((s, s)),
+            }
+        }
+        let shown: Vec<String> = (runs.iter())
+            .map(|&(a, b)| {
+                if a == b {
+                    a.to_string()
+                } else {
+                    format!("{a}-{b}")
+                }
+            })
+            .collect();
+        let (noun, verb) = match absent.len() {
+            1 => ("step", "has"),
+            _ => ("steps", "have"),
+        };
+        said.push(format!(
+            "{noun} {} ({} of {}) {verb} no finite loss: not drawn",
+            shown.join(", "),
+            absent.len(),
+            losses.len()
+        ));
+    }
+    if finite == 1 {
+        said.push(match losses.len() {
+            1 => "1 step: one point, no curve".to_string(),
+            _ => "one point, no curve".to_string(),
+        });
+    }
+    (!said.is_empty()).then(|| said.join("; "))
+}
+
+/// A step axis label: the step number at whole steps, nothing between them (a short run's
+/// axis would otherwise repeat its steps, rounded).
+fn step_label(v: &f64) -> String {
+    if (v - v.round()).abs() < 1e-9 {
+        format!("{v:.0}")
+    } else {
+        String::new()
+    }
+}
+
 /// `(min, max)` of the finite values, padded by 5 % (a flat series gets a small range).
 fn range(values: &[f64]) -> Option<(f64, f64)> {
     let finite = values.iter().copied().filter(|v| v.is_finite());
@@ -113,8 +185,9 @@ fn failed(path: &Path, reason: impl std::fmt::Display) -> Error {
 }
 
 /// Draws `curve` into the image file `path` (atomically, see [`crate::engine::output`]):
-/// loss against step on the left axis, the learning
-/// rate on the right one (dashed), the run in the title and the held-out result under it.
+/// loss against step on the left axis (a line and a dot per step), the learning rate on the
+/// right one (dashed), the run in the title and, under it, the held-out result and what the
+/// chart cannot show ([`missing`]).
 /// Returns the plotted `(min, max)` loss.
 ///
 /// # Errors
@@ -143,9 +216,16 @@ fn render(target: &Path, curve: &Curve<'_>) -> Result<(f64, f64), String> {
         .titled(curve.title, (FAMILY, 20))
         .map_err(|e| fail(&e))?;
     let (caption, plot) = root.split_vertically(28);
-    if let Some(text) = &curve.held_out {
+    let text: Vec<String> = (curve.held_out.iter().cloned())
+        .chain(missing(curve.losses))
+        .collect();
+    if !text.is_empty() {
         caption
-            .draw_text(text, &(FAMILY, 17).into_font().color(&BLACK), (70, 4))
+            .draw_text(
+                &text.join(" · "),
+                &(FAMILY, 17).into_font().color(&BLACK),
+                (70, 4),
+            )
             .map_err(|e| fail(&e))?;
     }
     let mut chart = ChartBuilder::on(&plot)
@@ -163,7 +243,7 @@ fn render(target: &Path, curve: &Curve<'_>) -> Result<(f64, f64), String> {
         .axis_desc_style((FAMILY, 17))
         .label_style((FAMILY, 14))
         .y_label_formatter(&|v| format!("{v:.3}"))
-        .x_label_formatter(&|v| format!("{v:.0}"))
+        .x_label_formatter(&step_label)
         .draw()
         .map_err(|e| fail(&e))?;
     chart
@@ -178,10 +258,14 @@ fn render(target: &Path, curve: &Curve<'_>) -> Result<(f64, f64), String> {
         .filter(|(_, l)| l.is_finite())
         .map(|(i, &l)| ((i + 1) as f64, l));
     chart
-        .draw_series(LineSeries::new(points, BLUE.stroke_width(2)))
+        .draw_series(LineSeries::new(points.clone(), BLUE.stroke_width(2)))
         .map_err(|e| fail(&e))?
         .label("loss")
         .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], BLUE.stroke_width(2)));
+    // A dot per step: a one-step run, or a step between two skipped ones, is seen.
+    chart
+        .draw_series(points.map(|p| Circle::new(p, 3, BLUE.filled())))
+        .map_err(|e| fail(&e))?;
     let rates = (curve.rates.iter().enumerate()).map(|(i, &r)| ((i + 1) as f64, r));
     let orange = RGBColor(230, 120, 0);
     chart

@@ -48,3 +48,28 @@ fn the_plot_has_a_title_tick_labels_and_axis_descriptions() {
         assert!(n > 40, "{what}: {n} dark pixels");
     }
 }
+
+/// A one-step run's plot says what it cannot show (a point, no curve), on the chart and in the
+/// `plot:` line, and draws the point; its step axis does not repeat the step.
+#[test]
+fn a_one_step_plot_says_it_has_no_curve_and_draws_the_point() {
+    let tmp = scratch("plot-one");
+    let png = tmp.path().join("one.png");
+    let mut args = vec!["train"];
+    args.extend_from_slice(&TINY[..6]);
+    args.extend_from_slice(&["--steps", "1", "--plot", png.to_str().unwrap()]);
+    let out = success(&args);
+    assert!(
+        out.contains("over 1 steps); 1 step: one point, no curve"),
+        "{out}"
+    );
+    let image = image::open(&png).unwrap().to_rgb8();
+    // The caption line under the title carries the note.
+    assert!(dark(&image, (60, 400), (26, 50)) > 40, "no caption");
+    // The point: blue pixels at the left end of the plot area.
+    let blue = image
+        .enumerate_pixels()
+        .filter(|(x, _, p)| *x < 200 && p[2] > 150 && p[0] < 80 && p[1] < 80)
+        .count();
+    assert!(blue > 10, "the one point is drawn ({blue} blue pixels)");
+}

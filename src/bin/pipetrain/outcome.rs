@@ -109,9 +109,10 @@ fn draw(plot: Option<(&Path, Curve<'_>)>, held_out: Option<String>) {
     let curve = Curve { held_out, ..curve };
     match pipetrain::plot::draw(path, &curve) {
         Ok((lo, hi)) => println!(
-            "plot: {} (loss from {lo:.4} to {hi:.4} over {} steps)",
+            "plot: {} (loss from {lo:.4} to {hi:.4} over {} steps){}",
             path.display(),
-            curve.losses.len()
+            curve.losses.len(),
+            pipetrain::plot::missing(curve.losses).map_or(String::new(), |m| format!("; {m}"))
         ),
         Err(e) => eprintln!("warning: {}; no plot written", cli_message(&e)),
     }
