@@ -304,6 +304,25 @@ fn mismatched_and_corrupt_files_name_the_tensor() {
     );
     assert_eq!(p.parameters(), before);
 
+    // One flipped bit in a weight: the checksum written with it refuses the file on resume and
+    // on init, naming the tensor; the pipeline keeps its weights. The good file loads.
+    let flipped = d.join("flipped.safetensors");
+    let mut damaged = bytes.clone();
+    let last = damaged.len() - 1; // the data section's last byte: a tensor's
+    damaged[last] ^= 0x10;
+    std::fs::write(&flipped, &damaged).unwrap();
+    let e = p.load_checkpoint(&flipped).unwrap_err();
+    assert!(
+        matches!(&e, Error::Engine(EngineError::Checksum { .. }))
+            && e.to_string().contains("does not match the checksum")
+            && e.to_string().contains("flipped.safetensors"),
+        "{e}"
+    );
+    assert_eq!(p.parameters(), before);
+    let e = pipetrain::engine::checkpoint::init_from(&flipped, model(), false).unwrap_err();
+    assert!(matches!(e, EngineError::Checksum { .. }), "{e}");
+    p.load_checkpoint(&good).unwrap();
+
     // Another optimizer's state is refused by name.
     let mut sgd = Pipeline::builder()
         .layers(model())

@@ -617,6 +617,23 @@ pub enum EngineError {
         /// The file.
         path: PathBuf,
     },
+    /// A checkpoint tensor whose bytes differ from the checksum written with it: the file was
+    /// changed or damaged after it was written.
+    #[error(
+        "{}: tensor `{tensor}` does not match the checksum written with it (stored {expected}, \
+         read {found}): the file was changed or damaged after it was written",
+        path.display()
+    )]
+    Checksum {
+        /// The file.
+        path: PathBuf,
+        /// The tensor.
+        tensor: String,
+        /// The checksum stored in the file's metadata (`none`: the tensor is not listed).
+        expected: String,
+        /// The checksum of the bytes read (`no such tensor`: listed but absent).
+        found: String,
+    },
     /// Checkpoint keys that do not match, listed the way PyTorch's `load_state_dict(strict=True)` lists
     /// them: parameters of the model the file lacks, and tensors of the file no parameter takes.
     #[error(
@@ -849,6 +866,10 @@ impl Remedied for EngineError {
                  names the replica and the step from which the weights parted)",
             )),
             EngineError::NotACheckpoint { .. } => Some(init_from()),
+            EngineError::Checksum { .. } => Some(Remedy::sentence(
+                "use another checkpoint (an earlier one, or a copy of this one made before the \
+                 damage)",
+            )),
             EngineError::Keys { .. } => Some(Remedy::set(Setting::Rename, Value::Any)),
             EngineError::OptimizerMismatch { .. } => Some(Remedy::one_of([
                 Remedy::sentence("resume with the same optimizer"),
@@ -889,7 +910,11 @@ impl EngineError {
         let io = matches!(self, E::Io { .. } | E::DirectorySync { .. });
         let checkpoint = matches!(
             self,
-            E::Corrupt { .. } | E::NotACheckpoint { .. } | E::Keys { .. } | E::Rename { .. }
+            E::Corrupt { .. }
+                | E::NotACheckpoint { .. }
+                | E::Checksum { .. }
+                | E::Keys { .. }
+                | E::Rename { .. }
         );
         let weights = matches!(
             self,

@@ -17,6 +17,9 @@ pub(super) const PROGRESS_KEY: &str = "pipetrain.progress";
 pub(super) const OPTIMIZER_KEY: &str = "pipetrain.optimizer";
 /// Metadata key of the optimizer's per-parameter scalars (JSON).
 pub(super) const SCALARS_KEY: &str = "pipetrain.optimizer_scalars";
+/// Metadata key of the tensors' checksums (JSON: tensor name → CRC-32 of its bytes, 8 hex
+/// digits). Files written before it have none and are read unchecked.
+pub(super) const CHECKSUMS_KEY: &str = "pipetrain.checksums";
 /// Prefix of the optimizer-state tensors in a checkpoint file.
 pub const OPTIMIZER_PREFIX: &str = "__optimizer__/";
 
@@ -28,6 +31,59 @@ pub struct Progress {
     /// Anything else the trainer needs to continue bit for bit (data position, seed, model
     /// shape…), as text.
     pub extra: BTreeMap<String, String>,
+}
+
+/// The checksum of a tensor's bytes as the metadata stores it: CRC-32, 8 hex digits.
+pub(super) fn checksum(bytes: &[u8]) -> String {
+    format!("{:08x}", crc32fast::hash(bytes))
+}
+
+/// Checks every tensor of the checkpoint `bytes` against the checksums its metadata stores
+/// (none stored: nothing to check); `path` names the file in errors.
+///
+/// # Errors
+/// [`EngineError::Checksum`] naming the first tensor whose bytes differ, or that the metadata
+/// lists and the file lacks; [`EngineError::Corrupt`] for an unreadable file or list.
+pub(super) fn verify(path: &std::path::Path, bytes: &[u8]) -> crate::error::Result<()> {
+    use safetensors::SafeTensors;
+    let corrupt = |reason: String| crate::error::EngineError::Corrupt {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let (_, header) = SafeTensors::read_metadata(bytes).map_err(|e| corrupt(e.to_string()))?;
+    let Some(stored) = header
+        .metadata()
+        .as_ref()
+        .and_then(|m| m.get(CHECKSUMS_KEY))
+    else {
+        return Ok(());
+    };
+    let mut stored: BTreeMap<String, String> = serde_json::from_str(stored)
+        .map_err(|e| corrupt(format!("metadata `{CHECKSUMS_KEY}`: {e}")))?;
+    let file = SafeTensors::deserialize(bytes).map_err(|e| corrupt(e.to_string()))?;
+    let mut tensors = file.tensors();
+    tensors.sort_by(|a, b| a.0.cmp(&b.0));
+    for (name, view) in tensors {
+        let found = checksum(view.data());
+        let expected = stored.remove(&name).unwrap_or_else(|| "none".into());
+        if expected != found {
+            return Err(crate::error::EngineError::Checksum {
+                path: path.to_path_buf(),
+                tensor: name,
+                expected,
+                found,
+            });
+        }
+    }
+    if let Some((name, expected)) = stored.into_iter().next() {
+        return Err(crate::error::EngineError::Checksum {
+            path: path.to_path_buf(),
+            tensor: name,
+            expected,
+            found: "no such tensor".into(),
+        });
+    }
+    Ok(())
 }
 
 /// Full-model names of the parameters of `layers`, by parameter id; `offset` is the index of

@@ -10,6 +10,7 @@ use super::convert::to_f32_weights;
 use super::error::{Result, corrupt, io};
 use super::format::{
     FORMAT, FORMAT_KEY, OPTIMIZER_KEY, OPTIMIZER_PREFIX, PROGRESS_KEY, Progress, SCALARS_KEY,
+    verify,
 };
 use super::state::OptimizerState;
 use crate::adapter::{self, ParamId, StateTensor};
@@ -53,6 +54,7 @@ impl Checkpoint {
                 });
             }
         }
+        verify(path, &bytes)?;
         let field = |key: &str| {
             meta.get(key)
                 .ok_or_else(|| corrupt(path, format!("metadata `{key}` is missing")))
@@ -201,6 +203,8 @@ pub fn init_renamed<L: Layer>(
 ) -> Result<Vec<L>> {
     let path = path.as_ref();
     let bytes = std::fs::read(path).map_err(io(path))?;
+    // A pipetrain checkpoint's tensors against their checksums (a PyTorch file has none).
+    verify(path, &bytes)?;
     let (_, header) = SafeTensors::read_metadata(&bytes).map_err(|e| corrupt(path, e))?;
     if !renames.is_empty() {
         let names: Vec<String> = header.tensors().keys().cloned().collect();
