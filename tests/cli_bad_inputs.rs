@@ -177,7 +177,8 @@ fn checkpoint(dir: &Path) -> std::path::PathBuf {
 }
 
 /// Rewrites the weights of the checkpoint `from` into `to` with `map` applied to each weight
-/// tensor's f32 values, stored as `dtype` (metadata and optimizer state kept).
+/// tensor's f32 values, stored as `dtype` (metadata, but the checksums, and optimizer state
+/// kept).
 fn rewrite(from: &Path, to: &Path, dtype: Dtype, map: impl Fn(&str, Vec<f32>) -> Vec<f32>) {
     let bytes = std::fs::read(from).unwrap();
     let (_, meta) = SafeTensors::read_metadata(&bytes).unwrap();
@@ -220,11 +221,13 @@ fn rewrite(from: &Path, to: &Path, dtype: Dtype, map: impl Fn(&str, Vec<f32>) ->
         .iter()
         .map(|(n, d, s, b)| (n.clone(), TensorView::new(*d, s.clone(), b).unwrap()))
         .collect();
-    std::fs::write(
-        to,
-        safetensors::serialize(views, meta.metadata().clone()).unwrap(),
-    )
-    .unwrap();
+    // A deliberate rewrite drops the checksums written with the old bytes (they would refuse
+    // the file as damaged); every other metadata entry is kept.
+    let metadata = meta.metadata().clone().map(|mut m| {
+        m.remove("pipetrain.checksums");
+        m
+    });
+    std::fs::write(to, safetensors::serialize(views, metadata).unwrap()).unwrap();
 }
 
 /// The `held-out accuracy …` line of `pipetrain eval --init <path>` on the tiny MLP.

@@ -868,7 +868,7 @@ impl Remedied for EngineError {
             EngineError::NotACheckpoint { .. } => Some(init_from()),
             EngineError::Checksum { .. } => Some(Remedy::sentence(
                 "use another checkpoint (an earlier one, or a copy of this one made before the \
-                 damage)",
+                 damage); a file changed on purpose must drop its `pipetrain.checksums` metadata",
             )),
             EngineError::Keys { .. } => Some(Remedy::set(Setting::Rename, Value::Any)),
             EngineError::OptimizerMismatch { .. } => Some(Remedy::one_of([

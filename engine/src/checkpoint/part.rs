@@ -147,6 +147,15 @@ pub fn merge_parts(path: &Path, parts: &[Vec<u8>], copies: Copies) -> Result<Vec
         SCALARS_KEY.to_string(),
         serde_json::to_string(&scalars).expect("plain JSON"),
     );
+    // The merged file's checksums, as one process's `save` writes them.
+    let checksums: BTreeMap<&str, String> = views
+        .iter()
+        .map(|(name, view)| (name.as_str(), super::format::checksum(view.data())))
+        .collect();
+    metadata.insert(
+        super::format::CHECKSUMS_KEY.to_string(),
+        serde_json::to_string(&checksums).expect("plain JSON"),
+    );
     safetensors::serialize(views, Some(metadata))
         .map_err(|e| corrupt(path, format!("serializing: {e}")))
 }
