@@ -10,9 +10,15 @@
 # libnvrtc (found in PyTorch's wheels or a CUDA install), and python3 with torch for the
 # PyTorch columns (left out, loudly, without it).
 #
-# Budget: CHECK_SECONDS (default 540). CHECK_SECTIONS picks the sections (default all, in this
-# order: "suite verify bench counts"; "bench16", the bf16 bench rows, only when named); a section that would start past the budget is skipped
-# and says so. With autotune on, the first use of every matmul shape tunes it (the H100 run of
+# Budget: CHECK_SECONDS (default 540). CHECK_SECTIONS picks the sections, which run in this
+# order whatever order they are named in: suite, verify, bench16 (the bf16 rows beside
+# torch.autocast), bench (fp32 beside PyTorch fp32), tf32 (tf32 beside PyTorch tf32), device
+# (--handoff device), diag16 (bf16's first use with cubecl's logs), counts; the default is
+# "suite verify bench tf32 device counts". PIPETRAIN_GPU_SUITE_SECTIONS picks the suite's
+# sections (tests/gpu.rs). A section
+# that would start past the budget is skipped and says so. FP32_ONLY limits the fp32 bench to
+# the rows whose name holds it (bench's --only); DRIFT_RUNS (default 5) sets the drift count's
+# runs per hand-off; BENCH_AUTOTUNE_LEVEL, when set, is the bench rows' CUBECL_AUTOTUNE_LEVEL. With autotune on, the first use of every matmul shape tunes it (the H100 run of
 # 2026-11-27 saw 18 s for one bench row's first step, and a tf32 bench whose first row did not
 # finish in 110 s): cubecl keeps the results on disk, so a second check on the same machine is
 # much faster. The suite runs at CUBECL_AUTOTUNE_LEVEL=minimal (correctness, not speed).
@@ -22,7 +28,7 @@ OUTDIR=$(mkdir -p "${1:-${OUT:-.}}" && cd "${1:-${OUT:-.}}" && pwd)
 WORK=$(mktemp -d)
 REPORT="$OUTDIR/gpu-check.txt"
 BUDGET=${CHECK_SECONDS:-540}
-SECTIONS=" ${CHECK_SECTIONS:-suite verify bench counts} "
+SECTIONS=" ${CHECK_SECTIONS:-suite verify bench tf32 device counts} "
 # `want NAME`: whether section NAME was asked for.
 want() { [[ $SECTIONS == *" $1 "* ]]; }
 : >"$REPORT"
@@ -90,17 +96,17 @@ fi
 # 2. --verify (reference: the same GPU, at the same precision) and the replica drift.
 verify_row() {
     left 30 "pipetrain train $*" || return 0
-    local out rc diff
+    local out rc diff start=$SECONDS
     out=$(timeout 120 "$P" train "$@" 2>&1)
     rc=$?
     diff=$(printf '%s\n' "$out" | sed -n 's/^verify: max_rel_diff=\([^ ]*\).*/\1/p' | tail -1)
     local verdict=ok
     [ "$rc" -eq 0 ] || verdict="FAILED (exit $rc: $(printf '%s\n' "$out" | grep -m1 -E 'FAILED|error' | cut -c1-120))"
-    printf '%-100s  %-12s  %s\n' "pipetrain train $*" "${diff:--}" "$verdict" | tee -a "$REPORT"
+    printf '%-100s  %-12s  %4ss  %s\n' "pipetrain train $*" "${diff:--}" "$((SECONDS - start))" "$verdict" | tee -a "$REPORT"
 }
 verify_section() {
 say "== --verify (reference: the same GPU at the same matmul precision)"
-printf '%-100s  %-12s  %s\n' "command" "max_rel_diff" "verdict" | tee -a "$REPORT"
+printf '%-100s  %-12s  %5s  %s\n' "command" "max_rel_diff" "time" "verdict" | tee -a "$REPORT"
 R=(--device cuda:0 --stages 1 --replicas 2 --micro-batches 1 --steps 10 --width 64 --verify --optimizer sgd --lr 0.01)
 verify_row "${R[@]}" --handoff host
 verify_row "${R[@]}" --handoff device
@@ -109,12 +115,13 @@ verify_row --device cuda:0 --stages 2 --micro-batches 4 --schedule zb-h1 --steps
 verify_row --device cuda:0 --stages 2 --micro-batches 4 --schedule zb-h1 --steps 5 --width 64 --verify --end-to-end --matmul-precision tf32
 verify_row --device cuda:0 --model gpt --stages 2 --micro-batches 4 --steps 5 --verify --optimizer sgd --lr 0.01 --end-to-end
 verify_row --device cuda:0 --stages 2 --micro-batches 4 --steps 5 --width 64 --verify --verify-device cpu
+verify_row --device cuda:0 --stages 2 --micro-batches 4 --steps 5 --width 64 --verify --verify-device cpu --optimizer sgd --lr 0.01
 verify_row --device cuda:0 --stages 2 --replicas 2 --micro-batches 4 --steps 5 --width 64 --verify --precision bf16
 verify_row --device cuda:0 --model gpt --stages 2 --micro-batches 4 --steps 5 --verify --precision bf16
 for handoff in host device; do
     left 40 "the drift count with --handoff $handoff" || continue
     drift=0 runs=0
-    for i in 1 2 3 4 5; do
+    for ((i = 0; i < ${DRIFT_RUNS:-5}; i++)); do
         [ $((SECONDS + 8)) -le "$BUDGET" ] || break
         timeout 60 "$P" train "${R[@]}" --handoff "$handoff" >/dev/null 2>&1 || drift=$((drift + 1))
         runs=$((runs + 1))
@@ -131,19 +138,42 @@ bench() {
     local name=$1 file=$2 limit=$3
     shift 3
     left "$limit" "bench $name" || return 0
-    say "== bench: $name"
-    timeout "$limit" "$P" bench --device cuda:0 --steps 6 --warmup 2 --out "$OUTDIR/$file" "$@" \
+    local level=()
+    [ -n "${BENCH_AUTOTUNE_LEVEL:-}" ] && level=(env CUBECL_AUTOTUNE_LEVEL="$BENCH_AUTOTUNE_LEVEL")
+    say "== bench: $name (autotune level: ${BENCH_AUTOTUNE_LEVEL:-the cubecl default})"
+    timeout "$limit" "${level[@]}" "$P" bench --device cuda:0 --steps 6 --warmup 2 --out "$OUTDIR/$file" "$@" \
         >"$WORK/bench.log" 2>&1
     say "bench exit code: $?"
     tee -a "$REPORT" <"$WORK/bench.log"
     say ""
 }
-want bench && bench "fp32, --handoff host, beside PyTorch fp32" bench-fp32.md 200 --matmul-precision fp32 "${peer[@]}"
-want bench && bench "tf32, --handoff host, beside PyTorch tf32" bench-tf32.md 200 --matmul-precision tf32 "${peer[@]}"
-want bench && bench "fp32, --handoff device (pipetrain alone)" bench-fp32-device.md 90 --matmul-precision fp32 --handoff device --only "on 1 GPU"
 # Mixed precision (issue 35): bf16 beside torch.autocast(bfloat16); its bar is >= 1.0x the peer at
 # MLP-8x4096 b4096 and >= 2x pipetrain's own fp32 row there (bench-fp32.md).
 want bench16 && bench "bf16, beside PyTorch autocast(bfloat16)" bench-bf16.md 200 --precision bf16 "${peer[@]}"
+fp32_only=()
+fp32_limit=200
+[ -n "${FP32_ONLY:-}" ] && fp32_only=(--only "$FP32_ONLY") && fp32_limit=120
+want bench && bench "fp32, --handoff host, beside PyTorch fp32" bench-fp32.md "$fp32_limit" --matmul-precision fp32 "${fp32_only[@]}" "${peer[@]}"
+want tf32 && bench "tf32, --handoff host, beside PyTorch tf32" bench-tf32.md 200 --matmul-precision tf32 "${peer[@]}"
+want device && bench "fp32, --handoff device (pipetrain alone)" bench-fp32-device.md 90 --matmul-precision fp32 --handoff device --only "on 1 GPU"
+
+# 3b. bf16's first use on a GPU, watched: one tiny bf16 run (2 steps, width 64) with cubecl's
+#     compilation and autotune logs, to tell slow tuning from a hang (the 2026-11-27 check saw
+#     no bf16 result within 240 s in the suite and 30 s from the CLI).
+if want diag16 && left 100 "the bf16 first-use diagnosis"; then
+    say "== bf16 first use: pipetrain train --precision bf16, 2 steps, width 64, cubecl's logs"
+    dir=$(mktemp -d)
+    printf '[compilation.logger]\nlevel = "basic"\nfile = "%s/cubecl.log"\n[autotune.logger]\nlevel = "minimal"\nfile = "%s/cubecl.log"\n' \
+        "$dir" "$dir" >"$dir/cubecl.toml"
+    start=$SECONDS
+    (cd "$dir" && timeout 90 "$P" train --device cuda:0 --width 64 --steps 2 --precision bf16 --verify >"$dir/run.log" 2>&1)
+    say "exit $? after $((SECONDS - start)) s; the run's last lines:"
+    tail -5 "$dir/run.log" | tee -a "$REPORT"
+    say "cubecl log: $( (wc -l <"$dir/cubecl.log") 2>/dev/null || echo 0) lines; its last 15:"
+    tail -15 "$dir/cubecl.log" 2>/dev/null | cut -c1-200 | tee -a "$REPORT"
+    tail -c 8000000 "$dir/cubecl.log" >"$OUTDIR/cubecl-bf16.log" 2>/dev/null
+    say ""
+fi
 
 # 4. Kernels launched per step, MLP-8x1024 batch 256, SGD, one GPU: pipetrain from cubecl's
 #    kernel log (its profiling logger at level `minimal` logs every kernel that runs), PyTorch
