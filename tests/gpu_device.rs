@@ -97,3 +97,69 @@ fn the_command_line_refuses_an_unusable_gpu_before_training() {
         "{stderr}"
     );
 }
+
+/// Issue 36, item 6: Adam's state in a checkpoint resumes on the CPU in a build without the
+/// `cuda` feature and on a machine with a GPU. A `cuda` build on a machine without one cannot
+/// (burn loads optimizer state onto GPU 0 first): that is an error naming the cause and the
+/// remedy (exit 1), never a panic. Resuming on `cuda:0` without a usable GPU is the probe's
+/// usage error (exit 2).
+#[test]
+fn a_checkpoint_with_adam_state_resumes_on_the_cpu_or_says_why_not() {
+    let tmp = common::scratch("gpu-device-resume");
+    let checkpoint = tmp.path().join("adam").to_string_lossy().to_string();
+    let model = ["--width", "16", "--hidden-layers", "2", "--batch", "16"];
+    let args = |extra: &[&'static str]| -> Vec<String> {
+        [&["train"][..], &model, &["--optimizer", "adam"], extra]
+            .concat()
+            .into_iter()
+            .map(String::from)
+            .collect()
+    };
+    let with = |mut a: Vec<String>, last: &str| {
+        a.push(last.to_string());
+        a
+    };
+    common::success(&strs(&with(
+        args(&["--steps", "2", "--checkpoint"]),
+        &checkpoint,
+    )));
+    let on_cpu = with(args(&["--steps", "3", "--resume"]), &checkpoint);
+    let on_gpu = with(
+        args(&["--device", "cuda:0", "--steps", "3", "--resume"]),
+        &checkpoint,
+    );
+    let probe = cuda(0);
+    println!("this machine: {probe:?}");
+    match probe {
+        Ok(_) => {
+            for run in [&on_cpu, &on_gpu] {
+                let out = common::success(&strs(run));
+                assert!(out.contains("at step 2 of 3"), "{out}");
+            }
+        }
+        Err(EngineError::NotBuilt { .. }) => {
+            let out = common::success(&strs(&on_cpu));
+            assert!(out.contains("at step 2 of 3"), "{out}");
+            let stderr = common::failure_with(common::USAGE, &strs(&on_gpu));
+            assert!(stderr.contains("--features cuda"), "{stderr}");
+        }
+        Err(e) => {
+            let stderr = common::failure_with(common::RUNTIME, &strs(&on_cpu));
+            assert!(
+                stderr.contains("optimizer state")
+                    && stderr.contains(&e.to_string())
+                    && stderr.contains("without the `cuda` feature"),
+                "{stderr}\nexpected the cause: {e}"
+            );
+            assert!(!stderr.contains("panicked"), "{stderr}");
+            let stderr = common::failure_with(common::USAGE, &strs(&on_gpu));
+            assert!(stderr.contains(&e.to_string()), "{stderr}\nexpected: {e}");
+            assert!(!stderr.contains("panicked"), "{stderr}");
+        }
+    }
+}
+
+/// `args` as `&str`s, for the common helpers.
+fn strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
