@@ -357,6 +357,14 @@ mod tests {
                 "ZeRO-1: 2 replicas x 1 stage, m=1, optimizer state sharded"
             ]
         );
+        // Each MLP schedule row beside torch's same schedule; the GPT's against their own 1F1B.
+        for r in rows.iter().filter(|r| r.group.ends_with("schedules")) {
+            let script = r.peer.as_ref().map(|p| p.script);
+            match r.group {
+                "schedules" => assert_eq!(script, Some("bench_pipe_schedules.py"), "{}", r.label()),
+                _ => assert_eq!(script, None, "{}", r.label()),
+            }
+        }
         // Each MPI row has the in-process row of its layout beside it.
         for row in rows.iter().filter(|r| r.group == "MPI") {
             assert!(

@@ -87,6 +87,31 @@ impl Peers {
         &self.dir
     }
 
+    /// Where `script` is: in the peers folder (the shared harness's scripts), else in this
+    /// repository's `scripts/peers` (pipetrain's own peers, e.g. `bench_pipe_schedules.py`),
+    /// found above the running program or this source tree, never the current directory. It
+    /// runs from the peers folder either way, whose `common.py` it imports.
+    pub fn script(&self, script: &str) -> PathBuf {
+        let shared = self.dir.join(script);
+        if shared.is_file() {
+            return shared;
+        }
+        let starts = [
+            std::env::current_exe().ok(),
+            Some(PathBuf::from(env!("CARGO_MANIFEST_DIR"))),
+        ];
+        starts
+            .into_iter()
+            .flatten()
+            .find_map(|start| {
+                start
+                    .ancestors()
+                    .map(|a| a.join("scripts").join("peers").join(script))
+                    .find(|p| p.is_file())
+            })
+            .unwrap_or(shared)
+    }
+
     /// Runs `peer` on `workload`: `--width --layers --batch --steps --warmup` are the workload's.
     ///
     /// # Errors
@@ -162,6 +187,26 @@ fn default_dir() -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_script_of_the_shared_folder_runs_from_it_and_pipetrains_own_from_scripts_peers() {
+        let shared = std::env::temp_dir().join(format!("pipetrain-peers-{}", std::process::id()));
+        std::fs::create_dir_all(&shared).unwrap();
+        std::fs::write(shared.join("bench_pipe.py"), "").unwrap();
+        let peers = Peers {
+            python: PathBuf::from("python3"),
+            dir: shared.clone(),
+            torch: String::new(),
+        };
+        assert_eq!(peers.script("bench_pipe.py"), shared.join("bench_pipe.py"));
+        let own = peers.script("bench_pipe_schedules.py");
+        assert!(
+            own.ends_with("scripts/peers/bench_pipe_schedules.py") && own.is_file(),
+            "{}",
+            own.display()
+        );
+        std::fs::remove_dir_all(&shared).unwrap();
+    }
 
     #[test]
     fn reads_the_result_line() {

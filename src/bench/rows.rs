@@ -97,23 +97,41 @@ pub fn rows(ms: &[usize], threads: usize, mpi: bool) -> Vec<Row> {
         .filter(|&&m| m >= 2)
         .min_by_key(|&&m| m.abs_diff(8))
     {
+        // Each beside torch.distributed.pipelining's same schedule (`bench_pipe_schedules.py`,
+        // its flag and chunks per rank): ZB-H1 is its interleaved zero bubble at one chunk per
+        // rank.
         let beyond = [
-            (ScheduleKind::ZbH1, "ZB-H1"),
+            (ScheduleKind::ZbH1, "ZB-H1", ("interleaved-zb", 1)),
             (
                 ScheduleKind::Interleaved { virtual_stages: 2 },
                 "interleaved v=2",
+                ("interleaved", 2),
             ),
-            (ScheduleKind::ZbV, "ZB-V"),
+            (ScheduleKind::ZbV, "ZB-V", ("zb-v", 2)),
         ];
-        for (schedule, name) in beyond {
+        for (schedule, name, (flag, chunks)) in beyond {
             rows.push(Row {
                 group: "schedules",
                 name: format!("{name}, 2 ranks, m={m}"),
                 shape: pipeline(1, 2, m, schedule, false),
-                peer: None,
+                peer: Some(peer(
+                    "bench_pipe_schedules.py",
+                    "torch.distributed.pipelining, the same schedule, 2 ranks",
+                    &[
+                        "--schedule".into(),
+                        flag.into(),
+                        "--virtual-stages".into(),
+                        chunks.to_string(),
+                        "--m".into(),
+                        m.to_string(),
+                        "--threads".into(),
+                        t.clone(),
+                    ],
+                )),
             });
         }
         // The same schedules on the GPT, against its own 1F1B.
+        let beyond = beyond.map(|(schedule, name, _)| (schedule, name));
         for (schedule, name) in [(ScheduleKind::OneFOneB, "1F1B")].into_iter().chain(beyond) {
             let mut shape = pipeline(1, 2, m, schedule, false);
             if let Shape::Pipeline { model, .. } = &mut shape {
