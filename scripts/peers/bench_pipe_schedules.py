@@ -26,7 +26,7 @@ SCHEDULES = {
     "looped-bfs": ("ScheduleLoopedBFS", "loop"),
     "interleaved-zb": ("ScheduleInterleavedZeroBubble", "loop"),
     "zb-v": ("ScheduleZBVZeroBubble", "v"),
-    "dualpipe-v": ("ScheduleDualPipeV", "v"),
+    "dualpipev": ("ScheduleDualPipeV", "v"),
 }
 RANKS = 2
 
