@@ -236,8 +236,9 @@ fn plan_compare_tables_every_schedule() {
     ]))
     .unwrap();
     assert_eq!(json["weight_cost"], 0.5);
-    // gpipe, 1f1b, zb-h1, zb-v and interleaved-v2 (4 micro-batches fill whole rounds of 2)
-    assert_eq!(json["schedules"].as_array().unwrap().len(), 5);
+    // gpipe, 1f1b, zb-h1, zb-v, interleaved-v2 (4 micro-batches fill whole rounds of 2) and
+    // looped-bfs-v2
+    assert_eq!(json["schedules"].as_array().unwrap().len(), 6);
 }
 
 /// `--schedule interleaved --virtual-stages 2`: the model is cut into stages × 2 chunks and
@@ -328,4 +329,51 @@ fn zb_v_from_the_command_line() {
         .find(|l| l.trim_start().starts_with("zb-v "))
         .unwrap_or_else(|| panic!("no zb-v row:\n{out}"));
     assert!(zb_v.contains("5.88 %"), "{zb_v}");
+}
+
+/// `--schedule looped-bfs`: chunks placed as interleaved's, trained like one device under
+/// `--verify`, any micro-batch count (3 over 2 stages here); `plan` draws it rank by rank and
+/// `--compare` has its row.
+#[test]
+fn looped_bfs_from_the_command_line() {
+    let stdout = common::success(&[
+        "train",
+        "--stages",
+        "2",
+        "--virtual-stages",
+        "2",
+        "--schedule",
+        "looped-bfs",
+        "--width",
+        "16",
+        "--hidden-layers",
+        "4",
+        "--micro-batches",
+        "3",
+        "--batch",
+        "12",
+        "--steps",
+        "2",
+        "--verify",
+    ]);
+    max_rel_diff(&stdout);
+    assert!(stdout.contains("looped-bfs-v2"), "{stdout}");
+    let plan = common::success(&[
+        "plan",
+        "--schedule",
+        "looped-bfs",
+        "--stages",
+        "2",
+        "--micro-batches",
+        "3",
+    ]);
+    // Rank 0 forwards all three micro-batches through chunk 0, then through chunk 2.
+    let rank0 = plan
+        .lines()
+        .find(|l| l.starts_with("rank 0 |"))
+        .unwrap_or_else(|| panic!("no rank 0 row:\n{plan}"));
+    let cells: Vec<&str> = rank0.split_whitespace().skip(3).take(6).collect();
+    assert_eq!(cells, ["0F0", "0F1", "0F2", "2F0", "2F1", "2F2"], "{plan}");
+    let out = common::success(&["plan", "--compare", "--stages", "2", "--micro-batches", "4"]);
+    assert!(out.contains("looped-bfs-v2"), "{out}");
 }

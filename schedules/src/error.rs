@@ -33,12 +33,15 @@ pub enum ScheduleError {
         /// What is wrong with it.
         reason: String,
     },
-    /// Interleaved 1F1B with fewer than two chunks per rank.
+    /// Interleaved 1F1B or looped BFS with fewer than two chunks per rank.
     #[error(
-        "interleaved with {virtual_stages} virtual stage(s) per rank: it needs at least 2 (with \
-         1, it is 1f1b)"
+        "{schedule} with {virtual_stages} virtual stage(s) per rank: it needs at least 2 (with \
+         1, it is {})",
+        one_chunk(schedule)
     )]
     VirtualStages {
+        /// The schedule (`interleaved`, `looped-bfs`).
+        schedule: &'static str,
         /// The chunks per rank given.
         virtual_stages: usize,
     },
@@ -173,6 +176,14 @@ impl Remedied for ScheduleError {
 
 /// The micro-batch counts next to `micro_batches` that are whole rounds of `stages`: the one
 /// below (when it is not 0) and the one above.
+/// What a looped schedule with one chunk per rank is.
+fn one_chunk(schedule: &str) -> &'static str {
+    match schedule {
+        "looped-bfs" => "gpipe",
+        _ => "1f1b",
+    }
+}
+
 fn whole_rounds(micro_batches: usize, stages: usize) -> Remedy {
     let below = micro_batches / stages.max(1) * stages;
     let above = below + stages;

@@ -7,7 +7,7 @@ use crate::action::Action;
 use crate::error::{Result, ScheduleError};
 use crate::id::StageId;
 use crate::plan::Plan;
-use crate::{gpipe, interleaved, one_f_one_b, zb_h1, zb_v};
+use crate::{gpipe, interleaved, looped_bfs, one_f_one_b, zb_h1, zb_v};
 
 /// A pipeline schedule: how micro-batches are ordered on each stage.
 ///
@@ -44,25 +44,34 @@ pub enum ScheduleKind {
     /// a greedy list scheduler under 1F1B's activation memory; about zero bubble when F, I and
     /// W cost the same.
     ZbV,
+    /// Looped BFS (breadth-first, Lamy-Poirier 2022; torch's `ScheduleLoopedBFS`): chunks placed
+    /// as [`ScheduleKind::Interleaved`]'s, each rank running every micro-batch through one chunk
+    /// before the next (GPipe looped v times around the ranks). Interleaved's bubble from m ≥ p
+    /// on, at GPipe's memory; any m.
+    LoopedBfs {
+        /// Chunks per rank (v).
+        virtual_stages: usize,
+    },
 }
 
 impl ScheduleKind {
-    /// Every schedule kind with one stage per rank (all but [`ScheduleKind::Interleaved`] and
-    /// [`ScheduleKind::ZbV`]).
+    /// Every schedule kind with one stage per rank (all but [`ScheduleKind::Interleaved`],
+    /// [`ScheduleKind::ZbV`] and [`ScheduleKind::LoopedBfs`]).
     pub const ALL: [ScheduleKind; 3] = [
         ScheduleKind::GPipe,
         ScheduleKind::OneFOneB,
         ScheduleKind::ZbH1,
     ];
 
-    const EXPECTED: &'static str =
-        "gpipe, 1f1b, zb-h1, zb-v, interleaved (v = 2), interleaved-v<v>";
+    const EXPECTED: &'static str = "gpipe, 1f1b, zb-h1, zb-v, interleaved (v = 2), interleaved-v<v>, looped-bfs (v = 2), \
+         looped-bfs-v<v>";
 
-    /// Model stages per rank: v for [`ScheduleKind::Interleaved`], 2 for
-    /// [`ScheduleKind::ZbV`], else 1.
+    /// Model stages per rank: v for [`ScheduleKind::Interleaved`] and
+    /// [`ScheduleKind::LoopedBfs`], 2 for [`ScheduleKind::ZbV`], else 1.
     pub const fn virtual_stages(self) -> usize {
         match self {
-            ScheduleKind::Interleaved { virtual_stages } => virtual_stages,
+            ScheduleKind::Interleaved { virtual_stages }
+            | ScheduleKind::LoopedBfs { virtual_stages } => virtual_stages,
             ScheduleKind::ZbV => 2,
             _ => 1,
         }
@@ -78,7 +87,7 @@ impl ScheduleKind {
     /// `stages` ranks (one stage each, but [`ScheduleKind::Interleaved`]'s v and
     /// [`ScheduleKind::ZbV`]'s 2) and
     /// `micro_batches` micro-batches. Any p ≥ 1, m ≥ 1 works, m < p included, except that
-    /// interleaved needs v ≥ 2 and m a multiple of p. Run [`crate::lower`] on it to get a plan
+    /// interleaved and looped BFS need v ≥ 2, and interleaved m a multiple of p. Run [`crate::lower`] on it to get a plan
     /// a worker can interpret.
     pub fn plan(self, stages: usize, micro_batches: usize) -> Result<Plan> {
         if stages == 0 {
@@ -87,10 +96,17 @@ impl ScheduleKind {
         if micro_batches == 0 {
             return Err(ScheduleError::ZeroMicroBatches);
         }
-        if let ScheduleKind::Interleaved { virtual_stages } = self {
+        if let ScheduleKind::Interleaved { virtual_stages }
+        | ScheduleKind::LoopedBfs { virtual_stages } = self
+        {
             if virtual_stages < 2 {
-                return Err(ScheduleError::VirtualStages { virtual_stages });
+                return Err(ScheduleError::VirtualStages {
+                    schedule: self.family(),
+                    virtual_stages,
+                });
             }
+        }
+        if let ScheduleKind::Interleaved { .. } = self {
             if micro_batches % stages != 0 {
                 return Err(ScheduleError::InterleavedMicroBatches {
                     micro_batches,
@@ -114,21 +130,38 @@ impl ScheduleKind {
                 Plan::with_placement(m, programs, interleaved::placement(p, virtual_stages))
             }
             ScheduleKind::ZbV => zb_v::plan(p, m),
+            ScheduleKind::LoopedBfs { virtual_stages } => {
+                let programs = (0..p)
+                    .map(|r| looped_bfs::program(r, p, virtual_stages, m))
+                    .collect();
+                Plan::with_placement(m, programs, interleaved::placement(p, virtual_stages))
+            }
         })
+    }
+
+    /// The name without the chunks per rank (`interleaved`, `looped-bfs`, …): what
+    /// `--schedule` takes.
+    pub fn family(self) -> &'static str {
+        match self {
+            ScheduleKind::GPipe => "gpipe",
+            ScheduleKind::OneFOneB => "1f1b",
+            ScheduleKind::ZbH1 => "zb-h1",
+            ScheduleKind::ZbV => "zb-v",
+            ScheduleKind::Interleaved { .. } => "interleaved",
+            ScheduleKind::LoopedBfs { .. } => "looped-bfs",
+        }
     }
 }
 
 impl fmt::Display for ScheduleKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ScheduleKind::GPipe => "gpipe",
-            ScheduleKind::OneFOneB => "1f1b",
-            ScheduleKind::ZbH1 => "zb-h1",
-            ScheduleKind::ZbV => "zb-v",
-            ScheduleKind::Interleaved { virtual_stages } => {
-                return write!(f, "interleaved-v{virtual_stages}");
+        match self {
+            ScheduleKind::Interleaved { virtual_stages }
+            | ScheduleKind::LoopedBfs { virtual_stages } => {
+                write!(f, "{}-v{virtual_stages}", self.family())
             }
-        })
+            _ => f.write_str(self.family()),
+        }
     }
 }
 
@@ -144,13 +177,22 @@ impl FromStr for ScheduleKind {
             "interleaved" | "interleaved-1f1b" => {
                 Ok(ScheduleKind::Interleaved { virtual_stages: 2 })
             }
-            other => match other.strip_prefix("interleaved-v").map(str::parse) {
-                Some(Ok(virtual_stages)) => Ok(ScheduleKind::Interleaved { virtual_stages }),
-                _ => Err(ScheduleError::UnknownSchedule {
-                    name: name.to_string(),
-                    expected: Self::EXPECTED,
-                }),
-            },
+            "looped-bfs" | "loopedbfs" | "breadth-first" => {
+                Ok(ScheduleKind::LoopedBfs { virtual_stages: 2 })
+            }
+            other => {
+                let v = |prefix| other.strip_prefix(prefix).and_then(|v| v.parse().ok());
+                if let Some(virtual_stages) = v("interleaved-v") {
+                    Ok(ScheduleKind::Interleaved { virtual_stages })
+                } else if let Some(virtual_stages) = v("looped-bfs-v") {
+                    Ok(ScheduleKind::LoopedBfs { virtual_stages })
+                } else {
+                    Err(ScheduleError::UnknownSchedule {
+                        name: name.to_string(),
+                        expected: Self::EXPECTED,
+                    })
+                }
+            }
         }
     }
 }

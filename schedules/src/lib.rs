@@ -30,6 +30,7 @@ mod id;
 mod inference;
 mod interleaved;
 mod kind;
+mod looped_bfs;
 mod lower;
 mod one_f_one_b;
 mod plan;

@@ -309,6 +309,46 @@ fn the_validator_catches_an_interleaved_plan_that_deadlocks() {
 }
 
 #[test]
+fn looped_bfs_validates_stashes_every_chunk_and_runs_each_stages_backwards_oldest_first() {
+    for v in 2..=3 {
+        let kind = ScheduleKind::LoopedBfs { virtual_stages: v };
+        for (p, m) in shapes().filter(|&(p, m)| p <= 5 && m <= 16) {
+            let what = format!("{kind} p={p} m={m}");
+            let compute = kind.plan(p, m).unwrap();
+            assert_eq!((compute.ranks(), compute.stages()), (p, p * v), "{what}");
+            let lowered = lower(&compute, Lowering::default());
+            validate(&lowered).unwrap_or_else(|e| panic!("{what} lowered: {e}"));
+            let sim = simulate(&lowered, &Costs::uniform(p * v, 1.0, 2.0)).unwrap();
+            for (r, st) in sim.stages.iter().enumerate() {
+                assert_eq!(st.peak_stash, v * m, "{what} rank {r}: GPipe's memory");
+            }
+            for stage in StageId::range(p * v) {
+                assert_eq!(compute.rank_of(stage), Some(stage.index() % p), "{what}");
+                let rank = &compute.programs()[stage.index() % p];
+                let of = |kind| -> Vec<MicroBatchId> {
+                    let on = |a: &&Action| a.stage == stage && a.kind == kind;
+                    rank.iter().filter(on).map(|a| a.mb()).collect()
+                };
+                let all: Vec<_> = MicroBatchId::range(m).collect();
+                assert_eq!(of(ActionKind::Forward), all, "{what} {stage}");
+                assert_eq!(of(ActionKind::Backward), all, "{what} {stage}");
+            }
+        }
+    }
+    let e = ScheduleKind::LoopedBfs { virtual_stages: 1 }
+        .plan(2, 4)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("looped-bfs") && e.contains("it is gpipe"), "{e}");
+    let parsed = |name: &str| name.parse::<ScheduleKind>().unwrap();
+    assert_eq!(
+        parsed("looped-bfs"),
+        ScheduleKind::LoopedBfs { virtual_stages: 2 }
+    );
+    assert_eq!(parsed("looped-bfs-v3").to_string(), "looped-bfs-v3");
+}
+
+#[test]
 fn zb_v_has_at_most_zb_h1_bubble_at_1f1b_activation_memory() {
     for (p, m) in shapes() {
         let plan = ScheduleKind::ZbV.plan(p, m).unwrap();

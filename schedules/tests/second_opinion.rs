@@ -11,6 +11,7 @@
 //! | interleaved v  | (p − 1) / (v·m + p − 1), m a multiple of p      |
 //! | ZB-H1          | (p − 1) / (3m + p − 1): a third of 1F1B's idle  |
 //! | ZB-V           | at most ZB-H1's (m ≥ p)                         |
+//! | looped BFS v   | 1 − v·m / ((v − 1)·max(m, p) + m + p − 1): interleaved's from m ≥ p |
 
 mod replay;
 
@@ -33,7 +34,7 @@ fn second_opinion(plan: &Plan) -> (f64, f64) {
 }
 
 /// Every schedule over ranks p and micro-batches m (interleaved at v = 2 and 3 where m is a
-/// multiple of p), with its plan.
+/// multiple of p, looped BFS at v = 2 and 3), with its plan.
 fn sweep() -> Vec<(ScheduleKind, usize, usize, Plan)> {
     let mut kinds = vec![
         ScheduleKind::GPipe,
@@ -42,6 +43,7 @@ fn sweep() -> Vec<(ScheduleKind, usize, usize, Plan)> {
         ScheduleKind::ZbV,
     ];
     kinds.extend((2..=3).map(|v| ScheduleKind::Interleaved { virtual_stages: v }));
+    kinds.extend((2..=3).map(|v| ScheduleKind::LoopedBfs { virtual_stages: v }));
     let mut plans = Vec::new();
     for kind in kinds {
         for p in 1..=5 {
@@ -85,6 +87,16 @@ fn the_second_opinion_finds_each_schedules_known_bubble() {
             ScheduleKind::GPipe | ScheduleKind::OneFOneB => Some(one_f_one_b),
             ScheduleKind::Interleaved { virtual_stages: v } => {
                 Some((p_ - 1.0) / (v as f64 * m_ + p_ - 1.0))
+            }
+            // GPipe looped v times: each loop but the last takes max(m, p) steps on rank 0.
+            ScheduleKind::LoopedBfs { virtual_stages: v } => {
+                let v = v as f64;
+                let steps = (v - 1.0) * m_.max(p_) + m_ + p_ - 1.0;
+                if m >= p {
+                    let interleaved = (p_ - 1.0) / (v * m_ + p_ - 1.0);
+                    assert!((1.0 - v * m_ / steps - interleaved).abs() < 1e-9);
+                }
+                Some(1.0 - v * m_ / steps)
             }
             // The closed form holds once every stage has a W to fill its cool-down with.
             ScheduleKind::ZbH1 if m >= p => Some(zb_h1),

@@ -13,8 +13,8 @@
 //!
 //! Speed-up is 1F1B's makespan over the schedule's: the throughput ratio the simulator predicts
 //! with these costs. Interleaved (a chunk costing 1/v of a stage) has a row when the
-//! micro-batches are a multiple of the stages and `virtual_stages` ≥ 2; its and ZB-V's peak
-//! stash count chunks (half a stage for ZB-V).
+//! micro-batches are a multiple of the stages and `virtual_stages` ≥ 2, looped BFS when
+//! `virtual_stages` ≥ 2; their and ZB-V's peak stash count chunks (half a stage for ZB-V).
 
 use pipetrain_schedules::{Lowering, Plan, ScheduleKind, lower, simulate};
 
@@ -57,9 +57,9 @@ pub struct Comparison {
     pub schedules: Vec<ScheduleRow>,
 }
 
-/// Dry-runs GPipe, 1F1B, ZB-H1, ZB-V and (where the micro-batches make whole rounds of the
-/// stages) interleaved with `virtual_stages` chunks per rank, at `stages` × `micro_batches`
-/// under `costs`.
+/// Dry-runs GPipe, 1F1B, ZB-H1, ZB-V, (where the micro-batches make whole rounds of the
+/// stages) interleaved and looped BFS with `virtual_stages` chunks per rank, at `stages` ×
+/// `micro_batches` under `costs`.
 ///
 /// # Errors
 /// A shape the schedules refuse ([`Error::Schedule`](crate::Error::Schedule)), or a bad cost
@@ -77,7 +77,8 @@ pub fn compare(
     let kinds = ScheduleKind::ALL
         .into_iter()
         .chain([ScheduleKind::ZbV])
-        .chain(runs_interleaved.then_some(interleaved));
+        .chain(runs_interleaved.then_some(interleaved))
+        .chain((virtual_stages >= 2).then_some(ScheduleKind::LoopedBfs { virtual_stages }));
     let mut rows = Vec::new();
     for kind in kinds {
         let plan = lower(&kind.plan(p, m)?, Lowering::default());

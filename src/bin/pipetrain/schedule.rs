@@ -41,11 +41,16 @@ pub enum ScheduleArg {
     /// memory when forward, input and weight gradients cost the same.
     #[value(name = "zb-v", aliases = ["zbv", "zero-bubble-v"])]
     ZbV,
+    /// Looped BFS (breadth-first): --virtual-stages chunks per worker placed as interleaved's,
+    /// each worker running every micro-batch through one chunk before the next; interleaved's
+    /// bubble from --micro-batches ≥ --stages on, at GPipe's memory, any --micro-batches.
+    #[value(name = "looped-bfs", aliases = ["loopedbfs", "breadth-first"])]
+    LoopedBfs,
 }
 
 impl ScheduleArg {
-    /// The library's schedule; `virtual_stages` is interleaved's chunks per worker (the others
-    /// ignore it).
+    /// The library's schedule; `virtual_stages` is interleaved's and looped BFS's chunks per
+    /// worker (the others ignore it).
     pub fn kind(self, virtual_stages: usize) -> ScheduleKind {
         match self {
             ScheduleArg::Gpipe => ScheduleKind::GPipe,
@@ -53,6 +58,7 @@ impl ScheduleArg {
             ScheduleArg::ZbH1 => ScheduleKind::ZbH1,
             ScheduleArg::Interleaved => ScheduleKind::Interleaved { virtual_stages },
             ScheduleArg::ZbV => ScheduleKind::ZbV,
+            ScheduleArg::LoopedBfs => ScheduleKind::LoopedBfs { virtual_stages },
         }
     }
 }
@@ -115,11 +121,13 @@ mod tests {
             .map(|&s| s.kind(2))
             .collect();
         let interleaved = ScheduleKind::Interleaved { virtual_stages: 2 };
-        let two_per_rank = [interleaved, ScheduleKind::ZbV];
+        let looped_bfs = ScheduleKind::LoopedBfs { virtual_stages: 2 };
+        let two_per_rank = [interleaved, ScheduleKind::ZbV, looped_bfs];
         assert_eq!(kinds, [&ScheduleKind::ALL[..], &two_per_rank].concat());
         for &arg in ScheduleArg::value_variants() {
             let value = arg.to_possible_value().unwrap();
-            if arg != ScheduleArg::Interleaved {
+            assert_eq!(value.get_name(), arg.kind(2).family());
+            if arg.kind(2).virtual_stages() == 1 {
                 assert_eq!(value.get_name(), arg.kind(2).to_string());
             }
             for name in value.get_name_and_aliases() {
