@@ -21,7 +21,7 @@ fn an_unknown_schedule_or_remat_mode_is_a_usage_error_listing_the_values() {
         assert!(
             e.contains("'zb'")
                 && e.contains(
-                    "[possible values: gpipe, 1f1b, zb-h1, interleaved, zb-v, looped-bfs]"
+                    "[possible values: gpipe, 1f1b, zb-h1, interleaved, zb-v, looped-bfs, interleaved-zb]"
                 ),
             "{args:?}: {e}"
         );
@@ -96,7 +96,9 @@ fn configuration_errors_are_usage_errors() {
     std::fs::write(&bad, "schedule = \"zb\"\n").unwrap();
     let e = failure_with(USAGE, &train(&["--config", bad.to_str().unwrap()]));
     assert!(
-        e.contains("[possible values: gpipe, 1f1b, zb-h1, interleaved, zb-v, looped-bfs]"),
+        e.contains(
+            "[possible values: gpipe, 1f1b, zb-h1, interleaved, zb-v, looped-bfs, interleaved-zb]"
+        ),
         "{e}"
     );
     std::fs::write(&bad, "stagez = 2\n").unwrap();

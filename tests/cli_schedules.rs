@@ -236,9 +236,9 @@ fn plan_compare_tables_every_schedule() {
     ]))
     .unwrap();
     assert_eq!(json["weight_cost"], 0.5);
-    // gpipe, 1f1b, zb-h1, zb-v, interleaved-v2 (4 micro-batches fill whole rounds of 2) and
-    // looped-bfs-v2
-    assert_eq!(json["schedules"].as_array().unwrap().len(), 6);
+    // gpipe, 1f1b, zb-h1, zb-v, interleaved-v2 and interleaved-zb-v2 (4 micro-batches fill whole
+    // rounds of 2) and looped-bfs-v2
+    assert_eq!(json["schedules"].as_array().unwrap().len(), 7);
 }
 
 /// `--schedule interleaved --virtual-stages 2`: the model is cut into stages × 2 chunks and
@@ -331,6 +331,26 @@ fn zb_v_from_the_command_line() {
     assert!(zb_v.contains("5.88 %"), "{zb_v}");
 }
 
+/// `pipetrain plan --schedule SCHEDULE --stages 2 --micro-batches M`, and its timeline's row of
+/// `rank`.
+fn plan_row(schedule: &str, micro_batches: &str, rank: usize) -> (String, String) {
+    let plan = common::success(&[
+        "plan",
+        "--schedule",
+        schedule,
+        "--stages",
+        "2",
+        "--micro-batches",
+        micro_batches,
+    ]);
+    let row = plan
+        .lines()
+        .find(|l| l.starts_with(&format!("rank {rank} |")))
+        .unwrap_or_else(|| panic!("no rank {rank} row:\n{plan}"))
+        .to_string();
+    (plan, row)
+}
+
 /// `--schedule looped-bfs`: chunks placed as interleaved's, trained like one device under
 /// `--verify`, any micro-batch count (3 over 2 stages here); `plan` draws it rank by rank and
 /// `--compare` has its row.
@@ -358,22 +378,42 @@ fn looped_bfs_from_the_command_line() {
     ]);
     max_rel_diff(&stdout);
     assert!(stdout.contains("looped-bfs-v2"), "{stdout}");
-    let plan = common::success(&[
-        "plan",
-        "--schedule",
-        "looped-bfs",
-        "--stages",
-        "2",
-        "--micro-batches",
-        "3",
-    ]);
     // Rank 0 forwards all three micro-batches through chunk 0, then through chunk 2.
-    let rank0 = plan
-        .lines()
-        .find(|l| l.starts_with("rank 0 |"))
-        .unwrap_or_else(|| panic!("no rank 0 row:\n{plan}"));
+    let (plan, rank0) = plan_row("looped-bfs", "3", 0);
     let cells: Vec<&str> = rank0.split_whitespace().skip(3).take(6).collect();
     assert_eq!(cells, ["0F0", "0F1", "0F2", "2F0", "2F1", "2F2"], "{plan}");
     let out = common::success(&["plan", "--compare", "--stages", "2", "--micro-batches", "4"]);
     assert!(out.contains("looped-bfs-v2"), "{out}");
+}
+
+/// `--schedule interleaved-zb`: interleaved's chunks with the split backward, trained like one
+/// device under `--verify`; `plan` draws its `I`s and `W`s rank by rank; a micro-batch count
+/// that is not a multiple of the stages is refused naming the nearest that work.
+#[test]
+fn interleaved_zb_from_the_command_line() {
+    let shape = [
+        "--stages",
+        "2",
+        "--schedule",
+        "interleaved-zb",
+        "--width",
+        "16",
+        "--hidden-layers",
+        "4",
+    ];
+    let train = |m: &'static str, batch: &'static str| {
+        let run = ["--micro-batches", m, "--batch", batch, "--steps", "2"];
+        [&["train"][..], &shape, &run, &["--verify"]].concat()
+    };
+    let stdout = common::success(&train("4", "16"));
+    max_rel_diff(&stdout);
+    assert!(stdout.contains("interleaved-zb-v2"), "{stdout}");
+    let err = common::failure_with(common::USAGE, &train("3", "12"));
+    assert!(
+        err.contains("--micro-batches 2 or --micro-batches 4"),
+        "{err}"
+    );
+    // Rank 1 (the last) runs chunk 3's first input gradient right after its first forward.
+    let (plan, rank1) = plan_row("interleaved-zb", "4", 1);
+    assert!(rank1.contains("3F0 3I0"), "{plan}");
 }

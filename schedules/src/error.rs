@@ -33,14 +33,15 @@ pub enum ScheduleError {
         /// What is wrong with it.
         reason: String,
     },
-    /// Interleaved 1F1B or looped BFS with fewer than two chunks per rank.
+    /// Interleaved 1F1B, interleaved zero bubble or looped BFS with fewer than two chunks per
+    /// rank.
     #[error(
         "{schedule} with {virtual_stages} virtual stage(s) per rank: it needs at least 2 (with \
          1, it is {})",
         one_chunk(schedule)
     )]
     VirtualStages {
-        /// The schedule (`interleaved`, `looped-bfs`).
+        /// The schedule (`interleaved`, `interleaved-zb`, `looped-bfs`).
         schedule: &'static str,
         /// The chunks per rank given.
         virtual_stages: usize,
@@ -56,7 +57,8 @@ pub enum ScheduleError {
         /// Chunks per rank.
         virtual_stages: usize,
     },
-    /// Interleaved 1F1B with a number of micro-batches that is not a multiple of the ranks.
+    /// Interleaved 1F1B or interleaved zero bubble with a number of micro-batches that is not a
+    /// multiple of the ranks.
     #[error(
         "interleaved needs the micro-batches in whole rounds of one per rank: {micro_batches} \
          micro-batches is not a multiple of {stages}"
@@ -174,16 +176,17 @@ impl Remedied for ScheduleError {
     }
 }
 
-/// The micro-batch counts next to `micro_batches` that are whole rounds of `stages`: the one
-/// below (when it is not 0) and the one above.
-/// What a looped schedule with one chunk per rank is.
+/// What a schedule of several chunks per rank is with one.
 fn one_chunk(schedule: &str) -> &'static str {
     match schedule {
         "looped-bfs" => "gpipe",
+        "interleaved-zb" => "zb-h1",
         _ => "1f1b",
     }
 }
 
+/// The micro-batch counts next to `micro_batches` that are whole rounds of `stages`: the one
+/// below (when it is not 0) and the one above.
 fn whole_rounds(micro_batches: usize, stages: usize) -> Remedy {
     let below = micro_batches / stages.max(1) * stages;
     let above = below + stages;

@@ -29,6 +29,7 @@ mod gpipe;
 mod id;
 mod inference;
 mod interleaved;
+mod interleaved_zb;
 mod kind;
 mod looped_bfs;
 mod lower;

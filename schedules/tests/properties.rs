@@ -349,6 +349,61 @@ fn looped_bfs_validates_stashes_every_chunk_and_runs_each_stages_backwards_oldes
 }
 
 #[test]
+fn interleaved_zb_splits_every_backward_and_cuts_zb_h1s_bubble_v_fold() {
+    for v in 2..=3 {
+        let kind = ScheduleKind::InterleavedZb { virtual_stages: v };
+        assert!(kind.splits_backward());
+        for (p, m) in shapes().filter(|&(p, m)| p <= 5 && m <= 20 && m % p == 0) {
+            let what = format!("{kind} p={p} m={m}");
+            let compute = kind.plan(p, m).unwrap();
+            assert_eq!((compute.ranks(), compute.stages()), (p, p * v), "{what}");
+            let lowered = lower(&compute, Lowering::default());
+            let sim = simulate(&lowered, &Costs::uniform(p * v, 1.0, 2.0))
+                .unwrap_or_else(|e| panic!("{what} lowered: {e}"));
+            // F = I = W = 1 per chunk: p − 1 idle steps per rank, ZB-H1's over v times the work.
+            let expected = (p - 1) as f64 / (3 * v * m + p - 1) as f64;
+            assert!(
+                (sim.bubble_fraction - expected).abs() < 1e-9,
+                "{what}: bubble {} != {expected}",
+                sim.bubble_fraction
+            );
+            // Rank r holds its warm-up forwards, one more, and the r W's it holds back.
+            for (r, st) in sim.stages.iter().enumerate() {
+                let bound = ((v - 1) * p + (p - r - 1) + 1 + r).min(m * v);
+                assert!(st.peak_stash <= bound, "{what} rank {r}: {}", st.peak_stash);
+            }
+            for stage in StageId::range(p * v) {
+                let rank = &compute.programs()[stage.index() % p];
+                let of = |kind| -> Vec<MicroBatchId> {
+                    let on = |a: &&Action| a.stage == stage && a.kind == kind;
+                    rank.iter().filter(on).map(|a| a.mb()).collect()
+                };
+                let all: Vec<_> = MicroBatchId::range(m).collect();
+                let split = [
+                    ActionKind::Forward,
+                    ActionKind::BackwardInput,
+                    ActionKind::BackwardWeight,
+                ];
+                for kind in split {
+                    assert_eq!(of(kind), all, "{what} {stage} {kind}");
+                }
+                assert!(of(ActionKind::Backward).is_empty(), "{what} {stage}");
+            }
+        }
+    }
+    let kind = |v| ScheduleKind::InterleavedZb { virtual_stages: v };
+    let e = kind(1).plan(2, 4).unwrap_err().to_string();
+    assert!(
+        e.contains("interleaved-zb") && e.contains("it is zb-h1"),
+        "{e}"
+    );
+    assert!(kind(2).plan(2, 3).is_err(), "3 micro-batches over 2 ranks");
+    let parsed = |name: &str| name.parse::<ScheduleKind>().unwrap();
+    assert_eq!(parsed("interleaved-zb"), kind(2));
+    assert_eq!(parsed("interleaved-zb-v3").to_string(), "interleaved-zb-v3");
+}
+
+#[test]
 fn zb_v_has_at_most_zb_h1_bubble_at_1f1b_activation_memory() {
     for (p, m) in shapes() {
         let plan = ScheduleKind::ZbV.plan(p, m).unwrap();

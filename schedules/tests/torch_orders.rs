@@ -16,6 +16,7 @@
 //! | `Schedule1F1B`                   | `1f1b`              | its `pipeline_order` names micro-batch k + 1 for the last rank's k-th forward (what it runs is ours) |
 //! | `ScheduleInterleaved1F1B`        | `interleaved-v<v>`  | none                               |
 //! | `ScheduleInterleavedZeroBubble`, v = 1 | `zb-h1`       | none                               |
+//! | `ScheduleInterleavedZeroBubble`, v ≥ 2 | `interleaved-zb-v<v>` | none                       |
 //! | `ScheduleZBVZeroBubble`          | `zb-v`              | another order (a greedy list scheduler): a makespan no longer, equal from m ≥ 2p − 1, at no more peak stash |
 //! | `ScheduleLoopedBFS`              | `looped-bfs-v<v>`   | each chunk's backwards run oldest micro-batch first, not newest first (the same makespan) |
 //!
@@ -31,7 +32,7 @@ use pipetrain_schedules::{
 use serde::Deserialize;
 
 /// PyTorch schedules that have no counterpart in pipetrain yet.
-const NOT_YET: &[&str] = &["ScheduleDualPipeV", "ScheduleInterleavedZeroBubble (v > 1)"];
+const NOT_YET: &[&str] = &["ScheduleDualPipeV"];
 
 #[derive(Deserialize)]
 struct Fixture {
@@ -107,6 +108,10 @@ fn ours(case: &Case) -> Option<(ScheduleKind, Relation)> {
             Relation::Equal(same),
         ),
         ("ScheduleInterleavedZeroBubble", 1) => (ScheduleKind::ZbH1, Relation::Equal(same)),
+        ("ScheduleInterleavedZeroBubble", v) => (
+            ScheduleKind::InterleavedZb { virtual_stages: v },
+            Relation::Equal(same),
+        ),
         ("ScheduleZBVZeroBubble", 2) => (ScheduleKind::ZbV, Relation::ZbV),
         ("ScheduleLoopedBFS", v) => (
             ScheduleKind::LoopedBfs { virtual_stages: v },

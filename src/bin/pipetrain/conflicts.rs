@@ -196,7 +196,8 @@ fn rename_without_init(args: &TrainArgs) -> Result<(), Failure> {
 }
 
 /// Flags that would do nothing in the combination given: `--virtual-stages` without an
-/// interleaved or looped BFS schedule (any value, its default 2 included), `--checkpoint-every` without
+/// interleaved, interleaved zero bubble or looped BFS schedule (any value, its default 2
+/// included), `--checkpoint-every` without
 /// `--checkpoint`, `--weight-group` with the fused backward or above `--micro-batches`.
 ///
 /// # Errors
@@ -206,12 +207,13 @@ fn ignored(args: &TrainArgs) -> Result<(), Failure> {
     use crate::schedule::ScheduleArg;
     let looped = matches!(
         args.schedule,
-        ScheduleArg::Interleaved | ScheduleArg::LoopedBfs
+        ScheduleArg::Interleaved | ScheduleArg::LoopedBfs | ScheduleArg::InterleavedZb
     ) || args.plan.is_some();
     if let Some(v) = args.virtual_stages.filter(|_| !looped) {
         return Err(Failure::usage(format!(
-            "--virtual-stages {v} applies to --schedule interleaved and looped-bfs only; this \
-             run's schedule has one chunk per worker: drop it, or add --schedule interleaved"
+            "--virtual-stages {v} applies to --schedule interleaved, interleaved-zb and looped-bfs \
+             only; this run's schedule has one chunk per worker: drop it, or add --schedule \
+             interleaved"
         )));
     }
     if args.checkpoint_every > 0 && args.checkpoint.is_none() {

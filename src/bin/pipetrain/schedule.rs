@@ -46,11 +46,19 @@ pub enum ScheduleArg {
     /// bubble from --micro-batches ≥ --stages on, at GPipe's memory, any --micro-batches.
     #[value(name = "looped-bfs", aliases = ["loopedbfs", "breadth-first"])]
     LoopedBfs,
+    /// Interleaved zero bubble: interleaved's --virtual-stages chunks and order with the
+    /// backward split as in zb-h1; (p − 1)/(3·v·m + p − 1) of bubble when forward, input and
+    /// weight gradients cost the same. --micro-batches must be a multiple of --stages.
+    #[value(
+        name = "interleaved-zb",
+        aliases = ["interleaved-zero-bubble", "zb-interleaved"]
+    )]
+    InterleavedZb,
 }
 
 impl ScheduleArg {
-    /// The library's schedule; `virtual_stages` is interleaved's and looped BFS's chunks per
-    /// worker (the others ignore it).
+    /// The library's schedule; `virtual_stages` is the chunks per worker of interleaved,
+    /// interleaved-zb and looped BFS (the others ignore it).
     pub fn kind(self, virtual_stages: usize) -> ScheduleKind {
         match self {
             ScheduleArg::Gpipe => ScheduleKind::GPipe,
@@ -59,6 +67,7 @@ impl ScheduleArg {
             ScheduleArg::Interleaved => ScheduleKind::Interleaved { virtual_stages },
             ScheduleArg::ZbV => ScheduleKind::ZbV,
             ScheduleArg::LoopedBfs => ScheduleKind::LoopedBfs { virtual_stages },
+            ScheduleArg::InterleavedZb => ScheduleKind::InterleavedZb { virtual_stages },
         }
     }
 }
@@ -122,7 +131,8 @@ mod tests {
             .collect();
         let interleaved = ScheduleKind::Interleaved { virtual_stages: 2 };
         let looped_bfs = ScheduleKind::LoopedBfs { virtual_stages: 2 };
-        let two_per_rank = [interleaved, ScheduleKind::ZbV, looped_bfs];
+        let interleaved_zb = ScheduleKind::InterleavedZb { virtual_stages: 2 };
+        let two_per_rank = [interleaved, ScheduleKind::ZbV, looped_bfs, interleaved_zb];
         assert_eq!(kinds, [&ScheduleKind::ALL[..], &two_per_rank].concat());
         for &arg in ScheduleArg::value_variants() {
             let value = arg.to_possible_value().unwrap();

@@ -58,7 +58,8 @@ pub fn knobs(candidate: &Candidate) -> Vec<(&'static str, Value)> {
         ("schedule", Value::String(schedule)),
     ];
     if let ScheduleKind::Interleaved { virtual_stages }
-    | ScheduleKind::LoopedBfs { virtual_stages } = k.schedule
+    | ScheduleKind::LoopedBfs { virtual_stages }
+    | ScheduleKind::InterleavedZb { virtual_stages } = k.schedule
     {
         out.push(("virtual_stages", int(virtual_stages)));
     }
