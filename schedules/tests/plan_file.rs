@@ -5,8 +5,14 @@ use pipetrain_schedules::{PlanFile, ScheduleError, ScheduleKind, Violation};
 
 #[test]
 fn every_schedule_round_trips_through_csv_and_text() {
-    let interleaved = (2..=3).map(|v| ScheduleKind::Interleaved { virtual_stages: v });
-    for kind in ScheduleKind::ALL.into_iter().chain(interleaved) {
+    let looped = (2..=3).flat_map(|v| {
+        [
+            ScheduleKind::Interleaved { virtual_stages: v },
+            ScheduleKind::InterleavedZb { virtual_stages: v },
+            ScheduleKind::LoopedBfs { virtual_stages: v },
+        ]
+    });
+    for kind in ScheduleKind::ALL.into_iter().chain(looped) {
         for p in 1..=4 {
             for m in 1..=8 {
                 let Ok(plan) = kind.plan(p, m) else {
