@@ -237,8 +237,8 @@ fn plan_compare_tables_every_schedule() {
     .unwrap();
     assert_eq!(json["weight_cost"], 0.5);
     // gpipe, 1f1b, zb-h1, zb-v, interleaved-v2 and interleaved-zb-v2 (4 micro-batches fill whole
-    // rounds of 2) and looped-bfs-v2
-    assert_eq!(json["schedules"].as_array().unwrap().len(), 7);
+    // rounds of 2), looped-bfs-v2 and dualpipev (4 micro-batches, twice the stages)
+    assert_eq!(json["schedules"].as_array().unwrap().len(), 8);
 }
 
 /// `--schedule interleaved --virtual-stages 2`: the model is cut into stages × 2 chunks and
@@ -416,4 +416,29 @@ fn interleaved_zb_from_the_command_line() {
     // Rank 1 (the last) runs chunk 3's first input gradient right after its first forward.
     let (plan, rank1) = plan_row("interleaved-zb", "4", 1);
     assert!(rank1.contains("3F0 3I0"), "{plan}");
+}
+
+/// `--schedule dualpipev`: trained like one device under `--verify`; fewer micro-batches than
+/// twice the stages are refused naming the least that works.
+#[test]
+fn dualpipev_from_the_command_line() {
+    let train = |m: &'static str, batch: &'static str| {
+        let run = ["--micro-batches", m, "--batch", batch, "--steps", "2"];
+        let shape = ["--stages", "2", "--schedule", "dualpipev", "--width", "16"];
+        [
+            &["train"][..],
+            &shape,
+            &run,
+            &["--hidden-layers", "4", "--verify"],
+        ]
+        .concat()
+    };
+    let stdout = common::success(&train("4", "16"));
+    max_rel_diff(&stdout);
+    assert!(stdout.contains("dualpipev"), "{stdout}");
+    let err = common::failure_with(common::USAGE, &train("3", "12"));
+    assert!(err.contains("--micro-batches 4"), "{err}");
+    // Rank 0 pairs stage 0's forward of micro-batch 3 with stage 3's backward of 1.
+    let (plan, rank0) = plan_row("dualpipev", "4", 0);
+    assert!(rank0.contains("0F3 3B1"), "{plan}");
 }

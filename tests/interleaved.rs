@@ -179,6 +179,21 @@ fn interleaved_zb_matches_single_device_and_is_bitwise_equal_to_1f1b_over_the_sa
     equal_to_one_device_and_bitwise(interleaved_zb, &shapes, &backwards, &one_f_one_b);
 }
 
+/// DualPipeV (two chunks per rank in a V, forward and backward pairs run in sequence) runs on
+/// the same machinery: within 1e-5 of one device, bitwise equal to 1F1B over the same chunks at
+/// the same micro-batch count and weight-gradient group.
+#[test]
+fn dualpipev_matches_single_device_and_is_bitwise_equal_to_1f1b_over_the_same_chunks() {
+    let shapes = [
+        (2, 2, vec![1, 3, 2, 2], 4),
+        (2, 2, vec![2, 2, 2, 2], 5),
+        (3, 2, vec![2, 1, 1, 1, 1, 2], 6),
+    ];
+    let dualpipev = |_| ScheduleKind::DualPipeV;
+    let one_f_one_b = [ScheduleKind::OneFOneB];
+    equal_to_one_device_and_bitwise(dualpipev, &shapes, &placed_weights(), &one_f_one_b);
+}
+
 #[test]
 fn interleaved_runs_one_worker_per_chunk_in_its_rank_order() {
     let pipeline = train(

@@ -69,6 +69,18 @@ pub enum ScheduleError {
         /// The ranks.
         stages: usize,
     },
+    /// DualPipeV with fewer micro-batches than its 2p stages.
+    #[error(
+        "dualpipev needs at least as many micro-batches as its {} stages (two per rank): \
+         {micro_batches} micro-batches over {stages} ranks",
+        2 * stages
+    )]
+    DualPipeVMicroBatches {
+        /// The micro-batches given.
+        micro_batches: usize,
+        /// The ranks.
+        stages: usize,
+    },
     /// An unknown schedule name.
     #[error("unknown schedule `{name}`: expected one of {expected}")]
     UnknownSchedule {
@@ -157,6 +169,9 @@ impl Remedied for ScheduleError {
                 micro_batches,
                 stages,
             } => Some(whole_rounds(*micro_batches, *stages)),
+            ScheduleError::DualPipeVMicroBatches { stages, .. } => {
+                Some(count(Setting::MicroBatches, 2 * stages))
+            }
             ScheduleError::PlanShape {
                 plan_stages,
                 plan_micro_batches,

@@ -7,7 +7,9 @@ use crate::action::Action;
 use crate::error::{Result, ScheduleError};
 use crate::id::StageId;
 use crate::plan::Plan;
-use crate::{gpipe, interleaved, interleaved_zb, looped_bfs, one_f_one_b, zb_h1, zb_v};
+use crate::{
+    dual_pipe_v, gpipe, interleaved, interleaved_zb, looped_bfs, one_f_one_b, zb_h1, zb_v,
+};
 
 /// A pipeline schedule: how micro-batches are ordered on each stage.
 ///
@@ -61,12 +63,17 @@ pub enum ScheduleKind {
         /// Chunks per rank (v).
         virtual_stages: usize,
     },
+    /// DualPipeV (DeepSeek's DualPipe in a V; torch's `ScheduleDualPipeV`): two chunks per rank
+    /// placed as [`ScheduleKind::ZbV`]'s, the steady phase pairing a forward of one chunk with
+    /// a backward of the other, split backwards in the warm-up and cool-down. Each pair runs in
+    /// sequence (the IR has no overlapped action yet). m ≥ 2p.
+    DualPipeV,
 }
 
 impl ScheduleKind {
     /// Every schedule kind with one stage per rank (all but [`ScheduleKind::Interleaved`],
-    /// [`ScheduleKind::ZbV`], [`ScheduleKind::LoopedBfs`] and
-    /// [`ScheduleKind::InterleavedZb`]).
+    /// [`ScheduleKind::ZbV`], [`ScheduleKind::LoopedBfs`], [`ScheduleKind::InterleavedZb`] and
+    /// [`ScheduleKind::DualPipeV`]).
     pub const ALL: [ScheduleKind; 3] = [
         ScheduleKind::GPipe,
         ScheduleKind::OneFOneB,
@@ -74,16 +81,17 @@ impl ScheduleKind {
     ];
 
     const EXPECTED: &'static str = "gpipe, 1f1b, zb-h1, zb-v, interleaved (v = 2), interleaved-v<v>, looped-bfs (v = 2), \
-         looped-bfs-v<v>, interleaved-zb (v = 2), interleaved-zb-v<v>";
+         looped-bfs-v<v>, interleaved-zb (v = 2), interleaved-zb-v<v>, dualpipev";
 
     /// Model stages per rank: v for [`ScheduleKind::Interleaved`], [`ScheduleKind::LoopedBfs`]
-    /// and [`ScheduleKind::InterleavedZb`], 2 for [`ScheduleKind::ZbV`], else 1.
+    /// and [`ScheduleKind::InterleavedZb`], 2 for [`ScheduleKind::ZbV`] and
+    /// [`ScheduleKind::DualPipeV`], else 1.
     pub const fn virtual_stages(self) -> usize {
         match self {
             ScheduleKind::Interleaved { virtual_stages }
             | ScheduleKind::LoopedBfs { virtual_stages }
             | ScheduleKind::InterleavedZb { virtual_stages } => virtual_stages,
-            ScheduleKind::ZbV => 2,
+            ScheduleKind::ZbV | ScheduleKind::DualPipeV => 2,
             _ => 1,
         }
     }
@@ -93,7 +101,10 @@ impl ScheduleKind {
     pub const fn splits_backward(self) -> bool {
         matches!(
             self,
-            ScheduleKind::ZbH1 | ScheduleKind::ZbV | ScheduleKind::InterleavedZb { .. }
+            ScheduleKind::ZbH1
+                | ScheduleKind::ZbV
+                | ScheduleKind::InterleavedZb { .. }
+                | ScheduleKind::DualPipeV
         )
     }
 
@@ -122,6 +133,12 @@ impl ScheduleKind {
                 });
             }
         }
+        if self == ScheduleKind::DualPipeV && micro_batches < 2 * stages {
+            return Err(ScheduleError::DualPipeVMicroBatches {
+                micro_batches,
+                stages,
+            });
+        }
         if let ScheduleKind::Interleaved { .. } | ScheduleKind::InterleavedZb { .. } = self {
             if micro_batches % stages != 0 {
                 return Err(ScheduleError::InterleavedMicroBatches {
@@ -146,6 +163,10 @@ impl ScheduleKind {
             ScheduleKind::ZbH1 => each(zb_h1::program),
             ScheduleKind::Interleaved { virtual_stages: v } => looped(interleaved::program, v),
             ScheduleKind::ZbV => zb_v::plan(p, m),
+            ScheduleKind::DualPipeV => {
+                let programs = (0..p).map(|r| dual_pipe_v::program(r, p, m)).collect();
+                Plan::with_placement(m, programs, zb_v::placement(p))
+            }
             ScheduleKind::LoopedBfs { virtual_stages: v } => looped(looped_bfs::program, v),
             ScheduleKind::InterleavedZb { virtual_stages: v } => looped(interleaved_zb::program, v),
         })
@@ -162,6 +183,7 @@ impl ScheduleKind {
             ScheduleKind::Interleaved { .. } => "interleaved",
             ScheduleKind::LoopedBfs { .. } => "looped-bfs",
             ScheduleKind::InterleavedZb { .. } => "interleaved-zb",
+            ScheduleKind::DualPipeV => "dualpipev",
         }
     }
 }
@@ -194,6 +216,7 @@ impl FromStr for ScheduleKind {
             "looped-bfs" | "loopedbfs" | "breadth-first" => {
                 Ok(ScheduleKind::LoopedBfs { virtual_stages: 2 })
             }
+            "dualpipev" | "dual-pipe-v" | "dualpipe-v" => Ok(ScheduleKind::DualPipeV),
             "interleaved-zb" | "interleaved-zero-bubble" | "zb-interleaved" => {
                 Ok(ScheduleKind::InterleavedZb { virtual_stages: 2 })
             }

@@ -24,6 +24,7 @@
 
 mod action;
 mod dataflow;
+mod dual_pipe_v;
 mod error;
 mod gpipe;
 mod id;

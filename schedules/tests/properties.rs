@@ -404,6 +404,49 @@ fn interleaved_zb_splits_every_backward_and_cuts_zb_h1s_bubble_v_fold() {
 }
 
 #[test]
+fn dualpipev_validates_in_a_v_and_accumulates_each_stage_in_micro_batch_order() {
+    let kind = ScheduleKind::DualPipeV;
+    assert!(kind.splits_backward());
+    for (p, m) in shapes().filter(|&(p, m)| p <= 5 && m <= 24 && m >= 2 * p) {
+        let what = format!("{kind} p={p} m={m}");
+        let compute = kind.plan(p, m).unwrap();
+        assert_eq!((compute.ranks(), compute.stages()), (p, 2 * p), "{what}");
+        for r in 0..p {
+            let held: Vec<StageId> = compute.stages_of(r).collect();
+            assert_eq!(
+                held,
+                [StageId::from(r), StageId::from(2 * p - 1 - r)],
+                "{what}"
+            );
+        }
+        let lowered = lower(&compute, Lowering::default());
+        validate(&lowered).unwrap_or_else(|e| panic!("{what} lowered: {e}"));
+        for stage in StageId::range(2 * p) {
+            let rank = &compute.programs()[compute.rank_of(stage).unwrap()];
+            let of = |kinds: &[ActionKind]| -> Vec<MicroBatchId> {
+                let on = |a: &&Action| a.stage == stage && kinds.contains(&a.kind);
+                rank.iter().filter(on).map(|a| a.mb()).collect()
+            };
+            let all: Vec<_> = MicroBatchId::range(m).collect();
+            use ActionKind::{Backward, BackwardInput, BackwardWeight, Forward};
+            assert_eq!(of(&[Forward]), all, "{what} {stage}");
+            assert_eq!(of(&[Backward, BackwardInput]), all, "{what} {stage}");
+            // Weight gradients (a full backward's or a W's) in ascending order: 1F1B's.
+            assert_eq!(of(&[Backward, BackwardWeight]), all, "{what} {stage}");
+        }
+    }
+    let e = kind.plan(3, 5).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("at least as many micro-batches as its 6"),
+        "{e}"
+    );
+    let micro_batches = Remedy::set(Setting::MicroBatches, Value::Count(6));
+    assert_eq!(e.remedy(), Some(micro_batches));
+    assert_eq!("dualpipev".parse::<ScheduleKind>().unwrap(), kind);
+}
+
+#[test]
 fn zb_v_has_at_most_zb_h1_bubble_at_1f1b_activation_memory() {
     for (p, m) in shapes() {
         let plan = ScheduleKind::ZbV.plan(p, m).unwrap();

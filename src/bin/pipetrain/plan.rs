@@ -178,7 +178,7 @@ fn check_size(args: &PlanArgs, stages: usize, micro_batches: usize) -> Result<()
         .max(1);
     let cells = stages as u128 * micro_batches as u128 * v as u128;
     // --compare builds every schedule.
-    let plans = if args.compare { 8 } else { 1 };
+    let plans = if args.compare { 9 } else { 1 };
     let per_cell = match args.format {
         Format::Csv if !args.compare => CSV_BYTES_PER_CELL,
         _ => REPORT_BYTES_PER_CELL,

@@ -54,6 +54,11 @@ pub enum ScheduleArg {
         aliases = ["interleaved-zero-bubble", "zb-interleaved"]
     )]
     InterleavedZb,
+    /// DualPipeV (DeepSeek's DualPipe in a V): two chunks per worker placed as zb-v's, the
+    /// steady phase pairing one chunk's forward with the other's backward (run one after the
+    /// other here), split backwards at both ends. --micro-batches at least 2 × --stages.
+    #[value(name = "dualpipev", aliases = ["dual-pipe-v", "dualpipe-v"])]
+    DualPipeV,
 }
 
 impl ScheduleArg {
@@ -68,6 +73,7 @@ impl ScheduleArg {
             ScheduleArg::ZbV => ScheduleKind::ZbV,
             ScheduleArg::LoopedBfs => ScheduleKind::LoopedBfs { virtual_stages },
             ScheduleArg::InterleavedZb => ScheduleKind::InterleavedZb { virtual_stages },
+            ScheduleArg::DualPipeV => ScheduleKind::DualPipeV,
         }
     }
 }
@@ -132,7 +138,13 @@ mod tests {
         let interleaved = ScheduleKind::Interleaved { virtual_stages: 2 };
         let looped_bfs = ScheduleKind::LoopedBfs { virtual_stages: 2 };
         let interleaved_zb = ScheduleKind::InterleavedZb { virtual_stages: 2 };
-        let two_per_rank = [interleaved, ScheduleKind::ZbV, looped_bfs, interleaved_zb];
+        let two_per_rank = [
+            interleaved,
+            ScheduleKind::ZbV,
+            looped_bfs,
+            interleaved_zb,
+            ScheduleKind::DualPipeV,
+        ];
         assert_eq!(kinds, [&ScheduleKind::ALL[..], &two_per_rank].concat());
         for &arg in ScheduleArg::value_variants() {
             let value = arg.to_possible_value().unwrap();
