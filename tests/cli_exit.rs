@@ -20,7 +20,9 @@ fn an_unknown_schedule_or_remat_mode_is_a_usage_error_listing_the_values() {
         let e = failure_with(USAGE, args);
         assert!(
             e.contains("'zb'")
-                && e.contains("[possible values: gpipe, 1f1b, zb-h1, interleaved, zb-v]"),
+                && e.contains(
+                    "[possible values: gpipe, 1f1b, zb-h1, interleaved, zb-v, looped-bfs, interleaved-zb, dualpipev]"
+                ),
             "{args:?}: {e}"
         );
     }
@@ -94,7 +96,9 @@ fn configuration_errors_are_usage_errors() {
     std::fs::write(&bad, "schedule = \"zb\"\n").unwrap();
     let e = failure_with(USAGE, &train(&["--config", bad.to_str().unwrap()]));
     assert!(
-        e.contains("[possible values: gpipe, 1f1b, zb-h1, interleaved, zb-v]"),
+        e.contains(
+            "[possible values: gpipe, 1f1b, zb-h1, interleaved, zb-v, looped-bfs, interleaved-zb, dualpipev]"
+        ),
         "{e}"
     );
     std::fs::write(&bad, "stagez = 2\n").unwrap();

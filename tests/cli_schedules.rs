@@ -236,8 +236,9 @@ fn plan_compare_tables_every_schedule() {
     ]))
     .unwrap();
     assert_eq!(json["weight_cost"], 0.5);
-    // gpipe, 1f1b, zb-h1, zb-v and interleaved-v2 (4 micro-batches fill whole rounds of 2)
-    assert_eq!(json["schedules"].as_array().unwrap().len(), 5);
+    // gpipe, 1f1b, zb-h1, zb-v, interleaved-v2 and interleaved-zb-v2 (4 micro-batches fill whole
+    // rounds of 2), looped-bfs-v2 and dualpipev (4 micro-batches, twice the stages)
+    assert_eq!(json["schedules"].as_array().unwrap().len(), 8);
 }
 
 /// `--schedule interleaved --virtual-stages 2`: the model is cut into stages × 2 chunks and
@@ -328,4 +329,116 @@ fn zb_v_from_the_command_line() {
         .find(|l| l.trim_start().starts_with("zb-v "))
         .unwrap_or_else(|| panic!("no zb-v row:\n{out}"));
     assert!(zb_v.contains("5.88 %"), "{zb_v}");
+}
+
+/// `pipetrain plan --schedule SCHEDULE --stages 2 --micro-batches M`, and its timeline's row of
+/// `rank`.
+fn plan_row(schedule: &str, micro_batches: &str, rank: usize) -> (String, String) {
+    let plan = common::success(&[
+        "plan",
+        "--schedule",
+        schedule,
+        "--stages",
+        "2",
+        "--micro-batches",
+        micro_batches,
+    ]);
+    let row = plan
+        .lines()
+        .find(|l| l.starts_with(&format!("rank {rank} |")))
+        .unwrap_or_else(|| panic!("no rank {rank} row:\n{plan}"))
+        .to_string();
+    (plan, row)
+}
+
+/// `--schedule looped-bfs`: chunks placed as interleaved's, trained like one device under
+/// `--verify`, any micro-batch count (3 over 2 stages here); `plan` draws it rank by rank and
+/// `--compare` has its row.
+#[test]
+fn looped_bfs_from_the_command_line() {
+    let stdout = common::success(&[
+        "train",
+        "--stages",
+        "2",
+        "--virtual-stages",
+        "2",
+        "--schedule",
+        "looped-bfs",
+        "--width",
+        "16",
+        "--hidden-layers",
+        "4",
+        "--micro-batches",
+        "3",
+        "--batch",
+        "12",
+        "--steps",
+        "2",
+        "--verify",
+    ]);
+    max_rel_diff(&stdout);
+    assert!(stdout.contains("looped-bfs-v2"), "{stdout}");
+    // Rank 0 forwards all three micro-batches through chunk 0, then through chunk 2.
+    let (plan, rank0) = plan_row("looped-bfs", "3", 0);
+    let cells: Vec<&str> = rank0.split_whitespace().skip(3).take(6).collect();
+    assert_eq!(cells, ["0F0", "0F1", "0F2", "2F0", "2F1", "2F2"], "{plan}");
+    let out = common::success(&["plan", "--compare", "--stages", "2", "--micro-batches", "4"]);
+    assert!(out.contains("looped-bfs-v2"), "{out}");
+}
+
+/// `--schedule interleaved-zb`: interleaved's chunks with the split backward, trained like one
+/// device under `--verify`; `plan` draws its `I`s and `W`s rank by rank; a micro-batch count
+/// that is not a multiple of the stages is refused naming the nearest that work.
+#[test]
+fn interleaved_zb_from_the_command_line() {
+    let shape = [
+        "--stages",
+        "2",
+        "--schedule",
+        "interleaved-zb",
+        "--width",
+        "16",
+        "--hidden-layers",
+        "4",
+    ];
+    let train = |m: &'static str, batch: &'static str| {
+        let run = ["--micro-batches", m, "--batch", batch, "--steps", "2"];
+        [&["train"][..], &shape, &run, &["--verify"]].concat()
+    };
+    let stdout = common::success(&train("4", "16"));
+    max_rel_diff(&stdout);
+    assert!(stdout.contains("interleaved-zb-v2"), "{stdout}");
+    let err = common::failure_with(common::USAGE, &train("3", "12"));
+    assert!(
+        err.contains("--micro-batches 2 or --micro-batches 4"),
+        "{err}"
+    );
+    // Rank 1 (the last) runs chunk 3's first input gradient right after its first forward.
+    let (plan, rank1) = plan_row("interleaved-zb", "4", 1);
+    assert!(rank1.contains("3F0 3I0"), "{plan}");
+}
+
+/// `--schedule dualpipev`: trained like one device under `--verify`; fewer micro-batches than
+/// twice the stages are refused naming the least that works.
+#[test]
+fn dualpipev_from_the_command_line() {
+    let train = |m: &'static str, batch: &'static str| {
+        let run = ["--micro-batches", m, "--batch", batch, "--steps", "2"];
+        let shape = ["--stages", "2", "--schedule", "dualpipev", "--width", "16"];
+        [
+            &["train"][..],
+            &shape,
+            &run,
+            &["--hidden-layers", "4", "--verify"],
+        ]
+        .concat()
+    };
+    let stdout = common::success(&train("4", "16"));
+    max_rel_diff(&stdout);
+    assert!(stdout.contains("dualpipev"), "{stdout}");
+    let err = common::failure_with(common::USAGE, &train("3", "12"));
+    assert!(err.contains("--micro-batches 4"), "{err}");
+    // Rank 0 pairs stage 0's forward of micro-batch 3 with stage 3's backward of 1.
+    let (plan, rank0) = plan_row("dualpipev", "4", 0);
+    assert!(rank0.contains("0F3 3B1"), "{plan}");
 }

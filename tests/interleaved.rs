@@ -31,6 +31,60 @@ fn data() -> Vec<pipetrain::Batch> {
         .collect()
 }
 
+/// The weights after training `init` on one device on the same data (the reference).
+fn single_device(init: &[MlpLayer]) -> Vec<Vec<f32>> {
+    let mut single = SingleDevice::new(init.to_vec(), &Device::flex(), &OptimizerConfig::adam());
+    for b in data() {
+        single
+            .step(b.inputs, b.targets, &CrossEntropy, 1e-2)
+            .unwrap();
+    }
+    single.parameters()
+}
+
+/// The backwards (ours, the reference's) of a schedule that places its own `W`s: by default
+/// each computes its own micro-batch's, so the reference gets group 1 too.
+fn placed_weights() -> [(Backward, Backward); 3] {
+    let per_micro_batch = Backward::Split { weight_group: 1 };
+    [
+        (Backward::default(), per_micro_batch),
+        (per_micro_batch, per_micro_batch),
+        (Backward::Fused, Backward::Fused),
+    ]
+}
+
+/// (ranks, chunks per rank, chunk balance, micro-batches)
+type Shape = (usize, usize, Vec<usize>, usize);
+
+/// Trains the schedule `kind(v)` at each shape under each pair's first backward: within 1e-5 of
+/// one device, and bitwise equal to each of `references` over the same chunks under the pair's
+/// second backward.
+fn equal_to_one_device_and_bitwise(
+    kind: impl Fn(usize) -> ScheduleKind,
+    shapes: &[Shape],
+    backwards: &[(Backward, Backward)],
+    references: &[ScheduleKind],
+) {
+    let init = model();
+    let expected = single_device(&init);
+    for (p, v, balance, m) in shapes {
+        let (p, v, m) = (*p, *v, *m);
+        for &(ours, theirs) in backwards {
+            let kind = kind(v);
+            let pipeline = train(&init, kind, Some(p), balance, m, ours);
+            let what = format!("{kind} p={p} {balance:?} m={m} {ours:?}");
+            assert_eq!(pipeline.stages(), p * v, "{what}");
+            let got = pipeline.parameters();
+            let d = difference(&got, &expected);
+            assert!(d.max_relative <= 1e-5, "{what}: vs one device {d:?}");
+            for &other in references {
+                let reference = train(&init, other, None, balance, m, theirs).parameters();
+                assert!(got == reference, "{what}: not bitwise equal to {other}");
+            }
+        }
+    }
+}
+
 fn train(
     init: &[MlpLayer],
     schedule: ScheduleKind,
@@ -60,37 +114,19 @@ fn train(
 
 #[test]
 fn interleaved_matches_single_device_and_is_bitwise_equal_to_gpipe_over_the_same_chunks() {
-    let init = model();
-    let expected = {
-        let mut single = SingleDevice::new(init.clone(), &Device::flex(), &OptimizerConfig::adam());
-        for b in data() {
-            single
-                .step(b.inputs, b.targets, &CrossEntropy, 1e-2)
-                .unwrap();
-        }
-        single.parameters()
-    };
-    // (ranks, chunks per rank, chunk balance, micro-batches)
-    for (p, v, balance, m) in [
+    let shapes = [
         (2, 2, vec![2, 2, 2, 2], 2),
         (2, 2, vec![1, 3, 2, 2], 4),
         (2, 4, vec![1; 8], 4),
         (3, 2, vec![2, 1, 1, 1, 1, 2], 3),
-    ] {
-        for backward in [Backward::default(), Backward::Fused] {
-            let kind = ScheduleKind::Interleaved { virtual_stages: v };
-            let interleaved = train(&init, kind, Some(p), &balance, m, backward);
-            let what = format!("p={p} v={v} {balance:?} m={m} {backward:?}");
-            assert_eq!(interleaved.stages(), p * v, "{what}");
-            let got = interleaved.parameters();
-            let d = difference(&got, &expected);
-            assert!(d.max_relative <= 1e-5, "{what}: vs one device {d:?}");
-            for other in [ScheduleKind::GPipe, ScheduleKind::OneFOneB] {
-                let theirs = train(&init, other, None, &balance, m, backward).parameters();
-                assert!(got == theirs, "{what}: not bitwise equal to {other}");
-            }
-        }
-    }
+    ];
+    let same = [
+        (Backward::default(), Backward::default()),
+        (Backward::Fused, Backward::Fused),
+    ];
+    let references = [ScheduleKind::GPipe, ScheduleKind::OneFOneB];
+    let interleaved = |v| ScheduleKind::Interleaved { virtual_stages: v };
+    equal_to_one_device_and_bitwise(interleaved, &shapes, &same, &references);
 }
 
 /// ZB-V (two chunks per rank in a V) runs on the same machinery: within 1e-5 of one device,
@@ -98,34 +134,64 @@ fn interleaved_matches_single_device_and_is_bitwise_equal_to_gpipe_over_the_same
 /// its `W`s: by default each computes its own micro-batch, so GPipe gets group 1 too).
 #[test]
 fn zb_v_matches_single_device_and_gpipe_over_the_same_chunks() {
-    let init = model();
-    let mut single = SingleDevice::new(init.clone(), &Device::flex(), &OptimizerConfig::adam());
-    for b in data() {
-        single
-            .step(b.inputs, b.targets, &CrossEntropy, 1e-2)
-            .unwrap();
-    }
-    let expected = single.parameters();
-    let per_micro_batch = Backward::Split { weight_group: 1 };
-    for (p, balance, m) in [(2, vec![2, 2, 2, 2], 4), (3, vec![1, 2, 1, 1, 2, 1], 3)] {
-        for (ours, theirs) in [
-            (Backward::default(), per_micro_batch),
-            (per_micro_batch, per_micro_batch),
-            (Backward::Fused, Backward::Fused),
-        ] {
-            let zb_v = train(&init, ScheduleKind::ZbV, Some(p), &balance, m, ours);
-            let what = format!("p={p} {balance:?} m={m} {ours:?}");
-            assert_eq!(zb_v.stages(), 2 * p, "{what}");
-            let got = zb_v.parameters();
-            let d = difference(&got, &expected);
-            assert!(d.max_relative <= 1e-5, "{what}: vs one device {d:?}");
-            let gpipe = train(&init, ScheduleKind::GPipe, None, &balance, m, theirs);
-            assert!(
-                got == gpipe.parameters(),
-                "{what}: not bitwise equal to gpipe"
-            );
-        }
-    }
+    let shapes = [
+        (2, 2, vec![2, 2, 2, 2], 4),
+        (3, 2, vec![1, 2, 1, 1, 2, 1], 3),
+    ];
+    let backwards = placed_weights();
+    let zb_v = |_| ScheduleKind::ZbV;
+    equal_to_one_device_and_bitwise(zb_v, &shapes, &backwards, &[ScheduleKind::GPipe]);
+}
+
+/// Looped BFS (chunks placed as interleaved's, each rank running every micro-batch through one
+/// chunk before the next) runs on the same machinery: within 1e-5 of one device, bitwise equal
+/// to 1F1B over the same chunks at the same micro-batch count (each stage runs its backwards
+/// oldest first, as 1F1B does), m < p included.
+#[test]
+fn looped_bfs_matches_single_device_and_is_bitwise_equal_to_1f1b_over_the_same_chunks() {
+    let shapes = [
+        (2, 2, vec![1, 3, 2, 2], 4),
+        (2, 3, vec![1, 1, 2, 2, 1, 1], 3),
+        (3, 2, vec![2, 1, 1, 1, 1, 2], 2),
+    ];
+    let same = [
+        (Backward::default(), Backward::default()),
+        (Backward::Fused, Backward::Fused),
+    ];
+    let looped_bfs = |v| ScheduleKind::LoopedBfs { virtual_stages: v };
+    equal_to_one_device_and_bitwise(looped_bfs, &shapes, &same, &[ScheduleKind::OneFOneB]);
+}
+
+/// Interleaved zero bubble (interleaved's chunks and order, the backward split as in ZB-H1)
+/// runs on the same machinery: within 1e-5 of one device, bitwise equal to 1F1B over the same
+/// chunks at the same micro-batch count and weight-gradient group (it places its `W`s, one per
+/// micro-batch by default, so 1F1B gets group 1 too).
+#[test]
+fn interleaved_zb_matches_single_device_and_is_bitwise_equal_to_1f1b_over_the_same_chunks() {
+    let shapes = [
+        (2, 2, vec![1, 3, 2, 2], 4),
+        (2, 3, vec![1, 1, 2, 2, 1, 1], 2),
+        (3, 2, vec![2, 1, 1, 1, 1, 2], 3),
+    ];
+    let backwards = placed_weights();
+    let interleaved_zb = |v| ScheduleKind::InterleavedZb { virtual_stages: v };
+    let one_f_one_b = [ScheduleKind::OneFOneB];
+    equal_to_one_device_and_bitwise(interleaved_zb, &shapes, &backwards, &one_f_one_b);
+}
+
+/// DualPipeV (two chunks per rank in a V, forward and backward pairs run in sequence) runs on
+/// the same machinery: within 1e-5 of one device, bitwise equal to 1F1B over the same chunks at
+/// the same micro-batch count and weight-gradient group.
+#[test]
+fn dualpipev_matches_single_device_and_is_bitwise_equal_to_1f1b_over_the_same_chunks() {
+    let shapes = [
+        (2, 2, vec![1, 3, 2, 2], 4),
+        (2, 2, vec![2, 2, 2, 2], 5),
+        (3, 2, vec![2, 1, 1, 1, 1, 2], 6),
+    ];
+    let dualpipev = |_| ScheduleKind::DualPipeV;
+    let one_f_one_b = [ScheduleKind::OneFOneB];
+    equal_to_one_device_and_bitwise(dualpipev, &shapes, &placed_weights(), &one_f_one_b);
 }
 
 #[test]

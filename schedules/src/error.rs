@@ -33,12 +33,16 @@ pub enum ScheduleError {
         /// What is wrong with it.
         reason: String,
     },
-    /// Interleaved 1F1B with fewer than two chunks per rank.
+    /// Interleaved 1F1B, interleaved zero bubble or looped BFS with fewer than two chunks per
+    /// rank.
     #[error(
-        "interleaved with {virtual_stages} virtual stage(s) per rank: it needs at least 2 (with \
-         1, it is 1f1b)"
+        "{schedule} with {virtual_stages} virtual stage(s) per rank: it needs at least 2 (with \
+         1, it is {})",
+        one_chunk(schedule)
     )]
     VirtualStages {
+        /// The schedule (`interleaved`, `interleaved-zb`, `looped-bfs`).
+        schedule: &'static str,
         /// The chunks per rank given.
         virtual_stages: usize,
     },
@@ -53,12 +57,25 @@ pub enum ScheduleError {
         /// Chunks per rank.
         virtual_stages: usize,
     },
-    /// Interleaved 1F1B with a number of micro-batches that is not a multiple of the ranks.
+    /// Interleaved 1F1B or interleaved zero bubble with a number of micro-batches that is not a
+    /// multiple of the ranks.
     #[error(
         "interleaved needs the micro-batches in whole rounds of one per rank: {micro_batches} \
          micro-batches is not a multiple of {stages}"
     )]
     InterleavedMicroBatches {
+        /// The micro-batches given.
+        micro_batches: usize,
+        /// The ranks.
+        stages: usize,
+    },
+    /// DualPipeV with fewer micro-batches than its 2p stages.
+    #[error(
+        "dualpipev needs at least as many micro-batches as its {} stages (two per rank): \
+         {micro_batches} micro-batches over {stages} ranks",
+        2 * stages
+    )]
+    DualPipeVMicroBatches {
         /// The micro-batches given.
         micro_batches: usize,
         /// The ranks.
@@ -152,6 +169,9 @@ impl Remedied for ScheduleError {
                 micro_batches,
                 stages,
             } => Some(whole_rounds(*micro_batches, *stages)),
+            ScheduleError::DualPipeVMicroBatches { stages, .. } => {
+                Some(count(Setting::MicroBatches, 2 * stages))
+            }
             ScheduleError::PlanShape {
                 plan_stages,
                 plan_micro_batches,
@@ -168,6 +188,15 @@ impl Remedied for ScheduleError {
             ])),
             _ => None,
         }
+    }
+}
+
+/// What a schedule of several chunks per rank is with one.
+fn one_chunk(schedule: &str) -> &'static str {
+    match schedule {
+        "looped-bfs" => "gpipe",
+        "interleaved-zb" => "zb-h1",
+        _ => "1f1b",
     }
 }
 

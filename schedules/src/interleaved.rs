@@ -33,14 +33,8 @@ pub(crate) fn program(
     let (p, v, m) = (ranks, virtual_stages, micro_batches);
     let total = m * v;
     let warm_up = (2 * (p - rank - 1) + (v - 1) * p).min(total);
-    // The k-th forward (backward) of this rank: which chunk, which micro-batch.
-    let chunk = |k: usize, forward: bool| {
-        let c = k % (p * v) / p;
-        if forward { c } else { v - 1 - c }
-    };
     let at = |k: usize, forward: bool| {
-        let stage = StageId::from(chunk(k, forward) * p + rank);
-        let mb = MicroBatchId::from(k / (p * v) * p + k % p);
+        let (stage, mb) = nth(rank, p, v, k, forward);
         match forward {
             true => Action::forward(stage, mb),
             false => Action::backward(stage, mb),
@@ -54,6 +48,22 @@ pub(crate) fn program(
     }
     program.extend((total - warm_up..total).map(|k| at(k, false)));
     program
+}
+
+/// The stage and micro-batch of `rank`'s k-th forward (or backward): micro-batches in rounds
+/// of p, each round through every chunk in turn (the backwards through the chunks reversed).
+pub(crate) fn nth(
+    rank: usize,
+    ranks: usize,
+    virtual_stages: usize,
+    k: usize,
+    forward: bool,
+) -> (StageId, MicroBatchId) {
+    let (p, v) = (ranks, virtual_stages);
+    let c = k % (p * v) / p;
+    let chunk = if forward { c } else { v - 1 - c };
+    let mb = k / (p * v) * p + k % p;
+    (StageId::from(chunk * p + rank), MicroBatchId::from(mb))
 }
 
 /// Stage c is on rank c mod p.

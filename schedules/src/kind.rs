@@ -7,7 +7,9 @@ use crate::action::Action;
 use crate::error::{Result, ScheduleError};
 use crate::id::StageId;
 use crate::plan::Plan;
-use crate::{gpipe, interleaved, one_f_one_b, zb_h1, zb_v};
+use crate::{
+    dual_pipe_v, gpipe, interleaved, interleaved_zb, looped_bfs, one_f_one_b, zb_h1, zb_v,
+};
 
 /// A pipeline schedule: how micro-batches are ordered on each stage.
 ///
@@ -44,26 +46,52 @@ pub enum ScheduleKind {
     /// a greedy list scheduler under 1F1B's activation memory; about zero bubble when F, I and
     /// W cost the same.
     ZbV,
+    /// Looped BFS (breadth-first, Lamy-Poirier 2022; torch's `ScheduleLoopedBFS`): chunks placed
+    /// as [`ScheduleKind::Interleaved`]'s, each rank running every micro-batch through one chunk
+    /// before the next (GPipe looped v times around the ranks). Interleaved's bubble from m ≥ p
+    /// on, at GPipe's memory; any m.
+    LoopedBfs {
+        /// Chunks per rank (v).
+        virtual_stages: usize,
+    },
+    /// Interleaved zero bubble (ZB-H1 over interleaved chunks; torch's
+    /// `ScheduleInterleavedZeroBubble`): [`ScheduleKind::Interleaved`]'s chunks and order with
+    /// the backward split as in [`ScheduleKind::ZbH1`], rank r holding back its first r `W`s.
+    /// (p − 1)/(3·v·m + p − 1) of bubble when F, I and W cost the same per chunk. m must be a
+    /// multiple of p.
+    InterleavedZb {
+        /// Chunks per rank (v).
+        virtual_stages: usize,
+    },
+    /// DualPipeV (DeepSeek's DualPipe in a V; torch's `ScheduleDualPipeV`): two chunks per rank
+    /// placed as [`ScheduleKind::ZbV`]'s, the steady phase pairing a forward of one chunk with
+    /// a backward of the other, split backwards in the warm-up and cool-down. Each pair runs in
+    /// sequence (the IR has no overlapped action yet). m ≥ 2p.
+    DualPipeV,
 }
 
 impl ScheduleKind {
-    /// Every schedule kind with one stage per rank (all but [`ScheduleKind::Interleaved`] and
-    /// [`ScheduleKind::ZbV`]).
+    /// Every schedule kind with one stage per rank (all but [`ScheduleKind::Interleaved`],
+    /// [`ScheduleKind::ZbV`], [`ScheduleKind::LoopedBfs`], [`ScheduleKind::InterleavedZb`] and
+    /// [`ScheduleKind::DualPipeV`]).
     pub const ALL: [ScheduleKind; 3] = [
         ScheduleKind::GPipe,
         ScheduleKind::OneFOneB,
         ScheduleKind::ZbH1,
     ];
 
-    const EXPECTED: &'static str =
-        "gpipe, 1f1b, zb-h1, zb-v, interleaved (v = 2), interleaved-v<v>";
+    const EXPECTED: &'static str = "gpipe, 1f1b, zb-h1, zb-v, interleaved (v = 2), interleaved-v<v>, looped-bfs (v = 2), \
+         looped-bfs-v<v>, interleaved-zb (v = 2), interleaved-zb-v<v>, dualpipev";
 
-    /// Model stages per rank: v for [`ScheduleKind::Interleaved`], 2 for
-    /// [`ScheduleKind::ZbV`], else 1.
+    /// Model stages per rank: v for [`ScheduleKind::Interleaved`], [`ScheduleKind::LoopedBfs`]
+    /// and [`ScheduleKind::InterleavedZb`], 2 for [`ScheduleKind::ZbV`] and
+    /// [`ScheduleKind::DualPipeV`], else 1.
     pub const fn virtual_stages(self) -> usize {
         match self {
-            ScheduleKind::Interleaved { virtual_stages } => virtual_stages,
-            ScheduleKind::ZbV => 2,
+            ScheduleKind::Interleaved { virtual_stages }
+            | ScheduleKind::LoopedBfs { virtual_stages }
+            | ScheduleKind::InterleavedZb { virtual_stages } => virtual_stages,
+            ScheduleKind::ZbV | ScheduleKind::DualPipeV => 2,
             _ => 1,
         }
     }
@@ -71,14 +99,21 @@ impl ScheduleKind {
     /// Whether the plan places split backwards (`I` and `W`) itself, rather than full
     /// backwards (`B`) that an engine may split in place ([`Plan::split_backward`]).
     pub const fn splits_backward(self) -> bool {
-        matches!(self, ScheduleKind::ZbH1 | ScheduleKind::ZbV)
+        matches!(
+            self,
+            ScheduleKind::ZbH1
+                | ScheduleKind::ZbV
+                | ScheduleKind::InterleavedZb { .. }
+                | ScheduleKind::DualPipeV
+        )
     }
 
     /// The compute-only plan (forwards and backwards, no communication) of this schedule for
     /// `stages` ranks (one stage each, but [`ScheduleKind::Interleaved`]'s v and
     /// [`ScheduleKind::ZbV`]'s 2) and
     /// `micro_batches` micro-batches. Any p ≥ 1, m ≥ 1 works, m < p included, except that
-    /// interleaved needs v ≥ 2 and m a multiple of p. Run [`crate::lower`] on it to get a plan
+    /// interleaved, interleaved zero bubble and looped BFS need v ≥ 2, and the interleaved two
+    /// m a multiple of p. Run [`crate::lower`] on it to get a plan
     /// a worker can interpret.
     pub fn plan(self, stages: usize, micro_batches: usize) -> Result<Plan> {
         if stages == 0 {
@@ -87,10 +122,24 @@ impl ScheduleKind {
         if micro_batches == 0 {
             return Err(ScheduleError::ZeroMicroBatches);
         }
-        if let ScheduleKind::Interleaved { virtual_stages } = self {
+        if let ScheduleKind::Interleaved { virtual_stages }
+        | ScheduleKind::LoopedBfs { virtual_stages }
+        | ScheduleKind::InterleavedZb { virtual_stages } = self
+        {
             if virtual_stages < 2 {
-                return Err(ScheduleError::VirtualStages { virtual_stages });
+                return Err(ScheduleError::VirtualStages {
+                    schedule: self.family(),
+                    virtual_stages,
+                });
             }
+        }
+        if self == ScheduleKind::DualPipeV && micro_batches < 2 * stages {
+            return Err(ScheduleError::DualPipeVMicroBatches {
+                micro_batches,
+                stages,
+            });
+        }
+        if let ScheduleKind::Interleaved { .. } | ScheduleKind::InterleavedZb { .. } = self {
             if micro_batches % stages != 0 {
                 return Err(ScheduleError::InterleavedMicroBatches {
                     micro_batches,
@@ -103,32 +152,52 @@ impl ScheduleKind {
         let each = |program: fn(StageId, usize, usize) -> Vec<Action>| {
             Plan::new(p, m, (0..p).map(|r| program(r.into(), p, m)).collect())
         };
+        // v chunks per rank, stage c on rank c mod p: a program per rank.
+        let looped = |program: fn(usize, usize, usize, usize) -> Vec<Action>, v: usize| {
+            let programs = (0..p).map(|r| program(r, p, v, m)).collect();
+            Plan::with_placement(m, programs, interleaved::placement(p, v))
+        };
         Ok(match self {
             ScheduleKind::GPipe => each(|s, _, m| gpipe::program(s, m)),
             ScheduleKind::OneFOneB => each(one_f_one_b::program),
             ScheduleKind::ZbH1 => each(zb_h1::program),
-            ScheduleKind::Interleaved { virtual_stages } => {
-                let programs = (0..p)
-                    .map(|r| interleaved::program(r, p, virtual_stages, m))
-                    .collect();
-                Plan::with_placement(m, programs, interleaved::placement(p, virtual_stages))
-            }
+            ScheduleKind::Interleaved { virtual_stages: v } => looped(interleaved::program, v),
             ScheduleKind::ZbV => zb_v::plan(p, m),
+            ScheduleKind::DualPipeV => {
+                let programs = (0..p).map(|r| dual_pipe_v::program(r, p, m)).collect();
+                Plan::with_placement(m, programs, zb_v::placement(p))
+            }
+            ScheduleKind::LoopedBfs { virtual_stages: v } => looped(looped_bfs::program, v),
+            ScheduleKind::InterleavedZb { virtual_stages: v } => looped(interleaved_zb::program, v),
         })
+    }
+
+    /// The name without the chunks per rank (`interleaved`, `looped-bfs`, …): what
+    /// `--schedule` takes.
+    pub fn family(self) -> &'static str {
+        match self {
+            ScheduleKind::GPipe => "gpipe",
+            ScheduleKind::OneFOneB => "1f1b",
+            ScheduleKind::ZbH1 => "zb-h1",
+            ScheduleKind::ZbV => "zb-v",
+            ScheduleKind::Interleaved { .. } => "interleaved",
+            ScheduleKind::LoopedBfs { .. } => "looped-bfs",
+            ScheduleKind::InterleavedZb { .. } => "interleaved-zb",
+            ScheduleKind::DualPipeV => "dualpipev",
+        }
     }
 }
 
 impl fmt::Display for ScheduleKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ScheduleKind::GPipe => "gpipe",
-            ScheduleKind::OneFOneB => "1f1b",
-            ScheduleKind::ZbH1 => "zb-h1",
-            ScheduleKind::ZbV => "zb-v",
-            ScheduleKind::Interleaved { virtual_stages } => {
-                return write!(f, "interleaved-v{virtual_stages}");
+        match self {
+            ScheduleKind::Interleaved { virtual_stages }
+            | ScheduleKind::LoopedBfs { virtual_stages }
+            | ScheduleKind::InterleavedZb { virtual_stages } => {
+                write!(f, "{}-v{virtual_stages}", self.family())
             }
-        })
+            _ => f.write_str(self.family()),
+        }
     }
 }
 
@@ -144,13 +213,28 @@ impl FromStr for ScheduleKind {
             "interleaved" | "interleaved-1f1b" => {
                 Ok(ScheduleKind::Interleaved { virtual_stages: 2 })
             }
-            other => match other.strip_prefix("interleaved-v").map(str::parse) {
-                Some(Ok(virtual_stages)) => Ok(ScheduleKind::Interleaved { virtual_stages }),
-                _ => Err(ScheduleError::UnknownSchedule {
-                    name: name.to_string(),
-                    expected: Self::EXPECTED,
-                }),
-            },
+            "looped-bfs" | "loopedbfs" | "breadth-first" => {
+                Ok(ScheduleKind::LoopedBfs { virtual_stages: 2 })
+            }
+            "dualpipev" | "dual-pipe-v" | "dualpipe-v" => Ok(ScheduleKind::DualPipeV),
+            "interleaved-zb" | "interleaved-zero-bubble" | "zb-interleaved" => {
+                Ok(ScheduleKind::InterleavedZb { virtual_stages: 2 })
+            }
+            other => {
+                let v = |prefix| other.strip_prefix(prefix).and_then(|v| v.parse().ok());
+                if let Some(virtual_stages) = v("interleaved-v") {
+                    Ok(ScheduleKind::Interleaved { virtual_stages })
+                } else if let Some(virtual_stages) = v("looped-bfs-v") {
+                    Ok(ScheduleKind::LoopedBfs { virtual_stages })
+                } else if let Some(virtual_stages) = v("interleaved-zb-v") {
+                    Ok(ScheduleKind::InterleavedZb { virtual_stages })
+                } else {
+                    Err(ScheduleError::UnknownSchedule {
+                        name: name.to_string(),
+                        expected: Self::EXPECTED,
+                    })
+                }
+            }
         }
     }
 }

@@ -24,12 +24,15 @@
 
 mod action;
 mod dataflow;
+mod dual_pipe_v;
 mod error;
 mod gpipe;
 mod id;
 mod inference;
 mod interleaved;
+mod interleaved_zb;
 mod kind;
+mod looped_bfs;
 mod lower;
 mod one_f_one_b;
 mod plan;

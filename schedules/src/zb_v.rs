@@ -35,6 +35,11 @@ fn rank_of(stage: usize, ranks: usize) -> usize {
     }
 }
 
+/// The V: the rank of each of the 2p stages.
+pub(crate) fn placement(ranks: usize) -> Vec<usize> {
+    (0..2 * ranks).map(|c| rank_of(c, ranks)).collect()
+}
+
 /// Progress of one stage.
 #[derive(Default)]
 struct Stage {
@@ -126,6 +131,5 @@ pub(crate) fn plan(ranks: usize, micro_batches: usize) -> Plan {
         }
         slot += 1;
     }
-    let placement = (0..n).map(|c| rank_of(c, p)).collect();
-    Plan::with_placement(m, programs, placement)
+    Plan::with_placement(m, programs, placement(p))
 }

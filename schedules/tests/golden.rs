@@ -251,6 +251,9 @@ fn golden_renders() {
     let two_per_rank = [
         ScheduleKind::Interleaved { virtual_stages: 2 },
         ScheduleKind::ZbV,
+        ScheduleKind::LoopedBfs { virtual_stages: 2 },
+        ScheduleKind::InterleavedZb { virtual_stages: 2 },
+        ScheduleKind::DualPipeV,
     ];
     for kind in ScheduleKind::ALL.into_iter().chain(two_per_rank) {
         for (p, m) in [(2, 2), (3, 4), (4, 2), (4, 8)] {

@@ -5,13 +5,21 @@ use pipetrain_schedules::{PlanFile, ScheduleError, ScheduleKind, Violation};
 
 #[test]
 fn every_schedule_round_trips_through_csv_and_text() {
-    let interleaved = (2..=3).map(|v| ScheduleKind::Interleaved { virtual_stages: v });
-    for kind in ScheduleKind::ALL.into_iter().chain(interleaved) {
+    let looped = (2..=3).flat_map(|v| {
+        [
+            ScheduleKind::Interleaved { virtual_stages: v },
+            ScheduleKind::InterleavedZb { virtual_stages: v },
+            ScheduleKind::LoopedBfs { virtual_stages: v },
+        ]
+    });
+    let kinds = ScheduleKind::ALL.into_iter().chain(looped);
+    for kind in kinds.chain([ScheduleKind::DualPipeV]) {
         for p in 1..=4 {
             for m in 1..=8 {
                 let Ok(plan) = kind.plan(p, m) else {
+                    // Whole rounds of p (interleaved), or two per stage (DualPipeV).
                     assert!(
-                        kind.virtual_stages() > 1 && m % p != 0,
+                        kind.virtual_stages() > 1 && (m % p != 0 || m < 2 * p),
                         "{kind} p={p} m={m}"
                     );
                     continue;

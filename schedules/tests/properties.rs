@@ -309,6 +309,144 @@ fn the_validator_catches_an_interleaved_plan_that_deadlocks() {
 }
 
 #[test]
+fn looped_bfs_validates_stashes_every_chunk_and_runs_each_stages_backwards_oldest_first() {
+    for v in 2..=3 {
+        let kind = ScheduleKind::LoopedBfs { virtual_stages: v };
+        for (p, m) in shapes().filter(|&(p, m)| p <= 5 && m <= 16) {
+            let what = format!("{kind} p={p} m={m}");
+            let compute = kind.plan(p, m).unwrap();
+            assert_eq!((compute.ranks(), compute.stages()), (p, p * v), "{what}");
+            let lowered = lower(&compute, Lowering::default());
+            validate(&lowered).unwrap_or_else(|e| panic!("{what} lowered: {e}"));
+            let sim = simulate(&lowered, &Costs::uniform(p * v, 1.0, 2.0)).unwrap();
+            for (r, st) in sim.stages.iter().enumerate() {
+                assert_eq!(st.peak_stash, v * m, "{what} rank {r}: GPipe's memory");
+            }
+            for stage in StageId::range(p * v) {
+                assert_eq!(compute.rank_of(stage), Some(stage.index() % p), "{what}");
+                let rank = &compute.programs()[stage.index() % p];
+                let of = |kind| -> Vec<MicroBatchId> {
+                    let on = |a: &&Action| a.stage == stage && a.kind == kind;
+                    rank.iter().filter(on).map(|a| a.mb()).collect()
+                };
+                let all: Vec<_> = MicroBatchId::range(m).collect();
+                assert_eq!(of(ActionKind::Forward), all, "{what} {stage}");
+                assert_eq!(of(ActionKind::Backward), all, "{what} {stage}");
+            }
+        }
+    }
+    let e = ScheduleKind::LoopedBfs { virtual_stages: 1 }
+        .plan(2, 4)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("looped-bfs") && e.contains("it is gpipe"), "{e}");
+    let parsed = |name: &str| name.parse::<ScheduleKind>().unwrap();
+    assert_eq!(
+        parsed("looped-bfs"),
+        ScheduleKind::LoopedBfs { virtual_stages: 2 }
+    );
+    assert_eq!(parsed("looped-bfs-v3").to_string(), "looped-bfs-v3");
+}
+
+#[test]
+fn interleaved_zb_splits_every_backward_and_cuts_zb_h1s_bubble_v_fold() {
+    for v in 2..=3 {
+        let kind = ScheduleKind::InterleavedZb { virtual_stages: v };
+        assert!(kind.splits_backward());
+        for (p, m) in shapes().filter(|&(p, m)| p <= 5 && m <= 20 && m % p == 0) {
+            let what = format!("{kind} p={p} m={m}");
+            let compute = kind.plan(p, m).unwrap();
+            assert_eq!((compute.ranks(), compute.stages()), (p, p * v), "{what}");
+            let lowered = lower(&compute, Lowering::default());
+            let sim = simulate(&lowered, &Costs::uniform(p * v, 1.0, 2.0))
+                .unwrap_or_else(|e| panic!("{what} lowered: {e}"));
+            // F = I = W = 1 per chunk: p − 1 idle steps per rank, ZB-H1's over v times the work.
+            let expected = (p - 1) as f64 / (3 * v * m + p - 1) as f64;
+            assert!(
+                (sim.bubble_fraction - expected).abs() < 1e-9,
+                "{what}: bubble {} != {expected}",
+                sim.bubble_fraction
+            );
+            // Rank r holds its warm-up forwards, one more, and the r W's it holds back.
+            for (r, st) in sim.stages.iter().enumerate() {
+                let bound = ((v - 1) * p + (p - r - 1) + 1 + r).min(m * v);
+                assert!(st.peak_stash <= bound, "{what} rank {r}: {}", st.peak_stash);
+            }
+            for stage in StageId::range(p * v) {
+                let rank = &compute.programs()[stage.index() % p];
+                let of = |kind| -> Vec<MicroBatchId> {
+                    let on = |a: &&Action| a.stage == stage && a.kind == kind;
+                    rank.iter().filter(on).map(|a| a.mb()).collect()
+                };
+                let all: Vec<_> = MicroBatchId::range(m).collect();
+                let split = [
+                    ActionKind::Forward,
+                    ActionKind::BackwardInput,
+                    ActionKind::BackwardWeight,
+                ];
+                for kind in split {
+                    assert_eq!(of(kind), all, "{what} {stage} {kind}");
+                }
+                assert!(of(ActionKind::Backward).is_empty(), "{what} {stage}");
+            }
+        }
+    }
+    let kind = |v| ScheduleKind::InterleavedZb { virtual_stages: v };
+    let e = kind(1).plan(2, 4).unwrap_err().to_string();
+    assert!(
+        e.contains("interleaved-zb") && e.contains("it is zb-h1"),
+        "{e}"
+    );
+    assert!(kind(2).plan(2, 3).is_err(), "3 micro-batches over 2 ranks");
+    let parsed = |name: &str| name.parse::<ScheduleKind>().unwrap();
+    assert_eq!(parsed("interleaved-zb"), kind(2));
+    assert_eq!(parsed("interleaved-zb-v3").to_string(), "interleaved-zb-v3");
+}
+
+#[test]
+fn dualpipev_validates_in_a_v_and_accumulates_each_stage_in_micro_batch_order() {
+    let kind = ScheduleKind::DualPipeV;
+    assert!(kind.splits_backward());
+    for (p, m) in shapes().filter(|&(p, m)| p <= 5 && m <= 24 && m >= 2 * p) {
+        let what = format!("{kind} p={p} m={m}");
+        let compute = kind.plan(p, m).unwrap();
+        assert_eq!((compute.ranks(), compute.stages()), (p, 2 * p), "{what}");
+        for r in 0..p {
+            let held: Vec<StageId> = compute.stages_of(r).collect();
+            assert_eq!(
+                held,
+                [StageId::from(r), StageId::from(2 * p - 1 - r)],
+                "{what}"
+            );
+        }
+        let lowered = lower(&compute, Lowering::default());
+        validate(&lowered).unwrap_or_else(|e| panic!("{what} lowered: {e}"));
+        for stage in StageId::range(2 * p) {
+            let rank = &compute.programs()[compute.rank_of(stage).unwrap()];
+            let of = |kinds: &[ActionKind]| -> Vec<MicroBatchId> {
+                let on = |a: &&Action| a.stage == stage && kinds.contains(&a.kind);
+                rank.iter().filter(on).map(|a| a.mb()).collect()
+            };
+            let all: Vec<_> = MicroBatchId::range(m).collect();
+            use ActionKind::{Backward, BackwardInput, BackwardWeight, Forward};
+            assert_eq!(of(&[Forward]), all, "{what} {stage}");
+            assert_eq!(of(&[Backward, BackwardInput]), all, "{what} {stage}");
+            // Weight gradients (a full backward's or a W's) in ascending order: 1F1B's.
+            assert_eq!(of(&[Backward, BackwardWeight]), all, "{what} {stage}");
+        }
+    }
+    let e = kind.plan(3, 5).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("at least as many micro-batches as its 6"),
+        "{e}"
+    );
+    let micro_batches = Remedy::set(Setting::MicroBatches, Value::Count(6));
+    assert_eq!(e.remedy(), Some(micro_batches));
+    assert_eq!("dualpipev".parse::<ScheduleKind>().unwrap(), kind);
+}
+
+#[test]
 fn zb_v_has_at_most_zb_h1_bubble_at_1f1b_activation_memory() {
     for (p, m) in shapes() {
         let plan = ScheduleKind::ZbV.plan(p, m).unwrap();

@@ -11,6 +11,8 @@
 //! | interleaved v  | (p − 1) / (v·m + p − 1), m a multiple of p      |
 //! | ZB-H1          | (p − 1) / (3m + p − 1): a third of 1F1B's idle  |
 //! | ZB-V           | at most ZB-H1's (m ≥ p)                         |
+//! | interleaved ZB v | (p − 1) / (3·v·m + p − 1), m a multiple of p  |
+//! | looped BFS v   | 1 − v·m / ((v − 1)·max(m, p) + m + p − 1): interleaved's from m ≥ p |
 
 mod replay;
 
@@ -32,8 +34,8 @@ fn second_opinion(plan: &Plan) -> (f64, f64) {
     (makespan, 1.0 - busy / (slots.len() as f64 * makespan))
 }
 
-/// Every schedule over ranks p and micro-batches m (interleaved at v = 2 and 3 where m is a
-/// multiple of p), with its plan.
+/// Every schedule over ranks p and micro-batches m (interleaved 1F1B and zero bubble at v = 2
+/// and 3 where m is a multiple of p, looped BFS at v = 2 and 3), with its plan.
 fn sweep() -> Vec<(ScheduleKind, usize, usize, Plan)> {
     let mut kinds = vec![
         ScheduleKind::GPipe,
@@ -42,12 +44,21 @@ fn sweep() -> Vec<(ScheduleKind, usize, usize, Plan)> {
         ScheduleKind::ZbV,
     ];
     kinds.extend((2..=3).map(|v| ScheduleKind::Interleaved { virtual_stages: v }));
+    kinds.extend((2..=3).map(|v| ScheduleKind::LoopedBfs { virtual_stages: v }));
+    kinds.extend((2..=3).map(|v| ScheduleKind::InterleavedZb { virtual_stages: v }));
+    kinds.push(ScheduleKind::DualPipeV);
     let mut plans = Vec::new();
     for kind in kinds {
         for p in 1..=5 {
             for m in 1..=10 {
-                let interleaved = matches!(kind, ScheduleKind::Interleaved { .. });
+                let interleaved = matches!(
+                    kind,
+                    ScheduleKind::Interleaved { .. } | ScheduleKind::InterleavedZb { .. }
+                );
                 if interleaved && m % p != 0 {
+                    continue;
+                }
+                if kind == ScheduleKind::DualPipeV && m < 2 * p {
                     continue;
                 }
                 let plan = kind.plan(p, m).expect("a plan");
@@ -86,9 +97,26 @@ fn the_second_opinion_finds_each_schedules_known_bubble() {
             ScheduleKind::Interleaved { virtual_stages: v } => {
                 Some((p_ - 1.0) / (v as f64 * m_ + p_ - 1.0))
             }
+            // ZB-H1's idle, p − 1 chunk-steps, over v times the work.
+            ScheduleKind::InterleavedZb { virtual_stages: v } => {
+                Some((p_ - 1.0) / (3.0 * v as f64 * m_ + p_ - 1.0))
+            }
+            // GPipe looped v times: each loop but the last takes max(m, p) steps on rank 0.
+            ScheduleKind::LoopedBfs { virtual_stages: v } => {
+                let v = v as f64;
+                let steps = (v - 1.0) * m_.max(p_) + m_ + p_ - 1.0;
+                if m >= p {
+                    let interleaved = (p_ - 1.0) / (v * m_ + p_ - 1.0);
+                    assert!((1.0 - v * m_ / steps - interleaved).abs() < 1e-9);
+                }
+                Some(1.0 - v * m_ / steps)
+            }
             // The closed form holds once every stage has a W to fill its cool-down with.
             ScheduleKind::ZbH1 if m >= p => Some(zb_h1),
             ScheduleKind::ZbH1 => None,
+            // No closed form for the pairs run in sequence; tests/torch_orders.rs holds the
+            // order to PyTorch's.
+            ScheduleKind::DualPipeV => None,
             ScheduleKind::ZbV => {
                 if m >= p {
                     assert!(

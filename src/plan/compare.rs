@@ -12,9 +12,10 @@
 //! ```
 //!
 //! Speed-up is 1F1B's makespan over the schedule's: the throughput ratio the simulator predicts
-//! with these costs. Interleaved (a chunk costing 1/v of a stage) has a row when the
-//! micro-batches are a multiple of the stages and `virtual_stages` ≥ 2; its and ZB-V's peak
-//! stash count chunks (half a stage for ZB-V).
+//! with these costs. Interleaved 1F1B and zero bubble (a chunk costing 1/v of a stage) have
+//! rows when the micro-batches are a multiple of the stages and `virtual_stages` ≥ 2, looped BFS
+//! when `virtual_stages` ≥ 2, DualPipeV when the micro-batches are at least twice the stages;
+//! their and ZB-V's peak stash count chunks (half a stage for ZB-V and DualPipeV).
 
 use pipetrain_schedules::{Lowering, Plan, ScheduleKind, lower, simulate};
 
@@ -57,9 +58,10 @@ pub struct Comparison {
     pub schedules: Vec<ScheduleRow>,
 }
 
-/// Dry-runs GPipe, 1F1B, ZB-H1, ZB-V and (where the micro-batches make whole rounds of the
-/// stages) interleaved with `virtual_stages` chunks per rank, at `stages` × `micro_batches`
-/// under `costs`.
+/// Dry-runs GPipe, 1F1B, ZB-H1, ZB-V, (where the micro-batches make whole rounds of the
+/// stages) interleaved 1F1B and zero bubble, looped BFS with `virtual_stages` chunks per rank,
+/// and (from 2 micro-batches per stage on) DualPipeV, at `stages` × `micro_batches` under
+/// `costs`.
 ///
 /// # Errors
 /// A shape the schedules refuse ([`Error::Schedule`](crate::Error::Schedule)), or a bad cost
@@ -77,7 +79,10 @@ pub fn compare(
     let kinds = ScheduleKind::ALL
         .into_iter()
         .chain([ScheduleKind::ZbV])
-        .chain(runs_interleaved.then_some(interleaved));
+        .chain(runs_interleaved.then_some(interleaved))
+        .chain(runs_interleaved.then_some(ScheduleKind::InterleavedZb { virtual_stages }))
+        .chain((virtual_stages >= 2).then_some(ScheduleKind::LoopedBfs { virtual_stages }))
+        .chain((m >= 2 * p).then_some(ScheduleKind::DualPipeV));
     let mut rows = Vec::new();
     for kind in kinds {
         let plan = lower(&kind.plan(p, m)?, Lowering::default());

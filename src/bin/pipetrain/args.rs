@@ -227,8 +227,8 @@ pub struct TrainArgs {
     /// Pipeline schedule.
     #[arg(long, value_enum, default_value_t, ignore_case = true)]
     pub schedule: ScheduleArg,
-    /// Chunks of the model per worker under --schedule interleaved (v ≥ 2) [default: 2].
-    /// Refused with any other schedule.
+    /// Chunks of the model per worker under --schedule interleaved, interleaved-zb or
+    /// looped-bfs (v ≥ 2) [default: 2]. Refused with any other schedule.
     #[arg(long, value_name = "V")]
     pub virtual_stages: Option<usize>,
     /// Run a hand-written compute plan instead of a schedule: CSV (one row of actions per

@@ -196,7 +196,8 @@ fn rename_without_init(args: &TrainArgs) -> Result<(), Failure> {
 }
 
 /// Flags that would do nothing in the combination given: `--virtual-stages` without an
-/// interleaved schedule (any value, its default 2 included), `--checkpoint-every` without
+/// interleaved, interleaved zero bubble or looped BFS schedule (any value, its default 2
+/// included), `--checkpoint-every` without
 /// `--checkpoint`, `--weight-group` with the fused backward or above `--micro-batches`.
 ///
 /// # Errors
@@ -204,11 +205,15 @@ fn rename_without_init(args: &TrainArgs) -> Result<(), Failure> {
 fn ignored(args: &TrainArgs) -> Result<(), Failure> {
     use crate::backward::BackwardArg;
     use crate::schedule::ScheduleArg;
-    let interleaved = matches!(args.schedule, ScheduleArg::Interleaved) || args.plan.is_some();
-    if let Some(v) = args.virtual_stages.filter(|_| !interleaved) {
+    let looped = matches!(
+        args.schedule,
+        ScheduleArg::Interleaved | ScheduleArg::LoopedBfs | ScheduleArg::InterleavedZb
+    ) || args.plan.is_some();
+    if let Some(v) = args.virtual_stages.filter(|_| !looped) {
         return Err(Failure::usage(format!(
-            "--virtual-stages {v} applies to --schedule interleaved only; this run's schedule \
-             has one chunk per worker: drop it, or add --schedule interleaved"
+            "--virtual-stages {v} applies to --schedule interleaved, interleaved-zb and looped-bfs \
+             only; this run's schedule has one chunk per worker: drop it, or add --schedule \
+             interleaved"
         )));
     }
     if args.checkpoint_every > 0 && args.checkpoint.is_none() {

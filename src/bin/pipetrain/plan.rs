@@ -45,7 +45,8 @@ pub struct PlanArgs {
     /// Pipeline schedule.
     #[arg(long, value_enum, default_value_t, ignore_case = true)]
     pub schedule: ScheduleArg,
-    /// Chunks of the model per worker under --schedule interleaved (v ≥ 2); costs are per
+    /// Chunks of the model per worker under --schedule interleaved, interleaved-zb or looped-bfs
+    /// (v ≥ 2); costs are per
     /// worker's share of the model, so a chunk costs 1/v of them.
     #[arg(long, default_value_t = 2, value_name = "V")]
     pub virtual_stages: usize,
@@ -170,13 +171,14 @@ const MAX_STAGE_STEPS: u128 = 1 << 22;
 /// # Errors
 /// Usage: the estimate, what is available, and the remedy.
 fn check_size(args: &PlanArgs, stages: usize, micro_batches: usize) -> Result<(), Failure> {
-    let v = match args.schedule.kind(args.virtual_stages) {
-        pipetrain::ScheduleKind::Interleaved { virtual_stages } => virtual_stages.max(1),
-        _ => 1,
-    };
+    let v = args
+        .schedule
+        .kind(args.virtual_stages)
+        .virtual_stages()
+        .max(1);
     let cells = stages as u128 * micro_batches as u128 * v as u128;
     // --compare builds every schedule.
-    let plans = if args.compare { 6 } else { 1 };
+    let plans = if args.compare { 9 } else { 1 };
     let per_cell = match args.format {
         Format::Csv if !args.compare => CSV_BYTES_PER_CELL,
         _ => REPORT_BYTES_PER_CELL,

@@ -41,11 +41,29 @@ pub enum ScheduleArg {
     /// memory when forward, input and weight gradients cost the same.
     #[value(name = "zb-v", aliases = ["zbv", "zero-bubble-v"])]
     ZbV,
+    /// Looped BFS (breadth-first): --virtual-stages chunks per worker placed as interleaved's,
+    /// each worker running every micro-batch through one chunk before the next; interleaved's
+    /// bubble from --micro-batches ≥ --stages on, at GPipe's memory, any --micro-batches.
+    #[value(name = "looped-bfs", aliases = ["loopedbfs", "breadth-first"])]
+    LoopedBfs,
+    /// Interleaved zero bubble: interleaved's --virtual-stages chunks and order with the
+    /// backward split as in zb-h1; (p − 1)/(3·v·m + p − 1) of bubble when forward, input and
+    /// weight gradients cost the same. --micro-batches must be a multiple of --stages.
+    #[value(
+        name = "interleaved-zb",
+        aliases = ["interleaved-zero-bubble", "zb-interleaved"]
+    )]
+    InterleavedZb,
+    /// DualPipeV (DeepSeek's DualPipe in a V): two chunks per worker placed as zb-v's, the
+    /// steady phase pairing one chunk's forward with the other's backward (run one after the
+    /// other here), split backwards at both ends. --micro-batches at least 2 × --stages.
+    #[value(name = "dualpipev", aliases = ["dual-pipe-v", "dualpipe-v"])]
+    DualPipeV,
 }
 
 impl ScheduleArg {
-    /// The library's schedule; `virtual_stages` is interleaved's chunks per worker (the others
-    /// ignore it).
+    /// The library's schedule; `virtual_stages` is the chunks per worker of interleaved,
+    /// interleaved-zb and looped BFS (the others ignore it).
     pub fn kind(self, virtual_stages: usize) -> ScheduleKind {
         match self {
             ScheduleArg::Gpipe => ScheduleKind::GPipe,
@@ -53,6 +71,9 @@ impl ScheduleArg {
             ScheduleArg::ZbH1 => ScheduleKind::ZbH1,
             ScheduleArg::Interleaved => ScheduleKind::Interleaved { virtual_stages },
             ScheduleArg::ZbV => ScheduleKind::ZbV,
+            ScheduleArg::LoopedBfs => ScheduleKind::LoopedBfs { virtual_stages },
+            ScheduleArg::InterleavedZb => ScheduleKind::InterleavedZb { virtual_stages },
+            ScheduleArg::DualPipeV => ScheduleKind::DualPipeV,
         }
     }
 }
@@ -115,11 +136,20 @@ mod tests {
             .map(|&s| s.kind(2))
             .collect();
         let interleaved = ScheduleKind::Interleaved { virtual_stages: 2 };
-        let two_per_rank = [interleaved, ScheduleKind::ZbV];
+        let looped_bfs = ScheduleKind::LoopedBfs { virtual_stages: 2 };
+        let interleaved_zb = ScheduleKind::InterleavedZb { virtual_stages: 2 };
+        let two_per_rank = [
+            interleaved,
+            ScheduleKind::ZbV,
+            looped_bfs,
+            interleaved_zb,
+            ScheduleKind::DualPipeV,
+        ];
         assert_eq!(kinds, [&ScheduleKind::ALL[..], &two_per_rank].concat());
         for &arg in ScheduleArg::value_variants() {
             let value = arg.to_possible_value().unwrap();
-            if arg != ScheduleArg::Interleaved {
+            assert_eq!(value.get_name(), arg.kind(2).family());
+            if arg.kind(2).virtual_stages() == 1 {
                 assert_eq!(value.get_name(), arg.kind(2).to_string());
             }
             for name in value.get_name_and_aliases() {

@@ -51,16 +51,16 @@ pub fn model(args: &TrainArgs) -> Vec<(&'static str, Value)> {
 pub fn knobs(candidate: &Candidate) -> Vec<(&'static str, Value)> {
     let k = candidate.knobs;
     let int = |v: usize| Value::Integer(v as i64);
-    let schedule = match k.schedule {
-        ScheduleKind::Interleaved { .. } => "interleaved".to_string(),
-        other => other.to_string(),
-    };
+    let schedule = k.schedule.family().to_string();
     let mut out = vec![
         ("replicas", int(k.replicas)),
         ("micro_batches", int(k.micro_batches)),
         ("schedule", Value::String(schedule)),
     ];
-    if let ScheduleKind::Interleaved { virtual_stages } = k.schedule {
+    if let ScheduleKind::Interleaved { virtual_stages }
+    | ScheduleKind::LoopedBfs { virtual_stages }
+    | ScheduleKind::InterleavedZb { virtual_stages } = k.schedule
+    {
         out.push(("virtual_stages", int(virtual_stages)));
     }
     let remat = match k.remat {
