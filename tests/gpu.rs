@@ -14,7 +14,8 @@
 //! `PIPETRAIN_GPU_SUITE_SECTIONS="handoffs models"` runs only the sections named (their names
 //! are in `suite`), and the log gives each section's time.
 //!
-//! Cases: MLP on 1–3 stages under GPipe, 1F1B, ZB-H1, ZB-V and interleaved, split and fused
+//! Cases: MLP on 1–3 stages under GPipe, 1F1B, ZB-H1, ZB-V, interleaved, looped BFS,
+//! interleaved zero bubble and DualPipeV, split and fused
 //! backward, every remat mode; the GPT (plain and with tied embeddings), the ResNet and the
 //! U-Net (skips) on 2–3 stages; 2 replicas on one GPU (plain all-reduce, ZeRO-1, accumulation),
 //! uneven micro-batches; a checkpoint saved on the GPU and resumed on the CPU, and the reverse.
@@ -364,6 +365,22 @@ fn mlp_virtual_stages(t: &mut Table, device: &Device) {
         ),
         (ScheduleKind::ZbV, Backward::default(), per_micro_batch),
         (ScheduleKind::ZbV, Backward::Fused, Backward::Fused),
+        (
+            ScheduleKind::LoopedBfs { virtual_stages: 2 },
+            Backward::default(),
+            Backward::default(),
+        ),
+        (
+            ScheduleKind::InterleavedZb { virtual_stages: 2 },
+            Backward::default(),
+            per_micro_batch,
+        ),
+        (
+            ScheduleKind::DualPipeV,
+            Backward::default(),
+            per_micro_batch,
+        ),
+        (ScheduleKind::DualPipeV, Backward::Fused, Backward::Fused),
     ] {
         let case = format!("mlp adam {schedule} p=2 m=4 {backward:?}");
         run(t, &case.clone(), |t| {

@@ -90,8 +90,8 @@ pub fn rows(ms: &[usize], threads: usize, mpi: bool) -> Vec<Row> {
             });
         }
     }
-    // The schedules beyond 1F1B at m = 8 (or the largest count given): zero bubble and
-    // interleaved on 2 ranks; their bubble is below the fill-drain bound the limit assumes.
+    // The schedules beyond 1F1B at m = 8 (or the largest count given): zero bubble,
+    // interleaved, looped BFS and DualPipeV on 2 ranks; their bubble is below the fill-drain bound the limit assumes.
     if let Some(&m) = ms
         .iter()
         .filter(|&&m| m >= 2)
@@ -108,8 +108,25 @@ pub fn rows(ms: &[usize], threads: usize, mpi: bool) -> Vec<Row> {
                 ("interleaved", 2),
             ),
             (ScheduleKind::ZbV, "ZB-V", ("zb-v", 2)),
+            (
+                ScheduleKind::LoopedBfs { virtual_stages: 2 },
+                "looped BFS v=2",
+                ("looped-bfs", 2),
+            ),
+            (
+                ScheduleKind::InterleavedZb { virtual_stages: 2 },
+                "interleaved ZB v=2",
+                ("interleaved-zb", 2),
+            ),
+            (ScheduleKind::DualPipeV, "DualPipeV", ("dualpipev", 2)),
         ];
-        for (schedule, name, (flag, chunks)) in beyond {
+        // A schedule that cannot run m micro-batches on 2 ranks (DualPipeV below m = 4) has
+        // no row.
+        let beyond = beyond
+            .into_iter()
+            .filter(|(schedule, ..)| schedule.plan(2, m).is_ok());
+        let beyond: Vec<_> = beyond.collect();
+        for &(schedule, name, (flag, chunks)) in &beyond {
             rows.push(Row {
                 group: "schedules",
                 name: format!("{name}, 2 ranks, m={m}"),
@@ -131,7 +148,7 @@ pub fn rows(ms: &[usize], threads: usize, mpi: bool) -> Vec<Row> {
             });
         }
         // The same schedules on the GPT, against its own 1F1B.
-        let beyond = beyond.map(|(schedule, name, _)| (schedule, name));
+        let beyond = beyond.iter().map(|&(schedule, name, _)| (schedule, name));
         for (schedule, name) in [(ScheduleKind::OneFOneB, "1F1B")].into_iter().chain(beyond) {
             let mut shape = pipeline(1, 2, m, schedule, false);
             if let Shape::Pipeline { model, .. } = &mut shape {

@@ -11,7 +11,8 @@ use crate::builder::PipelineBuilder;
 use crate::error::{Error, Result};
 
 /// The space `auto` searches: `batch` rows per step on `workers` workers (one thread each),
-/// every schedule (1F1B, GPipe, ZB-H1, interleaved with 2 chunks, ZB-V), every
+/// every schedule (1F1B, GPipe, ZB-H1, interleaved, looped BFS and interleaved zero bubble
+/// with 2 chunks, ZB-V, DualPipeV), every
 /// re-materialization mode, up to 32 micro-batches.
 pub fn default_space(batch: usize, workers: usize, memory_budget: Option<u64>) -> Space {
     Space {
@@ -24,6 +25,9 @@ pub fn default_space(batch: usize, workers: usize, memory_budget: Option<u64>) -
             ScheduleKind::ZbH1,
             ScheduleKind::Interleaved { virtual_stages: 2 },
             ScheduleKind::ZbV,
+            ScheduleKind::LoopedBfs { virtual_stages: 2 },
+            ScheduleKind::InterleavedZb { virtual_stages: 2 },
+            ScheduleKind::DualPipeV,
         ],
         remats: Recompute::ALL.to_vec(),
         max_micro_batches: 32,
