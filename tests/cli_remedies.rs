@@ -131,9 +131,9 @@ fn alternatives(remedy: &str) -> Vec<Vec<Edit>> {
     all
 }
 
-/// Where `flag` is in `args`.
+/// Where `flag` is in `args`, the last time (a later flag overrides an earlier one).
 fn position(args: &[String], flag: &str) -> Option<usize> {
-    args.iter().position(|a| a == flag)
+    args.iter().rposition(|a| a == flag)
 }
 
 /// `args` with `edits` applied; panics on an edit that repeats what `args` give (a value given

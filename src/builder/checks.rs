@@ -6,13 +6,19 @@ use pipetrain_engine::Layer;
 use super::PipelineBuilder;
 use crate::error::{Error, Result, invalid};
 use crate::remedy::{Remedy, Setting, Value};
-use pipetrain_schedules::ScheduleError;
+use pipetrain_schedules::{Schedule, ScheduleError, ScheduleKind};
 
 impl<L: Layer> PipelineBuilder<L> {
     /// Every plain setting checked; the split, devices and plan are checked by `build`.
     pub(super) fn check_settings(&self) -> Result<()> {
         if self.micro_batches == 0 {
             return Err(ScheduleError::ZeroMicroBatches.into());
+        }
+        // Before `.stages(p)` is read as p × v model stages: v = 0 would make it 0 stages.
+        if let Schedule::Kind(ScheduleKind::Interleaved { virtual_stages }) = self.schedule
+            && virtual_stages < 2
+        {
+            return Err(ScheduleError::VirtualStages { virtual_stages }.into());
         }
         if !(self.learning_rate.is_finite() && self.learning_rate > 0.0) {
             return invalid(

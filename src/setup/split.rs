@@ -38,18 +38,54 @@ pub(super) fn measure<L: Layer>(
     let deferred = memory::deferred_bytes(&split, group);
     let budgeted = memory::budget_costs(&costs, slots, stashed, &deferred, c.runtime.precision);
     let partition = partition_by_time(&budgeted, stages, Some(budget)).map_err(|e| {
-        let deferring = deferred.iter().any(|&d| d > 0);
-        over_budget(
+        let trial = Trial {
             c,
-            stages,
-            e,
-            costs.len(),
-            sample.batch_size(),
-            in_flight,
-            deferring,
-        )
+            costs: &costs,
+            split: &split,
+            rows: sample.batch_size(),
+            budget,
+        };
+        over_budget(&trial, stages, e, in_flight)
     })?;
     Ok((partition, costs))
+}
+
+/// The budget's accounting of one split, tried again under other settings: whether a remedy
+/// fits before it is offered.
+struct Trial<'a> {
+    c: &'a Config,
+    /// The layers' costs, measured on one micro-batch of `rows` rows.
+    costs: &'a [LayerCost],
+    /// Each layer's deferred weight-gradient bytes per micro-batch.
+    split: &'a [u64],
+    rows: usize,
+    budget: u64,
+}
+
+impl Trial<'_> {
+    /// Whether `stages` model stages at `m` micro-batches, `remat` and a weight-gradient group
+    /// of `group` (see [`memory::weight_group`]) fit the budget. More micro-batches than the
+    /// measured ones have fewer rows each: their activations are scaled by the rows.
+    fn fits(&self, stages: usize, m: usize, remat: Remat, group: u64) -> bool {
+        let c = self.c;
+        let Ok(in_flight) = peak_in_flight(&c.runtime.schedule, stages, m) else {
+            return false;
+        };
+        let measured = c.runtime.micro_batches;
+        let rows = (self.rows * measured).div_ceil(m.max(1)).max(1);
+        let scale = |bytes: u64| (bytes as u128 * rows as u128 / self.rows.max(1) as u128) as u64;
+        let costs: Vec<LayerCost> = self
+            .costs
+            .iter()
+            .map(|cost| cost.with_memory(cost.param_bytes, scale(cost.activation_bytes)))
+            .collect();
+        let split: Vec<u64> = self.split.iter().map(|&b| scale(b)).collect();
+        let slots = memory::optimizer_slots(&c.optimizer);
+        let stashed = memory::charged_micro_batches(remat, in_flight);
+        let deferred = memory::deferred_bytes(&split, group);
+        let budgeted = memory::budget_costs(&costs, slots, stashed, &deferred, c.runtime.precision);
+        partition_by_time(&budgeted, stages, Some(self.budget)).is_ok()
+    }
 }
 
 /// Most micro-batches any stage stashes at once under `schedule` with `m` micro-batches.
@@ -65,16 +101,10 @@ fn peak_in_flight(schedule: &Schedule, stages: usize, m: usize) -> Result<usize>
 }
 
 /// The partitioner's [`PartitionError::OverBudget`] as the user's [`Error::MemoryBudget`],
-/// with the remedies that apply here.
-fn over_budget(
-    c: &Config,
-    stages: usize,
-    error: PartitionError,
-    layers: usize,
-    rows: usize,
-    in_flight: usize,
-    deferring: bool,
-) -> Error {
+/// with the remedies that fit: the least budget, and of more stages (the fewest), every
+/// micro-batch re-materialized, twice the micro-batches and one micro-batch per weight-gradient
+/// group, each offered only where the trial says it fits.
+fn over_budget(trial: &Trial<'_>, stages: usize, error: PartitionError, in_flight: usize) -> Error {
     let PartitionError::OverBudget {
         stage,
         layers: range,
@@ -85,23 +115,25 @@ fn over_budget(
     else {
         return error.into();
     };
+    let c = trial.c;
     let schedule = &c.runtime.schedule;
-    let m = c.runtime.micro_batches;
+    let (m, remat, layers) = (c.runtime.micro_batches, c.runtime.remat, trial.costs.len());
+    let group = memory::weight_group(c.runtime.backward, m, schedule.splits_backward());
     let mut remedies = vec![Remedy::set(Setting::MemoryBudget, Value::Bytes(needed))];
-    if stages < layers {
-        remedies.push(Remedy::set(Setting::Stages, Value::Count(stages + 1)));
+    // Stages counted as the user counts them: ranks, of v chunks each.
+    let v = schedule.virtual_stages();
+    let more = (stages / v + 1..=layers / v).find(|&r| trial.fits(r * v, m, remat, group));
+    if let Some(ranks) = more {
+        remedies.push(Remedy::set(Setting::Stages, Value::Count(ranks)));
     }
-    if c.runtime.remat == Remat::Never && in_flight > 1 {
+    if remat == Remat::Never && in_flight > 1 && trial.fits(stages, m, Remat::Always, group) {
         remedies.push(Remedy::set(Setting::Remat, Value::mode("always")));
     }
-    // Twice the micro-batches halves each one; it helps where the schedule then stashes
-    // fewer than twice as many (1F1B's p, not GPipe's m).
-    let fewer =
-        peak_in_flight(schedule, stages, 2 * m).is_ok_and(|doubled| doubled < 2 * in_flight);
-    if rows > 1 && fewer {
+    let doubled_group = memory::weight_group(c.runtime.backward, 2 * m, schedule.splits_backward());
+    if trial.rows > 1 && trial.fits(stages, 2 * m, remat, doubled_group) {
         remedies.push(Remedy::set(Setting::MicroBatches, Value::Count(2 * m)));
     }
-    if deferring && memory::weight_group(c.runtime.backward, m, schedule.splits_backward()) > 1 {
+    if group > 1 && trial.fits(stages, m, remat, 1) {
         remedies.push(Remedy::set(Setting::WeightGroup, Value::Count(1)));
     }
     let remedy = Remedy::one_of(remedies);

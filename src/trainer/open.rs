@@ -84,6 +84,8 @@ pub struct DataSettings {
     pub allow_nonfinite: bool,
     /// Replicas × micro-batches: the fewest rows a (short) batch can be cut into.
     pub parts: usize,
+    /// Data-parallel replicas, each taking a share of every batch.
+    pub replicas: usize,
 }
 
 /// Why a run's data cannot be used: a fact of [`Error::Data`].
@@ -153,7 +155,14 @@ pub enum DataProblem {
     /// The held-out fraction cannot split the data set.
     Split(DataError),
     /// The loader cannot batch the training part.
-    Batching(DataError),
+    Batching {
+        /// Why.
+        error: DataError,
+        /// Replicas × micro-batches: the fewest rows a batch is cut into.
+        parts: usize,
+        /// Data-parallel replicas.
+        replicas: usize,
+    },
     /// The short last batch kept has fewer rows than the pipeline cuts it into.
     ShortLastBatch {
         /// Its rows.
@@ -229,9 +238,9 @@ impl DataProblem {
                     style.set(setting, &Value::Count(limit))
                 )
             }
-            DataProblem::Load(e) | DataProblem::Split(e) | DataProblem::Batching(e) => {
-                e.to_string()
-            }
+            DataProblem::Load(e)
+            | DataProblem::Split(e)
+            | DataProblem::Batching { error: e, .. } => e.to_string(),
             DataProblem::Missing { path } => format!("{} does not exist", path.display()),
             DataProblem::TooLarge { size, needed, why } => {
                 format!("{size} of data need about {needed} once loaded, {why}")
@@ -249,7 +258,14 @@ impl DataProblem {
     /// What would fix it, if anything is known.
     pub fn remedy(&self) -> Option<Remedy> {
         match self {
-            DataProblem::Load(e) | DataProblem::Split(e) | DataProblem::Batching(e) => e.remedy(),
+            DataProblem::Batching {
+                error: DataError::BatchTooLarge { shard, .. },
+                parts,
+                replicas,
+            } => Some(smaller_batch(*shard, *replicas, *parts)),
+            DataProblem::Load(e)
+            | DataProblem::Split(e)
+            | DataProblem::Batching { error: e, .. } => e.remedy(),
             DataProblem::Missing { .. } => None,
             DataProblem::LoadedOnly { setting, .. } => Some(Remedy::one_of([
                 Remedy::Drop(*setting),
@@ -262,9 +278,7 @@ impl DataProblem {
                 Remedy::set(Setting::Model, Value::mode("gpt")),
                 Remedy::sentence("save x as float32"),
             ])),
-            DataProblem::Targets { .. } => Some(Remedy::sentence(
-                "save y as int64 (numpy: y.astype(\"int64\"))",
-            )),
+            DataProblem::Targets { float, shape, task } => Some(targets(*float, shape, task)),
             DataProblem::OutOfRange { value, task, .. } => {
                 let fix = Remedy::sentence("fix the data");
                 // A model that wide would not fit in memory: the value is corrupt, not a class.
@@ -297,6 +311,48 @@ impl DataProblem {
             _ => true,
         }
     }
+}
+
+/// A batch that fits the `shard` examples of the training split and still splits into the
+/// `parts` (`replicas` × micro-batches) of a step: the shard, with fewer micro-batches where it has fewer
+/// rows than parts (`--batch 1` alone was refused next for its micro-batches, whose remedy,
+/// `--batch 8`, was refused for the data again); else fewer replicas or more data.
+fn smaller_batch(shard: usize, replicas: usize, parts: usize) -> Remedy {
+    let batch = Remedy::set(Setting::Batch, Value::Count(shard));
+    let fewer_replicas = Remedy::set(Setting::Replicas, Value::Smaller);
+    let per_replica = shard / replicas.max(1);
+    match (shard >= parts, per_replica) {
+        (true, _) => Remedy::one_of([batch, fewer_replicas]),
+        (false, 0) => Remedy::one_of([fewer_replicas, Remedy::sentence("give a larger data set")]),
+        (false, m) => Remedy::one_of([
+            Remedy::all_of([batch, Remedy::set(Setting::MicroBatches, Value::Count(m))]),
+            fewer_replicas,
+        ]),
+    }
+}
+
+/// How to save targets a cross-entropy loss takes, from floats or another rank: the dtype, the
+/// shape or both, whichever is wrong (an int64 `y` of shape [N, 1] is int64 already).
+fn targets(float: bool, shape: &[usize], task: &Task) -> Remedy {
+    let (want, rank, reshape) = match task {
+        Task::Classify { .. } => ("[N]", 0, Some("y.reshape(-1)")),
+        Task::NextToken { .. } => ("[N, T]", 1, None),
+    };
+    let numpy = |fix: String| format!(" (numpy: {fix})");
+    let as_int64 = ".astype(\"int64\")";
+    Remedy::sentence(match (float, shape.len() == rank) {
+        (true, true) => format!("save y as int64{}", numpy(format!("y{as_int64}"))),
+        (false, _) => format!(
+            "save y with shape {want}{}",
+            reshape.map(|r| numpy(r.into())).unwrap_or_default()
+        ),
+        (true, false) => format!(
+            "save y as int64 of shape {want}{}",
+            reshape
+                .map(|r| numpy(format!("{r}{as_int64}")))
+                .unwrap_or_default()
+        ),
+    })
 }
 
 impl fmt::Display for DataProblem {
@@ -366,7 +422,14 @@ impl Data {
             ..LoaderConfig::new(settings.batch)
         }
         .build(train)
-        .map_err(|e| refuse(DataProblem::Batching(e)))?;
+        .map_err(|error| {
+            let replicas = settings.replicas;
+            refuse(DataProblem::Batching {
+                error,
+                parts,
+                replicas,
+            })
+        })?;
         Ok(Data::Loaded {
             spec: spec.clone(),
             train: Box::new(loader),
