@@ -18,6 +18,8 @@
 
 use std::fmt;
 
+use crate::plan::compact;
+
 /// What follows the warm-up.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Decay {
@@ -125,6 +127,45 @@ impl LrSchedule {
             Decay::Constant => {}
         }
         Ok(())
+    }
+
+    /// [`check`](Self::check), and every rate of a run of `steps` optimizer steps finite: a
+    /// step decay by a factor above 1 grows the rate, and `lr · γ^n` can overflow before the
+    /// run ends (`--lr-gamma 1e300` trained 2 steps, then refused the rate of the third as a
+    /// setting of the learning rate).
+    ///
+    /// ```
+    /// use pipetrain::{Decay, LrSchedule};
+    /// let s = LrSchedule { warmup: 0, decay: Decay::Step { every: 1, gamma: 1e300 } };
+    /// assert!(s.check_run(1e-3, 2).is_ok());
+    /// let e = s.check_run(1e-3, 4).unwrap_err();
+    /// assert!(e.contains("step 3's rate") && e.contains("1e297"), "{e}");
+    /// ```
+    ///
+    /// # Errors
+    /// What [`check`](Self::check) refuses; the first step whose rate is not finite.
+    pub fn check_run(&self, lr: f64, steps: u64) -> std::result::Result<(), String> {
+        self.check(lr)?;
+        let Decay::Step { every, gamma } = self.decay else {
+            return Ok(());
+        };
+        // The rate grows with the step: the last one is the largest.
+        if steps == 0 || self.at(lr, steps - 1).is_finite() {
+            return Ok(());
+        }
+        // The first decay whose rate overflows, and the last finite one.
+        let n = (1..)
+            .find(|&n| !(lr * gamma.powi(n)).is_finite())
+            .unwrap_or(1);
+        let step = self.warmup + u64::from(n.unsigned_abs()) * every.max(1) + 1;
+        Err(format!(
+            "step decay by {} every {every} steps makes step {step}'s rate lr × {}^{n}, above \
+             f64's largest (the last finite one is {}); every rate of the {steps} steps must be \
+             finite: use a smaller factor or fewer steps",
+            compact(gamma),
+            compact(gamma),
+            compact(lr * gamma.powi(n - 1)),
+        ))
     }
 }
 

@@ -96,7 +96,7 @@ pub fn schedule(args: &TrainArgs) -> Result<LrSchedule, Failure> {
         warmup: args.warmup_steps,
         decay,
     };
-    schedule.check(args.lr()).map_err(|e| {
+    schedule.check_run(args.lr(), args.steps).map_err(|e| {
         Failure::usage(format!(
             "--lr-schedule: {e} (--min-lr, --warmup-steps, --lr-step-size, --lr-gamma)"
         ))
