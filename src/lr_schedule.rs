@@ -105,7 +105,9 @@ impl LrSchedule {
             Decay::Cosine { steps, min_lr } | Decay::Linear { steps, min_lr } => {
                 if !(min_lr.is_finite() && (0.0..=lr).contains(&min_lr)) {
                     return Err(format!(
-                        "min_lr {min_lr}: must be in [0, lr = {lr}], e.g. lr / 100"
+                        "min_lr {}: must be in [0, lr = {}], e.g. lr / 100",
+                        compact(min_lr),
+                        compact(lr)
                     ));
                 }
                 if self.warmup >= steps {
@@ -119,8 +121,9 @@ impl LrSchedule {
             Decay::Step { every, gamma } => {
                 if every == 0 || !(gamma.is_finite() && gamma > 0.0) {
                     return Err(format!(
-                        "step decay every {every} steps by {gamma}: give at least 1 step and a \
-                         positive factor, e.g. every 30 steps by 0.1"
+                        "step decay every {every} steps by {}: give at least 1 step and a \
+                         positive factor, e.g. every 30 steps by 0.1",
+                        compact(gamma)
                     ));
                 }
             }
@@ -173,9 +176,13 @@ impl fmt::Display for LrSchedule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.decay {
             Decay::Constant => write!(f, "constant")?,
-            Decay::Cosine { steps, min_lr } => write!(f, "cosine to {min_lr} at step {steps}")?,
-            Decay::Linear { steps, min_lr } => write!(f, "linear to {min_lr} at step {steps}")?,
-            Decay::Step { every, gamma } => write!(f, "x{gamma} every {every} steps")?,
+            Decay::Cosine { steps, min_lr } => {
+                write!(f, "cosine to {} at step {steps}", compact(min_lr))?;
+            }
+            Decay::Linear { steps, min_lr } => {
+                write!(f, "linear to {} at step {steps}", compact(min_lr))?;
+            }
+            Decay::Step { every, gamma } => write!(f, "x{} every {every} steps", compact(gamma))?,
         }
         if self.warmup > 0 {
             write!(f, " after {} warm-up steps", self.warmup)?;

@@ -7,7 +7,7 @@
 //! whose rate overflows are named before a step runs, not blamed on the learning rate after
 //! it; optimizer state no run writes (a negative or NaN Adam second moment, a step count of
 //! 2^64 − 1) is refused at load naming the entry; `eval --resume` names `--resume`; `export` of a weights file names `--init`, not the
-//! library's `init_from`.
+//! library's `init_from`; numbers come back as given (`1e308`), not as 309 digits.
 
 mod common;
 use common::{RUNTIME, TINY, USAGE, failure_with, scratch, success};
@@ -218,6 +218,17 @@ fn export_of_weights_names_the_flag() {
         "{e}"
     );
     assert!(!e.contains("init_from"), "{e}");
+}
+
+/// Numbers come back in the form they were given, or short: `lr 1e308`, not 309 digits (the
+/// held-out fraction: `tests/cli_remedies.rs`).
+#[test]
+fn numbers_come_back_short() {
+    // The step may fail (an update of 1e308 overflows); the banner is printed before it.
+    let out = common::pipetrain(&tiny(&["--optimizer", "sgd", "--lr", "1e308"]));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains(") lr 1e308,"), "{stdout}");
+    assert!(!stdout.contains("00000000"), "{stdout}");
 }
 
 /// `from` rewritten to `to` with `edit` applied to its optimizer tensors (by name, as f32
