@@ -63,13 +63,15 @@ struct Trial<'a> {
 }
 
 impl Trial<'_> {
-    /// Whether `stages` model stages at `m` micro-batches, `remat` and a weight-gradient group
-    /// of `group` (see [`memory::weight_group`]) fit the budget. More micro-batches than the
-    /// measured ones have fewer rows each: their activations are scaled by the rows.
-    fn fits(&self, stages: usize, m: usize, remat: Remat, group: u64) -> bool {
+    /// What `stages` model stages at `m` micro-batches, `remat` and a weight-gradient group of
+    /// `group` (see [`memory::weight_group`]) need beyond the budget: `None` where they fit it,
+    /// else the least budget that would do (`u64::MAX` where no split is possible). More
+    /// micro-batches than the measured ones have fewer rows each: their activations are scaled
+    /// by the rows.
+    fn need(&self, stages: usize, m: usize, remat: Remat, group: u64) -> Option<u64> {
         let c = self.c;
         let Ok(in_flight) = peak_in_flight(&c.runtime.schedule, stages, m) else {
-            return false;
+            return Some(u64::MAX);
         };
         let measured = c.runtime.micro_batches;
         let rows = (self.rows * measured).div_ceil(m.max(1)).max(1);
@@ -84,7 +86,11 @@ impl Trial<'_> {
         let stashed = memory::charged_micro_batches(remat, in_flight);
         let deferred = memory::deferred_bytes(&split, group);
         let budgeted = memory::budget_costs(&costs, slots, stashed, &deferred, c.runtime.precision);
-        partition_by_time(&budgeted, stages, Some(self.budget)).is_ok()
+        match partition_by_time(&budgeted, stages, Some(self.budget)) {
+            Ok(_) => None,
+            Err(PartitionError::OverBudget { needed, .. }) => Some(needed),
+            Err(_) => Some(u64::MAX),
+        }
     }
 }
 
@@ -101,9 +107,11 @@ fn peak_in_flight(schedule: &Schedule, stages: usize, m: usize) -> Result<usize>
 }
 
 /// The partitioner's [`PartitionError::OverBudget`] as the user's [`Error::MemoryBudget`],
-/// with the remedies that fit: the least budget, and of more stages (the fewest), every
+/// with the remedies that work: the least budget, and of more stages (the fewest), every
 /// micro-batch re-materialized, twice the micro-batches and one micro-batch per weight-gradient
-/// group, each offered only where the trial says it fits.
+/// group, each tried first and offered where it fits the budget, or with the smaller budget it
+/// then needs (`--micro-batches 16` and `--stages 3` were offered where they did not fit, and
+/// came back to the same error).
 fn over_budget(trial: &Trial<'_>, stages: usize, error: PartitionError, in_flight: usize) -> Error {
     let PartitionError::OverBudget {
         stage,
@@ -119,22 +127,40 @@ fn over_budget(trial: &Trial<'_>, stages: usize, error: PartitionError, in_fligh
     let schedule = &c.runtime.schedule;
     let (m, remat, layers) = (c.runtime.micro_batches, c.runtime.remat, trial.costs.len());
     let group = memory::weight_group(c.runtime.backward, m, schedule.splits_backward());
-    let mut remedies = vec![Remedy::set(Setting::MemoryBudget, Value::Bytes(needed))];
-    // Stages counted as the user counts them: ranks, of v chunks each.
+    let budget_of = |bytes| Remedy::set(Setting::MemoryBudget, Value::Bytes(bytes));
+    let mut remedies = vec![budget_of(needed)];
+    // A change that fits the budget alone, or with the smaller budget it then needs; none that
+    // does not lower the need.
+    let mut offer = |remedy: Remedy, need: Option<u64>| match need {
+        None => remedies.push(remedy),
+        Some(less) if less < needed => remedies.push(Remedy::all_of([remedy, budget_of(less)])),
+        Some(_) => {}
+    };
+    // Stages counted as the user counts them: ranks, of v chunks each; the fewest that fit,
+    // else one more.
     let v = schedule.virtual_stages();
-    let more = (stages / v + 1..=layers / v).find(|&r| trial.fits(r * v, m, remat, group));
+    let more = (stages / v + 1..=layers / v)
+        .find(|&r| trial.need(r * v, m, remat, group).is_none())
+        .or((stages / v < layers / v).then_some(stages / v + 1));
     if let Some(ranks) = more {
-        remedies.push(Remedy::set(Setting::Stages, Value::Count(ranks)));
+        let need = trial.need(ranks * v, m, remat, group);
+        offer(Remedy::set(Setting::Stages, Value::Count(ranks)), need);
     }
-    if remat == Remat::Never && in_flight > 1 && trial.fits(stages, m, Remat::Always, group) {
-        remedies.push(Remedy::set(Setting::Remat, Value::mode("always")));
+    if remat == Remat::Never && in_flight > 1 {
+        let need = trial.need(stages, m, Remat::Always, group);
+        offer(Remedy::set(Setting::Remat, Value::mode("always")), need);
     }
     let doubled_group = memory::weight_group(c.runtime.backward, 2 * m, schedule.splits_backward());
-    if trial.rows > 1 && trial.fits(stages, 2 * m, remat, doubled_group) {
-        remedies.push(Remedy::set(Setting::MicroBatches, Value::Count(2 * m)));
+    if trial.rows > 1 {
+        let need = trial.need(stages, 2 * m, remat, doubled_group);
+        offer(
+            Remedy::set(Setting::MicroBatches, Value::Count(2 * m)),
+            need,
+        );
     }
-    if group > 1 && trial.fits(stages, m, remat, 1) {
-        remedies.push(Remedy::set(Setting::WeightGroup, Value::Count(1)));
+    if group > 1 {
+        let need = trial.need(stages, m, remat, 1);
+        offer(Remedy::set(Setting::WeightGroup, Value::Count(1)), need);
     }
     let remedy = Remedy::one_of(remedies);
     Error::MemoryBudget {
