@@ -28,7 +28,7 @@
 //!   `MoreStagesThanLayers` and `EmptyWorld` are refused by the facade first, above);
 //! - `data/src/error.rs`: `EmptySplit` (0, 1 and 2 rows, a fraction too small or too large),
 //!   `BadFraction`, `BatchTooLarge`; `src/trainer/open.rs`'s `DataProblem::OutOfRange`,
-//!   `LoadedOnly` and `Targets` (an int64 `y` of shape [N, 1]: its remedy is to reshape, which
+//!   `LoadedOnly`, `ShortLastBatch` and `Targets` (an int64 `y` of shape [N, 1]: its remedy is to reshape, which
 //!   the test does to the file);
 //! - `src/bin/pipetrain`: `train`'s batch that does not split into micro-batches, `plan`'s
 //!   plan too large to report (`--virtual-stages 100000`) or to simulate (`--stages 100000`),
@@ -486,6 +486,19 @@ fn data_size_remedies_fit_the_data() {
     train(&["--data", &many, "--batch", "100"], "exceeds");
     train(&["--data", &many, "--classes", "2"], "not in 0..2");
     train(&["--held-out", "0.5"], "applies to loaded data");
+    // 58 training rows in batches of 27 keep a last batch of 4 rows, fewer than 8 micro-batches.
+    train(
+        &[
+            "--data",
+            &many,
+            "--keep-last",
+            "--batch",
+            "27",
+            "--micro-batches",
+            "8",
+        ],
+        "the last batch of each epoch has 4 rows",
+    );
 }
 
 /// An int64 `y` of shape [N, 1] is told to reshape it, not to "save y as int64", which it is;

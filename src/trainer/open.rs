@@ -169,6 +169,10 @@ pub enum DataProblem {
         rows: usize,
         /// Replicas × micro-batches.
         parts: usize,
+        /// Rows of the training split.
+        train: usize,
+        /// Rows per batch.
+        batch: usize,
     },
 }
 
@@ -248,7 +252,7 @@ impl DataProblem {
             DataProblem::NonFinite { part, row, value } => {
                 format!("{part} row {row} holds {value}; every value must be finite")
             }
-            DataProblem::ShortLastBatch { rows, parts } => format!(
+            DataProblem::ShortLastBatch { rows, parts, .. } => format!(
                 "the last batch of each epoch has {rows} rows, fewer than the {parts} \
                  replicas × micro-batches it is cut into"
             ),
@@ -293,10 +297,18 @@ impl DataProblem {
                 Remedy::sentence("clean the data (replace or drop that row)"),
                 Remedy::set(Setting::AllowNonFinite, Value::On),
             ])),
-            DataProblem::ShortLastBatch { .. } => Some(Remedy::one_of([
-                Remedy::sentence("drop the short last batch (the default)"),
-                Remedy::set(Setting::Batch, Value::Any),
-            ])),
+            DataProblem::ShortLastBatch {
+                parts,
+                train,
+                batch,
+                ..
+            } => {
+                let fits = whole_last_batch(*train, *batch, *parts)
+                    .map(|b| Remedy::set(Setting::Batch, Value::Count(b)));
+                Some(Remedy::one_of(
+                    [Remedy::Drop(Setting::KeepLast)].into_iter().chain(fits),
+                ))
+            }
         }
     }
 
@@ -329,6 +341,14 @@ fn smaller_batch(shard: usize, replicas: usize, parts: usize) -> Remedy {
             fewer_replicas,
         ]),
     }
+}
+
+/// The batch nearest `batch` (below it first) whose last batch of `train` rows is whole or has
+/// at least `parts` rows, and which splits into `parts` itself: a `--batch N` to follow.
+fn whole_last_batch(train: usize, batch: usize, parts: usize) -> Option<usize> {
+    let fits = |b: usize| b >= parts && b <= train && (train % b == 0 || train % b >= parts);
+    let below = (parts..batch).rev().find(|&b| fits(b));
+    below.or_else(|| (batch + 1..=train).find(|&b| fits(b)))
 }
 
 /// How to save targets a cross-entropy loss takes, from floats or another rank: the dtype, the
@@ -413,7 +433,13 @@ impl Data {
             .map_err(|e| refuse(DataProblem::Split(e)))?;
         let (rows, parts) = (train.len() % settings.batch, settings.parts);
         if settings.keep_last && rows > 0 && rows < parts {
-            return Err(refuse(DataProblem::ShortLastBatch { rows, parts }));
+            let (train, batch) = (train.len(), settings.batch);
+            return Err(refuse(DataProblem::ShortLastBatch {
+                rows,
+                parts,
+                train,
+                batch,
+            }));
         }
         let loader = LoaderConfig {
             seed: settings.seed,
