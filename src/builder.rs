@@ -17,6 +17,7 @@ use crate::remedy::{Remedy, Setting, Value};
 
 mod access;
 mod checks;
+mod chunks;
 
 /// How the layers are split into stages (resolved by [`Setup`](crate::Setup)).
 pub(crate) enum Split {
@@ -427,13 +428,18 @@ impl<L: Layer> PipelineBuilder<L> {
                 schedule: self.schedule.clone(),
             });
         }
+        let shape = chunks::Shape {
+            schedule: &self.schedule,
+            layers: n,
+            micro_batches: self.micro_batches,
+        };
         let split = match (&self.balance, self.stages.map(|p| p * v)) {
-            (Some(balance), stages) => {
-                if let Some(p) = stages.filter(|&p| p != balance.len()) {
-                    return Err(Error::StagesAndBalance {
-                        stages: p,
-                        balance: balance.clone(),
-                    });
+            (Some(balance), _) => {
+                if let Some(p) = self.stages.filter(|&p| p * v != balance.len()) {
+                    return Err(shape.stages_and_balance(p, balance));
+                }
+                if balance.len() % v != 0 {
+                    return Err(shape.uneven_balance(balance));
                 }
                 Split::Fixed(Partition::from_balance(balance, n)?)
             }
@@ -445,10 +451,7 @@ impl<L: Layer> PipelineBuilder<L> {
                 return Err(ScheduleError::ZeroStages.into());
             }
             (None, Some(p)) if p > n => {
-                return Err(Error::MoreStagesThanLayers {
-                    stages: p,
-                    layers: n,
-                });
+                return Err(shape.more_stages_than_layers(p / v));
             }
             (None, Some(p)) => Split::Measured { stages: p },
         };

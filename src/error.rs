@@ -56,17 +56,36 @@ pub enum Error {
     },
     /// A number of stages that disagrees with the balance's.
     StagesAndBalance {
-        /// The (model) stages asked for.
+        /// The stages asked for (ranks, under a schedule of several chunks per rank).
         stages: usize,
+        /// Chunks per rank: the balance lists `stages × virtual_stages` of them.
+        virtual_stages: usize,
         /// The balance given.
         balance: Vec<usize>,
+        /// A stage count, or a balance, that agree.
+        remedy: Remedy,
     },
-    /// More stages than layers.
+    /// More stages (or chunks, at several per rank) than layers.
     MoreStagesThanLayers {
-        /// The stages asked for.
+        /// The stages asked for (ranks, under a schedule of several chunks per rank).
         stages: usize,
+        /// Chunks per rank.
+        virtual_stages: usize,
         /// The model's layers.
         layers: usize,
+        /// A stage count the layers hold, or a schedule of fewer chunks per rank.
+        remedy: Remedy,
+    },
+    /// A balance whose stages do not split into ranks of the schedule's chunks.
+    UnevenBalance {
+        /// The balance given.
+        balance: Vec<usize>,
+        /// Chunks per rank.
+        virtual_stages: usize,
+        /// The schedule.
+        schedule: Schedule,
+        /// A balance of whole ranks, or a schedule of one chunk per rank.
+        remedy: Remedy,
     },
     /// A memory budget, which chooses the split, with a balance, which fixes it.
     BudgetAndBalance {
@@ -603,12 +622,54 @@ impl Error {
             Error::ChunksAcrossProcesses { schedule } => {
                 format!("{schedule}: a multi-process pipeline runs one stage per rank")
             }
-            Error::StagesAndBalance { stages, balance } => format!(
+            Error::StagesAndBalance {
+                stages,
+                virtual_stages: 1,
+                balance,
+                ..
+            } => format!(
                 "stages = {stages} but balance {balance:?} has {} stages",
                 balance.len()
             ),
-            Error::MoreStagesThanLayers { stages, layers } => format!(
+            Error::StagesAndBalance {
+                stages,
+                virtual_stages: v,
+                balance,
+                ..
+            } => format!(
+                "stages = {stages} at {v} chunks per stage lists {} chunks, but balance \
+                 {balance:?} has {}",
+                stages * v,
+                balance.len()
+            ),
+            Error::MoreStagesThanLayers {
+                stages,
+                virtual_stages: 1,
+                layers,
+                ..
+            } => format!(
                 "{stages} stages but only {layers} layers: every stage needs at least one layer"
+            ),
+            Error::MoreStagesThanLayers {
+                stages,
+                virtual_stages: v,
+                layers,
+                ..
+            } => format!(
+                "{stages} stages of {v} chunks each make {} chunks but only {layers} layers: \
+                 every chunk needs at least one layer",
+                stages * v
+            ),
+            Error::UnevenBalance {
+                balance,
+                virtual_stages,
+                schedule,
+                ..
+            } => format!(
+                "balance {balance:?} has {} stages, which do not split into stages of \
+                 {virtual_stages} chunks each ({schedule}): it needs a multiple of \
+                 {virtual_stages}",
+                balance.len()
             ),
             Error::BudgetAndBalance { budget, balance } => format!(
                 "a memory budget ({budget} bytes) chooses the split, but balance {balance:?} \
@@ -670,7 +731,6 @@ impl Remedied for Error {
     }
 
     fn remedy(&self) -> Option<Remedy> {
-        let count = |setting, n| Remedy::set(setting, Value::Count(n));
         match self {
             Error::Setting { remedy, .. } => remedy.clone(),
             Error::NoLayers => Some(Remedy::sentence(
@@ -683,14 +743,13 @@ impl Remedied for Error {
                 Remedy::set(Setting::Schedule, Value::mode("1f1b")),
                 Remedy::set(Setting::Schedule, Value::mode("zb-h1")),
             ])),
-            Error::StagesAndBalance { balance, .. } => Some(Remedy::one_of([
-                Remedy::sentence("give one of them"),
-                count(Setting::Stages, balance.len()),
-            ])),
-            Error::MoreStagesThanLayers { layers, .. } => Some(count(Setting::Stages, *layers)),
-            Error::BudgetAndBalance { balance, .. } => Some(Remedy::one_of([
-                Remedy::sentence("drop one of them"),
-                count(Setting::Stages, balance.len()),
+            Error::StagesAndBalance { remedy, .. }
+            | Error::MoreStagesThanLayers { remedy, .. }
+            | Error::UnevenBalance { remedy, .. } => Some(remedy.clone()),
+            // Either one alone: a stage count does not settle which.
+            Error::BudgetAndBalance { .. } => Some(Remedy::one_of([
+                Remedy::Drop(Setting::MemoryBudget),
+                Remedy::Drop(Setting::Balance),
             ])),
             Error::MeasuredSplitAcrossProcesses { .. } => {
                 Some(Remedy::set(Setting::Balance, Value::Any))

@@ -18,6 +18,8 @@
 
 use std::fmt;
 
+use crate::plan::compact;
+
 /// What follows the warm-up.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Decay {
@@ -103,7 +105,9 @@ impl LrSchedule {
             Decay::Cosine { steps, min_lr } | Decay::Linear { steps, min_lr } => {
                 if !(min_lr.is_finite() && (0.0..=lr).contains(&min_lr)) {
                     return Err(format!(
-                        "min_lr {min_lr}: must be in [0, lr = {lr}], e.g. lr / 100"
+                        "min_lr {}: must be in [0, lr = {}], e.g. lr / 100",
+                        compact(min_lr),
+                        compact(lr)
                     ));
                 }
                 if self.warmup >= steps {
@@ -117,8 +121,9 @@ impl LrSchedule {
             Decay::Step { every, gamma } => {
                 if every == 0 || !(gamma.is_finite() && gamma > 0.0) {
                     return Err(format!(
-                        "step decay every {every} steps by {gamma}: give at least 1 step and a \
-                         positive factor, e.g. every 30 steps by 0.1"
+                        "step decay every {every} steps by {}: give at least 1 step and a \
+                         positive factor, e.g. every 30 steps by 0.1",
+                        compact(gamma)
                     ));
                 }
             }
@@ -126,15 +131,58 @@ impl LrSchedule {
         }
         Ok(())
     }
+
+    /// [`check`](Self::check), and every rate of a run of `steps` optimizer steps finite: a
+    /// step decay by a factor above 1 grows the rate, and `lr · γ^n` can overflow before the
+    /// run ends (`--lr-gamma 1e300` trained 2 steps, then refused the rate of the third as a
+    /// setting of the learning rate).
+    ///
+    /// ```
+    /// use pipetrain::{Decay, LrSchedule};
+    /// let s = LrSchedule { warmup: 0, decay: Decay::Step { every: 1, gamma: 1e300 } };
+    /// assert!(s.check_run(1e-3, 2).is_ok());
+    /// let e = s.check_run(1e-3, 4).unwrap_err();
+    /// assert!(e.contains("step 3's rate") && e.contains("1e297"), "{e}");
+    /// ```
+    ///
+    /// # Errors
+    /// What [`check`](Self::check) refuses; the first step whose rate is not finite.
+    pub fn check_run(&self, lr: f64, steps: u64) -> std::result::Result<(), String> {
+        self.check(lr)?;
+        let Decay::Step { every, gamma } = self.decay else {
+            return Ok(());
+        };
+        // The rate grows with the step: the last one is the largest.
+        if steps == 0 || self.at(lr, steps - 1).is_finite() {
+            return Ok(());
+        }
+        // The first decay whose rate overflows, and the last finite one.
+        let n = (1..)
+            .find(|&n| !(lr * gamma.powi(n)).is_finite())
+            .unwrap_or(1);
+        let step = self.warmup + u64::from(n.unsigned_abs()) * every.max(1) + 1;
+        Err(format!(
+            "step decay by {} every {every} steps makes step {step}'s rate lr × {}^{n}, above \
+             f64's largest (the last finite one is {}); every rate of the {steps} steps must be \
+             finite: use a smaller factor or fewer steps",
+            compact(gamma),
+            compact(gamma),
+            compact(lr * gamma.powi(n - 1)),
+        ))
+    }
 }
 
 impl fmt::Display for LrSchedule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.decay {
             Decay::Constant => write!(f, "constant")?,
-            Decay::Cosine { steps, min_lr } => write!(f, "cosine to {min_lr} at step {steps}")?,
-            Decay::Linear { steps, min_lr } => write!(f, "linear to {min_lr} at step {steps}")?,
-            Decay::Step { every, gamma } => write!(f, "x{gamma} every {every} steps")?,
+            Decay::Cosine { steps, min_lr } => {
+                write!(f, "cosine to {} at step {steps}", compact(min_lr))?;
+            }
+            Decay::Linear { steps, min_lr } => {
+                write!(f, "linear to {} at step {steps}", compact(min_lr))?;
+            }
+            Decay::Step { every, gamma } => write!(f, "x{} every {every} steps", compact(gamma))?,
         }
         if self.warmup > 0 {
             write!(f, " after {} warm-up steps", self.warmup)?;

@@ -142,7 +142,7 @@ fn a_kill_inside_a_write_keeps_the_previous_checkpoint_which_resumes() {
 /// An fsync that fails is reported, never passed over (docs/training.md): the fault injection
 /// `PIPETRAIN_FAULT_FSYNC=N` fails the process's N-th fsync with an I/O error, as a failing disk
 /// does. A 3-step run that checkpoints every step syncs the start's probe (1st), then each
-/// checkpoint's temp file and directory: step 2's file (4th) fails the run naming the file and
+/// checkpoint's temp file and directory: step 2's file (4th) fails the run naming the checkpoint and
 /// leaves step 1's checkpoint; step 2's directory (5th) fails it naming the directory, step 2's
 /// file in place. No temp file is left either way.
 #[test]
@@ -159,9 +159,10 @@ fn a_failed_fsync_ends_the_run_naming_the_file_or_directory() {
         assert_eq!(out.status.code(), Some(common::RUNTIME), "{out:?}");
         let e = common::stderr_of_failure(&args, out);
         let injected = format!("Input/output error (injected by PIPETRAIN_FAULT_FSYNC={n})");
-        // The temp file `.ck.safetensors.<pid>@<host>.<random>.tmp` beside it, or the directory.
+        // The checkpoint given (not the temp file `.ck.safetensors.<pid>@<host>.<random>.tmp`
+        // it is written through, which it named before: issue 38), or the directory.
         let named = match n {
-            "4" => format!("{}/.ck.safetensors.", tmp.path().display()),
+            "4" => format!("--checkpoint: {}: ", path.display()),
             _ => format!("fsync of directory {} failed", tmp.path().display()),
         };
         assert!(

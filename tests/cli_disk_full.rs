@@ -1,7 +1,8 @@
 //! A full disk under a side output never loses the training (issue 27, parts 1 and 3): when
 //! `--metrics`, `--profile` and `--plot` sit on a small tmpfs that fills mid-run, each warns
 //! once (the plot, drawn at the end, when it cannot be written) and stops, the run goes on, and the final `--checkpoint` (on another file system) is
-//! written and loads; `export -o` onto a full disk leaves the file that was there.
+//! written and loads; `export -o` onto a full disk leaves the file that was there. A failed
+//! write names the flag and the file given, not the temp file it went through (issue 38).
 //!
 //! Mounting needs root: where `mount` fails the test says so in one loud line and passes, unless
 //! `CI` is set (then it fails).
@@ -128,6 +129,36 @@ fn export_onto_a_full_disk_keeps_the_file_that_was_there() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(stderr.contains("No space left on device"), "{stderr}");
+    // Refused by the probe at the start (the disk is full already), which named its temp file.
+    let named = format!("-o {}: {}: No space", torch.display(), torch.display());
+    assert!(
+        stderr.contains(&named) && !stderr.contains(".tmp"),
+        "{stderr}"
+    );
     assert_eq!(std::fs::read(&torch).unwrap(), b"the earlier export");
+    assert!(temp_files(&small.0).is_empty());
+}
+
+/// A checkpoint that does not fit what is left of its disk: the error names `--checkpoint` and
+/// its file, where it named the temp file (`.ck.safetensors.123@host.XXXXXX.tmp`).
+#[test]
+fn a_checkpoint_onto_a_full_disk_names_the_flag_and_its_file() {
+    let tmp = scratch("disk-full-checkpoint");
+    let Some(small) = Tmpfs::mount(tmp.path(), "8k") else {
+        return;
+    };
+    let ck = small.0.join("ck.safetensors");
+    let args = [
+        &["train"][..],
+        &TINY,
+        &["--width", "64", "--checkpoint", ck.to_str().unwrap()],
+    ]
+    .concat();
+    let out = common::pipetrain(&args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    let named = format!("--checkpoint: {}: No space left on device", ck.display());
+    assert!(stderr.contains(&named), "{stderr}");
+    assert!(!stderr.contains(".tmp"), "{stderr}");
     assert!(temp_files(&small.0).is_empty());
 }

@@ -141,6 +141,21 @@ fn table_runs_cache_and_apply_round_trip() {
             "{poison}: {err}"
         );
     }
+    // A table without a micro-batch size the search needs was reported without the file, in
+    // the library's internal names (`Space::rows_in_play`).
+    let mut entry: serde_json::Value = serde_json::from_str(&good).unwrap();
+    let rows = entry["table"]["rows"].as_array_mut().unwrap();
+    let dropped = rows.remove(0)["rows"].clone();
+    std::fs::write(&file, entry.to_string()).unwrap();
+    let args = [&["tune", "--cache-dir", cache][..], &MODEL, &["--run", "0"]].concat();
+    let err = failure_with(USAGE, &args);
+    assert!(
+        err.contains(&format!("tune cache {}: ", file.display()))
+            && err.contains(&format!("no times at {dropped} rows"))
+            && err.contains("use --remeasure"),
+        "{err}"
+    );
+    assert!(!err.contains("Space::"), "{err}");
     let remeasured = tune(cache, &["--top", "1", "--run", "0", "--remeasure"]);
     assert!(remeasured.contains("cost table: measured"), "{remeasured}");
     let again = tune(cache, &["--top", "1", "--run", "0"]);

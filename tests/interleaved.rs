@@ -242,11 +242,11 @@ fn interleaved_refuses_what_it_cannot_run_before_any_thread_starts() {
     );
     let e = build(None, Some(vec![3, 3, 2]), 2).expect("3 chunks over ranks of 2");
     assert!(
-        e.contains("3 model stages") && e.contains("multiple of 2"),
+        e.contains("has 3 stages") && e.contains("multiple of 2") && e.contains(".balance([3, 5])"),
         "{e}"
     );
     let e = build(Some(5), None, 5).expect("10 chunks for 8 layers");
-    assert!(e.contains("10 stages"), "{e}");
+    assert!(e.contains("10 chunks") && e.contains("8 layers"), "{e}");
 }
 
 /// An MLP layer, or one that panics in its forward.

@@ -270,7 +270,7 @@ pub enum DataError {
     },
 
     /// A held-out fraction outside `[0, 1)`.
-    #[error("held-out fraction {held_out} is not in [0, 1)")]
+    #[error("held-out fraction {held_out:?} is not in [0, 1)")]
     BadFraction {
         /// The fraction given.
         held_out: f64,
@@ -278,7 +278,7 @@ pub enum DataError {
 
     /// A split that would leave one side empty.
     #[error(
-        "holding out {held_out} of {len} examples leaves {train} for training and {held} held \
+        "holding out {held_out:?} of {len} examples leaves {train} for training and {held} held \
          out; both must be non-empty"
     )]
     EmptySplit {
@@ -346,6 +346,28 @@ fn magic_hint(found: u32) -> &'static str {
     if gzip(found) { " (a gzip file)" } else { "" }
 }
 
+/// Held-out fractions that split `len` examples into two non-empty sides, where `held` was
+/// held out: with none held, the least fraction that holds one out (rounded up to two digits:
+/// `0.016` of 64, not `0.015625`) or none at all (0: train on every example); with none left
+/// to train, a half. A single example trains with 0, and no fraction splits none.
+fn fitting_split(len: usize, held: usize) -> Remedy {
+    let larger = Remedy::sentence("give a larger data set");
+    let held_out = |fraction| Remedy::set(Setting::HeldOut, Value::Number(fraction));
+    let fractions = match (len, held) {
+        (0, _) => vec![],
+        (1, _) => vec![held_out(0.0)],
+        (_, 0) => vec![held_out(up_to_two_digits(1.0 / len as f64)), held_out(0.0)],
+        _ => vec![held_out(0.5)],
+    };
+    Remedy::one_of(fractions.into_iter().chain([larger]))
+}
+
+/// `x` (positive) rounded up to two significant digits.
+fn up_to_two_digits(x: f64) -> f64 {
+    let scale = 10f64.powi(1 - x.log10().floor() as i32);
+    (x * scale).ceil() / scale
+}
+
 impl Remedied for DataError {
     fn remedy(&self) -> Option<Remedy> {
         let sentence = |text: &'static str| Some(Remedy::sentence(text));
@@ -376,10 +398,7 @@ impl Remedied for DataError {
                 Remedy::set(Setting::HeldOut, Value::Number(0.1)),
                 Remedy::set(Setting::HeldOut, Value::Number(0.0)),
             ])),
-            DataError::EmptySplit { .. } => Some(Remedy::one_of([
-                Remedy::set(Setting::HeldOut, Value::Number(0.5)),
-                Remedy::sentence("give a larger data set"),
-            ])),
+            DataError::EmptySplit { len, held, .. } => Some(fitting_split(*len, *held)),
             DataError::BatchTooLarge { shard, .. } => Some(Remedy::one_of([
                 Remedy::set(Setting::Batch, Value::Count(*shard)),
                 Remedy::set(Setting::Replicas, Value::Smaller),

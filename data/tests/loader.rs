@@ -280,6 +280,41 @@ fn in_memory_rejects_inconsistent_shapes() {
     ));
 }
 
+/// The held-out fractions an empty split's remedy offers split the data set, whatever its
+/// size and the fraction given; a set of one example is offered 0, one of none no fraction.
+#[test]
+fn an_empty_splits_remedy_splits() {
+    use pipetrain_schedules::remedy::{Remedied, Remedy, Value};
+    fn fractions(remedy: Remedy) -> Vec<f64> {
+        match remedy {
+            Remedy::OneOf(all) => all.into_iter().flat_map(fractions).collect(),
+            Remedy::Set {
+                value: Value::Number(x),
+                ..
+            } => vec![x],
+            _ => vec![],
+        }
+    }
+    for len in 0..300 {
+        let data = Arc::new(numbered(len));
+        for given in [1e-300, 0.001, 0.1, 0.5, 0.9, 0.999, 0.9999] {
+            let Err(err) = split(Arc::clone(&data), given) else {
+                continue;
+            };
+            let offered = fractions(err.remedy().expect("a remedy"));
+            assert_eq!(offered.is_empty(), len == 0, "{len} {given}: {err:?}");
+            for fraction in offered {
+                assert_ne!(fraction, given, "{len}: {err:?}");
+                assert!(
+                    split(Arc::clone(&data), fraction).is_ok(),
+                    "{len} {given} {fraction}"
+                );
+                assert!(format!("{fraction:?}").len() <= 7, "short: {fraction:?}");
+            }
+        }
+    }
+}
+
 #[test]
 fn split_holds_out_the_tail_and_rejects_empty_sides() {
     let data = Arc::new(numbered(10));

@@ -701,6 +701,19 @@ pub enum EngineError {
         /// The value (and the type it was converted from).
         value: String,
     },
+    /// A checkpoint's optimizer state holds a value no run writes (a NaN or negative second
+    /// moment, a step count above the file's steps): resumed, it would make the weights NaN or
+    /// overflow the step counter.
+    #[error("{}: optimizer state `{entry}` {reason}", path.display())]
+    OptimizerState {
+        /// The file.
+        path: PathBuf,
+        /// The entry: the tensor's name (`__optimizer__/0.linear.weight/momentum.moment_2`) or
+        /// the parameter's scalar (`0.linear.weight/momentum.time`).
+        entry: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A checkpoint's optimizer state was saved for another optimizer.
     #[error(
         "{}: the optimizer state is for `{saved}`, but this run uses `{current}`",
@@ -802,7 +815,7 @@ pub enum EngineError {
 
     // ---- Settings ([`OptimizerConfig`](crate::OptimizerConfig), [`Remat`](crate::Remat)). ----
     /// An optimizer setting torch.optim would refuse.
-    #[error("optimizer {setting} = {value}: {remedy}")]
+    #[error("optimizer {setting} = {value:?}: {remedy}")]
     OptimizerSetting {
         /// The setting, e.g. `beta1`.
         setting: &'static str,
@@ -875,6 +888,11 @@ impl Remedied for EngineError {
                 Remedy::sentence("resume with the same optimizer"),
                 init_from(),
             ])),
+            // Its weights may be sound: start from them, with a fresh optimizer state.
+            EngineError::OptimizerState { .. } => Some(Remedy::one_of([
+                Remedy::sentence("use the file of a run from before it diverged"),
+                init_from(),
+            ])),
             EngineError::Plan(e) => e.remedy(),
             EngineError::PrecisionUnsupported { .. } => Some(Remedy::set(
                 Setting::Precision,
@@ -918,7 +936,10 @@ impl EngineError {
         );
         let weights = matches!(
             self,
-            E::TensorMismatch { .. } | E::NonFiniteWeight { .. } | E::OptimizerMismatch { .. }
+            E::TensorMismatch { .. }
+                | E::NonFiniteWeight { .. }
+                | E::OptimizerMismatch { .. }
+                | E::OptimizerState { .. }
         );
         output || io || checkpoint || weights
     }

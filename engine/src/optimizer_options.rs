@@ -60,6 +60,18 @@ impl AdamOptions {
                  element with zero gradients makes 0 / 0 = NaN with eps 0), e.g. 1e-8",
             ));
         }
+        // The update runs in f32: a smaller eps is 0 or a subnormal there, which the kernels
+        // flush to 0, and the same 0 / 0 makes the weights NaN after the first step
+        // (`--eps 1e-45` was then blamed on the learning rate).
+        if self.eps < f64::from(f32::MIN_POSITIVE) || self.eps > f64::from(f32::MAX) {
+            return Err(refused(
+                "eps",
+                self.eps,
+                "must be within f32's normal range, 1.2e-38 to 3.4e38 (the update computes in \
+                 f32, where a smaller eps is flushed to 0 and an element with zero gradients \
+                 makes 0 / 0 = NaN), e.g. 1e-8",
+            ));
+        }
         non_negative("weight_decay", self.weight_decay)
     }
 }
@@ -89,9 +101,18 @@ fn refused(setting: &'static str, value: f64, remedy: &'static str) -> EngineErr
     }
 }
 
+/// A finite number >= 0 that f32, where the update computes, holds: above 3.4e38 it is inf
+/// there, and the first update makes the weights NaN (`--weight-decay 1e300` was then blamed on
+/// the learning rate).
 fn non_negative(setting: &'static str, value: f64) -> Result<(), EngineError> {
     match value.is_finite() && value >= 0.0 {
-        true => Ok(()),
+        true if value <= f64::from(f32::MAX) => Ok(()),
+        true => Err(refused(
+            setting,
+            value,
+            "must be at most f32's largest number, 3.4e38: the update computes in f32, where it \
+             is inf",
+        )),
         false => Err(refused(setting, value, "must be a finite number >= 0")),
     }
 }

@@ -8,7 +8,15 @@
 use std::ops::Range;
 
 use pipetrain_schedules::StageId;
+
+use crate::fit::fit_balance;
 use pipetrain_schedules::remedy::{Remedied, Remedy, Setting, Value};
+
+/// A balance of `stages` entries for `layers` layers, nearest `balance` (see [`fit_balance`]).
+fn fitted(balance: &[usize], stages: usize, layers: usize) -> Option<Remedy> {
+    fit_balance(balance, stages, layers)
+        .map(|fit| Remedy::set(Setting::Balance, Value::Counts(fit)))
+}
 
 /// Crate-wide result type.
 pub type Result<T> = std::result::Result<T, PartitionError>;
@@ -67,6 +75,21 @@ pub enum PartitionError {
         stage: StageId,
         /// The balance as given.
         balance: Vec<usize>,
+        /// Number of layers of the model.
+        layers: usize,
+    },
+
+    /// An explicit balance with more entries than there are layers.
+    #[error(
+        "balance {balance:?} has {} stages but the model has only {layers} layers: every stage \
+         needs at least one",
+        balance.len()
+    )]
+    BalanceLength {
+        /// The balance as given.
+        balance: Vec<usize>,
+        /// Number of layers of the model.
+        layers: usize,
     },
 
     /// An explicit balance whose entries do not sum to the number of layers.
@@ -173,10 +196,13 @@ impl Remedied for PartitionError {
             PartitionError::EmptyBalance { layers } => sentence(format!(
                 "give one layer count per stage, summing to {layers}"
             )),
-            PartitionError::EmptyStage { .. } => None,
-            PartitionError::BalanceSum { layers, .. } => {
-                sentence(format!("make the entries sum to {layers}"))
+            PartitionError::EmptyStage {
+                balance, layers, ..
             }
+            | PartitionError::BalanceSum {
+                balance, layers, ..
+            } => fitted(balance, balance.len(), *layers),
+            PartitionError::BalanceLength { balance, layers } => fitted(balance, *layers, *layers),
             PartitionError::InvalidCost { .. } => {
                 sentence("measure or estimate the cost again".into())
             }

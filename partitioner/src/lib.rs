@@ -31,12 +31,14 @@
 
 mod cost;
 mod error;
+mod fit;
 mod optimal;
 mod partition;
 mod placement;
 
 pub use cost::{LayerCost, StageCost};
 pub use error::{PartitionError, Result};
+pub use fit::fit_balance;
 pub use optimal::partition_by_time;
 pub use partition::{Iter, Partition};
 pub use placement::{DeviceIndex, Placement};

@@ -43,8 +43,8 @@ impl Partition {
             return Err(PartitionError::EmptyBalance { layers });
         }
         if balance.len() > layers {
-            return Err(PartitionError::MoreStagesThanLayers {
-                stages: balance.len(),
+            return Err(PartitionError::BalanceLength {
+                balance: balance.to_vec(),
                 layers,
             });
         }
@@ -52,6 +52,7 @@ impl Partition {
             return Err(PartitionError::EmptyStage {
                 stage: StageId::from(stage),
                 balance: balance.to_vec(),
+                layers,
             });
         }
         // Checked: a balance of huge entries must be an error, not an overflow.

@@ -73,31 +73,37 @@ fn rejects_wrong_sum() {
     ));
     let msg = err.explain(&Plain);
     assert!(msg.contains("sums to 5") && msg.contains("has 8"), "{msg}");
-    assert!(msg.contains("sum to 8"), "{msg}");
+    assert!(msg.ends_with("; use balance = [5, 3]"), "{msg}");
     let msg = message(&[3, 3, 3], 8);
     assert!(msg.contains("sums to 9") && msg.contains("has 8"), "{msg}");
     // Overflowing sums are a wrong sum too, not a panic.
-    let msg = message(&[usize::MAX, usize::MAX], 2);
-    assert!(msg.contains("has 2"), "{msg}");
+    let err = Partition::from_balance(&[usize::MAX, usize::MAX], 2).unwrap_err();
+    let msg = err.explain(&Plain);
+    assert!(
+        msg.contains("has 2") && msg.ends_with("use balance = [1, 1]"),
+        "{msg}"
+    );
 }
 
 #[test]
 fn rejects_more_stages_than_layers() {
-    let err = Partition::from_balance(&[1, 1, 1, 1], 3).unwrap_err();
+    let err = Partition::from_balance(&[1, 1, 2, 1], 3).unwrap_err();
     assert_eq!(
         err,
-        PartitionError::MoreStagesThanLayers {
-            stages: 4,
+        PartitionError::BalanceLength {
+            balance: vec![1, 1, 2, 1],
             layers: 3
         }
     );
+    // A balance, not a stage count: the stages follow the balance's length.
     let msg = err.explain(&Plain);
     assert!(
-        msg.contains("3 layers into 4 stages") && msg.contains("use stages = 3"),
+        msg.contains("has 4 stages but the model has only 3 layers")
+            && msg.ends_with("; use balance = [1, 1, 1]"),
         "{msg}"
     );
     let msg = message(&[1], 0);
-    assert!(msg.contains("0 layers into 1 stages"), "{msg}");
+    assert!(msg.contains("only 0 layers"), "{msg}");
 }
 
 #[test]

@@ -154,10 +154,10 @@ impl Remedied for ScheduleError {
         match self {
             ScheduleError::ZeroStages => Some(count(Setting::Stages, 1)),
             ScheduleError::ZeroMicroBatches => Some(count(Setting::MicroBatches, 1)),
-            ScheduleError::VirtualStages { .. } => Some(Remedy::one_of([
-                count(Setting::VirtualStages, 2),
-                Remedy::set(Setting::Schedule, Value::mode("1f1b")),
-            ])),
+            // Not also `1f1b`: the facts say that 1 chunk is 1f1b, and on the command line
+            // `--schedule 1f1b` beside the `--virtual-stages` given is refused, with the remedy
+            // `--schedule interleaved`, which led back here.
+            ScheduleError::VirtualStages { .. } => Some(count(Setting::VirtualStages, 2)),
             ScheduleError::UnevenChunks {
                 stages,
                 virtual_stages,

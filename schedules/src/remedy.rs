@@ -323,13 +323,30 @@ impl Remedy {
                 let phrases: Vec<String> = all.iter().map(|r| r.phrase(style)).collect();
                 format!("use {}", alternatives(&phrases))
             }
+            // Settings next to each other share one verb: `use a or b or give a larger data
+            // set`, not `use a, use b or …`.
             Remedy::OneOf(all) => {
-                let phrases: Vec<String> = all.iter().map(|r| r.render(style)).collect();
+                let mut phrases: Vec<String> = Vec::new();
+                for run in all.chunk_by(|a, b| a.setting().is_some() && b.setting().is_some()) {
+                    phrases.push(match run {
+                        [one] => one.render(style),
+                        settings => {
+                            let each: Vec<String> =
+                                settings.iter().map(|r| r.phrase(style)).collect();
+                            format!("use {}", each.join(" or "))
+                        }
+                    });
+                }
                 alternatives(&phrases)
             }
-            Remedy::AllOf(all) => {
+            Remedy::AllOf(all) if all.iter().all(|r| r.setting().is_some()) => {
                 let phrases: Vec<String> = all.iter().map(|r| r.phrase(style)).collect();
                 format!("use {}", phrases.join(" and "))
+            }
+            // Each with its own verb: `drop stages and drop micro_batches`.
+            Remedy::AllOf(all) => {
+                let phrases: Vec<String> = all.iter().map(|r| r.render(style)).collect();
+                phrases.join(" and ")
             }
             Remedy::Set { .. } => format!("use {}", self.phrase(style)),
             Remedy::Sentence(text) => text.to_string(),
@@ -472,6 +489,20 @@ mod tests {
             both.render(&Plain),
             "use stages = 2 and micro_batches = 4 or write another plan"
         );
+        let fractions = Remedy::one_of([
+            Remedy::set(Setting::HeldOut, Value::Number(0.5)),
+            Remedy::set(Setting::HeldOut, Value::Number(0.0)),
+            Remedy::sentence("give a larger data set"),
+        ]);
+        assert_eq!(
+            fractions.render(&Plain),
+            "use held_out = 0.5 or held_out = 0.0 or give a larger data set"
+        );
+        let dropped = Remedy::all_of([
+            Remedy::Drop(Setting::Stages),
+            Remedy::Drop(Setting::MicroBatches),
+        ]);
+        assert_eq!(dropped.render(&Plain), "drop stages and drop micro-batches");
         assert_eq!(
             Remedy::one_of([Remedy::set(Setting::Balance, Value::Counts(vec![2, 1]))])
                 .render(&Plain),

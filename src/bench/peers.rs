@@ -120,7 +120,7 @@ impl Peers {
     pub fn run(&self, peer: &Peer, w: &Workload) -> std::result::Result<PeerResult, String> {
         let mut command = Command::new(&self.python);
         command
-            .arg(peer.script)
+            .arg(self.script(peer.script))
             .args(&peer.args)
             .args(["--width", &w.width.to_string()])
             .args(["--layers", &w.hidden.to_string()])

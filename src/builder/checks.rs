@@ -6,7 +6,7 @@ use pipetrain_engine::Layer;
 use super::PipelineBuilder;
 use crate::error::{Error, Result, invalid};
 use crate::remedy::{Remedy, Setting, Value};
-use pipetrain_schedules::ScheduleError;
+use pipetrain_schedules::{Schedule, ScheduleError, ScheduleKind};
 
 impl<L: Layer> PipelineBuilder<L> {
     /// Every plain setting checked; the split, devices and plan are checked by `build`.
@@ -14,10 +14,24 @@ impl<L: Layer> PipelineBuilder<L> {
         if self.micro_batches == 0 {
             return Err(ScheduleError::ZeroMicroBatches.into());
         }
+        // Before `.stages(p)` is read as p × v model stages: v = 0 would make it 0 stages.
+        if let Schedule::Kind(
+            kind @ (ScheduleKind::Interleaved { virtual_stages }
+            | ScheduleKind::LoopedBfs { virtual_stages }
+            | ScheduleKind::InterleavedZb { virtual_stages }),
+        ) = self.schedule
+            && virtual_stages < 2
+        {
+            return Err(ScheduleError::VirtualStages {
+                schedule: kind.family(),
+                virtual_stages,
+            }
+            .into());
+        }
         if !(self.learning_rate.is_finite() && self.learning_rate > 0.0) {
             return invalid(
                 Setting::LearningRate,
-                self.learning_rate,
+                crate::plan::compact(self.learning_rate),
                 "not a positive finite number",
                 Some(Remedy::set(Setting::LearningRate, Value::Number(0.01))),
             );
@@ -76,7 +90,7 @@ impl<L: Layer> PipelineBuilder<L> {
         if !(max.is_finite() && max > 0.0) {
             return invalid(
                 Setting::ClipGradNorm,
-                max,
+                crate::plan::compact(max),
                 "the largest gradient norm must be a positive finite number",
                 Some(Remedy::set(Setting::ClipGradNorm, Value::Number(1.0))),
             );

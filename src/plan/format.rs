@@ -41,6 +41,17 @@ pub fn percent(fraction: f64) -> String {
     format!("{:.2} %", fraction * 100.0)
 }
 
+/// A number as a user writes it: plain (`0.001`, `1`, `0.5`) unless that takes more than 12
+/// characters, then as [`short`] (`1e308`, not 309 digits; `1e-300`).
+pub fn compact(value: f64) -> String {
+    let plain = format!("{value}");
+    if plain.len() <= 12 {
+        plain
+    } else {
+        short(value)
+    }
+}
+
 /// A number as short as it reads exactly: `1e308`, not 309 digits; `0.5`, not `5e-1`.
 pub fn short(value: f64) -> String {
     let plain = format!("{value}");

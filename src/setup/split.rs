@@ -38,18 +38,60 @@ pub(super) fn measure<L: Layer>(
     let deferred = memory::deferred_bytes(&split, group);
     let budgeted = memory::budget_costs(&costs, slots, stashed, &deferred, c.runtime.precision);
     let partition = partition_by_time(&budgeted, stages, Some(budget)).map_err(|e| {
-        let deferring = deferred.iter().any(|&d| d > 0);
-        over_budget(
+        let trial = Trial {
             c,
-            stages,
-            e,
-            costs.len(),
-            sample.batch_size(),
-            in_flight,
-            deferring,
-        )
+            costs: &costs,
+            split: &split,
+            rows: sample.batch_size(),
+            budget,
+        };
+        over_budget(&trial, stages, e, in_flight)
     })?;
     Ok((partition, costs))
+}
+
+/// The budget's accounting of one split, tried again under other settings: whether a remedy
+/// fits before it is offered.
+struct Trial<'a> {
+    c: &'a Config,
+    /// The layers' costs, measured on one micro-batch of `rows` rows.
+    costs: &'a [LayerCost],
+    /// Each layer's deferred weight-gradient bytes per micro-batch.
+    split: &'a [u64],
+    rows: usize,
+    budget: u64,
+}
+
+impl Trial<'_> {
+    /// What `stages` model stages at `m` micro-batches, `remat` and a weight-gradient group of
+    /// `group` (see [`memory::weight_group`]) need beyond the budget: `None` where they fit it,
+    /// else the least budget that would do (`u64::MAX` where no split is possible). More
+    /// micro-batches than the measured ones have fewer rows each: their activations are scaled
+    /// by the rows.
+    fn need(&self, stages: usize, m: usize, remat: Remat, group: u64) -> Option<u64> {
+        let c = self.c;
+        let Ok(in_flight) = peak_in_flight(&c.runtime.schedule, stages, m) else {
+            return Some(u64::MAX);
+        };
+        let measured = c.runtime.micro_batches;
+        let rows = (self.rows * measured).div_ceil(m.max(1)).max(1);
+        let scale = |bytes: u64| (bytes as u128 * rows as u128 / self.rows.max(1) as u128) as u64;
+        let costs: Vec<LayerCost> = self
+            .costs
+            .iter()
+            .map(|cost| cost.with_memory(cost.param_bytes, scale(cost.activation_bytes)))
+            .collect();
+        let split: Vec<u64> = self.split.iter().map(|&b| scale(b)).collect();
+        let slots = memory::optimizer_slots(&c.optimizer);
+        let stashed = memory::charged_micro_batches(remat, in_flight);
+        let deferred = memory::deferred_bytes(&split, group);
+        let budgeted = memory::budget_costs(&costs, slots, stashed, &deferred, c.runtime.precision);
+        match partition_by_time(&budgeted, stages, Some(self.budget)) {
+            Ok(_) => None,
+            Err(PartitionError::OverBudget { needed, .. }) => Some(needed),
+            Err(_) => Some(u64::MAX),
+        }
+    }
 }
 
 /// Most micro-batches any stage stashes at once under `schedule` with `m` micro-batches.
@@ -65,16 +107,12 @@ fn peak_in_flight(schedule: &Schedule, stages: usize, m: usize) -> Result<usize>
 }
 
 /// The partitioner's [`PartitionError::OverBudget`] as the user's [`Error::MemoryBudget`],
-/// with the remedies that apply here.
-fn over_budget(
-    c: &Config,
-    stages: usize,
-    error: PartitionError,
-    layers: usize,
-    rows: usize,
-    in_flight: usize,
-    deferring: bool,
-) -> Error {
+/// with the remedies that work: the least budget, and of more stages (the fewest), every
+/// micro-batch re-materialized, twice the micro-batches and one micro-batch per weight-gradient
+/// group, each tried first and offered where it fits the budget, or with the smaller budget it
+/// then needs (`--micro-batches 16` and `--stages 3` were offered where they did not fit, and
+/// came back to the same error).
+fn over_budget(trial: &Trial<'_>, stages: usize, error: PartitionError, in_flight: usize) -> Error {
     let PartitionError::OverBudget {
         stage,
         layers: range,
@@ -85,24 +123,44 @@ fn over_budget(
     else {
         return error.into();
     };
+    let c = trial.c;
     let schedule = &c.runtime.schedule;
-    let m = c.runtime.micro_batches;
-    let mut remedies = vec![Remedy::set(Setting::MemoryBudget, Value::Bytes(needed))];
-    if stages < layers {
-        remedies.push(Remedy::set(Setting::Stages, Value::Count(stages + 1)));
+    let (m, remat, layers) = (c.runtime.micro_batches, c.runtime.remat, trial.costs.len());
+    let group = memory::weight_group(c.runtime.backward, m, schedule.splits_backward());
+    let budget_of = |bytes| Remedy::set(Setting::MemoryBudget, Value::Bytes(bytes));
+    let mut remedies = vec![budget_of(needed)];
+    // A change that fits the budget alone, or with the smaller budget it then needs; none that
+    // does not lower the need.
+    let mut offer = |remedy: Remedy, need: Option<u64>| match need {
+        None => remedies.push(remedy),
+        Some(less) if less < needed => remedies.push(Remedy::all_of([remedy, budget_of(less)])),
+        Some(_) => {}
+    };
+    // Stages counted as the user counts them: ranks, of v chunks each; the fewest that fit,
+    // else one more.
+    let v = schedule.virtual_stages();
+    let more = (stages / v + 1..=layers / v)
+        .find(|&r| trial.need(r * v, m, remat, group).is_none())
+        .or((stages / v < layers / v).then_some(stages / v + 1));
+    if let Some(ranks) = more {
+        let need = trial.need(ranks * v, m, remat, group);
+        offer(Remedy::set(Setting::Stages, Value::Count(ranks)), need);
     }
-    if c.runtime.remat == Remat::Never && in_flight > 1 {
-        remedies.push(Remedy::set(Setting::Remat, Value::mode("always")));
+    if remat == Remat::Never && in_flight > 1 {
+        let need = trial.need(stages, m, Remat::Always, group);
+        offer(Remedy::set(Setting::Remat, Value::mode("always")), need);
     }
-    // Twice the micro-batches halves each one; it helps where the schedule then stashes
-    // fewer than twice as many (1F1B's p, not GPipe's m).
-    let fewer =
-        peak_in_flight(schedule, stages, 2 * m).is_ok_and(|doubled| doubled < 2 * in_flight);
-    if rows > 1 && fewer {
-        remedies.push(Remedy::set(Setting::MicroBatches, Value::Count(2 * m)));
+    let doubled_group = memory::weight_group(c.runtime.backward, 2 * m, schedule.splits_backward());
+    if trial.rows > 1 {
+        let need = trial.need(stages, 2 * m, remat, doubled_group);
+        offer(
+            Remedy::set(Setting::MicroBatches, Value::Count(2 * m)),
+            need,
+        );
     }
-    if deferring && memory::weight_group(c.runtime.backward, m, schedule.splits_backward()) > 1 {
-        remedies.push(Remedy::set(Setting::WeightGroup, Value::Count(1)));
+    if group > 1 {
+        let need = trial.need(stages, m, remat, 1);
+        offer(Remedy::set(Setting::WeightGroup, Value::Count(1)), need);
     }
     let remedy = Remedy::one_of(remedies);
     Error::MemoryBudget {

@@ -84,6 +84,8 @@ pub struct DataSettings {
     pub allow_nonfinite: bool,
     /// Replicas × micro-batches: the fewest rows a (short) batch can be cut into.
     pub parts: usize,
+    /// Data-parallel replicas, each taking a share of every batch.
+    pub replicas: usize,
 }
 
 /// Why a run's data cannot be used: a fact of [`Error::Data`].
@@ -153,13 +155,24 @@ pub enum DataProblem {
     /// The held-out fraction cannot split the data set.
     Split(DataError),
     /// The loader cannot batch the training part.
-    Batching(DataError),
+    Batching {
+        /// Why.
+        error: DataError,
+        /// Replicas × micro-batches: the fewest rows a batch is cut into.
+        parts: usize,
+        /// Data-parallel replicas.
+        replicas: usize,
+    },
     /// The short last batch kept has fewer rows than the pipeline cuts it into.
     ShortLastBatch {
         /// Its rows.
         rows: usize,
         /// Replicas × micro-batches.
         parts: usize,
+        /// Rows of the training split.
+        train: usize,
+        /// Rows per batch.
+        batch: usize,
     },
 }
 
@@ -229,9 +242,9 @@ impl DataProblem {
                     style.set(setting, &Value::Count(limit))
                 )
             }
-            DataProblem::Load(e) | DataProblem::Split(e) | DataProblem::Batching(e) => {
-                e.to_string()
-            }
+            DataProblem::Load(e)
+            | DataProblem::Split(e)
+            | DataProblem::Batching { error: e, .. } => e.to_string(),
             DataProblem::Missing { path } => format!("{} does not exist", path.display()),
             DataProblem::TooLarge { size, needed, why } => {
                 format!("{size} of data need about {needed} once loaded, {why}")
@@ -239,7 +252,7 @@ impl DataProblem {
             DataProblem::NonFinite { part, row, value } => {
                 format!("{part} row {row} holds {value}; every value must be finite")
             }
-            DataProblem::ShortLastBatch { rows, parts } => format!(
+            DataProblem::ShortLastBatch { rows, parts, .. } => format!(
                 "the last batch of each epoch has {rows} rows, fewer than the {parts} \
                  replicas × micro-batches it is cut into"
             ),
@@ -249,7 +262,14 @@ impl DataProblem {
     /// What would fix it, if anything is known.
     pub fn remedy(&self) -> Option<Remedy> {
         match self {
-            DataProblem::Load(e) | DataProblem::Split(e) | DataProblem::Batching(e) => e.remedy(),
+            DataProblem::Batching {
+                error: DataError::BatchTooLarge { shard, .. },
+                parts,
+                replicas,
+            } => Some(smaller_batch(*shard, *replicas, *parts)),
+            DataProblem::Load(e)
+            | DataProblem::Split(e)
+            | DataProblem::Batching { error: e, .. } => e.remedy(),
             DataProblem::Missing { .. } => None,
             DataProblem::LoadedOnly { setting, .. } => Some(Remedy::one_of([
                 Remedy::Drop(*setting),
@@ -262,9 +282,7 @@ impl DataProblem {
                 Remedy::set(Setting::Model, Value::mode("gpt")),
                 Remedy::sentence("save x as float32"),
             ])),
-            DataProblem::Targets { .. } => Some(Remedy::sentence(
-                "save y as int64 (numpy: y.astype(\"int64\"))",
-            )),
+            DataProblem::Targets { float, shape, task } => Some(targets(*float, shape, task)),
             DataProblem::OutOfRange { value, task, .. } => {
                 let fix = Remedy::sentence("fix the data");
                 // A model that wide would not fit in memory: the value is corrupt, not a class.
@@ -279,10 +297,18 @@ impl DataProblem {
                 Remedy::sentence("clean the data (replace or drop that row)"),
                 Remedy::set(Setting::AllowNonFinite, Value::On),
             ])),
-            DataProblem::ShortLastBatch { .. } => Some(Remedy::one_of([
-                Remedy::sentence("drop the short last batch (the default)"),
-                Remedy::set(Setting::Batch, Value::Any),
-            ])),
+            DataProblem::ShortLastBatch {
+                parts,
+                train,
+                batch,
+                ..
+            } => {
+                let fits = whole_last_batch(*train, *batch, *parts)
+                    .map(|b| Remedy::set(Setting::Batch, Value::Count(b)));
+                Some(Remedy::one_of(
+                    [Remedy::Drop(Setting::KeepLast)].into_iter().chain(fits),
+                ))
+            }
         }
     }
 
@@ -297,6 +323,56 @@ impl DataProblem {
             _ => true,
         }
     }
+}
+
+/// A batch that fits the `shard` examples of the training split and still splits into the
+/// `parts` (`replicas` × micro-batches) of a step: the shard, with fewer micro-batches where it has fewer
+/// rows than parts (`--batch 1` alone was refused next for its micro-batches, whose remedy,
+/// `--batch 8`, was refused for the data again); else fewer replicas or more data.
+fn smaller_batch(shard: usize, replicas: usize, parts: usize) -> Remedy {
+    let batch = Remedy::set(Setting::Batch, Value::Count(shard));
+    let fewer_replicas = Remedy::set(Setting::Replicas, Value::Smaller);
+    let per_replica = shard / replicas.max(1);
+    match (shard >= parts, per_replica) {
+        (true, _) => Remedy::one_of([batch, fewer_replicas]),
+        (false, 0) => Remedy::one_of([fewer_replicas, Remedy::sentence("give a larger data set")]),
+        (false, m) => Remedy::one_of([
+            Remedy::all_of([batch, Remedy::set(Setting::MicroBatches, Value::Count(m))]),
+            fewer_replicas,
+        ]),
+    }
+}
+
+/// The batch nearest `batch` (below it first) whose last batch of `train` rows is whole or has
+/// at least `parts` rows, and which splits into `parts` itself: a `--batch N` to follow.
+fn whole_last_batch(train: usize, batch: usize, parts: usize) -> Option<usize> {
+    let fits = |b: usize| b >= parts && b <= train && (train % b == 0 || train % b >= parts);
+    let below = (parts..batch).rev().find(|&b| fits(b));
+    below.or_else(|| (batch + 1..=train).find(|&b| fits(b)))
+}
+
+/// How to save targets a cross-entropy loss takes, from floats or another rank: the dtype, the
+/// shape or both, whichever is wrong (an int64 `y` of shape [N, 1] is int64 already).
+fn targets(float: bool, shape: &[usize], task: &Task) -> Remedy {
+    let (want, rank, reshape) = match task {
+        Task::Classify { .. } => ("[N]", 0, Some("y.reshape(-1)")),
+        Task::NextToken { .. } => ("[N, T]", 1, None),
+    };
+    let numpy = |fix: String| format!(" (numpy: {fix})");
+    let as_int64 = ".astype(\"int64\")";
+    Remedy::sentence(match (float, shape.len() == rank) {
+        (true, true) => format!("save y as int64{}", numpy(format!("y{as_int64}"))),
+        (false, _) => format!(
+            "save y with shape {want}{}",
+            reshape.map(|r| numpy(r.into())).unwrap_or_default()
+        ),
+        (true, false) => format!(
+            "save y as int64 of shape {want}{}",
+            reshape
+                .map(|r| numpy(format!("{r}{as_int64}")))
+                .unwrap_or_default()
+        ),
+    })
 }
 
 impl fmt::Display for DataProblem {
@@ -357,7 +433,13 @@ impl Data {
             .map_err(|e| refuse(DataProblem::Split(e)))?;
         let (rows, parts) = (train.len() % settings.batch, settings.parts);
         if settings.keep_last && rows > 0 && rows < parts {
-            return Err(refuse(DataProblem::ShortLastBatch { rows, parts }));
+            let (train, batch) = (train.len(), settings.batch);
+            return Err(refuse(DataProblem::ShortLastBatch {
+                rows,
+                parts,
+                train,
+                batch,
+            }));
         }
         let loader = LoaderConfig {
             seed: settings.seed,
@@ -366,7 +448,14 @@ impl Data {
             ..LoaderConfig::new(settings.batch)
         }
         .build(train)
-        .map_err(|e| refuse(DataProblem::Batching(e)))?;
+        .map_err(|error| {
+            let replicas = settings.replicas;
+            refuse(DataProblem::Batching {
+                error,
+                parts,
+                replicas,
+            })
+        })?;
         Ok(Data::Loaded {
             spec: spec.clone(),
             train: Box::new(loader),

@@ -42,14 +42,20 @@ pub(crate) fn path(dir: &Path, key: &str) -> PathBuf {
 /// [`Error::TuneCache`]: the table holds a value no measurement gives (0, negative, not
 /// finite, beyond [`pipetrain_tune::MAX_SECONDS`]; [`CostTable::check_measured`]), which would
 /// scale and rank every configuration wrongly.
-pub(crate) fn load(path: &Path, key: &str) -> Result<Option<CostTable>, Error> {
+/// A table without times at one of `rows` (the micro-batch sizes the search tries) is refused
+/// the same way, naming the size.
+pub(crate) fn load(path: &Path, key: &str, rows: &[usize]) -> Result<Option<CostTable>, Error> {
     let Some(table) = read(path, key) else {
         return Ok(None);
     };
-    table.check_measured().map_err(|problem| Error::TuneCache {
+    let refused = |problem| Error::TuneCache {
         path: path.to_path_buf(),
         problem,
-    })?;
+    };
+    table.check_measured().map_err(refused)?;
+    for &r in rows {
+        table.at(r).map_err(refused)?;
+    }
     Ok(Some(table))
 }
 

@@ -184,7 +184,7 @@ fn cost_table<L: Layer>(
         .map(|dir| cache::path(dir, &key));
     if let Some(path) = &path
         && !settings.remeasure
-        && let Some(mut table) = cache::load(path, &key)?
+        && let Some(mut table) = cache::load(path, &key, &rows)?
     {
         // The machine's speed drifts (other tenants, clocks): re-anchor the cached times with
         // one check run.

@@ -12,8 +12,8 @@ pub type Result<T> = std::result::Result<T, TuneError>;
 pub enum TuneError {
     /// The cost table has no entry for a micro-batch size the search needs.
     #[error(
-        "the cost table has no times at {rows} rows per micro-batch (measured: {measured:?}); \
-         measure every size of `Space::rows_in_play`"
+        "the cost table has no times at {rows} rows per micro-batch (measured: {measured:?}), a \
+         size the search tries"
     )]
     MissingRows {
         /// The size asked for.
@@ -59,7 +59,9 @@ impl Remedied for TuneError {
                 Remedy::set(Setting::Remat, Value::mode("always")),
                 Remedy::set(Setting::Workers, Value::Larger),
             ])),
-            TuneError::MissingRows { .. } | TuneError::BadTable { .. } => None,
+            // Measured again, the table holds every size the search tries.
+            TuneError::MissingRows { .. } => Some(Remedy::set(Setting::Remeasure, Value::On)),
+            TuneError::BadTable { .. } => None,
         }
     }
 }

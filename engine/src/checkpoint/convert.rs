@@ -64,7 +64,7 @@ pub(super) fn to_f32_weights(path: &Path, bytes: Vec<u8>) -> Result<Vec<u8>> {
 }
 
 /// A float tensor's values as f32 (`None` for int and bool tensors).
-fn f32_values(view: &TensorView<'_>) -> Option<Vec<f32>> {
+pub(super) fn f32_values(view: &TensorView<'_>) -> Option<Vec<f32>> {
     let data = view.data();
     Some(match view.dtype() {
         Dtype::F32 => words::<4>(data).map(f32::from_le_bytes).collect(),

@@ -12,8 +12,9 @@ use super::format::{
     FORMAT, FORMAT_KEY, OPTIMIZER_KEY, OPTIMIZER_PREFIX, PROGRESS_KEY, Progress, SCALARS_KEY,
     verify,
 };
+use super::sane;
 use super::state::OptimizerState;
-use crate::adapter::{self, ParamId, StateTensor};
+use crate::adapter::{self, ParamId, StateScalar, StateTensor};
 use crate::error::EngineError;
 use crate::layer::Layer;
 use crate::worker::WorkerState;
@@ -61,8 +62,14 @@ impl Checkpoint {
         };
         let progress: Progress = serde_json::from_str(field(PROGRESS_KEY)?)
             .map_err(|e| corrupt(path, format!("metadata `{PROGRESS_KEY}`: {e}")))?;
-        let scalars = serde_json::from_str(field(SCALARS_KEY)?)
-            .map_err(|e| corrupt(path, format!("metadata `{SCALARS_KEY}`: {e}")))?;
+        let scalars: BTreeMap<String, BTreeMap<String, StateScalar>> =
+            serde_json::from_str(field(SCALARS_KEY)?)
+                .map_err(|e| corrupt(path, format!("metadata `{SCALARS_KEY}`: {e}")))?;
+        for (param, entries) in &scalars {
+            for (key, &value) in entries {
+                sane::check_scalar(path, param, key, value, progress.step)?;
+            }
+        }
         let mut state = OptimizerState {
             optimizer: field(OPTIMIZER_KEY)?.clone(),
             tensors: BTreeMap::new(),
@@ -80,6 +87,7 @@ impl Checkpoint {
                         tensor: name.clone(),
                         reason: "an optimizer tensor is named `__optimizer__/<param>/<key>`".into(),
                     })?;
+            sane::check_tensor(path, &name, key, &view)?;
             let tensor = StateTensor::from_safetensors(&view).ok_or_else(|| {
                 EngineError::TensorMismatch {
                     path: path.to_path_buf(),

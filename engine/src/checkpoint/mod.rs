@@ -24,6 +24,7 @@ mod error;
 mod format;
 mod load;
 mod part;
+mod sane;
 mod save;
 mod state;
 

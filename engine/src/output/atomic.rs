@@ -45,7 +45,22 @@ fn sync(file: &File) -> std::io::Result<()> {
 /// commit (an error, a panic), the temp file is removed and the destination left as it was.
 pub struct AtomicFile {
     path: PathBuf,
-    out: BufWriter<tempfile::NamedTempFile>,
+    out: BufWriter<Temp>,
+}
+
+/// The temp file, written through its `File`: tempfile's own writer adds "at path <the temp
+/// file>" to an error, and a failed write is the destination's to report (a full disk under
+/// `--checkpoint run.st` named `.run.st.123@host.XXXXXX.tmp`).
+struct Temp(tempfile::NamedTempFile);
+
+impl Write for Temp {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.as_file_mut().write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.as_file_mut().flush()
+    }
 }
 
 impl AtomicFile {
@@ -74,7 +89,7 @@ impl AtomicFile {
         let tmp = temp::beside(path, suffix)?;
         Ok(Self {
             path: path.to_path_buf(),
-            out: BufWriter::new(tmp),
+            out: BufWriter::new(Temp(tmp)),
         })
     }
 
@@ -85,7 +100,7 @@ impl AtomicFile {
 
     /// The temp file's path (exclusive to this writer), for a library that writes by path.
     pub fn temp_path(&self) -> &Path {
-        self.out.get_ref().path()
+        self.out.get_ref().0.path()
     }
 
     /// Flushes and fsyncs the temp file, renames it over the destination (checked again: it
@@ -96,12 +111,10 @@ impl AtomicFile {
     /// as it was), or the directory's fsync failed (the file is in place).
     pub fn commit(self) -> Result<(), EngineError> {
         let Self { path, out } = self;
-        let tmp_path = out.get_ref().path().to_path_buf();
-        // On failure the temp file is dropped with the error, which removes it.
-        let tmp = out
-            .into_inner()
-            .map_err(|e| io(&tmp_path)(e.into_error()))?;
-        sync(tmp.as_file()).map_err(io(tmp.path()))?;
+        // On failure the temp file is dropped with the error, which removes it; the error
+        // names the destination, whose name the user gave.
+        let Temp(tmp) = out.into_inner().map_err(|e| io(&path)(e.into_error()))?;
+        sync(tmp.as_file()).map_err(io(&path))?;
         regular_or_absent(&path)?;
         let n = WRITES.fetch_add(1, Ordering::Relaxed) + 1;
         if std::env::var(FAULT_VAR).is_ok_and(|v| v.trim() == n.to_string()) {
@@ -138,8 +151,7 @@ impl Write for AtomicFile {
 /// rename or the directory's fsync fails.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), EngineError> {
     let mut file = AtomicFile::create(path)?;
-    let tmp = file.temp_path().to_path_buf();
-    file.write_all(bytes).map_err(io(&tmp))?;
+    file.write_all(bytes).map_err(io(path))?;
     file.commit()
 }
 
@@ -153,11 +165,11 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), EngineError> {
 pub fn probe(path: &Path) -> Result<(), EngineError> {
     regular_or_absent(path)?;
     temp::sweep(path);
+    // Its errors name `path`, as a write's do (see [`Temp`]).
     let mut tmp = temp::beside(path, ".tmp")?;
-    tmp.write_all(b"probe").map_err(io(tmp.path()))?;
-    sync(tmp.as_file()).map_err(io(tmp.path()))?;
-    let tmp_path = tmp.path().to_path_buf();
-    tmp.close().map_err(io(&tmp_path))
+    tmp.as_file_mut().write_all(b"probe").map_err(io(path))?;
+    sync(tmp.as_file()).map_err(io(path))?;
+    tmp.close().map_err(io(path))
 }
 
 /// fsyncs `dir` so the rename is durable. A file system that cannot sync directories says so
@@ -244,15 +256,9 @@ mod tests {
             AtomicFile::create(&path).unwrap(),
             AtomicFile::create(&path).unwrap(),
         );
-        let (a, b) = (a.out.get_ref(), b.out.get_ref());
-        assert_ne!(a.path(), b.path());
-        assert!(
-            a.path()
-                .file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with(".ck.")
-        );
+        let (a, b) = (a.temp_path(), b.temp_path());
+        assert_ne!(a, b);
+        assert!(a.file_name().unwrap().to_string_lossy().starts_with(".ck."));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use clap::ValueEnum;
 use pipetrain::trainer::RunIdentity;
-use pipetrain::{EngineError, Layer};
+use pipetrain::{EngineError, Error, Layer, RunFile};
 
 use crate::args::TrainArgs;
 use crate::failure::Failure;
@@ -62,7 +62,40 @@ pub fn init<L: Layer>(
     args: &TrainArgs,
     model: &Model,
 ) -> Result<Vec<L>, Failure> {
-    pipetrain::trainer::init_weights(path, layers, &args.rename, model).map_err(of_run)
+    weights_of(RunFile::Init, path, layers, args, model)
+}
+
+/// [`init`] for the flag `file` that named `path` (`eval --resume` loads a checkpoint's weights
+/// the way `--init` does): its errors name that flag.
+///
+/// # Errors
+/// As [`init`]'s.
+pub fn weights_of<L: Layer>(
+    file: RunFile,
+    path: &Path,
+    layers: Vec<L>,
+    args: &TrainArgs,
+    model: &Model,
+) -> Result<Vec<L>, Failure> {
+    pipetrain::trainer::init_weights(path, layers, &args.rename, model).map_err(|e| {
+        of_run(match e {
+            Error::OtherModel {
+                path,
+                stored,
+                ours,
+                source,
+                ..
+            } => Error::OtherModel {
+                file,
+                path,
+                stored,
+                ours,
+                source,
+            },
+            Error::RunFile { path, reason, .. } => Error::RunFile { file, path, reason },
+            other => other,
+        })
+    })
 }
 
 /// The message of a file of `flag` that holds `stored`, whose weights do not fit the model the

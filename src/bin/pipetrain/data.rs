@@ -52,6 +52,7 @@ pub fn open(args: &TrainArgs, batch: usize) -> Result<Data, Failure> {
         shuffle: !args.no_shuffle,
         allow_nonfinite: args.allow_nonfinite_inputs,
         parts: args.replicas * args.micro_batches,
+        replicas: args.replicas,
     };
     Data::open(&spec, &settings).map_err(|e| {
         let usage = match &e {

@@ -1,8 +1,8 @@
 //! `pipetrain eval`: the held-out evaluation of a model built from the flags (the library's
 //! [`pipetrain::trainer::eval`]), with the weights of `--init` or `--resume`.
 
-use pipetrain::Layer;
 use pipetrain::trainer::eval::evaluate_layers;
+use pipetrain::{Layer, RunFile};
 
 use crate::args::TrainArgs;
 use crate::exit::Exit;
@@ -13,9 +13,12 @@ use crate::paths;
 /// The weights to evaluate: `--init FILE` (a checkpoint or a state dict) or `--resume FILE` (a
 /// checkpoint's weights), else the fresh init.
 fn weights<L: Layer>(args: &TrainArgs, model: &Model, layers: Vec<L>) -> Result<Vec<L>, Failure> {
-    match args.init.as_ref().or(args.resume.as_ref()) {
-        Some(path) => crate::checkpoints::init(path, layers, args, model),
-        None => Ok(layers),
+    match (&args.init, &args.resume) {
+        (Some(path), _) => crate::checkpoints::init(path, layers, args, model),
+        (None, Some(path)) => {
+            crate::checkpoints::weights_of(RunFile::Resume, path, layers, args, model)
+        }
+        (None, None) => Ok(layers),
     }
 }
 

@@ -7,6 +7,7 @@ use clap::ValueEnum;
 
 use crate::exit::Exit;
 use crate::failure::Failure;
+use crate::style::Flags;
 
 /// Layouts `export` writes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
@@ -45,14 +46,20 @@ pub fn run(args: &ExportArgs) -> Result<Exit, Failure> {
     crate::paths::outputs_writable(&[("-o", &Some(args.output.clone()))])
         .map_err(Failure::usage)?;
     let shown = args.checkpoint.display();
-    let export = pipetrain::export::to_pytorch(&args.checkpoint).map_err(|e| match e {
-        e @ pipetrain::Error::ExportModel { .. } => Failure::usage(format!("export {shown}: {e}")),
-        pipetrain::Error::Engine(e) if e.is_file() => {
-            Failure::usage(format!("export {shown}: {}", pipetrain::Error::Engine(e)))
+    // In the command line's words: a weights file is told `--init`, not the library's call.
+    let export = pipetrain::export::to_pytorch(&args.checkpoint).map_err(|e| {
+        let said = e.render(&Flags);
+        match e {
+            pipetrain::Error::ExportModel { .. } => {
+                Failure::usage(format!("export {shown}: {said}"))
+            }
+            pipetrain::Error::Engine(e) if e.is_file() => {
+                Failure::usage(format!("export {shown}: {said}"))
+            }
+            // It names the file itself.
+            pipetrain::Error::ExportFile { .. } => Failure::runtime(format!("export {said}")),
+            _ => Failure::runtime(format!("export {shown}: {said}")),
         }
-        // It names the file itself.
-        e @ pipetrain::Error::ExportFile { .. } => Failure::runtime(format!("export {e}")),
-        e => Failure::runtime(format!("export {shown}: {e}")),
     })?;
     // Atomically: a failed write (a full disk) leaves the file that was there.
     pipetrain::engine::output::write_atomically(&args.output, &export.bytes)

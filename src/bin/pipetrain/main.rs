@@ -56,6 +56,7 @@ mod optimizer;
 mod outcome;
 mod paths;
 mod plan;
+mod plan_limits;
 mod progress;
 mod remat;
 mod run_failure;

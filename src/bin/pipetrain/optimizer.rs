@@ -1,6 +1,7 @@
 //! `--optimizer` and its settings (`--momentum --dampening --nesterov --betas --eps
 //! --weight-decay`), torch.optim's with PyTorch's defaults, and `--lr-schedule`.
 
+use pipetrain::plan::compact;
 use pipetrain::{AdamOptions, Decay, LrSchedule, OptimizerConfig, SgdOptions};
 
 use crate::args::{OptimizerKind, ScheduleKindArg, TrainArgs};
@@ -50,7 +51,10 @@ pub fn of(args: &TrainArgs) -> Result<(OptimizerConfig, String), Failure> {
         };
         let text = format!(
             "momentum {}, dampening {}, nesterov {}, weight decay {}",
-            o.momentum, o.dampening, o.nesterov, o.weight_decay
+            compact(o.momentum),
+            compact(o.dampening),
+            o.nesterov,
+            compact(o.weight_decay)
         );
         (OptimizerConfig::torch_sgd(o).map_err(bad)?, text)
     } else {
@@ -65,7 +69,10 @@ pub fn of(args: &TrainArgs) -> Result<(OptimizerConfig, String), Failure> {
         };
         let text = format!(
             "betas {},{}, eps {:e}, weight decay {}",
-            o.betas.0, o.betas.1, o.eps, o.weight_decay
+            compact(o.betas.0),
+            compact(o.betas.1),
+            o.eps,
+            compact(o.weight_decay)
         );
         let config = match args.optimizer {
             OptimizerKind::Adamw => OptimizerConfig::torch_adamw(o),
@@ -73,7 +80,12 @@ pub fn of(args: &TrainArgs) -> Result<(OptimizerConfig, String), Failure> {
         };
         (config.map_err(bad)?, text)
     };
-    let text = format!("{} ({settings}) lr {}", name(args.optimizer), args.lr());
+    // `lr 1e308`, not 309 digits.
+    let text = format!(
+        "{} ({settings}) lr {}",
+        name(args.optimizer),
+        compact(args.lr())
+    );
     Ok((config, text))
 }
 
@@ -96,7 +108,7 @@ pub fn schedule(args: &TrainArgs) -> Result<LrSchedule, Failure> {
         warmup: args.warmup_steps,
         decay,
     };
-    schedule.check(args.lr()).map_err(|e| {
+    schedule.check_run(args.lr(), args.steps).map_err(|e| {
         Failure::usage(format!(
             "--lr-schedule: {e} (--min-lr, --warmup-steps, --lr-step-size, --lr-gamma)"
         ))

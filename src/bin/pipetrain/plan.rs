@@ -26,11 +26,13 @@ use std::io::{self, Write as _};
 use std::path::PathBuf;
 
 use pipetrain::plan::{PlanCosts, PlanReport, PlanSettings, cost_problem};
+use pipetrain::remedy::{Remedy, Setting, Style as _, Value};
 use pipetrain_schedules::{Plan, PlanFile, SkipRoute};
 
 use crate::exit::Exit;
 use crate::failure::Failure;
 use crate::schedule::ScheduleArg;
+use crate::style::Flags;
 
 /// Arguments of `pipetrain plan`.
 #[derive(clap::Args, Debug)]
@@ -120,7 +122,7 @@ pub enum Format {
 pub fn run(args: &PlanArgs) -> Result<Exit, Failure> {
     crate::interrupt::exit_on_signal("plan", crate::interrupt::unwritten("", None))?;
     if args.plan.is_none() {
-        check_size(args, args.stages(), args.micro_batches())?;
+        crate::plan_limits::check(args, args.stages(), args.micro_batches())?;
     }
     let text = if args.compare {
         crate::compare::text_or_json(args)?
@@ -146,114 +148,46 @@ pub fn run(args: &PlanArgs) -> Result<Exit, Failure> {
     }
 }
 
-/// Memory per cell (stage × micro-batch) of the plan, rounded up from the peak RSS of the
-/// debug binary (`/usr/bin/time`, 1F1B): `--format text` and `json` took 145 MB and 233 MB at
-/// 100 and 200 stages × 1000 micro-batches (about 1.2 KB a cell over the 26 MB of an empty
-/// plan; 12 GB at 1000 × 10000 in the issue), `--format csv` 46 MB and 70 MB at 200 and 400 × 1000
-/// (about 0.12 KB a cell).
-const REPORT_BYTES_PER_CELL: u128 = 1400;
-/// See [`REPORT_BYTES_PER_CELL`].
-const CSV_BYTES_PER_CELL: u128 = 130;
-/// Most cells (stages × micro-batches × chunks, over every plan built) a text or JSON report
-/// covers, whatever the memory: its grid has a line per stage and a column per time step.
-const MAX_REPORT_CELLS: u128 = 1 << 20;
-
-/// Most stage-steps, p × (v·m + p), of a plan: the simulator moves every stage once per wave,
-/// and a pipeline of p stages takes about v·m + p waves, so its time grows with the square of
-/// the stages (`plan --stages 10000 --micro-batches 1` took 28 s in the debug binary, and
-/// `--stages 100000` did not end). 2^22 is 2048 stages of one micro-batch, or 1000 × 1000.
-const MAX_STAGE_STEPS: u128 = 1 << 22;
-
-/// Refuses a plan of `stages` × `micro_batches` whose report this machine cannot hold (see
-/// [`crate::footprint`]): `plan --stages 1000 --micro-batches 10000` once needed over 12 GB;
-/// or whose simulation would take minutes ([`MAX_STAGE_STEPS`]).
-///
-/// # Errors
-/// Usage: the estimate, what is available, and the remedy.
-fn check_size(args: &PlanArgs, stages: usize, micro_batches: usize) -> Result<(), Failure> {
-    let v = args
-        .schedule
-        .kind(args.virtual_stages)
-        .virtual_stages()
-        .max(1);
-    let cells = stages as u128 * micro_batches as u128 * v as u128;
-    // --compare builds every schedule.
-    let plans = if args.compare { 9 } else { 1 };
-    let per_cell = match args.format {
-        Format::Csv if !args.compare => CSV_BYTES_PER_CELL,
-        _ => REPORT_BYTES_PER_CELL,
-    };
-    let needed = cells * per_cell * plans;
-    let why = match crate::footprint::exceeds(needed) {
-        Some(why) => why,
-        // A grid no one can read, a JSON report of gigabytes: bounded whatever the memory.
-        None if per_cell == REPORT_BYTES_PER_CELL && cells * plans > MAX_REPORT_CELLS => format!(
-            "more than a report is for (at most {MAX_REPORT_CELLS} cells across the plans \
-             built)"
-        ),
-        // The plan alone is not simulated.
-        None if per_cell == CSV_BYTES_PER_CELL => return Ok(()),
-        None => return stage_steps(stages, micro_batches, v),
-    };
-    let csv = match args.format {
-        Format::Csv => String::new(),
-        _ => format!(
-            ", or --format csv for the plan alone (about {})",
-            crate::footprint::gib(cells * CSV_BYTES_PER_CELL)
-        ),
-    };
-    Err(Failure::usage(format!(
-        "--stages {stages} --micro-batches {micro_batches}: a plan of {cells} stage × \
-         micro-batch cells needs about {} to build and print, {why}; use fewer stages or \
-         micro-batches{csv}",
-        crate::footprint::gib(needed)
-    )))
-}
-
-/// Refuses a plan whose simulation would take minutes ([`MAX_STAGE_STEPS`]); `v` chunks per
-/// stage.
-///
-/// # Errors
-/// Usage: the estimate and the remedy.
-fn stage_steps(stages: usize, micro_batches: usize, v: usize) -> Result<(), Failure> {
-    let (p, vm) = (stages as u128, micro_batches as u128 * v as u128);
-    let steps = p * (vm + p);
-    if steps > MAX_STAGE_STEPS {
-        return Err(Failure::usage(format!(
-            "--stages {stages} --micro-batches {micro_batches}: its simulation would take \
-             about {steps} stage-steps (stages × (micro-batches + stages)), above the \
-             {MAX_STAGE_STEPS} that `plan` runs in seconds; use fewer stages"
-        )));
-    }
-    Ok(())
-}
-
 /// The compute plan to report on and its name: read from `--plan`, or generated.
 fn compute_plan(args: &PlanArgs) -> Result<(String, Plan), Failure> {
     if let Some(path) = &args.plan {
         let plan = crate::schedule::read_plan(path)?;
         let (p, m) = (plan.ranks(), plan.micro_batches());
-        if args.stages.is_some_and(|s| s != p) || args.micro_batches.is_some_and(|g| g != m) {
-            let given = |flag: &str, value: Option<usize>| {
-                value.map(|v| format!("{flag} {v}")).unwrap_or_default()
-            };
-            let flags = [
-                given("--stages", args.stages),
-                given("--micro-batches", args.micro_batches),
-            ]
-            .join(" ");
+        // The flags given that disagree with the file.
+        let wrong: Vec<(Setting, usize, usize)> = [
+            (Setting::Stages, args.stages, p),
+            (Setting::MicroBatches, args.micro_batches, m),
+        ]
+        .into_iter()
+        .filter_map(|(setting, given, own)| Some((setting, given?, own)))
+        .filter(|&(_, given, own)| given != own)
+        .collect();
+        if !wrong.is_empty() {
+            let flags: Vec<String> = wrong
+                .iter()
+                .map(|&(setting, given, _)| Flags.set(setting, &Value::Count(given)))
+                .collect();
+            let fix = Remedy::one_of([
+                Remedy::all_of(
+                    (wrong.iter()).map(|&(s, _, own)| Remedy::set(s, Value::Count(own))),
+                ),
+                Remedy::all_of(wrong.iter().map(|&(s, _, _)| Remedy::Drop(s))),
+                Remedy::sentence(format!(
+                    "write a plan of that shape with `pipetrain plan --stages {} \
+                     --micro-batches {} --format csv`",
+                    args.stages.unwrap_or(p),
+                    args.micro_batches.unwrap_or(m),
+                )),
+            ]);
             return Err(Failure::usage(format!(
                 "--plan {}: the plan has {p} stage(s) and {m} micro-batch(es), not {}: it runs \
-                 its own shape; use --stages {p} --micro-batches {m} (or neither: the plan \
-                 gives them), or write a plan of that shape with `pipetrain plan --stages {} \
-                 --micro-batches {} --format csv`",
+                 its own shape (the flags may be left out); {}",
                 path.display(),
-                flags.trim(),
-                args.stages.unwrap_or(p),
-                args.micro_batches.unwrap_or(m),
+                flags.join(" "),
+                fix.render(&Flags)
             )));
         }
-        check_size(args, p, m)?;
+        crate::plan_limits::check(args, p, m)?;
         return Ok((path.display().to_string(), plan));
     }
     let schedule = args.schedule.kind(args.virtual_stages);

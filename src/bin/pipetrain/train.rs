@@ -9,6 +9,7 @@
 use burn::prelude::*;
 use pipetrain::engine::SingleDevice;
 use pipetrain::profile::Profile;
+use pipetrain::remedy::{Remedy, Setting, Value};
 use pipetrain::trainer::{
     DRIFT_VARIABLE, Distributed, Drift, Event, Mode, Reference, Shared, Signal, Source, Stop,
     Trainer, TrainerSettings, summary,
@@ -165,10 +166,28 @@ fn train(args: &TrainArgs, dist: Option<&Distributed>) -> Result<Exit, Failure> 
     }
     let parts = args.micro_batches * args.replicas;
     if args.batch < parts {
+        // A batch of `parts` rows, or as many micro-batches as the batch has rows per replica.
+        let fewer = (args.batch >= args.replicas).then(|| {
+            Remedy::set(
+                Setting::MicroBatches,
+                Value::Count(args.batch / args.replicas),
+            )
+        });
+        let fix = Remedy::one_of(
+            [
+                Some(Remedy::set(Setting::Batch, Value::Count(parts))),
+                fewer,
+            ]
+            .into_iter()
+            .flatten(),
+        );
         return Err(Failure::usage(format!(
             "--batch {} does not split into --replicas {} × --micro-batches {} micro-batches \
-             of at least one row; use a batch of at least {parts} rows or fewer micro-batches",
-            args.batch, args.replicas, args.micro_batches
+             of at least one row; {}",
+            args.batch,
+            args.replicas,
+            args.micro_batches,
+            fix.render(&crate::style::Flags)
         )));
     }
     if !(args.bucket_mb.is_finite() && args.bucket_mb > 0.0) {
