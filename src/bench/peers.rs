@@ -205,6 +205,23 @@ mod tests {
             "{}",
             own.display()
         );
+        // A run hands python that path: this stand-in answers only for a script that exists.
+        use std::os::unix::fs::PermissionsExt;
+        let python = shared.join("python");
+        std::fs::write(
+            &python,
+            "#!/bin/sh
+[ -f \"$1\" ] && echo 'RESULT {\"tput_median\": 2, \"tput_min\": 1, \"tput_max\": 3}'\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let peers = Peers { python, ..peers };
+        let workload = crate::bench::BenchSettings::default().workload();
+        let ran = peers.run(
+            &super::super::configs::peer("bench_pipe_schedules.py", "", &[]),
+            &workload,
+        );
+        assert_eq!(ran.map(|r| r.median), Ok(2.0));
         std::fs::remove_dir_all(&shared).unwrap();
     }
 
