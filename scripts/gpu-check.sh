@@ -11,9 +11,9 @@
 # PyTorch columns (left out, loudly, without it).
 #
 # Budget: CHECK_SECONDS (default 540). CHECK_SECTIONS picks the sections, which run in this
-# order whatever order they are named in: suite, verify, bench16 (the bf16 rows beside
-# torch.autocast), bench (fp32 beside PyTorch fp32), tf32 (tf32 beside PyTorch tf32), device
-# (--handoff device), diag16 (bf16's first use with cubecl's logs), counts; the default is
+# order whatever order they are named in: diag16 (bf16's first use with cubecl's logs), suite,
+# verify, bench16 (the bf16 rows beside torch.autocast), bench (fp32 beside PyTorch fp32), tf32
+# (tf32 beside PyTorch tf32), device (--handoff device), counts; the default is
 # "suite verify bench tf32 device counts". PIPETRAIN_GPU_SUITE_SECTIONS picks the suite's
 # sections (tests/gpu.rs). A section
 # that would start past the budget is skipped and says so. FP32_ONLY limits the fp32 bench to
@@ -69,6 +69,24 @@ peer=(--compare-pytorch "$(command -v python3)" --peers "$HERE/peers")
 if ! python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
     say "note: python3 with a CUDA torch is not available here: pipetrain's rows only, no PyTorch column"
     peer=()
+fi
+
+# 0. bf16's first use on a GPU, watched (first, so that a stuck bf16 is known before the rest): one tiny bf16 run (2 steps, width 64) with cubecl's
+#     compilation and autotune logs, to tell slow tuning from a hang (the 2026-11-27 check saw
+#     no bf16 result within 240 s in the suite and 30 s from the CLI).
+if want diag16 && left 100 "the bf16 first-use diagnosis"; then
+    say "== bf16 first use: pipetrain train --precision bf16, 2 steps, width 64, cubecl's logs"
+    dir=$(mktemp -d)
+    printf '[compilation.logger]\nlevel = "basic"\nfile = "%s/cubecl.log"\n[autotune.logger]\nlevel = "minimal"\nfile = "%s/cubecl.log"\n' \
+        "$dir" "$dir" >"$dir/cubecl.toml"
+    start=$SECONDS
+    (cd "$dir" && timeout 90 "$P" train --device cuda:0 --width 64 --steps 2 --precision bf16 --verify >"$dir/run.log" 2>&1)
+    say "exit $? after $((SECONDS - start)) s; the run's last lines:"
+    tail -5 "$dir/run.log" | tee -a "$REPORT"
+    say "cubecl log: $( (wc -l <"$dir/cubecl.log") 2>/dev/null || echo 0) lines; its last 15:"
+    tail -15 "$dir/cubecl.log" 2>/dev/null | cut -c1-200 | tee -a "$REPORT"
+    tail -c 8000000 "$dir/cubecl.log" >"$OUTDIR/cubecl-bf16.log" 2>/dev/null
+    say ""
 fi
 
 # 1. The GPU suite at fp32 (one table of its own, with its own verdicts).
@@ -156,24 +174,6 @@ fp32_limit=200
 want bench && bench "fp32, --handoff host, beside PyTorch fp32" bench-fp32.md "$fp32_limit" --matmul-precision fp32 "${fp32_only[@]}" "${peer[@]}"
 want tf32 && bench "tf32, --handoff host, beside PyTorch tf32" bench-tf32.md 200 --matmul-precision tf32 "${peer[@]}"
 want device && bench "fp32, --handoff device (pipetrain alone)" bench-fp32-device.md 90 --matmul-precision fp32 --handoff device --only "on 1 GPU"
-
-# 3b. bf16's first use on a GPU, watched: one tiny bf16 run (2 steps, width 64) with cubecl's
-#     compilation and autotune logs, to tell slow tuning from a hang (the 2026-11-27 check saw
-#     no bf16 result within 240 s in the suite and 30 s from the CLI).
-if want diag16 && left 100 "the bf16 first-use diagnosis"; then
-    say "== bf16 first use: pipetrain train --precision bf16, 2 steps, width 64, cubecl's logs"
-    dir=$(mktemp -d)
-    printf '[compilation.logger]\nlevel = "basic"\nfile = "%s/cubecl.log"\n[autotune.logger]\nlevel = "minimal"\nfile = "%s/cubecl.log"\n' \
-        "$dir" "$dir" >"$dir/cubecl.toml"
-    start=$SECONDS
-    (cd "$dir" && timeout 90 "$P" train --device cuda:0 --width 64 --steps 2 --precision bf16 --verify >"$dir/run.log" 2>&1)
-    say "exit $? after $((SECONDS - start)) s; the run's last lines:"
-    tail -5 "$dir/run.log" | tee -a "$REPORT"
-    say "cubecl log: $( (wc -l <"$dir/cubecl.log") 2>/dev/null || echo 0) lines; its last 15:"
-    tail -15 "$dir/cubecl.log" 2>/dev/null | cut -c1-200 | tee -a "$REPORT"
-    tail -c 8000000 "$dir/cubecl.log" >"$OUTDIR/cubecl-bf16.log" 2>/dev/null
-    say ""
-fi
 
 # 4. Kernels launched per step, MLP-8x1024 batch 256, SGD, one GPU: pipetrain from cubecl's
 #    kernel log (its profiling logger at level `minimal` logs every kernel that runs), PyTorch
