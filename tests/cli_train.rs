@@ -320,7 +320,9 @@ fn accumulation_matches_single_device() {
 fn batch_smaller_than_replicas_times_micro_batches_names_them() {
     let stderr = train_failure(&tiny(&["--replicas", "3", "--micro-batches", "8"]));
     assert!(
-        stderr.contains("--replicas 3") && stderr.contains("at least 24 rows"),
+        stderr.contains("--replicas 3")
+            && stderr.contains("--micro-batches 8")
+            && stderr.contains("use --batch 24"),
         "{stderr}"
     );
 }
