@@ -184,7 +184,11 @@ fn per_stage<L: Layer>(
     let mut per_stage = Vec::new();
     let mut x = precision.input(sample.clone());
     for (stage, worker) in workers.replica(ReplicaId(0)).enumerate() {
-        let layers: Vec<L> = worker.layers().iter().map(|l| l.valid()).collect();
+        let layers: Vec<L> = worker
+            .layers()
+            .iter()
+            .map(pipetrain_engine::inference_copy)
+            .collect();
         x = x.to_device(&devices[stage]);
         let held = layer_memory(&layers, &x, precision)?;
         for layer in &precision.layers(&layers) {

@@ -219,7 +219,7 @@ impl<L: Layer> Validated<L> {
                 .map(|w| WorkerSetup {
                     worker: w.id(),
                     layers: partition.range(w.id().stage),
-                    device: w.device().clone().inner(),
+                    device: pipetrain_engine::plain_device(w.device()),
                     threads: config.threads,
                 })
                 .collect(),

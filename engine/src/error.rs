@@ -10,7 +10,7 @@ use std::time::Duration;
 use pipetrain_schedules::remedy::{Remedied, Remedy, Setting, Value};
 use pipetrain_schedules::{Action, MicroBatchId, ReplicaId, ScheduleError, StageId, WorkerId};
 
-use crate::transport::Tag;
+use crate::ids::Tag;
 
 /// Everything the engine can return: the crate's one error type. Each variant holds its facts as
 /// fields; [`StageFailed`](EngineError::StageFailed) holds the failing worker's reason as an
@@ -728,7 +728,7 @@ pub enum EngineError {
         current: String,
     },
 
-    // ---- Multi-process runs ([`mpi`](crate::mpi), feature `mpi`): why one cannot start or go
+    // ---- Multi-process runs ([`mpi`](crate::comm::mpi), feature `mpi`): why one cannot start or go
     // on (another rank's failure is [`Peer`](EngineError::Peer)). ----
     /// MPI could not be initialised (not started by `mpirun`/`srun`, or initialised twice).
     #[cfg(feature = "mpi")]

@@ -1,4 +1,7 @@
-//! [`MatmulPrecision`]: what an f32 matrix product computes in on a GPU.
+//! The two numeric settings, both read by devices, the adapter and errors, so they sit in a leaf
+//! (the casts themselves are `model/mixed_precision.rs`): [`Precision`], the dtype a step
+//! computes in (fp32, or bf16 with fp32 master weights), and [`MatmulPrecision`], what an f32
+//! matrix product computes in on a GPU.
 //!
 //! burn's CUDA kernels (cubek-matmul) compute an f32 matmul on TF32 tensor cores wherever the
 //! device registers TF32 (sm_80 and later), without saying so. pipetrain's copy of cubecl-cuda
@@ -10,6 +13,8 @@
 
 use std::fmt;
 use std::str::FromStr;
+
+use burn::tensor::FloatDType;
 
 /// What an f32 matrix product computes in on a GPU (dense layers, attention, convolutions).
 ///
@@ -71,6 +76,93 @@ impl FromStr for MatmulPrecision {
             "fp32" => Ok(MatmulPrecision::Fp32),
             "tf32" => Ok(MatmulPrecision::Tf32),
             other => Err(format!("matmul precision `{other}`: expected fp32 or tf32")),
+        }
+    }
+}
+
+/// The dtype a training or inference step computes in.
+///
+/// ```
+/// use pipetrain_engine::Precision;
+/// assert_eq!(Precision::default(), Precision::Fp32);
+/// assert_eq!("bf16".parse::<Precision>(), Ok(Precision::Bf16));
+/// assert_eq!(Precision::Bf16.to_string(), "bf16");
+/// assert!("fp16".parse::<Precision>().is_err());
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Precision {
+    /// Everything in fp32 (the default).
+    #[default]
+    Fp32,
+    /// Forward and backward in bf16 — the layers' weights cast from fp32 masters for each
+    /// forward, activations and input gradients in bf16, matmuls accumulating in fp32 where the
+    /// backend does (flex: always; CUDA: tensor cores) — the loss in fp32, and fp32 master
+    /// weights, gradient accumulation, all-reduce and optimizer.
+    Bf16,
+}
+
+impl Precision {
+    /// The name, as the CLI and a config file write it: `fp32`, `bf16`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Precision::Fp32 => "fp32",
+            Precision::Bf16 => "bf16",
+        }
+    }
+
+    /// The dtype of the layers' compute: weights (as used), activations, input gradients.
+    pub const fn compute_dtype(self) -> FloatDType {
+        match self {
+            Precision::Fp32 => FloatDType::F32,
+            Precision::Bf16 => FloatDType::BF16,
+        }
+    }
+
+    /// Whether the engine casts anything (not for fp32).
+    pub const fn casts(self) -> bool {
+        matches!(self, Precision::Bf16)
+    }
+
+    /// Bytes of one activation value in this precision (4 in fp32, 2 in bf16).
+    pub const fn activation_bytes(self) -> usize {
+        match self {
+            Precision::Fp32 => 4,
+            Precision::Bf16 => 2,
+        }
+    }
+
+    /// Bytes per parameter of the cast copy a forward makes and the graph of a stashed
+    /// micro-batch keeps until its backward (0 in fp32: the layers are used as they are).
+    pub const fn compute_copy_bytes(self) -> usize {
+        match self {
+            Precision::Fp32 => 0,
+            Precision::Bf16 => 2,
+        }
+    }
+
+    /// Whether a split backward may run dense layers and split `Linear`s by hand. Under bf16
+    /// they run on the autodiff path (their weight gradients come with the input gradient): a
+    /// weight gradient computed once for a group of micro-batches would round to bf16 once
+    /// where single-device training rounds once per micro-batch.
+    pub const fn splits_by_hand(self) -> bool {
+        matches!(self, Precision::Fp32)
+    }
+}
+
+impl fmt::Display for Precision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Precision {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "fp32" => Ok(Precision::Fp32),
+            "bf16" => Ok(Precision::Bf16),
+            other => Err(format!("precision `{other}`: expected fp32 or bf16")),
         }
     }
 }

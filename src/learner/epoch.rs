@@ -71,7 +71,7 @@ impl<M: PipelineModel> Run<'_, M> {
         };
         self.interrupter
             .fail_on_error(self.processor.process_valid(start));
-        let model = model.valid();
+        let model = pipetrain_engine::inference_copy(model);
         each_item(loader, self.interrupter, |item, progress, iteration| {
             let output = InferenceStep::step(&model, item);
             let item = TrainingItem::new(output, progress, Some(iteration), None);

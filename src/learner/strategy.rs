@@ -154,7 +154,7 @@ impl<M: PipelineModel> PipelineStrategy<M> {
         // Off the Learner's autodiff device: each worker moves its layers to its own device and
         // puts them back in training mode.
         let mut builder = Pipeline::builder()
-            .layers(model.valid().into_layers())
+            .layers(pipetrain_engine::inference_copy(&model).into_layers())
             .replicas(self.replicas)
             .micro_batches(self.micro_batches)
             .optimizer(self.optimizer.clone())

@@ -95,8 +95,7 @@ pub fn evaluate(
 pub fn forward_all<L: Layer>(layers: &[L], inputs: Activation) -> Result<Activation, Error> {
     let mut x = inputs;
     for layer in layers {
-        x = layer
-            .valid()
+        x = pipetrain_engine::inference_copy(layer)
             .forward(x)
             .map_err(pipetrain_engine::EngineError::bad_batch)?;
     }

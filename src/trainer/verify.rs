@@ -32,11 +32,10 @@ pub fn after_gathered<L: Layer>(model: Vec<L>, replicas: usize, apart: Option<us
     let device = model
         .first()
         .and_then(|l| l.devices().into_iter().next())
-        .unwrap_or_else(Device::flex)
-        .autodiff();
+        .unwrap_or_else(Device::flex);
     let model: Vec<L> = model
         .into_iter()
-        .map(|l| l.to_device(&device).train())
+        .map(|l| pipetrain_engine::trainable(l, &device))
         .collect();
     After {
         parameters: parameters(&model),

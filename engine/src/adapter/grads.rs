@@ -282,6 +282,17 @@ impl ModuleMapper for Load<'_> {
     }
 }
 
+/// The rank-2 gradient of parameter `id`, if it has one (a tied parameter's).
+pub(crate) fn matrix_grad(grads: &GradientsParams, id: ParamId) -> Option<Tensor<2>> {
+    grads.get::<2>(id)
+}
+
+/// Replaces the rank-2 gradient of parameter `id` (or gives it one) with `grad`.
+pub(crate) fn set_matrix_grad(grads: &mut GradientsParams, id: ParamId, grad: Tensor<2>) {
+    grads.remove::<2>(id);
+    grads.register::<2>(id, grad);
+}
+
 #[cfg(test)]
 mod tests {
     use super::assign_owners;

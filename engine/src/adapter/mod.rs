@@ -3,13 +3,14 @@
 //! does, these files are what change (`.ci/check-adapter` keeps those imports, and the calls of
 //! burn's autodiff methods, here).
 //!
-//! - [`autodiff`]: leaves, seeded backward, input gradients, accumulation, the optimizer step;
+//! - [`autodiff`]: a tensor as a leaf, detached, its gradient; backward; accumulation; the
+//!   optimizer step (what those do to each kind of activation: `model/tracking.rs`);
 //! - [`graph`]: devices, tensors and modules in and out of autodiff; the split `Linear` product;
-//! - [`grads`]: a stage's gradients, parameters and buffers as rank-1 tensors for collectives;
+//! - [`grads`]: a stage's gradients, parameters and buffers as rank-1 tensors for collectives,
+//!   and a tied parameter's gradient read and replaced by id;
 //! - `buffers` (tests): whether a tensor is the only handle of its buffer (CPU backend);
 //! - [`names`]: parameter ids and full-model names;
 //! - [`values`]: parameter values, read and set by id;
-//! - [`tied`]: tied parameters' gradients summed;
 //! - [`optimizer`]: burn's optimizers behind [`OptimizerConfig`](crate::OptimizerConfig)
 //!   (its `init` and `From` impls live there);
 //! - [`optim_state`]: optimizer state out of and into burn's optimizer, entry by entry;
@@ -27,23 +28,24 @@ mod names;
 mod optim_state;
 mod optimizer;
 mod store;
-mod tied;
 mod values;
 
 pub(crate) use autodiff::{
-    Accumulator, Gradients, Grads, LinearParams, backward_loss, backward_seeded, constant,
-    detached, input_grad, leaf, optimizer_state_bytes, scalar, step, sum_scalars,
+    Accumulator, Gradients, Grads, LinearParams, backward_loss, detach, detached, float_leaf,
+    grad_of, is_tracked, no_gradients, optimizer_state_bytes, scalar, step, sum_scalars,
 };
 #[cfg(test)]
 pub(crate) use buffers::sole_holder;
-pub(crate) use grads::{Buffers, Slots, assign_owners, owners_of};
+pub(crate) use grads::{Buffers, Slots, assign_owners, matrix_grad, owners_of, set_matrix_grad};
 pub(crate) use graph::{
     autodiff_device, cast_parameters, grad_or_zeros, inference_copy, module_types, plain,
     plain_device, split_product, trainable,
 };
 pub(crate) use names::{Named, ParamId, named_parameters};
 pub(crate) use optim_state::{StateScalar, StateTensor, export_state, import_state};
-pub(crate) use optimizer::{AdamConfig, AdamWConfig, ModuleOptimizer, SgdConfig, adam, adamw, sgd};
+pub(crate) use optimizer::{
+    AdamConfig, AdamWConfig, ModuleOptimizer, SgdConfig, adam, adamw, init_adam, init_adamw,
+    init_sgd, sgd, sgd_has_momentum,
+};
 pub(crate) use store::{apply_safetensors, rename_rules, save_safetensors};
-pub(crate) use tied::sum_tied_gradients;
 pub(crate) use values::{float_values, own_buffers, set_values, shifted, value_of};

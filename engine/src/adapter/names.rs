@@ -5,9 +5,8 @@
 //! this way; a PyTorch module's names differ per model and are mapped at the edges (`--init`
 //! renames, `pipetrain export`).
 
+use burn::module::Module;
 use burn::store::ModuleSnapshot;
-
-use crate::layer::Layer;
 
 /// A parameter's identity within a model: the key of gradients, optimizer state and ties.
 pub(crate) use burn::module::ParamId;
@@ -22,8 +21,8 @@ pub(crate) struct Named {
 
 /// The parameters of `layers` with full-model names (enum variants skipped, as burn's store and
 /// PyTorch name them); `offset` is the index of `layers[0]` in the whole model.
-pub(crate) fn named_parameters<L: Layer>(layers: &[L], offset: usize) -> Vec<Named> {
-    let layers: Vec<L> = layers.to_vec();
+pub(crate) fn named_parameters<M: Module>(layers: &[M], offset: usize) -> Vec<Named> {
+    let layers: Vec<M> = layers.to_vec();
     layers
         .collect(None, None, true)
         .into_iter()

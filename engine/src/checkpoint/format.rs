@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::{Deserialize, Serialize};
 
 use crate::adapter::{self, ParamId};
-use crate::layer::Layer;
+use crate::model::layer::Layer;
 
 /// Metadata key of the format version.
 pub(super) const FORMAT_KEY: &str = "pipetrain.format";

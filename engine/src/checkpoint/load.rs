@@ -16,7 +16,7 @@ use super::sane;
 use super::state::OptimizerState;
 use crate::adapter::{self, ParamId, StateScalar, StateTensor};
 use crate::error::EngineError;
-use crate::layer::Layer;
+use crate::model::layer::Layer;
 use crate::worker::WorkerState;
 
 /// A checkpoint read from disk.

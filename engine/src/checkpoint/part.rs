@@ -15,7 +15,7 @@ use super::format::{
 use super::save::encode;
 use super::state::OptimizerState;
 use crate::error::EngineError;
-use crate::layer::Layer;
+use crate::model::layer::Layer;
 use crate::output::write_atomically;
 use crate::worker::WorkerState;
 

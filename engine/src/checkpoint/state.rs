@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use super::format::names;
 use crate::adapter::{self, ModuleOptimizer, ParamId, StateScalar, StateTensor};
-use crate::layer::Layer;
+use crate::model::layer::Layer;
 
 /// Optimizer state by parameter name, then by key.
 #[derive(Clone, Debug, Default)]

@@ -6,7 +6,7 @@ use pipetrain_schedules::ReplicaId;
 
 use super::lifecycle::Runtime;
 use crate::adapter;
-use crate::layer::Layer;
+use crate::model::layer::Layer;
 
 /// What [`Runtime::perturb_replica`] adds to each trained weight: far above any rounding, so
 /// no comparison can mistake it for one.

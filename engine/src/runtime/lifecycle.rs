@@ -9,15 +9,15 @@ use pipetrain_schedules::{Plan, StageId, WorkerId};
 
 use super::config::{Backward, RuntimeConfig};
 use super::step::died;
-use crate::abort::Abort;
 use crate::checkpoint::{self, Checkpoint, Progress};
+use crate::comm::abort::Abort;
+use crate::comm::fabric::{Fabric, TieLink};
 use crate::error::{EngineError, Result};
-use crate::fabric::{Fabric, TieLink};
-use crate::layer::Layer;
-use crate::setup::{Plans, Setup};
-use crate::thread::WorkerThread;
-use crate::tie::TiePlan;
-use crate::workers::Workers;
+use crate::model::layer::Layer;
+use crate::optim::tie::TiePlan;
+use crate::runtime::setup::{Plans, Setup};
+use crate::runtime::thread::WorkerThread;
+use crate::runtime::workers::Workers;
 
 /// Persistent workers running steps of a lowered plan.
 ///
@@ -234,7 +234,7 @@ impl<L: Layer> Runtime<L> {
             w.set_layers(layers);
             checkpoint.load_optimizer(w, range.start, name, zero)?;
         }
-        self.tie_plan = TiePlan::new(&self.config.ties, &self.workers)?;
+        self.tie_plan = self.workers.tie_plan(&self.config.ties)?;
         self.connect()?;
         self.optimizer_steps = checkpoint.progress().step;
         self.pending = 0;

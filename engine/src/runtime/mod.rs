@@ -9,7 +9,7 @@
 //! every micro-batch loss by its rows / the batch's rows and by 1/k (micro-batches may differ
 //! by a row), so that the summed gradients are the mean gradient of the k accumulated batches, and the reported loss is the batch's true mean.
 //!
-//! First error wins (see [`crate::abort`]): the step returns the first failure once every
+//! First error wins (see [`crate::comm::abort`]): the step returns the first failure once every
 //! worker has handed its state back; the runtime then refuses to go on
 //! ([`EngineError::Poisoned`](crate::EngineError::Poisoned)) until a checkpoint is loaded.
 
@@ -17,7 +17,11 @@ mod config;
 mod drift;
 mod lifecycle;
 mod part;
+pub(crate) mod reference;
+pub(crate) mod setup;
 mod step;
+pub(crate) mod thread;
+pub(crate) mod workers;
 
 pub use config::{Backward, DataParallel, RuntimeConfig, Timing};
 pub use lifecycle::Runtime;

@@ -6,7 +6,7 @@ use std::path::Path;
 use super::lifecycle::Runtime;
 use crate::checkpoint;
 use crate::error::Result;
-use crate::layer::Layer;
+use crate::model::layer::Layer;
 
 impl<L: Layer> Runtime<L> {
     /// This process's part of a checkpoint: the weights of the stages its workers hold and

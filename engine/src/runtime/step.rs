@@ -8,14 +8,14 @@ use pipetrain_schedules::{Plan, ReplicaId, StageId, WorkerId};
 
 use super::config::Backward;
 use super::lifecycle::Runtime;
-use crate::activation::Activation;
 use crate::adapter;
-use crate::batch::{Batch, Shard};
 use crate::error::{EngineError, Result};
-use crate::layer::Layer;
-use crate::report::StepOutcome;
-use crate::thread::Assignment;
-use crate::turns::Turns;
+use crate::model::activation::Activation;
+use crate::model::batch::{Batch, Shard};
+use crate::model::layer::Layer;
+use crate::runtime::thread::Assignment;
+use crate::worker::report::StepOutcome;
+use crate::worker::turns::Turns;
 use crate::worker::{Feed, Finished, Job, StepContext, Training, WorkerState};
 
 impl<L: Layer> Runtime<L> {

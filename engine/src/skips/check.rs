@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use crate::error::EngineError;
-use crate::layer::Layer;
+use crate::model::layer::Layer;
 
 /// Checks that `layers`' skips pair up: each name stashed once and popped once, later.
 ///

@@ -6,7 +6,7 @@
 use pipetrain_partitioner::Partition;
 use pipetrain_schedules::{SkipRoute, StageId};
 
-use crate::layer::Layer;
+use crate::model::layer::Layer;
 
 /// One skip that crosses stages.
 #[derive(Clone, Debug, PartialEq, Eq)]

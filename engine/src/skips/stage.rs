@@ -14,10 +14,10 @@ use burn::prelude::*;
 use pipetrain_schedules::{MicroBatchId, SkipRoute, StageId};
 
 use super::routes::SkipRoutes;
-use crate::activation::Activation;
-use crate::bundle::Bundle;
+use crate::comm::transport::{Flow, Tag};
 use crate::error::EngineError;
-use crate::transport::{Flow, Tag};
+use crate::model::activation::Activation;
+use crate::model::bundle::Bundle;
 
 /// Messages by tag: a worker's received or outgoing ones.
 type Messages = HashMap<Tag, Activation>;
@@ -209,7 +209,7 @@ mod tests {
     use pipetrain_partitioner::Partition;
 
     use super::*;
-    use crate::layer::Layer;
+    use crate::model::layer::Layer;
 
     /// Down `level` stashes `s{level}`, up pops it.
     #[derive(burn::module::Module, Debug)]

@@ -1,7 +1,7 @@
 //! Computing: a micro-batch's forward — recorded segment by segment for its backward (a
 //! [`Tape`]), or without a graph for inference — the loss, and backward seeded by the downstream
-//! gradient. Re-materialization is [`crate::remat`]'s, the dense layers and deferred weight
-//! gradients of a split backward [`crate::split`]'s, the skips' messages [`crate::skips`]'.
+//! gradient. Re-materialization is [`crate::worker::remat`]'s, the dense layers and deferred weight
+//! gradients of a split backward [`crate::model::split`]'s, the skips' messages [`crate::skips`]'.
 
 use burn::prelude::*;
 use pipetrain_schedules::MicroBatchId;
@@ -9,13 +9,13 @@ use pipetrain_schedules::MicroBatchId;
 use super::interpreter::{Failure, Worker};
 use super::stash::Stashed;
 use super::tape::{self, Segment, Tape};
-use crate::activation::Activation;
 use crate::adapter;
+use crate::comm::transport::{Flow, Tag};
 use crate::error::EngineError;
-use crate::layer::Layer;
-use crate::split::dense;
-use crate::split::linears::{Linears, Tap};
-use crate::transport::{Flow, Tag};
+use crate::model::activation::Activation;
+use crate::model::layer::Layer;
+use crate::model::split::dense;
+use crate::model::split::linears::{Linears, Tap};
 
 impl<L: Layer> Worker<'_, L> {
     fn input(&mut self, mb: MicroBatchId) -> Activation {
@@ -205,7 +205,7 @@ impl<L: Layer> Worker<'_, L> {
                 });
                 x = out;
             } else {
-                let leaf = adapter::leaf(x.plain(), input_grad);
+                let leaf = crate::model::tracking::leaf(x.plain(), input_grad);
                 let mut taps = Vec::new();
                 // The compute copy: under bf16 the parameters cast on the graph, per forward.
                 let part = self.ctx.precision.layers(part);
@@ -231,7 +231,7 @@ impl<L: Layer> Worker<'_, L> {
         };
         // A dense last segment ends in a plain tensor: the loss starts a graph of its own.
         let leaf = match segments.last() {
-            Some(Segment::Dense { .. }) => Some(adapter::leaf(x.clone(), true)),
+            Some(Segment::Dense { .. }) => Some(crate::model::tracking::leaf(x.clone(), true)),
             _ => None,
         };
         let output = leaf.clone().unwrap_or(x);
@@ -273,7 +273,8 @@ impl<L: Layer> Worker<'_, L> {
                 let grads = adapter::backward_loss(&loss);
                 match leaf {
                     Some(leaf) => Upstream::Grad(
-                        adapter::input_grad(&leaf, &grads).expect("the loss leaf requires grad"),
+                        crate::model::tracking::input_grad(&leaf, &grads)
+                            .expect("the loss leaf requires grad"),
                     ),
                     None => Upstream::Graph(grads),
                 }
@@ -302,13 +303,14 @@ impl<L: Layer> Worker<'_, L> {
                 } => {
                     let grads = match upstream {
                         Upstream::Graph(grads) => grads,
-                        Upstream::Grad(grad) => {
-                            adapter::backward_seeded(&output, grad.cast_like(&output))
-                                .map_err(|e| Failure::Cause(EngineError::Gradient(Box::new(e))))?
-                        }
+                        Upstream::Grad(grad) => crate::model::tracking::backward_seeded(
+                            &output,
+                            grad.cast_like(&output),
+                        )
+                        .map_err(|e| Failure::Cause(EngineError::Gradient(Box::new(e))))?,
                     };
                     self.defer_taps(mb, taps, &grads);
-                    let grad = adapter::input_grad(&input, &grads);
+                    let grad = crate::model::tracking::input_grad(&input, &grads);
                     self.state.grads.add(&self.state.layers, grads);
                     grad
                 }

@@ -13,13 +13,13 @@ use pipetrain_schedules::{Action, ActionKind, WorkerId};
 use super::job::{Feed, Finished, StepContext, Training};
 use super::scratch::Scratch;
 use super::state::WorkerState;
+use crate::comm::fabric::Links;
+use crate::comm::transport::{Flow, Tag};
 use crate::error::{EngineError, panic_message};
-use crate::fabric::Links;
-use crate::layer::Layer;
-use crate::runtime::Timing;
+use crate::model::layer::Layer;
+use crate::optim::tie::TieSlot;
 use crate::skips::StageSkips;
-use crate::tie::TieSlot;
-use crate::transport::{Flow, Tag};
+use crate::worker::timing::Timing;
 
 /// An action failed (why: one of [`EngineError`]'s worker causes, from `Panic` on); `Stopped`
 /// means another worker failed first.

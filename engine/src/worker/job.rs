@@ -7,15 +7,15 @@ use std::time::Instant;
 
 use pipetrain_schedules::MicroBatchId;
 
-use crate::abort::Abort;
-use crate::activation::Activation;
-use crate::grad_guard::GradGuard;
-use crate::loss::Loss;
-use crate::remat::Remat;
-use crate::report::WorkerReport;
-use crate::runtime::Timing;
+use crate::comm::abort::Abort;
+use crate::model::activation::Activation;
+use crate::model::loss::Loss;
 use crate::skips::SkipRoutes;
-use crate::turns::Turns;
+use crate::worker::grad_guard::GradGuard;
+use crate::worker::remat::Remat;
+use crate::worker::report::WorkerReport;
+use crate::worker::timing::Timing;
+use crate::worker::turns::Turns;
 
 /// What the whole step shares: its shape, its job, and how its workers stop and time.
 pub(crate) struct StepContext {

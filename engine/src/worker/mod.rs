@@ -3,17 +3,23 @@
 //! lowered program; and the two halves of what the program asks: computing (forward, backward)
 //! and synchronising (ties, all-reduce, ZeRO, optimizer step, buffers). The concepts that span
 //! plan and worker keep their worker side in their own module: skips in [`crate::skips`],
-//! re-materialization in [`crate::remat`], the split backward in [`crate::split`], the gradient
-//! guard in [`crate::grad_guard`].
+//! re-materialization in [`crate::worker::remat`], the split backward in [`crate::model::split`], the gradient
+//! guard in [`crate::worker::grad_guard`].
 
 mod compute;
+pub(crate) mod grad_guard;
 mod interpreter;
 mod job;
+pub(crate) mod remat;
+pub(crate) mod report;
 mod scratch;
+mod split;
 mod stash;
 mod state;
 mod sync;
 mod tape;
+pub(crate) mod timing;
+pub(crate) mod turns;
 
 pub(crate) use interpreter::{Failure, Worker};
 pub(crate) use job::{Feed, Finished, Job, StepContext, Training};

@@ -11,11 +11,11 @@ use pipetrain_schedules::{MicroBatchId, WorkerId};
 use super::job::{Feed, Finished};
 use super::stash::Stash;
 use super::sync::Reduced;
-use crate::activation::Activation;
 use crate::adapter;
-use crate::report::{ActionTimes, WorkerReport};
-use crate::split::deferred::Deferred;
-use crate::transport::Tag;
+use crate::comm::transport::Tag;
+use crate::model::activation::Activation;
+use crate::model::split::deferred::Deferred;
+use crate::worker::report::{ActionTimes, WorkerReport};
 
 /// One step's working values on one worker.
 pub(crate) struct Scratch<L> {

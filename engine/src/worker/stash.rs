@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use pipetrain_schedules::MicroBatchId;
 
 use super::tape::Tape;
-use crate::activation::Activation;
+use crate::model::activation::Activation;
 
 /// The forward's product that backward needs.
 pub(crate) enum Stashed {

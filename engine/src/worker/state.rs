@@ -7,9 +7,9 @@ use pipetrain_schedules::WorkerId;
 use rayon::ThreadPool;
 
 use crate::adapter::{self, Accumulator, ModuleOptimizer};
-use crate::layer::Layer;
-use crate::optimizer::OptimizerConfig;
-use crate::pool;
+use crate::device::pool;
+use crate::model::layer::Layer;
+use crate::optim::optimizer::OptimizerConfig;
 
 /// One worker's persistent state: stage `id.stage` of replica `id.replica`.
 pub struct WorkerState<L: Layer> {

@@ -6,8 +6,8 @@ use burn::prelude::*;
 
 use super::interpreter::{Failure, Worker};
 use crate::adapter::{self, Buffers, Grads, Slots};
-use crate::layer::Layer;
-use crate::zero::Sharded;
+use crate::model::layer::Layer;
+use crate::optim::zero::Sharded;
 
 /// Gradients after the all-reduce, waiting for the optimizer step.
 pub(crate) struct Reduced {
@@ -23,8 +23,12 @@ impl<L: Layer> Worker<'_, L> {
         let mut grads = self.state.grads.take();
         if !self.tie_slots.is_empty() {
             let device = adapter::plain_device(&self.state.device);
-            grads =
-                adapter::sum_tied_gradients(grads, self.tie_slots, &mut self.links.ties, &device)?;
+            grads = crate::optim::tie::sum_tied_gradients(
+                grads,
+                self.tie_slots,
+                &mut self.links.ties,
+                &device,
+            )?;
         }
         self.scratch.reduced = Some(if self.links.collective.size() > 1 {
             let reduced = self.all_reduce_grads(grads)?;

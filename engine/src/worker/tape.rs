@@ -10,9 +10,9 @@ use std::ops::Range;
 
 use burn::prelude::*;
 
-use crate::activation::Activation;
-use crate::layer::Layer;
-use crate::split::linears::Tap;
+use crate::model::activation::Activation;
+use crate::model::layer::Layer;
+use crate::model::split::linears::Tap;
 
 /// Consecutive layers of a stage, and whether they run by hand.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,0 +1,118 @@
+//! Devices by name: the CPU (burn's `flex`) and CUDA GPUs, checked before any worker starts.
+//!
+//! A CUDA device is only handed out after the three things it needs were found: the driver
+//! library (libcuda), a GPU with that index, and NVRTC (libnvrtc), which compiles the kernels of
+//! pipetrain's CUDA build (see `vendor/cubecl-cuda/PIPETRAIN.md`). burn, cubecl and cudarc
+//! panic on a missing library, some of them on a thread of their own, which surfaces as an
+//! unrelated `RecvError`; [`cuda`] probes first and answers with a [`EngineError`] that names
+//! the library and the remedy.
+
+pub(crate) mod handoff;
+pub mod pool;
+
+use crate::MatmulPrecision;
+use crate::error::EngineError;
+use burn::prelude::*;
+
+/// The number of CUDA GPUs the driver reports.
+///
+/// # Errors
+/// [`EngineError::NotBuilt`] without the `cuda` feature, [`EngineError::NoDriver`] without
+/// libcuda, [`EngineError::Driver`] if the driver fails to initialise.
+pub fn cuda_device_count() -> Result<usize, EngineError> {
+    #[cfg(feature = "cuda")]
+    {
+        crate::adapter::cuda::device_count(0)
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        Err(EngineError::NotBuilt { index: 0 })
+    }
+}
+
+/// CUDA GPU `index` as a burn device, after checking the driver, the index and NVRTC, and
+/// running a first operation on it; its f32 matmuls at the default
+/// [`MatmulPrecision::Fp32`] unless the device already started otherwise
+/// ([`cuda_with`] chooses).
+///
+/// # Errors
+/// As [`cuda_with`].
+pub fn cuda(index: usize) -> Result<Device, EngineError> {
+    #[cfg(feature = "cuda")]
+    {
+        crate::adapter::cuda::probe(index, None)
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        Err(EngineError::NotBuilt { index })
+    }
+}
+
+/// CUDA GPU `index` as [`cuda`] gives it, its f32 matmuls at `precision`. The precision is fixed
+/// when the device is first used in a process, so choose it before anything else runs there.
+///
+/// # Errors
+/// The first of [`EngineError::NotBuilt`], [`EngineError::NoDriver`],
+/// [`EngineError::NoSuchDevice`], [`EngineError::NoNvrtc`], [`EngineError::Driver`] and
+/// [`EngineError::MatmulPrecisionFixed`] (the device already started with the other precision)
+/// that applies.
+pub fn cuda_with(index: usize, precision: MatmulPrecision) -> Result<Device, EngineError> {
+    #[cfg(feature = "cuda")]
+    {
+        crate::adapter::cuda::probe(index, Some(precision))
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = precision;
+        Err(EngineError::NotBuilt { index })
+    }
+}
+
+/// The precision `device`'s f32 matmuls run at: always [`MatmulPrecision::Fp32`] on a CPU; on a
+/// GPU what it started with, `None` for a GPU not used yet in this process.
+pub fn matmul_precision(device: &Device) -> Option<MatmulPrecision> {
+    if is_cpu(device) {
+        return Some(MatmulPrecision::Fp32);
+    }
+    #[cfg(feature = "cuda")]
+    {
+        crate::adapter::cuda::running_precision(device)
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        None
+    }
+}
+
+/// Makes sure `device` runs its f32 matmuls at `precision`: nothing to do on a CPU (no TF32
+/// there); a GPU not used yet is set to it; a GPU that started otherwise is an error.
+///
+/// # Errors
+/// [`EngineError::MatmulPrecisionFixed`].
+pub fn require_matmul_precision(
+    device: &Device,
+    precision: MatmulPrecision,
+) -> Result<(), EngineError> {
+    if is_cpu(device) {
+        return Ok(());
+    }
+    #[cfg(feature = "cuda")]
+    {
+        crate::adapter::cuda::require_precision(device, precision)
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = precision;
+        Ok(())
+    }
+}
+
+/// Whether `device` is a CPU device (burn's `flex` or `ndarray`), where an operation's work is
+/// done when the call that enqueued it returns. On any other device work is asynchronous: a host
+/// clock measures enqueueing unless the device is synchronised first.
+pub fn is_cpu(device: &Device) -> bool {
+    let name = format!("{:?}", crate::adapter::plain_device(device));
+    ["Flex", "NdArray", "Cpu"]
+        .iter()
+        .any(|cpu| name.contains(cpu))
+}

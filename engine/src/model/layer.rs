@@ -1,0 +1,107 @@
+//! The layer trait: what the partitioner places and a stage runs.
+
+use burn::module::Module;
+
+use crate::dense::Dense;
+use crate::error::EngineError;
+use crate::linears::Linears;
+use crate::model::activation::Activation;
+
+/// A burn [`Module`] that a pipeline can place on a stage: a forward from one [`Activation`] to
+/// the next.
+///
+/// Any `#[derive(Module)]` type becomes a layer with a few lines that say which tensor it takes;
+/// a model with several layer types uses an enum (burn's `Module` derive supports enums).
+///
+/// ```
+/// use burn::nn::{Linear, LinearConfig};
+/// use burn::prelude::*;
+/// use pipetrain_engine::{Activation, EngineError, Layer};
+///
+/// #[derive(Module, Debug)]
+/// struct Dense {
+///     linear: Linear,
+/// }
+///
+/// impl Layer for Dense {
+///     fn forward(&self, input: Activation) -> Result<Activation, EngineError> {
+///         let x: Tensor<2> = input.float()?;
+///         Ok(burn::tensor::activation::relu(self.linear.forward(x)).into())
+///     }
+/// }
+///
+/// let device = Device::flex();
+/// let layer = Dense { linear: LinearConfig::new(3, 2).init(&device) };
+/// let out = layer.forward(Tensor::<2>::ones([5, 3], &device).into()).unwrap();
+/// assert_eq!(out.dims(), vec![5, 2]);
+/// ```
+pub trait Layer: Module + 'static {
+    /// Forward of one micro-batch. Called with autodiff tensors while training, plain tensors
+    /// for inference and re-materialization's first pass. An input the layer cannot take is an
+    /// error, not a panic: [`EngineError::Mismatch`] (what [`Activation::float`] and its kin
+    /// return for a wrong rank or kind), or [`EngineError::LayerRejected`] with the layer's own
+    /// reason; the engine reports it as the failing stage's cause, with the input's shape.
+    fn forward(&self, input: Activation) -> Result<Activation, EngineError>;
+
+    /// This layer as a [`Dense`] layer (`y = f(x·W + b)`), when it is one: training then runs it
+    /// without autodiff and splits its backward into an input gradient, sent upstream at once,
+    /// and a weight gradient computed once for a group of micro-batches (see
+    /// [`crate::dense`]). It must describe exactly what [`forward`](Layer::forward) computes
+    /// (inference and re-materialization's first pass use `forward`); the default, `None`, keeps
+    /// the layer on the autodiff path.
+    fn dense(&self) -> Option<Dense<'_>> {
+        None
+    }
+
+    /// The forward with this layer's `Linear`s called through `linears`
+    /// (`linears.forward(&self.proj, x)`), for a layer that is not [dense](Layer::dense) but
+    /// spends its time in `Linear`s (a transformer block, a pooling + `Linear` head). When the
+    /// engine splits the backward it passes split [`Linears`]: the layer's autodiff backward
+    /// then computes the input gradient only through those calls, and their weight gradients
+    /// are computed once for a group of micro-batches, as for dense layers (see
+    /// [`crate::linears`]). Say so with [`splits_linears`](Layer::splits_linears), and make
+    /// [`forward`](Layer::forward) call this with [`Linears::plain`]: one code path for both.
+    /// The default ignores `linears` and calls [`forward`](Layer::forward).
+    fn forward_linears(
+        &self,
+        input: Activation,
+        linears: &mut Linears,
+    ) -> Result<Activation, EngineError> {
+        let _ = linears;
+        self.forward(input)
+    }
+
+    /// Whether [`forward_linears`](Layer::forward_linears) calls its `Linear`s through the
+    /// [`Linears`] it is given (the engine then splits the layer's backward). The default,
+    /// `false`, keeps the layer's weight gradients on the autodiff path.
+    fn splits_linears(&self) -> bool {
+        false
+    }
+
+    /// Whether the training forward normalizes with the batch's own statistics (batch norm).
+    /// Re-materialization's first forward runs in evaluation mode, on running statistics, so
+    /// it would replay a different function: the pipeline builder then requires
+    /// `Remat::Never`. The default is `false`.
+    fn batch_statistics(&self) -> bool {
+        false
+    }
+
+    /// Names of the skip tensors this layer stashes: parts of its output [`Bundle`](crate::Bundle)
+    /// that a later layer [pops](Layer::pops) (a U-Net's long skips). The pipeline builder
+    /// checks every pop against an earlier stash ([`check_skips`](crate::check_skips)). When
+    /// the two layers sit on different stages, the engine takes the skip out of the stashing
+    /// stage's output and sends it straight to the popping stage, which finds it in its input
+    /// bundle; the stages between never see it ([`SkipRoutes`](crate::SkipRoutes)), so a layer
+    /// between the stash and the pop must pass on the parts it does not know (as
+    /// [`Bundle::with_parts`](crate::Bundle::with_parts) does) and never read a skip. The
+    /// default: none.
+    fn stashes(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Names of the skip tensors this layer pops: parts of its input bundle that an earlier
+    /// layer [stashed](Layer::stashes). The default: none.
+    fn pops(&self) -> Vec<String> {
+        Vec::new()
+    }
+}

@@ -1,0 +1,153 @@
+//! Mixed precision's casts: what [`Precision`] (the setting, in `precision.rs`) does to a step
+//! — fp32, or bf16 with fp32 master weights.
+//!
+//! Under [`Precision::Bf16`] the engine casts at four places, and nowhere else:
+//!
+//! 1. **Weights, per forward.** Before a micro-batch's forward, every float parameter of the
+//!    stage's layers is cast to bf16 *on the graph* (a cast of the fp32 master, as
+//!    `torch.autocast` casts a weight for each op). The layers then compute in bf16 throughout;
+//!    the cast's backward turns each micro-batch's bf16 weight gradient into fp32 before it is
+//!    accumulated. Masters, accumulated gradients, the all-reduce, the optimizer and its state
+//!    and checkpoints stay fp32.
+//! 2. **Inputs, per stage.** A stage's float input is cast to bf16 where it enters (stage 0's
+//!    data, and whatever a transport delivers), so activations and input gradients cross stages
+//!    in bf16: half the bytes.
+//! 3. **The loss in fp32.** The last stage's output is cast to fp32 before the loss, whose
+//!    reduction (softmax, log, mean) runs in fp32.
+//! 4. **Seeds.** The gradient that seeds a stage's backward is cast to its output's dtype.
+//!
+//! A layer may compute a part in fp32 itself (the built-in GPT runs layer norm and softmax in
+//! fp32, as autocast does): [`upcast`] and [`downcast_like`] are the two casts it needs. The
+//! single-device reference ([`SingleDevice`](crate::SingleDevice)) casts at the same places, so
+//! a bf16 pipeline equals it as an fp32 one does. `docs/guide.md` ("Mixed precision") has the
+//! table of which op runs in which dtype, beside PyTorch autocast's.
+
+use burn::nn::Linear;
+use burn::prelude::*;
+use burn::tensor::{DType, FloatDType};
+
+use crate::adapter;
+use crate::model::activation::Activation;
+use crate::precision::Precision;
+
+impl Precision {
+    /// `layers` with every float parameter cast to the compute dtype, on the graph: the copy a
+    /// forward runs (fp32: the layers as they are).
+    pub fn layers<L: Module>(self, layers: &[L]) -> Vec<L> {
+        layers
+            .iter()
+            .map(|l| match self {
+                Precision::Fp32 => l.clone(),
+                Precision::Bf16 => adapter::cast_parameters(l.clone(), self.compute_dtype()),
+            })
+            .collect()
+    }
+
+    /// `x`'s float tensors in the compute dtype (int tensors as they are): a stage's input.
+    pub fn input(self, x: Activation) -> Activation {
+        if !self.casts() {
+            return x;
+        }
+        x.cast_floats(self.compute_dtype())
+    }
+
+    /// `x`'s float tensors in fp32: what the loss takes.
+    pub fn output(self, x: Activation) -> Activation {
+        if !self.casts() {
+            return x;
+        }
+        x.cast_floats(FloatDType::F32)
+    }
+}
+
+/// `x` in fp32, on the graph (a no-op when it is): the start of a part of a layer that computes
+/// in fp32 under bf16 — a layer norm, a softmax. End it with [`downcast_like`].
+///
+/// ```
+/// use burn::prelude::*;
+/// use burn::tensor::{DType, FloatDType};
+/// use pipetrain_engine::{downcast_like, upcast};
+/// let x = Tensor::<2>::ones([2, 3], &Device::flex()).cast(FloatDType::BF16);
+/// let wide = upcast(x.clone());
+/// assert_eq!(wide.dtype(), DType::F32);
+/// assert_eq!(downcast_like(wide, &x).dtype(), DType::BF16);
+/// ```
+pub fn upcast<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+    if x.dtype() == DType::F32 {
+        x
+    } else {
+        x.cast(FloatDType::F32)
+    }
+}
+
+/// `linear` applied to `x` (`[…, d_input]`, any rank from 2) exactly as `torch.autocast` runs
+/// it: in fp32, burn's own `Linear::forward`; in bf16, the bf16 values of `x` and of the weight
+/// multiplied exactly and summed in fp32 with the bias, and the result rounded to bf16 once —
+/// a bf16 GEMM with f32 accumulation and output, as PyTorch's `addmm`. burn's `Linear` in bf16
+/// (what the built-in models run) rounds twice: its product to bf16, then the sum with the
+/// bias.
+///
+/// The price: the product runs as an fp32 GEMM over the bf16 values, and the graph keeps
+/// the fp32 copies of `x` and of the weight for the backward — more memory than burn's bf16
+/// `Linear` (which keeps bf16 ones), and on a GPU no bf16 tensor cores. Use it where matching
+/// an autocast run bit for bit matters more than memory and speed (`tests/torch_bf16.rs`:
+/// an MLP through it equals autocast's losses to 2.4e-7).
+///
+/// ```
+/// use burn::nn::LinearConfig;
+/// use burn::prelude::*;
+/// use burn::tensor::{DType, FloatDType};
+/// let device = Device::flex();
+/// let layer = LinearConfig::new(3, 2).init(&device);
+/// let x = Tensor::<2>::ones([4, 3], &device);
+/// // fp32: exactly burn's forward.
+/// let y = pipetrain_engine::linear(&layer, x.clone());
+/// assert_eq!(y.into_data(), layer.forward(x.clone()).into_data());
+/// // bf16 in, bf16 out.
+/// let y = pipetrain_engine::linear(&layer, x.cast(FloatDType::BF16));
+/// assert_eq!(y.dtype(), DType::BF16);
+/// ```
+pub fn linear<const D: usize>(linear: &Linear, x: Tensor<D>) -> Tensor<D> {
+    if x.dtype() == DType::F32 {
+        return linear.forward(x);
+    }
+    let dims = x.dims();
+    let [fan_in, fan_out] = linear.weight.dims();
+    let rows: usize = dims[..D - 1].iter().product();
+    let y = narrow_product(
+        x.reshape([rows, fan_in]),
+        linear.weight.val(),
+        linear.bias.as_ref().map(|b| b.val()),
+    );
+    let mut out = dims;
+    out[D - 1] = fan_out;
+    y.reshape(out)
+}
+
+/// `x·W + b` for narrow (bf16) `x` and weights: exact products summed in fp32 with the bias,
+/// rounded once to `x`'s dtype (see [`linear`]). Its backward rounds `dX` and `dW` once too.
+fn narrow_product(x: Tensor<2>, weight: Tensor<2>, bias: Option<Tensor<1>>) -> Tensor<2> {
+    let y = upcast(x.clone()).matmul(upcast(weight));
+    let y = match bias {
+        Some(b) => y + upcast(b).unsqueeze(),
+        None => y,
+    };
+    downcast_like(y, &x)
+}
+
+/// `module` with its float parameters in fp32, on the graph (a no-op for those that are): a
+/// module that computes in fp32 inside a bf16 layer — a layer norm, given an [`upcast`] input.
+/// Its parameters keep their ids, so their gradients reach the fp32 masters.
+pub fn upcast_module<M: Module>(module: &M) -> M {
+    adapter::cast_parameters(module.clone(), FloatDType::F32)
+}
+
+/// `x` in the dtype of `like` (a no-op when it is already): the end of an fp32 part begun with
+/// [`upcast`].
+pub fn downcast_like<const D: usize, const E: usize>(x: Tensor<D>, like: &Tensor<E>) -> Tensor<D> {
+    let dtype = like.dtype();
+    if x.dtype() == dtype {
+        return x;
+    }
+    x.cast(dtype)
+}

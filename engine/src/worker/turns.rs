@@ -1,0 +1,97 @@
+//! Turns: the compute order of a rank that holds several stages (interleaved schedules).
+//!
+//! The engine runs every model stage on a worker of its own — its layers, optimizer state and
+//! links to the neighbouring stages, exactly as with one stage per rank — so messages between
+//! chunks never mix. What an interleaved plan adds is an order *across* the stages of one
+//! rank: rank 0 runs `0F0 0F1 2F0 2F1 0F2 …`, one action at a time, as one device would. The
+//! workers of a rank's stages pass a turn along that order: before each compute action a worker
+//! waits for its turn, after it the turn goes to the stage of the rank's next compute action.
+//! Receives and sends happen outside the turn, so a worker waiting for its input holds nobody
+//! up; the order is a relaxation of the validated plan's (whose dry run treats each rank as one
+//! sequence), which therefore cannot deadlock. Waiting for a turn watches the step's
+//! [`Abort`], as every wait in the engine does.
+
+use std::collections::HashMap;
+
+use crossbeam_channel::{Receiver, Sender, select, unbounded};
+use pipetrain_schedules::{Action, Plan, ReplicaId};
+
+use crate::comm::abort::Abort;
+
+/// One step's turns, for a plan whose ranks hold several stages; each replica's ranks take
+/// their turns apart.
+pub(crate) struct Turns {
+    /// Per rank, its compute actions in order.
+    order: Vec<Vec<Action>>,
+    /// Per compute action: its rank and its index in the rank's order.
+    position: HashMap<Action, (usize, usize)>,
+    /// Per replica and stage, where its turns arrive.
+    senders: Vec<Vec<Sender<()>>>,
+    receivers: Vec<Vec<Receiver<()>>>,
+}
+
+/// The step was aborted while a worker waited for its turn.
+pub(crate) struct Aborted;
+
+impl Turns {
+    /// The turns of `plan` (per rank, stages named by its actions) for `replicas` replicas,
+    /// each rank's first turn given.
+    pub(crate) fn new(plan: &Plan, replicas: usize) -> Self {
+        let (senders, receivers) = (0..replicas)
+            .map(|_| (0..plan.stages()).map(|_| unbounded()).unzip())
+            .unzip();
+        let order: Vec<Vec<Action>> = plan
+            .programs()
+            .iter()
+            .map(|p| p.iter().copied().filter(|a| a.kind.is_compute()).collect())
+            .collect();
+        let position = order
+            .iter()
+            .enumerate()
+            .flat_map(|(r, actions)| actions.iter().enumerate().map(move |(i, &a)| (a, (r, i))))
+            .collect();
+        let turns = Self {
+            order,
+            position,
+            senders,
+            receivers,
+        };
+        for replica in ReplicaId::range(replicas) {
+            for first in turns.order.iter().filter_map(|o| o.first()) {
+                turns.give(replica, first);
+            }
+        }
+        turns
+    }
+
+    fn give(&self, replica: ReplicaId, action: &Action) {
+        // The receivers live as long as `self`: the send cannot fail.
+        let _ = self.senders[replica.index()][action.stage.index()].send(());
+    }
+
+    /// Waits until it is `action`'s turn on its rank of `replica` (at once for an action the
+    /// plan does not order).
+    pub(crate) fn wait(
+        &self,
+        replica: ReplicaId,
+        action: &Action,
+        abort: &Abort,
+    ) -> Result<(), Aborted> {
+        if !self.position.contains_key(action) {
+            return Ok(());
+        }
+        select! {
+            recv(self.receivers[replica.index()][action.stage.index()]) -> _ => Ok(()),
+            recv(abort.watch()) -> _ => Err(Aborted),
+        }
+    }
+
+    /// `action` is done on `replica`: the turn goes to its rank's next compute action.
+    pub(crate) fn done(&self, replica: ReplicaId, action: &Action) {
+        if let Some(&(rank, i)) = self.position.get(action) {
+            if let Some(next) = self.order[rank].get(i + 1) {
+                self.give(replica, next);
+            }
+        }
+    }
+}
