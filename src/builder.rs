@@ -361,8 +361,10 @@ impl<L: Layer> PipelineBuilder<L> {
 
     /// Multi-process runs: this process runs only the workers `local` (ids in the
     /// `replicas × stages` world), connected to the other processes' by `fabric` (for example
-    /// `pipetrain_engine::mpi::MpiFabric`, feature `mpi`). Needs a fixed split
-    /// ([`balance`](Self::balance)): a measured one could differ between processes.
+    /// `pipetrain_engine::mpi::MpiFabric`, feature `mpi`). The split must be the same in every
+    /// process, so it is never measured: [`balance`](Self::balance), or else the even split
+    /// ([`Partition::even`](pipetrain_partitioner::Partition::even): the extra layers on the last
+    /// stages), which the `pipetrain` binary uses too.
     pub fn distributed(mut self, local: Vec<WorkerId>, fabric: Box<dyn Fabric>) -> Self {
         self.distributed = Some(Distributed { local, fabric });
         self
@@ -452,6 +454,10 @@ impl<L: Layer> PipelineBuilder<L> {
             }
             (None, Some(p)) if p > n => {
                 return Err(shape.more_stages_than_layers(p / v));
+            }
+            // Every process must agree on the split: even, never measured.
+            (None, Some(p)) if self.distributed.is_some() && self.memory_budget.is_none() => {
+                Split::Fixed(Partition::even(n, p)?)
             }
             (None, Some(p)) => Split::Measured { stages: p },
         };

@@ -94,7 +94,8 @@ pub enum Error {
         /// The balance given.
         balance: Vec<usize>,
     },
-    /// A multi-process pipeline without a fixed split (each process could measure another).
+    /// A multi-process pipeline whose split a memory budget would choose by measuring (each
+    /// process could measure another); without a budget its split is even.
     MeasuredSplitAcrossProcesses {
         /// The stages asked for.
         stages: usize,
@@ -676,8 +677,8 @@ impl Error {
                  fixes it"
             ),
             Error::MeasuredSplitAcrossProcesses { stages } => format!(
-                "a multi-process pipeline needs a fixed split of its {stages} stages: the split \
-                 measured on each process could differ"
+                "a multi-process pipeline needs a fixed split of its {stages} stages: the split a \
+                 memory budget chooses is measured on each process and could differ"
             ),
             Error::DeviceCount {
                 devices,
@@ -751,9 +752,10 @@ impl Remedied for Error {
                 Remedy::Drop(Setting::MemoryBudget),
                 Remedy::Drop(Setting::Balance),
             ])),
-            Error::MeasuredSplitAcrossProcesses { .. } => {
-                Some(Remedy::set(Setting::Balance, Value::Any))
-            }
+            Error::MeasuredSplitAcrossProcesses { .. } => Some(Remedy::one_of([
+                Remedy::set(Setting::Balance, Value::Any),
+                Remedy::Drop(Setting::MemoryBudget),
+            ])),
             Error::DeviceCount {
                 replicas, stages, ..
             } => Some(Remedy::sentence(format!(

@@ -35,7 +35,8 @@
 //!   and `plan --plan FILE` with another shape.
 //!
 //! Not reachable from one process, and not covered: `ChunksAcrossProcesses` and
-//! `MeasuredSplitAcrossProcesses` (MPI runs; `tests/mpi.rs` checks their messages).
+//! `MeasuredSplitAcrossProcesses` (MPI runs with a memory budget; `tests/mpi.rs` checks their
+//! messages).
 
 mod common;
 

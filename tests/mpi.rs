@@ -222,6 +222,54 @@ fn clipping_over_four_ranks_matches_the_in_process_run() {
     same_as_in_process(4, &flags, &[]);
 }
 
+/// One split rule (issue 37): a multi-process `train --stages 3` without `--balance` splits the
+/// 8 layers of MLP-7x4 as a library user's `Pipeline::builder().stages(3).distributed(..)`
+/// does — the library's even split, [2, 3, 3] — not as the binary's own rule did ([3, 3, 2]).
+#[test]
+fn a_multi_process_run_without_balance_splits_as_the_library_does() {
+    use burn::prelude::*;
+    use pipetrain::engine::ChannelFabric;
+    use pipetrain::{Pipeline, ReplicaId, StageId, WorkerId};
+
+    let device = Device::flex();
+    let library = Pipeline::builder()
+        .layers(pipetrain_models::MlpConfig::new(4, 7, 10).init(&device))
+        .stages(3)
+        .micro_batches(2)
+        .distributed(
+            (0..3)
+                .map(|s| WorkerId::new(ReplicaId(0), StageId(s)))
+                .collect(),
+            Box::new(ChannelFabric::default()),
+        )
+        .build()
+        .expect("the library builds an 8-layer, 3-stage pipeline");
+    let balance = library.partition().balance();
+    let _guard = lock();
+    let out = mpi_success(
+        3,
+        &[
+            "train",
+            "--stages",
+            "3",
+            "--hidden-layers",
+            "7",
+            "--width",
+            "4",
+            "--steps",
+            "1",
+            "--batch",
+            "16",
+            "--micro-batches",
+            "2",
+        ],
+    );
+    assert!(
+        out.contains(&format!("(balance {balance:?})")),
+        "the library splits as {balance:?}; the command line printed:\n{out}"
+    );
+}
+
 /// Three members per group: the sums run in rank order over MPI too (c₀ + c₁ + c₂ is not
 /// c₀ + (c₁ + c₂) in floats), with each tensor owned by one of three ranks.
 #[test]

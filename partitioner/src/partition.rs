@@ -77,7 +77,13 @@ impl Partition {
 
     /// `layers` split into `stages` stages whose layer counts differ by at most one; the extra
     /// layers go to the *last* stages, matching the tie-breaking of
-    /// [`partition_by_time`](crate::partition_by_time) on uniform costs.
+    /// [`partition_by_time`](crate::partition_by_time) on uniform costs. Why the last: under
+    /// 1F1B stage `s` of `p` stashes up to `p − s` micro-batches' activations, so the first
+    /// stages hold the most and the last the least; an extra layer costs least there.
+    /// (DeepSpeed's uniform partition gives the extra layers to the first stages; torchgpipe and
+    /// PyTorch's pipelining balance by measured cost or leave the split to the user.) This is
+    /// the one even split: the builder uses it for a multi-process pipeline without a balance,
+    /// and so does the `pipetrain` binary.
     ///
     /// ```
     /// use pipetrain_partitioner::Partition;

@@ -40,11 +40,8 @@ pub fn pipeline<L: Layer>(
         .zero(args.zero)
         .bucket_bytes((args.bucket_mb * (1u64 << 20) as f64) as usize);
     builder = crate::guard::configure(builder, args);
-    // A multi-process run needs a split every process agrees on: without --balance, even.
-    let balance = args
-        .balance
-        .clone()
-        .or_else(|| dist.map(|_| even_balance(n_layers, args.stages())));
+    // A multi-process run without --balance: the library's even split (Pipeline::distributed).
+    let balance = args.balance.clone();
     if let Some(d) = dist {
         builder = builder.distributed(d.local(), d.fabric());
     }
@@ -68,12 +65,4 @@ pub fn pipeline<L: Layer>(
         builder = builder.tie(tie.clone());
     }
     builder.build_with(sample).map_err(Failure::of_build)
-}
-
-/// `layers` layers over `stages` stages as evenly as possible (the first stages take one more).
-pub fn even_balance(layers: usize, stages: usize) -> Vec<usize> {
-    let stages = stages.max(1);
-    (0..stages)
-        .map(|i| layers / stages + usize::from(i < layers % stages))
-        .collect()
 }
