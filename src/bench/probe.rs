@@ -43,10 +43,8 @@ pub fn gpu_model() -> Option<String> {
     (out.status.success() && !first.is_empty()).then(|| format!("{first} (name, driver)"))
 }
 
-/// Cores this process may use.
-pub fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
+/// Cores this process may use (the engine's count).
+pub use pipetrain_engine::pool::cores;
 
 /// A reading of the machine's and this process's CPU time.
 #[derive(Clone, Copy, Debug)]

@@ -7,12 +7,15 @@
 
 use rayon::{ThreadPool, ThreadPoolBuilder};
 
+/// The cores this process may use (its CPU affinity and quota; 1 if unknown). The one count of
+/// cores in pipetrain: the worker pools, the binary's `--threads` cap and the bench read it.
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 /// Threads per worker for `workers` workers on this machine.
 pub fn threads_per_worker(workers: usize) -> usize {
-    let cores = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
-    (cores / workers.max(1)).max(1)
+    (cores() / workers.max(1)).max(1)
 }
 
 /// A pool of `threads` threads named after the worker.

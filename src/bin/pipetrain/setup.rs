@@ -19,7 +19,6 @@ pub fn pipeline<L: Layer>(
     dist: Option<&Distributed>,
     sample: &Batch,
 ) -> Result<Pipeline<L>, Failure> {
-    let n_layers = layers.len();
     let args = s.args;
     let mut builder = Pipeline::builder()
         .layers(layers)

@@ -19,10 +19,8 @@ pub fn capped(requested: usize, workers: usize, cores: usize) -> (usize, Option<
     (cap, Some(warning))
 }
 
-/// The cores this process may use.
-pub fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
+/// The cores this process may use (the engine's count).
+pub use pipetrain::engine::pool::cores;
 
 #[cfg(test)]
 mod tests {
