@@ -32,6 +32,7 @@
 //! temporaries. The numbers are a model of what the engine holds, not a resident-set reading.
 
 use std::fmt;
+use std::str::FromStr;
 
 use burn::prelude::Device;
 use pipetrain_engine::{Activation, Backward, Layer, OptimizerConfig, Remat, Workers};
@@ -135,6 +136,59 @@ impl fmt::Display for Bytes {
             unit += 1;
         }
         write!(f, "{value:.2} {}", UNITS[unit])
+    }
+}
+
+/// Binary units, largest first (matched case-insensitively, after an optional space).
+const PARSE_UNITS: [(&str, u64); 5] = [
+    ("tib", 1 << 40),
+    ("gib", 1 << 30),
+    ("mib", 1 << 20),
+    ("kib", 1 << 10),
+    ("b", 1),
+];
+
+/// Parses a byte size as the command line and config files write it: a positive number of
+/// bytes, or a number (decimals allowed) followed by KiB, MiB, GiB or TiB (`--memory-budget
+/// 2GiB`, `512MiB`, `1.5GiB`, `1048576`).
+///
+/// ```
+/// use pipetrain::memory::Bytes;
+/// assert_eq!("2GiB".parse::<Bytes>(), Ok(Bytes(2 << 30)));
+/// assert!("2GB".parse::<Bytes>().is_err()); // ambiguous: the binary units only
+/// ```
+impl FromStr for Bytes {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let trimmed = text.trim();
+        let lower = trimmed.to_ascii_lowercase();
+        let (number, scale) = PARSE_UNITS
+            .iter()
+            .find_map(|(unit, scale)| Some((lower.strip_suffix(unit)?.trim_end(), *scale)))
+            .unwrap_or((lower.as_str(), 1));
+        let invalid = || {
+            format!(
+                "`{text}` is not a byte size; give bytes (e.g. 1073741824) or a number with KiB, \
+                 MiB or GiB (e.g. 2GiB, 512MiB; KB/MB/GB are ambiguous: use the binary units)"
+            )
+        };
+        let bytes = if let Ok(whole) = number.parse::<u64>() {
+            whole.checked_mul(scale).ok_or_else(invalid)?
+        } else {
+            let value: f64 = number.parse().map_err(|_| invalid())?;
+            let bytes = value * scale as f64;
+            if !(bytes.is_finite() && bytes >= 0.0 && bytes < u64::MAX as f64) {
+                return Err(invalid());
+            }
+            bytes.round() as u64
+        };
+        if bytes == 0 {
+            return Err(format!(
+                "`{text}` is 0 bytes: no worker can hold a layer; give e.g. 2GiB"
+            ));
+        }
+        Ok(Bytes(bytes))
     }
 }
 
@@ -384,5 +438,37 @@ mod tests {
         assert_eq!(charged_micro_batches(Remat::Never, 8), 8);
         assert_eq!(charged_micro_batches(Remat::Always, 8), 1);
         assert_eq!(charged_micro_batches(Remat::ExceptLast, 8), 1);
+    }
+}
+
+#[cfg(test)]
+mod parse_tests {
+    use super::Bytes;
+
+    fn parse_bytes(text: &str) -> Result<u64, String> {
+        text.parse::<Bytes>().map(|b| b.0)
+    }
+
+    #[test]
+    fn plain_bytes_and_binary_units() {
+        assert_eq!(parse_bytes("1048576"), Ok(1 << 20));
+        assert_eq!(parse_bytes("2GiB"), Ok(2 << 30));
+        assert_eq!(parse_bytes("512 MiB"), Ok(512 << 20));
+        assert_eq!(parse_bytes("64kib"), Ok(64 << 10));
+        assert_eq!(parse_bytes("1.5GiB"), Ok(3 << 29));
+        assert_eq!(parse_bytes("100B"), Ok(100));
+    }
+
+    #[test]
+    fn bad_sizes_name_the_text_and_the_remedy() {
+        for bad in ["", "GiB", "2GB", "-1MiB", "two", "1e400"] {
+            let err = parse_bytes(bad).unwrap_err();
+            assert!(
+                err.contains(&format!("`{bad}`")) && err.contains("GiB"),
+                "{bad}: {err}"
+            );
+        }
+        assert!(parse_bytes("0").unwrap_err().contains("0 bytes"));
+        assert!(parse_bytes("99999999999TiB").is_err());
     }
 }

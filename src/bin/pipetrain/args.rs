@@ -215,7 +215,7 @@ pub struct TrainArgs {
     /// Bytes each worker may hold (parameters, gradients, optimizer state, stashed
     /// activations, deferred weight-gradient inputs): plain bytes or KiB/MiB/GiB, e.g. `2GiB`. The split by measured time is then
     /// the fastest whose every stage fits; an error names the least budget that would.
-    #[arg(long, value_name = "SIZE", value_parser = crate::bytes::parse_bytes)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
     pub memory_budget: Option<u64>,
     /// Micro-batches per step.
     #[arg(long, default_value_t = 8)]
@@ -458,4 +458,9 @@ pub struct TrainArgs {
     /// names: `lr_gamma`): a flag left at its default is not in it ([`crate::given`]).
     #[arg(skip)]
     pub given: Vec<String>,
+}
+
+/// clap's parser for a byte size: the library's [`Bytes`](pipetrain::memory::Bytes) syntax.
+fn parse_bytes(text: &str) -> Result<u64, String> {
+    text.parse::<pipetrain::memory::Bytes>().map(|b| b.0)
 }

@@ -34,7 +34,6 @@ macro_rules! print {
 mod args;
 mod backward;
 mod bench;
-mod bytes;
 mod checkpoints;
 mod compare;
 mod config;
