@@ -140,7 +140,7 @@ pub enum Error {
     Partition(PartitionError),
     /// The plan failed.
     Schedule(ScheduleError),
-    /// The configuration search ([`crate::tune`]) refused its inputs or found nothing that fits.
+    /// The configuration search ([`crate::commands::tune`]) refused its inputs or found nothing that fits.
     Tune(TuneError),
     /// No split into the asked number of stages fits
     /// [`memory_budget`](crate::PipelineBuilder::memory_budget).
@@ -309,11 +309,11 @@ pub enum Error {
     Signals(String),
     // ---- end of the run loop's block ----
 
-    // ---- The subcommands' library side: bench, tune, plan, export (crate::bench, crate::tune,
-    // crate::plan, crate::export). Facts only; the binary names its flags. ----
+    // ---- The subcommands' library side: bench, tune, plan, export (crate::commands::bench, crate::commands::tune,
+    // crate::commands::plan, crate::commands::export). Facts only; the binary names its flags. ----
     /// A bench setting that every row needs at least 1 of is 0.
     BenchZero {
-        /// The [`BenchSettings`](crate::bench::BenchSettings) field.
+        /// The [`BenchSettings`](crate::commands::bench::BenchSettings) field.
         setting: &'static str,
     },
     /// The batch does not split evenly over a row's replicas × micro-batches.
@@ -798,7 +798,7 @@ impl Remedied for Error {
             ])),
             #[cfg(feature = "commands")]
             Error::PeersNoTorch { .. } | Error::PeersNoAnswer { .. } => {
-                Some(Remedy::sentence(crate::bench::HOW_TO_GET_TORCH))
+                Some(Remedy::sentence(crate::commands::bench::HOW_TO_GET_TORCH))
             }
             #[cfg(feature = "commands")]
             Error::PeersNoScripts { .. } | Error::PeersNotFound => Some(Remedy::sentence(
@@ -936,7 +936,10 @@ impl Remedied for Error {
                 cost,
                 value,
                 reason,
-            } => format!("{cost} cost {}: {reason}", crate::plan::short(*value)),
+            } => format!(
+                "{cost} cost {}: {reason}",
+                crate::commands::plan::short(*value)
+            ),
             Error::ExportModel { model } => format!(
                 "the model {} has no documented PyTorch module (MLP and GPT have)",
                 model.as_deref().unwrap_or("(not recorded)")

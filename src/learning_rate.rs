@@ -32,7 +32,7 @@ impl<L: Layer> Pipeline<L> {
         if !(learning_rate.is_finite() && learning_rate >= 0.0) {
             return invalid(
                 Setting::LearningRate,
-                crate::plan::compact(learning_rate),
+                crate::commands::plan::compact(learning_rate),
                 "not a finite number >= 0",
                 Some(Remedy::set(Setting::LearningRate, Value::Number(0.01))),
             );

@@ -29,46 +29,39 @@
 //! # Ok::<(), pipetrain::Error>(())
 //! ```
 //!
-//! The binary's subcommands have their library side here too: [`plan`] (a plan's report),
-//! and with the `commands` feature (on by default) `bench` (the throughput table), `tune::tune`
-//! (a whole tune session) and `export` (a checkpoint as a PyTorch state dict).
+//! The crate reads builder → setup → pipeline → trainer ([`PipelineBuilder`], [`Setup`],
+//! [`Pipeline`], [`trainer`]), with burn-train's `Learner` strategy beside it (`learner`). The
+//! binary's subcommands have their library side in [`commands`]: [`commands::plan`] (a plan's
+//! report), [`commands::tune`] and, with the `commands` feature (on by default), `bench` (the
+//! throughput table) and `export` (a checkpoint as a PyTorch state dict).
 //!
 //! Crates: [`schedules`] (plan IR, no burn), [`partitioner`] (stage split, no burn),
-//! `pipetrain-tune` (the configuration search, no burn; [`tune`] runs it on a model),
+//! `pipetrain-tune` (the configuration search, no burn; [`commands::tune`] runs it on a model),
 //! [`engine`] (workers on burn), `pipetrain-models` (reference models), `pipetrain-data`
 //! (datasets, sampler, loaders).
 
-#[cfg(feature = "commands")]
-pub mod bench;
 mod builder;
 mod checkpoint;
+pub mod commands;
 mod error;
-#[cfg(feature = "commands")]
-pub mod export;
 #[cfg(feature = "burn-train")]
 pub mod learner;
 mod learning_rate;
 mod lr_schedule;
 pub mod memory;
 mod pipeline;
-pub mod plan;
-#[cfg(feature = "trainer")]
-pub mod plot;
-#[cfg(feature = "trainer")]
-pub mod profile;
 pub mod remedy;
-mod report;
 mod setup;
+mod step_report;
 #[cfg(feature = "trainer")]
 pub mod trainer;
-pub mod tune;
 
 pub use builder::PipelineBuilder;
 pub use error::{Error, LastGood, PathProblem, Result, RunFile, RunFileProblem};
 pub use lr_schedule::{Decay, LrSchedule};
 pub use pipeline::Pipeline;
-pub use report::{StageReport, StepReport};
 pub use setup::{Setup, WorkerSetup};
+pub use step_report::{StageReport, StepReport};
 
 pub use pipetrain_engine as engine;
 pub use pipetrain_engine::checkpoint::{Checkpoint, Progress};

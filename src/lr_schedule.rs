@@ -18,7 +18,7 @@
 
 use std::fmt;
 
-use crate::plan::compact;
+use crate::commands::plan::compact;
 
 /// What follows the warm-up.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -41,7 +41,7 @@ use pipetrain_schedules::{ReplicaId, WorkerId};
 
 use crate::Precision;
 use crate::error::Result;
-use crate::report::StepReport;
+use crate::step_report::StepReport;
 
 /// Bytes of one f32.
 const F32: u64 = 4;
@@ -375,7 +375,7 @@ pub(crate) fn budget_costs(
 
 /// Bytes each layer holds for deferred weight gradients with the split backward: what its split
 /// keeps for one micro-batch (`split`, from
-/// [`profile::split_bytes`](pipetrain_engine::profile::split_bytes): a dense layer's input and
+/// [`costs::split_bytes`](pipetrain_engine::costs::split_bytes): a dense layer's input and
 /// pre-activation gradient, the input and output gradient of each split `Linear` call) for each
 /// of the `group` micro-batches of a weight-gradient group; nothing with `group` 0 (fused
 /// backward).

@@ -9,8 +9,8 @@ use pipetrain_schedules::{Plan, ReplicaId, Schedule, StageId, WorkerId};
 use crate::builder::PipelineBuilder;
 use crate::error::Result;
 use crate::memory::{self, WorkerMemory};
-use crate::report::StepReport;
 use crate::setup::{Setup, micro_batch};
+use crate::step_report::StepReport;
 
 /// A model cut into stages, trained with a pipeline schedule.
 ///

@@ -12,7 +12,7 @@ use std::ops::Range;
 
 use burn::prelude::Device;
 use pipetrain_engine::{
-    Activation, Batch, ChannelFabric, Fabric, Layer, Plans, Runtime, Workers, World, profile,
+    Activation, Batch, ChannelFabric, Fabric, Layer, Plans, Runtime, Workers, World, costs,
 };
 use pipetrain_partitioner::{LayerCost, Partition};
 use pipetrain_schedules::{Costs, Plan, ReplicaId, StageId, WorkerId, peak_stash, simulate};
@@ -302,7 +302,7 @@ fn predict_memory<L: Layer>(
     let partition = workers.partition();
     let deferred: Vec<u64> = match (sample, group) {
         (Some(sample), 1..) => {
-            let split = profile::split_bytes(layers, sample, &c.devices[0])
+            let split = costs::split_bytes(layers, sample, &c.devices[0])
                 .map_err(pipetrain_engine::EngineError::bad_batch)?;
             let per_layer = memory::deferred_bytes(&split, group);
             partition

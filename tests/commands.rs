@@ -1,6 +1,6 @@
-//! The subcommands' library side, called the way a library user calls it: `pipetrain::bench`
-//! on a few tiny CPU rows (no peers, no MPI), `pipetrain::tune::tune` on a small MLP (measured,
-//! then read back from its cache), `pipetrain::plan` on GPipe, and `pipetrain::export` on a
+//! The subcommands' library side, called the way a library user calls it: `pipetrain::commands::bench`
+//! on a few tiny CPU rows (no peers, no MPI), `pipetrain::commands::tune::tune` on a small MLP (measured,
+//! then read back from its cache), `pipetrain::commands::plan` on GPipe, and `pipetrain::commands::export` on a
 //! checkpoint of an MLP. Nothing here asserts a speed: only that the numbers are real.
 
 mod common;
@@ -8,9 +8,9 @@ mod common;
 use std::collections::BTreeMap;
 
 use burn::prelude::*;
-use pipetrain::bench::{self, BenchSettings, Header, Progress};
-use pipetrain::plan::{PlanCosts, PlanReport, PlanSettings};
-use pipetrain::tune::{Calibration, TableSource, TuneSettings, default_space};
+use pipetrain::commands::bench::{self, BenchSettings, Header, Progress};
+use pipetrain::commands::plan::{PlanCosts, PlanReport, PlanSettings};
+use pipetrain::commands::tune::{Calibration, TableSource, TuneSettings, default_space};
 use pipetrain::{Error, OptimizerConfig, Pipeline, ScheduleKind};
 use pipetrain_models::{MlpConfig, synthetic};
 
@@ -158,8 +158,8 @@ fn tune_measures_ranks_runs_and_reads_its_cache_back() {
         },
     };
     let mut ranked = 0;
-    let report = pipetrain::tune::tune(&layers, &batches, &settings, &device, &mut |p| {
-        if let pipetrain::tune::TuneProgress::Ranked(r) = p {
+    let report = pipetrain::commands::tune::tune(&layers, &batches, &settings, &device, &mut |p| {
+        if let pipetrain::commands::tune::TuneProgress::Ranked(r) = p {
             ranked = r.candidates.len();
         }
     })
@@ -184,7 +184,7 @@ fn tune_measures_ranks_runs_and_reads_its_cache_back() {
         .fold(0.0, f64::max);
     assert_eq!(report.trials[report.winner].samples_per_sec, fastest);
     assert!(report.trials.iter().all(|t| t.peak_memory > 0));
-    let again = pipetrain::tune::tune(
+    let again = pipetrain::commands::tune::tune(
         &layers,
         &batches,
         &TuneSettings {
@@ -276,7 +276,7 @@ fn export_gives_pytorch_names_and_transposed_linears() {
         .unwrap();
     let extra = BTreeMap::from([("model".to_string(), "MLP-1x3, 2 classes".to_string())]);
     pipeline.save_checkpoint(&path, extra).unwrap();
-    let export = pipetrain::export::to_pytorch(&path).unwrap();
+    let export = pipetrain::commands::export::to_pytorch(&path).unwrap();
     let file = safetensors::SafeTensors::deserialize(&export.bytes).unwrap();
     let mut names = file.names();
     names.sort();
@@ -286,6 +286,6 @@ fn export_gives_pytorch_names_and_transposed_linears() {
     assert_eq!(file.tensor("2.weight").unwrap().shape(), [2, 3]);
     let unnamed = dir.path().join("unnamed.ckpt");
     pipeline.save_checkpoint(&unnamed, BTreeMap::new()).unwrap();
-    let err = pipetrain::export::to_pytorch(&unnamed).unwrap_err();
+    let err = pipetrain::commands::export::to_pytorch(&unnamed).unwrap_err();
     assert!(matches!(err, Error::ExportModel { model: None }), "{err}");
 }

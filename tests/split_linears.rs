@@ -7,7 +7,7 @@
 mod common;
 
 use burn::prelude::*;
-use pipetrain::engine::profile;
+use pipetrain::engine::costs;
 use pipetrain::engine::{SingleDevice, difference};
 use pipetrain::schedules::{ActionKind, StageId};
 use pipetrain::{
@@ -207,7 +207,7 @@ fn resnet_head_splits_like_autodiff() {
     );
 }
 
-/// What a split layer keeps from `I` to `W` is what `profile::split_bytes` counts (the
+/// What a split layer keeps from `I` to `W` is what `costs::split_bytes` counts (the
 /// memory column and `--memory-budget` use it): each `Linear` call's input and output
 /// gradient, 4 bytes a value.
 #[test]
@@ -215,7 +215,7 @@ fn the_deferred_bytes_are_what_split_bytes_counts() {
     let layers = gpt();
     let data = tokens();
     let sample = data[0].inputs.clone().split(M).unwrap().swap_remove(0);
-    let bytes = profile::split_bytes(&layers, &sample, &Device::flex()).unwrap();
+    let bytes = costs::split_bytes(&layers, &sample, &Device::flex()).unwrap();
     let (rows, d, v) = ((BATCH / M * CONTEXT) as u64, 8u64, VOCAB as u64);
     // A block: query, key, value, output (d → d), up (d → 4d), down (4d → d).
     let block = 4 * (rows * d * 2) + 2 * (rows * d + rows * 4 * d);

@@ -1,4 +1,4 @@
-//! `pipetrain::tune` end to end on a small MLP: the measured cost table, the search under a
+//! `pipetrain::commands::tune` end to end on a small MLP: the measured cost table, the search under a
 //! memory budget that rules out the fastest configuration (or, when the fastest also needs the
 //! least memory, the fastest of those that need more), and the chosen configurations trained:
 //! each worker's accounted peak memory (`Pipeline::worker_memory`, the model the budget uses;
@@ -8,7 +8,7 @@
 mod common;
 
 use burn::prelude::*;
-use pipetrain::tune::{Calibration, default_space, measure, search};
+use pipetrain::commands::tune::{Calibration, default_space, measure, search};
 use pipetrain::{OptimizerConfig, Pipeline};
 use pipetrain_models::{MlpConfig, MlpLayer, synthetic};
 
@@ -36,11 +36,10 @@ fn a_budget_that_rules_out_the_fastest_picks_one_that_trains_under_it() {
         vec![32, 16, 8, 4, 2]
     );
     let free = search(&table, &space).unwrap();
-    assert!(
-        free.infeasible
-            .iter()
-            .all(|i| !matches!(i.reason, pipetrain::tune::Reason::OverBudget { .. }))
-    );
+    assert!(free.infeasible.iter().all(|i| !matches!(
+        i.reason,
+        pipetrain::commands::tune::Reason::OverBudget { .. }
+    )));
     // The fastest candidate a budget can rule out: the fastest, unless it also needs the least
     // memory of all (the measured times decide which is fastest, so either can happen), then the
     // fastest of those that need more.

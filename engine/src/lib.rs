@@ -104,4 +104,4 @@ pub use world::World;
 #[cfg(feature = "mpi")]
 pub use comm::mpi;
 pub use device::pool;
-pub use model::profile;
+pub use model::costs;

@@ -31,7 +31,7 @@ impl<L: Layer> PipelineBuilder<L> {
         if !(self.learning_rate.is_finite() && self.learning_rate > 0.0) {
             return invalid(
                 Setting::LearningRate,
-                crate::plan::compact(self.learning_rate),
+                crate::commands::plan::compact(self.learning_rate),
                 "not a positive finite number",
                 Some(Remedy::set(Setting::LearningRate, Value::Number(0.01))),
             );
@@ -90,7 +90,7 @@ impl<L: Layer> PipelineBuilder<L> {
         if !(max.is_finite() && max > 0.0) {
             return invalid(
                 Setting::ClipGradNorm,
-                crate::plan::compact(max),
+                crate::commands::plan::compact(max),
                 "the largest gradient norm must be a positive finite number",
                 Some(Remedy::set(Setting::ClipGradNorm, Value::Number(1.0))),
             );

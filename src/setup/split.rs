@@ -2,7 +2,7 @@
 //! micro-batch, under the memory budget if there is one; and the budget's error with its
 //! remedies when nothing fits.
 
-use pipetrain_engine::{Activation, Layer, Remat, profile};
+use pipetrain_engine::{Activation, Layer, Remat, costs};
 use pipetrain_partitioner::{LayerCost, Partition, PartitionError, partition_by_time};
 use pipetrain_schedules::{Costs, Lowering, Schedule, lower, simulate};
 
@@ -20,7 +20,7 @@ pub(super) fn measure<L: Layer>(
     stages: usize,
 ) -> Result<(Partition, Vec<LayerCost>)> {
     let device = &c.devices[0];
-    let costs = profile::layer_costs(layers, sample, device, 5)
+    let costs = costs::layer_costs(layers, sample, device, 5)
         .map_err(pipetrain_engine::EngineError::bad_batch)?;
     let Some(budget) = c.memory_budget else {
         return Ok((partition_by_time(&costs, stages, None)?, costs));
@@ -32,7 +32,7 @@ pub(super) fn measure<L: Layer>(
     let group = memory::weight_group(c.runtime.backward, m, c.runtime.schedule.splits_backward());
     let split = match group {
         0 => vec![0; layers.len()],
-        _ => profile::split_bytes(layers, sample, device)
+        _ => costs::split_bytes(layers, sample, device)
             .map_err(pipetrain_engine::EngineError::bad_batch)?,
     };
     let deferred = memory::deferred_bytes(&split, group);

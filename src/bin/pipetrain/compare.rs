@@ -1,5 +1,5 @@
 //! `pipetrain plan --compare`: every schedule side by side for one shape and one set of costs
-//! ([`pipetrain::plan::compare`]).
+//! ([`pipetrain::commands::plan::compare`]).
 //!
 //! ```text
 //! $ pipetrain plan --compare --stages 4 --micro-batches 8
@@ -28,7 +28,7 @@ pub fn text_or_json(args: &PlanArgs) -> Result<String, Failure> {
         ));
     }
     let costs = crate::plan::costs(args);
-    let comparison = pipetrain::plan::compare(
+    let comparison = pipetrain::commands::plan::compare(
         args.stages(),
         args.micro_batches(),
         args.virtual_stages,

@@ -9,7 +9,7 @@
 use std::path::Path;
 
 use clap::ValueEnum;
-use pipetrain::plan::short;
+use pipetrain::commands::plan::short;
 
 use crate::args::{ModelKind, TrainArgs};
 use crate::failure::Failure;

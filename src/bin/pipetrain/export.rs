@@ -1,5 +1,5 @@
 //! `pipetrain export CKPT --format pytorch -o FILE`: a checkpoint's weights as the state dict of
-//! the PyTorch module that mirrors its model ([`pipetrain::export`]), written to `FILE`.
+//! the PyTorch module that mirrors its model ([`pipetrain::commands::export`]), written to `FILE`.
 
 use std::path::PathBuf;
 
@@ -47,7 +47,7 @@ pub fn run(args: &ExportArgs) -> Result<Exit, Failure> {
         .map_err(Failure::usage)?;
     let shown = args.checkpoint.display();
     // In the command line's words: a weights file is told `--init`, not the library's call.
-    let export = pipetrain::export::to_pytorch(&args.checkpoint).map_err(|e| {
+    let export = pipetrain::commands::export::to_pytorch(&args.checkpoint).map_err(|e| {
         let said = e.render(&Flags);
         match e {
             pipetrain::Error::ExportModel { .. } => {

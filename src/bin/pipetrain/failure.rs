@@ -114,7 +114,7 @@ pub fn explain(error: &(dyn std::error::Error + 'static)) -> String {
     let remedied: Option<&dyn Remedied> = None
         .or_else(|| as_remedied::<pipetrain::engine::EngineError>(error))
         .or_else(|| as_remedied::<pipetrain::schedules::ScheduleError>(error))
-        .or_else(|| as_remedied::<pipetrain::tune::TuneError>(error));
+        .or_else(|| as_remedied::<pipetrain::commands::tune::TuneError>(error));
     match remedied {
         Some(e) => e.explain(&Flags),
         None => error.to_string(),

@@ -1,7 +1,7 @@
 //! `--optimizer` and its settings (`--momentum --dampening --nesterov --betas --eps
 //! --weight-decay`), torch.optim's with PyTorch's defaults, and `--lr-schedule`.
 
-use pipetrain::plan::compact;
+use pipetrain::commands::plan::compact;
 use pipetrain::{AdamOptions, Decay, LrSchedule, OptimizerConfig, SgdOptions};
 
 use crate::args::{OptimizerKind, ScheduleKindArg, TrainArgs};

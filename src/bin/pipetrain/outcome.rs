@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use pipetrain::plot::Curve;
+use pipetrain::commands::plot::Curve;
 use pipetrain::trainer::Reference;
 use pipetrain::trainer::eval::{Evaluation, evaluate};
 use pipetrain::trainer::verify::{Verdict, after_gathered, after_step, verdict};
@@ -107,12 +107,13 @@ fn draw(plot: Option<(&Path, Curve<'_>)>, held_out: Option<String>) {
         return;
     };
     let curve = Curve { held_out, ..curve };
-    match pipetrain::plot::draw(path, &curve) {
+    match pipetrain::commands::plot::draw(path, &curve) {
         Ok((lo, hi)) => println!(
             "plot: {} (loss from {lo:.4} to {hi:.4} over {} steps){}",
             path.display(),
             curve.losses.len(),
-            pipetrain::plot::missing(curve.losses).map_or(String::new(), |m| format!("; {m}"))
+            pipetrain::commands::plot::missing(curve.losses)
+                .map_or(String::new(), |m| format!("; {m}"))
         ),
         Err(e) => eprintln!("warning: {}; no plot written", cli_message(&e)),
     }

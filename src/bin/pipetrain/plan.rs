@@ -1,5 +1,5 @@
 //! `pipetrain plan`: build a schedule's plan and print what it costs: the flags mapped onto
-//! [`pipetrain::plan`]'s settings, its [`PlanReport`] printed as text (grid, per-stage table,
+//! [`pipetrain::commands::plan`]'s settings, its [`PlanReport`] printed as text (grid, per-stage table,
 //! totals) or as JSON.
 //!
 //! `--format csv` prints the compute plan itself, one row of actions per stage: the file
@@ -25,7 +25,7 @@
 use std::io::{self, Write as _};
 use std::path::PathBuf;
 
-use pipetrain::plan::{PlanCosts, PlanReport, PlanSettings, cost_problem};
+use pipetrain::commands::plan::{PlanCosts, PlanReport, PlanSettings, cost_problem};
 use pipetrain::remedy::{Remedy, Setting, Style as _, Value};
 use pipetrain_schedules::{Plan, PlanFile, SkipRoute};
 
@@ -226,7 +226,7 @@ pub(crate) fn failure(error: pipetrain::Error) -> Failure {
             reason,
         } => Failure::usage(format!(
             "--{cost}-cost {}: {reason}",
-            pipetrain::plan::short(value)
+            pipetrain::commands::plan::short(value)
         )),
         e @ pipetrain::Error::Schedule(_) => Failure::usage(e),
         e => Failure::runtime(e),

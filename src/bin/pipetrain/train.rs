@@ -7,8 +7,8 @@
 //! accuracy or perplexity.
 
 use burn::prelude::*;
+use pipetrain::commands::profile::Profile;
 use pipetrain::engine::SingleDevice;
-use pipetrain::profile::Profile;
 use pipetrain::remedy::{Remedy, Setting, Value};
 use pipetrain::trainer::{
     DRIFT_VARIABLE, Distributed, Drift, Event, Mode, Reference, Shared, Signal, Source, Stop,
@@ -69,7 +69,7 @@ pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
         ("--profile", &args.profile),
     ])
     .map_err(Failure::usage)?;
-    pipetrain::plot::check_format(args.plot.as_deref())
+    pipetrain::commands::plot::check_format(args.plot.as_deref())
         .map_err(|e| Failure::usage(cli_message(&e)))?;
     if let Some(path) = args.metrics.as_deref() {
         // A wrong format is refused before anything is built.
@@ -402,14 +402,14 @@ fn train_with<L: Layer>(
     }
     let title = format!(
         "pipetrain: {}, {} stages × {} replicas, {} lr {}, {}",
-        pipetrain::plot::short(&s.model.describe()),
+        pipetrain::commands::plot::short(&s.model.describe()),
         pipeline.stages(),
         pipeline.replicas(),
-        pipetrain::plot::short(&s.optimizer_name),
+        pipetrain::commands::plot::short(&s.optimizer_name),
         args.lr(),
         s.lr_schedule
     );
-    let curve = pipetrain::plot::Curve::new(&title, &outcome.losses, &outcome.rates);
+    let curve = pipetrain::commands::plot::Curve::new(&title, &outcome.losses, &outcome.rates);
     let plot = args.plot.as_deref().map(|path| (path, curve));
     let held_out = s.data.held_out(&s.model, args.batch, &s.device);
     let held_out = held_out.map_err(of_run)?;

@@ -2,7 +2,7 @@
 //! document on stdout (and in `--out`).
 
 use pipetrain::Error;
-use pipetrain::bench::{self, BenchSettings, GpuPeer, Header, Peers, Progress};
+use pipetrain::commands::bench::{self, BenchSettings, GpuPeer, Header, Peers, Progress};
 
 use super::args::BenchArgs;
 use crate::exit::Exit;

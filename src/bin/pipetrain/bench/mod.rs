@@ -1,4 +1,4 @@
-//! `pipetrain bench`: the flags ([`BenchArgs`]) mapped onto [`pipetrain::bench`]'s settings,
+//! `pipetrain bench`: the flags ([`BenchArgs`]) mapped onto [`pipetrain::commands::bench`]'s settings,
 //! its progress and document printed. `--device cuda:N` measures the GPU rows instead.
 
 mod args;

@@ -2,12 +2,12 @@
 //! ranking, trial runs, winner), printed as it goes → `--apply`.
 
 use burn::prelude::*;
-use pipetrain::bench::cpu_model;
-use pipetrain::memory::Bytes;
-use pipetrain::tune::{
+use pipetrain::commands::bench::cpu_model;
+use pipetrain::commands::tune::{
     Busy, Calibration, ROUNDS, Ranking, RankingTable, Recompute, Space, TableSource, TuneProgress,
     TuneSettings, cache_dir,
 };
+use pipetrain::memory::Bytes;
 use pipetrain::{Batch, Layer, OptimizerConfig, ScheduleKind};
 
 use super::args::TuneArgs;
@@ -75,8 +75,11 @@ struct Context<'a> {
 /// The search space the flags describe.
 fn space(args: &TuneArgs) -> Result<Space, Failure> {
     let workers = args.workers.unwrap_or_else(crate::threads::cores);
-    let mut space =
-        pipetrain::tune::default_space(args.train.batch, workers, args.train.memory_budget);
+    let mut space = pipetrain::commands::tune::default_space(
+        args.train.batch,
+        workers,
+        args.train.memory_budget,
+    );
     space.max_micro_batches = args.max_micro_batches;
     if let Some(names) = &args.schedules {
         space.schedules = names
@@ -135,7 +138,7 @@ fn tune<L: Layer>(cx: &Context<'_>, layers: Vec<L>) -> Result<Exit, Failure> {
         remeasure: args.remeasure,
         calibration: Calibration::default(),
     };
-    let report = pipetrain::tune::tune(&layers, &batches, &settings, device, &mut |p| {
+    let report = pipetrain::commands::tune::tune(&layers, &batches, &settings, device, &mut |p| {
         show(args, p);
     })
     .map_err(|e| match e {

@@ -3,7 +3,7 @@
 
 use clap::ValueEnum;
 use pipetrain::ScheduleKind;
-use pipetrain::tune::{Candidate, Recompute};
+use pipetrain::commands::tune::{Candidate, Recompute};
 use toml::Value;
 
 use crate::args::{ModelKind, TrainArgs};

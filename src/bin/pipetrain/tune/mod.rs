@@ -1,4 +1,4 @@
-//! `pipetrain tune`: the flags mapped onto [`pipetrain::tune::tune`]'s settings, its cost
+//! `pipetrain tune`: the flags mapped onto [`pipetrain::commands::tune::tune`]'s settings, its cost
 //! table, ranking and trial runs printed, and the winner written as a `--config` file.
 
 mod args;

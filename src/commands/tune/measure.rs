@@ -20,13 +20,13 @@
 use std::time::Instant;
 
 use burn::prelude::*;
-use pipetrain_engine::{Batch, Layer, OptimizerConfig, Remat, profile};
+use pipetrain_engine::{Batch, Layer, OptimizerConfig, Remat, costs};
 use pipetrain_schedules::{ActionKind, Costs, Lowering, ScheduleKind, lower, simulate};
 use pipetrain_tune::{CostTable, LayerTimes, RowsCosts, Space};
 
 use crate::error::Result;
 use crate::pipeline::Pipeline;
-use crate::report::StepReport;
+use crate::step_report::StepReport;
 
 /// How long the measurement runs: measured steps per calibration run (after one warm-up step).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,7 +81,7 @@ pub fn measure<L: Layer>(
     let passes = calibration.passes.max(1);
     for &r in rows.iter().cycle().take(rows.len() * passes) {
         let sample = cut(batch, r)?;
-        let profiled = profile::layer_costs(layers, &sample.inputs, device, calibration.repeats)
+        let profiled = costs::layer_costs(layers, &sample.inputs, device, calibration.repeats)
             .map_err(pipetrain_engine::EngineError::bad_batch)?;
         let (costs, overhead, _, state) = run(ScheduleKind::ZbH1, vec![layers.len()], r, 1)?;
         if table.optimizer_bytes.is_empty() {
@@ -89,7 +89,7 @@ pub fn measure<L: Layer>(
         }
         overheads.push(overhead);
         optimizer_per_byte = optimizer_per_byte.min(costs.optimizer / total_params.max(1) as f64);
-        let split = profile::split_bytes(layers, &sample.inputs, device)
+        let split = costs::split_bytes(layers, &sample.inputs, device)
             .map_err(pipetrain_engine::EngineError::bad_batch)?;
         let measured = RowsCosts {
             rows: r,

@@ -98,7 +98,7 @@ fn font() -> Result<(), String> {
 /// are at least two.
 ///
 /// ```
-/// use pipetrain::plot::missing;
+/// use pipetrain::commands::plot::missing;
 /// assert_eq!(missing(&[2.0, 1.5]), None);
 /// assert_eq!(missing(&[2.0]).unwrap(), "1 step: one point, no curve");
 /// assert_eq!(

@@ -33,7 +33,7 @@ use std::collections::{BTreeMap, HashMap};
 use crate::schedules::Action;
 use serde_json::{Value, json};
 
-use crate::profile::flows::Flows;
+use crate::commands::profile::flows::Flows;
 
 /// The name `tracing` gives the engine's per-action span (`info_span!("action", ...)`).
 const ACTION_SPAN: &str = "action";

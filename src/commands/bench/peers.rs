@@ -216,7 +216,7 @@ mod tests {
         .unwrap();
         std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
         let peers = Peers { python, ..peers };
-        let workload = crate::bench::BenchSettings::default().workload();
+        let workload = crate::commands::bench::BenchSettings::default().workload();
         let ran = peers.run(
             &super::super::configs::peer("bench_pipe_schedules.py", "", &[]),
             &workload,

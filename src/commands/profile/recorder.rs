@@ -23,7 +23,7 @@ use pipetrain_engine::output::{self, AtomicFile, TempFile};
 use tracing_chrome::{ChromeLayerBuilder, FlushGuard};
 use tracing_subscriber::prelude::*;
 
-use crate::profile::trace::{Tracks, post_process_into};
+use crate::commands::profile::trace::{Tracks, post_process_into};
 use crate::trainer::Warning;
 use crate::{Error, RunFile, RunFileProblem};
 

@@ -12,7 +12,7 @@ use pipetrain_tune::Candidate;
 
 use crate::error::Result;
 use crate::pipeline::Pipeline;
-use crate::report::StepReport;
+use crate::step_report::StepReport;
 
 /// Rounds the timed steps are spread over.
 pub const ROUNDS: usize = 4;

@@ -12,7 +12,7 @@ use pipetrain_tune::{CostTable, Ranking, Space, search};
 use super::cache;
 use super::measure::{Calibration, drift, measure};
 use super::trial::{Trial, trials};
-use crate::bench::{CpuSnapshot, cpu_model};
+use crate::commands::bench::{CpuSnapshot, cpu_model};
 use crate::error::{Error, Result};
 
 /// What a tune session searches, measures and runs.

@@ -10,16 +10,16 @@
 //! the GPU rows on one device instead. Nothing here prints: progress comes through a callback.
 //!
 //! ```no_run
-//! let settings = pipetrain::bench::BenchSettings {
+//! let settings = pipetrain::commands::bench::BenchSettings {
 //!     width: 16,
 //!     hidden_layers: 2,
 //!     batch: 32,
 //!     only: Some("1f1b".into()),
 //!     ..Default::default()
 //! };
-//! let report = pipetrain::bench::run(&settings, &mut |_| {})?;
+//! let report = pipetrain::commands::bench::run(&settings, &mut |_| {})?;
 //! for line in &report.lines {
-//!     println!("{}: {:.0} samples/s", line.row.label(), pipetrain::bench::median(&line.ours.rates));
+//!     println!("{}: {:.0} samples/s", line.row.label(), pipetrain::commands::bench::median(&line.ours.rates));
 //! }
 //! # Ok::<(), pipetrain::Error>(())
 //! ```

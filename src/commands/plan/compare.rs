@@ -2,7 +2,7 @@
 //! `pipetrain plan --compare` prints.
 //!
 //! ```
-//! use pipetrain::plan::{PlanCosts, compare};
+//! use pipetrain::commands::plan::{PlanCosts, compare};
 //!
 //! let c = compare(4, 8, 2, &PlanCosts::default())?;
 //! let zb_h1 = c.schedules.iter().find(|r| r.schedule == "zb-h1").unwrap();
@@ -19,8 +19,8 @@
 
 use pipetrain_schedules::{Lowering, Plan, ScheduleKind, lower, simulate};
 
+use crate::commands::plan::{PlanCosts, columns, num, percent};
 use crate::error::Result;
-use crate::plan::{PlanCosts, columns, num, percent};
 
 /// One schedule's row of a [`Comparison`].
 #[derive(Clone, Debug)]

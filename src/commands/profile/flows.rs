@@ -10,7 +10,7 @@ use std::collections::{HashMap, VecDeque};
 use crate::schedules::{Action, ActionKind, StageId};
 use serde_json::{Value, json};
 
-use crate::profile::trace::Slice;
+use crate::commands::profile::trace::Slice;
 
 /// Ends held per (replica, receive action) at most. In one process a send and its receive are
 /// at most a step apart (one or two wait); a multi-process trace holds receives whose sends are

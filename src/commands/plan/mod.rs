@@ -4,7 +4,7 @@
 //!
 //! ```
 //! use pipetrain::ScheduleKind;
-//! use pipetrain::plan::{PlanCosts, PlanReport, PlanSettings};
+//! use pipetrain::commands::plan::{PlanCosts, PlanReport, PlanSettings};
 //!
 //! let compute = ScheduleKind::GPipe.plan(2, 2)?;
 //! let settings = PlanSettings { costs: PlanCosts::default(), ..Default::default() };
