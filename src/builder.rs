@@ -1,5 +1,6 @@
 //! `Pipeline::builder()`: every setting, validated in `build()` before any thread starts.
 
+use crate::BuildError;
 use std::sync::Arc;
 
 use burn::prelude::*;
@@ -351,7 +352,7 @@ impl<L: Layer> PipelineBuilder<L> {
     /// their outputs measured on the batch given to [`build_with`](Self::build_with). The split
     /// is then the fastest one (balance by measured time) whose every stage fits; with one
     /// stage, the whole model must fit. If none fits, `build_with` fails with
-    /// [`Error::MemoryBudget`](crate::Error::MemoryBudget),
+    /// [`BuildError::MemoryBudget`](crate::BuildError::MemoryBudget),
     /// naming the least budget that would fit and the other remedies. Not with
     /// [`balance`](Self::balance), which fixes the split.
     pub fn memory_budget(mut self, bytes: u64) -> Self {
@@ -407,18 +408,18 @@ impl<L: Layer> PipelineBuilder<L> {
     pub(crate) fn validated(self) -> Result<Validated<L>> {
         self.check_settings()?;
         let Some(layers) = self.layers else {
-            return Err(Error::NoLayers);
+            return Err(Error::Build(BuildError::NoLayers));
         };
         if layers.is_empty() {
-            return Err(Error::EmptyModel);
+            return Err(Error::Build(BuildError::EmptyModel));
         }
         pipetrain_engine::check_skips(&layers)?;
         if let Some(i) = layers.iter().position(Layer::batch_statistics) {
             if self.remat != Remat::Never {
-                return Err(Error::RematWithBatchNorm {
+                return Err(Error::Build(BuildError::RematWithBatchNorm {
                     remat: self.remat,
                     layer: i,
-                });
+                }));
             }
         }
         let n = layers.len();
@@ -426,9 +427,9 @@ impl<L: Layer> PipelineBuilder<L> {
         // balance lists the chunks.
         let v = self.schedule.virtual_stages();
         if v > 1 && self.distributed.is_some() {
-            return Err(Error::ChunksAcrossProcesses {
+            return Err(Error::Build(BuildError::ChunksAcrossProcesses {
                 schedule: self.schedule.clone(),
-            });
+            }));
         }
         let shape = chunks::Shape {
             schedule: &self.schedule,
@@ -472,15 +473,17 @@ impl<L: Layer> PipelineBuilder<L> {
                 );
             }
             (Some(budget), Some(balance)) => {
-                return Err(Error::BudgetAndBalance {
+                return Err(Error::Build(BuildError::BudgetAndBalance {
                     budget,
                     balance: balance.clone(),
-                });
+                }));
             }
             _ => {}
         }
         if self.distributed.is_some() && matches!(split, Split::Measured { .. }) {
-            return Err(Error::MeasuredSplitAcrossProcesses { stages });
+            return Err(Error::Build(BuildError::MeasuredSplitAcrossProcesses {
+                stages,
+            }));
         }
         let workers = stages * self.replicas;
         let devices = match self.devices.len() {
@@ -495,11 +498,11 @@ impl<L: Layer> PipelineBuilder<L> {
                 .collect(),
             k if k == workers => self.devices,
             k => {
-                return Err(Error::DeviceCount {
+                return Err(Error::Build(BuildError::DeviceCount {
                     devices: k,
                     replicas: self.replicas,
                     stages,
-                });
+                }));
             }
         };
         for device in &devices {

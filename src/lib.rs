@@ -57,7 +57,10 @@ mod step_report;
 pub mod trainer;
 
 pub use builder::PipelineBuilder;
-pub use error::{Error, LastGood, PathProblem, Result, RunFile, RunFileProblem};
+pub use error::{
+    BuildError, CommandError, Error, ErrorClass, LastGood, PathProblem, Result, RunError, RunFile,
+    RunFileProblem,
+};
 pub use lr_schedule::{Decay, LrSchedule};
 pub use pipeline::Pipeline;
 pub use setup::{Setup, WorkerSetup};

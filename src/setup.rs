@@ -7,6 +7,7 @@
 //!   └─► Setup (this, data only): split, plans, predicted bubbles and memory, workers
 //! ```
 
+use crate::BuildError;
 use std::fmt;
 use std::ops::Range;
 
@@ -242,10 +243,10 @@ impl<L: Layer> Validated<L> {
 
 /// `build()` of a split that is measured: the error naming the remedy.
 fn needs_batch<T>(c: &Config, stages: usize) -> Result<T> {
-    Err(Error::NeedsBatch {
+    Err(Error::Build(BuildError::NeedsBatch {
         stages,
         budget: c.memory_budget,
-    })
+    }))
 }
 
 /// The first of `parts` row slices of `inputs` (the longest).

@@ -20,8 +20,8 @@
 //! `Setting::Batch` and `Setting::Classes` remedies and the binary's own `use --` messages:
 //! - `schedules/src/error.rs`: `ZeroStages`, `ZeroMicroBatches`, `VirtualStages` (`1` and `0`,
 //!   which blamed `--stages`), `InterleavedMicroBatches`, `PlanShape` (`train --plan`);
-//!   `UnevenChunks` as a balance reaches it (`Error::UnevenBalance`);
-//! - `src/error.rs`: `StagesAndBalance`, `MoreStagesThanLayers` (one and two chunks per
+//!   `UnevenChunks` as a balance reaches it (`Error::Build(BuildError::UnevenBalance)`);
+//! - `src/error/build.rs`: `StagesAndBalance`, `MoreStagesThanLayers` (one and two chunks per
 //!   rank, and fewer layers than a rank's chunks), `BudgetAndBalance`, `MemoryBudget`
 //!   (`src/setup/split.rs`); `Setting { Replicas }` (`src/builder/checks.rs`);
 //! - `partitioner/src/error.rs`: `BalanceLength`, `EmptyStage`, `BalanceSum` (`NoStages`,

@@ -5,6 +5,7 @@
 
 mod common;
 
+use pipetrain::CommandError;
 use std::collections::BTreeMap;
 
 use burn::prelude::*;
@@ -105,18 +106,21 @@ fn bench_settings_no_row_runs_with_are_refused_before_anything_runs() {
     assert!(
         matches!(
             err,
-            Error::BenchBatchSplit {
+            Error::Command(CommandError::BenchBatchSplit {
                 batch: 10,
                 micro_batches: 4,
                 ..
-            }
+            })
         ),
         "{err}"
     );
     let zero = BenchSettings { steps: 0, ..tiny() };
     let err = bench::run(&zero, &mut no_rows).unwrap_err();
     assert!(
-        matches!(err, Error::BenchZero { setting: "steps" }),
+        matches!(
+            err,
+            Error::Command(CommandError::BenchZero { setting: "steps" })
+        ),
         "{err}"
     );
     let none = BenchSettings {
@@ -125,7 +129,7 @@ fn bench_settings_no_row_runs_with_are_refused_before_anything_runs() {
     };
     let err = bench::run(&none, &mut no_rows).unwrap_err();
     assert!(
-        matches!(&err, Error::BenchNoRow { rows, .. } if !rows.is_empty()),
+        matches!(&err, Error::Command(CommandError::BenchNoRow { rows, .. }) if !rows.is_empty()),
         "{err}"
     );
 }
@@ -226,11 +230,11 @@ fn plan_report_of_gpipe_and_its_bad_costs() {
     assert!(
         matches!(
             err,
-            Error::PlanCost {
+            Error::Command(CommandError::PlanCost {
                 cost: "weight",
                 value: 3.0,
                 ..
-            }
+            })
         ),
         "{err}"
     );
@@ -247,11 +251,11 @@ fn plan_report_of_gpipe_and_its_bad_costs() {
     assert!(
         matches!(
             err,
-            Error::PlanCost {
+            Error::Command(CommandError::PlanCost {
                 cost: "transfer",
                 value: 1e9,
                 ..
-            }
+            })
         ),
         "{err}"
     );
@@ -287,5 +291,11 @@ fn export_gives_pytorch_names_and_transposed_linears() {
     let unnamed = dir.path().join("unnamed.ckpt");
     pipeline.save_checkpoint(&unnamed, BTreeMap::new()).unwrap();
     let err = pipetrain::commands::export::to_pytorch(&unnamed).unwrap_err();
-    assert!(matches!(err, Error::ExportModel { model: None }), "{err}");
+    assert!(
+        matches!(
+            err,
+            Error::Command(CommandError::ExportModel { model: None })
+        ),
+        "{err}"
+    );
 }

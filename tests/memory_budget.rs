@@ -20,6 +20,7 @@
 mod common;
 
 use burn::prelude::*;
+use pipetrain::BuildError;
 use pipetrain::memory::Bytes;
 use pipetrain::{Backward, Error, OptimizerConfig, Pipeline, Remat, ScheduleKind};
 use pipetrain_models::{MlpConfig, MlpLayer, synthetic};
@@ -93,13 +94,13 @@ fn an_infeasible_budget_names_the_least_one_and_the_remedies() {
         .err()
         .expect("nothing fits 20000 bytes");
     let msg = err.to_string();
-    let Error::MemoryBudget {
+    let Error::Build(BuildError::MemoryBudget {
         smallest_bytes,
         budget,
         stages,
         ref layers,
         ..
-    } = err
+    }) = err
     else {
         panic!("a MemoryBudget error expected, got {msg}");
     };
@@ -132,10 +133,10 @@ fn one_stage_must_hold_the_whole_model() {
     assert!(
         matches!(
             err,
-            Error::MemoryBudget {
+            Error::Build(BuildError::MemoryBudget {
                 smallest_bytes: 32_448,
                 ..
-            }
+            })
         ),
         "{err}"
     );

@@ -296,7 +296,7 @@ fn each_crate_declares_one_public_error_type() {
             "engine/src/error.rs: EngineError",
             "partitioner/src/error.rs: PartitionError",
             "schedules/src/error.rs: ScheduleError",
-            "src/error.rs: Error",
+            "src/error/mod.rs: Error",
             "tune/src/error.rs: TuneError",
         ],
         "each crate's public error types (fold a new one into its crate's error as variants)"

@@ -4,6 +4,7 @@
 mod common;
 
 use burn::prelude::*;
+use pipetrain::BuildError;
 use pipetrain::{Backward, Error, OptimizerConfig, Pipeline, PipelineBuilder, ScheduleKind};
 use pipetrain_models::{MlpConfig, MlpLayer, synthetic};
 
@@ -79,7 +80,10 @@ fn build_without_a_batch_refuses_a_split_by_time_naming_the_remedies() {
         .err()
         .expect("a split by time needs a batch");
     assert!(
-        matches!(err, Error::NeedsBatch { budget: None, .. }),
+        matches!(
+            err,
+            Error::Build(BuildError::NeedsBatch { budget: None, .. })
+        ),
         "{err}"
     );
     let text = err.to_string();

@@ -120,7 +120,7 @@ fn a_resume_of_another_run_is_refused_naming_the_setting() {
         .err()
         .unwrap();
     assert!(
-        matches!(&e, pipetrain::Error::ResumeMismatch { setting, saved, ours, .. }
+        matches!(&e, pipetrain::Error::Run(pipetrain::RunError::ResumeMismatch { setting, saved, ours, .. })
             if setting == "seed" && saved == "5" && ours == "6"),
         "{e}"
     );
@@ -225,7 +225,7 @@ fn a_loader_runs_epoch_after_epoch_and_a_resume_on_other_batches_is_refused() {
         .err()
         .unwrap();
     assert!(
-        matches!(&e, pipetrain::Error::ResumeData { saved, expected, step: 3, .. }
+        matches!(&e, pipetrain::Error::Run(pipetrain::RunError::ResumeData { saved, expected, step: 3, .. })
             if saved == "epoch 1, batch 2" && expected == "epoch 0, batch 6"),
         "{e}"
     );

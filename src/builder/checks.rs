@@ -1,6 +1,7 @@
 //! The builder's checks of its plain settings: counts, sizes, the learning rate and the
 //! gradient guard, each refused with the value and a remedy.
 
+use crate::BuildError;
 use pipetrain_engine::Layer;
 
 use super::PipelineBuilder;
@@ -96,7 +97,7 @@ impl<L: Layer> PipelineBuilder<L> {
             );
         }
         if !self.ties.is_empty() {
-            return Err(Error::ClipWithTies);
+            return Err(Error::Build(BuildError::ClipWithTies));
         }
         Ok(())
     }

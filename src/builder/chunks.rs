@@ -4,6 +4,7 @@
 //! chunks. A remedy made here is one the builder accepts: it never offers the value given, and
 //! where no count of stages fits it offers the schedule of one chunk per rank.
 
+use crate::BuildError;
 use pipetrain_partitioner::fit_balance;
 use pipetrain_schedules::{Schedule, ScheduleKind};
 
@@ -30,12 +31,12 @@ impl Shape<'_> {
 
     /// `stages` ranks whose chunks outnumber the layers.
     pub(super) fn more_stages_than_layers(&self, stages: usize) -> Error {
-        Error::MoreStagesThanLayers {
+        Error::Build(BuildError::MoreStagesThanLayers {
             stages,
             virtual_stages: self.v(),
             layers: self.layers,
             remedy: self.fewer_stages(stages),
-        }
+        })
     }
 
     /// `stages` ranks and a balance of another length.
@@ -57,12 +58,12 @@ impl Shape<'_> {
                 count(Setting::Stages, balance.len()),
             ])
         });
-        Error::StagesAndBalance {
+        Error::Build(BuildError::StagesAndBalance {
             stages,
             virtual_stages: v,
             balance: balance.to_vec(),
             remedy: Remedy::one_of([Remedy::sentence("give one of them"), fix]),
-        }
+        })
     }
 
     /// A balance whose length is not a multiple of the chunks per rank.
@@ -71,12 +72,12 @@ impl Shape<'_> {
             .chunked(balance)
             .map(|fit| Remedy::set(Setting::Balance, Value::Counts(fit)));
         let remedy = Remedy::one_of(fit.into_iter().chain([self.one_chunk_schedule()]));
-        Error::UnevenBalance {
+        Error::Build(BuildError::UnevenBalance {
             balance: balance.to_vec(),
             virtual_stages: self.v(),
             schedule: self.schedule.clone(),
             remedy,
-        }
+        })
     }
 
     /// The balance nearest `balance` whose length is a multiple of v (the next one down, or v

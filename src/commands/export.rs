@@ -9,6 +9,7 @@
 //!
 //! `pipetrain train --init FILE` reads the file back exactly (`tests/cli_pytorch.rs`).
 
+use crate::CommandError;
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -40,20 +41,22 @@ enum Naming {
 /// layout (Linear weights transposed to `[out, in]`).
 ///
 /// # Errors
-/// [`Error::Engine`] for a file that is not a pipetrain checkpoint, [`Error::ExportModel`]
-/// for a model without a PyTorch mirror (ResNet, U-Net), [`Error::ExportTensor`] for a tensor
-/// that is not F32, [`Error::ExportFile`] when the file cannot be read or encoded.
+/// [`Error::Engine`] for a file that is not a pipetrain checkpoint, [`CommandError::ExportModel`]
+/// for a model without a PyTorch mirror (ResNet, U-Net), [`CommandError::ExportTensor`] for a tensor
+/// that is not F32, [`CommandError::ExportFile`] when the file cannot be read or encoded.
 pub fn to_pytorch(path: &Path) -> Result<PytorchExport> {
     let checkpoint = Checkpoint::read(path)?;
     let model = checkpoint.progress().extra.get("model").cloned();
     let naming = match model.as_deref() {
         Some(m) if m.starts_with("MLP") => Naming::Mlp,
         Some(m) if m.starts_with("GPT") => Naming::Gpt,
-        _ => return Err(Error::ExportModel { model }),
+        _ => return Err(Error::Command(CommandError::ExportModel { model })),
     };
-    let file_error = |reason: String| Error::ExportFile {
-        path: path.to_path_buf(),
-        reason,
+    let file_error = |reason: String| {
+        Error::Command(CommandError::ExportFile {
+            path: path.to_path_buf(),
+            reason,
+        })
     };
     let bytes = std::fs::read(path).map_err(|e| file_error(e.to_string()))?;
     let file =
@@ -64,10 +67,10 @@ pub fn to_pytorch(path: &Path) -> Result<PytorchExport> {
             continue;
         }
         if view.dtype() != Dtype::F32 {
-            return Err(Error::ExportTensor {
+            return Err(Error::Command(CommandError::ExportTensor {
                 tensor: name,
                 dtype: format!("{:?}", view.dtype()),
-            });
+            }));
         }
         let (torch_name, linear) = pytorch_name(&naming, &name);
         let (shape, data) = match (linear, view.shape()) {

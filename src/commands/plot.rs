@@ -12,6 +12,7 @@
 //! The font is DejaVu Sans, compiled in (`plot/fonts/`, its licence beside it): a fresh
 //! machine has no system fonts, and plotters draws text through ab_glyph without them.
 
+use crate::RunError;
 use std::path::Path;
 use std::sync::Once;
 
@@ -67,7 +68,7 @@ pub fn short(text: &str) -> &str {
 /// the run rather than failing after it.
 ///
 /// # Errors
-/// [`Error::RunFile`]: the path and the extensions accepted.
+/// [`RunError::RunFile`]: the path and the extensions accepted.
 pub fn check_format(path: Option<&Path>) -> Result<(), Error> {
     let Some(path) = path else {
         return Ok(());
@@ -177,11 +178,11 @@ fn range(values: &[f64]) -> Option<(f64, f64)> {
 
 /// The plot error at `path`.
 fn failed(path: &Path, reason: impl std::fmt::Display) -> Error {
-    Error::RunFile {
+    Error::Run(RunError::RunFile {
         file: RunFile::Plot,
         path: path.to_path_buf(),
         reason: RunFileProblem::Invalid(reason.to_string()),
-    }
+    })
 }
 
 /// Draws `curve` into the image file `path` (atomically, see [`crate::engine::output`]):
@@ -191,7 +192,7 @@ fn failed(path: &Path, reason: impl std::fmt::Display) -> Error {
 /// Returns the plotted `(min, max)` loss.
 ///
 /// # Errors
-/// [`Error::RunFile`]: there is nothing finite to draw or the file cannot be written.
+/// [`RunError::RunFile`]: there is nothing finite to draw or the file cannot be written.
 pub fn draw(path: &Path, curve: &Curve<'_>) -> Result<(f64, f64), Error> {
     let fail = |e: &dyn std::fmt::Display| failed(path, e);
     font().map_err(|e| fail(&e))?;

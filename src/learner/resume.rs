@@ -17,9 +17,11 @@ pub(crate) fn path(dir: &Path, epoch: usize) -> PathBuf {
 
 /// Saves `pipeline` as epoch `epoch`'s checkpoint in `dir` (created if missing).
 pub(crate) fn save<L: Layer>(pipeline: &Pipeline<L>, dir: &Path, epoch: usize) -> Result<()> {
-    std::fs::create_dir_all(dir).map_err(|e| crate::error::Error::StateDir {
-        path: dir.to_path_buf(),
-        source: e,
+    std::fs::create_dir_all(dir).map_err(|e| {
+        crate::error::Error::Run(crate::error::RunError::StateDir {
+            path: dir.to_path_buf(),
+            source: e,
+        })
     })?;
     pipeline.save_checkpoint(path(dir, epoch), Default::default())
 }

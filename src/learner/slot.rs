@@ -2,6 +2,7 @@
 //! training batch when the split is measured on a batch: burn-train hands batches out only
 //! while it trains, and drawing one early would advance a shuffled loader's order.
 
+use crate::BuildError;
 use std::path::PathBuf;
 
 use pipetrain_engine::{Batch, Layer};
@@ -51,12 +52,14 @@ impl<L: Layer> Slot<L> {
         if self.pipeline.is_none() {
             self.build(Some(batch))?;
         }
-        self.pipeline.as_mut().ok_or(Error::BuildFailedBefore)
+        self.pipeline
+            .as_mut()
+            .ok_or(Error::Build(BuildError::BuildFailedBefore))
     }
 
     fn build(&mut self, batch: Option<&Batch>) -> Result<()> {
         let Some(settings) = self.waiting.take() else {
-            return Err(Error::BuildFailedBefore);
+            return Err(Error::Build(BuildError::BuildFailedBefore));
         };
         let mut pipeline = settings.resolve(batch)?;
         if let Some(path) = self.resume.take() {

@@ -2,6 +2,7 @@
 //! burn's own single-device loop (events, validation, checkpointer, early stopping); each
 //! mini-batch's train step is the pipeline's.
 
+use crate::BuildError;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -149,7 +150,7 @@ impl<M: PipelineModel> PipelineStrategy<M> {
     /// The pipeline's settings over `model`'s layers, validated before any thread starts.
     fn settings(&self, model: M, grad_accumulation: Option<usize>) -> Result<Validated<M::Layer>> {
         if let Some(k) = grad_accumulation {
-            return Err(Error::GradAccumulation { batches: k });
+            return Err(Error::Build(BuildError::GradAccumulation { batches: k }));
         }
         // Off the Learner's autodiff device: each worker moves its layers to its own device and
         // puts them back in training mode.

@@ -2,6 +2,7 @@
 //! micro-batch, under the memory budget if there is one; and the budget's error with its
 //! remedies when nothing fits.
 
+use crate::BuildError;
 use pipetrain_engine::{Activation, Layer, Remat, costs};
 use pipetrain_partitioner::{LayerCost, Partition, PartitionError, partition_by_time};
 use pipetrain_schedules::{Costs, Lowering, Schedule, lower, simulate};
@@ -106,7 +107,7 @@ fn peak_in_flight(schedule: &Schedule, stages: usize, m: usize) -> Result<usize>
         .unwrap_or(1))
 }
 
-/// The partitioner's [`PartitionError::OverBudget`] as the user's [`Error::MemoryBudget`],
+/// The partitioner's [`PartitionError::OverBudget`] as the user's [`BuildError::MemoryBudget`](crate::BuildError::MemoryBudget),
 /// with the remedies that work: the least budget, and of more stages (the fewest), every
 /// micro-batch re-materialized, twice the micro-batches and one micro-batch per weight-gradient
 /// group, each tried first and offered where it fits the budget, or with the smaller budget it
@@ -163,7 +164,7 @@ fn over_budget(trial: &Trial<'_>, stages: usize, error: PartitionError, in_fligh
         offer(Remedy::set(Setting::WeightGroup, Value::Count(1)), need);
     }
     let remedy = Remedy::one_of(remedies);
-    Error::MemoryBudget {
+    Error::Build(BuildError::MemoryBudget {
         budget: Bytes(budget),
         smallest: Bytes(needed),
         smallest_bytes: needed,
@@ -172,5 +173,5 @@ fn over_budget(trial: &Trial<'_>, stages: usize, error: PartitionError, in_fligh
         stage,
         layers: range,
         remedy,
-    }
+    })
 }

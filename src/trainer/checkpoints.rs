@@ -1,6 +1,7 @@
 //! The run's checkpoints: saved with the run's identity and data position, resumed only by a
 //! run that would take the same batches.
 
+use crate::RunError;
 use std::path::Path;
 
 use crate::trainer::identity::{DATA_POSITION, LR_SCHEDULE};
@@ -11,7 +12,7 @@ use crate::{Checkpoint, EngineError, Error, Layer, Pipeline, RunFile, RunFilePro
 /// `identity` and `position`, the next training batch's.
 ///
 /// # Errors
-/// [`Error::CheckpointNonFinite`]: a weight is not finite (the file is left as it was); another
+/// [`RunError::CheckpointNonFinite`](crate::RunError::CheckpointNonFinite): a weight is not finite (the file is left as it was); another
 /// error when the checkpoint cannot be assembled or written.
 pub fn save<L: Layer>(
     pipeline: &Pipeline<L>,
@@ -33,19 +34,19 @@ pub fn save<L: Layer>(
             index,
             value,
             ..
-        }) => Error::CheckpointNonFinite {
+        }) => Error::Run(RunError::CheckpointNonFinite {
             path: path.to_path_buf(),
             tensor,
             index,
             value,
-        },
+        }),
         // A failed write or fsync (a full or failing disk) names the checkpoint's setting.
         Error::Engine(e @ (EngineError::Io { .. } | EngineError::DirectorySync { .. })) => {
-            Error::RunFile {
+            Error::Run(RunError::RunFile {
                 file: RunFile::Checkpoint,
                 path: path.to_path_buf(),
                 reason: RunFileProblem::Checkpoint(e),
-            }
+            })
         }
         other => other,
     })
@@ -64,9 +65,9 @@ pub struct Resumed {
 /// was saved by a run of this `identity` and holds fewer than `steps` steps.
 ///
 /// # Errors
-/// [`Error::RunFile`] ([`RunFile::Resume`]): the file does not load or fit the model;
-/// [`Error::OtherModel`]: it holds another model; [`Error::ResumeMismatch`],
-/// [`Error::ResumeSchedule`]: another run's identity; [`Error::ResumeDone`]: it is at `steps`
+/// [`RunError::RunFile`](crate::RunError::RunFile) ([`RunFile::Resume`]): the file does not load or fit the model;
+/// [`RunError::OtherModel`](crate::RunError::OtherModel): it holds another model; [`RunError::ResumeMismatch`](crate::RunError::ResumeMismatch),
+/// [`RunError::ResumeSchedule`](crate::RunError::ResumeSchedule): another run's identity; [`RunError::ResumeDone`](crate::RunError::ResumeDone): it is at `steps`
 /// already.
 pub fn resume<L: Layer>(
     pipeline: &mut Pipeline<L>,
@@ -75,10 +76,12 @@ pub fn resume<L: Layer>(
     identity: &RunIdentity,
     steps: u64,
 ) -> Result<Resumed, Error> {
-    let failed = |reason: RunFileProblem| Error::RunFile {
-        file: RunFile::Resume,
-        path: path.to_path_buf(),
-        reason,
+    let failed = |reason: RunFileProblem| {
+        Error::Run(RunError::RunFile {
+            file: RunFile::Resume,
+            path: path.to_path_buf(),
+            reason,
+        })
     };
     let checkpoint = match read {
         // Read elsewhere (a multi-process run: rank 0 read it and sent it).
@@ -89,13 +92,13 @@ pub fn resume<L: Layer>(
     let progress = pipeline.restore(checkpoint).map_err(|e| match e {
         Error::Engine(e) if e.is_file() => {
             match stored.filter(|s| fits(&e) && s != identity.model()) {
-                Some(stored) => Error::OtherModel {
+                Some(stored) => Error::Run(RunError::OtherModel {
                     file: RunFile::Resume,
                     path: path.to_path_buf(),
                     stored,
                     ours: identity.model().to_string(),
                     source: e,
-                },
+                }),
                 None => failed(e.into()),
             }
         }
@@ -108,27 +111,27 @@ pub fn resume<L: Layer>(
             .or_else(|| RunIdentity::default_of(name))
             .unwrap_or("?");
         if saved != ours && name == LR_SCHEDULE {
-            return Err(Error::ResumeSchedule {
+            return Err(Error::Run(RunError::ResumeSchedule {
                 path: path.to_path_buf(),
                 saved: saved.to_string(),
                 ours: ours.clone(),
-            });
+            }));
         }
         if saved != ours {
-            return Err(Error::ResumeMismatch {
+            return Err(Error::Run(RunError::ResumeMismatch {
                 path: path.to_path_buf(),
                 setting: name.clone(),
                 saved: saved.to_string(),
                 ours: ours.clone(),
-            });
+            }));
         }
     }
     if progress.step >= steps {
-        return Err(Error::ResumeDone {
+        return Err(Error::Run(RunError::ResumeDone {
             path: path.to_path_buf(),
             saved: progress.step,
             steps,
-        });
+        }));
     }
     Ok(Resumed {
         step: progress.step,

@@ -6,6 +6,7 @@
 //! `i`: synthetic batch `i`, or the loader's batch at `Position::from_step(i, ..)`. The pipeline
 //! then cuts it into replica shards and micro-batches itself.
 
+use crate::RunError;
 use burn::prelude::*;
 use pipetrain_data::{DataSpec, Dataset, InMemory, Loader, Position, Subset, collate};
 
@@ -121,7 +122,7 @@ impl Data {
     /// Batch `index` of the run (epochs roll over) of `rows` rows, shaped for `model`.
     ///
     /// # Errors
-    /// [`Error::Batch`]: the loader's or the shaping's error.
+    /// [`RunError::Batch`](crate::RunError::Batch): the loader's or the shaping's error.
     pub fn batch(
         &self,
         model: &Model,
@@ -145,7 +146,7 @@ impl Data {
     /// holds out one batch of `rows` never trained on.
     ///
     /// # Errors
-    /// [`Error::Batch`] (its index counted among the held-out batches): a batch cannot be
+    /// [`RunError::Batch`](crate::RunError::Batch) (its index counted among the held-out batches): a batch cannot be
     /// collated or shaped.
     pub fn held_out(
         &self,
@@ -175,11 +176,11 @@ impl Data {
 
 /// The error of batch `index` of the data `spec` names.
 fn batch_error(spec: &DataSpec, index: u64, error: impl std::fmt::Display) -> Error {
-    Error::Batch {
+    Error::Run(RunError::Batch {
         index,
         data: Some(spec.to_string()),
         reason: error.to_string(),
-    }
+    })
 }
 
 /// Batch `index` with its inputs in the model's shape.

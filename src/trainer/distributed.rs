@@ -20,13 +20,14 @@
 //!
 //! Every process must train the same thing: at start rank 0's [`Launch::settings`] go to
 //! every process, and one that differs (an MPMD command line `mpirun -np 1 pipetrain … : -np 3
-//! pipetrain …` that does not repeat them) ends the run with [`Error::Launch`] naming each
+//! pipetrain …` that does not repeat them) ends the run with [`|e| Error::Run(RunError::Launch(e))`] naming each
 //! setting and both values.
 //!
 //! A test hook, `PIPETRAIN_TEST_SEED_PER_RANK=1`, initialises each process's model with the
 //! seed + its rank (the data keeps the seed): the run must still train from rank 0's
 //! weights, which only the broadcast gives the other ranks.
 
+use crate::RunError;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
@@ -194,13 +195,13 @@ impl Distributed {
     /// one process that runs every worker).
     ///
     /// # Errors
-    /// [`Error::Launch`]: the launcher's variables disagree with MPI, the processes cannot
+    /// [`|e| Error::Run(RunError::Launch(e))`]: the launcher's variables disagree with MPI, the processes cannot
     /// hold the world, or they were given different settings (every process reports the same
     /// error); torchrun's variables without an MPI launcher; a multi-process launch of a build
     /// without MPI. [`Error::Engine`] (MPI's error, with its remedy): MPI cannot be initialised.
     pub fn start(launch: &Launch) -> Result<Option<Self>, Error> {
         if let Some(refused) = Self::start_refused() {
-            return Err(Error::Launch(refused));
+            return Err(Error::Run(crate::RunError::Launch(refused)));
         }
         let Some(processes) = launched() else {
             return Ok(None);
@@ -300,12 +301,14 @@ impl Distributed {
     /// The checkpoint at `path` as rank 0 read it, on every process.
     ///
     /// # Errors
-    /// [`Error::RunFile`] ([`RunFile::Resume`]): rank 0 cannot read it, or it is no checkpoint.
+    /// [`RunError::RunFile`](crate::RunError::RunFile) ([`RunFile::Resume`]): rank 0 cannot read it, or it is no checkpoint.
     pub fn broadcast_checkpoint(&self, path: &Path) -> Result<Checkpoint, Error> {
-        let failed = |reason: RunFileProblem| Error::RunFile {
-            file: RunFile::Resume,
-            path: path.to_path_buf(),
-            reason,
+        let failed = |reason: RunFileProblem| {
+            Error::Run(RunError::RunFile {
+                file: RunFile::Resume,
+                path: path.to_path_buf(),
+                reason,
+            })
         };
         let mine = match self.is_leader() {
             true => Some(std::fs::read(path).map_err(|e| {
@@ -480,7 +483,7 @@ mod link {
                 let env = |v: &str| std::env::var(v).ok();
                 if let Some(refused) = super::unjoinable(env, true, true, Some(1)) {
                     comm.shutdown(true);
-                    return Err(Error::Launch(refused));
+                    return Err(Error::Run(crate::RunError::Launch(refused)));
                 }
             }
             if id.size == 1 && launch.workers_per_process == 1 {
@@ -525,9 +528,9 @@ mod link {
             let verdict = comm.broadcast(verdict).map_err(failed)?;
             if !verdict.is_empty() {
                 comm.shutdown(true);
-                return Err(Error::Launch(
+                return Err(Error::Run(crate::RunError::Launch(
                     String::from_utf8_lossy(&verdict).into_owned(),
-                ));
+                )));
             }
             let layout = checked.expect("no process reported an error");
             Ok(Some(Distributed {
@@ -573,10 +576,10 @@ mod link {
             if processes <= 1 {
                 return Ok(None);
             }
-            Err(Error::Launch(format!(
+            Err(Error::Run(crate::RunError::Launch(format!(
                 "an MPI launcher started {processes} processes, but this pipetrain was built \
                  without MPI; build it with `cargo build --release --features mpi`"
-            )))
+            ))))
         }
 
         pub fn fabric(&self) -> Box<dyn crate::engine::Fabric> {

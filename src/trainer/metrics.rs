@@ -16,6 +16,7 @@
 //! differ is refused). A write that fails (a full disk) is reported once (a [`Warning`]) and
 //! ends the metrics, not the training.
 
+use crate::RunError;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -124,7 +125,7 @@ impl Metrics {
     /// resumed run), the rows of an existing file up to the resumed step are kept.
     ///
     /// # Errors
-    /// [`Error::RunFile`]: an extension other than `.csv` or `.jsonl` ([`RunFileProblem::MetricsFormat`]),
+    /// [`RunError::RunFile`](crate::RunError::RunFile): an extension other than `.csv` or `.jsonl` ([`RunFileProblem::MetricsFormat`]),
     /// a path that is not a regular file (a FIFO, a device, a symbolic link) or not in a
     /// writable directory, or another I/O error ([`RunFileProblem::Output`]).
     pub fn create(path: &Path, append: bool) -> Result<Self, Error> {
@@ -269,11 +270,11 @@ impl Metrics {
 
 /// The metrics file's error at `path`.
 fn failed(path: &Path, reason: RunFileProblem) -> Error {
-    Error::RunFile {
+    Error::Run(RunError::RunFile {
         file: RunFile::Metrics,
         path: path.to_path_buf(),
         reason,
-    }
+    })
 }
 
 /// Why an earlier run's metrics could not be continued.

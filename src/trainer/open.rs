@@ -2,9 +2,10 @@
 //! it), checked against the model before anything is built from it (int labels and token ids in
 //! the model's range, targets a cross-entropy loss takes, floats finite), split into a training
 //! and a held-out part, and batched by a loader seeded with the run's seed. Each refusal is an
-//! [`Error::Data`] with a [`DataProblem`]: typed facts and a typed remedy, which the facade
+//! [`RunError::Data`](crate::RunError::Data) with a [`DataProblem`]: typed facts and a typed remedy, which the facade
 //! words as builder calls and the `pipetrain` binary as flags.
 
+use crate::RunError;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -88,7 +89,7 @@ pub struct DataSettings {
     pub replicas: usize,
 }
 
-/// Why a run's data cannot be used: a fact of [`Error::Data`].
+/// Why a run's data cannot be used: a fact of [`RunError::Data`](crate::RunError::Data).
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum DataProblem {
@@ -387,14 +388,16 @@ impl Data {
     /// set, checked, split and batched.
     ///
     /// # Errors
-    /// [`Error::Data`]: a file that does not exist, is too large for memory, cannot be read or
+    /// [`RunError::Data`](crate::RunError::Data): a file that does not exist, is too large for memory, cannot be read or
     /// holds no data set; a value outside the model's range, targets of another type or rank,
     /// a non-finite value (unless allowed); a held-out fraction or batch the data cannot
     /// satisfy.
     pub fn open(spec: &DataSpec, settings: &DataSettings) -> Result<Data, Error> {
-        let refuse = |problem| Error::Data {
-            spec: spec.to_string(),
-            problem,
+        let refuse = |problem| {
+            Error::Run(RunError::Data {
+                spec: spec.to_string(),
+                problem,
+            })
         };
         let Some(path) = spec.path() else {
             let loaded_only = [

@@ -5,6 +5,7 @@
 //! training run, and no output ever overwrites another's file. Each path comes with the name
 //! its user knows it by (a setting, a flag), which the errors repeat.
 
+use crate::RunError;
 use std::path::{Path, PathBuf};
 
 use crate::trainer::footprint::{exceeds, gib};
@@ -16,18 +17,18 @@ const LOAD_FACTOR: u128 = 3;
 
 /// The error of `path`, named `name`.
 fn refused(name: &str, path: &Path, problem: PathProblem) -> Error {
-    Error::Path {
+    Error::Run(RunError::Path {
         name: name.to_string(),
         path: path.to_path_buf(),
         problem,
-    }
+    })
 }
 
 /// Each `(name, path)` given must name an existing regular file that this machine's memory can
 /// load (weights files and checkpoints are read whole).
 ///
 /// # Errors
-/// [`Error::Path`]: the first path that is not a file, or too large to load, with its name.
+/// [`RunError::Path`]: the first path that is not a file, or too large to load, with its name.
 pub fn inputs_exist(files: &[(&str, &Option<PathBuf>)]) -> Result<(), Error> {
     for (name, path) in files {
         if let Some(path) = path.as_ref().filter(|p| p.is_file()) {
@@ -62,7 +63,7 @@ pub fn inputs_exist(files: &[(&str, &Option<PathBuf>)]) -> Result<(), Error> {
 /// removed on the way.
 ///
 /// # Errors
-/// [`Error::Path`]: the first path that cannot be written, with its name, what is wrong and a
+/// [`RunError::Path`]: the first path that cannot be written, with its name, what is wrong and a
 /// remedy.
 pub fn outputs_writable(files: &[(&str, &Option<PathBuf>)]) -> Result<(), Error> {
     for (name, path) in files {
@@ -114,7 +115,7 @@ impl FileId {
 /// Two inputs may be one file: reading it twice harms nothing.
 ///
 /// # Errors
-/// [`Error::SameFile`], naming both.
+/// [`RunError::SameFile`], naming both.
 pub fn distinct(
     inputs: &[(&str, Option<&Path>)],
     outputs: &[(&str, Option<&Path>)],
@@ -136,12 +137,12 @@ pub fn distinct(
                 .iter()
                 .any(|&(x, y)| (x, y) == (a, b) || (y, x) == (a, b));
             if !ok && id_a.same(id_b) {
-                return Err(Error::SameFile {
+                return Err(Error::Run(RunError::SameFile {
                     name: a.clone(),
                     path: path_a.clone(),
                     other: b.clone(),
                     other_path: path_b.clone(),
-                });
+                }));
             }
         }
     }

@@ -12,8 +12,9 @@
 //!
 //! A step that fails before any stage applied it (a non-finite gradient) leaves the weights of
 //! the last good step: the checkpoint is written for that step, and the error says so
-//! ([`Error::AfterLastGood`]).
+//! ([`RunError::AfterLastGood`](crate::RunError::AfterLastGood)).
 
+use crate::RunError;
 use std::time::{Duration, Instant};
 
 use crate::trainer::checkpoints::{self, Resumed};
@@ -121,7 +122,7 @@ impl<'a, L: Layer> Trainer<'a, L> {
     /// Runs the loop to the last step, or until a signal stops it.
     ///
     /// # Errors
-    /// A step fails ([`Error::Step`], [`Error::NonFiniteLoss`], [`Error::AfterLastGood`]); the
+    /// A step fails ([`RunError::Step`](crate::RunError::Step), [`RunError::NonFiniteLoss`](crate::RunError::NonFiniteLoss), [`RunError::AfterLastGood`](crate::RunError::AfterLastGood)); the
     /// checkpoint to resume does not fit this run; a batch, the checkpoint or the metrics file
     /// cannot be read or written. The metrics file keeps every finished step either way.
     pub fn run(mut self) -> Result<Outcome<L>, Error> {
@@ -158,12 +159,12 @@ impl<'a, L: Layer> Trainer<'a, L> {
                 .settings
                 .lr_schedule
                 .at(self.settings.learning_rate, step);
-            self.pipeline
-                .set_learning_rate(lr)
-                .map_err(|e| Error::Step {
+            self.pipeline.set_learning_rate(lr).map_err(|e| {
+                Error::Run(RunError::Step {
                     step: step + 1,
                     source: Box::new(e),
-                })?;
+                })
+            })?;
             let mut totals = StepTotals::default();
             let mut report = None;
             for batch in &batches {
@@ -251,12 +252,12 @@ impl<'a, L: Layer> Trainer<'a, L> {
         let k = self.pipeline.accumulation().max(1) as u64;
         let expected = self.source.position(step * k);
         match position {
-            Some(saved) if saved != expected => Err(Error::ResumeData {
+            Some(saved) if saved != expected => Err(Error::Run(RunError::ResumeData {
                 path,
                 saved,
                 expected,
                 step,
-            }),
+            })),
             _ => Ok(step),
         }
     }
@@ -305,10 +306,10 @@ impl<'a, L: Layer> Trainer<'a, L> {
                 },
             }
         };
-        Error::AfterLastGood {
+        Error::Run(RunError::AfterLastGood {
             source: Box::new(error),
             saved,
-        }
+        })
     }
 
     /// The per-step verification of `step` (from 1), trained on `batches` at `lr`: the copy
@@ -426,19 +427,19 @@ fn step_result(step: u64, result: Result<StepReport, Error>) -> Result<StepRepor
     let report = result.map_err(|e| {
         let intact = weights_intact(&e);
         (
-            Error::Step {
+            Error::Run(RunError::Step {
                 step,
                 source: Box::new(e),
-            },
+            }),
             intact,
         )
     })?;
     if !report.loss.is_finite() && !report.skipped {
         return Err((
-            Error::NonFiniteLoss {
+            Error::Run(RunError::NonFiniteLoss {
                 step,
                 loss: report.loss,
-            },
+            }),
             false,
         ));
     }

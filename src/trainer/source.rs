@@ -2,6 +2,7 @@
 //! a pure function of `i`, so a resumed run continues on the very batches the straight run
 //! would have seen.
 
+use crate::RunError;
 use burn::prelude::Device;
 use pipetrain_data::{Dataset, Loader, Position};
 
@@ -12,7 +13,7 @@ pub trait Source {
     /// Training batch `index` of the run, from 0 (epochs roll over).
     ///
     /// # Errors
-    /// [`Error::Batch`]: the batch cannot be read or shaped.
+    /// [`RunError::Batch`](crate::RunError::Batch): the batch cannot be read or shaped.
     fn batch(&self, index: u64) -> Result<Batch, Error>;
 
     /// Where batch `index` comes from, as text: stored in checkpoints and checked on resume.
@@ -56,10 +57,12 @@ impl<D: Dataset> Source for Epochs<D> {
     fn batch(&self, index: u64) -> Result<Batch, Error> {
         self.loader
             .batch_at(self.position_of(index), &self.device)
-            .map_err(|e| Error::Batch {
-                index,
-                data: None,
-                reason: e.to_string(),
+            .map_err(|e| {
+                Error::Run(RunError::Batch {
+                    index,
+                    data: None,
+                    reason: e.to_string(),
+                })
             })
     }
 

@@ -15,6 +15,7 @@
 //! signals a step that is certainly open, knows the signal was taken before it sends another,
 //! and ends the step when it wants.
 
+use crate::RunError;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -78,10 +79,10 @@ pub const HOLD_VARIABLE: &str = "PIPETRAIN_TEST_HOLD_STEP";
 /// The test hook's `<step>:<path>`, parsed.
 fn parse_hold(value: &str) -> Result<(u64, PathBuf), Error> {
     let bad = || {
-        Error::Signals(format!(
+        Error::Run(RunError::Signals(format!(
             "{HOLD_VARIABLE}={value}: expected <step>:<path> with a step of 1 or more (a test \
              hook: unset it to train normally)"
-        ))
+        )))
     };
     let (step, path) = value.split_once(':').ok_or_else(bad)?;
     let step: u64 = step.trim().parse().map_err(|_| bad())?;
@@ -95,7 +96,7 @@ impl Stop {
     /// Installs the handlers for this process.
     ///
     /// # Errors
-    /// [`Error::Signals`]: the OS refused a handler, or the test hook is malformed.
+    /// [`|e| Error::Run(RunError::Signals(e))`]: the OS refused a handler, or the test hook is malformed.
     pub fn install() -> Result<Self, Error> {
         let hold = match std::env::var(HOLD_VARIABLE) {
             Ok(value) => Some(parse_hold(&value)?),
@@ -104,7 +105,7 @@ impl Stop {
         let signal = Arc::new(AtomicUsize::new(0));
         // Armed until a step completes (see the module docs and [`Stop::graceful`]).
         let armed = Arc::new(AtomicBool::new(true));
-        let refused = |e: std::io::Error| Error::Signals(e.to_string());
+        let refused = |e: std::io::Error| Error::Run(RunError::Signals(e.to_string()));
         for (sig, exit) in [
             (SIGINT, Signal::Interrupt),
             (SIGTERM, Signal::Terminate),

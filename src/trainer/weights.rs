@@ -1,6 +1,7 @@
 //! Initial weights from a file: a pipetrain checkpoint (its weights), or another safetensors
 //! weights file in PyTorch's layout or burn's.
 
+use crate::RunError;
 use std::path::Path;
 
 use crate::trainer::{Model, fits};
@@ -8,11 +9,11 @@ use crate::{Checkpoint, EngineError, Error, Layer, RunFile, RunFileProblem};
 
 /// The error of the weights file `path`.
 fn failed(path: &Path, reason: RunFileProblem) -> Error {
-    Error::RunFile {
+    Error::Run(RunError::RunFile {
         file: RunFile::Init,
         path: path.to_path_buf(),
         reason,
-    }
+    })
 }
 
 /// `layers` with the weights of `path`: a pipetrain checkpoint (its weights), or any other
@@ -22,8 +23,8 @@ fn failed(path: &Path, reason: RunFileProblem) -> Error {
 /// `renames` (`REGEX=REPLACEMENT` rules, in order) rewrite the file's tensor names first.
 ///
 /// # Errors
-/// [`Error::Renames`]: a rule does not parse; [`Error::OtherModel`]: a checkpoint of another
-/// model; [`Error::RunFile`] ([`RunFile::Init`]): the file is unreadable, does not fit the
+/// [`|e| Error::Run(RunError::Renames(e))`]: a rule does not parse; [`RunError::OtherModel`](crate::RunError::OtherModel): a checkpoint of another
+/// model; [`RunError::RunFile`](crate::RunError::RunFile) ([`RunFile::Init`]): the file is unreadable, does not fit the
 /// model (the error names the tensor) or its layout is ambiguous.
 pub fn init_weights<L: Layer>(
     path: &Path,
@@ -31,19 +32,20 @@ pub fn init_weights<L: Layer>(
     renames: &[(String, String)],
     model: &Model,
 ) -> Result<Vec<L>, Error> {
-    crate::engine::checkpoint::check_renames(renames).map_err(Error::Renames)?;
+    crate::engine::checkpoint::check_renames(renames)
+        .map_err(|e| Error::Run(RunError::Renames(e)))?;
     match Checkpoint::read(path) {
         Ok(checkpoint) if renames.is_empty() => {
             let stored = checkpoint.progress().extra.get("model").cloned();
             checkpoint.load_model(layers).map_err(|e| {
                 match stored.filter(|s| fits(&e) && *s != model.describe()) {
-                    Some(stored) => Error::OtherModel {
+                    Some(stored) => Error::Run(RunError::OtherModel {
                         file: RunFile::Init,
                         path: path.to_path_buf(),
                         stored,
                         ours: model.describe(),
                         source: e,
-                    },
+                    }),
                     None => failed(path, e.into()),
                 }
             })
@@ -74,7 +76,8 @@ fn plain_weights<L: Layer>(
     let (_, header) = safetensors::SafeTensors::read_metadata(&bytes)
         .map_err(|e| failed(path, RunFileProblem::Invalid(e.to_string())))?;
     let names: Vec<String> = header.tensors().keys().cloned().collect();
-    let names = crate::engine::checkpoint::rename_all(&names, renames).map_err(Error::Renames)?;
+    let names = crate::engine::checkpoint::rename_all(&names, renames)
+        .map_err(|e| Error::Run(RunError::Renames(e)))?;
     let sequential = names.iter().all(|name| {
         let (index, rest) = name.split_once('.').unwrap_or_default();
         index.parse::<usize>().is_ok() && matches!(rest, "weight" | "bias")

@@ -5,6 +5,7 @@
 //! the checkpoint stores those, and `--resume` refuses a run whose values differ, naming the
 //! flag. The stage/replica layout is free to change.
 
+use pipetrain::RunError;
 use std::path::Path;
 
 use clap::ValueEnum;
@@ -79,20 +80,22 @@ pub fn weights_of<L: Layer>(
 ) -> Result<Vec<L>, Failure> {
     pipetrain::trainer::init_weights(path, layers, &args.rename, model).map_err(|e| {
         of_run(match e {
-            Error::OtherModel {
+            Error::Run(RunError::OtherModel {
                 path,
                 stored,
                 ours,
                 source,
                 ..
-            } => Error::OtherModel {
+            }) => Error::Run(RunError::OtherModel {
                 file,
                 path,
                 stored,
                 ours,
                 source,
-            },
-            Error::RunFile { path, reason, .. } => Error::RunFile { file, path, reason },
+            }),
+            Error::Run(RunError::RunFile { path, reason, .. }) => {
+                Error::Run(RunError::RunFile { file, path, reason })
+            }
             other => other,
         })
     })

@@ -56,7 +56,7 @@ pub fn open(args: &TrainArgs, batch: usize) -> Result<Data, Failure> {
     };
     Data::open(&spec, &settings).map_err(|e| {
         let usage = match &e {
-            pipetrain::Error::Data { problem, .. } => problem.is_usage(),
+            pipetrain::Error::Run(pipetrain::RunError::Data { problem, .. }) => problem.is_usage(),
             _ => false,
         };
         match usage {

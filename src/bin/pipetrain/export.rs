@@ -50,14 +50,16 @@ pub fn run(args: &ExportArgs) -> Result<Exit, Failure> {
     let export = pipetrain::commands::export::to_pytorch(&args.checkpoint).map_err(|e| {
         let said = e.render(&Flags);
         match e {
-            pipetrain::Error::ExportModel { .. } => {
+            pipetrain::Error::Command(pipetrain::CommandError::ExportModel { .. }) => {
                 Failure::usage(format!("export {shown}: {said}"))
             }
             pipetrain::Error::Engine(e) if e.is_file() => {
                 Failure::usage(format!("export {shown}: {said}"))
             }
             // It names the file itself.
-            pipetrain::Error::ExportFile { .. } => Failure::runtime(format!("export {said}")),
+            pipetrain::Error::Command(pipetrain::CommandError::ExportFile { .. }) => {
+                Failure::runtime(format!("export {said}"))
+            }
             _ => Failure::runtime(format!("export {shown}: {said}")),
         }
     })?;

@@ -2,7 +2,7 @@
 //!
 //! `?` turns any other error into a runtime failure (exit 1): reading, training and writing
 //! fail that way. The checks of the command line say [`Failure::usage`] (exit 2) themselves,
-//! and [`Failure::of_build`] sorts the pipeline builder's errors.
+//! and [`Failure::of_build`] sorts the library's errors by their class.
 //!
 //! A failure prints its error's facts and remedy in the command line's words ([`explain`]:
 //! the remedy as flags, [`Flags`]).
@@ -47,20 +47,15 @@ impl Failure {
         }
     }
 
-    /// An error of `Pipeline::builder().build()`: a refused configuration (bad settings, stage
-    /// split, plan, tie or memory budget; found before any thread starts, or on the first step,
-    /// which makes a measured split) is a usage error, anything else (an engine error while
-    /// measuring the layers or training) a runtime one.
+    /// An error of the library, sorted once, by [`pipetrain::Error::class`]: usage (exit 2:
+    /// a refused configuration, split, plan, tie or memory budget, a file of another run) or
+    /// runtime (exit 1: the run started and failed, or diverged).
     pub fn of_build(error: pipetrain::Error) -> Self {
-        use pipetrain::{EngineError, Error};
-        match error {
-            config if config.is_config() => Self::usage(config),
-            Error::Partition(_)
-            | Error::Schedule(_)
-            | Error::Engine(EngineError::TieUnknown { .. } | EngineError::TieShape { .. })
-            | Error::Tune(_)
-            | Error::MemoryBudget { .. } => Self::usage(error),
-            other => Self::runtime(other),
+        match error.class() {
+            pipetrain::ErrorClass::Usage => Self::usage(error),
+            pipetrain::ErrorClass::Runtime | pipetrain::ErrorClass::Diverged => {
+                Self::runtime(error)
+            }
         }
     }
 

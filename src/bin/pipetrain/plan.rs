@@ -220,11 +220,11 @@ pub(crate) fn costs(args: &PlanArgs) -> PlanCosts {
 /// The library's error as the flags name it: a bad cost or skip route is the flags' fault.
 pub(crate) fn failure(error: pipetrain::Error) -> Failure {
     match error {
-        pipetrain::Error::PlanCost {
+        pipetrain::Error::Command(pipetrain::CommandError::PlanCost {
             cost,
             value,
             reason,
-        } => Failure::usage(format!(
+        }) => Failure::usage(format!(
             "--{cost}-cost {}: {reason}",
             pipetrain::commands::plan::short(value)
         )),

@@ -158,7 +158,7 @@ mod tests {
         let facts = "cannot split 3 layers into 5 stages: every stage needs at least one layer";
         assert_eq!(split.render(&Builder), format!("{facts}; use .stages(3)"));
         assert_eq!(split.render(&Flags), format!("{facts}; use --stages 3"));
-        let label = pipetrain::Error::Data {
+        let label = pipetrain::Error::Run(pipetrain::RunError::Data {
             spec: "tensors:d.st".into(),
             problem: DataProblem::OutOfRange {
                 part: "target",
@@ -169,7 +169,7 @@ mod tests {
                     classes: 3,
                 },
             },
-        };
+        });
         assert_eq!(
             label.render(&Builder),
             "data tensors:d.st: target row 3: label 3 is not in 0..3 (classes 3); fix the data \

@@ -267,10 +267,12 @@ impl Source for Batches<'_> {
         let s = self.s;
         let batch = s.data.batch(&s.model, index, s.args.batch, &s.device)?;
         let cut = crate::model::cut_to_length(s.args, index, batch);
-        cut.map_err(|reason| pipetrain::Error::Batch {
-            index,
-            data: None,
-            reason,
+        cut.map_err(|reason| {
+            pipetrain::Error::Run(pipetrain::RunError::Batch {
+                index,
+                data: None,
+                reason,
+            })
         })
     }
 

@@ -10,6 +10,7 @@
 //! depend on the values); rows alternate, ours then the peer's, for each repetition. The first
 //! step of each of our rows (kernel compilation and autotuning) is reported on its own.
 
+use crate::CommandError;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
@@ -205,9 +206,11 @@ fn timed<L: Layer>(
         let batch = &data[step % data.len()];
         let started = Instant::now();
         pipeline.train_step(batch)?;
-        device.sync().map_err(|e| Error::BenchRow {
-            row: row.name.clone(),
-            reason: e.to_string(),
+        device.sync().map_err(|e| {
+            Error::Command(CommandError::BenchRow {
+                row: row.name.clone(),
+                reason: e.to_string(),
+            })
         })?;
         let seconds = started.elapsed().as_secs_f64();
         if step == 0 {
@@ -347,7 +350,7 @@ pub struct GpuReport {
 /// `peer` on the same row when given.
 ///
 /// # Errors
-/// [`Error::BenchNoRow`] when `only` matches no GPU row; [`Error::BenchRow`] or the pipeline's
+/// [`CommandError::BenchNoRow`](crate::CommandError::BenchNoRow) when `only` matches no GPU row; [`CommandError::BenchRow`](crate::CommandError::BenchRow) or the pipeline's
 /// error when one of our rows fails.
 pub fn run_gpu(
     settings: &BenchSettings,
@@ -358,7 +361,7 @@ pub fn run_gpu(
     let args = settings;
     let rows = rows(args);
     if rows.is_empty() {
-        return Err(Error::BenchNoRow {
+        return Err(Error::Command(CommandError::BenchNoRow {
             only: args.only.clone().unwrap_or_default(),
             rows: self::rows(&BenchSettings {
                 only: None,
@@ -367,7 +370,7 @@ pub fn run_gpu(
             .into_iter()
             .map(|r| r.name)
             .collect(),
-        });
+        }));
     }
     let mut lines: Vec<GpuLine> = rows
         .iter()
@@ -394,11 +397,11 @@ pub fn run_gpu(
     for rep in 0..args.reps {
         for (i, row) in rows.iter().enumerate() {
             let Timed { rates, first_step } = measure(row, args, device).map_err(|e| match e {
-                e @ Error::BenchRow { .. } => e,
-                e => Error::BenchRow {
+                e @ Error::Command(CommandError::BenchRow { .. }) => e,
+                e => Error::Command(CommandError::BenchRow {
                     row: row.name.clone(),
                     reason: e.to_string(),
-                },
+                }),
             })?;
             progress(Progress::Row {
                 done: rep * rows.len() + i + 1,

@@ -1,6 +1,7 @@
 //! The PyTorch peers (`bench_single.py`, `bench_ddp.py`, `bench_pipe.py` of the peers folder):
 //! found, checked for torch, run one row at a time, their `RESULT {json}` line read back.
 
+use crate::CommandError;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -47,8 +48,8 @@ impl Peers {
     /// one, in `shared/peers` above the running program or this source tree).
     ///
     /// # Errors
-    /// [`Error::PeersNoScripts`], [`Error::PeersNotFound`], [`Error::PeersNoTorch`] or
-    /// [`Error::PeersNoAnswer`]: the sentence to print instead of the PyTorch column.
+    /// [`CommandError::PeersNoScripts`](crate::CommandError::PeersNoScripts), [`CommandError::PeersNotFound`](crate::CommandError::PeersNotFound), [`CommandError::PeersNoTorch`](crate::CommandError::PeersNoTorch) or
+    /// [`CommandError::PeersNoAnswer`](crate::CommandError::PeersNoAnswer): the sentence to print instead of the PyTorch column.
     pub fn find(python: &Path, dir: Option<&Path>) -> Result<Self> {
         Self::find_within(python, dir, PROBE_TIMEOUT)
     }
@@ -58,27 +59,27 @@ impl Peers {
         let dir = match dir {
             Some(dir) if dir.join("common.py").is_file() => dir.to_path_buf(),
             Some(dir) => {
-                return Err(Error::PeersNoScripts {
+                return Err(Error::Command(CommandError::PeersNoScripts {
                     dir: dir.to_path_buf(),
-                });
+                }));
             }
-            None => default_dir().ok_or(Error::PeersNotFound)?,
+            None => default_dir().ok_or(Error::Command(CommandError::PeersNotFound))?,
         };
         let mut probe = Command::new(python);
         probe.args(["-c", "import torch, numpy; print(torch.__version__)"]);
         match output_within(&mut probe, limit) {
-            Ok(None) => Err(Error::PeersNoAnswer {
+            Ok(None) => Err(Error::Command(CommandError::PeersNoAnswer {
                 python: python.to_path_buf(),
                 seconds: limit.as_secs_f64(),
-            }),
+            })),
             Ok(Some(out)) if out.status.success() => Ok(Self {
                 python: python.to_path_buf(),
                 dir,
                 torch: String::from_utf8_lossy(&out.stdout).trim().to_string(),
             }),
-            Ok(Some(_)) | Err(_) => Err(Error::PeersNoTorch {
+            Ok(Some(_)) | Err(_) => Err(Error::Command(CommandError::PeersNoTorch {
                 python: python.to_path_buf(),
-            }),
+            })),
         }
     }
 
@@ -246,7 +247,7 @@ mod tests {
         assert!(err.to_string().contains(HOW_TO_GET_TORCH), "{err}");
         let err = Peers::find(Path::new("/bin/false"), Some(&dir.join("nowhere"))).unwrap_err();
         assert!(
-            matches!(&err, Error::PeersNoScripts { dir: d } if d.ends_with("nowhere")),
+            matches!(&err, Error::Command(CommandError::PeersNoScripts { dir: d }) if d.ends_with("nowhere")),
             "{err}"
         );
         std::fs::remove_dir_all(&dir).unwrap();
@@ -263,7 +264,7 @@ mod tests {
         let err =
             Peers::find_within(&python, Some(dir.path()), Duration::from_millis(200)).unwrap_err();
         assert!(
-            matches!(&err, Error::PeersNoAnswer { python: p, .. } if p == &python),
+            matches!(&err, Error::Command(CommandError::PeersNoAnswer { python: p, .. }) if p == &python),
             "{err}"
         );
         assert!(err.to_string().contains("did not answer"), "{err}");

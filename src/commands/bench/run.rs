@@ -2,6 +2,7 @@
 //! repetition), and set each against its references: the [`Line`]s [`render`](super::render)
 //! prints.
 
+use crate::CommandError;
 use std::collections::BTreeSet;
 
 use super::configs::{self, Row, Shape, Workload};
@@ -51,8 +52,8 @@ pub struct BenchReport {
 /// `progress` as it finishes.
 ///
 /// # Errors
-/// [`Error::BenchZero`], [`Error::BenchBatchSplit`] or [`Error::BenchNoRow`] for settings no
-/// row can run with (before anything runs); [`Error::BenchRow`] when one of our rows fails.
+/// [`CommandError::BenchZero`](crate::CommandError::BenchZero), [`CommandError::BenchBatchSplit`](crate::CommandError::BenchBatchSplit) or [`CommandError::BenchNoRow`](crate::CommandError::BenchNoRow) for settings no
+/// row can run with (before anything runs); [`CommandError::BenchRow`](crate::CommandError::BenchRow) when one of our rows fails.
 pub fn run(settings: &BenchSettings, progress: &mut dyn FnMut(Progress)) -> Result<BenchReport> {
     settings.check()?;
     let workload = settings.workload();
@@ -76,9 +77,11 @@ pub fn run(settings: &BenchSettings, progress: &mut dyn FnMut(Progress)) -> Resu
     for rep in 0..settings.reps {
         for (i, row) in rows.iter().enumerate() {
             let measured = measure::run_row(&row.shape, &workload, settings.mpi_binary.as_deref())
-                .map_err(|reason| Error::BenchRow {
-                    row: row.label(),
-                    reason,
+                .map_err(|reason| {
+                    Error::Command(CommandError::BenchRow {
+                        row: row.label(),
+                        reason,
+                    })
                 })?;
             progress(Progress::Row {
                 done: rep * rows.len() + i + 1,
@@ -142,12 +145,12 @@ fn select(args: &BenchSettings, mpi: bool) -> Result<Vec<Row>> {
         } = row.shape
             && batch % (replicas * micro_batches) != 0
         {
-            return Err(Error::BenchBatchSplit {
+            return Err(Error::Command(CommandError::BenchBatchSplit {
                 batch,
                 replicas,
                 micro_batches,
                 row: row.label(),
-            });
+            }));
         }
     }
     // Rows per micro-batch of every single-device reference, and (workers, rows) of every
@@ -191,10 +194,10 @@ fn select(args: &BenchSettings, mpi: bool) -> Result<Vec<Row>> {
     let mut rows: Vec<Row> = refs.into_iter().filter(|r| needed(r)).collect();
     rows.extend(main);
     if rows.is_empty() {
-        return Err(Error::BenchNoRow {
+        return Err(Error::Command(CommandError::BenchNoRow {
             only: args.only.clone().unwrap_or_default(),
             rows: all.iter().map(Row::label).collect(),
-        });
+        }));
     }
     Ok(rows)
 }

@@ -1,6 +1,7 @@
 //! What a bench measures: the model and data of every row, how long to measure, which rows,
 //! and what to compare against ([`BenchSettings`]).
 
+use crate::CommandError;
 use std::path::PathBuf;
 
 use super::configs::Workload;
@@ -104,7 +105,7 @@ impl BenchSettings {
     /// Refuses settings no row could run with.
     ///
     /// # Errors
-    /// [`Error::BenchZero`] naming the first setting that is 0 but must not be.
+    /// [`CommandError::BenchZero`](crate::CommandError::BenchZero) naming the first setting that is 0 but must not be.
     pub fn check(&self) -> Result<()> {
         for (setting, value) in [
             ("batch", self.batch),
@@ -117,13 +118,13 @@ impl BenchSettings {
             ("hidden_layers", self.hidden_layers),
         ] {
             if value == 0 {
-                return Err(Error::BenchZero { setting });
+                return Err(Error::Command(CommandError::BenchZero { setting }));
             }
         }
         if self.micro_batches.contains(&0) {
-            return Err(Error::BenchZero {
+            return Err(Error::Command(CommandError::BenchZero {
                 setting: "micro_batches",
-            });
+            }));
         }
         Ok(())
     }

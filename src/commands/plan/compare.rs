@@ -65,7 +65,7 @@ pub struct Comparison {
 ///
 /// # Errors
 /// A shape the schedules refuse ([`Error::Schedule`](crate::Error::Schedule)), or a bad cost
-/// ([`Error::PlanCost`](crate::Error::PlanCost)).
+/// ([`CommandError::PlanCost`](crate::CommandError::PlanCost)).
 pub fn compare(
     stages: usize,
     micro_batches: usize,

@@ -1,6 +1,7 @@
 //! The costs a plan is dry-run under ([`PlanCosts`]): one micro-batch's forward, backward (and
 //! the weight gradient's part of it) and transfer on one stage.
 
+use crate::CommandError;
 use pipetrain_schedules::Costs;
 
 use super::format::short;
@@ -42,7 +43,7 @@ impl PlanCosts {
     /// chunks share its costs).
     ///
     /// # Errors
-    /// [`Error::PlanCost`]: a cost that is negative, not finite or out of
+    /// [`CommandError::PlanCost`](crate::CommandError::PlanCost): a cost that is negative, not finite or out of
     /// [`MIN_COST`]..=[`MAX_COST`], costs more than [`MAX_COST_RATIO`] apart, or a weight
     /// gradient above the backward.
     pub fn costs(&self, stages: usize, ranks: usize) -> Result<Costs> {
@@ -55,16 +56,16 @@ impl PlanCosts {
         ];
         for (cost, value) in given {
             if let Some(reason) = cost_problem(value) {
-                return Err(Error::PlanCost {
+                return Err(Error::Command(CommandError::PlanCost {
                     cost,
                     value,
                     reason,
-                });
+                }));
             }
         }
         ratio_problem(&given)?;
         if weight > self.backward {
-            return Err(Error::PlanCost {
+            return Err(Error::Command(CommandError::PlanCost {
                 cost: "weight",
                 value: weight,
                 reason: format!(
@@ -72,7 +73,7 @@ impl PlanCosts {
                      cost {}",
                     super::num(self.backward)
                 ),
-            });
+            }));
         }
         let chunks = (stages / ranks.max(1)).max(1) as f64;
         let mut costs = Costs::uniform(stages, self.forward / chunks, self.backward / chunks);
@@ -123,7 +124,7 @@ pub fn cost_problem(value: f64) -> Option<String> {
     }
 }
 
-/// [`Error::PlanCost`] when the largest of the costs above 0 in `given` is more than
+/// [`CommandError::PlanCost`](crate::CommandError::PlanCost) when the largest of the costs above 0 in `given` is more than
 /// [`MAX_COST_RATIO`] times the smallest. It names the one farther from the others' median
 /// (in orders of magnitude): the odd one out, whichever end it is at.
 fn ratio_problem(given: &[(&'static str, f64)]) -> Result<()> {
@@ -141,7 +142,7 @@ fn ratio_problem(given: &[(&'static str, f64)]) -> Result<()> {
         true => smallest,
         false => largest,
     };
-    Err(Error::PlanCost {
+    Err(Error::Command(CommandError::PlanCost {
         cost,
         value,
         reason: format!(
@@ -153,5 +154,5 @@ fn ratio_problem(given: &[(&'static str, f64)]) -> Result<()> {
             smallest.0,
             short(smallest.1),
         ),
-    })
+    }))
 }

@@ -119,7 +119,7 @@ impl PlanReport {
     /// simulates it under `settings.costs`.
     ///
     /// # Errors
-    /// [`Error::PlanCost`](crate::Error::PlanCost) for a bad cost, [`Error::Schedule`](crate::Error::Schedule) for a skip route the plan cannot
+    /// [`CommandError::PlanCost`](crate::CommandError::PlanCost) for a bad cost, [`Error::Schedule`](crate::Error::Schedule) for a skip route the plan cannot
     /// take or a plan that does not validate.
     pub fn build(schedule: String, compute: &Plan, settings: &PlanSettings) -> Result<Self> {
         let (p, m) = (compute.ranks(), compute.micro_batches());

@@ -14,6 +14,7 @@
 //! training: the writer thread of `tracing-chrome` panics on a write error, so the raw file is
 //! handed to it behind [`SoftFail`], which records the first error and drops what follows.
 
+use crate::RunError;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -29,11 +30,11 @@ use crate::{Error, RunFile, RunFileProblem};
 
 /// The trace's error at `path`.
 fn trace_error(path: &Path, reason: RunFileProblem) -> Error {
-    Error::RunFile {
+    Error::Run(RunError::RunFile {
         file: RunFile::Profile,
         path: path.to_path_buf(),
         reason,
-    }
+    })
 }
 
 /// A chrome trace being recorded.
@@ -51,7 +52,7 @@ impl Profile {
     /// trace, not the training.
     ///
     /// # Errors
-    /// [`Error::RunFile`]: `path` is not a regular file or a new name in a writable directory
+    /// [`RunError::RunFile`](crate::RunError::RunFile): `path` is not a regular file or a new name in a writable directory
     /// ([`RunFileProblem::Output`]); a global `tracing` subscriber is already installed.
     pub fn start(
         path: &Path,

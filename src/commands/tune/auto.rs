@@ -1,6 +1,7 @@
 //! Applying the search: [`choose`] the fastest feasible configuration for a model, and the
 //! builder methods that take it ([`PipelineBuilder::configure`], [`PipelineBuilder::auto`]).
 
+use crate::BuildError;
 use burn::prelude::*;
 use pipetrain_engine::{Batch, Layer, OptimizerConfig, Remat};
 use pipetrain_schedules::ScheduleKind;
@@ -130,7 +131,7 @@ impl<L: Layer> PipelineBuilder<L> {
     /// No layers set, a measurement failure, or nothing that fits the budget.
     pub fn auto(self, batch: &Batch, memory_budget: Option<u64>) -> Result<Self> {
         let Some(layers) = self.layers_set() else {
-            return Err(Error::NoLayers);
+            return Err(Error::Build(BuildError::NoLayers));
         };
         let device = self
             .devices_set()

@@ -2,6 +2,7 @@
 //! of its key (the model, batch, optimizer, workers, micro-batch sizes, CPU model and
 //! pipetrain version), holding the key itself so that a hash collision is never read as a hit.
 
+use crate::CommandError;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 
@@ -39,7 +40,7 @@ pub(crate) fn path(dir: &Path, key: &str) -> PathBuf {
 /// holds another key, is none: the table is measured again and replaces it).
 ///
 /// # Errors
-/// [`Error::TuneCache`]: the table holds a value no measurement gives (0, negative, not
+/// [`CommandError::TuneCache`](crate::CommandError::TuneCache): the table holds a value no measurement gives (0, negative, not
 /// finite, beyond [`pipetrain_tune::MAX_SECONDS`]; [`CostTable::check_measured`]), which would
 /// scale and rank every configuration wrongly.
 /// A table without times at one of `rows` (the micro-batch sizes the search tries) is refused
@@ -48,9 +49,11 @@ pub(crate) fn load(path: &Path, key: &str, rows: &[usize]) -> Result<Option<Cost
     let Some(table) = read(path, key) else {
         return Ok(None);
     };
-    let refused = |problem| Error::TuneCache {
-        path: path.to_path_buf(),
-        problem,
+    let refused = |problem| {
+        Error::Command(CommandError::TuneCache {
+            path: path.to_path_buf(),
+            problem,
+        })
     };
     table.check_measured().map_err(refused)?;
     for &r in rows {

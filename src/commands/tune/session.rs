@@ -2,6 +2,7 @@
 //! re-anchored by one check run, or measured and cached), the ranking, trial runs of the top
 //! candidates, and the winner.
 
+use crate::{BuildError, CommandError};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -100,7 +101,7 @@ impl TuneReport {
 /// measured, the trial runs cycle through all): cost table, ranking, trial runs, winner.
 ///
 /// # Errors
-/// A failed measurement or trial run; [`Error::TuneNothingFits`] when no configuration fits.
+/// A failed measurement or trial run; [`CommandError::TuneNothingFits`](crate::CommandError::TuneNothingFits) when no configuration fits.
 pub fn tune<L: Layer>(
     layers: &[L],
     batches: &[Batch],
@@ -108,20 +109,22 @@ pub fn tune<L: Layer>(
     device: &Device,
     progress: &mut dyn FnMut(TuneProgress<'_>),
 ) -> Result<TuneReport> {
-    let first = batches.first().ok_or(Error::NoTuneBatch)?;
+    let first = batches
+        .first()
+        .ok_or(Error::Build(BuildError::NoTuneBatch))?;
     let (table, source) = cost_table(layers, first, settings, device)?;
     progress(TuneProgress::CostTable(&source));
     let ranking = search(&table, &settings.space)?;
     progress(TuneProgress::Ranked(&ranking));
     if ranking.candidates.is_empty() {
-        return Err(Error::TuneNothingFits {
+        return Err(Error::Command(CommandError::TuneNothingFits {
             left_out: ranking
                 .infeasible
                 .iter()
                 .take(5)
                 .map(|i| format!("  {}: {}", i.knobs, i.reason))
                 .collect(),
-        });
+        }));
     }
     let runs = settings.runs.min(ranking.candidates.len());
     let cpu = CpuSnapshot::now();

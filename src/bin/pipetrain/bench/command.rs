@@ -1,6 +1,7 @@
 //! `pipetrain bench`: the flags mapped onto [`BenchSettings`], the progress on stderr, the
 //! document on stdout (and in `--out`).
 
+use pipetrain::CommandError;
 use pipetrain::Error;
 use pipetrain::commands::bench::{self, BenchSettings, GpuPeer, Header, Peers, Progress};
 
@@ -119,7 +120,7 @@ fn show(progress: Progress) {
 /// The library's error as the flags name it: settings no row runs with are usage errors.
 fn failure(error: Error) -> Failure {
     match &error {
-        Error::BenchZero { setting } => {
+        Error::Command(CommandError::BenchZero { setting }) => {
             let flag = setting.replace('_', "-");
             match *setting {
                 "micro_batches" => Failure::usage(
@@ -128,18 +129,20 @@ fn failure(error: Error) -> Failure {
                 _ => Failure::usage(format!("--{flag} 0: give at least 1")),
             }
         }
-        Error::BenchBatchSplit {
+        Error::Command(CommandError::BenchBatchSplit {
             batch,
             replicas,
             micro_batches,
             row,
-        } => Failure::usage(format!(
+        }) => Failure::usage(format!(
             "--batch {batch} does not split into {replicas} replica(s) × {micro_batches} \
              micro-batches (row `{row}`); give a --batch that is a multiple of {}, or leave \
              {micro_batches} out of --micro-batches",
             replicas * micro_batches
         )),
-        Error::BenchNoRow { .. } => Failure::usage(format!("--only {error}")),
+        Error::Command(CommandError::BenchNoRow { .. }) => {
+            Failure::usage(format!("--only {error}"))
+        }
         _ => Failure::runtime(error),
     }
 }
@@ -147,12 +150,12 @@ fn failure(error: Error) -> Failure {
 /// Why there is no PyTorch column, with the flags that fix it.
 fn peer_note(error: &Error) -> String {
     match error {
-        Error::PeersNoScripts { .. } => format!("--peers {error}"),
-        Error::PeersNotFound => format!(
+        Error::Command(CommandError::PeersNoScripts { .. }) => format!("--peers {error}"),
+        Error::Command(CommandError::PeersNotFound) => format!(
             "{error}; pass --peers DIR, the folder holding bench_single.py, bench_ddp.py and \
              bench_pipe.py (in this project: ../shared/peers beside the repository)"
         ),
-        Error::PeersNoTorch { .. } => format!(
+        Error::Command(CommandError::PeersNoTorch { .. }) => format!(
             "{error} (then --compare-pytorch uses {} by default)",
             super::args::DEFAULT_PYTHON
         ),

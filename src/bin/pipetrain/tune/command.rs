@@ -143,7 +143,8 @@ fn tune<L: Layer>(cx: &Context<'_>, layers: Vec<L>) -> Result<Exit, Failure> {
     })
     .map_err(|e| match e {
         // A poisoned cache: --remeasure replaces it.
-        e @ (pipetrain::Error::TuneNothingFits { .. } | pipetrain::Error::TuneCache { .. }) => {
+        e @ (pipetrain::Error::Command(pipetrain::CommandError::TuneNothingFits { .. })
+        | pipetrain::Error::Command(pipetrain::CommandError::TuneCache { .. })) => {
             Failure::usage(e)
         }
         e => Failure::of_build(e),

@@ -1,0 +1,241 @@
+//! What the subcommands' library side (`crate::commands`: bench, tune, plan, export) refuses
+//! or fails on: [`CommandError`]. Facts only; the binary names its flags.
+
+use pipetrain_tune::TuneError;
+
+use super::ErrorClass;
+use crate::remedy::{Remedy, Setting, Value};
+
+/// A subcommand's failure ([`Error::Command`](super::Error::Command)).
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum CommandError {
+    /// A bench setting that every row needs at least 1 of is 0.
+    BenchZero {
+        /// The [`BenchSettings`](crate::commands::bench::BenchSettings) field.
+        setting: &'static str,
+    },
+    /// The batch does not split evenly over a row's replicas × micro-batches.
+    BenchBatchSplit {
+        /// Rows per step.
+        batch: usize,
+        /// The row's replicas.
+        replicas: usize,
+        /// The row's micro-batches.
+        micro_batches: usize,
+        /// The row's label.
+        row: String,
+    },
+    /// The row filter matches no row.
+    BenchNoRow {
+        /// The filter.
+        only: String,
+        /// Every row there is.
+        rows: Vec<String>,
+    },
+    /// One of our bench rows failed.
+    BenchRow {
+        /// The row's label.
+        row: String,
+        /// What failed.
+        reason: String,
+    },
+    #[cfg(feature = "commands")]
+    /// The folder given for the PyTorch peer scripts does not hold them.
+    PeersNoScripts {
+        /// The folder.
+        dir: std::path::PathBuf,
+    },
+    #[cfg(feature = "commands")]
+    /// No folder was given for the PyTorch peer scripts and none was found.
+    PeersNotFound,
+    #[cfg(feature = "commands")]
+    /// The Python given for the PyTorch peers cannot import torch.
+    PeersNoTorch {
+        /// The Python.
+        python: std::path::PathBuf,
+    },
+    #[cfg(feature = "commands")]
+    /// The Python given for the PyTorch peers did not answer the probe (`import torch, numpy`)
+    /// in time, and was stopped.
+    PeersNoAnswer {
+        /// The Python.
+        python: std::path::PathBuf,
+        /// How long it was given.
+        seconds: f64,
+    },
+    /// No configuration of the tune search fits (its memory budget, its workers).
+    TuneNothingFits {
+        /// `  knobs: why` for the first configurations left out.
+        left_out: Vec<String>,
+    },
+    #[cfg(feature = "commands")]
+    /// The tune cache holds a cost table that no measurement gives.
+    TuneCache {
+        /// The cache file.
+        path: std::path::PathBuf,
+        /// What is wrong with its table.
+        problem: TuneError,
+    },
+    /// A plan cost that is negative, not finite, or a weight gradient above the backward.
+    PlanCost {
+        /// Which cost: `forward`, `backward`, `weight` or `transfer`.
+        cost: &'static str,
+        /// The value given.
+        value: f64,
+        /// What is wrong and what to give instead.
+        reason: String,
+    },
+    /// The checkpoint's model has no PyTorch module to export to.
+    ExportModel {
+        /// The model the checkpoint records, if it records one.
+        model: Option<String>,
+    },
+    /// A checkpoint tensor that is not F32.
+    ExportTensor {
+        /// The tensor's name.
+        tensor: String,
+        /// Its element type.
+        dtype: String,
+    },
+    /// A checkpoint that cannot be read as safetensors, or an export that cannot be encoded.
+    ExportFile {
+        /// The checkpoint.
+        path: std::path::PathBuf,
+        /// What failed.
+        reason: String,
+    },
+}
+
+impl CommandError {
+    /// The facts.
+    pub(super) fn facts(&self) -> String {
+        match self {
+            CommandError::BenchZero { setting } => {
+                format!("bench setting `{setting}` is 0: every row needs at least 1")
+            }
+            CommandError::BenchBatchSplit {
+                batch,
+                replicas,
+                micro_batches,
+                row,
+            } => format!(
+                "batch {batch} does not split into {replicas} replica(s) × {micro_batches} \
+                 micro-batches (row `{row}`)"
+            ),
+            CommandError::BenchNoRow { only, rows } => {
+                format!("{only:?} matches no row; rows are: {}", rows.join("; "))
+            }
+            CommandError::BenchRow { row, reason } => format!("{row}: {reason}"),
+            #[cfg(feature = "commands")]
+            CommandError::PeersNoScripts { dir } => format!(
+                "{}: no common.py there; the peers folder holds bench_single.py, bench_ddp.py, \
+                 bench_pipe.py and common.py",
+                dir.display()
+            ),
+            #[cfg(feature = "commands")]
+            CommandError::PeersNotFound => "no PyTorch peer scripts found (looked for \
+                                     shared/peers/common.py in every folder above the program \
+                                     and the source tree)"
+                .into(),
+            #[cfg(feature = "commands")]
+            CommandError::PeersNoTorch { python } => format!(
+                "{} cannot import torch and numpy, so no PyTorch column",
+                python.display()
+            ),
+            #[cfg(feature = "commands")]
+            CommandError::PeersNoAnswer { python, seconds } => format!(
+                "{} did not answer `import torch, numpy` within {seconds} s and was stopped, so \
+                 no PyTorch column",
+                python.display()
+            ),
+            #[cfg(feature = "commands")]
+            CommandError::TuneCache { path, problem } => {
+                format!("tune cache {}: {problem}", path.display())
+            }
+            CommandError::TuneNothingFits { left_out } => format!(
+                "no configuration fits; the first left out:\n{}",
+                left_out.join("\n")
+            ),
+            CommandError::PlanCost {
+                cost,
+                value,
+                reason,
+            } => format!(
+                "{cost} cost {}: {reason}",
+                crate::commands::plan::short(*value)
+            ),
+            CommandError::ExportModel { model } => format!(
+                "the model {} has no documented PyTorch module (MLP and GPT have)",
+                model.as_deref().unwrap_or("(not recorded)")
+            ),
+            CommandError::ExportTensor { tensor, dtype } => {
+                format!("tensor `{tensor}` is {dtype}; checkpoints hold F32 weights")
+            }
+            CommandError::ExportFile { path, reason } => format!("{}: {reason}", path.display()),
+        }
+    }
+
+    /// What fixes it.
+    pub(super) fn remedy(&self) -> Option<Remedy> {
+        match self {
+            CommandError::BenchBatchSplit {
+                replicas,
+                micro_batches,
+                ..
+            } => Some(Remedy::one_of([
+                Remedy::sentence(format!(
+                    "give a batch that is a multiple of {}",
+                    replicas * micro_batches
+                )),
+                Remedy::sentence(format!(
+                    "leave {micro_batches} out of the micro-batch counts"
+                )),
+            ])),
+            #[cfg(feature = "commands")]
+            CommandError::PeersNoTorch { .. } | CommandError::PeersNoAnswer { .. } => {
+                Some(Remedy::sentence(crate::commands::bench::HOW_TO_GET_TORCH))
+            }
+            #[cfg(feature = "commands")]
+            CommandError::PeersNoScripts { .. } | CommandError::PeersNotFound => Some(
+                Remedy::sentence("give the folder that holds the peer scripts (shared/peers)"),
+            ),
+            #[cfg(feature = "commands")]
+            CommandError::TuneCache { .. } => Some(Remedy::set(Setting::Remeasure, Value::On)),
+            CommandError::TuneNothingFits { .. } => Some(Remedy::one_of([
+                Remedy::set(Setting::MemoryBudget, Value::Larger),
+                Remedy::set(Setting::Remat, Value::mode("always")),
+                Remedy::set(Setting::Workers, Value::Larger),
+            ])),
+            CommandError::ExportModel { .. } => Some(Remedy::sentence(
+                "load the checkpoint with pipetrain instead",
+            )),
+            CommandError::BenchZero { .. }
+            | CommandError::BenchNoRow { .. }
+            | CommandError::BenchRow { .. }
+            | CommandError::PlanCost { .. }
+            | CommandError::ExportTensor { .. }
+            | CommandError::ExportFile { .. } => None,
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+
+    /// Usage or runtime ([`Error::class`](super::Error::class)): settings that give no row,
+    /// no fitting configuration, a refused cache, a plan cost or a model the checkpoint does
+    /// not name are the request's; a bench row, the PyTorch peers or a file that fails are the
+    /// run's.
+    pub(super) fn class(&self) -> ErrorClass {
+        match self {
+            CommandError::BenchZero { .. }
+            | CommandError::BenchBatchSplit { .. }
+            | CommandError::BenchNoRow { .. }
+            | CommandError::TuneNothingFits { .. }
+            | CommandError::PlanCost { .. }
+            | CommandError::ExportModel { .. } => ErrorClass::Usage,
+            #[cfg(feature = "commands")]
+            CommandError::TuneCache { .. } => ErrorClass::Usage,
+            _ => ErrorClass::Runtime,
+        }
+    }
+}
