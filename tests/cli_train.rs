@@ -322,7 +322,7 @@ fn batch_smaller_than_replicas_times_micro_batches_names_them() {
     assert!(
         stderr.contains("--replicas 3")
             && stderr.contains("--micro-batches 8")
-            && stderr.contains("use --batch 24"),
+            && stderr.contains("use --batch 24 or --micro-batches 5"),
         "{stderr}"
     );
 }

@@ -843,14 +843,23 @@ impl Remedied for EngineError {
             EngineError::TransportTimeout { .. } | EngineError::CollectiveTimeout { .. } => {
                 Some(Remedy::set(Setting::CommTimeout, Value::Larger))
             }
+            // The least batch that splits, or as many micro-batches as each replica has rows.
             EngineError::BatchSplit {
+                rows,
                 replicas,
                 micro_batches,
-                ..
-            } => Some(Remedy::one_of([
-                Remedy::set(Setting::Batch, Value::Count(replicas * micro_batches)),
-                Remedy::set(Setting::MicroBatches, Value::Smaller),
-            ])),
+            } => Some(Remedy::one_of(
+                [
+                    Some(Remedy::set(
+                        Setting::Batch,
+                        Value::Count(replicas * micro_batches),
+                    )),
+                    (*replicas > 0 && rows >= replicas)
+                        .then(|| Remedy::set(Setting::MicroBatches, Value::Count(rows / replicas))),
+                ]
+                .into_iter()
+                .flatten(),
+            )),
             EngineError::Peer { remedy, .. } => remedy.clone(),
             EngineError::PartialWorld { remedy, .. } => Some(remedy.clone()),
             EngineError::DeviceCount {

@@ -78,7 +78,7 @@ pub use comm::transport::{ChannelTransport, Flow, Tag, Transport};
 pub use device::handoff::Handoff;
 pub use error::{EngineError, Result};
 pub use model::activation::{Activation, FromActivation, chunk_rows};
-pub use model::batch::{Batch, Shard};
+pub use model::batch::{Batch, Shard, check_batch_split};
 pub use model::bundle::{Bundle, Part};
 pub use model::layer::Layer;
 pub use model::loss::{CrossEntropy, Loss, Mse};

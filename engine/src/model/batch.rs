@@ -12,6 +12,31 @@ pub struct Batch {
     pub targets: Activation,
 }
 
+/// Whether a batch of `rows` rows splits into `replicas × micro_batches` micro-batches of at
+/// least one row: the one batch rule, which [`Batch::shard`] applies at each step and a front
+/// end may ask before it starts (the `pipetrain` binary checks `--batch` with it).
+///
+/// ```
+/// use pipetrain_engine::check_batch_split;
+/// assert!(check_batch_split(24, 3, 8).is_ok());
+/// assert!(check_batch_split(16, 3, 8).is_err()); // 16 rows for 24 micro-batches
+/// ```
+///
+/// # Errors
+/// [`EngineError::BatchSplit`], whose remedy is the least batch that splits, or as many
+/// micro-batches as the batch has rows per replica.
+pub fn check_batch_split(rows: usize, replicas: usize, micro_batches: usize) -> Result<()> {
+    let parts = replicas * micro_batches;
+    if parts == 0 || rows < parts {
+        return Err(EngineError::BatchSplit {
+            rows,
+            replicas,
+            micro_batches,
+        });
+    }
+    Ok(())
+}
+
 impl Batch {
     /// Rows in the batch.
     pub fn len(&self) -> usize {
@@ -61,14 +86,8 @@ impl Batch {
     /// ```
     pub fn shard(&self, replicas: usize, micro_batches: usize) -> Result<Vec<Shard>> {
         let rows = self.len();
+        check_batch_split(rows, replicas, micro_batches)?;
         let parts = replicas * micro_batches;
-        if parts == 0 || rows < parts {
-            return Err(EngineError::BatchSplit {
-                rows,
-                replicas,
-                micro_batches,
-            });
-        }
         let split = |a: &Activation| a.clone().split(parts).map_err(EngineError::bad_batch);
         let (mut inputs, mut targets) = (
             split(&self.inputs)?.into_iter(),
@@ -89,5 +108,33 @@ impl Batch {
             })
             .collect();
         Ok(shards)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use pipetrain_schedules::remedy::{Remedied, Remedy, Setting, Value};
+
+    use super::check_batch_split;
+
+    /// The remedy is computed from the values (issue 38), here and so in every front end: the
+    /// least batch, or as many micro-batches as each replica has rows.
+    #[test]
+    fn a_batch_that_does_not_split_names_the_batch_and_the_micro_batches_that_would() {
+        let refused = check_batch_split(16, 3, 8).unwrap_err();
+        assert_eq!(
+            refused.remedy(),
+            Some(Remedy::one_of([
+                Remedy::set(Setting::Batch, Value::Count(24)),
+                Remedy::set(Setting::MicroBatches, Value::Count(5)),
+            ]))
+        );
+        // Fewer rows than replicas: no micro-batch count fits, only a larger batch.
+        let refused = check_batch_split(2, 3, 1).unwrap_err();
+        assert_eq!(
+            refused.remedy(),
+            Some(Remedy::set(Setting::Batch, Value::Count(3)))
+        );
+        assert!(check_batch_split(24, 3, 8).is_ok());
     }
 }

@@ -9,7 +9,7 @@
 use burn::prelude::*;
 use pipetrain::commands::profile::Profile;
 use pipetrain::engine::SingleDevice;
-use pipetrain::remedy::{Remedy, Setting, Value};
+use pipetrain::remedy::Remedied;
 use pipetrain::trainer::{
     DRIFT_VARIABLE, Distributed, Drift, Event, Mode, Reference, Shared, Signal, Source, Stop,
     Trainer, TrainerSettings, summary,
@@ -164,30 +164,18 @@ fn train(args: &TrainArgs, dist: Option<&Distributed>) -> Result<Exit, Failure> 
     if args.batch == 0 {
         return Err(Failure::usage("--batch 0: must be at least 1"));
     }
-    let parts = args.micro_batches * args.replicas;
-    if args.batch < parts {
-        // A batch of `parts` rows, or as many micro-batches as the batch has rows per replica.
-        let fewer = (args.batch >= args.replicas).then(|| {
-            Remedy::set(
-                Setting::MicroBatches,
-                Value::Count(args.batch / args.replicas),
-            )
-        });
-        let fix = Remedy::one_of(
-            [
-                Some(Remedy::set(Setting::Batch, Value::Count(parts))),
-                fewer,
-            ]
-            .into_iter()
-            .flatten(),
-        );
+    // The engine's batch rule and its remedy, asked before anything starts; worded in flags.
+    if let Err(refused) =
+        pipetrain::engine::check_batch_split(args.batch, args.replicas, args.micro_batches)
+    {
+        let fix = refused.remedy().map(|r| r.render(&crate::style::Flags));
         return Err(Failure::usage(format!(
             "--batch {} does not split into --replicas {} × --micro-batches {} micro-batches \
-             of at least one row; {}",
+             of at least one row{}",
             args.batch,
             args.replicas,
             args.micro_batches,
-            fix.render(&crate::style::Flags)
+            fix.map(|f| format!("; {f}")).unwrap_or_default()
         )));
     }
     if !(args.bucket_mb.is_finite() && args.bucket_mb > 0.0) {
