@@ -3,7 +3,7 @@
 //! (F64, F16, BF16) converted rather than panicking a matmul. Every error names the value and
 //! a remedy.
 
-mod common;
+use crate::common;
 use common::{RUNTIME, USAGE, failure_with, scratch, success};
 
 use std::collections::HashMap;

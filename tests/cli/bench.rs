@@ -2,7 +2,7 @@
 //! together, and `--compare-pytorch` with a Python that has no torch says how to get it. No
 //! timing is asserted: only that the measurements are real numbers.
 
-mod common;
+use crate::common;
 use common::{TINY, USAGE, failure_with, pipetrain, scratch, success};
 
 /// `pipetrain bench` on the tiny model, 2 measured steps after 1 warm-up, m ∈ {1, 4}: runs in

@@ -9,7 +9,7 @@
 //! 2^64 − 1) is refused at load naming the entry; `eval --resume` names `--resume`; `export` of a weights file names `--init`, not the
 //! library's `init_from`; numbers come back as given (`1e308`), not as 309 digits.
 
-mod common;
+use crate::common;
 use common::{RUNTIME, TINY, USAGE, failure_with, scratch, success};
 
 use std::collections::HashMap;
@@ -221,7 +221,7 @@ fn export_of_weights_names_the_flag() {
 }
 
 /// Numbers come back in the form they were given, or short: `lr 1e308`, not 309 digits (the
-/// held-out fraction: `tests/cli_remedies.rs`).
+/// held-out fraction: `tests/cli/remedies.rs`).
 #[test]
 fn numbers_come_back_short() {
     // The step may fail (an update of 1e308 overflows); the banner is printed before it.

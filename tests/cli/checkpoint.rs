@@ -3,7 +3,7 @@
 //! and at 1 stage (within 1e-5), refuse a resume with other data flags, start from a PyTorch
 //! state dict, evaluate a checkpoint.
 
-mod common;
+use crate::common;
 use common::{USAGE, failure_with, scratch, success, tensors, write_safetensors};
 
 const MODEL: [&str; 10] = [

@@ -3,7 +3,7 @@
 //! path do not share a temp file, and a kill inside a write (injected deterministically between
 //! the write and the rename) leaves the previous checkpoint, which resumes.
 
-mod common;
+use crate::common;
 use common::{USAGE, failure_with, scratch, success, temp_files, tensors};
 
 use std::os::unix::fs::FileTypeExt;

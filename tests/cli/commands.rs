@@ -3,7 +3,7 @@
 //! then read back from its cache), `pipetrain::plan` on GPipe, and `pipetrain::export` on a
 //! checkpoint of an MLP. Nothing here asserts a speed: only that the numbers are real.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

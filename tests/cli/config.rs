@@ -1,7 +1,7 @@
 //! `pipetrain train --config run.toml`: flags from a TOML file, overridden by the command line
 //! (and the same in `eval` and `tune`); and the worked examples of `pipetrain train --help`.
 
-mod common;
+use crate::common;
 use common::{USAGE, failure_with, pipetrain, scratch, success};
 
 use std::path::PathBuf;

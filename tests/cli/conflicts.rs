@@ -2,7 +2,7 @@
 //! refused before anything runs, naming the flags and a remedy; `eval --resume` evaluates the
 //! checkpoint; a weights file whose layout cannot be told is refused, not transposed by guess.
 
-mod common;
+use crate::common;
 use common::{USAGE, failure_with, scratch, success};
 
 use std::collections::HashMap;

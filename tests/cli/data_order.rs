@@ -1,7 +1,7 @@
 //! `--held-out 0` trains on every example (no held-out metric) and `--no-shuffle` visits a
 //! loaded data set in file order (issue 17, item 7).
 
-mod common;
+use crate::common;
 use common::{USAGE, failure_with, scratch, success};
 
 use std::path::Path;

@@ -7,7 +7,7 @@
 //! Mounting needs root: where `mount` fails the test says so in one loud line and passes, unless
 //! `CI` is set (then it fails).
 
-mod common;
+use crate::common;
 use common::{TINY, scratch, temp_files};
 
 use std::path::{Path, PathBuf};

@@ -2,7 +2,7 @@
 //! line refused before training, 3 for a `--verify` above its tolerance (0 is every successful
 //! test); and the table under `--help` is the guide's (docs/exit-codes.md).
 
-mod common;
+use crate::common;
 use common::{RUNTIME, TINY, USAGE, VERIFY_FAILED, failure_with, pipetrain, scratch, success};
 
 /// `pipetrain train <TINY> <extra>`.
@@ -258,7 +258,7 @@ fn help_table(help: &str) -> Vec<(String, String)> {
 
 /// The rows of the table in docs/exit-codes.md, backticks dropped.
 fn guide_table() -> Vec<(String, String)> {
-    include_str!("../docs/exit-codes.md")
+    include_str!("../../docs/exit-codes.md")
         .lines()
         .skip_while(|l| !l.starts_with('|'))
         .take_while(|l| l.starts_with('|'))

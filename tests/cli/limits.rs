@@ -3,7 +3,7 @@
 //! error that names the cause and the remedy, before anything is allocated — with the machine's
 //! memory, and under an address-space limit of about 4 GB (`ulimit -v 4000000`).
 
-mod common;
+use crate::common;
 use common::USAGE;
 
 use std::process::{Command, Stdio};

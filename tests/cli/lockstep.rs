@@ -3,7 +3,7 @@
 //! run verifies every step's update instead of float chaos; a diverged run stops at its first
 //! non-finite step before anything is compared. `--end-to-end` compares once, at the end.
 
-mod common;
+use crate::common;
 use common::{failure_with, max_rel_diff, success};
 
 /// A tiny 2 replicas × 2 stages AdamW run at m = 4, then `extra`.

@@ -1,7 +1,7 @@
 //! `pipetrain train --memory-budget SIZE`: sizes parse, and a budget nothing fits ends with a
 //! usage error in the CLI's words.
 
-mod common;
+use crate::common;
 use common::{TINY, USAGE, failure_with, success};
 
 #[test]
@@ -50,7 +50,7 @@ fn an_infeasible_budget_names_the_flags_to_change() {
         .collect();
     // A budget a little short of the 12448 bytes needed, so that each remedy fits it: each is
     // offered only where it does (a budget of 1 KiB is offered the budget alone;
-    // tests/cli_remedies.rs follows each).
+    // tests/cli/remedies.rs follows each).
     let err = failure_with(USAGE, &args);
     for part in [
         "memory budget 11.72 KiB",

@@ -1,7 +1,7 @@
 //! `pipetrain train --metrics run.csv|run.jsonl --plot loss.png`: one row per optimizer step,
 //! and a PNG of the loss curve.
 
-mod common;
+use crate::common;
 use common::{USAGE, failure_with, scratch, success};
 
 /// Trains 3 optimizer steps of 2 replicas × 2 stages with accumulation 2, writing `file`.

@@ -2,7 +2,7 @@
 //! `--stages 2 --verify` on tiny sizes; MNIST (IDX), safetensors and text files the tests
 //! write train and report held-out accuracy / perplexity; `pipetrain eval` evaluates.
 
-mod common;
+use crate::common;
 use common::{USAGE, failure_with, max_rel_diff, scratch, success};
 
 use std::collections::HashMap;

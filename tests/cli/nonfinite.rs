@@ -4,7 +4,7 @@
 //! `--clip-grad-norm` on 2 stages × 2 replicas matches single-device clipping (issue 17, items 5
 //! and 6); NaN weights that reach `--verify` fail it with exit 3 (issue 26, item 4).
 
-mod common;
+use crate::common;
 use common::{RUNTIME, TINY, VERIFY_FAILED, failure_with, max_rel_diff, scratch, success, tensors};
 
 /// `pipetrain train <TINY> --micro-batches 4 <extra>` with `--steps` replaced.

@@ -5,7 +5,7 @@
 //! `--resume` continues the earlier run's `--metrics` file. A FIFO given as an input is refused
 //! before it is opened (issue 38), where opening it waited for a writer.
 
-mod common;
+use crate::common;
 use common::{TINY, TINY_GPT, USAGE, failure_with, scratch, success, temp_files};
 
 use std::os::unix::fs::FileTypeExt;

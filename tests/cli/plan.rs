@@ -1,6 +1,6 @@
 //! `pipetrain plan`, run as a user runs it: the built binary, its stdout, stderr and exit code.
 
-mod common;
+use crate::common;
 
 use pipetrain_schedules::{Lowering, Plan, ScheduleKind, SkipRoute, lower, route_skips};
 use serde_json::Value;

@@ -2,7 +2,7 @@
 //! size, and text (the title, the tick labels, the axis descriptions) is drawn where a chart
 //! without a font would have none.
 
-mod common;
+use crate::common;
 use common::{TINY, scratch, success};
 
 /// Dark grey-to-black pixels (text and axes; the curves are blue and orange) in the

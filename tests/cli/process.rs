@@ -2,7 +2,7 @@
 //! capped with a warning instead of spawning 100 000 threads, and a closed stdout
 //! (`pipetrain train | head -1`) loses the lines but neither panics nor stops the training.
 
-mod common;
+use crate::common;
 use common::{TINY, scratch};
 
 use std::io::Read;

@@ -1,7 +1,7 @@
 //! `pipetrain train --profile trace.json`: the chrome trace of a tiny run, checked against the
 //! lowered plan the run interprets.
 
-mod common;
+use crate::common;
 use common::{scratch, success};
 
 use std::collections::{BTreeMap, BTreeSet};

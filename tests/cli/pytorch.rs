@@ -4,7 +4,7 @@
 //! shapes and values expected, and `--init` of it is exact. `--rename` maps a prefix; wrong
 //! names are listed as `load_state_dict(strict=True)` lists them.
 
-mod common;
+use crate::common;
 use common::{USAGE, failure_with, scratch, success, tensors, write_safetensors_with};
 
 use std::collections::{BTreeMap, HashMap};

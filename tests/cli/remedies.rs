@@ -37,7 +37,7 @@
 //! Not reachable from one process, and not covered: `ChunksAcrossProcesses` and
 //! `MeasuredSplitAcrossProcesses` (MPI runs; `tests/mpi.rs` checks their messages).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -2,7 +2,7 @@
 //! whose every stage splits its backward (the MLP, the GPT) and on a stage that does not (a
 //! ResNet's convolutions).
 
-mod common;
+use crate::common;
 use common::{TINY_GPT, TINY_RESNET, max_rel_diff, pipetrain, stdout_of_success};
 
 /// Runs `args` (a `--verify` run) to success: its stdout, after checking the verification line,

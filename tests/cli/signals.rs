@@ -8,7 +8,7 @@
 //! hold when it wants (or never, for the second SIGINT). The only clock is a guard against a
 //! hang ([`HANG`]), far above any step.
 
-mod common;
+use crate::common;
 use common::{scratch, success, tensors};
 
 use std::io::{BufRead, BufReader};

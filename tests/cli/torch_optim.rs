@@ -2,7 +2,7 @@
 //! command line: each under `--verify` at 2 stages × 2 replicas, the rates in `--metrics`, and a
 //! scheduled run resumed bit for bit (issue 17, items 3 and 4).
 
-mod common;
+use crate::common;
 use common::{TINY, USAGE, failure_with, max_rel_diff, scratch, success, tensors};
 
 /// `pipetrain train <TINY> --micro-batches 2 --steps <steps> <extra>`.

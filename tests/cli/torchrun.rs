@@ -12,7 +12,7 @@
 //! of 2 in a build without MPI (or Slurm's tasks that no MPI plugin connects) once gave a lone
 //! run that wrote its checkpoint as if it were the only process.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::Command;

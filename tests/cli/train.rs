@@ -2,7 +2,7 @@
 //! binary, its stdout, stderr and exit code. Every run is tiny (width ≤ 32, batch ≤ 32, ≤ 3
 //! steps) so the debug build finishes in seconds, but the one that checks the defaults learn.
 
-mod common;
+use crate::common;
 use common::{USAGE, failure_with, max_rel_diff, success};
 
 /// Stderr of a `pipetrain train <args>` run that must be refused as a usage error (exit 2):

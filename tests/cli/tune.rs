@@ -2,7 +2,7 @@
 //! the trial runs beside their predictions, the cache, `--apply` read back by
 //! `train --config`, and a budget that rules out the fastest configuration.
 
-mod common;
+use crate::common;
 
 use common::{USAGE, failure_with, success};
 

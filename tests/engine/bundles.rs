@@ -12,7 +12,7 @@
 //!            ─ Head:    logits = lin(h) + embedding(ids)
 //! ```
 
-mod common;
+use crate::common;
 
 use burn::nn::{Embedding, EmbeddingConfig, Linear, LinearConfig};
 use burn::prelude::*;

@@ -1,7 +1,7 @@
 //! Checkpoints: layout-independent names, bit-for-bit resume, atomic writes, clear errors, and
 //! initial weights from a PyTorch-style state dict.
 
-mod common;
+use crate::common;
 use common::{scratch, seeded, write_safetensors};
 
 use std::collections::BTreeMap;
@@ -365,7 +365,8 @@ fn kill_during_write_leaves_the_previous_checkpoint() {
     // before the rename. Deterministic: no timing decides where the kill lands.
     let status = Command::new(std::env::current_exe().unwrap())
         .args([
-            "child_writes_checkpoints_forever",
+            // Its name in this test binary (tests/engine/main.rs): module and function.
+            "checkpoint::child_writes_checkpoints_forever",
             "--ignored",
             "--exact",
             "--nocapture",
@@ -389,9 +390,9 @@ fn kill_during_write_leaves_the_previous_checkpoint() {
     assert_eq!(temps.len(), 1, "{temps:?}");
     let written = std::fs::metadata(&temps[0]).unwrap().len();
     assert_eq!(written, std::fs::metadata(&path).unwrap().len());
-    let device = Device::flex();
+    // Under the generator's lock: the other modules of this test binary draw from it too.
     let layers = checkpoint
-        .load_model(MlpConfig::new(512, 4, 10).init(&device))
+        .load_model(seeded(0, |d| MlpConfig::new(512, 4, 10).init(d)))
         .expect("weights load");
     assert_eq!(layers.len(), 5);
 }

@@ -9,8 +9,8 @@
 use std::sync::mpsc;
 use std::time::Duration;
 
+use crate::common;
 use burn::nn::{Linear, LinearConfig};
-mod common;
 
 use burn::prelude::*;
 use pipetrain::engine::{SingleDevice, difference};

@@ -3,7 +3,7 @@
 //! backend stands in for a second one: a tensor on one cannot meet a tensor on the other, so a
 //! stage left on the default device, or an activation not moved, fails the step.
 
-mod common;
+use crate::common;
 
 use burn::nn::{Linear, LinearConfig};
 use burn::prelude::*;

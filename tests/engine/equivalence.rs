@@ -5,7 +5,7 @@
 //! every parameter tensor is within 1e-5 (norm-wise relative) of single-device training, and
 //! GPipe and 1F1B at the same m are bitwise equal.
 
-mod common;
+use crate::common;
 
 use burn::prelude::*;
 use pipetrain::engine::{SingleDevice, difference};

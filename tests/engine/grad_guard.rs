@@ -5,7 +5,7 @@
 //! the gradient itself: an unclipped step gives `g = w₀ − w₁` and its norm; the clipped step
 //! must then give `w₀ − c·g` with `c = max / (‖g‖ + 1e-6)`, torch's `clip_grad_norm_`.
 
-mod common;
+use crate::common;
 
 use burn::prelude::*;
 use pipetrain::engine::EngineError;

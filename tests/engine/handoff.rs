@@ -3,7 +3,7 @@
 //! passing of a CPU run trains, through the stage transports (activations and gradients) and
 //! the in-process all-reduce (its buckets and broadcast sums) alike.
 
-mod common;
+use crate::common;
 
 use burn::prelude::*;
 use pipetrain::{Handoff, OptimizerConfig, Pipeline};

@@ -1,7 +1,7 @@
 //! `Pipeline::forward`: inference streamed through the stages (and replicas) equals running the
 //! whole model on one device, in the batch's row order, for any batch size.
 
-mod common;
+use crate::common;
 
 use burn::prelude::*;
 use pipetrain::engine::EngineError;

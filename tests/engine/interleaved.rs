@@ -3,7 +3,7 @@
 //! within 1e-5 and is bitwise equal to GPipe and 1F1B over the same chunks (every stage
 //! accumulates its micro-batches in ascending order under each of them).
 
-mod common;
+use crate::common;
 
 use burn::prelude::*;
 use pipetrain::engine::{SingleDevice, difference};

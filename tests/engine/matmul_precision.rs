@@ -3,7 +3,7 @@
 //! value other than fp32 or tf32 is refused naming it. (On a GPU, tests/gpu.rs checks that a
 //! device keeps the precision it started with and refuses the other.)
 
-mod common;
+use crate::common;
 use common::{TINY, USAGE, failure_with, success};
 
 use burn::prelude::*;

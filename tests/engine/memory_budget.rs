@@ -17,7 +17,7 @@
 //! picks), [3, 1] 20992, [1, 3] 26240. So 22000 bytes forces [3, 1] and 20000 fits nothing: the
 //! least budget is 20992, the head alone.
 
-mod common;
+use crate::common;
 
 use burn::prelude::*;
 use pipetrain::memory::Bytes;

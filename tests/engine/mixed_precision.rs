@@ -10,7 +10,7 @@
 //! - Layouts: ZeRO-1, gradient accumulation, tied weights (the GPT), skips (the U-Net).
 //! - A layer holding a `BatchNorm` is refused at build, naming it.
 
-mod common;
+use crate::common;
 
 use burn::nn::{Linear, LinearConfig};
 use burn::prelude::*;

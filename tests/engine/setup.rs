@@ -1,7 +1,7 @@
 //! The setup is complete when `build` returns, before any step: the split, the plans, the
 //! predicted bubbles and memory, and the parameters are what they are after the first step.
 
-mod common;
+use crate::common;
 
 use burn::prelude::*;
 use pipetrain::{Backward, Error, OptimizerConfig, Pipeline, PipelineBuilder, ScheduleKind};

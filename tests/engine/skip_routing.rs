@@ -4,7 +4,7 @@
 //! popping stage ends the step instead of leaving the stashing stage waiting for the skip's
 //! gradient.
 
-mod common;
+use crate::common;
 
 use burn::prelude::*;
 use pipetrain::engine::{SingleDevice, difference};

@@ -2,7 +2,7 @@
 //! deferred and batched over a group of micro-batches) against autodiff, per layer kind, on
 //! stages that mix dense and autodiff layers, under every schedule and re-materialization mode.
 
-mod common;
+use crate::common;
 
 use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig};
 use burn::prelude::*;

@@ -4,7 +4,7 @@
 //! rest of each layer stays on autodiff. Against autodiff (fused) and single-device training,
 //! per layer kind and cut, under every schedule, tied or not.
 
-mod common;
+use crate::common;
 
 use burn::prelude::*;
 use pipetrain::engine::profile;

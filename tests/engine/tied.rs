@@ -2,7 +2,7 @@
 //! projection (last stage) are one parameter trains exactly like single-device training with
 //! the same tie, and the two copies stay equal bit for bit.
 
-mod common;
+use crate::common;
 
 use burn::prelude::*;
 use pipetrain::engine::{SingleDevice, difference};

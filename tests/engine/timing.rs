@@ -4,7 +4,7 @@
 //! The synchronisations themselves are counted (a no-op on a CPU, so only the count shows them):
 //! one per compute action of the worker's program under `Device`, one per worker under `Host`.
 
-mod common;
+use crate::common;
 
 use burn::prelude::*;
 use pipetrain::schedules::{ActionKind, StageId};

@@ -9,6 +9,8 @@ use pipetrain::trainer::{Event, Mode, Outcome, Signal, Source, Stop, Trainer, Tr
 use pipetrain::{Batch, Layer, OptimizerConfig, Pipeline, Remat};
 use pipetrain_models::{MlpConfig, MlpLayer, synthetic};
 
+use crate::common;
+
 /// A fresh directory for one test's files.
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("pipetrain-trainer-{name}-{}", std::process::id()));
@@ -36,9 +38,10 @@ fn batch(i: u64) -> pipetrain::Result<Batch> {
 }
 
 fn init() -> Vec<MlpLayer> {
-    let device = Device::flex();
-    device.seed(3);
-    MlpConfig::new(12, 3, 4).with_input(12).init(&device)
+    // Under the generator's lock: the other modules of this test binary draw from it too.
+    common::seeded(3, |device| {
+        MlpConfig::new(12, 3, 4).with_input(12).init(device)
+    })
 }
 
 fn run<L: Layer>(
@@ -69,11 +72,9 @@ fn half_a_run_a_checkpoint_and_a_resume_equal_the_straight_run_bit_for_bit() {
     assert_eq!(half.step, 3);
     // A fresh pipeline from other weights: the checkpoint brings the weights, the optimizer
     // state and the step.
-    let mut second = pipeline(
-        MlpConfig::new(12, 3, 4)
-            .with_input(12)
-            .init(&Device::flex()),
-    );
+    let mut second = pipeline(common::seeded(4, |device| {
+        MlpConfig::new(12, 3, 4).with_input(12).init(device)
+    }));
     let resumed = run(
         &mut second,
         TrainerSettings {

@@ -5,7 +5,7 @@
 //! tests/memory_measured.rs holds it against the allocator) is what the search predicted, under
 //! the budget.
 
-mod common;
+use crate::common;
 
 use burn::prelude::*;
 use pipetrain::tune::{Calibration, default_space, measure, search};

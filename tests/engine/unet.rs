@@ -2,7 +2,7 @@
 //! 4 stages (so each skip is cut at every boundary it can be), GPipe and 1F1B, every remat mode
 //! and 2 replicas train like one device; the skip declarations are checked at build time.
 
-mod common;
+use crate::common;
 
 use burn::prelude::*;
 use pipetrain::engine::{SingleDevice, difference};

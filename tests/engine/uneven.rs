@@ -4,7 +4,7 @@
 //! longer) and each micro-batch's loss is weighted by its rows, so a step still equals one
 //! full-batch step on one device, for pipelines and replicas alike.
 
-mod common;
+use crate::common;
 
 use burn::prelude::*;
 use pipetrain::engine::{SingleDevice, difference};

@@ -2,7 +2,7 @@
 //! without re-planning or a declared shape, and equals single-device training (SGD: Adam at
 //! lr 1e-2 on this 9-row batch amplifies rounding past 1e-5 under remat, fixed shapes too).
 
-mod common;
+use crate::common;
 
 use burn::prelude::*;
 use pipetrain::engine::{SingleDevice, difference};

@@ -5,7 +5,7 @@
 //! compared, so float rounding (a replica's half-batch gradients summed by the all-reduce round
 //! differently from one full-batch gradient) cannot compound over the run.
 
-mod common;
+use crate::common;
 
 use burn::prelude::*;
 use pipetrain::engine::{SingleDevice, difference};

@@ -17,7 +17,7 @@
 //!   cast sits where autocast's does for this model (weights and inputs to bf16, the loss in
 //!   fp32, each micro-batch's weight gradient rounded to bf16 before the fp32 sum).
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

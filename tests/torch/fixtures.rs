@@ -1,7 +1,7 @@
 //! pipetrain's learning-rate schedules and optimizers against numbers PyTorch made: the
 //! fixtures in `tests/fixtures/torch/torch_optim.json`, written by
 //! `tests/fixtures/torch/generate.py` with torch (2.15, CPU) and committed, so this test needs
-//! no torch. `tests/torch_optim.rs` checks the same rules against their closed forms written out
+//! no torch. `tests/torch/optim.rs` checks the same rules against their closed forms written out
 //! here; this file is the independent witness that the closed forms are torch's.
 //!
 //! - Schedules: cosine, linear, step and constant decay, with and without warm-up, with and
@@ -12,7 +12,7 @@
 //!   `AdamW` for six steps of a `Linear(1 → 4)` from fixed weights, fed x = 1 with an MSE loss
 //!   against 0, in float32 as torch ran them, two of them under a warm-up + cosine schedule.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

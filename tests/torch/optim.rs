@@ -6,7 +6,7 @@
 //! PyTorch's documented update rules on that in f64 and compares every parameter after each
 //! step with the pipeline's.
 
-mod common;
+use crate::common;
 
 use burn::prelude::*;
 use pipetrain::{
