@@ -12,13 +12,13 @@
 //! The example trains the MLP for a few epochs on small generated data (3 classes of Gaussian
 //! blobs) twice from the same initial weights: with burn's default single-device strategy and
 //! with the pipeline (2 stages × 2 replicas × 4 micro-batches). The learned weights agree to
-//! float rounding (norm-wise relative difference ≤ 1e-5); tests/learner.rs checks it.
+//! float rounding (norm-wise relative difference ≤ 1e-5); tests/learner/ checks it.
 //!
 //! ```text
 //! cargo run --example learner
 //! ```
 
-// tests/learner.rs includes this file as a module and uses only part of it.
+// tests/learner/main.rs includes this file as a module and uses only part of it.
 #![allow(dead_code)]
 
 use std::path::Path;

@@ -32,7 +32,7 @@
 //! - Data parallelism sums parameter gradients; running statistics are buffers: each replica
 //!   updates its own from its micro-batches, then replica 0's are broadcast to the others after
 //!   every optimizer step (PyTorch DDP's `broadcast_buffers`), so replicas stay identical
-//!   (tested in the workspace's `tests/data_parallel.rs`).
+//!   (tested in the workspace's `tests/engine/data_parallel.rs`).
 //! - burn keeps a running state's updates per thread and *averages* the values of different
 //!   threads when it syncs. A stage runs each step on one thread of its pool; with
 //!   `threads_per_worker(1)` that is always the same thread, so the updates chain exactly as in

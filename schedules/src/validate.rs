@@ -128,134 +128,213 @@ fn check(plan: &Plan, purpose: Purpose) -> std::result::Result<(), Failure> {
     })
 }
 
+/// One stage's share of the plan, as its rule groups read it.
+struct StageView<'a> {
+    stage: StageId,
+    /// The row a failure names: the program of the rank that holds the stage.
+    row: StageId,
+    /// That rank's whole program (other stages' actions included: the steps are its indices).
+    program: &'a [Action],
+    stages: usize,
+    micro_batches: usize,
+    lowered: bool,
+    purpose: Purpose,
+}
+
+/// The stage's actions checked so far, by (kind, micro-batch, peer), with their steps.
+type Seen = HashMap<(ActionKind, Option<MicroBatchId>, Option<StageId>), usize>;
+
+/// The step of the stage's `kind` action of `mb` (no peer), if it has been seen.
+fn step_of(seen: &Seen, kind: ActionKind, mb: MicroBatchId) -> Option<usize> {
+    seen.get(&(kind, Some(mb), None)).copied()
+}
+
+/// The rules of one stage, in program order: each action's place, no duplicate, its order
+/// within the stage; then, at the end, the skips answered and every micro-batch complete.
 fn check_stage(plan: &Plan, stage: StageId, purpose: Purpose) -> std::result::Result<(), Failure> {
     use ActionKind::*;
-    let (s, p, m) = (stage.index(), plan.stages(), plan.micro_batches());
-    let lowered = plan.is_lowered();
-    // The program of the rank that holds the stage; a failure names that program (row).
     let rank = plan.rank_of(stage).expect("a stage of the plan");
-    let row = StageId::from(rank);
-    let program = &plan.programs()[rank];
-    type Seen = (ActionKind, Option<MicroBatchId>, Option<StageId>);
-    let mut seen: HashMap<Seen, usize> = HashMap::default();
+    let view = StageView {
+        stage,
+        row: StageId::from(rank),
+        program: &plan.programs()[rank],
+        stages: plan.stages(),
+        micro_batches: plan.micro_batches(),
+        lowered: plan.is_lowered(),
+        purpose,
+    };
+    let mut seen = Seen::default();
     let mut last_backward = None;
-    for (step, &a) in program.iter().enumerate().filter(|(_, a)| a.stage == stage) {
-        let fail = |v| Err((row, step, a, v));
-        if a.micro_batch.is_some_and(|mb| mb.index() >= m) {
-            return fail(Violation::MicroBatchOutOfRange { micro_batches: m });
-        }
-        let no_upstream = s == 0 && matches!(a.kind, RecvActivation | SendGradient);
-        let no_downstream = s + 1 == p && matches!(a.kind, SendActivation | RecvGradient);
-        if no_upstream || no_downstream {
-            return fail(Violation::NoNeighbour);
-        }
-        let later = a.peer.is_some_and(|peer| peer > stage && peer.index() < p);
-        let earlier = a.peer.is_some_and(|peer| peer < stage);
-        let peer_ok = match a.kind {
-            SendSkip | RecvSkipGradient => later,
-            RecvSkip | SendSkipGradient => earlier,
-            _ => a.peer.is_none(),
-        };
-        if !peer_ok {
-            return fail(Violation::SkipPeer);
-        }
-        if purpose == Purpose::Inference
-            && !matches!(
-                a.kind,
-                Forward | SendActivation | RecvActivation | SendSkip | RecvSkip
-            )
-        {
-            return fail(Violation::TrainingOnly);
+    let actions = view
+        .program
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| a.stage == stage);
+    for (step, &a) in actions {
+        let fail = |v| Err((view.row, step, a, v));
+        if let Some(v) = placement(&view, a) {
+            return fail(v);
         }
         if seen.insert((a.kind, a.micro_batch, a.peer), step).is_some() {
             return fail(Violation::Duplicate);
         }
-        let has = |kind| seen.contains_key(&(kind, a.micro_batch, None));
-        let needs = |kind| Violation::Before {
-            needs: Action {
-                kind,
-                peer: None,
-                ..a
-            },
-        };
-        let too_late = |kind| Violation::TooLate {
-            consumer: Action {
-                kind,
-                peer: None,
-                ..a
-            },
-        };
-        let needed = match a.kind {
-            Forward if lowered && s > 0 && !has(RecvActivation) => Some(needs(RecvActivation)),
-            SendActivation if !has(Forward) => Some(needs(Forward)),
-            Backward | BackwardInput if !has(Forward) => Some(needs(Forward)),
-            Backward | BackwardInput if lowered && s + 1 < p && !has(RecvGradient) => {
-                Some(needs(RecvGradient))
-            }
-            SendGradient | SendSkipGradient if !has(Backward) && !has(BackwardInput) => {
-                Some(needs(Backward))
-            }
-            SendSkip if !has(Forward) => Some(needs(Forward)),
-            RecvSkip if has(Forward) => Some(too_late(Forward)),
-            RecvSkipGradient if has(Backward) => Some(too_late(Backward)),
-            RecvSkipGradient if has(BackwardInput) => Some(too_late(BackwardInput)),
-            BackwardWeight if !has(BackwardInput) => Some(needs(BackwardInput)),
-            AllReduce | OptimizerStep => {
-                let pending = (0..m).map(MicroBatchId::from).find(|&mb| {
-                    !seen.contains_key(&(Backward, Some(mb), None))
-                        && !seen.contains_key(&(BackwardWeight, Some(mb), None))
-                });
-                match pending {
-                    Some(mb) => Some(Violation::Before {
-                        needs: Action::backward(stage, mb),
-                    }),
-                    None if a.kind == OptimizerStep
-                        && program.contains(&Action::all_reduce(stage))
-                        && !has(AllReduce) =>
-                    {
-                        Some(Violation::Before {
-                            needs: Action::all_reduce(stage),
-                        })
-                    }
-                    None => None,
-                }
-            }
-            _ => None,
-        };
-        if let Some(v) = needed {
+        if let Some(v) = order(&view, &seen, a) {
             return fail(v);
-        }
-        if (a.kind == Backward && (has(BackwardInput) || has(BackwardWeight)))
-            || (a.kind == BackwardInput && has(Backward))
-        {
-            return fail(Violation::MixedBackward);
         }
         if matches!(a.kind, Backward | BackwardWeight) {
             last_backward = Some(step);
         }
     }
-    // Completeness: everything every micro-batch needs on this stage.
-    let end = program.len();
-    let step_of = |kind, mb| seen.get(&(kind, Some(mb), None)).copied();
-    if purpose == Purpose::Training {
-        // Every skip received is popped, and its gradient goes back to the stashing stage.
-        for &(kind, mb, peer) in seen.keys() {
-            let (Some(mb), Some(peer)) = (mb, peer) else {
-                continue;
-            };
-            if kind == RecvSkip && !seen.contains_key(&(SendSkipGradient, Some(mb), Some(peer))) {
-                let skb = Action::skip(stage, SendSkipGradient, mb, peer);
-                let at = step_of(Backward, mb).or(step_of(BackwardInput, mb));
-                let v = Violation::Missing { missing: skb };
-                return Err((row, at.map_or(end, |b| b + 1), skb, v));
+    skips_answered(&view, &seen)?;
+    completeness(&view, &seen, last_backward)
+}
+
+/// Whether the action may be on this stage at all: its micro-batch in range, a neighbour on the
+/// side it sends to or receives from, a skip's peer on the right side, and a kind the plan's
+/// purpose allows.
+fn placement(view: &StageView<'_>, a: Action) -> Option<Violation> {
+    use ActionKind::*;
+    let (stage, p, m) = (view.stage, view.stages, view.micro_batches);
+    let s = stage.index();
+    if a.micro_batch.is_some_and(|mb| mb.index() >= m) {
+        return Some(Violation::MicroBatchOutOfRange { micro_batches: m });
+    }
+    let no_upstream = s == 0 && matches!(a.kind, RecvActivation | SendGradient);
+    let no_downstream = s + 1 == p && matches!(a.kind, SendActivation | RecvGradient);
+    if no_upstream || no_downstream {
+        return Some(Violation::NoNeighbour);
+    }
+    let later = a.peer.is_some_and(|peer| peer > stage && peer.index() < p);
+    let earlier = a.peer.is_some_and(|peer| peer < stage);
+    let peer_ok = match a.kind {
+        SendSkip | RecvSkipGradient => later,
+        RecvSkip | SendSkipGradient => earlier,
+        _ => a.peer.is_none(),
+    };
+    if !peer_ok {
+        return Some(Violation::SkipPeer);
+    }
+    if view.purpose == Purpose::Inference
+        && !matches!(
+            a.kind,
+            Forward | SendActivation | RecvActivation | SendSkip | RecvSkip
+        )
+    {
+        return Some(Violation::TrainingOnly);
+    }
+    None
+}
+
+/// The action's order within the stage (`seen` holds it and the actions before it): what it
+/// needs before it (its receive, its forward, its backward, every backward before the
+/// all-reduce and the optimizer step, the all-reduce before the step), skips received in time,
+/// and one kind of backward per micro-batch.
+fn order(view: &StageView<'_>, seen: &Seen, a: Action) -> Option<Violation> {
+    use ActionKind::*;
+    let (stage, p, m) = (view.stage, view.stages, view.micro_batches);
+    let s = stage.index();
+    let lowered = view.lowered;
+    let has = |kind| seen.contains_key(&(kind, a.micro_batch, None));
+    let needs = |kind| Violation::Before {
+        needs: Action {
+            kind,
+            peer: None,
+            ..a
+        },
+    };
+    let too_late = |kind| Violation::TooLate {
+        consumer: Action {
+            kind,
+            peer: None,
+            ..a
+        },
+    };
+    let needed = match a.kind {
+        Forward if lowered && s > 0 && !has(RecvActivation) => Some(needs(RecvActivation)),
+        SendActivation if !has(Forward) => Some(needs(Forward)),
+        Backward | BackwardInput if !has(Forward) => Some(needs(Forward)),
+        Backward | BackwardInput if lowered && s + 1 < p && !has(RecvGradient) => {
+            Some(needs(RecvGradient))
+        }
+        SendGradient | SendSkipGradient if !has(Backward) && !has(BackwardInput) => {
+            Some(needs(Backward))
+        }
+        SendSkip if !has(Forward) => Some(needs(Forward)),
+        RecvSkip if has(Forward) => Some(too_late(Forward)),
+        RecvSkipGradient if has(Backward) => Some(too_late(Backward)),
+        RecvSkipGradient if has(BackwardInput) => Some(too_late(BackwardInput)),
+        BackwardWeight if !has(BackwardInput) => Some(needs(BackwardInput)),
+        AllReduce | OptimizerStep => {
+            let pending = (0..m).map(MicroBatchId::from).find(|&mb| {
+                !seen.contains_key(&(Backward, Some(mb), None))
+                    && !seen.contains_key(&(BackwardWeight, Some(mb), None))
+            });
+            match pending {
+                Some(mb) => Some(Violation::Before {
+                    needs: Action::backward(stage, mb),
+                }),
+                None if a.kind == OptimizerStep
+                    && view.program.contains(&Action::all_reduce(stage))
+                    && !has(AllReduce) =>
+                {
+                    Some(Violation::Before {
+                        needs: Action::all_reduce(stage),
+                    })
+                }
+                None => None,
             }
         }
+        _ => None,
+    };
+    if needed.is_some() {
+        return needed;
     }
-    for mb in MicroBatchId::range(m) {
+    if (a.kind == Backward && (has(BackwardInput) || has(BackwardWeight)))
+        || (a.kind == BackwardInput && has(Backward))
+    {
+        return Some(Violation::MixedBackward);
+    }
+    None
+}
+
+/// In training, every skip received is popped, and its gradient goes back to the stashing
+/// stage: an `RK` without its `SKB` is missing one, placed after the micro-batch's backward.
+fn skips_answered(view: &StageView<'_>, seen: &Seen) -> std::result::Result<(), Failure> {
+    use ActionKind::*;
+    if view.purpose != Purpose::Training {
+        return Ok(());
+    }
+    for &(kind, mb, peer) in seen.keys() {
+        let (Some(mb), Some(peer)) = (mb, peer) else {
+            continue;
+        };
+        if kind == RecvSkip && !seen.contains_key(&(SendSkipGradient, Some(mb), Some(peer))) {
+            let skb = Action::skip(view.stage, SendSkipGradient, mb, peer);
+            let at = step_of(seen, Backward, mb).or(step_of(seen, BackwardInput, mb));
+            let v = Violation::Missing { missing: skb };
+            return Err((view.row, at.map_or(view.program.len(), |b| b + 1), skb, v));
+        }
+    }
+    Ok(())
+}
+
+/// Everything every micro-batch needs on this stage: its forward; in training its backward (a
+/// full `B`, or `I` and `W`); in a lowered plan the send of its activation (not on the last
+/// stage) and, in training, of its gradient (not on the first). `last_backward` places a
+/// missing backward.
+fn completeness(
+    view: &StageView<'_>,
+    seen: &Seen,
+    last_backward: Option<usize>,
+) -> std::result::Result<(), Failure> {
+    use ActionKind::*;
+    let (stage, s, p, lowered) = (view.stage, view.stage.index(), view.stages, view.lowered);
+    let end = view.program.len();
+    for mb in MicroBatchId::range(view.micro_batches) {
         let missing = |kind, step: Option<usize>| {
             let step = step.unwrap_or(end);
             Err((
-                row,
+                view.row,
                 step,
                 Action::new(stage, kind, mb),
                 Violation::Missing {
@@ -263,34 +342,35 @@ fn check_stage(plan: &Plan, stage: StageId, purpose: Purpose) -> std::result::Re
                 },
             ))
         };
-        let Some(forward) = step_of(Forward, mb) else {
+        let at = |kind| step_of(seen, kind, mb);
+        let Some(forward) = at(Forward) else {
             return missing(Forward, None);
         };
-        if purpose == Purpose::Inference {
-            if lowered && s + 1 < p && step_of(SendActivation, mb).is_none() {
+        if view.purpose == Purpose::Inference {
+            if lowered && s + 1 < p && at(SendActivation).is_none() {
                 return missing(SendActivation, Some(forward + 1));
             }
             continue;
         }
-        let full = step_of(Backward, mb);
-        let split = step_of(BackwardInput, mb);
+        let full = at(Backward);
+        let split = at(BackwardInput);
         if full.is_none() && split.is_none() {
             return missing(Backward, last_backward.map(|s| s + 1));
         }
-        if split.is_some() && step_of(BackwardWeight, mb).is_none() {
+        if split.is_some() && at(BackwardWeight).is_none() {
             return missing(BackwardWeight, None);
         }
-        if lowered && s + 1 < p && step_of(SendActivation, mb).is_none() {
+        if lowered && s + 1 < p && at(SendActivation).is_none() {
             return missing(SendActivation, Some(forward + 1));
         }
-        if lowered && s > 0 && step_of(SendGradient, mb).is_none() {
+        if lowered && s > 0 && at(SendGradient).is_none() {
             return missing(SendGradient, full.or(split).map(|b| b + 1));
         }
     }
     Ok(())
 }
 
-/// The peer of a skip transfer (checked present by `check_stage`).
+/// The peer of a skip transfer (checked present by `placement`).
 fn peer(a: Action) -> usize {
     a.peer.expect("a skip transfer names its peer").index()
 }

@@ -276,7 +276,7 @@ fn interleaved_refuses_one_chunk_and_ragged_rounds() {
     let e = kind(1).plan(4, 8).unwrap_err();
     assert!(e.to_string().contains("at least 2"), "{e}");
     // Not also `1f1b` (the facts say 1 chunk is 1f1b): beside the chunks given, the command
-    // line refuses it with `--schedule interleaved`, which led back (tests/cli_remedies.rs).
+    // line refuses it with `--schedule interleaved`, which led back (tests/cli/remedies.rs).
     assert_eq!(
         e.remedy(),
         Some(Remedy::set(Setting::VirtualStages, Value::Count(2)))

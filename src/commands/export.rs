@@ -7,7 +7,7 @@
 //! | MLP | `{i}.linear.weight` `[in, out]`, head `{L}.weight` | `{2i}.weight` `[out, in]` (`nn.Sequential`, ReLUs at odd indices) |
 //! | GPT | Linear `….weight` `[in, out]`, LayerNorm `gamma`/`beta` | the same names, `[out, in]`, `weight`/`bias` |
 //!
-//! `pipetrain train --init FILE` reads the file back exactly (`tests/cli_pytorch.rs`).
+//! `pipetrain train --init FILE` reads the file back exactly (`tests/cli/pytorch.rs`).
 
 use crate::CommandError;
 use std::collections::HashMap;

@@ -108,8 +108,8 @@ pub enum Event<'a, L: Layer> {
         /// Where the next training batch comes from, as the checkpoint saved it.
         position: Option<&'a str>,
     },
-    /// The run's first step ran: the pipeline has its stage split now (a measured one is made
-    /// on the first step).
+    /// The run's first step ran. The pipeline's stage split was resolved when it was built,
+    /// before any thread started (a measured one too, on a sample batch).
     FirstStep {
         /// The pipeline.
         pipeline: &'a Pipeline<L>,

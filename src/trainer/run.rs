@@ -378,7 +378,8 @@ impl Tally {
 
     /// Adds a finished step of a run of `steps`.
     fn add(&mut self, record: StepRecord, steps: u64) {
-        // The first step builds and measures: left out of the median unless it is the only one.
+        // The first step warms up (its first allocations; the setup was resolved before it): left
+        // out of the median unless it is the only one.
         if record.step > self.first_step + 1 || steps == self.first_step + 1 {
             self.throughput.push(record.samples_per_sec);
         }

@@ -181,7 +181,7 @@ impl<L: Layer> SingleDevice<L> {
     /// sequence (for example a pipeline's, after a step), matched by full-model name; the
     /// optimizer state is kept. Per-step verification (`--verify`'s default) starts each
     /// reference step from the pipeline's weights this way, so a long run checks each step, not
-    /// accumulated rounding (`tests/verify_per_step.rs` shows the loop).
+    /// accumulated rounding (`tests/engine/verify_per_step.rs` shows the loop).
     ///
     /// # Errors
     /// [`EngineError::MissingParameter`] if `model` lacks one of the parameters or has another shape.

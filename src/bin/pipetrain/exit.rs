@@ -1,5 +1,5 @@
 //! The exit codes of `pipetrain`, defined once: [`Exit`] is the process status, and its
-//! [`Exit::table`] is shown under `--help`; `tests/cli_exit.rs` checks that the table in
+//! [`Exit::table`] is shown under `--help`; `tests/cli/exit.rs` checks that the table in
 //! docs/exit-codes.md says the same.
 //!
 //! The split between 1 and 2 is by cause, not by time: 2 means "fix the command line" (a

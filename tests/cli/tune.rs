@@ -1,0 +1,199 @@
+//! `pipetrain tune` end to end on a small MLP: the ranked table with the exact `train` flags,
+//! the trial runs beside their predictions, the cache, `--apply` read back by
+//! `train --config`, and a budget that rules out the fastest configuration.
+
+use crate::common;
+
+use common::{USAGE, failure_with, success};
+
+/// The model and search every test here tunes (small, dev profile, fast).
+const MODEL: [&str; 12] = [
+    "--width",
+    "16",
+    "--hidden-layers",
+    "3",
+    "--batch",
+    "32",
+    "--workers",
+    "2",
+    "--max-micro-batches",
+    "4",
+    "--run-steps",
+    "1",
+];
+
+fn tune(dir: &str, extra: &[&str]) -> String {
+    let mut args = vec!["tune", "--cache-dir", dir];
+    args.extend(MODEL);
+    args.extend(extra);
+    success(&args)
+}
+
+/// The (predicted/s, peak bytes-as-printed, flags) of each ranked row of `out`.
+fn ranked(out: &str) -> Vec<(f64, String)> {
+    let head = out
+        .find("train flags (after the model flags)")
+        .expect("the table");
+    out[head..]
+        .lines()
+        .skip(1)
+        .take_while(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+        .map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            let flags = &l[l.find("--replicas").expect("the train flags")..];
+            (cols[1].parse().unwrap(), flags.to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn table_runs_cache_and_apply_round_trip() {
+    let dir = common::scratch("tune");
+    let cache = dir.path().to_str().unwrap();
+    let best = dir.path().join("best.toml");
+    let best = best.to_str().unwrap();
+    let out = tune(cache, &["--top", "3", "--run", "2", "--apply", best]);
+    assert!(
+        out.contains("cost table: measured at [32, 16, 8, 4] rows"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "model flags: --model mlp --width 16 --hidden-layers 3 --classes 10 --batch 32"
+        ),
+        "{out}"
+    );
+    let rows = ranked(&out);
+    assert_eq!(rows.len(), 3, "{out}");
+    assert!(
+        rows.windows(2).all(|w| w[0].0 >= w[1].0),
+        "ranked fastest first: {out}"
+    );
+    // The runs: measured beside predicted for the first two, then the winner.
+    let runs = &out[out.find("meas/pred").expect("the runs' table")..];
+    let measured: Vec<Vec<&str>> = runs
+        .lines()
+        .skip(1)
+        .take(2)
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    for (i, cols) in measured.iter().enumerate() {
+        assert_eq!(cols[0], (i + 1).to_string(), "{runs}");
+        assert_eq!(cols[1].parse::<f64>().unwrap(), rows[i].0, "{runs}");
+        assert!(cols[2].parse::<f64>().unwrap() > 0.0, "{runs}");
+    }
+    assert!(runs.contains("winner: rank "), "{runs}");
+    assert!(out.contains(&format!("apply: wrote {best}")), "{out}");
+    // The file is the winner's flags, and train takes it.
+    let toml = std::fs::read_to_string(best).unwrap();
+    let winner: usize = runs["winner: rank ".len() + runs.find("winner: rank ").unwrap()..]
+        .split(',')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    for flag in rows[winner - 1]
+        .1
+        .split("--")
+        .filter(|f| !f.trim().is_empty())
+    {
+        let (key, value) = flag.trim().split_once(' ').unwrap();
+        let key = key.replace('-', "_");
+        assert!(
+            toml.lines().any(|l| l.starts_with(&format!("{key} = "))
+                && l.replace(['"', ' ', '[', ']'], "")
+                    .ends_with(&format!("={value}"))),
+            "{key} {value} not in:\n{toml}"
+        );
+    }
+    let trained = success(&["train", "--config", best, "--steps", "1"]);
+    assert!(trained.contains("MLP-3x16"), "{trained}");
+    assert!(trained.contains("done: 1 steps"), "{trained}");
+    // Second time: the cached table.
+    let again = tune(cache, &["--top", "1", "--run", "0"]);
+    assert!(again.contains("cost table: cached"), "{again}");
+    // Issue 38: a poisoned table (times of 0, or of 1e308) was used as it was; it is refused
+    // naming the file and --remeasure, which measures it again.
+    let file = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("tune-")
+        })
+        .expect("the cache file");
+    let good = std::fs::read_to_string(&file).unwrap();
+    for (poison, said) in [
+        ("0.0", "forward time at 32 rows is 0 s"),
+        ("1e308", "forward time at 32 rows is 1e308 s"),
+    ] {
+        let mut entry: serde_json::Value = serde_json::from_str(&good).unwrap();
+        entry["table"]["rows"][0]["layers"][0]["forward"] = serde_json::from_str(poison).unwrap();
+        std::fs::write(&file, entry.to_string()).unwrap();
+        let args = [&["tune", "--cache-dir", cache][..], &MODEL, &["--run", "0"]].concat();
+        let err = failure_with(USAGE, &args);
+        assert!(
+            err.contains(&format!("tune cache {}: ", file.display()))
+                && err.contains(said)
+                && err.contains("use --remeasure"),
+            "{poison}: {err}"
+        );
+    }
+    // A table without a micro-batch size the search needs was reported without the file, in
+    // the library's internal names (`Space::rows_in_play`).
+    let mut entry: serde_json::Value = serde_json::from_str(&good).unwrap();
+    let rows = entry["table"]["rows"].as_array_mut().unwrap();
+    let dropped = rows.remove(0)["rows"].clone();
+    std::fs::write(&file, entry.to_string()).unwrap();
+    let args = [&["tune", "--cache-dir", cache][..], &MODEL, &["--run", "0"]].concat();
+    let err = failure_with(USAGE, &args);
+    assert!(
+        err.contains(&format!("tune cache {}: ", file.display()))
+            && err.contains(&format!("no times at {dropped} rows"))
+            && err.contains("use --remeasure"),
+        "{err}"
+    );
+    assert!(!err.contains("Space::"), "{err}");
+    let remeasured = tune(cache, &["--top", "1", "--run", "0", "--remeasure"]);
+    assert!(remeasured.contains("cost table: measured"), "{remeasured}");
+    let again = tune(cache, &["--top", "1", "--run", "0"]);
+    assert!(again.contains("cost table: cached"), "{again}");
+}
+
+#[test]
+fn a_budget_that_rules_out_the_fastest_picks_a_feasible_one() {
+    let dir = common::scratch("tune-budget");
+    let cache = dir.path().to_str().unwrap();
+    let free = tune(cache, &["--top", "1", "--run", "0"]);
+    assert!(
+        !free.contains("left out: 1 replica(s) x 1 stage(s), m=1, 1f1b"),
+        "{free}"
+    );
+    // MLP-3x16 on one worker at m = 1 holds 32720 bytes (SGD): 20 KiB rules it out.
+    let out = tune(
+        cache,
+        &["--top", "3", "--run", "1", "--memory-budget", "20KiB"],
+    );
+    assert!(
+        out.contains(
+            "left out: 1 replica(s) x 1 stage(s), m=1, 1f1b, remat never: over budget on stage 0 by"
+        ),
+        "{out}"
+    );
+    let runs = &out[out.find("meas/pred").expect("the run")..];
+    let cols: Vec<&str> = runs.lines().nth(1).unwrap().split_whitespace().collect();
+    // rank, predicted/s, measured/s, meas/pred, predicted peak (2 cols), measured peak (2 cols)
+    let kib =
+        |v: &str, unit: &str| v.parse::<f64>().unwrap() * if unit == "KiB" { 1024.0 } else { 1.0 };
+    assert!(
+        kib(cols[6], cols[7]) <= 20.0 * 1024.0,
+        "measured peak over budget: {runs}"
+    );
+    let mut args = vec!["tune", "--cache-dir", cache, "--memory-budget", "2KiB"];
+    args.extend(MODEL);
+    let err = failure_with(USAGE, &args);
+    assert!(err.contains("no configuration fits"), "{err}");
+    assert!(err.contains("over budget on stage"), "{err}");
+}
