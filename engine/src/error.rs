@@ -843,6 +843,20 @@ impl Remedied for EngineError {
             EngineError::TransportTimeout { .. } | EngineError::CollectiveTimeout { .. } => {
                 Some(Remedy::set(Setting::CommTimeout, Value::Larger))
             }
+            // No replica or no micro-batch: at least one of each.
+            EngineError::BatchSplit {
+                replicas,
+                micro_batches,
+                ..
+            } if *replicas == 0 || *micro_batches == 0 => Some(Remedy::one_of(
+                [
+                    (*replicas == 0).then(|| Remedy::set(Setting::Replicas, Value::Count(1))),
+                    (*micro_batches == 0)
+                        .then(|| Remedy::set(Setting::MicroBatches, Value::Count(1))),
+                ]
+                .into_iter()
+                .flatten(),
+            )),
             // The least batch that splits, or as many micro-batches as each replica has rows.
             EngineError::BatchSplit {
                 rows,

@@ -136,5 +136,11 @@ mod tests {
             Some(Remedy::set(Setting::Batch, Value::Count(3)))
         );
         assert!(check_batch_split(24, 3, 8).is_ok());
+        // No micro-batch at all: at least one, not a batch of 0 rows.
+        let refused = check_batch_split(16, 1, 0).unwrap_err();
+        assert_eq!(
+            refused.remedy(),
+            Some(Remedy::set(Setting::MicroBatches, Value::Count(1)))
+        );
     }
 }

@@ -165,8 +165,11 @@ fn train(args: &TrainArgs, dist: Option<&Distributed>) -> Result<Exit, Failure> 
         return Err(Failure::usage("--batch 0: must be at least 1"));
     }
     // The engine's batch rule and its remedy, asked before anything starts; worded in flags.
-    if let Err(refused) =
-        pipetrain::engine::check_batch_split(args.batch, args.replicas, args.micro_batches)
+    // (A count of 0 is the builder's to refuse, with its own remedy.)
+    if args.replicas > 0
+        && args.micro_batches > 0
+        && let Err(refused) =
+            pipetrain::engine::check_batch_split(args.batch, args.replicas, args.micro_batches)
     {
         let fix = refused.remedy().map(|r| r.render(&crate::style::Flags));
         return Err(Failure::usage(format!(
