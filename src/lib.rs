@@ -41,12 +41,10 @@
 //! (datasets, sampler, loaders).
 
 mod builder;
-mod checkpoint;
 pub mod commands;
 mod error;
 #[cfg(feature = "burn-train")]
 pub mod learner;
-mod learning_rate;
 mod lr_schedule;
 pub mod memory;
 mod pipeline;

@@ -49,9 +49,11 @@ impl Style for Builder {
             (Setting::CommTimeout, _) if any => "the timeout of `mpi::Comm::start`".to_string(),
             (Setting::CommTimeout, v) => format!("`mpi::Comm::start` with a {v} s timeout"),
             (Setting::WorkersPerProcess, _) if any => {
-                "other workers per process (`mpi::Layout`)".to_string()
+                "other workers per process (`mpi::Placement`)".to_string()
             }
-            (Setting::WorkersPerProcess, v) => format!("{v} workers per process (`mpi::Layout`)"),
+            (Setting::WorkersPerProcess, v) => {
+                format!("{v} workers per process (`mpi::Placement`)")
+            }
             (Setting::Processes, v) => format!("{v} processes"),
             (Setting::Workers, v) => format!("`Space::workers` = {v}"),
             (Setting::Batch, v) => format!("a batch of {v} rows"),

@@ -3,7 +3,7 @@
 //! ```text
 //! PipelineBuilder ─► validated settings ─► the split: given (.balance), by time, or by memory
 //!   budget (both measured on build_with's batch) ─► workers (layers, devices, optimizers)
-//!   ─► pipetrain_engine::Setup: every plan lowered and validated ─► Runtime::new (threads)
+//!   ─► pipetrain_engine::Prepared: every plan lowered and validated ─► Runtime::new (threads)
 //!   └─► Setup (this, data only): split, plans, predicted bubbles and memory, workers
 //! ```
 
@@ -13,7 +13,7 @@ use std::ops::Range;
 
 use burn::prelude::Device;
 use pipetrain_engine::{
-    Activation, Batch, ChannelFabric, Fabric, Layer, Plans, Runtime, Workers, World, costs,
+    Activation, Batch, ChannelFabric, Fabric, Layer, Layout, Plans, Runtime, Workers, World, costs,
 };
 use pipetrain_partitioner::{LayerCost, Partition};
 use pipetrain_schedules::{Costs, Plan, ReplicaId, StageId, WorkerId, peak_stash, simulate};
@@ -59,6 +59,7 @@ pub struct WorkerSetup {
 /// assert_eq!(setup.partition().stages(), 2);
 /// assert!(setup.measured());
 /// assert_eq!(setup.workers().len(), 2);
+/// assert_eq!(setup.layout().parts(), 4); // 1 replica × 4 micro-batches
 /// assert_eq!(setup.memory()[0].stashed_micro_batches, 2); // 1F1B: p − s on stage s
 /// assert!(setup.memory()[0].stash > 0);
 /// assert_eq!(setup.plans().step().micro_batches(), 4);
@@ -67,6 +68,7 @@ pub struct WorkerSetup {
 /// ```
 #[derive(Clone, Debug)]
 pub struct Setup {
+    layout: Layout,
     partition: Partition,
     plans: Plans,
     costs: Option<Vec<LayerCost>>,
@@ -77,6 +79,12 @@ pub struct Setup {
 }
 
 impl Setup {
+    /// Replicas, stages (pipeline ranks) and micro-batches per step, and what follows from them:
+    /// workers, micro-batches per step over all replicas, rows per micro-batch.
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
     /// The stage split.
     pub fn partition(&self) -> &Partition {
         &self.partition
@@ -180,9 +188,8 @@ impl<L: Layer> Validated<L> {
         // or on itself.
         let sample = match batch {
             Some(b) => {
-                let rows = b.inputs.batch_size();
-                let parts = [r * m, m, 1].into_iter().find(|&p| rows >= p).unwrap_or(1);
-                Some(micro_batch(&b.inputs, parts)?)
+                let cut = Layout::new(r, config.split.stages(), m).fitting(b.len());
+                Some(micro_batch(&b.inputs, cut.parts())?)
             }
             None => None,
         };
@@ -207,12 +214,14 @@ impl<L: Layer> Validated<L> {
             &config.optimizer,
             config.threads,
         )?;
-        let engine = pipetrain_engine::Setup::new(workers, config.runtime.clone())?;
+        let engine = pipetrain_engine::Prepared::new(workers, config.runtime.clone())?;
         let plans = engine.plans().clone();
         // Activations are measured through the whole model: where this process holds all of it.
         let whole = sample.as_ref().filter(|_| config.distributed.is_none());
         let memory = predict_memory(&config, &layers, engine.workers(), &plans, whole)?;
+        let world = engine.workers().world();
         let setup = Setup {
+            layout: Layout::new(world.replicas(), world.stages(), m),
             predicted_bubble: predict_bubble(&plan, &partition, costs.as_deref())?,
             workers: engine
                 .workers()

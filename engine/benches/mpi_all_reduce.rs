@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use burn::prelude::*;
-use pipetrain_engine::mpi::{Comm, Layout, MpiFabric};
+use pipetrain_engine::mpi::{Comm, MpiFabric, Placement};
 use pipetrain_engine::{Abort, Fabric, World};
 
 // As the `pipetrain` binary: with the system allocator every received 4 MB buffer is a fresh
@@ -53,9 +53,9 @@ fn main() {
         .unwrap_or(10);
     let comm = Comm::start(Duration::from_secs(60)).expect("MPI starts");
     let me = comm.identity();
-    let layout = Layout::new(me.rank, me.size, 1, me.size, 1).expect("one worker per rank");
-    let world = World::with_local(me.size, 1, layout.local()).expect("world");
-    let mut fabric = MpiFabric::new(comm.clone(), layout);
+    let placement = Placement::new(me.rank, me.size, 1, me.size, 1).expect("one worker per rank");
+    let world = World::with_local(me.size, 1, placement.local()).expect("world");
+    let mut fabric = MpiFabric::new(comm.clone(), placement);
     let abort = Arc::new(Abort::new());
     let mut links = fabric.connect(&world, &[], &[], &abort).expect("links");
     let collective = &mut links[0].collective;

@@ -2,7 +2,7 @@
 //!
 //! The runtime of pipetrain: a [`World`] of replicas × stages, one persistent thread per worker,
 //! each interpreting its stage's lowered [`Plan`](pipetrain_schedules::Plan) on burn; a
-//! [`Setup`] resolves what they run before any thread starts, a [`Runtime`] owns them, and a
+//! [`Prepared`] resolves what they run before any thread starts, a [`Runtime`] owns them, and a
 //! [`Fabric`] connects them. Activations cross stages as plain tensors ([`Activation`]); each stage re-enters autodiff at its input leaf and backpropagates seeded
 //! with the gradient its downstream neighbour sends back. Gradients accumulate over the
 //! micro-batches of a step; one optimizer step per stage ends it.
@@ -46,7 +46,7 @@
 //!     precision: Default::default(),
 //! };
 //! // Everything resolved and validated first; then the threads start.
-//! let mut runtime = Runtime::new(Setup::new(workers, config)?, Box::new(ChannelFabric::default()))?;
+//! let mut runtime = Runtime::new(Prepared::new(workers, config)?, Box::new(ChannelFabric::default()))?;
 //! let batch = Batch {
 //!     inputs: Tensor::<2>::ones([4, 4], &device).into(),
 //!     targets: Tensor::<2>::zeros([4, 2], &device).into(),
@@ -78,9 +78,10 @@ pub use comm::transport::{ChannelTransport, Flow, Tag, Transport};
 pub use device::handoff::Handoff;
 pub use error::{EngineError, Result};
 pub use model::activation::{Activation, FromActivation, chunk_rows};
-pub use model::batch::{Batch, Shard, check_batch_split};
+pub use model::batch::{Batch, Shard};
 pub use model::bundle::{Bundle, Part};
 pub use model::layer::Layer;
+pub use model::layout::Layout;
 pub use model::loss::{CrossEntropy, Loss, Mse};
 pub use model::mixed_precision::{downcast_like, linear, upcast, upcast_module};
 pub use model::modes::{inference_copy, plain_device, trainable};
@@ -90,8 +91,8 @@ pub use model::split::linears::{self, Linears};
 pub use optim::optimizer::{AdamOptions, OptimizerConfig, SgdOptions};
 pub use optim::tie::{Tie, TiePlan, equalize};
 pub use precision::{MatmulPrecision, Precision};
+pub use runtime::prepared::{Plans, Prepared};
 pub use runtime::reference::SingleDevice;
-pub use runtime::setup::{Plans, Setup};
 pub use runtime::workers::Workers;
 pub use runtime::{Backward, DataParallel, Runtime, RuntimeConfig, Timing};
 pub use skips::{SkipRoutes, check_skips};

@@ -70,7 +70,7 @@ fn runtime(device: &Device) -> Runtime<Dense> {
         precision: Default::default(),
     };
     Runtime::new(
-        Setup::new(workers, config).unwrap(),
+        Prepared::new(workers, config).unwrap(),
         Box::new(ChannelFabric::default()),
     )
     .unwrap()

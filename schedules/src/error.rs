@@ -1,6 +1,7 @@
 //! The crate's error type.
 
 use crate::remedy::{Remedied, Remedy, Setting, Value};
+use crate::text_file::FileProblem;
 use crate::validate::InvalidPlan;
 
 /// Everything that can go wrong while building, parsing or checking a plan. `Display` states
@@ -24,6 +25,12 @@ pub enum ScheduleError {
         text: String,
         /// What is wrong with it.
         reason: String,
+    },
+    /// A plan file that could not be read ([`PlanFile::read`](crate::PlanFile::read)).
+    #[error("{problem}")]
+    ReadPlan {
+        /// Why.
+        problem: FileProblem,
     },
     /// Text that is not a plan.
     #[error("cannot parse plan, line {line}: {reason}")]
@@ -153,6 +160,9 @@ impl Remedied for ScheduleError {
         let count = |setting, n| Remedy::set(setting, Value::Count(n));
         match self {
             ScheduleError::ZeroStages => Some(count(Setting::Stages, 1)),
+            ScheduleError::ReadPlan {
+                problem: FileProblem::TooLarge { .. },
+            } => Some(Remedy::sentence("use a smaller plan")),
             ScheduleError::ZeroMicroBatches => Some(count(Setting::MicroBatches, 1)),
             // Not also `1f1b`: the facts say that 1 chunk is 1f1b, and on the command line
             // `--schedule 1f1b` beside the `--virtual-stages` given is refused, with the remedy

@@ -30,9 +30,12 @@
 //! # Ok::<(), pipetrain_schedules::ScheduleError>(())
 //! ```
 
+use std::path::Path;
+
 use crate::action::Action;
 use crate::error::{Result, ScheduleError};
 use crate::plan::Plan;
+use crate::text_file::read_bounded;
 use crate::validate::validate;
 
 /// A compute plan read from a file, with where each action was written.
@@ -116,6 +119,32 @@ impl PlanFile {
             plan: Plan::from_programs(programs),
             places,
         })
+    }
+
+    /// Reads, parses and checks the plan file at `path`, of at most `limit` bytes (a plan's
+    /// actions take some 32 bytes each in memory, from some 4 of text: the caller sizes the
+    /// limit from the memory it can give). What is not a regular file is refused before it is
+    /// opened ([`read_bounded`](crate::read_bounded)).
+    ///
+    /// ```
+    /// use pipetrain_schedules::{PlanFile, ScheduleError, ScheduleKind};
+    /// let path = std::env::temp_dir().join(format!("pt-plan-read-{}.csv", std::process::id()));
+    /// std::fs::write(&path, PlanFile::csv(&ScheduleKind::GPipe.plan(2, 2)?)).unwrap();
+    /// assert_eq!(PlanFile::read(&path, 1 << 20)?.plan(), &ScheduleKind::GPipe.plan(2, 2)?);
+    /// assert!(matches!(PlanFile::read(&path, 8), Err(ScheduleError::ReadPlan { .. })));
+    /// # std::fs::remove_file(&path).unwrap();
+    /// # Ok::<(), ScheduleError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`ScheduleError::ReadPlan`] (not a regular file, over `limit`, unreadable), then what
+    /// [`PlanFile::parse`] and [`PlanFile::check`] return.
+    pub fn read(path: &Path, limit: u64) -> Result<Self> {
+        let text =
+            read_bounded(path, limit).map_err(|problem| ScheduleError::ReadPlan { problem })?;
+        let file = Self::parse(&text)?;
+        file.check()?;
+        Ok(file)
     }
 
     /// The plan read, one program per row (see [`Plan::from_programs`]).

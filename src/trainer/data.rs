@@ -10,7 +10,7 @@ use crate::RunError;
 use burn::prelude::*;
 use pipetrain_data::{DataSpec, Dataset, InMemory, Loader, Position, Subset, collate};
 
-use crate::trainer::Model;
+use crate::trainer::ReferenceModel;
 use crate::{Batch, Error};
 
 /// Synthetic held-out batches start at this batch index, far beyond any run's training batches.
@@ -125,7 +125,7 @@ impl Data {
     /// [`RunError::Batch`](crate::RunError::Batch): the loader's or the shaping's error.
     pub fn batch(
         &self,
-        model: &Model,
+        model: &ReferenceModel,
         index: u64,
         rows: usize,
         device: &Device,
@@ -150,7 +150,7 @@ impl Data {
     /// collated or shaped.
     pub fn held_out(
         &self,
-        model: &Model,
+        model: &ReferenceModel,
         rows: usize,
         device: &Device,
     ) -> Result<Vec<Batch>, Error> {
@@ -184,7 +184,12 @@ fn batch_error(spec: &DataSpec, index: u64, error: impl std::fmt::Display) -> Er
 }
 
 /// Batch `index` with its inputs in the model's shape.
-fn shaped(model: &Model, spec: &DataSpec, index: u64, batch: Batch) -> Result<Batch, Error> {
+fn shaped(
+    model: &ReferenceModel,
+    spec: &DataSpec,
+    index: u64,
+    batch: Batch,
+) -> Result<Batch, Error> {
     Ok(Batch {
         inputs: model
             .shape_inputs(batch.inputs)

@@ -454,7 +454,7 @@ impl<L: Layer> Processes<L> for Shared<'_, L> {
 #[cfg(feature = "mpi")]
 mod link {
     use crate::engine::EngineError;
-    use crate::engine::mpi::{Comm, Layout, MpiFabric, check_environment};
+    use crate::engine::mpi::{Comm, MpiFabric, Placement, check_environment};
 
     use super::{Distributed, Launch};
     use crate::Error;
@@ -467,10 +467,10 @@ mod link {
         Error::Engine(e)
     }
 
-    /// The MPI communication thread and this process's layout.
+    /// The MPI communication thread and this process's placement.
     pub struct Link {
         comm: Comm,
-        layout: Layout,
+        placement: Placement,
     }
 
     impl Link {
@@ -494,7 +494,7 @@ mod link {
             let checked =
                 check_environment(id.rank, id.size, id.local_rank, |v| std::env::var(v).ok())
                     .and_then(|()| {
-                        Layout::new(
+                        Placement::new(
                             id.rank,
                             id.size,
                             launch.workers_per_process,
@@ -532,17 +532,17 @@ mod link {
                     String::from_utf8_lossy(&verdict).into_owned(),
                 )));
             }
-            let layout = checked.expect("no process reported an error");
+            let placement = checked.expect("no process reported an error");
             Ok(Some(Distributed {
                 rank: id.rank,
                 size: id.size,
-                local: layout.local(),
-                link: Link { comm, layout },
+                local: placement.local(),
+                link: Link { comm, placement },
             }))
         }
 
         pub fn fabric(&self) -> Box<dyn crate::engine::Fabric> {
-            Box::new(MpiFabric::new(self.comm.clone(), self.layout.clone()))
+            Box::new(MpiFabric::new(self.comm.clone(), self.placement.clone()))
         }
 
         pub fn broadcast(&self, bytes: Option<Vec<u8>>) -> Result<Vec<u8>, Error> {

@@ -19,7 +19,7 @@
 //! The estimate is a model, not a measurement: it is meant to refuse what cannot fit by far,
 //! not to tell a run that fits from one that almost does.
 
-use crate::trainer::Model;
+use crate::trainer::ReferenceModel;
 
 /// Bytes of bookkeeping per layer object besides its tensors (module structs, parameter ids,
 /// the autodiff graph's nodes): a generous round figure.
@@ -43,10 +43,10 @@ pub struct Estimate {
 
 impl Estimate {
     /// The model `model` describes.
-    pub fn of(model: &Model) -> Self {
+    pub fn of(model: &ReferenceModel) -> Self {
         let n = |x: usize| x as u128;
         match model {
-            Model::Mlp(c) => {
+            ReferenceModel::Mlp(c) => {
                 let (w, h, k) = (n(c.width), n(c.hidden_layers), n(c.classes));
                 let first = if h == 0 { k } else { w };
                 let params = (n(c.input) + 1) * first + h.saturating_sub(1) * (w + 1) * w;
@@ -58,7 +58,7 @@ impl Estimate {
                     layers: h + 1,
                 }
             }
-            Model::Gpt(c) => {
+            ReferenceModel::Gpt(c) => {
                 let (v, t, d, l, r) = (
                     n(c.vocab),
                     n(c.context),
@@ -76,7 +76,7 @@ impl Estimate {
                     layers: l + 2,
                 }
             }
-            Model::ResNet(c) => {
+            ReferenceModel::ResNet(c) => {
                 let (mut ch, mut side) = (n(c.channels), n(c.image));
                 let mut params = 9 * n(c.in_channels) * ch + 4 * ch;
                 let mut acts = 3 * ch * side * side;
@@ -101,7 +101,7 @@ impl Estimate {
                     layers: n(c.blocks) + 2,
                 }
             }
-            Model::UNet(c) => {
+            ReferenceModel::UNet(c) => {
                 let width = |level: usize| n(c.channels) << level.min(100);
                 let mut params = 9 * n(c.in_channels) * width(0);
                 let mut acts = width(0) * n(c.image) * n(c.image);
@@ -200,7 +200,10 @@ mod tests {
             let config = MlpConfig::new(w, h, k).with_input(input);
             let layers = config.init(&device);
             let real: usize = layers.iter().map(burn::module::Module::num_params).sum();
-            assert_eq!(Estimate::of(&Model::Mlp(config)).params, real as u128);
+            assert_eq!(
+                Estimate::of(&ReferenceModel::Mlp(config)).params,
+                real as u128
+            );
         }
         let config = GptConfig::new(16, 8, 16, 2, 2);
         let real: usize = config
@@ -208,7 +211,7 @@ mod tests {
             .iter()
             .map(burn::module::Module::num_params)
             .sum();
-        let estimated = Estimate::of(&Model::Gpt(config)).params as f64;
+        let estimated = Estimate::of(&ReferenceModel::Gpt(config)).params as f64;
         assert!(
             (estimated / real as f64 - 1.0).abs() < 0.1,
             "{estimated} vs {real}"
@@ -217,7 +220,7 @@ mod tests {
 
     #[test]
     fn a_million_wide_layer_does_not_fit() {
-        let huge = Model::Mlp(MlpConfig::new(1_000_000, 2, 10));
+        let huge = ReferenceModel::Mlp(MlpConfig::new(1_000_000, 2, 10));
         assert!(Estimate::of(&huge).training_bytes(32, 0, 1.0) > 1 << 42);
     }
 }

@@ -42,7 +42,7 @@ pub use drift::{DRIFT_VARIABLE, Drift};
 pub use event::{Event, StepRecord, Warning};
 pub use identity::{DATA_POSITION, RunIdentity};
 pub use metrics::{Format, Metrics, Row};
-pub use model::Model;
+pub use model::ReferenceModel;
 pub use open::{DataProblem, DataSettings, Task};
 pub use outcome::Outcome;
 pub use processes::Processes;

@@ -1,16 +1,16 @@
-//! The reference models of `pipetrain-models` as one type, [`Model`]: their synthetic batches,
+//! The reference models of `pipetrain-models` as one type, [`ReferenceModel`]: their synthetic batches,
 //! how loaded inputs are shaped for them, their description (stored in checkpoints), and what
 //! their single-device reference and PyTorch weights look like.
 
 use burn::prelude::*;
 use pipetrain_models::{GptConfig, MlpConfig, ResNetConfig, UNetConfig, synthetic};
 
-use crate::engine::{Activation, EngineError};
+use crate::engine::{Activation, EngineError, Layout};
 use crate::{Batch, Tie};
 
 /// A reference model's configuration.
 #[derive(Clone, Copy, Debug)]
-pub enum Model {
+pub enum ReferenceModel {
     /// An MLP.
     Mlp(MlpConfig),
     /// A ResNet-like CNN with batch norm.
@@ -21,14 +21,16 @@ pub enum Model {
     Gpt(GptConfig),
 }
 
-impl Model {
+impl ReferenceModel {
     /// Rename rules from the names of the PyTorch module that mirrors the model onto its own:
     /// the MLP's `nn.Sequential` (see [`MlpConfig::pytorch_renames`]); none for the GPT, whose
     /// documented PyTorch module has its names (docs/pytorch.md), the ResNet and the U-Net.
     pub fn pytorch_renames(&self) -> Vec<(String, String)> {
         match self {
-            Model::Mlp(c) => c.pytorch_renames(),
-            Model::ResNet(_) | Model::UNet(_) | Model::Gpt(_) => Vec::new(),
+            ReferenceModel::Mlp(c) => c.pytorch_renames(),
+            ReferenceModel::ResNet(_) | ReferenceModel::UNet(_) | ReferenceModel::Gpt(_) => {
+                Vec::new()
+            }
         }
     }
 
@@ -36,7 +38,7 @@ impl Model {
     /// them.
     pub fn embedding_ties(&self) -> Option<Vec<Tie>> {
         match self {
-            Model::Gpt(c) => Some(vec![c.tie_embeddings()]),
+            ReferenceModel::Gpt(c) => Some(vec![c.tie_embeddings()]),
             _ => None,
         }
     }
@@ -44,19 +46,19 @@ impl Model {
     /// A one-line description: the run's banner, and the `model` a checkpoint stores.
     pub fn describe(&self) -> String {
         match self {
-            Model::Mlp(c) => format!(
+            ReferenceModel::Mlp(c) => format!(
                 "MLP-{}x{} (input {}, {} classes)",
                 c.hidden_layers, c.width, c.input, c.classes
             ),
-            Model::ResNet(c) => format!(
+            ReferenceModel::ResNet(c) => format!(
                 "ResNet ({} blocks of {} channels, {}×{}×{} images, {} classes)",
                 c.blocks, c.channels, c.in_channels, c.image, c.image, c.classes
             ),
-            Model::UNet(c) => format!(
+            ReferenceModel::UNet(c) => format!(
                 "U-Net ({} levels from {} channels, {}×{}×{} images, {} classes)",
                 c.depth, c.channels, c.in_channels, c.image, c.image, c.classes
             ),
-            Model::Gpt(c) => format!(
+            ReferenceModel::Gpt(c) => format!(
                 "GPT ({} layers, d_model {}, {} heads, context {}, vocab {})",
                 c.layers, c.d_model, c.heads, c.context, c.vocab
             ),
@@ -66,22 +68,24 @@ impl Model {
     /// Synthetic batch `index` of a run seeded with `seed`.
     pub fn synthetic(&self, seed: u64, index: u64, batch: usize, device: &Device) -> Batch {
         match self {
-            Model::Mlp(c) => {
+            ReferenceModel::Mlp(c) => {
                 synthetic::classification(seed, index, batch, c.input, c.classes, device)
             }
-            Model::ResNet(ResNetConfig {
+            ReferenceModel::ResNet(ResNetConfig {
                 in_channels,
                 image,
                 classes,
                 ..
             })
-            | Model::UNet(UNetConfig {
+            | ReferenceModel::UNet(UNetConfig {
                 in_channels,
                 image,
                 classes,
                 ..
             }) => synthetic::images(seed, index, batch, *in_channels, *image, *classes, device),
-            Model::Gpt(c) => synthetic::tokens(seed, index, batch, c.context, c.vocab, device),
+            ReferenceModel::Gpt(c) => {
+                synthetic::tokens(seed, index, batch, c.context, c.vocab, device)
+            }
         }
     }
 
@@ -92,15 +96,15 @@ impl Model {
         let n = dims[0];
         let rest: usize = dims[1..].iter().product();
         match self {
-            Model::Mlp(_) => match dims.len() {
+            ReferenceModel::Mlp(_) => match dims.len() {
                 3 => Ok(inputs.float::<3>()?.reshape([n, rest]).into()),
                 4 => Ok(inputs.float::<4>()?.reshape([n, rest]).into()),
                 _ => Ok(inputs), // rank 2 already; other ranks fail in the first layer
             },
-            Model::ResNet(ResNetConfig {
+            ReferenceModel::ResNet(ResNetConfig {
                 in_channels, image, ..
             })
-            | Model::UNet(UNetConfig {
+            | ReferenceModel::UNet(UNetConfig {
                 in_channels, image, ..
             }) => match dims.len() {
                 4 => Ok(inputs),
@@ -113,20 +117,20 @@ impl Model {
                     .reshape([n, *in_channels, *image, *image])
                     .into()),
             },
-            Model::Gpt(_) => Ok(inputs),
+            ReferenceModel::Gpt(_) => Ok(inputs),
         }
     }
 
     /// Whether the model predicts next tokens (report perplexity, not accuracy).
     pub fn is_language_model(&self) -> bool {
-        matches!(self, Model::Gpt(_))
+        matches!(self, ReferenceModel::Gpt(_))
     }
 
     /// Chunks of the single-device reference step, when it must run micro-batch by
     /// micro-batch (batch norm: each micro-batch is normalized with its own statistics), in the
-    /// order the pipeline cuts the batch: `replicas` shards × `micro_batches` each. `None`: one
+    /// order the pipeline cuts the batch: the layout's [`parts`](Layout::parts). `None`: one
     /// full-batch step.
-    pub fn reference_chunks(&self, replicas: usize, micro_batches: usize) -> Option<usize> {
-        matches!(self, Model::ResNet(_)).then_some(replicas * micro_batches)
+    pub fn reference_chunks(&self, layout: Layout) -> Option<usize> {
+        matches!(self, ReferenceModel::ResNet(_)).then_some(layout.parts())
     }
 }

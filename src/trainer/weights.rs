@@ -4,7 +4,7 @@
 use crate::RunError;
 use std::path::Path;
 
-use crate::trainer::{Model, fits};
+use crate::trainer::{ReferenceModel, fits};
 use crate::{Checkpoint, EngineError, Error, Layer, RunFile, RunFileProblem};
 
 /// The error of the weights file `path`.
@@ -30,7 +30,7 @@ pub fn init_weights<L: Layer>(
     path: &Path,
     layers: Vec<L>,
     renames: &[(String, String)],
-    model: &Model,
+    model: &ReferenceModel,
 ) -> Result<Vec<L>, Error> {
     crate::engine::checkpoint::check_renames(renames)
         .map_err(|e| Error::Run(RunError::Renames(e)))?;
@@ -64,13 +64,13 @@ pub fn init_weights<L: Layer>(
 /// wrong guess transposes every matrix).
 ///
 /// `renames` apply first; then the model's PyTorch names (a `nn.Sequential` MLP's
-/// `0.weight`, `2.weight`, …, see [`Model::pytorch_renames`]) are mapped onto its own when every
+/// `0.weight`, `2.weight`, …, see [`ReferenceModel::pytorch_renames`]) are mapped onto its own when every
 /// name has that form.
 fn plain_weights<L: Layer>(
     path: &Path,
     layers: Vec<L>,
     renames: &[(String, String)],
-    model: &Model,
+    model: &ReferenceModel,
 ) -> Result<Vec<L>, Error> {
     let bytes = std::fs::read(path).map_err(|e| failed(path, e.into()))?;
     let (_, header) = safetensors::SafeTensors::read_metadata(&bytes)

@@ -14,8 +14,9 @@ use crate::comm::abort::Abort;
 use crate::comm::fabric::{Fabric, TieLink};
 use crate::error::{EngineError, Result};
 use crate::model::layer::Layer;
+use crate::model::layout::Layout;
 use crate::optim::tie::TiePlan;
-use crate::runtime::setup::{Plans, Setup};
+use crate::runtime::prepared::{Plans, Prepared};
 use crate::runtime::thread::WorkerThread;
 use crate::runtime::workers::Workers;
 
@@ -57,7 +58,7 @@ use crate::runtime::workers::Workers;
 ///     handoff: Default::default(),
 ///     precision: Default::default(),
 /// };
-/// let mut runtime = Runtime::new(Setup::new(workers, config)?, Box::new(ChannelFabric::default()))?;
+/// let mut runtime = Runtime::new(Prepared::new(workers, config)?, Box::new(ChannelFabric::default()))?;
 /// let batch = Batch {
 ///     inputs: Tensor::<2>::ones([8, 4], &device).into(),
 ///     targets: Tensor::<2>::zeros([8, 2], &device).into(),
@@ -93,16 +94,16 @@ pub struct Runtime<L: Layer> {
 }
 
 impl<L: Layer> Runtime<L> {
-    /// Starts one thread per local worker of `setup`, connected by `fabric`
+    /// Starts one thread per local worker of `prepared`, connected by `fabric`
     /// ([`ChannelFabric`](crate::ChannelFabric) in one process). Wiring only: everything the
-    /// workers run was resolved and validated by [`Setup::new`].
-    pub fn new(setup: Setup<L>, fabric: Box<dyn Fabric>) -> Result<Self> {
-        let Setup {
+    /// workers run was resolved and validated by [`Prepared::new`].
+    pub fn new(prepared: Prepared<L>, fabric: Box<dyn Fabric>) -> Result<Self> {
+        let Prepared {
             workers,
             config,
             plans,
             tie_plan,
-        } = setup;
+        } = prepared;
         let threads = workers
             .world()
             .local()
@@ -245,6 +246,13 @@ impl<L: Layer> Runtime<L> {
     /// The workers (their states between steps).
     pub fn workers(&self) -> &Workers<L> {
         &self.workers
+    }
+
+    /// The world's replicas and stages with the micro-batches of a step: the counts every
+    /// product (workers, micro-batches per step, rows per micro-batch) is read from.
+    pub fn layout(&self) -> Layout {
+        let world = self.workers.world();
+        Layout::new(world.replicas(), world.stages(), self.config.micro_batches)
     }
 
     /// The lowered plan of a step that ends with the optimizer step.

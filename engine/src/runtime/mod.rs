@@ -1,5 +1,5 @@
 //! The runtime: owns the workers, their persistent threads, the plans and the fabric, and runs
-//! steps. What it runs comes resolved and validated in a [`Setup`](crate::Setup); starting it
+//! steps. What it runs comes resolved and validated in a [`Prepared`](crate::Prepared); starting it
 //! only spawns the threads and connects them.
 //!
 //! A step as data: the batch is cut into replicas × micro-batches ([`Batch::shard`](crate::Batch::shard)), each
@@ -17,8 +17,8 @@ mod config;
 mod drift;
 mod lifecycle;
 mod part;
+pub(crate) mod prepared;
 pub(crate) mod reference;
-pub(crate) mod setup;
 mod step;
 pub(crate) mod thread;
 pub(crate) mod workers;

@@ -27,7 +27,7 @@ impl<L: Layer> Runtime<L> {
     pub fn step(&mut self, batch: &Batch) -> Result<StepOutcome> {
         self.usable()?;
         let world = self.workers.world();
-        let shards = batch.shard(world.replicas(), self.config.micro_batches)?;
+        let shards = batch.shard(self.layout())?;
         let k = self.config.data_parallel.accumulation.max(1);
         let optimizer_step = self.pending + 1 == k;
         let plan = if optimizer_step {
@@ -101,19 +101,13 @@ impl<L: Layer> Runtime<L> {
             });
         }
         let rows = inputs.batch_size();
-        let (r, m) = (world.replicas(), self.config.micro_batches);
-        let (replicas, parts) = if rows >= r * m {
-            (r, m)
-        } else if rows >= m {
-            (1, m)
-        } else {
-            (1, 1)
-        };
+        let layout = self.layout().fitting(rows);
+        let (replicas, parts) = (layout.replicas(), layout.micro_batches());
         let plan = Arc::clone(self.plans.inference(parts));
         let mut shards = Vec::with_capacity(replicas);
         let mut micro_batches = inputs
             .plain()
-            .split(replicas * parts)
+            .split(layout.parts())
             .map_err(EngineError::bad_batch)?
             .into_iter();
         for _ in 0..replicas {

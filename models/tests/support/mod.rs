@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use burn::prelude::*;
 use pipetrain_engine::{
-    Backward, Batch, ChannelFabric, CrossEntropy, DataParallel, OptimizerConfig, Remat, Runtime,
-    RuntimeConfig, Setup, Workers, World, parameters,
+    Backward, Batch, ChannelFabric, CrossEntropy, DataParallel, OptimizerConfig, Prepared, Remat,
+    Runtime, RuntimeConfig, Workers, World, parameters,
 };
 use pipetrain_partitioner::Partition;
 use pipetrain_schedules::ScheduleKind;
@@ -41,7 +41,7 @@ pub fn two_stages<L: pipetrain_engine::Layer>(
         handoff: Default::default(),
         precision: Default::default(),
     };
-    let setup = Setup::new(workers, config).unwrap();
+    let setup = Prepared::new(workers, config).unwrap();
     let mut runtime = Runtime::new(setup, Box::new(ChannelFabric::default())).unwrap();
     let losses = data
         .iter()

@@ -74,6 +74,12 @@ impl TrainArgs {
             .map_or(self.stages.unwrap_or(DEFAULT_STAGES), Vec::len)
     }
 
+    /// `--replicas × stages × --micro-batches`, from which the binary reads every product
+    /// (workers, micro-batches per step, rows per micro-batch).
+    pub fn layout(&self) -> pipetrain::engine::Layout {
+        pipetrain::engine::Layout::new(self.replicas, self.stages(), self.micro_batches)
+    }
+
     /// `--lr`, or the optimizer's default: 1e-3 for Adam and AdamW (torch.optim's), 0.01 for
     /// SGD.
     pub fn lr(&self) -> f64 {

@@ -14,11 +14,11 @@ use pipetrain::{EngineError, Error, Layer, RunFile};
 
 use crate::args::TrainArgs;
 use crate::failure::Failure;
-use crate::model::Model;
+use crate::model::ReferenceModel;
 use crate::run_failure::of_run;
 
 /// This run's identity, by flag name.
-pub fn identity(args: &TrainArgs, model: &Model) -> RunIdentity {
+pub fn identity(args: &TrainArgs, model: &ReferenceModel) -> RunIdentity {
     RunIdentity::new()
         .with("model", model.describe())
         .with("data", &args.data)
@@ -61,7 +61,7 @@ pub fn init<L: Layer>(
     path: &Path,
     layers: Vec<L>,
     args: &TrainArgs,
-    model: &Model,
+    model: &ReferenceModel,
 ) -> Result<Vec<L>, Failure> {
     weights_of(RunFile::Init, path, layers, args, model)
 }
@@ -76,7 +76,7 @@ pub fn weights_of<L: Layer>(
     path: &Path,
     layers: Vec<L>,
     args: &TrainArgs,
-    model: &Model,
+    model: &ReferenceModel,
 ) -> Result<Vec<L>, Failure> {
     pipetrain::trainer::init_weights(path, layers, &args.rename, model).map_err(|e| {
         of_run(match e {

@@ -19,6 +19,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::{ArgAction, Args as _};
+use pipetrain::schedules::FileProblem;
 
 use crate::args::TrainArgs;
 
@@ -67,52 +68,15 @@ fn config_path(argv: &[OsString]) -> Option<PathBuf> {
 /// Largest config file read: flags fit in far less; anything bigger is not a config.
 const MAX_CONFIG: u64 = 1 << 20;
 
-/// The text of `path`, if it is a regular file of at most `max` bytes (a device such as
-/// `/dev/zero` would never end); `too_big` is the remedy for a larger one. What is not a
-/// regular file is refused before it is opened: opening a FIFO blocks until something writes
-/// to it, which may be never.
-///
-/// # Errors
-/// Not a regular file, over `max` bytes, unreadable or not UTF-8; the message says which.
-pub(crate) fn read_bounded(
-    path: &std::path::Path,
-    max: u64,
-    too_big: &str,
-) -> Result<String, String> {
-    use std::io::Read;
-    const NOT_A_FILE: &str = "not a regular file (a device, FIFO or directory); give a text file";
-    // `metadata` follows symbolic links, as `open` does.
-    if !std::fs::metadata(path)
-        .map_err(|e| e.to_string())?
-        .is_file()
-    {
-        return Err(NOT_A_FILE.into());
-    }
-    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
-    // Again on the file opened: the path may name another one by now.
-    let meta = file.metadata().map_err(|e| e.to_string())?;
-    if !meta.is_file() {
-        return Err(NOT_A_FILE.into());
-    }
-    let mut text = String::new();
-    file.take(max + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| e.to_string())?;
-    if text.len() as u64 > max {
-        return Err(format!("over {} KiB; {too_big}", max >> 10));
-    }
-    Ok(text)
-}
-
 /// The command-line flags the TOML file at `path` stands for.
 fn flags_of(path: &std::path::Path) -> Result<Vec<OsString>, String> {
     let shown = path.display();
-    let text = read_bounded(
-        path,
-        MAX_CONFIG,
-        "a file of flags is far smaller: give the right file",
-    )
-    .map_err(|e| format!("--config {shown}: {e}"))?;
+    let text = pipetrain::schedules::read_bounded(path, MAX_CONFIG).map_err(|e| match e {
+        FileProblem::TooLarge { .. } => {
+            format!("--config {shown}: {e}; a file of flags is far smaller: give the right file")
+        }
+        _ => format!("--config {shown}: {e}"),
+    })?;
     let table: toml::Table = toml::from_str(&text).map_err(|e| format!("--config {shown}: {e}"))?;
     let command = TrainArgs::augment_args(clap::Command::new("train"));
     let mut flags = Vec::new();

@@ -51,7 +51,7 @@ pub fn open(args: &TrainArgs, batch: usize) -> Result<Data, Failure> {
         keep_last: args.keep_last,
         shuffle: !args.no_shuffle,
         allow_nonfinite: args.allow_nonfinite_inputs,
-        parts: args.replicas * args.micro_batches,
+        parts: args.layout().parts(),
         replicas: args.replicas,
     };
     Data::open(&spec, &settings).map_err(|e| {

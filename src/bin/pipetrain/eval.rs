@@ -7,12 +7,16 @@ use pipetrain::{Layer, RunFile};
 use crate::args::TrainArgs;
 use crate::exit::Exit;
 use crate::failure::Failure;
-use crate::model::Model;
+use crate::model::ReferenceModel;
 use crate::paths;
 
 /// The weights to evaluate: `--init FILE` (a checkpoint or a state dict) or `--resume FILE` (a
 /// checkpoint's weights), else the fresh init.
-fn weights<L: Layer>(args: &TrainArgs, model: &Model, layers: Vec<L>) -> Result<Vec<L>, Failure> {
+fn weights<L: Layer>(
+    args: &TrainArgs,
+    model: &ReferenceModel,
+    layers: Vec<L>,
+) -> Result<Vec<L>, Failure> {
     match (&args.init, &args.resume) {
         (Some(path), _) => crate::checkpoints::init(path, layers, args, model),
         (None, Some(path)) => {
@@ -49,10 +53,18 @@ pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
     let lm = model.is_language_model();
     let m = &model;
     let evaluation = match model {
-        Model::Mlp(c) => evaluate_layers(&weights(args, m, c.init(&device))?, held_out, lm),
-        Model::ResNet(c) => evaluate_layers(&weights(args, m, c.init(&device))?, held_out, lm),
-        Model::UNet(c) => evaluate_layers(&weights(args, m, c.init(&device))?, held_out, lm),
-        Model::Gpt(c) => evaluate_layers(&weights(args, m, c.init(&device))?, held_out, lm),
+        ReferenceModel::Mlp(c) => {
+            evaluate_layers(&weights(args, m, c.init(&device))?, held_out, lm)
+        }
+        ReferenceModel::ResNet(c) => {
+            evaluate_layers(&weights(args, m, c.init(&device))?, held_out, lm)
+        }
+        ReferenceModel::UNet(c) => {
+            evaluate_layers(&weights(args, m, c.init(&device))?, held_out, lm)
+        }
+        ReferenceModel::Gpt(c) => {
+            evaluate_layers(&weights(args, m, c.init(&device))?, held_out, lm)
+        }
     }?;
     if let Some(path) = args.init.as_ref().or(args.resume.as_ref()) {
         println!("weights: {}", path.display());

@@ -4,7 +4,7 @@
 
 pub use pipetrain::trainer::footprint::{Estimate, available, exceeds, gib};
 
-use crate::model::Model;
+use crate::model::ReferenceModel;
 
 /// Refuses a model that cannot be trained in this machine's memory: `what` describes the run's
 /// shape for the message, `flags` the flags that size it.
@@ -12,7 +12,7 @@ use crate::model::Model;
 /// # Errors
 /// The estimate, what is available and the flags to lower.
 pub fn check_training(
-    model: &Model,
+    model: &ReferenceModel,
     batch: usize,
     slots: u64,
     copies: f64,

@@ -1,11 +1,11 @@
-//! `--model mlp|resnet|unet|gpt`: the library's [`Model`] from the flags and the data's shapes,
+//! `--model mlp|resnet|unet|gpt`: the library's [`ReferenceModel`] from the flags and the data's shapes,
 //! and the checks of the flags that size it.
 
 use pipetrain::Batch;
 use pipetrain::Remat;
 use pipetrain::Tie;
 use pipetrain::remedy::Remedied;
-pub use pipetrain::trainer::Model;
+pub use pipetrain::trainer::ReferenceModel;
 use pipetrain_models::{GptConfig, MlpConfig, ResNetConfig, UNetConfig};
 
 use crate::args::{ModelKind, TrainArgs};
@@ -16,7 +16,7 @@ use crate::style::Flags;
 ///
 /// # Errors
 /// The flag with another model.
-pub fn ties(model: &Model, tie: bool) -> Result<Vec<Tie>, String> {
+pub fn ties(model: &ReferenceModel, tie: bool) -> Result<Vec<Tie>, String> {
     match (model.embedding_ties(), tie) {
         (Some(ties), true) => Ok(ties),
         (None, true) => {
@@ -29,7 +29,7 @@ pub fn ties(model: &Model, tie: bool) -> Result<Vec<Tie>, String> {
 /// The model the flags describe; with loaded data, input sizes follow the data's `shapes`
 /// (the flags give the rest: `--classes` and `--vocab` are never raised to fit the data,
 /// whose labels are checked against them at load).
-pub fn from_args(args: &TrainArgs, shapes: Option<&Shapes>) -> Result<Model, String> {
+pub fn from_args(args: &TrainArgs, shapes: Option<&Shapes>) -> Result<ReferenceModel, String> {
     let positive = |name: &str, value: usize| {
         if value == 0 {
             Err(format!("{name} 0: must be at least 1"))
@@ -52,7 +52,7 @@ pub fn from_args(args: &TrainArgs, shapes: Option<&Shapes>) -> Result<Model, Str
         ModelKind::Mlp => {
             positive("--width", args.width)?;
             let input = shapes.map_or(args.width, |s| s.input.iter().product());
-            Ok(Model::Mlp(
+            Ok(ReferenceModel::Mlp(
                 MlpConfig::new(args.width, args.hidden_layers, classes).with_input(input),
             ))
         }
@@ -65,7 +65,7 @@ pub fn from_args(args: &TrainArgs, shapes: Option<&Shapes>) -> Result<Model, Str
                      first forward uses running statistics), got --remat {remat}"
                 ));
             }
-            Ok(Model::ResNet(
+            Ok(ReferenceModel::ResNet(
                 ResNetConfig::new(args.channels, args.blocks, classes)
                     .with_image(in_channels, side)
                     .with_downsample_every(2),
@@ -78,7 +78,7 @@ pub fn from_args(args: &TrainArgs, shapes: Option<&Shapes>) -> Result<Model, Str
             config
                 .check()
                 .map_err(|e| format!("--model unet --depth {}: {e}", args.depth))?;
-            Ok(Model::UNet(config))
+            Ok(ReferenceModel::UNet(config))
         }
         ModelKind::Gpt => {
             for (name, value) in [
@@ -117,7 +117,7 @@ pub fn from_args(args: &TrainArgs, shapes: Option<&Shapes>) -> Result<Model, Str
                     range.max, range.max
                 ));
             }
-            Ok(Model::Gpt(GptConfig::new(
+            Ok(ReferenceModel::Gpt(GptConfig::new(
                 vocab,
                 context,
                 args.d_model,
@@ -134,12 +134,17 @@ pub fn from_args(args: &TrainArgs, shapes: Option<&Shapes>) -> Result<Model, Str
 ///
 /// # Errors
 /// The estimate, the memory available and the flags that size the model.
-pub fn check_fits(model: &Model, batch: usize, slots: u64, copies: f64) -> Result<(), String> {
+pub fn check_fits(
+    model: &ReferenceModel,
+    batch: usize,
+    slots: u64,
+    copies: f64,
+) -> Result<(), String> {
     let flags = match model {
-        Model::Mlp(_) => "--width, --hidden-layers, --classes or --batch",
-        Model::ResNet(_) => "--channels, --blocks, --image, --classes or --batch",
-        Model::UNet(_) => "--channels, --depth, --image, --classes or --batch",
-        Model::Gpt(_) => "--d-model, --layers, --vocab, --context or --batch",
+        ReferenceModel::Mlp(_) => "--width, --hidden-layers, --classes or --batch",
+        ReferenceModel::ResNet(_) => "--channels, --blocks, --image, --classes or --batch",
+        ReferenceModel::UNet(_) => "--channels, --depth, --image, --classes or --batch",
+        ReferenceModel::Gpt(_) => "--d-model, --layers, --vocab, --context or --batch",
     };
     crate::footprint::check_training(model, batch, slots, copies, flags)
 }

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use clap::ValueEnum;
 use pipetrain::partitioner::Partition;
-use pipetrain::schedules::{Plan, PlanFile, Schedule};
+use pipetrain::schedules::{FileProblem, Plan, PlanFile, Schedule, ScheduleError};
 use pipetrain::{Layer, Pipeline, ScheduleKind};
 
 use crate::failure::Failure;
@@ -96,15 +96,17 @@ pub fn read_plan(path: &Path) -> Result<Plan, Failure> {
     let at = |e: &dyn std::fmt::Display| Failure::usage(format!("--plan {}: {e}", path.display()));
     // A plan's actions take some 32 bytes each in memory, from some 4 of text.
     let max = crate::footprint::available().map_or(1 << 30, |(free, _)| (free / 8).min(1 << 30));
-    let text = crate::config::read_bounded(
-        path,
-        max as u64,
-        "more than this machine's memory can hold parsed: use a smaller plan",
-    )
-    .map_err(|e| at(&e))?;
-    let file = PlanFile::parse(&text).map_err(|e| at(&e))?;
-    file.check().map_err(|e| at(&e))?;
-    Ok(file.plan().clone())
+    match PlanFile::read(path, max as u64) {
+        Ok(file) => Ok(file.plan().clone()),
+        Err(
+            e @ ScheduleError::ReadPlan {
+                problem: FileProblem::TooLarge { .. },
+            },
+        ) => Err(at(&format_args!(
+            "{e}; more than this machine's memory can hold parsed: use a smaller plan"
+        ))),
+        Err(e) => Err(at(&e)),
+    }
 }
 
 /// Warns, on stderr, about each stage that runs full backwards where the schedule placed split

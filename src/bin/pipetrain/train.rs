@@ -21,7 +21,7 @@ use crate::checkpoints;
 use crate::data::Data;
 use crate::exit::Exit;
 use crate::failure::Failure;
-use crate::model::Model;
+use crate::model::ReferenceModel;
 use crate::paths;
 use crate::progress::Progress;
 use crate::run_failure::{cli_message, of_run};
@@ -144,7 +144,7 @@ pub(crate) struct Settings<'a> {
     /// The optimizer, its settings and the base learning rate, for the banner.
     optimizer_name: String,
     lr_schedule: pipetrain::LrSchedule,
-    model: Model,
+    model: ReferenceModel,
     data: Data,
     /// The first of `devices`: the model's init and the data.
     device: Device,
@@ -168,8 +168,7 @@ fn train(args: &TrainArgs, dist: Option<&Distributed>) -> Result<Exit, Failure> 
     // (A count of 0 is the builder's to refuse, with its own remedy.)
     if args.replicas > 0
         && args.micro_batches > 0
-        && let Err(refused) =
-            pipetrain::engine::check_batch_split(args.batch, args.replicas, args.micro_batches)
+        && let Err(refused) = args.layout().check_batch(args.batch)
     {
         let fix = refused.remedy().map(|r| r.render(&crate::style::Flags));
         return Err(Failure::usage(format!(
@@ -198,7 +197,7 @@ fn train(args: &TrainArgs, dist: Option<&Distributed>) -> Result<Exit, Failure> 
     // This process's share of the world's workers (all of them without MPI), plus --verify's
     // single-device reference, which the leader holds.
     let share = dist.map_or(1.0, |d| {
-        d.local().len() as f64 / (args.replicas * args.stages()).max(1) as f64
+        d.local().len() as f64 / args.layout().workers().max(1) as f64
     });
     let leader = dist.is_none_or(Distributed::is_leader);
     let copies = args.replicas as f64 * share + f64::from(u8::from(args.verify && leader));
@@ -240,10 +239,10 @@ fn train(args: &TrainArgs, dist: Option<&Distributed>) -> Result<Exit, Failure> 
         .map_err(of_run)?;
     let device = &settings.device;
     match model {
-        Model::Mlp(c) => train_with(&settings, c.init(device), stop, dist),
-        Model::ResNet(c) => train_with(&settings, c.init(device), stop, dist),
-        Model::UNet(c) => train_with(&settings, c.init(device), stop, dist),
-        Model::Gpt(c) => train_with(&settings, c.init(device), stop, dist),
+        ReferenceModel::Mlp(c) => train_with(&settings, c.init(device), stop, dist),
+        ReferenceModel::ResNet(c) => train_with(&settings, c.init(device), stop, dist),
+        ReferenceModel::UNet(c) => train_with(&settings, c.init(device), stop, dist),
+        ReferenceModel::Gpt(c) => train_with(&settings, c.init(device), stop, dist),
     }
 }
 
@@ -328,11 +327,8 @@ fn train_with<L: Layer>(
                 .with_ties(&s.ties)?,
             // Under bf16 each micro-batch's weight gradients round to bf16 before they are
             // summed in fp32: the reference steps micro-batch by micro-batch too.
-            (s.model.reference_chunks(args.replicas, args.micro_batches))
-                .or(args
-                    .precision
-                    .casts()
-                    .then_some(args.replicas * args.micro_batches))
+            (s.model.reference_chunks(args.layout()))
+                .or(args.precision.casts().then_some(args.layout().parts()))
                 .map(|c| c * args.accumulate.max(1)),
             mode,
         )),
@@ -432,7 +428,7 @@ fn banner<L: Layer>(
         pipeline.replicas(),
         pipeline.stages(),
         args.micro_batches,
-        args.batch / (args.micro_batches * args.replicas).max(1),
+        args.layout().rows_per_part(args.batch),
         s.schedule,
         s.remat,
         args.backward.describe(args.weight_group),

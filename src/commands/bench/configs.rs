@@ -2,6 +2,7 @@
 //! backward), push it in [`rows`](super::rows::rows): its limit, ceiling, memory and peer
 //! follow from its fields.
 
+use crate::engine::Layout;
 use crate::{Backward, ScheduleKind};
 
 /// The model and data every row trains: MLP-`hidden`x`width` on `batch` rows, SGD at 0.01,
@@ -104,13 +105,24 @@ pub enum Shape {
 }
 
 impl Shape {
+    /// A pipeline row's replicas, stages and micro-batches (`None` for independent workers).
+    pub fn layout(&self) -> Option<Layout> {
+        match *self {
+            Shape::Pipeline {
+                replicas,
+                stages,
+                micro_batches,
+                ..
+            } => Some(Layout::new(replicas, stages, micro_batches)),
+            Shape::Independent { .. } => None,
+        }
+    }
+
     /// Workers the row keeps busy.
     pub fn workers(&self) -> usize {
         match *self {
-            Shape::Pipeline {
-                replicas, stages, ..
-            } => replicas * stages,
             Shape::Independent { workers, .. } => workers,
+            Shape::Pipeline { .. } => self.layout().map_or(0, |l| l.workers()),
         }
     }
 
@@ -118,12 +130,8 @@ impl Shape {
     /// configuration with micro-batches of the same rows is `batch / rows` micro-batches.
     pub fn rows_per_micro_batch(&self, batch: usize) -> usize {
         match *self {
-            Shape::Pipeline {
-                replicas,
-                micro_batches,
-                ..
-            } => batch / (replicas * micro_batches).max(1),
             Shape::Independent { micro_batches, .. } => batch / micro_batches.max(1),
+            Shape::Pipeline { .. } => self.layout().map_or(0, |l| l.rows_per_part(batch)),
         }
     }
 

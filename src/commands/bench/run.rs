@@ -138,17 +138,13 @@ fn select(args: &BenchSettings, mpi: bool) -> Result<Vec<Row>> {
         .collect();
     main.splice(0..0, twins);
     for row in main.iter().filter(|r| r.shape.is_mlp()) {
-        if let Shape::Pipeline {
-            replicas,
-            micro_batches,
-            ..
-        } = row.shape
-            && batch % (replicas * micro_batches) != 0
+        if let Some(layout) = row.shape.layout()
+            && batch % layout.parts() != 0
         {
             return Err(Error::Command(CommandError::BenchBatchSplit {
                 batch,
-                replicas,
-                micro_batches,
+                replicas: layout.replicas(),
+                micro_batches: layout.micro_batches(),
                 row: row.label(),
             }));
         }

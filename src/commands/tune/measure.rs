@@ -20,7 +20,7 @@
 use std::time::Instant;
 
 use burn::prelude::*;
-use pipetrain_engine::{Batch, Layer, OptimizerConfig, Remat, costs};
+use pipetrain_engine::{Batch, Layer, Layout, OptimizerConfig, Remat, costs};
 use pipetrain_schedules::{ActionKind, Costs, Lowering, ScheduleKind, lower, simulate};
 use pipetrain_tune::{CostTable, LayerTimes, RowsCosts, Space};
 
@@ -165,7 +165,7 @@ pub fn drift<L: Layer>(
 /// The first `rows` rows of `batch` (one micro-batch of a `rows`-row cut).
 fn cut(batch: &Batch, rows: usize) -> Result<Batch> {
     let parts = (batch.len() / rows.max(1)).max(1);
-    let shard = batch.shard(1, parts)?.swap_remove(0);
+    let shard = batch.shard(Layout::new(1, 1, parts))?.swap_remove(0);
     Ok(Batch {
         inputs: shard
             .inputs

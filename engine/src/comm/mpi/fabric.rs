@@ -11,7 +11,7 @@ use pipetrain_schedules::{SkipRoute, WorkerId};
 use super::collective::MpiCollective;
 use super::comm::Comm;
 use super::inbox::Inbox;
-use super::launch::Layout;
+use super::launch::Placement;
 use super::transport::MpiTransport;
 use super::wire::{Route, channel};
 use crate::comm::abort::Abort;
@@ -23,17 +23,17 @@ use crate::world::World;
 /// Connects this process's workers to the others' over MPI.
 pub struct MpiFabric {
     comm: Comm,
-    layout: Layout,
+    placement: Placement,
     /// Connections made so far: each has its own routes.
     epoch: u32,
 }
 
 impl MpiFabric {
-    /// A fabric for the workers `layout` gives this process, over `comm`.
-    pub fn new(comm: Comm, layout: Layout) -> Self {
+    /// A fabric for the workers `placement` gives this process, over `comm`.
+    pub fn new(comm: Comm, placement: Placement) -> Self {
         Self {
             comm,
-            layout,
+            placement,
             epoch: 0,
         }
     }
@@ -64,7 +64,7 @@ impl MpiFabric {
         };
         let members = members
             .iter()
-            .map(|&m| (self.layout.process_of(m), world.rank(m) as u32))
+            .map(|&m| (self.placement.process_of(m), world.rank(m) as u32))
             .collect();
         Ok(MpiCollective::new(
             rank,
@@ -85,16 +85,16 @@ impl Fabric for MpiFabric {
         _skips: &[SkipRoute],
         abort: &Arc<Abort>,
     ) -> Result<Vec<Links>> {
-        let expected = self.layout.local();
+        let expected = self.placement.local();
         if world.local() != expected.as_slice()
-            || world.replicas() != self.layout.replicas()
-            || world.stages() != self.layout.stages()
+            || world.replicas() != self.placement.replicas()
+            || world.stages() != self.placement.stages()
         {
             return Err(EngineError::LaunchMismatch {
-                rank: self.layout.rank(),
+                rank: self.placement.rank(),
                 expected,
-                layout_replicas: self.layout.replicas(),
-                layout_stages: self.layout.stages(),
+                layout_replicas: self.placement.replicas(),
+                layout_stages: self.placement.stages(),
                 local: world.local().to_vec(),
                 replicas: world.replicas(),
                 stages: world.stages(),
@@ -113,7 +113,7 @@ impl Fabric for MpiFabric {
                 id,
                 self.epoch,
                 self.comm.clone(),
-                self.layout.clone(),
+                self.placement.clone(),
                 self.inbox(route, abort)?,
             );
             let group: Vec<WorkerId> = world.stage_group(id.stage).collect();

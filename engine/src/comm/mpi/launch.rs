@@ -6,11 +6,11 @@
 //! 2 × 2 world puts each replica's two stages in one process (channels inside, MPI between).
 //!
 //! ```
-//! use pipetrain_engine::mpi::Layout;
+//! use pipetrain_engine::mpi::Placement;
 //! use pipetrain_schedules::{ReplicaId, StageId, WorkerId};
-//! let layout = Layout::new(3, 4, 1, 2, 2)?; // rank 3 of 4, 1 worker each, 2 replicas × 2 stages
-//! assert_eq!(layout.local(), [WorkerId::new(ReplicaId(1), StageId(1))]);
-//! assert!(Layout::new(0, 3, 1, 2, 2).is_err()); // 3 processes cannot hold 4 workers
+//! let placement = Placement::new(3, 4, 1, 2, 2)?; // rank 3 of 4, 1 worker each, 2 replicas × 2 stages
+//! assert_eq!(placement.local(), [WorkerId::new(ReplicaId(1), StageId(1))]);
+//! assert!(Placement::new(0, 3, 1, 2, 2).is_err()); // 3 processes cannot hold 4 workers
 //! # Ok::<(), pipetrain_engine::EngineError>(())
 //! ```
 
@@ -20,7 +20,7 @@ use crate::error::EngineError;
 
 /// Where this process sits: its rank, the process count, and the world it shares.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Layout {
+pub struct Placement {
     rank: usize,
     processes: usize,
     per_process: usize,
@@ -28,7 +28,7 @@ pub struct Layout {
     stages: usize,
 }
 
-impl Layout {
+impl Placement {
     /// Process `rank` of `processes`, each running `per_process` workers of a world of
     /// `replicas × stages`; an error names the process count that fits.
     pub fn new(
@@ -161,19 +161,19 @@ mod tests {
         for (processes, k, r, p) in [(4, 1, 2, 2), (2, 2, 2, 2), (2, 1, 1, 2), (1, 4, 2, 2)] {
             let mut all = Vec::new();
             for rank in 0..processes {
-                let layout = Layout::new(rank, processes, k, r, p).unwrap();
-                for id in layout.local() {
-                    assert_eq!(layout.process_of(id), rank);
+                let placement = Placement::new(rank, processes, k, r, p).unwrap();
+                for id in placement.local() {
+                    assert_eq!(placement.process_of(id), rank);
                     all.push(id.rank(p));
                 }
             }
             assert_eq!(all, (0..r * p).collect::<Vec<_>>());
         }
-        let err = Layout::new(0, 3, 1, 2, 2).unwrap_err();
+        let err = Placement::new(0, 3, 1, 2, 2).unwrap_err();
         let processes = Remedy::set(Setting::Processes, Value::Count(4));
         let per_process = Remedy::set(Setting::WorkersPerProcess, Value::Any);
         assert_eq!(err.remedy(), Some(Remedy::one_of([processes, per_process])));
-        let err = Layout::new(0, 2, 3, 2, 2).unwrap_err().to_string();
+        let err = Placement::new(0, 2, 3, 2, 2).unwrap_err().to_string();
         assert!(err.contains("do not divide 4"), "{err}");
     }
 

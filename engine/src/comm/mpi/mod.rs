@@ -17,8 +17,8 @@
 //!   with the same bits as in one process.
 //! - [`MpiFabric`] — the engine's [`Fabric`](crate::Fabric): give it to
 //!   [`Runtime::new`](crate::Runtime::new) with workers built for
-//!   [`Layout::local`].
-//! - [`Layout`] and [`check_environment`] — rank → workers, and the launcher's variables
+//!   [`Placement::local`].
+//! - [`Placement`] and [`check_environment`] — rank → workers, and the launcher's variables
 //!   (Slurm's, torchrun's) checked against MPI.
 
 mod bundle_wire;
@@ -35,5 +35,5 @@ mod wire;
 pub use collective::MpiCollective;
 pub use comm::{Comm, Identity};
 pub use fabric::MpiFabric;
-pub use launch::{Layout, check_environment};
+pub use launch::{Placement, check_environment};
 pub use transport::MpiTransport;

@@ -7,7 +7,7 @@ use pipetrain_schedules::WorkerId;
 
 use super::comm::Comm;
 use super::inbox::{Inbox, Wait};
-use super::launch::Layout;
+use super::launch::Placement;
 use super::wire::{Envelope, Route, activation_bytes, activation_from, channel};
 use crate::comm::transport::{Flow, Tag, Transport};
 use crate::error::EngineError;
@@ -18,18 +18,24 @@ pub struct MpiTransport {
     me: WorkerId,
     epoch: u32,
     comm: Comm,
-    layout: Layout,
+    placement: Placement,
     inbox: Inbox,
     device: Device,
 }
 
 impl MpiTransport {
-    pub(crate) fn new(me: WorkerId, epoch: u32, comm: Comm, layout: Layout, inbox: Inbox) -> Self {
+    pub(crate) fn new(
+        me: WorkerId,
+        epoch: u32,
+        comm: Comm,
+        placement: Placement,
+        inbox: Inbox,
+    ) -> Self {
         Self {
             me,
             epoch,
             comm,
-            layout,
+            placement,
             inbox,
             // Host memory: the bytes arrive on the host, and the worker moves what it receives
             // to its own device. Not `Device::default()`: in a build with burn's CUDA backend
@@ -61,17 +67,17 @@ impl Transport for MpiTransport {
         let peer = self.receiver(tag.flow);
         let envelope = Envelope {
             route: Route {
-                to: peer.rank(self.layout.stages()) as u32,
+                to: peer.rank(self.placement.stages()) as u32,
                 channel: channel::TRANSPORT,
                 epoch: self.epoch,
             },
             a: flow_key(tag.flow),
             b: tag.micro_batch.index() as u32,
-            from: self.layout.rank() as u32,
+            from: self.placement.rank() as u32,
             body: activation_bytes(payload).into(),
         };
         self.comm
-            .send(self.layout.process_of(peer), envelope)
+            .send(self.placement.process_of(peer), envelope)
             .map_err(|_| EngineError::HungUp {
                 peer: peer.stage,
                 tag,
@@ -87,7 +93,9 @@ impl Transport for MpiTransport {
             Err(Wait::Aborted) => Err(EngineError::Aborted),
             Err(Wait::Timeout) => Err(EngineError::TransportTimeout {
                 peer,
-                rank: self.layout.process_of(WorkerId::new(self.me.replica, peer)),
+                rank: self
+                    .placement
+                    .process_of(WorkerId::new(self.me.replica, peer)),
                 tag,
                 timeout: self.inbox.timeout(),
             }),

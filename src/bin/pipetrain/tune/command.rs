@@ -14,7 +14,7 @@ use super::args::TuneArgs;
 use super::flags;
 use crate::exit::Exit;
 use crate::failure::Failure;
-use crate::model::Model;
+use crate::model::ReferenceModel;
 
 /// Distinct synthetic batches the runs cycle through.
 const BATCHES: u64 = 4;
@@ -55,17 +55,17 @@ pub fn run(args: &TuneArgs) -> Result<Exit, Failure> {
         device,
     };
     match model {
-        Model::Mlp(c) => tune(&cx, c.init(&cx.device)),
-        Model::ResNet(c) => tune(&cx, c.init(&cx.device)),
-        Model::UNet(c) => tune(&cx, c.init(&cx.device)),
-        Model::Gpt(c) => tune(&cx, c.init(&cx.device)),
+        ReferenceModel::Mlp(c) => tune(&cx, c.init(&cx.device)),
+        ReferenceModel::ResNet(c) => tune(&cx, c.init(&cx.device)),
+        ReferenceModel::UNet(c) => tune(&cx, c.init(&cx.device)),
+        ReferenceModel::Gpt(c) => tune(&cx, c.init(&cx.device)),
     }
 }
 
 /// What every step of a tune run reads.
 struct Context<'a> {
     args: &'a TuneArgs,
-    model: Model,
+    model: ReferenceModel,
     space: Space,
     optimizer: OptimizerConfig,
     optimizer_name: String,

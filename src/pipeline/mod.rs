@@ -12,6 +12,9 @@ use crate::memory::{self, WorkerMemory};
 use crate::setup::{Setup, micro_batch};
 use crate::step_report::StepReport;
 
+mod checkpoint;
+mod learning_rate;
+
 /// A model cut into stages, trained with a pipeline schedule.
 ///
 /// ```
@@ -83,7 +86,7 @@ impl<L: Layer> Pipeline<L> {
 
     /// Data-parallel replicas.
     pub fn replicas(&self) -> usize {
-        self.runtime.workers().world().replicas()
+        self.setup.layout().replicas()
     }
 
     /// Steps whose gradients are accumulated before one optimizer step.
@@ -98,7 +101,7 @@ impl<L: Layer> Pipeline<L> {
 
     /// Micro-batches per step.
     pub fn micro_batches(&self) -> usize {
-        self.runtime.config().micro_batches
+        self.setup.layout().micro_batches()
     }
 
     /// The schedule (generated, or a given plan).
@@ -168,8 +171,7 @@ impl<L: Layer> Pipeline<L> {
         let step = self.runtime.steps();
         let outcome = self.runtime.step(batch)?;
         if self.sample.is_none() {
-            let parts = self.replicas() * self.micro_batches();
-            self.sample = Some(micro_batch(&batch.inputs, parts)?);
+            self.sample = Some(micro_batch(&batch.inputs, self.setup.layout().parts())?);
         }
         Ok(StepReport::from_outcome(
             step,

@@ -1,4 +1,4 @@
-//! [`Setup`]: everything a [`Runtime`](crate::Runtime) runs, resolved and validated before any
+//! [`Prepared`]: everything a [`Runtime`](crate::Runtime) runs, resolved and validated before any
 //! thread starts: the workers (their layers, devices and optimizers), the step's settings, the
 //! tie placement, and the lowered plans of every mode ([`Plans`]). Data only: no thread, no
 //! link; [`Runtime::new`](crate::Runtime::new) is wiring.
@@ -119,23 +119,23 @@ impl Plans {
 ///     handoff: Default::default(),
 ///     precision: Default::default(),
 /// };
-/// let setup = Setup::new(workers, config)?; // no thread yet
+/// let prepared = Prepared::new(workers, config)?; // no thread yet
 /// // No dense layer: ZB-H1's split backwards run fused, on both stages.
-/// assert_eq!(setup.plans().fused(), [StageId(0), StageId(1)]);
-/// assert_eq!(setup.plans().step().count(StageId(1), ActionKind::Backward), 4);
-/// assert_eq!(setup.plans().inference(4).micro_batches(), 4);
-/// let runtime = Runtime::new(setup, Box::new(ChannelFabric::default()))?; // the threads start here
+/// assert_eq!(prepared.plans().fused(), [StageId(0), StageId(1)]);
+/// assert_eq!(prepared.plans().step().count(StageId(1), ActionKind::Backward), 4);
+/// assert_eq!(prepared.plans().inference(4).micro_batches(), 4);
+/// let runtime = Runtime::new(prepared, Box::new(ChannelFabric::default()))?; // the threads start here
 /// assert_eq!(runtime.threads().len(), 2);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct Setup<L: Layer> {
+pub struct Prepared<L: Layer> {
     pub(crate) workers: Workers<L>,
     pub(crate) config: RuntimeConfig,
     pub(crate) plans: Plans,
     pub(crate) tie_plan: TiePlan,
 }
 
-impl<L: Layer> Setup<L> {
+impl<L: Layer> Prepared<L> {
     /// Resolves what `workers` run under `config`: the schedule's plan with the backward split
     /// on the stages holding a dense layer (or joined where the schedule places split ones and
     /// a stage cannot), skips routed between the stages that stash and pop them, each mode's
