@@ -35,9 +35,11 @@ impl Style for Builder {
             (Setting::Schedule, Value::Mode(mode)) => {
                 format!(".schedule(ScheduleKind::{})", schedule_variant(mode))
             }
-            (Setting::VirtualStages, v) => {
-                format!(".schedule(ScheduleKind::Interleaved {{ virtual_stages: {v} }})")
-            }
+            // Three schedules take chunks per rank: the remedy keeps the one given.
+            (Setting::VirtualStages, v) => format!(
+                "`virtual_stages: {v}` in the schedule given (`ScheduleKind::Interleaved`, \
+                 `InterleavedZb` or `LoopedBfs`)"
+            ),
             (Setting::Remat, Value::Mode(mode)) => {
                 format!(".remat(Remat::{})", camel(mode))
             }
@@ -165,5 +167,9 @@ mod tests {
             render(Setting::SkipNonFinite, Value::On),
             "use .skip_nonfinite()"
         );
+        // Not a switch to interleaved 1F1B for a looped-BFS or interleaved-ZB user.
+        let chunks = render(Setting::VirtualStages, Value::Count(2));
+        assert!(!chunks.contains(".schedule("), "{chunks}");
+        assert!(chunks.contains("virtual_stages: 2"), "{chunks}");
     }
 }
