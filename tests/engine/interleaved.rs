@@ -406,3 +406,31 @@ fn multi_chunk_schedules_on_replicas_and_remat_match_single_device_and_1f1b() {
         }
     }
 }
+
+/// A multi-process world must give each process whole ranks: the chunks of a rank take turns,
+/// which pass inside one process. A process given stage 0 of interleaved's rank 0 (stages 0 and
+/// 2) but not stage 2 is refused before any thread starts, naming both.
+#[test]
+fn a_process_given_part_of_a_ranks_chunks_is_refused_naming_the_missing_one() {
+    use pipetrain::engine::ChannelFabric;
+    use pipetrain::{ReplicaId, StageId, WorkerId};
+    let worker = |s| WorkerId::new(ReplicaId(0), StageId(s));
+    let e = Pipeline::builder()
+        .layers(model())
+        .stages(2)
+        .schedule(ScheduleKind::Interleaved { virtual_stages: 2 })
+        .micro_batches(2)
+        .distributed(
+            vec![worker(0), worker(1), worker(3)],
+            Box::new(ChannelFabric::default()),
+        )
+        .build()
+        .err()
+        .expect("stage 2 of rank 0 runs elsewhere")
+        .to_string();
+    assert!(
+        e.contains(&format!("runs {} but not {}", worker(0), worker(2)))
+            && e.contains("pipeline rank 0"),
+        "{e}"
+    );
+}
