@@ -361,7 +361,8 @@ fn two_workers_per_process_give_the_same_bits() {
 /// chunks (the stages the plan places on it: r and r + p under interleaved's placement, r and
 /// 2p − 1 − r under the V's), each on a worker of its own taking turns inside the process, with
 /// MPI between the ranks: 2 ranks of 2 chunks, on 1 replica (2 processes) and 2 (4 processes),
-/// `--verify` passes and the checkpoint equals the in-process run's bit for bit.
+/// and 2 ranks per process (`--workers-per-process 2`), `--verify` passes and the checkpoint
+/// equals the in-process run's bit for bit.
 #[test]
 fn multi_chunk_schedules_over_mpi_match_the_in_process_run() {
     for schedule in [
@@ -387,6 +388,20 @@ fn multi_chunk_schedules_over_mpi_match_the_in_process_run() {
             same_as_in_process(np, &layout, &[]);
         }
     }
+    // Two ranks per process: each process runs a replica's 4 chunks, MPI between the replicas.
+    let v = [
+        "--schedule",
+        "dualpipev",
+        "--stages",
+        "2",
+        "--hidden-layers",
+        "4",
+        "--balance",
+        "2,1,1,1",
+        "--replicas",
+        "2",
+    ];
+    same_as_in_process(2, &v, &["--workers-per-process", "2"]);
 }
 
 /// Ranks of several chunks that the processes cannot hold whole: a process count other than
