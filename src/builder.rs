@@ -426,11 +426,6 @@ impl<L: Layer> PipelineBuilder<L> {
         // Interleaved schedules hold v chunks per rank: `.stages(p)` cuts p·v model stages, and a
         // balance lists the chunks.
         let v = self.schedule.virtual_stages();
-        if v > 1 && self.distributed.is_some() {
-            return Err(Error::Build(BuildError::ChunksAcrossProcesses {
-                schedule: self.schedule.clone(),
-            }));
-        }
         let shape = chunks::Shape {
             schedule: &self.schedule,
             layers: n,

@@ -357,6 +357,85 @@ fn two_workers_per_process_give_the_same_bits() {
     );
 }
 
+/// The schedules with several chunks per rank over MPI: a process runs one pipeline rank's
+/// chunks (the stages the plan places on it: r and r + p under interleaved's placement, r and
+/// 2p − 1 − r under the V's), each on a worker of its own taking turns inside the process, with
+/// MPI between the ranks: 2 ranks of 2 chunks, on 1 replica (2 processes) and 2 (4 processes),
+/// and 2 ranks per process (`--workers-per-process 2`), `--verify` passes and the checkpoint
+/// equals the in-process run's bit for bit.
+#[test]
+fn multi_chunk_schedules_over_mpi_match_the_in_process_run() {
+    for schedule in [
+        "interleaved",
+        "zb-v",
+        "looped-bfs",
+        "interleaved-zb",
+        "dualpipev",
+    ] {
+        for (np, replicas) in [(2, "1"), (4, "2")] {
+            let layout = [
+                "--schedule",
+                schedule,
+                "--stages",
+                "2",
+                "--hidden-layers",
+                "4",
+                "--balance",
+                "2,1,1,1",
+                "--replicas",
+                replicas,
+            ];
+            same_as_in_process(np, &layout, &[]);
+        }
+    }
+    // Two ranks per process: each process runs a replica's 4 chunks, MPI between the replicas.
+    let v = [
+        "--schedule",
+        "dualpipev",
+        "--stages",
+        "2",
+        "--hidden-layers",
+        "4",
+        "--balance",
+        "2,1,1,1",
+        "--replicas",
+        "2",
+    ];
+    same_as_in_process(2, &v, &["--workers-per-process", "2"]);
+}
+
+/// Ranks of several chunks that the processes cannot hold whole: a process count other than
+/// replicas × ranks exits 2 naming the count that fits (replicas × ranks, not × chunks).
+#[test]
+fn multi_chunk_process_counts_that_do_not_fit_exit_2_naming_the_one_that_does() {
+    let _job = lock();
+    let layout = [
+        "train",
+        "--schedule",
+        "interleaved",
+        "--stages",
+        "2",
+        "--hidden-layers",
+        "4",
+        "--micro-batches",
+        "4",
+    ];
+    for (np, replicas, expected) in [(4, "1", "mpirun -np 2"), (2, "2", "mpirun -np 4")] {
+        let out = mpirun(np, &[], &layout)
+            .args(["--replicas", replicas, "--batch", "16"])
+            .output()
+            .expect("mpirun runs");
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(expected)
+                && stderr.contains(&format!("{replicas} replicas × 2 stages")),
+            "{}",
+            text(&out)
+        );
+    }
+}
+
 #[test]
 fn only_rank_0_writes_outputs_and_each_rank_writes_its_trace() {
     let _job = lock();

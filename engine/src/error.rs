@@ -107,6 +107,20 @@ pub enum EngineError {
         /// The world's stages.
         stages: usize,
     },
+    /// A process that runs some of a pipeline rank's stages but not all: the stages of a rank
+    /// take turns, which only works inside one process.
+    #[error(
+        "this process runs {worker} but not {missing}, another stage of pipeline rank {rank}: \
+         a rank's stages take turns, so one process runs them all"
+    )]
+    RankAcrossProcesses {
+        /// A local worker.
+        worker: WorkerId,
+        /// A worker of the same replica and pipeline rank that this process does not run.
+        missing: WorkerId,
+        /// Their pipeline rank.
+        rank: usize,
+    },
     /// A stage split that does not fit the world or the model.
     #[error(
         "the split {split} ({split_stages} stages, {split_layers} layers) does not fit a world \
@@ -883,6 +897,10 @@ impl Remedied for EngineError {
                  ({})",
                 replicas * stages
             ))),
+            EngineError::RankAcrossProcesses { .. } => Some(Remedy::sentence(
+                "give each process whole pipeline ranks, every stage the plan places on them \
+                 (`mpi::Placement::with_ranks`)",
+            )),
             #[cfg(feature = "mpi")]
             EngineError::LaunchMismatch { .. } => Some(Remedy::sentence(
                 "build the workers' world from the launch's local workers",

@@ -39,12 +39,6 @@ pub enum BuildError {
         /// The first layer with batch statistics.
         layer: usize,
     },
-    /// A schedule with several chunks per rank in a multi-process pipeline, which runs one stage
-    /// per rank.
-    ChunksAcrossProcesses {
-        /// The schedule given.
-        schedule: Schedule,
-    },
     /// A number of stages that disagrees with the balance's.
     StagesAndBalance {
         /// The stages asked for (ranks, under a schedule of several chunks per rank).
@@ -192,9 +186,6 @@ impl BuildError {
                 "remat {remat} with batch norm (layer {layer}): re-materialization's first \
                  forward uses running statistics, not the micro-batch's"
             ),
-            BuildError::ChunksAcrossProcesses { schedule } => {
-                format!("{schedule}: a multi-process pipeline runs one stage per rank")
-            }
             BuildError::StagesAndBalance {
                 stages,
                 virtual_stages: 1,
@@ -294,10 +285,6 @@ impl BuildError {
             BuildError::RematWithBatchNorm { .. } => {
                 Some(Remedy::set(Setting::Remat, Value::mode("never")))
             }
-            BuildError::ChunksAcrossProcesses { .. } => Some(Remedy::one_of([
-                Remedy::set(Setting::Schedule, Value::mode("1f1b")),
-                Remedy::set(Setting::Schedule, Value::mode("zb-h1")),
-            ])),
             BuildError::StagesAndBalance { remedy, .. }
             | BuildError::MoreStagesThanLayers { remedy, .. }
             | BuildError::UnevenBalance { remedy, .. } => Some(remedy.clone()),

@@ -43,15 +43,20 @@ pub struct Launch {
     /// reaches the other ranks as text): [`Builder`](crate::remedy::Builder) for the library's,
     /// a front end's own [`Style`](crate::remedy::Style) for its flags.
     pub style: &'static (dyn crate::remedy::Style + Sync),
-    /// Workers each process runs, as threads connected by channels (MPI between processes):
-    /// processes × this must equal `replicas` × `stages`.
+    /// Pipeline ranks each process runs, as threads connected by channels (MPI between
+    /// processes): processes × this must equal `replicas` × `stages`. A rank is one worker, or
+    /// under a schedule of several chunks per rank one worker per chunk, taking turns.
     pub workers_per_process: usize,
     /// How long to wait on another process before giving up on it.
     pub comm_timeout: Duration,
     /// Replicas of the pipeline.
     pub replicas: usize,
-    /// Stages of the pipeline.
+    /// Pipeline ranks of a replica (model stages, with one stage per rank).
     pub stages: usize,
+    /// Per model stage, the pipeline rank that runs it (`Plan::rank_of` of the schedule's plan)
+    /// under a schedule of several chunks per rank; empty for one stage per rank. A process
+    /// runs whole ranks: all of each one's stages.
+    pub stage_ranks: Vec<usize>,
     /// The settings every process must share, as `(name, value)` pairs named as the caller's
     /// user knows them; rank 0's are sent to every process and compared.
     pub settings: Vec<(String, String)>,
@@ -64,6 +69,7 @@ impl std::fmt::Debug for Launch {
             .field("comm_timeout", &self.comm_timeout)
             .field("replicas", &self.replicas)
             .field("stages", &self.stages)
+            .field("stage_ranks", &self.stage_ranks)
             .field("settings", &self.settings)
             .finish_non_exhaustive()
     }
@@ -494,12 +500,16 @@ mod link {
             let checked =
                 check_environment(id.rank, id.size, id.local_rank, |v| std::env::var(v).ok())
                     .and_then(|()| {
-                        Placement::new(
+                        let stage_ranks = match launch.stage_ranks.is_empty() {
+                            true => (0..launch.stages).collect(),
+                            false => launch.stage_ranks.clone(),
+                        };
+                        Placement::with_ranks(
                             id.rank,
                             id.size,
                             launch.workers_per_process,
                             launch.replicas,
-                            launch.stages,
+                            stage_ranks,
                         )
                     });
             // Rank 0's settings, against this process's.

@@ -34,9 +34,8 @@
 //!   plan too large to report (`--virtual-stages 100000`) or to simulate (`--stages 100000`),
 //!   and `plan --plan FILE` with another shape.
 //!
-//! Not reachable from one process, and not covered: `ChunksAcrossProcesses` and
-//! `MeasuredSplitAcrossProcesses` (MPI runs with a memory budget; `tests/mpi.rs` checks their
-//! messages).
+//! Not reachable from one process, and not covered: `MeasuredSplitAcrossProcesses` (MPI runs
+//! with a memory budget; `tests/mpi.rs` checks its message).
 
 use crate::common;
 

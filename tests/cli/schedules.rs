@@ -442,3 +442,51 @@ fn dualpipev_from_the_command_line() {
     let (plan, rank0) = plan_row("dualpipev", "4", 0);
     assert!(rank0.contains("0F3 3B1"), "{plan}");
 }
+
+/// Every schedule with several chunks per rank under `--verify` on the layouts the equivalence
+/// suite sweeps, 2 ranks × 2 chunks each: 2 replicas with `--remat always` (the MLP), the
+/// U-Net's skips cut at every chunk boundary (`1,2,2,1`: `skip0` goes from chunk 0 to chunk 3,
+/// on another rank under interleaved's placement and on the same rank under the V's), and the
+/// GPT's tied embeddings on 2 replicas (the tie's halves on chunks 0 and 3).
+#[test]
+fn multi_chunk_schedules_pass_verify_on_replicas_remat_skips_and_ties() {
+    let m = ["--micro-batches", "4", "--steps", "2", "--stages", "2"];
+    let mlp = [
+        "--width",
+        "16",
+        "--hidden-layers",
+        "4",
+        "--batch",
+        "16",
+        "--replicas",
+        "2",
+        "--remat",
+        "always",
+    ];
+    let unet = [&common::TINY_UNET[..], &["--classes", "3", "--batch", "12"]].concat();
+    let unet = [&unet[..], &["--balance", "1,2,2,1"]].concat();
+    let gpt = [&TINY_GPT[..], &["--tie-embeddings", "--replicas", "2"]].concat();
+    let gpt = [&gpt[..], &["--balance", "1,1,1,1"]].concat();
+    for schedule in [
+        "interleaved",
+        "zb-v",
+        "looped-bfs",
+        "interleaved-zb",
+        "dualpipev",
+    ] {
+        for model in [&mlp[..], &unet, &gpt] {
+            let args = [
+                &["train", "--schedule", schedule][..],
+                &m,
+                model,
+                &["--verify"],
+            ]
+            .concat();
+            let (stdout, _) = verified(&args);
+            assert!(
+                max_rel_diff(&stdout) <= common::TOLERANCE,
+                "{args:?}:\n{stdout}"
+            );
+        }
+    }
+}

@@ -1,14 +1,16 @@
 //! Interleaved 1F1B in the engine: every model stage (chunk) runs on a worker of its own, and
 //! the chunks of one rank take turns in the plan's order. Training matches a single device
 //! within 1e-5 and is bitwise equal to GPipe and 1F1B over the same chunks (every stage
-//! accumulates its micro-batches in ascending order under each of them).
+//! accumulates its micro-batches in ascending order under each of them). The five schedules
+//! with several chunks per rank also run the equivalence suite's layouts here (replicas, ZeRO-1,
+//! remat); `skip_routing.rs` sweeps them with skips, `tied.rs` with tied weights.
 
 use crate::common;
 
 use burn::prelude::*;
 use pipetrain::engine::{SingleDevice, difference};
 use pipetrain::schedules::{ActionKind, StageId};
-use pipetrain::{Backward, CrossEntropy, OptimizerConfig, Pipeline, ScheduleKind};
+use pipetrain::{Backward, CrossEntropy, OptimizerConfig, Pipeline, Remat, ScheduleKind};
 use pipetrain_models::{MlpConfig, MlpLayer, synthetic};
 
 const WIDTH: usize = 8;
@@ -314,4 +316,121 @@ fn interleaved_with_two_replicas_is_bitwise_equal_to_gpipe() {
     };
     let interleaved = run(ScheduleKind::Interleaved { virtual_stages: 2 }, Some(2));
     assert!(interleaved == run(ScheduleKind::GPipe, None));
+}
+
+/// The five schedules with several chunks per rank, at v = 2 (ZB-V and DualPipeV always hold 2).
+const MULTI_CHUNK: [ScheduleKind; 5] = [
+    ScheduleKind::Interleaved { virtual_stages: 2 },
+    ScheduleKind::ZbV,
+    ScheduleKind::LoopedBfs { virtual_stages: 2 },
+    ScheduleKind::InterleavedZb { virtual_stages: 2 },
+    ScheduleKind::DualPipeV,
+];
+
+/// One layout of the data-parallel and remat sweep: replicas, remat, ZeRO stage.
+type Layout = (usize, Remat, u8);
+
+/// Trains `schedule` on 2 ranks (`stages` given) or on its chunks alone (`None`), at `layout`,
+/// 4 micro-batches over the chunks `[2, 2, 2, 2]`; every replica's parameters.
+fn train_layout(
+    init: &[MlpLayer],
+    schedule: ScheduleKind,
+    stages: Option<usize>,
+    (replicas, remat, zero): Layout,
+    backward: Backward,
+) -> Vec<Vec<Vec<f32>>> {
+    let mut builder = Pipeline::builder()
+        .layers(init.to_vec())
+        .balance([2, 2, 2, 2])
+        .schedule(schedule)
+        .micro_batches(4)
+        .replicas(replicas)
+        .remat(remat)
+        .zero(zero)
+        .backward(backward)
+        .optimizer(OptimizerConfig::adam())
+        .learning_rate(1e-2)
+        .threads_per_worker(1);
+    if let Some(p) = stages {
+        builder = builder.stages(p);
+    }
+    let mut pipeline = builder.build().unwrap();
+    for batch in data() {
+        pipeline.train_step(&batch).unwrap();
+    }
+    (0..replicas)
+        .map(|r| pipeline.replica_parameters(r))
+        .collect()
+}
+
+/// The equivalence suite's layouts for the schedules with several chunks per rank: 1 and 2
+/// replicas (ZeRO-1 on 2), every remat mode that changes the work (never, always). Each run is
+/// within 1e-5 of one device, every replica holds the same bits, and it is bitwise equal to
+/// 1F1B over the same 4 chunks at the same layout and weight-gradient group (the schedules that
+/// place their `W`s compute one per micro-batch by default: 1F1B gets group 1 too).
+#[test]
+fn multi_chunk_schedules_on_replicas_and_remat_match_single_device_and_1f1b() {
+    let init = model();
+    let expected = single_device(&init);
+    let layouts: [Layout; 5] = [
+        (1, Remat::Never, 0),
+        (1, Remat::Always, 0),
+        (2, Remat::Never, 0),
+        (2, Remat::Always, 0),
+        (2, Remat::Never, 1),
+    ];
+    for layout in layouts {
+        let mut references: Vec<(Backward, Vec<Vec<f32>>)> = Vec::new();
+        for schedule in MULTI_CHUNK {
+            let theirs = match schedule.splits_backward() {
+                true => Backward::Split { weight_group: 1 },
+                false => Backward::default(),
+            };
+            let what = format!("{schedule} on 2 ranks, {layout:?}");
+            let got = train_layout(&init, schedule, Some(2), layout, Backward::default());
+            for (r, replica) in got.iter().enumerate() {
+                assert!(replica == &got[0], "{what}: replica {r} differs from 0");
+            }
+            let d = difference(&got[0], &expected);
+            assert!(d.max_relative <= 1e-5, "{what}: vs one device {d:?}");
+            let reference = match references.iter().find(|(b, _)| *b == theirs) {
+                Some((_, params)) => params.clone(),
+                None => {
+                    let one_f_one_b = ScheduleKind::OneFOneB;
+                    let params = train_layout(&init, one_f_one_b, None, layout, theirs).remove(0);
+                    references.push((theirs, params.clone()));
+                    params
+                }
+            };
+            assert!(got[0] == reference, "{what}: not bitwise equal to 1f1b");
+        }
+    }
+}
+
+/// A multi-process world must give each process whole ranks: the chunks of a rank take turns,
+/// which pass inside one process. A process given stage 0 of interleaved's rank 0 (stages 0 and
+/// 2) but not stage 2 is refused before any thread starts, naming both.
+#[test]
+fn a_process_given_part_of_a_ranks_chunks_is_refused_naming_the_missing_one() {
+    use pipetrain::engine::ChannelFabric;
+    use pipetrain::{ReplicaId, StageId, WorkerId};
+    let worker = |s| WorkerId::new(ReplicaId(0), StageId(s));
+    let e = Pipeline::builder()
+        .layers(model())
+        .stages(2)
+        .schedule(ScheduleKind::Interleaved { virtual_stages: 2 })
+        .micro_batches(2)
+        .distributed(
+            vec![worker(0), worker(1), worker(3)],
+            Box::new(ChannelFabric::default()),
+        )
+        .build()
+        .err()
+        .expect("stage 2 of rank 0 runs elsewhere")
+        .to_string();
+    assert!(
+        e.contains(&format!("runs {} but not {}", worker(0), worker(2)))
+            && e.contains("pipeline rank 0"),
+        "{e}"
+    );
 }

@@ -106,10 +106,7 @@ fn train(schedule: ScheduleKind, remat: Remat, replicas: usize) -> Vec<Vec<f32>>
         .remat(remat)
         .optimizer(OptimizerConfig::sgd())
         .learning_rate(LR);
-    if matches!(
-        schedule,
-        ScheduleKind::Interleaved { .. } | ScheduleKind::ZbV
-    ) {
+    if schedule.virtual_stages() > 1 {
         builder = builder.stages(2); // 2 ranks × 2 chunks
     }
     let mut pipeline = builder.build().unwrap();
@@ -139,6 +136,9 @@ fn a_skip_spanning_three_boundaries_skips_the_stages_between_under_every_schedul
         ScheduleKind::ZbH1,
         ScheduleKind::Interleaved { virtual_stages: 2 },
         ScheduleKind::ZbV,
+        ScheduleKind::LoopedBfs { virtual_stages: 2 },
+        ScheduleKind::InterleavedZb { virtual_stages: 2 },
+        ScheduleKind::DualPipeV,
     ];
     for replicas in [1, 2] {
         for remat in [Remat::Never, Remat::ExceptLast, Remat::Always] {

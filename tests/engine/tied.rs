@@ -6,7 +6,9 @@ use crate::common;
 
 use burn::prelude::*;
 use pipetrain::engine::{SingleDevice, difference};
-use pipetrain::{AdamOptions, CrossEntropy, OptimizerConfig, Pipeline, Remat, ScheduleKind, Tie};
+use pipetrain::{
+    AdamOptions, Backward, CrossEntropy, OptimizerConfig, Pipeline, Remat, ScheduleKind, Tie,
+};
 use pipetrain_models::{GptConfig, GptLayer, synthetic};
 
 const VOCAB: usize = 16;
@@ -109,6 +111,63 @@ fn tied_gpt_matches_single_device_with_the_same_tie() {
             );
             let (a, b) = tied_copies(&params);
             assert_eq!(a, b, "{balance:?}: the tied copies drifted apart");
+        }
+    }
+}
+
+/// The tied GPT under the schedules with several chunks per rank: its 4 layers as 2 ranks × 2
+/// chunks, so the tie's halves (stages 0 and 3) sit on two ranks (interleaved, looped BFS,
+/// interleaved zero bubble) or on two chunks of rank 0 (ZB-V and DualPipeV, whose V puts the
+/// first and last stage together). 1 and 2 replicas, ZeRO-1 on 2: within 1e-5 of one device
+/// with the same tie, the copies equal, and bitwise equal to 1F1B over the same chunks at the
+/// same weight-gradient group.
+#[test]
+fn tied_gpt_under_multi_chunk_schedules_matches_single_device_and_1f1b() {
+    let init = model();
+    let expected = reference(&init, 3);
+    let train = |schedule: ScheduleKind, stages: Option<usize>, replicas, zero, backward| {
+        let mut builder = Pipeline::builder()
+            .layers(init.clone())
+            .balance([1, 1, 1, 1])
+            .replicas(replicas)
+            .zero(zero)
+            .micro_batches(4) // DualPipeV: at least twice the ranks
+            .schedule(schedule)
+            .backward(backward)
+            .remat(Remat::Never)
+            .optimizer(adam())
+            .learning_rate(1e-2)
+            .tie(config().tie_embeddings())
+            .threads_per_worker(1);
+        if let Some(p) = stages {
+            builder = builder.stages(p);
+        }
+        let mut pipeline = builder.build().unwrap();
+        for i in 0..3 {
+            pipeline.train_step(&batch(i)).unwrap();
+        }
+        pipeline.parameters()
+    };
+    for (replicas, zero) in [(1, 0), (2, 0), (2, 1)] {
+        for schedule in [
+            ScheduleKind::Interleaved { virtual_stages: 2 },
+            ScheduleKind::ZbV,
+            ScheduleKind::LoopedBfs { virtual_stages: 2 },
+            ScheduleKind::InterleavedZb { virtual_stages: 2 },
+            ScheduleKind::DualPipeV,
+        ] {
+            let what = format!("{schedule} × {replicas} replicas, ZeRO {zero}");
+            let params = train(schedule, Some(2), replicas, zero, Backward::default());
+            let d = difference(&params, &expected);
+            assert!(d.max_relative <= 1e-5, "{what}: {d:?}");
+            let (a, b) = tied_copies(&params);
+            assert_eq!(a, b, "{what}: the tied copies drifted apart");
+            let theirs = match schedule.splits_backward() {
+                true => Backward::Split { weight_group: 1 },
+                false => Backward::default(),
+            };
+            let one_f_one_b = train(ScheduleKind::OneFOneB, None, replicas, zero, theirs);
+            assert!(params == one_f_one_b, "{what}: not bitwise equal to 1f1b");
         }
     }
 }

@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use pipetrain_schedules::{
-    ActionKind, Lowering, Plan, StageId, inference, lower, route_skips, validate,
+    ActionKind, Lowering, Plan, StageId, WorkerId, inference, lower, route_skips, validate,
     validate_inference,
 };
 
@@ -22,6 +22,7 @@ use crate::model::layer::Layer;
 use crate::optim::tie::TiePlan;
 use crate::runtime::workers::Workers;
 use crate::runtime::{Backward, RuntimeConfig};
+use crate::world::World;
 
 /// The lowered, validated plans a runtime interprets, one per mode. Cheap to clone (shared).
 #[derive(Clone, Debug)]
@@ -176,6 +177,9 @@ impl<L: Layer> Prepared<L> {
         let ranks = unlowered
             .is_interleaved()
             .then(|| Arc::new(unlowered.clone()));
+        if let Some(plan) = &ranks {
+            whole_ranks(workers.world(), plan)?;
+        }
         let unlowered = unlowered.by_stage();
         let step = lower(&unlowered, Lowering::default());
         validate(&step)?;
@@ -250,6 +254,30 @@ fn check_precision<L: Layer>(workers: &Workers<L>, precision: crate::Precision) 
                     precision,
                 });
             }
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a world whose process runs some of a pipeline rank's stages but not all (a
+/// multi-process world cut inside a rank): the stages of a rank take turns
+/// ([`Turns`](crate::worker::turns::Turns)), which pass inside one process only.
+fn whole_ranks(world: &World, plan: &Plan) -> Result<()> {
+    let local = world.local();
+    for &worker in local {
+        let Some(rank) = plan.rank_of(worker.stage) else {
+            continue;
+        };
+        if let Some(missing) = plan
+            .stages_of(rank)
+            .map(|s| WorkerId::new(worker.replica, s))
+            .find(|id| !local.contains(id))
+        {
+            return Err(EngineError::RankAcrossProcesses {
+                worker,
+                missing,
+                rank,
+            });
         }
     }
     Ok(())

@@ -442,7 +442,8 @@ pub struct TrainArgs {
     pub tie_embeddings: bool,
     /// Under an MPI launcher (`mpirun -np N pipetrain ...`, `srun`): workers per process, as
     /// threads connected by channels (MPI between processes). N × this must equal replicas ×
-    /// stages.
+    /// stages. Under a schedule of several chunks per worker, a worker is a pipeline rank with
+    /// all its chunks.
     #[arg(
         long,
         default_value_t = 1,

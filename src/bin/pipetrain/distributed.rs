@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use pipetrain::schedules::StageId;
 use pipetrain::trainer::{Distributed, Launch};
 
 use crate::args::TrainArgs;
@@ -37,6 +38,10 @@ pub fn start(args: &TrainArgs) -> Result<Option<Distributed>, Failure> {
             args.comm_timeout
         )));
     }
+    let (stages, stage_ranks) = match launched {
+        true => ranks(args)?,
+        false => (args.stages(), Vec::new()),
+    };
     let launch = Launch {
         style: &crate::style::Flags,
         workers_per_process: args.workers_per_process,
@@ -46,7 +51,8 @@ pub fn start(args: &TrainArgs) -> Result<Option<Distributed>, Failure> {
             false => Duration::from_secs(30),
         },
         replicas: args.replicas,
-        stages: args.stages(),
+        stages,
+        stage_ranks,
         settings: if launched {
             crate::settings::of(args)
         } else {
@@ -54,4 +60,34 @@ pub fn start(args: &TrainArgs) -> Result<Option<Distributed>, Failure> {
         },
     };
     Distributed::start(&launch).map_err(of_run)
+}
+
+/// The pipeline ranks of a replica and, under a schedule of several chunks per rank, the rank
+/// of each model stage as the schedule's plan places it (`Plan::rank_of`): a process runs whole
+/// ranks. A plan the schedule cannot make (a micro-batch count it refuses) is refused here, as
+/// the builder refuses it in one process.
+fn ranks(args: &TrainArgs) -> Result<(usize, Vec<usize>), Failure> {
+    let schedule = crate::schedule::of(
+        args.schedule,
+        args.virtual_stages.unwrap_or(2),
+        args.plan.as_deref(),
+    )?;
+    let v = schedule.virtual_stages();
+    // `--balance` lists the chunks; `--stages` counts the ranks.
+    let chunks = match (&args.balance, args.stages) {
+        (Some(balance), _) => balance.len(),
+        (None, stages) => stages.unwrap_or(crate::args::DEFAULT_STAGES) * v,
+    };
+    if v == 1 {
+        return Ok((args.stages(), Vec::new()));
+    }
+    match schedule.plan(chunks, args.micro_batches) {
+        Ok(plan) => Ok((
+            plan.ranks(),
+            StageId::range(chunks)
+                .map(|s| plan.rank_of(s).unwrap_or(s.index()))
+                .collect(),
+        )),
+        Err(e) => Err(Failure::of_build(e.into())),
+    }
 }

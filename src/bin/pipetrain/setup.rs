@@ -52,7 +52,7 @@ pub fn pipeline<L: Layer>(
         (None, _) => builder.stages(args.stages()),
     };
     if let Some(t) = args.threads {
-        let workers = dist.map_or(args.layout().workers(), |_| args.workers_per_process);
+        let workers = dist.map_or(args.layout().workers(), |d| d.local().len());
         let (t, warning) = crate::threads::capped(t, workers, crate::threads::cores());
         warning.inspect(|w| eprintln!("{w}"));
         builder = builder.threads_per_worker(t);

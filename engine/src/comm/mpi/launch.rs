@@ -1,9 +1,15 @@
 //! Launch: which workers each process runs, and the launcher's variables checked against MPI.
 //!
-//! Processes hold consecutive workers in the world's replica-major order: with k workers per
-//! process, process p runs workers p·k … p·k + k − 1. One worker per process (the default) maps
-//! rank → (replica, stage) = (rank / stages, rank % stages); `--workers-per-process 2` on a
-//! 2 × 2 world puts each replica's two stages in one process (channels inside, MPI between).
+//! Processes hold consecutive pipeline ranks in the world's replica-major order: with k ranks
+//! per process (`--workers-per-process k`), process p runs ranks p·k … p·k + k − 1. With one
+//! stage per rank, one rank per process (the default) maps rank → (replica, stage) =
+//! (rank / stages, rank % stages); `--workers-per-process 2` on a 2 × 2 world puts each
+//! replica's two stages in one process (channels inside, MPI between).
+//!
+//! A schedule with several chunks per rank (interleaved, looped BFS, interleaved zero bubble,
+//! ZB-V, DualPipeV) runs each chunk on a worker of its own, and a rank's chunks take turns
+//! (`worker/turns.rs`), which only works inside one process: a process holds whole ranks, each
+//! with every stage the plan places on it ([`Placement::with_ranks`], from `Plan::rank_of`).
 //!
 //! ```
 //! use pipetrain_engine::mpi::Placement;
@@ -11,10 +17,14 @@
 //! let placement = Placement::new(3, 4, 1, 2, 2)?; // rank 3 of 4, 1 worker each, 2 replicas × 2 stages
 //! assert_eq!(placement.local(), [WorkerId::new(ReplicaId(1), StageId(1))]);
 //! assert!(Placement::new(0, 3, 1, 2, 2).is_err()); // 3 processes cannot hold 4 workers
+//! // ZB-V on 2 ranks: rank 0 holds stages 0 and 3, rank 1 stages 1 and 2.
+//! let v = Placement::with_ranks(1, 2, 1, 1, vec![0, 1, 1, 0])?;
+//! let stages: Vec<StageId> = v.local().iter().map(|w| w.stage).collect();
+//! assert_eq!(stages, [StageId(1), StageId(2)]);
 //! # Ok::<(), pipetrain_engine::EngineError>(())
 //! ```
 
-use pipetrain_schedules::WorkerId;
+use pipetrain_schedules::{ReplicaId, StageId, WorkerId};
 
 use crate::error::EngineError;
 
@@ -25,12 +35,16 @@ pub struct Placement {
     processes: usize,
     per_process: usize,
     replicas: usize,
-    stages: usize,
+    /// Per model stage, the pipeline rank that runs it (the identity with one stage per rank).
+    rank_of: Vec<usize>,
+    /// Pipeline ranks per replica.
+    ranks: usize,
 }
 
 impl Placement {
     /// Process `rank` of `processes`, each running `per_process` workers of a world of
-    /// `replicas × stages`; an error names the process count that fits.
+    /// `replicas × stages`, one stage per pipeline rank; an error names the process count that
+    /// fits.
     pub fn new(
         rank: usize,
         processes: usize,
@@ -38,16 +52,36 @@ impl Placement {
         replicas: usize,
         stages: usize,
     ) -> Result<Self, EngineError> {
-        let workers = replicas * stages;
-        if per_process == 0 || processes * per_process != workers || rank >= processes {
-            let needed =
-                (per_process > 0 && workers % per_process == 0).then(|| workers / per_process);
+        Self::with_ranks(
+            rank,
+            processes,
+            per_process,
+            replicas,
+            (0..stages).collect(),
+        )
+    }
+
+    /// Process `rank` of `processes`, each running `per_process` pipeline ranks of `replicas`
+    /// replicas whose model stage `s` runs on pipeline rank `rank_of[s]` (the plan's
+    /// `Plan::rank_of`): a process holds each of its ranks' stages, whose workers take turns.
+    /// An error names the process count that fits.
+    pub fn with_ranks(
+        rank: usize,
+        processes: usize,
+        per_process: usize,
+        replicas: usize,
+        rank_of: Vec<usize>,
+    ) -> Result<Self, EngineError> {
+        let ranks = rank_of.iter().max().map_or(0, |&r| r + 1);
+        let units = replicas * ranks;
+        if per_process == 0 || processes * per_process != units || rank >= processes {
+            let needed = (per_process > 0 && units % per_process == 0).then(|| units / per_process);
             return Err(EngineError::ProcessLayout {
                 processes,
                 per_process,
                 replicas,
-                stages,
-                workers,
+                stages: ranks,
+                workers: units,
                 needed,
             });
         }
@@ -56,7 +90,8 @@ impl Placement {
             processes,
             per_process,
             replicas,
-            stages,
+            rank_of,
+            ranks,
         })
     }
 
@@ -75,29 +110,34 @@ impl Placement {
         self.replicas
     }
 
-    /// Stages of the world.
+    /// Model stages of the world (pipeline ranks × chunks per rank).
     pub fn stages(&self) -> usize {
-        self.stages
+        self.rank_of.len()
     }
 
-    /// The workers this process runs, replica-major.
+    /// The workers this process runs, in the world's order (replica-major, then stage).
     pub fn local(&self) -> Vec<WorkerId> {
-        let first = self.rank * self.per_process;
-        (first..first + self.per_process)
-            .map(|w| WorkerId::from_rank(w, self.stages))
-            .collect()
+        self.workers_of(self.rank)
     }
 
-    /// The process that runs worker `id`.
+    /// The process that runs worker `id`: the one holding its replica's pipeline rank.
     pub fn process_of(&self, id: WorkerId) -> usize {
-        id.rank(self.stages) / self.per_process
+        (id.replica.index() * self.ranks + self.rank_of[id.stage.index()]) / self.per_process
+    }
+
+    /// The workers process `rank` runs, in the world's order.
+    fn workers_of(&self, rank: usize) -> Vec<WorkerId> {
+        ReplicaId::range(self.replicas)
+            .flat_map(|r| StageId::range(self.stages()).map(move |s| WorkerId::new(r, s)))
+            .filter(|&id| self.process_of(id) == rank)
+            .collect()
     }
 
     /// The workers process `rank` runs, as text (`r1s0,r1s1`), for messages.
     pub fn describe(&self, rank: usize) -> String {
-        let first = rank * self.per_process;
-        (first..first + self.per_process)
-            .map(|w| WorkerId::from_rank(w, self.stages).to_string())
+        self.workers_of(rank)
+            .iter()
+            .map(ToString::to_string)
             .collect::<Vec<_>>()
             .join(",")
     }
@@ -155,7 +195,6 @@ mod tests {
     use pipetrain_schedules::remedy::{Remedied, Remedy, Setting, Value};
 
     use super::*;
-
     #[test]
     fn layouts_cover_the_world_once() {
         for (processes, k, r, p) in [(4, 1, 2, 2), (2, 2, 2, 2), (2, 1, 1, 2), (1, 4, 2, 2)] {
@@ -175,6 +214,50 @@ mod tests {
         assert_eq!(err.remedy(), Some(Remedy::one_of([processes, per_process])));
         let err = Placement::new(0, 2, 3, 2, 2).unwrap_err().to_string();
         assert!(err.contains("do not divide 4"), "{err}");
+    }
+
+    /// Ranks of several stages: each process holds whole ranks, each rank's every stage
+    /// (interleaved's r, r + p; the V's r, 2p − 1 − r), and every worker exactly once.
+    #[test]
+    fn chunked_layouts_hold_whole_ranks() {
+        let interleaved = vec![0, 1, 0, 1];
+        let v = vec![0, 1, 1, 0];
+        for (processes, k, r, rank_of) in [
+            (2, 1, 1, &interleaved),
+            (4, 1, 2, &interleaved),
+            (2, 2, 2, &v),
+            (4, 1, 2, &v),
+        ] {
+            let mut all = Vec::new();
+            for rank in 0..processes {
+                let placement =
+                    Placement::with_ranks(rank, processes, k, r, rank_of.clone()).unwrap();
+                assert_eq!(placement.stages(), 4);
+                let local = placement.local();
+                assert_eq!(local.len(), 4 * r / processes);
+                for id in &local {
+                    assert_eq!(placement.process_of(*id), rank);
+                    let pipeline_rank = rank_of[id.stage.index()];
+                    for s in StageId::range(4).filter(|s| rank_of[s.index()] == pipeline_rank) {
+                        assert!(local.contains(&WorkerId::new(id.replica, s)));
+                    }
+                }
+                all.extend(local.iter().map(|id| id.rank(4)));
+            }
+            all.sort();
+            assert_eq!(all, (0..4 * r).collect::<Vec<_>>());
+        }
+        let p = Placement::with_ranks(1, 2, 1, 1, v.clone()).unwrap();
+        let (first, last) = (
+            WorkerId::new(ReplicaId(0), StageId(0)),
+            WorkerId::new(ReplicaId(0), StageId(3)),
+        );
+        assert_eq!(p.describe(0), format!("{first},{last}"));
+        // 4 processes for 2 ranks of 2 chunks: the count that fits is 2, the ranks.
+        let err = Placement::with_ranks(0, 4, 1, 1, v).unwrap_err();
+        let processes = Remedy::set(Setting::Processes, Value::Count(2));
+        let per_process = Remedy::set(Setting::WorkersPerProcess, Value::Any);
+        assert_eq!(err.remedy(), Some(Remedy::one_of([processes, per_process])));
     }
 
     #[test]
