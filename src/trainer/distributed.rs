@@ -259,7 +259,7 @@ impl Distributed {
             "mpi: {} processes; rank {} runs {}; every rank starts from rank 0's weights",
             self.size,
             self.rank,
-            workers.join(",")
+            workers.join(" and ")
         )
     }
 
@@ -407,7 +407,7 @@ impl Distributed {
             "rank {} of {} ({}): {message}",
             self.rank,
             self.size,
-            workers.join(",")
+            workers.join(" and ")
         )
     }
 }
