@@ -122,20 +122,37 @@ pub fn route_skips(plan: &Plan, routes: &[SkipRoute]) -> Result<Plan> {
         .map(|program| {
             let mut out = Vec::with_capacity(program.len());
             for &action in program {
-                let (s, kind) = (action.stage, action.kind);
-                let skip = |kind, peer| Action::skip(s, kind, action.mb(), peer);
-                match kind {
-                    ActionKind::Forward => {
-                        out.extend(from(s).map(|r| skip(ActionKind::RecvSkip, r.stash)));
-                        out.push(action);
-                        out.extend(to(s).map(|r| skip(ActionKind::SendSkip, r.pop)));
+                // An overlap's halves: both halves' receives before it, their sends after it.
+                for half in action.in_sequence() {
+                    let (s, skip) = (half.stage, |kind, peer| {
+                        Action::skip(half.stage, kind, half.mb(), peer)
+                    });
+                    match half.kind {
+                        ActionKind::Forward => {
+                            out.extend(from(s).map(|r| skip(ActionKind::RecvSkip, r.stash)));
+                        }
+                        ActionKind::Backward | ActionKind::BackwardInput => {
+                            out.extend(to(s).map(|r| skip(ActionKind::RecvSkipGradient, r.pop)));
+                        }
+                        _ => {}
                     }
-                    ActionKind::Backward | ActionKind::BackwardInput => {
-                        out.extend(to(s).map(|r| skip(ActionKind::RecvSkipGradient, r.pop)));
-                        out.push(action);
-                        out.extend(from(s).map(|r| skip(ActionKind::SendSkipGradient, r.stash)));
+                }
+                out.push(action);
+                for half in action.in_sequence() {
+                    let (s, skip) = (half.stage, |kind, peer| {
+                        Action::skip(half.stage, kind, half.mb(), peer)
+                    });
+                    match half.kind {
+                        ActionKind::Forward => {
+                            out.extend(to(s).map(|r| skip(ActionKind::SendSkip, r.pop)));
+                        }
+                        ActionKind::Backward | ActionKind::BackwardInput => {
+                            out.extend(
+                                from(s).map(|r| skip(ActionKind::SendSkipGradient, r.stash)),
+                            );
+                        }
+                        _ => {}
                     }
-                    _ => out.push(action),
                 }
             }
             out
