@@ -10,6 +10,10 @@
 //! up; the order is a relaxation of the validated plan's (whose dry run treats each rank as one
 //! sequence), which therefore cannot deadlock. Waiting for a turn watches the step's
 //! [`Abort`], as every wait in the engine does.
+//!
+//! An overlap (`0F3+3B1`, DualPipeV's pairs) is two turns, the forward's then the backward's:
+//! the two halves run on their stages' workers in sequence, as on a worker that cannot overlap,
+//! and each starts as soon as its own input is there (what `Plan::sequential` models).
 
 use std::collections::HashMap;
 
@@ -43,7 +47,15 @@ impl Turns {
         let order: Vec<Vec<Action>> = plan
             .programs()
             .iter()
-            .map(|p| p.iter().copied().filter(|a| a.kind.is_compute()).collect())
+            .map(|p| {
+                // An overlap's halves take their turns one after the other: the forward's
+                // worker, then the backward's (a worker runs one stage; see
+                // `Plan::sequential`).
+                p.iter()
+                    .flat_map(Action::in_sequence)
+                    .filter(|a| a.kind.is_compute())
+                    .collect()
+            })
             .collect();
         let position = order
             .iter()

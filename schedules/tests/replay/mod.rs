@@ -27,6 +27,7 @@ pub fn replay(plan: &Plan, forward: f64, backward: f64) -> Vec<Vec<(f64, f64, Ac
     replay_with(plan, forward, backward, false)
 }
 
+#[allow(dead_code)] // tests/second_opinion.rs calls it, tests/golden.rs does not
 /// [`replay`], with each overlap run at once where `overlaps` (from when both halves' inputs
 /// exist, for max(F, B)); where not, as its forward, then its backward.
 pub fn replay_with(
