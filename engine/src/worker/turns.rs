@@ -107,3 +107,42 @@ impl Turns {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use pipetrain_schedules::{Action, ReplicaId, ScheduleKind};
+
+    use super::*;
+
+    #[test]
+    fn an_overlap_is_two_turns_its_forward_then_its_backward() {
+        let plan = ScheduleKind::DualPipeV.plan(2, 4).expect("a plan");
+        let pair: Action = "0F3+3B1".parse().expect("an action");
+        assert!(plan.programs()[0].contains(&pair));
+        let turns = Turns::new(&plan, 1);
+        let order: Vec<String> = turns.order[0].iter().map(ToString::to_string).collect();
+        let at = order
+            .iter()
+            .position(|a| a == "0F3")
+            .expect("the forward's turn");
+        assert_eq!(order[at - 1..at + 3], ["3F1", "0F3", "3B1", "3F2"]);
+        // Stage 3's worker waits for its turn at 3B1 until stage 0's has run 0F3.
+        let (forward, backward) = pair.halves().expect("an overlap");
+        let replica = ReplicaId(0);
+        let abort = Abort::default();
+        for a in &turns.order[0][..at] {
+            turns.wait(replica, a, &abort).ok().expect("its turn");
+            turns.done(replica, a);
+        }
+        assert!(turns.receivers[0][3].is_empty(), "3B1 must wait for 0F3");
+        turns
+            .wait(replica, &forward, &abort)
+            .ok()
+            .expect("0F3's turn");
+        turns.done(replica, &forward);
+        turns
+            .wait(replica, &backward, &abort)
+            .ok()
+            .expect("3B1's turn");
+    }
+}
