@@ -3,11 +3,11 @@
 //! An overlap ([`ActionKind::Overlap`], `0F3+3B1`) asks for a forward and a backward of one
 //! rank at once. Hardware that can (one on the compute units while the other communicates, or
 //! two streams) takes the longer of the two; the dry run of the plan as written starts the
-//! overlap once the inputs of both halves are there ([`crate::validate`] proves that order
+//! overlap once the inputs of both halves are there ([`crate::validate()`] proves that order
 //! deadlock-free). A worker that cannot overlap — pipetrain's: a CPU worker, and a GPU one on
 //! one stream — runs the forward, then the backward, each as soon as its own input is there:
 //! the forward does not wait for the backward's gradient. [`Plan::sequential`] writes that down
-//! as a plan, which [`crate::simulate`] runs unless [`Costs::overlaps`](crate::Costs::overlaps).
+//! as a plan, which [`crate::simulate()`] runs unless [`Costs::overlaps`](crate::Costs::overlaps).
 
 use crate::action::{Action, ActionKind};
 use crate::plan::Plan;
