@@ -19,10 +19,21 @@
 //! | `1RKB3<3` | [`ActionKind::RecvSkipGradient`] | receive them on stage 1, before its backward of 3 |
 //! | `1AR`  | [`ActionKind::AllReduce`]      | all-reduce this stage's gradients across replicas    |
 //! | `1OPT` | [`ActionKind::OptimizerStep`]  | apply the optimizer to this stage's parameters       |
+//! | `0F3+3B1` | [`ActionKind::Overlap`]     | forward of 3 on stage 0 overlapped with backward of 1 on stage 3 |
 //!
 //! A skip transfer names its **peer**, the other stage of the pair (`>` the stage it sends to,
 //! `<` the one it receives from): skips go straight from the stashing to the popping stage,
 //! not through the stages between (see [`route_skips`](crate::route_skips)).
+//!
+//! An **overlap** (PyTorch's `OVERLAP_F_B`, printed there `(0F3;3B1)OVERLAP_F_B`) is one
+//! action made of two computations of one rank: a forward and a backward of other micro-batches
+//! (DualPipeV pairs one chunk's forward with the other chunk's backward), which hardware that
+//! can overlap them (one on the compute units while the other communicates, or two streams)
+//! runs at once. Its text is the forward's, `+`, the backward's. Everything that reads a plan
+//! treats it as both computations ([`Action::in_sequence`]): the inputs of each are received
+//! before it, the outputs of each sent after it. A worker that cannot overlap runs the forward,
+//! then the backward: pipetrain's workers do, so a plan with overlaps trains bitwise as the same
+//! plan with each pair in sequence.
 //!
 //! The stage is the *model* stage the action works on. Today every pipeline rank runs one stage;
 //! interleaved schedules will give a rank several (virtual) stages, and the IR does not change.
@@ -69,11 +80,16 @@ pub enum ActionKind {
     AllReduce,
     /// One optimizer step on this stage's parameters.
     OptimizerStep,
+    /// A forward and a backward of one rank run at once: the action's stage and micro-batch are
+    /// the forward's, [`Action::backward`](Action#structfield.backward) names the backward's.
+    /// Built by [`Action::overlap`]; a worker that cannot overlap runs its two halves in
+    /// sequence ([`Action::in_sequence`]).
+    Overlap,
 }
 
 impl ActionKind {
     /// Every kind, in text-code order.
-    pub const ALL: [ActionKind; 14] = [
+    pub const ALL: [ActionKind; 15] = [
         ActionKind::Forward,
         ActionKind::Backward,
         ActionKind::BackwardInput,
@@ -88,9 +104,11 @@ impl ActionKind {
         ActionKind::RecvSkipGradient,
         ActionKind::AllReduce,
         ActionKind::OptimizerStep,
+        ActionKind::Overlap,
     ];
 
-    /// The code used in the text form (`F`, `B`, `SF`, `AR`, …).
+    /// The code used in the text form (`F`, `B`, `SF`, `AR`, …); an overlap's, `F+B`, stands
+    /// for its text `<forward>+<backward>` (`0F3+3B1`).
     pub const fn code(self) -> &'static str {
         match self {
             ActionKind::Forward => "F",
@@ -107,6 +125,7 @@ impl ActionKind {
             ActionKind::RecvSkipGradient => "RKB",
             ActionKind::AllReduce => "AR",
             ActionKind::OptimizerStep => "OPT",
+            ActionKind::Overlap => "F+B",
         }
     }
 
@@ -127,6 +146,7 @@ impl ActionKind {
             ActionKind::RecvSkipGradient => "recv-skip-gradient",
             ActionKind::AllReduce => "all-reduce",
             ActionKind::OptimizerStep => "optimizer-step",
+            ActionKind::Overlap => "overlap",
         }
     }
 
@@ -135,7 +155,8 @@ impl ActionKind {
         !matches!(self, ActionKind::AllReduce | ActionKind::OptimizerStep)
     }
 
-    /// Whether this kind is computation on the stage's layers (F, B, I, W).
+    /// Whether this kind is computation on the stage's layers (F, B, I, W, and an overlap of
+    /// an F and a B).
     pub const fn is_compute(self) -> bool {
         matches!(
             self,
@@ -143,6 +164,7 @@ impl ActionKind {
                 | ActionKind::Backward
                 | ActionKind::BackwardInput
                 | ActionKind::BackwardWeight
+                | ActionKind::Overlap
         )
     }
 
@@ -179,8 +201,11 @@ impl ActionKind {
         )
     }
 
+    /// The kind of a single action's code (an overlap is parsed from its two halves).
     fn from_code(code: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.code() == code)
+        Self::ALL
+            .into_iter()
+            .find(|&k| k != ActionKind::Overlap && k.code() == code)
     }
 }
 
@@ -190,8 +215,8 @@ impl fmt::Display for ActionKind {
     }
 }
 
-/// One step of one stage's program: (stage, kind, micro-batch), and for a skip transfer the
-/// peer stage.
+/// One step of one stage's program: (stage, kind, micro-batch), for a skip transfer the peer
+/// stage, and for an overlap the stage and micro-batch of its backward.
 ///
 /// ```
 /// use pipetrain_schedules::{Action, ActionKind, MicroBatchId, StageId};
@@ -204,6 +229,14 @@ impl fmt::Display for ActionKind {
 /// assert_eq!(skip.to_string(), "1SK0>3");
 /// assert_eq!("1SK0>3".parse::<Action>().unwrap(), skip);
 /// assert!("1SK0".parse::<Action>().is_err(), "a skip transfer names its peer");
+/// let pair = Action::overlap(
+///     Action::forward(StageId(0), MicroBatchId(3)),
+///     Action::backward(StageId(3), MicroBatchId(1)),
+/// );
+/// assert_eq!(pair.to_string(), "0F3+3B1");
+/// assert_eq!("0F3+3B1".parse::<Action>().unwrap(), pair);
+/// assert_eq!(pair.in_sequence().map(|a| a.to_string()).collect::<Vec<_>>(), ["0F3", "3B1"]);
+/// assert!("3B1+0F3".parse::<Action>().is_err(), "the forward comes first");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Action {
@@ -216,6 +249,9 @@ pub struct Action {
     /// The other stage of a skip transfer ([`ActionKind::is_skip`]); `None` for every other
     /// kind.
     pub peer: Option<StageId>,
+    /// The stage and micro-batch of an overlap's backward ([`ActionKind::Overlap`]; its
+    /// `stage` and `micro_batch` are its forward's); `None` for every other kind.
+    pub backward: Option<(StageId, MicroBatchId)>,
 }
 
 impl Action {
@@ -224,16 +260,55 @@ impl Action {
     /// # Panics
     /// If `kind` takes no micro-batch ([`ActionKind::AllReduce`], [`ActionKind::OptimizerStep`]);
     /// use [`Action::all_reduce`] / [`Action::optimizer_step`] for those. If `kind` is a skip
-    /// transfer: use [`Action::skip`].
+    /// transfer: use [`Action::skip`]; an overlap: use [`Action::overlap`].
     pub fn new(stage: StageId, kind: ActionKind, micro_batch: MicroBatchId) -> Self {
         assert!(kind.has_micro_batch(), "{kind} takes no micro-batch");
         assert!(!kind.is_skip(), "{kind} names a peer: use Action::skip");
+        assert!(kind != ActionKind::Overlap, "use Action::overlap");
         Self {
             stage,
             kind,
             micro_batch: Some(micro_batch),
             peer: None,
+            backward: None,
         }
+    }
+
+    /// `forward` and `backward` run at once (on a worker that can overlap them).
+    ///
+    /// # Panics
+    /// If `forward` is not a forward ([`ActionKind::Forward`]) or `backward` not a full backward
+    /// ([`ActionKind::Backward`]).
+    pub fn overlap(forward: Action, backward: Action) -> Self {
+        assert_eq!(forward.kind, ActionKind::Forward, "an overlap's first half");
+        assert_eq!(
+            backward.kind,
+            ActionKind::Backward,
+            "an overlap's second half"
+        );
+        Self {
+            kind: ActionKind::Overlap,
+            backward: Some((backward.stage, backward.mb())),
+            ..forward
+        }
+    }
+
+    /// An overlap's two halves, (forward, backward); `None` for every other action.
+    pub fn halves(&self) -> Option<(Action, Action)> {
+        let (stage, mb) = self.backward.filter(|_| self.kind == ActionKind::Overlap)?;
+        let forward = Action::forward(self.stage, self.mb());
+        Some((forward, Action::backward(stage, mb)))
+    }
+
+    /// What a worker that cannot overlap runs for this action: an overlap's forward, then its
+    /// backward; any other action itself. Each half keeps its own rules (its inputs received
+    /// before the overlap, its outputs sent after it).
+    pub fn in_sequence(&self) -> impl Iterator<Item = Action> + use<> {
+        let (first, second) = match self.halves() {
+            Some((forward, backward)) => (forward, Some(backward)),
+            None => (*self, None),
+        };
+        std::iter::once(first).chain(second)
     }
 
     /// A skip transfer of `micro_batch` between `stage` and `peer`.
@@ -252,6 +327,7 @@ impl Action {
             kind,
             micro_batch: Some(micro_batch),
             peer: Some(peer),
+            backward: None,
         }
     }
 
@@ -272,6 +348,7 @@ impl Action {
             kind: ActionKind::AllReduce,
             micro_batch: None,
             peer: None,
+            backward: None,
         }
     }
 
@@ -282,6 +359,7 @@ impl Action {
             kind: ActionKind::OptimizerStep,
             micro_batch: None,
             peer: None,
+            backward: None,
         }
     }
 
@@ -297,6 +375,9 @@ impl Action {
 
 impl fmt::Display for Action {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some((forward, backward)) = self.halves() {
+            return write!(f, "{forward}+{backward}");
+        }
         write!(f, "{}{}", self.stage.0, self.kind.code())?;
         if let Some(mb) = self.micro_batch {
             write!(f, "{}", mb.0)?;
@@ -317,6 +398,20 @@ impl FromStr for Action {
             text: text.to_string(),
             reason: reason.to_string(),
         };
+        if let Some((forward, backward)) = text.split_once('+') {
+            let half = |text: &str, kind| match text.parse::<Action>() {
+                Ok(a) if a.kind == kind => Ok(a),
+                _ => Err(fail(
+                    "an overlap is a forward `+` a full backward of the same rank (e.g. \
+                     `0F3+3B1`)",
+                )),
+            };
+            let forward = half(forward, ActionKind::Forward)?;
+            return Ok(Action::overlap(
+                forward,
+                half(backward, ActionKind::Backward)?,
+            ));
+        }
         let digits_end = text
             .find(|c: char| !c.is_ascii_digit())
             .unwrap_or(text.len());
@@ -370,6 +465,7 @@ impl FromStr for Action {
             kind,
             micro_batch,
             peer,
+            backward: None,
         })
     }
 }

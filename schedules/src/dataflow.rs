@@ -5,6 +5,7 @@
 //! (a skip's receive, `RK`/`RKB`, until its peer's send naming this stage).
 //! A compute-only plan has no receives, so its cross-stage edges are implicit: a forward of k on
 //! stage s waits for the forward of k on s − 1, a backward waits for the backward on s + 1.
+//! An overlap starts when the inputs of both its halves have arrived, and ends both.
 //! The run reaches a fixed point; programs that are not finished then are deadlocked.
 
 use rustc_hash::FxHashMap as HashMap;
@@ -63,15 +64,19 @@ pub(crate) fn run(
         for s in 0..p {
             let program = &plan.programs()[s];
             while let Some(action) = program.get(pc[s]) {
-                let Some(ready) = ready_at(action, stages, lowered, &done, transfer) else {
+                // An overlap starts once the inputs of both its halves are there.
+                let ready = action
+                    .in_sequence()
+                    .map(|half| ready_at(&half, stages, lowered, &done, transfer))
+                    .try_fold(0f64, |at, half| Some(at.max(half?)));
+                let Some(ready) = ready else {
                     break;
                 };
                 let start = clock[s].max(ready);
                 let end = start + duration(action);
-                done.insert(
-                    (action.stage, action.kind, action.micro_batch, action.peer),
-                    end,
-                );
+                for half in action.in_sequence() {
+                    done.insert((half.stage, half.kind, half.micro_batch, half.peer), end);
+                }
                 slots[s].push(Slot {
                     action: *action,
                     start,
@@ -86,7 +91,12 @@ pub(crate) fn run(
         let Some(s) = blocked else { return Ok(slots) };
         if !progressed {
             let action = plan.programs()[s][pc[s]];
-            let waits_for = producer_of(&action, lowered, &done);
+            // Of an overlap, the first half whose input is missing.
+            let blocked = action
+                .in_sequence()
+                .find(|half| ready_at(half, stages, lowered, &done, transfer).is_none())
+                .unwrap_or(action);
+            let waits_for = producer_of(&blocked, lowered, &done);
             let producer_step = plan.rank_of(waits_for.stage).and_then(|producer| {
                 let program = plan.programs().get(producer)?;
                 program.get(pc[producer]).map(|a| (pc[producer], *a))
@@ -146,12 +156,14 @@ fn producer_of(blocked: &Action, lowered: bool, done: &HashMap<Key, f64>) -> Act
         kind,
         micro_batch: mb,
         peer: None,
+        backward: None,
     };
     let skip = |kind| Action {
         stage: blocked.peer.unwrap_or(blocked.stage),
         kind,
         micro_batch: mb,
         peer: Some(blocked.stage),
+        backward: None,
     };
     use ActionKind::*;
     match (lowered, blocked.kind) {

@@ -21,11 +21,11 @@
 //! 7. (p − r − 1) × W(oldest pending) X(c0)
 //! 8. (r + 1) × W(oldest pending)
 //! ```
-//! A pair `F+B` is run here as the forward, then the backward: the IR has no action for two
-//! computations at once yet, so the plan is PyTorch's order with each pair in sequence, what a
-//! worker that cannot overlap does (and what PyTorch does unless a custom function is
-//! registered for the pair). The simulator then charges F + B per pair; an ideal overlap would
-//! charge max(F, B) (see docs/schedules.md).
+//! Each pair is one [`ActionKind::Overlap`] (`0F3+3B1`, PyTorch's `(0F3;3B1)OVERLAP_F_B`), so
+//! the plan is PyTorch's order, pairs included. A worker that can overlap takes max(F, B) for a
+//! pair; pipetrain's workers cannot, and run the forward, then the backward (F + B): the
+//! simulator charges either ([`Costs::overlaps`](crate::Costs::overlaps); docs/schedules.md
+//! gives both).
 
 use std::collections::VecDeque;
 
@@ -63,6 +63,15 @@ impl Builder {
         let stage = StageId::from(self.chunks[c]);
         self.program
             .push(Action::new(stage, kind, MicroBatchId::from(mb)));
+    }
+
+    /// The next forward of chunk `f` overlapped with the next backward of chunk `b`.
+    fn overlap(&mut self, f: usize, b: usize) {
+        self.push(f, ActionKind::Forward);
+        self.push(b, ActionKind::Backward);
+        let backward = self.program.pop().expect("just pushed");
+        let forward = self.program.pop().expect("just pushed");
+        self.program.push(Action::overlap(forward, backward));
     }
 
     /// The oldest pending `W`, if any.
@@ -103,16 +112,19 @@ pub(crate) fn program(rank: usize, ranks: usize, micro_batches: usize) -> Vec<Ac
         b.weight();
         b.push(1, F);
     }
-    for _ in 0..m + r + 1 - 2 * p {
-        b.push(0, F);
-        b.push(1, B);
-        b.push(1, F);
-        b.push(0, B);
+    for i in 0..m + r + 1 - 2 * p {
+        if i == 0 && rest == 0 {
+            // The last rank's first pair is not one (as in PyTorch).
+            b.push(0, F);
+            b.push(1, B);
+        } else {
+            b.overlap(0, 1);
+        }
+        b.overlap(1, 0);
     }
     for _ in 0..rest {
         b.push(1, B);
-        b.push(1, F);
-        b.push(0, B);
+        b.overlap(1, 0);
     }
     let mut split = false;
     for i in 0..=r {

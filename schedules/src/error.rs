@@ -129,7 +129,7 @@ pub enum ScheduleError {
     /// A plan given to run that already holds communication, which the pipeline adds itself.
     #[error(
         "the given plan is lowered (it holds `{action}`): give its compute actions only (F, B, \
-         I, W); the pipeline adds the sends, receives, all-reduce and optimizer step"
+         I, W, F+B); the pipeline adds the sends, receives, all-reduce and optimizer step"
     )]
     Lowered {
         /// The first action that is not compute.

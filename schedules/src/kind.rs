@@ -65,8 +65,9 @@ pub enum ScheduleKind {
     },
     /// DualPipeV (DeepSeek's DualPipe in a V; torch's `ScheduleDualPipeV`): two chunks per rank
     /// placed as [`ScheduleKind::ZbV`]'s, the steady phase pairing a forward of one chunk with
-    /// a backward of the other, split backwards in the warm-up and cool-down. Each pair runs in
-    /// sequence (the IR has no overlapped action yet). m ≥ 2p.
+    /// a backward of the other, split backwards in the warm-up and cool-down. Each pair is one
+    /// [`ActionKind::Overlap`](crate::ActionKind::Overlap) (`0F3+3B1`), which pipetrain's
+    /// workers run in sequence. m ≥ 2p.
     DualPipeV,
 }
 

@@ -35,6 +35,7 @@ mod kind;
 mod looped_bfs;
 mod lower;
 mod one_f_one_b;
+mod overlap;
 mod plan;
 mod plan_file;
 pub mod remedy;

@@ -6,6 +6,8 @@
 //!   (s > 0);
 //! - `sAR` (gradient all-reduce across replicas) and `sOPT` (optimizer step) at the end.
 //!
+//! An overlap `aFi+bBj` gets both halves' transfers: `aRFi bRBj aFi+bBj aSFi bSBj`.
+//!
 //! ```
 //! use pipetrain_schedules::{lower, Lowering, ScheduleKind};
 //! let plan = lower(&ScheduleKind::GPipe.plan(2, 1).unwrap(), Lowering::default());
@@ -44,28 +46,13 @@ pub fn lower(plan: &Plan, options: Lowering) -> Plan {
             let program = &plan.programs()[rank];
             let mut out = Vec::with_capacity(program.len() * 2 + 2);
             for &action in program {
-                let s = action.stage.index();
-                let with = |kind| Action { kind, ..action };
-                match action.kind {
-                    ActionKind::Forward => {
-                        if s > 0 {
-                            out.push(with(ActionKind::RecvActivation));
-                        }
-                        out.push(action);
-                        if s < last {
-                            out.push(with(ActionKind::SendActivation));
-                        }
-                    }
-                    ActionKind::Backward | ActionKind::BackwardInput => {
-                        if s < last {
-                            out.push(with(ActionKind::RecvGradient));
-                        }
-                        out.push(action);
-                        if s > 0 {
-                            out.push(with(ActionKind::SendGradient));
-                        }
-                    }
-                    _ => out.push(action),
+                // An overlap's halves: the receives of both before it, the sends after it.
+                for half in action.in_sequence() {
+                    out.extend(receive(half, last));
+                }
+                out.push(action);
+                for half in action.in_sequence() {
+                    out.extend(send(half, last));
                 }
             }
             for stage in plan.stages_of(rank) {
@@ -80,4 +67,29 @@ pub fn lower(plan: &Plan, options: Lowering) -> Plan {
         })
         .collect();
     plan.with_programs(programs)
+}
+
+/// The receive a compute action needs before it on a stage of a pipeline whose last stage is
+/// `last`: a forward's activation (not on the first stage), a backward's gradient (not on the
+/// last).
+fn receive(action: Action, last: usize) -> Option<Action> {
+    let s = action.stage.index();
+    let kind = match action.kind {
+        ActionKind::Forward if s > 0 => ActionKind::RecvActivation,
+        ActionKind::Backward | ActionKind::BackwardInput if s < last => ActionKind::RecvGradient,
+        _ => return None,
+    };
+    Some(Action { kind, ..action })
+}
+
+/// The send that follows a compute action: a forward's output (not on the last stage), a
+/// backward's input gradient (not on the first).
+fn send(action: Action, last: usize) -> Option<Action> {
+    let s = action.stage.index();
+    let kind = match action.kind {
+        ActionKind::Forward if s < last => ActionKind::SendActivation,
+        ActionKind::Backward | ActionKind::BackwardInput if s > 0 => ActionKind::SendGradient,
+        _ => return None,
+    };
+    Some(Action { kind, ..action })
 }

@@ -119,10 +119,12 @@ impl Plan {
         self.programs.iter().flatten()
     }
 
-    /// Number of actions of `kind` on `stage`.
+    /// Number of actions of `kind` on `stage`'s program (see [`program`](Self::program)); an
+    /// overlap counts as its forward and its backward.
     pub fn count(&self, stage: StageId, kind: ActionKind) -> usize {
         self.program(stage)
             .iter()
+            .flat_map(Action::in_sequence)
             .filter(|a| a.kind == kind)
             .count()
     }
@@ -189,6 +191,7 @@ impl Plan {
         let micro_batches = programs
             .iter()
             .flatten()
+            .flat_map(Action::in_sequence)
             .filter_map(|a| a.micro_batch)
             .map(|mb| mb.index() + 1)
             .max()
@@ -197,6 +200,7 @@ impl Plan {
         let stages = programs
             .iter()
             .flatten()
+            .flat_map(Action::in_sequence)
             .map(|a| a.stage.index() + 1)
             .max()
             .unwrap_or(0)
@@ -205,7 +209,11 @@ impl Plan {
             .map(|s| {
                 programs
                     .iter()
-                    .position(|p| p.iter().any(|a| a.stage.index() == s))
+                    .position(|p| {
+                        p.iter()
+                            .flat_map(Action::in_sequence)
+                            .any(|a| a.stage.index() == s)
+                    })
                     .unwrap_or(s % ranks.max(1))
             })
             .collect();

@@ -11,8 +11,9 @@
 //! ```
 //! **Text** (the [`Plan`] display form): one line per stage, `<stage>: <action> <action> …`. A
 //! file with a comma outside comments is CSV. In both, `#` starts a comment line and blank lines
-//! are skipped. A file holds compute actions only (`F`, `B`, `I`, `W`): the lowering adds the
-//! sends, receives, all-reduce and optimizer step, so a file cannot misplace them.
+//! are skipped. A file holds compute actions only (`F`, `B`, `I`, `W`, and overlaps such as
+//! `0F3+3B1`): the lowering adds the sends, receives, all-reduce and optimizer step, so a file
+//! cannot misplace them.
 //!
 //! ```
 //! use pipetrain_schedules::{PlanFile, ScheduleKind};
@@ -98,7 +99,7 @@ impl PlanFile {
                 if !action.kind.is_compute() {
                     return Err(fail(format!(
                         "column {column}: `{action}` is a {}; a plan file holds compute actions \
-                         only (F, B, I, W): pipetrain adds the sends, receives, all-reduce and \
+                         only (F, B, I, W, F+B): pipetrain adds the sends, receives, all-reduce and \
                          optimizer step",
                         action.kind
                     )));

@@ -199,9 +199,12 @@ impl Grid {
 }
 
 /// A compute action's cell: its kind and micro-batch (`F3`), after its stage when ranks hold
-/// several (`5F3`).
+/// several (`5F3`); an overlap's is its text (`0F3+3B1`).
 fn label(slot: &crate::dataflow::Slot, chunked: bool) -> String {
     let a = slot.action;
+    if a.kind == crate::action::ActionKind::Overlap {
+        return a.to_string();
+    }
     let mb = a.micro_batch.map(|m| m.0).unwrap_or(0);
     match chunked {
         true => format!("{}{}{mb}", a.stage.0, a.kind.code()),

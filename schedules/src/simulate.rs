@@ -43,6 +43,10 @@ pub struct Costs {
     pub all_reduce: f64,
     /// Time of one stage's optimizer step.
     pub optimizer: f64,
+    /// Whether a worker runs an overlap's two halves at once ([`ActionKind::Overlap`]: it takes
+    /// max(F, B), the longer half) or in sequence (F + B). `false` in [`Costs::uniform`]:
+    /// pipetrain's workers run the forward, then the backward.
+    pub overlaps: bool,
 }
 
 impl Costs {
@@ -57,11 +61,30 @@ impl Costs {
             transfer: 0.0,
             all_reduce: 0.0,
             optimizer: 0.0,
+            overlaps: false,
         }
     }
 
-    /// Duration of `action`.
+    /// These costs on a worker that runs an overlap's halves at once (`true`) or in sequence.
+    ///
+    /// ```
+    /// use pipetrain_schedules::{Action, Costs, MicroBatchId, StageId};
+    /// let pair: Action = "0F3+3B1".parse().unwrap();
+    /// let costs = Costs::uniform(4, 1.0, 2.0);
+    /// assert_eq!(costs.duration(&pair), 3.0); // F + B
+    /// assert_eq!(costs.with_overlaps(true).duration(&pair), 2.0); // max(F, B)
+    /// ```
+    pub fn with_overlaps(self, overlaps: bool) -> Self {
+        Self { overlaps, ..self }
+    }
+
+    /// Duration of `action`; an overlap's is its halves' sum, or under
+    /// [`overlaps`](Self::overlaps) the longer half's.
     pub fn duration(&self, action: &Action) -> f64 {
+        if let Some((forward, backward)) = action.halves() {
+            let (f, b) = (self.duration(&forward), self.duration(&backward));
+            return if self.overlaps { f.max(b) } else { f + b };
+        }
         let s = action.stage.index();
         let at = |v: &[f64]| v.get(s).or(v.last()).copied().unwrap_or(0.0);
         let split = |input: bool| match (self.weight.is_empty(), input) {
@@ -110,9 +133,20 @@ pub struct Simulation {
     pub stages: Vec<StageSimulation>,
 }
 
-/// Validates `plan`, then dry-runs it under `costs`.
+/// Validates `plan`, then dry-runs it under `costs`: as written on workers that can overlap
+/// ([`Costs::overlaps`]: an overlap starts when both halves' inputs are there and takes the
+/// longer half), else as [`Plan::sequential`] (each half when its own input is there, one
+/// after the other; the timeline then shows the halves).
 pub fn simulate(plan: &Plan, costs: &Costs) -> Result<Simulation> {
     validate(plan)?;
+    let sequential;
+    let plan = match costs.overlaps {
+        true => plan,
+        false => {
+            sequential = plan.sequential();
+            &sequential
+        }
+    };
     let timelines = dataflow::run(plan, |a| costs.duration(a), costs.transfer)
         .expect("a validated plan cannot deadlock");
     let makespan = timelines
@@ -149,7 +183,8 @@ pub fn simulate(plan: &Plan, costs: &Costs) -> Result<Simulation> {
 /// Most micro-batches whose activations one program holds at once.
 pub fn peak_stash(program: &[Action]) -> usize {
     let (mut live, mut peak) = (0usize, 0usize);
-    for a in program {
+    // An overlap's forward stashes before its backward frees.
+    for a in program.iter().flat_map(Action::in_sequence) {
         match a.kind {
             ActionKind::Forward => {
                 live += 1;

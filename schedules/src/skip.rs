@@ -116,27 +116,42 @@ pub fn route_skips(plan: &Plan, routes: &[SkipRoute]) -> Result<Plan> {
     }
     let from = |stage| routes.iter().filter(move |r| r.pop == stage);
     let to = |stage| routes.iter().filter(move |r| r.stash == stage);
+    use ActionKind::{Backward, BackwardInput, Forward};
+    let skip = |half: Action, kind, peer| Action::skip(half.stage, kind, half.mb(), peer);
+    // Before a compute action: the skips its forward pops, the skip gradients its backward
+    // needs; after it: the skips its forward stashes, the skip gradients its backward makes.
+    let receives = |half: Action| -> Vec<Action> {
+        match half.kind {
+            Forward => from(half.stage)
+                .map(|r| skip(half, ActionKind::RecvSkip, r.stash))
+                .collect(),
+            Backward | BackwardInput => to(half.stage)
+                .map(|r| skip(half, ActionKind::RecvSkipGradient, r.pop))
+                .collect(),
+            _ => Vec::new(),
+        }
+    };
+    let sends = |half: Action| -> Vec<Action> {
+        match half.kind {
+            Forward => to(half.stage)
+                .map(|r| skip(half, ActionKind::SendSkip, r.pop))
+                .collect(),
+            Backward | BackwardInput => from(half.stage)
+                .map(|r| skip(half, ActionKind::SendSkipGradient, r.stash))
+                .collect(),
+            _ => Vec::new(),
+        }
+    };
     let programs = plan
         .programs()
         .iter()
         .map(|program| {
             let mut out = Vec::with_capacity(program.len());
             for &action in program {
-                let (s, kind) = (action.stage, action.kind);
-                let skip = |kind, peer| Action::skip(s, kind, action.mb(), peer);
-                match kind {
-                    ActionKind::Forward => {
-                        out.extend(from(s).map(|r| skip(ActionKind::RecvSkip, r.stash)));
-                        out.push(action);
-                        out.extend(to(s).map(|r| skip(ActionKind::SendSkip, r.pop)));
-                    }
-                    ActionKind::Backward | ActionKind::BackwardInput => {
-                        out.extend(to(s).map(|r| skip(ActionKind::RecvSkipGradient, r.pop)));
-                        out.push(action);
-                        out.extend(from(s).map(|r| skip(ActionKind::SendSkipGradient, r.stash)));
-                    }
-                    _ => out.push(action),
-                }
+                // An overlap's halves: the receives of both before it, the sends of both after.
+                out.extend(action.in_sequence().flat_map(receives));
+                out.push(action);
+                out.extend(action.in_sequence().flat_map(sends));
             }
             out
         })

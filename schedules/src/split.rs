@@ -14,7 +14,9 @@ use crate::plan::Plan;
 impl Plan {
     /// This plan with each `B(j)` of the stages `split` selects replaced by `I(j)` followed by
     /// `W(j)`; other stages and actions are unchanged. Split before lowering: the lowering then
-    /// sends each input gradient right after its `I`.
+    /// sends each input gradient right after its `I`. An overlap whose backward is split runs
+    /// in sequence: its forward, then the `I` and the `W` (an overlap pairs a forward with a
+    /// full backward).
     ///
     /// ```
     /// use pipetrain_schedules::{ScheduleKind, StageId, validate, lower, Lowering};
@@ -39,6 +41,22 @@ impl Plan {
                             Action::new(a.stage, ActionKind::BackwardInput, a.mb()),
                             Action::new(a.stage, ActionKind::BackwardWeight, a.mb()),
                         ],
+                        ActionKind::Overlap => match a.halves() {
+                            Some((forward, backward)) if split(backward.stage) => vec![
+                                forward,
+                                Action::new(
+                                    backward.stage,
+                                    ActionKind::BackwardInput,
+                                    backward.mb(),
+                                ),
+                                Action::new(
+                                    backward.stage,
+                                    ActionKind::BackwardWeight,
+                                    backward.mb(),
+                                ),
+                            ],
+                            _ => vec![a],
+                        },
                         _ => vec![a],
                     })
                     .collect()
@@ -87,7 +105,8 @@ impl Plan {
 
     /// One program per stage, identity placement: each stage's actions in the order its rank
     /// runs them. For an engine that runs each stage of a rank on its own worker and keeps the
-    /// rank's order across them by other means; the same plan when every rank holds one stage.
+    /// rank's order across them by other means; the same plan when every rank holds one stage
+    /// and runs no overlap. An overlap's halves go to their stages' programs, forward first.
     ///
     /// ```
     /// use pipetrain_schedules::{ScheduleKind, StageId};
@@ -107,8 +126,8 @@ impl Plan {
                 let program = &self.programs()[rank];
                 program
                     .iter()
+                    .flat_map(Action::in_sequence)
                     .filter(|a| a.stage == stage)
-                    .copied()
                     .collect()
             })
             .collect();

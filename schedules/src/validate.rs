@@ -108,8 +108,12 @@ fn check(plan: &Plan, purpose: Purpose) -> std::result::Result<(), Failure> {
     }
     for (rank, program) in plan.programs().iter().enumerate() {
         for (step, &a) in program.iter().enumerate() {
-            if plan.rank_of(a.stage) != Some(rank) {
-                let v = Violation::WrongStage { named: a.stage };
+            // Both halves of an overlap are on this rank.
+            if let Some(half) = a
+                .in_sequence()
+                .find(|h| plan.rank_of(h.stage) != Some(rank))
+            {
+                let v = Violation::WrongStage { named: half.stage };
                 return Err((StageId::from(rank), step, a, v));
             }
         }
@@ -165,24 +169,28 @@ fn check_stage(plan: &Plan, stage: StageId, purpose: Purpose) -> std::result::Re
     };
     let mut seen = Seen::default();
     let mut last_backward = None;
-    let actions = view
-        .program
-        .iter()
-        .enumerate()
-        .filter(|(_, a)| a.stage == stage);
-    for (step, &a) in actions {
-        let fail = |v| Err((view.row, step, a, v));
-        if let Some(v) = placement(&view, a) {
-            return fail(v);
+    for (step, &whole) in view.program.iter().enumerate() {
+        // An overlap is both its computations: each half keeps its rules, checked against what
+        // ran before the overlap (so neither half may need the other); a failure names the
+        // whole action.
+        let halves = || whole.in_sequence().filter(|h| h.stage == stage);
+        for a in halves() {
+            let fail = |v| Err((view.row, step, whole, v));
+            if let Some(v) = placement(&view, a) {
+                return fail(v);
+            }
+            if seen.contains_key(&(a.kind, a.micro_batch, a.peer)) {
+                return fail(Violation::Duplicate);
+            }
+            if let Some(v) = order(&view, &seen, a) {
+                return fail(v);
+            }
         }
-        if seen.insert((a.kind, a.micro_batch, a.peer), step).is_some() {
-            return fail(Violation::Duplicate);
-        }
-        if let Some(v) = order(&view, &seen, a) {
-            return fail(v);
-        }
-        if matches!(a.kind, Backward | BackwardWeight) {
-            last_backward = Some(step);
+        for a in halves() {
+            seen.insert((a.kind, a.micro_batch, a.peer), step);
+            if matches!(a.kind, Backward | BackwardWeight) {
+                last_backward = Some(step);
+            }
         }
     }
     skips_answered(&view, &seen)?;
@@ -225,7 +233,7 @@ fn placement(view: &StageView<'_>, a: Action) -> Option<Violation> {
     None
 }
 
-/// The action's order within the stage (`seen` holds it and the actions before it): what it
+/// The action's order within the stage (`seen` holds the actions before it): what it
 /// needs before it (its receive, its forward, its backward, every backward before the
 /// all-reduce and the optimizer step, the all-reduce before the step), skips received in time,
 /// and one kind of backward per micro-batch.

@@ -149,27 +149,40 @@ fn second_lowering(plan: &Plan) -> Vec<String> {
         .map(|(rank, program)| {
             let mut out = Vec::new();
             for a in program {
-                let (s, mb) = (a.stage.index(), a.micro_batch.expect("a micro-batch").0);
-                match a.kind {
-                    ActionKind::Forward => {
-                        if s > 0 {
-                            out.push(format!("{s}RF{mb}"));
+                // An overlap `aFi+bBj`: both halves' receives, the overlap, both halves' sends.
+                let halves: Vec<(usize, u32, ActionKind)> = match a.backward {
+                    Some((b, j)) => vec![
+                        (
+                            a.stage.index(),
+                            a.micro_batch.expect("a micro-batch").0,
+                            ActionKind::Forward,
+                        ),
+                        (b.index(), j.0, ActionKind::Backward),
+                    ],
+                    None => vec![(
+                        a.stage.index(),
+                        a.micro_batch.expect("a micro-batch").0,
+                        a.kind,
+                    )],
+                };
+                for &(s, mb, kind) in &halves {
+                    match kind {
+                        ActionKind::Forward if s > 0 => out.push(format!("{s}RF{mb}")),
+                        ActionKind::Backward | ActionKind::BackwardInput if s < last => {
+                            out.push(format!("{s}RB{mb}"))
                         }
-                        out.push(a.to_string());
-                        if s < last {
-                            out.push(format!("{s}SF{mb}"));
-                        }
+                        _ => {}
                     }
-                    ActionKind::Backward | ActionKind::BackwardInput => {
-                        if s < last {
-                            out.push(format!("{s}RB{mb}"));
+                }
+                out.push(a.to_string());
+                for &(s, mb, kind) in &halves {
+                    match kind {
+                        ActionKind::Forward if s < last => out.push(format!("{s}SF{mb}")),
+                        ActionKind::Backward | ActionKind::BackwardInput if s > 0 => {
+                            out.push(format!("{s}SB{mb}"))
                         }
-                        out.push(a.to_string());
-                        if s > 0 {
-                            out.push(format!("{s}SB{mb}"));
-                        }
+                        _ => {}
                     }
-                    _ => out.push(a.to_string()),
                 }
             }
             let mut stages: Vec<usize> = program.iter().map(|a| a.stage.index()).collect();

@@ -113,3 +113,30 @@ fn a_missing_backward_points_past_the_end_of_its_row() {
     assert_eq!((line, column), (1, 4), "{msg}");
     assert!(msg.contains("`0B1`"), "{msg}");
 }
+
+#[test]
+fn overlaps_round_trip_through_csv_and_text() {
+    // DualPipeV's pairs: `0F3+3B1` (PyTorch's `(0F3;3B1)OVERLAP_F_B`), one cell each.
+    let plan = ScheduleKind::DualPipeV.plan(2, 4).unwrap();
+    let csv = PlanFile::csv(&plan);
+    let first = csv.lines().next().unwrap();
+    assert_eq!(
+        first,
+        "0F0,0F1,0F2,3F0,3I0,3W0,3F1,0F3+3B1,3F2+0B0,3B2,3F3+0B1,3B3,0I2,0W2,0I3,0W3"
+    );
+    let file = PlanFile::parse(&csv).unwrap();
+    assert_eq!(file.plan(), &plan);
+    assert_eq!(PlanFile::csv(file.plan()), csv);
+    file.check().unwrap();
+    let text = plan.to_string();
+    assert_eq!(PlanFile::parse(&text).unwrap().plan().to_string(), text);
+    // A pair not a forward `+` a full backward is refused where it is written.
+    let bad = first.replace("0F3+3B1", "3B1+0F3");
+    let err = PlanFile::parse(&format!("{bad}\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("column 8") && err.contains("an overlap is a forward `+` a full backward"),
+        "{err}"
+    );
+}

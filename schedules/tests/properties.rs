@@ -207,6 +207,11 @@ fn any_action() -> impl Strategy<Value = Action> {
         .prop_map(|(s, kind, mb)| {
             if kind.is_skip() {
                 Action::skip(StageId(s), kind, MicroBatchId(mb), StageId(mb % 1000))
+            } else if kind == ActionKind::Overlap {
+                Action::overlap(
+                    Action::forward(StageId(s), MicroBatchId(mb)),
+                    Action::backward(StageId(mb % 1000), MicroBatchId(s)),
+                )
             } else if kind.has_micro_batch() {
                 Action::new(StageId(s), kind, MicroBatchId(mb))
             } else if kind == ActionKind::AllReduce {
@@ -227,7 +232,7 @@ proptest! {
     }
 
     #[test]
-    fn parsing_accepts_only_what_printing_produces(text in "[0-9]{0,3}[A-Z]{0,4}[0-9]{0,3}") {
+    fn parsing_accepts_only_what_printing_produces(text in "[0-9]{0,3}[A-Z]{0,4}[0-9]{0,3}(\\+[0-9]{0,3}[A-Z]{0,2}[0-9]{0,3})?") {
         if let Ok(action) = text.parse::<Action>() {
             prop_assert_eq!(action.to_string(), text);
         }
@@ -423,8 +428,10 @@ fn dualpipev_validates_in_a_v_and_accumulates_each_stage_in_micro_batch_order() 
         for stage in StageId::range(2 * p) {
             let rank = &compute.programs()[compute.rank_of(stage).unwrap()];
             let of = |kinds: &[ActionKind]| -> Vec<MicroBatchId> {
-                let on = |a: &&Action| a.stage == stage && kinds.contains(&a.kind);
-                rank.iter().filter(on).map(|a| a.mb()).collect()
+                // An overlap is its forward and its backward.
+                let on = |a: &Action| a.stage == stage && kinds.contains(&a.kind);
+                let halves = rank.iter().flat_map(Action::in_sequence);
+                halves.filter(on).map(|a| a.mb()).collect()
             };
             let all: Vec<_> = MicroBatchId::range(m).collect();
             use ActionKind::{Backward, BackwardInput, BackwardWeight, Forward};

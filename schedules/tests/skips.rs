@@ -14,6 +14,8 @@ fn kinds() -> Vec<ScheduleKind> {
         ScheduleKind::ZbH1,
         ScheduleKind::Interleaved { virtual_stages: 2 },
         ScheduleKind::ZbV,
+        // Overlaps: both halves' skips received before the pair, sent after it.
+        ScheduleKind::DualPipeV,
     ]
 }
 

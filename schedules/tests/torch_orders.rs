@@ -18,7 +18,7 @@
 //! | `ScheduleInterleavedZeroBubble`, v = 1 | `zb-h1`       | none                               |
 //! | `ScheduleInterleavedZeroBubble`, v ≥ 2 | `interleaved-zb-v<v>` | none                       |
 //! | `ScheduleZBVZeroBubble`          | `zb-v`              | another order (a greedy list scheduler): a makespan no longer, equal from m ≥ 2p − 1, at no more peak stash |
-//! | `ScheduleDualPipeV`              | `dualpipev`         | each overlapped pair `(F;B)` runs as the forward, then the backward |
+//! | `ScheduleDualPipeV`              | `dualpipev`         | none (PyTorch's `(0F3;3B1)OVERLAP_F_B` is our overlap `0F3+3B1`) |
 //! | `ScheduleLoopedBFS`              | `looped-bfs-v<v>`   | each chunk's backwards run oldest micro-batch first, not newest first (the same makespan) |
 //!
 //! Cases of schedules we do not have are listed in [`NOT_YET`] (none today); a fixture schedule
@@ -60,24 +60,19 @@ impl Case {
     }
 
     /// PyTorch's order as our plan: one program per rank, PyTorch's placement. DualPipeV's
-    /// overlapped pairs, `(0F3;3B1)OVERLAP_F_B`, become the forward then the backward (the
-    /// documented difference: the IR has no overlapped action yet); any other case with one
-    /// fails.
+    /// overlapped pairs, `(0F3;3B1)OVERLAP_F_B`, are our overlaps, `0F3+3B1`.
     fn plan(&self) -> Plan {
-        let pair = |token: &str| {
+        let overlap = |token: &str| {
             let inner = token.strip_prefix('(')?.strip_suffix(")OVERLAP_F_B")?;
             let (forward, backward) = inner.split_once(';')?;
-            Some([forward.to_string(), backward.to_string()])
+            Some(format!("{forward}+{backward}"))
         };
         let programs = self
             .order
             .iter()
             .map(|line| {
                 line.split_whitespace()
-                    .flat_map(|token| match pair(token) {
-                        Some(both) if self.schedule == "ScheduleDualPipeV" => both.to_vec(),
-                        _ => vec![token.to_string()],
-                    })
+                    .map(|token| overlap(token).unwrap_or_else(|| token.to_string()))
                     .map(|a| a.parse::<Action>())
                     .collect::<Result<Vec<_>, _>>()
                     .unwrap_or_else(|e| panic!("{}: {e}", self.what()))

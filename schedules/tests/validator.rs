@@ -130,3 +130,50 @@ fn inference_plans_validate_for_any_shape_and_refuse_training_actions() {
     let err = validate_inference(&broken).unwrap_err().to_string();
     assert!(err.contains("0SF0"), "{err}");
 }
+
+#[test]
+fn an_overlap_waits_for_its_backwards_gradient() {
+    // DualPipeV's lowered plan with one overlap's gradient received after the overlap: the
+    // backward half needs it before the overlap starts.
+    let plan = pipetrain_schedules::lower(
+        &pipetrain_schedules::ScheduleKind::DualPipeV
+            .plan(2, 4)
+            .unwrap(),
+        Default::default(),
+    );
+    let text = plan.to_string();
+    assert!(text.contains("0RB0 3F2+0B0"), "{text}");
+    let (msg, v) = reject(&text.replace("0RB0 3F2+0B0", "3F2+0B0 0RB0"));
+    assert!(matches!(v, Violation::Before { .. }), "{msg}");
+    assert!(
+        msg.contains("(`3F2+0B0`)") && msg.contains("`0RB0`"),
+        "{msg}"
+    );
+    assert!(msg.contains(">3F2+0B0<"), "{msg}");
+}
+
+#[test]
+fn an_overlap_whose_gradient_needs_its_own_forward_deadlocks() {
+    // Rank 1 overlaps 2F1 with 2B0; 2B0's gradient comes from 3B0 on rank 0, which runs after
+    // 3F1, which needs 2F1: in sequence (2F1, then 2B0) the plan runs, overlapped it cannot
+    // start. The validator proves the plan as written, overlaps at once.
+    let text = "0: 0F0 0F1 3F0 3F1 3B0 3B1 0B0 0B1\n1: 1F0 1F1 2F0 2F1+2B0 2B1 1B0 1B1\n";
+    let (msg, v) = reject(text);
+    assert!(matches!(v, Violation::Deadlock { .. }), "{msg}");
+    assert!(msg.contains("waits for `2F1`"), "{msg}");
+    assert!(msg.contains("blocked at step 3 (`2F1+2B0`)"), "{msg}");
+    let plan: Plan = text.parse().unwrap();
+    validate(&plan.sequential()).unwrap();
+}
+
+#[test]
+fn an_overlaps_halves_are_checked_against_what_ran_before_it() {
+    // The backward of micro-batch 0 cannot overlap its own forward.
+    let (msg, v) = reject("0: 0F0+0B0\n");
+    assert!(matches!(v, Violation::Before { .. }), "{msg}");
+    assert!(msg.contains("stage 0, step 0 (`0F0+0B0`)"), "{msg}");
+    assert!(
+        msg.contains("`0F0` (forward of micro-batch 0 on stage 0)"),
+        "{msg}"
+    );
+}

@@ -152,10 +152,11 @@ pub fn backward(t: &LayerTimes, batched: &LayerTimes, split: bool, m: usize) -> 
 /// the step's (the batched weight gradients at the end).
 pub fn chunk_held(plan: &Plan, stage: StageId, split: bool) -> (usize, usize) {
     let rank = plan.rank_of(stage).unwrap_or(stage.index());
+    // An overlap is its forward and its backward (each on its own chunk).
     let own: Vec<Action> = plan.programs()[rank]
         .iter()
+        .flat_map(Action::in_sequence)
         .filter(|a| a.stage == stage)
-        .copied()
         .collect();
     let deferred = match split {
         false => plan.micro_batches(),

@@ -177,6 +177,13 @@ impl<'a, L: Layer> Worker<'a, L> {
     }
 
     /// One action: one meaning per kind.
+    ///
+    /// An overlap runs as its forward, then its backward: a CPU worker cannot run two
+    /// computations at once (nor does a GPU worker on its one stream), and this order keeps
+    /// the results bitwise those of the same plan with the pair written in sequence. The
+    /// runtime's per-stage programs hold no overlap (`Plan::by_stage` gives each half to its
+    /// stage's worker, and [`Turns`](super::turns::Turns) orders them); a program that holds
+    /// one whose halves are both this worker's runs it here.
     fn interpret(&mut self, action: Action) -> Result<(), Failure> {
         let tag = |flow| Tag {
             flow,
@@ -222,6 +229,11 @@ impl<'a, L: Layer> Worker<'a, L> {
             }
             ActionKind::AllReduce => self.all_reduce()?,
             ActionKind::OptimizerStep => self.optimizer_step()?,
+            ActionKind::Overlap => {
+                for half in action.in_sequence() {
+                    self.interpret(half)?;
+                }
+            }
         }
         Ok(())
     }

@@ -10,6 +10,10 @@
 //! up; the order is a relaxation of the validated plan's (whose dry run treats each rank as one
 //! sequence), which therefore cannot deadlock. Waiting for a turn watches the step's
 //! [`Abort`], as every wait in the engine does.
+//!
+//! An overlap (`0F3+3B1`, DualPipeV's pairs) is two turns, the forward's then the backward's:
+//! the two halves run on their stages' workers in sequence, as on a worker that cannot overlap,
+//! and each starts as soon as its own input is there (what `Plan::sequential` models).
 
 use std::collections::HashMap;
 
@@ -43,7 +47,15 @@ impl Turns {
         let order: Vec<Vec<Action>> = plan
             .programs()
             .iter()
-            .map(|p| p.iter().copied().filter(|a| a.kind.is_compute()).collect())
+            .map(|p| {
+                // An overlap's halves take their turns one after the other: the forward's
+                // worker, then the backward's (a worker runs one stage; see
+                // `Plan::sequential`).
+                p.iter()
+                    .flat_map(Action::in_sequence)
+                    .filter(|a| a.kind.is_compute())
+                    .collect()
+            })
             .collect();
         let position = order
             .iter()
@@ -93,5 +105,44 @@ impl Turns {
                 self.give(replica, next);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use pipetrain_schedules::{Action, ReplicaId, ScheduleKind};
+
+    use super::*;
+
+    #[test]
+    fn an_overlap_is_two_turns_its_forward_then_its_backward() {
+        let plan = ScheduleKind::DualPipeV.plan(2, 4).expect("a plan");
+        let pair: Action = "0F3+3B1".parse().expect("an action");
+        assert!(plan.programs()[0].contains(&pair));
+        let turns = Turns::new(&plan, 1);
+        let order: Vec<String> = turns.order[0].iter().map(ToString::to_string).collect();
+        let at = order
+            .iter()
+            .position(|a| a == "0F3")
+            .expect("the forward's turn");
+        assert_eq!(order[at - 1..at + 3], ["3F1", "0F3", "3B1", "3F2"]);
+        // Stage 3's worker waits for its turn at 3B1 until stage 0's has run 0F3.
+        let (forward, backward) = pair.halves().expect("an overlap");
+        let replica = ReplicaId(0);
+        let abort = Abort::default();
+        for a in &turns.order[0][..at] {
+            turns.wait(replica, a, &abort).ok().expect("its turn");
+            turns.done(replica, a);
+        }
+        assert!(turns.receivers[0][3].is_empty(), "3B1 must wait for 0F3");
+        turns
+            .wait(replica, &forward, &abort)
+            .ok()
+            .expect("0F3's turn");
+        turns.done(replica, &forward);
+        turns
+            .wait(replica, &backward, &abort)
+            .ok()
+            .expect("3B1's turn");
     }
 }

@@ -1,7 +1,8 @@
 //! [`PlanReport`]: a plan lowered, validated and dry-run, as data and as text.
 
 use pipetrain_schedules::{
-    Lowering, Plan, Simulation, SkipRoute, StageId, lower, render, route_skips, simulate,
+    ActionKind, Lowering, Plan, Simulation, SkipRoute, StageId, lower, render, route_skips,
+    simulate,
 };
 
 use super::costs::PlanCosts;
@@ -64,6 +65,24 @@ pub struct PlanReport {
     /// The lowered plan's text form, when asked for.
     #[cfg_attr(feature = "commands", serde(skip_serializing_if = "Option::is_none"))]
     pub lowered_plan: Option<String>,
+    /// For a plan with overlaps (DualPipeV's pairs, `0F3+3B1`): the step on workers that run
+    /// each pair at once. The rest of the report runs them in sequence, as pipetrain's workers
+    /// do.
+    #[cfg_attr(feature = "commands", serde(skip_serializing_if = "Option::is_none"))]
+    pub overlapped: Option<Overlapped>,
+}
+
+/// A plan's step on workers that can overlap ([`Costs::overlaps`](pipetrain_schedules::Costs)):
+/// each overlap takes max(F, B), not F + B.
+#[derive(Clone, Copy, Debug)]
+#[cfg_attr(feature = "commands", derive(serde::Serialize))]
+pub struct Overlapped {
+    /// How many overlaps the plan holds.
+    pub overlaps: usize,
+    /// The simulated step time.
+    pub makespan: f64,
+    /// Total idle time over p × makespan.
+    pub bubble_fraction: f64,
 }
 
 /// The largest grid a report draws: 4 MiB of text, some 40,000 lines of a terminal. A grid
@@ -130,6 +149,21 @@ impl PlanReport {
         let plan = lower(&routed, Lowering::default());
         // `simulate` validates the plan first: an invalid one is an error here, not a hang.
         let sim: Simulation = simulate(&plan, &costs)?;
+        let overlaps = plan
+            .actions()
+            .filter(|a| a.kind == ActionKind::Overlap)
+            .count();
+        let overlapped = match overlaps {
+            0 => None,
+            _ => {
+                let at_once = simulate(&plan, &costs.clone().with_overlaps(true))?;
+                Some(Overlapped {
+                    overlaps,
+                    makespan: at_once.makespan,
+                    bubble_fraction: at_once.bubble_fraction,
+                })
+            }
+        };
         let size = render::timeline_size(&sim);
         let drawn = size.bytes <= MAX_GRID_BYTES;
         Ok(Self {
@@ -177,6 +211,7 @@ impl PlanReport {
             skip_routes: plan.skip_routes(),
             skip_flows: render::skips(&plan),
             lowered_plan: settings.lowered.then(|| plan.to_string()),
+            overlapped,
         })
     }
 
@@ -247,6 +282,15 @@ impl PlanReport {
             percent(self.ideal_bubble_fraction),
         );
         out += &format!("makespan  {}\n", num(self.makespan));
+        if let Some(o) = &self.overlapped {
+            out += &format!(
+                "overlaps  {} pairs, run above in sequence (F + B, as pipetrain's workers run \
+                 them); on workers that overlap each pair (max(F, B)): makespan {}, bubble {}\n",
+                o.overlaps,
+                num(o.makespan),
+                percent(o.bubble_fraction),
+            );
+        }
         if !self.skip_flows.is_empty() {
             out += "\nskips, straight from the stashing to the popping stage:\n";
             out += &self.skip_flows;
