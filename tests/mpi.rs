@@ -357,6 +357,22 @@ fn two_workers_per_process_give_the_same_bits() {
     );
 }
 
+/// Train flags of a 2-rank `schedule` over 4 chunks of a 5-layer MLP, on `replicas` replicas.
+fn chunked<'a>(schedule: &'a str, replicas: &'a str) -> [&'a str; 10] {
+    [
+        "--schedule",
+        schedule,
+        "--stages",
+        "2",
+        "--hidden-layers",
+        "4",
+        "--balance",
+        "2,1,1,1",
+        "--replicas",
+        replicas,
+    ]
+}
+
 /// The schedules with several chunks per rank over MPI: a process runs one pipeline rank's
 /// chunks (the stages the plan places on it: r and r + p under interleaved's placement, r and
 /// 2p − 1 − r under the V's), each on a worker of its own taking turns inside the process, with
@@ -373,34 +389,11 @@ fn multi_chunk_schedules_over_mpi_match_the_in_process_run() {
         "dualpipev",
     ] {
         for (np, replicas) in [(2, "1"), (4, "2")] {
-            let layout = [
-                "--schedule",
-                schedule,
-                "--stages",
-                "2",
-                "--hidden-layers",
-                "4",
-                "--balance",
-                "2,1,1,1",
-                "--replicas",
-                replicas,
-            ];
-            same_as_in_process(np, &layout, &[]);
+            same_as_in_process(np, &chunked(schedule, replicas), &[]);
         }
     }
     // Two ranks per process: each process runs a replica's 4 chunks, MPI between the replicas.
-    let v = [
-        "--schedule",
-        "dualpipev",
-        "--stages",
-        "2",
-        "--hidden-layers",
-        "4",
-        "--balance",
-        "2,1,1,1",
-        "--replicas",
-        "2",
-    ];
+    let v = chunked("dualpipev", "2");
     same_as_in_process(2, &v, &["--workers-per-process", "2"]);
 }
 

@@ -10,7 +10,9 @@ use crate::common;
 use burn::prelude::*;
 use pipetrain::engine::{SingleDevice, difference};
 use pipetrain::schedules::{ActionKind, StageId};
-use pipetrain::{Backward, CrossEntropy, OptimizerConfig, Pipeline, Remat, ScheduleKind};
+use pipetrain::{
+    Backward, CrossEntropy, OptimizerConfig, Pipeline, PipelineBuilder, Remat, ScheduleKind,
+};
 use pipetrain_models::{MlpConfig, MlpLayer, synthetic};
 
 const WIDTH: usize = 8;
@@ -95,7 +97,18 @@ fn train(
     m: usize,
     backward: Backward,
 ) -> Pipeline<MlpLayer> {
-    let mut builder = Pipeline::builder()
+    trained(builder(init, schedule, balance, m, backward), stages)
+}
+
+/// The sweep's settings of every run: `balance` chunks, `m` micro-batches, Adam, one thread.
+fn builder(
+    init: &[MlpLayer],
+    schedule: ScheduleKind,
+    balance: &[usize],
+    m: usize,
+    backward: Backward,
+) -> PipelineBuilder<MlpLayer> {
+    Pipeline::builder()
         .layers(init.to_vec())
         .balance(balance.iter().copied())
         .schedule(schedule)
@@ -103,7 +116,11 @@ fn train(
         .backward(backward)
         .optimizer(OptimizerConfig::adam())
         .learning_rate(1e-2)
-        .threads_per_worker(1);
+        .threads_per_worker(1)
+}
+
+/// `builder` on `stages` ranks (chunks per rank from the balance), trained on [`data`].
+fn trained(mut builder: PipelineBuilder<MlpLayer>, stages: Option<usize>) -> Pipeline<MlpLayer> {
     if let Some(p) = stages {
         builder = builder.stages(p);
     }
@@ -339,25 +356,11 @@ fn train_layout(
     (replicas, remat, zero): Layout,
     backward: Backward,
 ) -> Vec<Vec<Vec<f32>>> {
-    let mut builder = Pipeline::builder()
-        .layers(init.to_vec())
-        .balance([2, 2, 2, 2])
-        .schedule(schedule)
-        .micro_batches(4)
+    let builder = builder(init, schedule, &[2, 2, 2, 2], 4, backward)
         .replicas(replicas)
         .remat(remat)
-        .zero(zero)
-        .backward(backward)
-        .optimizer(OptimizerConfig::adam())
-        .learning_rate(1e-2)
-        .threads_per_worker(1);
-    if let Some(p) = stages {
-        builder = builder.stages(p);
-    }
-    let mut pipeline = builder.build().unwrap();
-    for batch in data() {
-        pipeline.train_step(&batch).unwrap();
-    }
+        .zero(zero);
+    let pipeline = trained(builder, stages);
     (0..replicas)
         .map(|r| pipeline.replica_parameters(r))
         .collect()
