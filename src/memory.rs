@@ -104,13 +104,47 @@ pub struct WorkerMemory {
     /// Most bytes held at once for deferred weight gradients (split backward), as measured by
     /// the step ([`StageReport::peak_deferred_bytes`](crate::StageReport::peak_deferred_bytes)).
     pub deferred: u64,
+    /// The copies a weight-gradient pass (`W`) makes of one layer's inputs and gradients over
+    /// its group's micro-batches (the rows stacked for one GEMM): the largest layer's
+    /// deferred bytes per micro-batch times the group; 0 with the fused backward.
+    pub weight_copies: u64,
+    /// Activation bytes held at once at the step's peak: `stash` and `deferred` as they
+    /// overlap ([`held_at_once`]), plus `weight_copies`.
+    pub held: u64,
 }
 
 impl WorkerMemory {
-    /// Everything counted.
+    /// Everything counted: parameters, gradients, optimizer state and the activations held at
+    /// once ([`WorkerMemory::held`]).
     pub fn total(&self) -> u64 {
-        self.parameters + self.gradients + self.optimizer_state + self.stash + self.deferred
+        self.parameters + self.gradients + self.optimizer_state + self.held
     }
+}
+
+/// Activation bytes held at once by a worker whose stash peaks at `stash` bytes and whose
+/// deferred weight gradients peak at `deferred` bytes. When the weight gradients of the whole
+/// step wait for its end (`to_end`: one group of every micro-batch, the default split backward
+/// under GPipe and 1F1B), a micro-batch's backward releases its stash as it keeps its deferred
+/// inputs, so the deferred bytes grow as the stash empties: the larger of the two, measured
+/// (1F1B holds as much at its peak as GPipe). Otherwise (groups of fewer micro-batches, or a
+/// schedule that places its `W`s) both at once.
+///
+/// ```
+/// use pipetrain::memory::held_at_once;
+/// assert_eq!(held_at_once(100, 300, true), 300);
+/// assert_eq!(held_at_once(100, 300, false), 400);
+/// ```
+pub fn held_at_once(stash: u64, deferred: u64, to_end: bool) -> u64 {
+    match to_end {
+        true => stash.max(deferred),
+        false => stash.saturating_add(deferred),
+    }
+}
+
+/// Whether a weight-gradient group of `group` micro-batches ([`weight_group`]) waits for the
+/// step's last backward: one group of all `m`.
+pub(crate) fn deferred_to_end(group: u64, m: usize) -> bool {
+    group > 0 && group >= m as u64
 }
 
 /// A byte count printed with a binary unit: `512 B`, `1.5 KiB`, `3.25 MiB`, `2.00 GiB`.
@@ -228,13 +262,16 @@ pub(crate) fn activation_bytes(a: &Activation) -> u64 {
 
 /// Replica 0's layers, stage by stage: `sample` (one micro-batch) is forwarded through them
 /// (each stage's input is the previous stage's output, moved to that stage's device) to
-/// measure every layer's output.
+/// measure every layer's output and, with `split`, the bytes each layer's split backward defers
+/// per micro-batch ([`costs::split_bytes`](pipetrain_engine::costs::split_bytes); empty
+/// without).
 fn per_stage<L: Layer>(
     workers: &Workers<L>,
     sample: &Activation,
     devices: &[Device],
     precision: Precision,
-) -> Result<Vec<Vec<LayerMemory>>> {
+    split: bool,
+) -> Result<Vec<(Vec<LayerMemory>, Vec<u64>)>> {
     let mut per_stage = Vec::new();
     let mut x = precision.input(sample.clone());
     for (stage, worker) in workers.replica(ReplicaId(0)).enumerate() {
@@ -245,14 +282,44 @@ fn per_stage<L: Layer>(
             .collect();
         x = x.to_device(&devices[stage]);
         let held = layer_memory(&layers, &x, precision)?;
+        let deferred = match split {
+            true => pipetrain_engine::costs::split_bytes(&layers, &x, &devices[stage])
+                .map_err(pipetrain_engine::EngineError::bad_batch)?,
+            false => Vec::new(),
+        };
         for layer in &precision.layers(&layers) {
             x = layer
                 .forward(x)
                 .map_err(pipetrain_engine::EngineError::bad_batch)?;
         }
-        per_stage.push(held);
+        per_stage.push((held, deferred));
     }
     Ok(per_stage)
+}
+
+/// How a step defers its weight gradients: micro-batches per group ([`weight_group`]; 0 for
+/// the fused backward) of the step's `micro_batches`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Deferral {
+    pub group: u64,
+    pub micro_batches: usize,
+}
+
+impl Deferral {
+    fn to_end(self) -> bool {
+        deferred_to_end(self.group, self.micro_batches)
+    }
+
+    /// The copies `W` makes of the largest layer's group ([`WorkerMemory::weight_copies`]),
+    /// from each layer's deferred bytes per micro-batch.
+    fn copies(self, split: &[u64]) -> u64 {
+        split
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(0)
+            .saturating_mul(self.group)
+    }
 }
 
 /// Each worker's memory at the peak of `report`'s step, replica-major: `sample` (one
@@ -262,27 +329,31 @@ pub(crate) fn of_workers<L: Layer>(
     workers: &Workers<L>,
     sample: &Activation,
     devices: &[Device],
-    remat: Remat,
-    precision: Precision,
+    (remat, precision, deferral): (Remat, Precision, Deferral),
     report: &StepReport,
 ) -> Result<Vec<WorkerMemory>> {
-    let per_stage = per_stage(workers, sample, devices, precision)?;
+    let per_stage = per_stage(workers, sample, devices, precision, deferral.group > 0)?;
     Ok(workers
         .iter()
         .map(|w| {
-            let held = &per_stage[w.id().stage.index()];
+            let (held, split) = &per_stage[w.id().stage.index()];
             let parameters: u64 = held.iter().map(|l| l.parameters).sum();
             let reported = report.workers.iter().find(|r| r.worker == w.id());
             let stashed = reported.map_or(0, |r| r.peak_stash);
             let charged = charged_micro_batches(remat, stashed).min(stashed as u64);
+            let stash = held.iter().map(|l| l.stashed() * charged).sum();
+            let deferred = reported.map_or(0, |r| r.peak_deferred_bytes as u64);
+            let weight_copies = deferral.copies(split);
             WorkerMemory {
                 worker: w.id(),
                 parameters,
                 gradients: parameters,
                 optimizer_state: w.optimizer_state_bytes() as u64,
                 stashed_micro_batches: stashed,
-                stash: held.iter().map(|l| l.stashed() * charged).sum(),
-                deferred: reported.map_or(0, |r| r.peak_deferred_bytes as u64),
+                stash,
+                deferred,
+                weight_copies,
+                held: held_at_once(stash, deferred, deferral.to_end()) + weight_copies,
             }
         })
         .collect())
@@ -301,6 +372,8 @@ pub(crate) struct Model<'a> {
     pub peak_stash: &'a [usize],
     /// Per stage: the deferred weight-gradient bytes of a group ([`deferred_bytes`], summed).
     pub deferred: &'a [u64],
+    /// The weight-gradient groups.
+    pub deferral: Deferral,
 }
 
 /// Each worker's memory at the peak of a step, predicted before any step, replica-major:
@@ -314,7 +387,10 @@ pub(crate) fn predicted<L: Layer>(
     model: &Model<'_>,
 ) -> Result<Vec<WorkerMemory>> {
     let measured = sample
-        .map(|sample| per_stage(workers, sample, devices, model.precision))
+        .map(|sample| {
+            let split = model.deferral.group > 0;
+            per_stage(workers, sample, devices, model.precision, split)
+        })
         .transpose()?;
     Ok(workers
         .iter()
@@ -324,15 +400,21 @@ pub(crate) fn predicted<L: Layer>(
             let state = parameters * model.slots;
             let stashed = model.peak_stash.get(stage).copied().unwrap_or(0);
             let charged = charged_micro_batches(model.remat, stashed).min(stashed as u64);
-            let held = measured.as_ref().map(|m| &m[stage]);
+            let measured = measured.as_ref().map(|m| &m[stage]);
+            let stash = measured.map_or(0, |(h, _)| h.iter().map(|l| l.stashed() * charged).sum());
+            let deferred = measured.map_or(0, |_| model.deferred.get(stage).copied().unwrap_or(0));
+            let weight_copies = measured.map_or(0, |(_, split)| model.deferral.copies(split));
+            let to_end = model.deferral.to_end();
             WorkerMemory {
                 worker: w.id(),
                 parameters,
                 gradients: parameters,
                 optimizer_state: model.zero.map_or(state, |r| state.div_ceil(r as u64)),
                 stashed_micro_batches: stashed,
-                stash: held.map_or(0, |h| h.iter().map(|l| l.stashed() * charged).sum()),
-                deferred: held.map_or(0, |_| model.deferred.get(stage).copied().unwrap_or(0)),
+                stash,
+                deferred,
+                weight_copies,
+                held: held_at_once(stash, deferred, to_end) + weight_copies,
             }
         })
         .collect())
@@ -348,14 +430,16 @@ pub(crate) fn charged_micro_batches(remat: Remat, in_flight: usize) -> u64 {
 
 /// `costs` (from the profiling pass: parameter and output bytes per layer) with their memory
 /// replaced by the whole per-layer accounting, as the partitioner's budget compares it:
-/// `deferred[i]` (see [`deferred_bytes`]) is added to layer i's activation memory. The profile
+/// `deferred[i]` (see [`deferred_bytes`]) and layer i's stash held at once as [`held_at_once`]
+/// (`to_end`: the step's weight gradients wait for its end, [`deferred_to_end`]). The profile
 /// measures outputs in fp32: under bf16 they are charged half, plus the weights' bf16 copy per
-/// stashed micro-batch.
+/// stashed micro-batch. The budget sums layers, so it leaves out `W`'s copies of one layer's
+/// group ([`WorkerMemory::weight_copies`]), which are a stage's largest layer's, not a sum.
 pub(crate) fn budget_costs(
     costs: &[LayerCost],
     slots: u64,
     stashed: u64,
-    deferred: &[u64],
+    (deferred, to_end): (&[u64], bool),
     precision: Precision,
 ) -> Vec<LayerCost> {
     let width = precision.activation_bytes() as u64;
@@ -367,7 +451,7 @@ pub(crate) fn budget_costs(
             let held = (c.activation_bytes * width / F32) + c.param_bytes / F32 * copy;
             c.with_memory(
                 c.param_bytes.saturating_mul(2 + slots),
-                held.saturating_mul(stashed).saturating_add(d),
+                held_at_once(held.saturating_mul(stashed), d, to_end),
             )
         })
         .collect()
@@ -384,9 +468,18 @@ pub(crate) fn deferred_bytes(split: &[u64], group: u64) -> Vec<u64> {
 }
 
 /// Micro-batches of a weight-gradient group under `backward` with `m` micro-batches per step;
-/// 0 for the fused backward. A schedule that places its `W`s (`places_weights`) computes each
-/// at its place unless a group is given.
-pub(crate) fn weight_group(backward: Backward, m: usize, places_weights: bool) -> u64 {
+/// 0 for the fused backward, and in a precision whose layers stay on the autodiff path
+/// ([`Precision::splits_by_hand`]: bf16). A schedule that places its `W`s (`places_weights`)
+/// computes each at its place unless a group is given.
+pub(crate) fn weight_group(
+    backward: Backward,
+    precision: Precision,
+    m: usize,
+    places_weights: bool,
+) -> u64 {
+    if !precision.splits_by_hand() {
+        return 0;
+    }
     match backward {
         Backward::Fused => 0,
         Backward::Split { weight_group: 0 } if places_weights => 1,
@@ -424,11 +517,16 @@ mod tests {
         assert_eq!(bf16.total(2, 3), 430 + 150);
         // 7 bytes of deferred weight-gradient inputs on top.
         let cost = [LayerCost::new(1.0, 2.0).with_memory(100, 10)];
-        let costs = budget_costs(&cost, 2, 3, &[7], Precision::Fp32);
+        let costs = budget_costs(&cost, 2, 3, (&[7], false), Precision::Fp32);
         assert_eq!(costs[0].memory(), 437);
+        // Deferred to the step's end: the larger of the stash and the deferred bytes.
+        let costs = budget_costs(&cost, 2, 3, (&[70], true), Precision::Fp32);
+        assert_eq!(costs[0].memory(), 400 + 70);
+        let costs = budget_costs(&cost, 2, 3, (&[7], true), Precision::Fp32);
+        assert_eq!(costs[0].memory(), 430);
         // bf16: the output at half (5), plus 2 bytes for each of the 25 parameters, per stashed
         // micro-batch.
-        let costs = budget_costs(&cost, 2, 3, &[7], Precision::Bf16);
+        let costs = budget_costs(&cost, 2, 3, (&[7], false), Precision::Bf16);
         assert_eq!(costs[0].memory(), 400 + 3 * (5 + 50) + 7);
         assert_eq!((costs[0].forward, costs[0].backward), (1.0, 2.0));
     }

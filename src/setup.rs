@@ -299,7 +299,12 @@ fn predict_memory<L: Layer>(
     sample: Option<&Activation>,
 ) -> Result<Vec<WorkerMemory>> {
     let rt = &c.runtime;
-    let group = memory::weight_group(rt.backward, rt.micro_batches, rt.schedule.splits_backward());
+    let group = memory::weight_group(
+        rt.backward,
+        rt.precision,
+        rt.micro_batches,
+        rt.schedule.splits_backward(),
+    );
     let partition = workers.partition();
     let deferred: Vec<u64> = match (sample, group) {
         (Some(sample), 1..) => {
@@ -324,6 +329,10 @@ fn predict_memory<L: Layer>(
         zero: rt.data_parallel.zero.then_some(workers.world().replicas()),
         peak_stash: &peak,
         deferred: &deferred,
+        deferral: memory::Deferral {
+            group,
+            micro_batches: rt.micro_batches,
+        },
     };
     memory::predicted(workers, sample, &c.devices, &model)
 }

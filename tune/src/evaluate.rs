@@ -12,10 +12,12 @@
 //! gradients) and its measured optimizer state, its output × the micro-batches it holds (one
 //! under re-materialization), and the split backward's deferred inputs × the micro-batches
 //! between an `I` and its `W` (the most the plan keeps waiting under the zero-bubble schedules,
-//! which place each `W`; m for GPipe and 1F1B, which batch them at the end). Schedules with one chunk per
-//! worker split under the budget charged at the most micro-batches any stage stashes (as the
-//! builder does, so the split it reports is the one `--memory-budget` would pick); schedules with
-//! several chunks per worker split by time and check each worker's chunks together.
+//! which place each `W`; m for GPipe and 1F1B, which batch them at the end: there each backward
+//! releases a micro-batch's stash as it keeps its deferred inputs, so a layer holds the larger of
+//! its stash and its deferred bytes, not both). Schedules with one chunk per worker split under
+//! the budget charged at the most micro-batches any stage stashes (as the builder does, so the
+//! split it reports is the one `--memory-budget` would pick); schedules with several chunks per
+//! worker split by time and check each worker's chunks together.
 
 use pipetrain_partitioner::{LayerCost, Partition, PartitionError, partition_by_time};
 use pipetrain_schedules::{
@@ -73,8 +75,11 @@ pub fn evaluate(
         table.param_bytes[i]
             .saturating_mul(2)
             .saturating_add(state)
-            .saturating_add(t.activation_bytes.saturating_mul(remat.charged(stashed)))
-            .saturating_add(t.deferred_bytes.saturating_mul(deferred as u64))
+            .saturating_add(held_at_once(
+                t.activation_bytes.saturating_mul(remat.charged(stashed)),
+                t.deferred_bytes.saturating_mul(deferred as u64),
+                !split,
+            ))
     };
     let most = (
         held.iter().map(|h| h.0).max().unwrap_or(0),
@@ -144,6 +149,16 @@ pub fn backward(t: &LayerTimes, batched: &LayerTimes, split: bool, m: usize) -> 
         t.input + t.weight
     } else {
         t.input + batched.weight / m as f64
+    }
+}
+
+/// A layer's stash and deferred bytes held at once: with the step's weight gradients batched
+/// at its end (`to_end`), each backward releases a micro-batch's stash as it keeps its deferred
+/// inputs, so the larger of the two; else both (`pipetrain::memory::held_at_once`, measured).
+fn held_at_once(stash: u64, deferred: u64, to_end: bool) -> u64 {
+    match to_end {
+        true => stash.max(deferred),
+        false => stash.saturating_add(deferred),
     }
 }
 
