@@ -113,8 +113,11 @@ fn rank_bytes(table: &CostTable, space: &Space, k: Knobs, partition: &Partition)
             let t = &times[i];
             ranks[rank] += table.param_bytes[i] * 2
                 + table.optimizer_bytes[i]
-                + t.activation_bytes * held
-                + t.deferred_bytes * deferred;
+                + layer_held(
+                    t.activation_bytes * held,
+                    t.deferred_bytes * deferred,
+                    !k.schedule.splits_backward(),
+                );
         }
     }
     ranks
@@ -247,7 +250,11 @@ proptest! {
                         .unwrap_or(0) as u64;
                     bytes = p.iter().map(|(_, r)| r.map(|i| {
                         table.param_bytes[i] * 2 + table.optimizer_bytes[i]
-                            + times[i].activation_bytes * held + times[i].deferred_bytes * group
+                            + layer_held(
+                                times[i].activation_bytes * held,
+                                times[i].deferred_bytes * group,
+                                !k.schedule.splits_backward(),
+                            )
                     }).sum()).collect();
                 }
                 bytes.iter().all(|&b| b <= budget)
@@ -298,5 +305,15 @@ proptest! {
                 );
             }
         }
+    }
+}
+
+/// A layer's stash and deferred bytes at once: the larger of the two where the step's weight
+/// gradients wait for its end (`to_end`), else both (as `pipetrain::memory::held_at_once`).
+fn layer_held(stash: u64, deferred: u64, to_end: bool) -> u64 {
+    if to_end {
+        stash.max(deferred)
+    } else {
+        stash + deferred
     }
 }
