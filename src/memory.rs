@@ -12,24 +12,38 @@
 //! - **optimizer state**: 0 for plain SGD, one parameter-sized slot for SGD with momentum, two
 //!   for Adam and AdamW (first and second moments);
 //! - **stash**: the layer's output for one micro-batch (measured on a real micro-batch), times
-//!   the micro-batches in flight. Without re-materialization the autodiff graph keeps every
+//!   the micro-batches in flight, and the stage's input for each micro-batch in flight (a
+//!   received copy on every stage but the first, whose input is rows of the caller's batch: a
+//!   view, not the engine's). Without re-materialization the autodiff graph keeps every
 //!   layer's output of every stashed micro-batch; with it, only the micro-batch being
-//!   re-materialized keeps its outputs, so each layer is charged one micro-batch. The stage
-//!   input a re-materialized micro-batch keeps (one activation per stage boundary) and the
-//!   transient buffers of one op are not in the per-layer sum. The output is measured in the
-//!   step's precision (2 bytes a float value in bf16; token ids at 4). Under bf16 each stashed
-//!   micro-batch's graph also keeps the bf16 copy of the layer's weights that its forward
-//!   used: 2 bytes per parameter ([`LayerMemory::compute_copy`]).
-//!
+//!   re-materialized keeps its outputs, so each layer is charged one micro-batch. The output
+//!   is measured in the step's precision (2 bytes a float value in bf16; token ids at 4).
+//!   Under bf16 each stashed micro-batch's graph also keeps the bf16 copy of the layer's
+//!   weights that its forward used: 2 bytes per parameter ([`LayerMemory::compute_copy`]).
 //! - **deferred**: with the split backward, each dense layer's input and pre-activation gradient
 //!   (its output's size) for every micro-batch of a weight-gradient group, held from its `I` to
-//!   its group's `W`; the budget models it per layer,
+//!   its group's `W` (stage 0's first dense layer: its gradient only, its input being rows of
+//!   the caller's batch, `split_bytes_held`); the budget models it per layer,
 //!   [`Pipeline::worker_memory`](crate::Pipeline::worker_memory) reports what the step measured.
-//!   `Backward::Split { weight_group }` bounds it.
+//!   `Backward::Split { weight_group }` bounds it. The stash and the deferred bytes are held
+//!   as they overlap ([`held_at_once`]): the larger of the two when the step's weight
+//!   gradients wait for its end (the default), else both, less the micro-batch whose backward
+//!   moved its stashed layer inputs into the deferred ones.
+//! - **`W`'s copies**: a group of several micro-batches is stacked into one GEMM, one copy of
+//!   the larger of a layer's inputs and gradients at a time ([`WorkerMemory::weight_copies`]).
 //!
-//! Not counted: the allocator's slack, the split backward's per-step `Wᵀ` copies of dense layers
-//! run on few rows, the transport's in-flight copies, burn's per-op
-//! temporaries. The numbers are a model of what the engine holds, not a resident-set reading.
+//! Measured against a counting allocator (`tests/memory_measured.rs`): within ±15 % of a
+//! step's peak above the live level between steps (0.90–1.09) on MLPs, 1 and 2 stages, GPipe
+//! and 1F1B, remat, SGD and Adam, fp32, and bf16 where parameters dominate.
+//!
+//! Not counted: the host's per-thread caches (`gemm` 0.19, burn-flex's GEMM, keeps a buffer the
+//! size of the core's L2 cache, 2 MiB on the test's Xeon, in every compute thread that has run a
+//! large enough product, for the thread's life); on burn's autodiff path (the fused backward,
+//! bf16) what the graph keeps beyond each layer's output (0.43–0.58 of a step's peak where
+//! activations dominate); the allocator's slack, the transport's in-flight copies, burn's
+//! per-op temporaries. The budget's per-layer sums (`budget_costs`) also leave out each
+//! stage's received inputs and `W`'s copies, which depend on where the stages are cut. The
+//! numbers are a model of what the engine holds, not a resident-set reading.
 
 use std::fmt;
 use std::str::FromStr;
@@ -104,12 +118,14 @@ pub struct WorkerMemory {
     /// Most bytes held at once for deferred weight gradients (split backward), as measured by
     /// the step ([`StageReport::peak_deferred_bytes`](crate::StageReport::peak_deferred_bytes)).
     pub deferred: u64,
-    /// The copies a weight-gradient pass (`W`) makes of one layer's inputs and gradients over
-    /// its group's micro-batches (the rows stacked for one GEMM): the largest layer's
-    /// deferred bytes per micro-batch times the group; 0 with the fused backward.
+    /// The copies a weight-gradient pass (`W`) makes of one layer's inputs, then gradients,
+    /// over its group's micro-batches (the rows stacked for one GEMM): the larger of the two
+    /// per micro-batch, of the stage's largest layer, times the group; 0 for a group of one
+    /// micro-batch and with the fused backward.
     pub weight_copies: u64,
     /// Activation bytes held at once at the step's peak: `stash` and `deferred` as they
-    /// overlap ([`held_at_once`]), plus `weight_copies`.
+    /// overlap ([`held_at_once`]; when both are held, less the stashed layer inputs of the
+    /// micro-batch whose backward moved them into the deferred bytes), plus `weight_copies`.
     pub held: u64,
 }
 
@@ -260,18 +276,55 @@ pub(crate) fn activation_bytes(a: &Activation) -> u64 {
     }
 }
 
+/// Each layer's deferred weight-gradient bytes per micro-batch
+/// ([`costs::split_bytes`](pipetrain_engine::costs::split_bytes)) as the engine holds them
+/// when `layers` begin the model and `sample` is a micro-batch of the caller's batch: a dense
+/// first layer keeps its input as rows of that batch (a view, not a copy), which the engine
+/// does not allocate, so only its pre-activation gradient is counted there.
+pub(crate) fn split_bytes_held<L: Layer>(
+    layers: &[L],
+    sample: &Activation,
+    device: &Device,
+) -> Result<Vec<u64>> {
+    let mut split = pipetrain_engine::costs::split_bytes(layers, sample, device)
+        .map_err(pipetrain_engine::EngineError::bad_batch)?;
+    if let (Some(first), Some(layer)) = (split.first_mut(), layers.first())
+        && layer.dense().is_some()
+    {
+        *first = first.saturating_sub(activation_bytes(&sample.clone().plain()));
+    }
+    Ok(split)
+}
+
+/// What [`per_stage`] measures of one stage.
+struct StageMemory {
+    /// Each layer's.
+    layers: Vec<LayerMemory>,
+    /// Per micro-batch, the most `W` stacks of one of its layers ([`Deferral::copies`]).
+    stacked: u64,
+    /// Per micro-batch, the deferred bytes that are the layers' inputs (the stashed outputs of
+    /// the layers before), less `view`.
+    inputs: u64,
+    /// The stage's input for one micro-batch, as each stashed micro-batch keeps it: 0 on stage
+    /// 0, whose input is rows of the caller's batch (a view), a received copy on the others.
+    input: u64,
+    /// Per micro-batch, the deferred bytes the engine counts but does not allocate (stage 0's
+    /// view of the caller's rows, [`split_bytes_held`]).
+    view: u64,
+}
+
 /// Replica 0's layers, stage by stage: `sample` (one micro-batch) is forwarded through them
 /// (each stage's input is the previous stage's output, moved to that stage's device) to
-/// measure every layer's output and, with `split`, the bytes each layer's split backward defers
-/// per micro-batch ([`costs::split_bytes`](pipetrain_engine::costs::split_bytes); empty
-/// without).
+/// measure every layer's output and, with `split`, from the bytes each layer's split backward
+/// defers per micro-batch ([`costs::split_bytes`](pipetrain_engine::costs::split_bytes)), the
+/// most `W` stacks of one of them and stage 0's view of the caller's rows.
 fn per_stage<L: Layer>(
     workers: &Workers<L>,
     sample: &Activation,
     devices: &[Device],
     precision: Precision,
     split: bool,
-) -> Result<Vec<(Vec<LayerMemory>, Vec<u64>)>> {
+) -> Result<Vec<StageMemory>> {
     let mut per_stage = Vec::new();
     let mut x = precision.input(sample.clone());
     for (stage, worker) in workers.replica(ReplicaId(0)).enumerate() {
@@ -281,18 +334,52 @@ fn per_stage<L: Layer>(
             .map(pipetrain_engine::inference_copy)
             .collect();
         x = x.to_device(&devices[stage]);
+        let input = match stage {
+            0 => 0,
+            _ => activation_bytes(&precision.input(x.clone().plain())),
+        };
         let held = layer_memory(&layers, &x, precision)?;
-        let deferred = match split {
-            true => pipetrain_engine::costs::split_bytes(&layers, &x, &devices[stage])
-                .map_err(pipetrain_engine::EngineError::bad_batch)?,
-            false => Vec::new(),
+        let (stacked, view, inputs) = match split {
+            true => {
+                let all = pipetrain_engine::costs::split_bytes(&layers, &x, &devices[stage])
+                    .map_err(pipetrain_engine::EngineError::bad_batch)?;
+                // A layer's deferred bytes are its input and its output's gradient: W stacks
+                // one, then the other.
+                let stacked = all
+                    .iter()
+                    .zip(&held)
+                    .map(|(&both, l)| l.activation.max(both.saturating_sub(l.activation)))
+                    .max()
+                    .unwrap_or(0);
+                let view = match stage {
+                    0 => {
+                        let held = split_bytes_held(&layers, &x, &devices[stage])?;
+                        all.iter().sum::<u64>() - held.iter().sum::<u64>()
+                    }
+                    _ => 0,
+                };
+                let inputs = all
+                    .iter()
+                    .zip(&held)
+                    .map(|(&both, l)| both.saturating_sub(l.activation))
+                    .sum::<u64>()
+                    .saturating_sub(view);
+                (stacked, view, inputs)
+            }
+            false => (0, 0, 0),
         };
         for layer in &precision.layers(&layers) {
             x = layer
                 .forward(x)
                 .map_err(pipetrain_engine::EngineError::bad_batch)?;
         }
-        per_stage.push((held, deferred));
+        per_stage.push(StageMemory {
+            layers: held,
+            stacked,
+            inputs,
+            input,
+            view,
+        });
     }
     Ok(per_stage)
 }
@@ -310,15 +397,16 @@ impl Deferral {
         deferred_to_end(self.group, self.micro_batches)
     }
 
-    /// The copies `W` makes of the largest layer's group ([`WorkerMemory::weight_copies`]),
-    /// from each layer's deferred bytes per micro-batch.
-    fn copies(self, split: &[u64]) -> u64 {
-        split
-            .iter()
-            .copied()
-            .max()
-            .unwrap_or(0)
-            .saturating_mul(self.group)
+    /// The copies `W` makes of one layer's group ([`WorkerMemory::weight_copies`]): it stacks
+    /// the group's inputs into one tensor, frees them, then stacks their output gradients, so
+    /// one copy of the larger of the two is held beyond the deferred bytes: `stacked` (that
+    /// larger one per micro-batch, of the stage's largest layer) times the group. Nothing for
+    /// a group of one micro-batch, which `W` uses as it is.
+    fn copies(self, stacked: u64) -> u64 {
+        match self.group {
+            0 | 1 => 0,
+            group => stacked.saturating_mul(group),
+        }
     }
 }
 
@@ -336,14 +424,19 @@ pub(crate) fn of_workers<L: Layer>(
     Ok(workers
         .iter()
         .map(|w| {
-            let (held, split) = &per_stage[w.id().stage.index()];
+            let stage = &per_stage[w.id().stage.index()];
+            let held = &stage.layers;
             let parameters: u64 = held.iter().map(|l| l.parameters).sum();
             let reported = report.workers.iter().find(|r| r.worker == w.id());
             let stashed = reported.map_or(0, |r| r.peak_stash);
             let charged = charged_micro_batches(remat, stashed).min(stashed as u64);
-            let stash = held.iter().map(|l| l.stashed() * charged).sum();
+            let stash = stash_bytes(stage, charged, stashed as u64);
+            // The engine counts stage 0's view of the caller's rows among its deferred bytes
+            // (every micro-batch of a group at the peak); it allocates none of them.
+            let view = stage.view.saturating_mul(deferral.group);
             let deferred = reported.map_or(0, |r| r.peak_deferred_bytes as u64);
-            let weight_copies = deferral.copies(split);
+            let deferred = deferred.saturating_sub(view);
+            let weight_copies = deferral.copies(stage.stacked);
             WorkerMemory {
                 worker: w.id(),
                 parameters,
@@ -353,7 +446,9 @@ pub(crate) fn of_workers<L: Layer>(
                 stash,
                 deferred,
                 weight_copies,
-                held: held_at_once(stash, deferred, deferral.to_end()) + weight_copies,
+                held: held_at_once(stash, deferred, deferral.to_end())
+                    - overlap(stage, deferral).min(stash).min(deferred)
+                    + weight_copies,
             }
         })
         .collect())
@@ -401,9 +496,9 @@ pub(crate) fn predicted<L: Layer>(
             let stashed = model.peak_stash.get(stage).copied().unwrap_or(0);
             let charged = charged_micro_batches(model.remat, stashed).min(stashed as u64);
             let measured = measured.as_ref().map(|m| &m[stage]);
-            let stash = measured.map_or(0, |(h, _)| h.iter().map(|l| l.stashed() * charged).sum());
+            let stash = measured.map_or(0, |m| stash_bytes(m, charged, stashed as u64));
             let deferred = measured.map_or(0, |_| model.deferred.get(stage).copied().unwrap_or(0));
-            let weight_copies = measured.map_or(0, |(_, split)| model.deferral.copies(split));
+            let weight_copies = measured.map_or(0, |m| model.deferral.copies(m.stacked));
             let to_end = model.deferral.to_end();
             WorkerMemory {
                 worker: w.id(),
@@ -414,10 +509,30 @@ pub(crate) fn predicted<L: Layer>(
                 stash,
                 deferred,
                 weight_copies,
-                held: held_at_once(stash, deferred, to_end) + weight_copies,
+                held: held_at_once(stash, deferred, to_end)
+                    - measured.map_or(0, |m| overlap(m, model.deferral).min(stash).min(deferred))
+                    + weight_copies,
             }
         })
         .collect())
+}
+
+/// What [`held_at_once`] counts twice when it adds the stash and the deferred bytes (groups that
+/// do not wait for the step's end): the micro-batch whose backward is running has moved its
+/// stashed layer inputs into the deferred ones. One micro-batch's deferred inputs; nothing
+/// when the larger of the two is taken.
+fn overlap(stage: &StageMemory, deferral: Deferral) -> u64 {
+    match deferral.group > 0 && !deferral.to_end() {
+        true => stage.inputs,
+        false => 0,
+    }
+}
+
+/// A stage's stash: `charged` micro-batches of every layer's output ([`charged_micro_batches`])
+/// and the stage's input for each of the `stashed` micro-batches in flight.
+fn stash_bytes(stage: &StageMemory, charged: u64, stashed: u64) -> u64 {
+    let outputs: u64 = stage.layers.iter().map(|l| l.stashed() * charged).sum();
+    outputs.saturating_add(stage.input.saturating_mul(stashed))
 }
 
 /// Micro-batches whose outputs each layer is charged for (see the module docs).
@@ -434,7 +549,9 @@ pub(crate) fn charged_micro_batches(remat: Remat, in_flight: usize) -> u64 {
 /// (`to_end`: the step's weight gradients wait for its end, [`deferred_to_end`]). The profile
 /// measures outputs in fp32: under bf16 they are charged half, plus the weights' bf16 copy per
 /// stashed micro-batch. The budget sums layers, so it leaves out `W`'s copies of one layer's
-/// group ([`WorkerMemory::weight_copies`]), which are a stage's largest layer's, not a sum.
+/// group ([`WorkerMemory::weight_copies`]), which are a stage's largest layer's, not a sum, and
+/// each stage's received inputs, which depend on where the stages are cut; and where it adds
+/// the stash and the deferred bytes, the one micro-batch's layer inputs counted in both.
 pub(crate) fn budget_costs(
     costs: &[LayerCost],
     slots: u64,

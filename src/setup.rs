@@ -13,7 +13,7 @@ use std::ops::Range;
 
 use burn::prelude::Device;
 use pipetrain_engine::{
-    Activation, Batch, ChannelFabric, Fabric, Layer, Plans, Runtime, Workers, World, costs,
+    Activation, Batch, ChannelFabric, Fabric, Layer, Plans, Runtime, Workers, World,
 };
 use pipetrain_partitioner::{LayerCost, Partition};
 use pipetrain_schedules::{Costs, Plan, ReplicaId, StageId, WorkerId, peak_stash, simulate};
@@ -308,8 +308,7 @@ fn predict_memory<L: Layer>(
     let partition = workers.partition();
     let deferred: Vec<u64> = match (sample, group) {
         (Some(sample), 1..) => {
-            let split = costs::split_bytes(layers, sample, &c.devices[0])
-                .map_err(pipetrain_engine::EngineError::bad_batch)?;
+            let split = memory::split_bytes_held(layers, sample, &c.devices[0])?;
             let per_layer = memory::deferred_bytes(&split, group);
             partition
                 .iter()

@@ -38,8 +38,7 @@ pub(super) fn measure<L: Layer>(
     );
     let split = match group {
         0 => vec![0; layers.len()],
-        _ => costs::split_bytes(layers, sample, device)
-            .map_err(pipetrain_engine::EngineError::bad_batch)?,
+        _ => memory::split_bytes_held(layers, sample, device)?,
     };
     let deferred = memory::deferred_bytes(&split, group);
     let to_end = memory::deferred_to_end(group, m);

@@ -110,7 +110,7 @@ pub fn evaluate(
         }
         Err(e) => return refuse(Reason::Schedule(e.to_string())),
     };
-    let memory = rank_memory(&plan, &partition, &held, layer_bytes);
+    let memory = rank_memory(&plan, &partition, &held, layer_bytes, (times, !split));
     if let Some(budget) = budget
         && let Some((rank, &needed)) = memory.iter().enumerate().find(|(_, b)| **b > budget)
     {
@@ -192,18 +192,52 @@ pub fn chunk_held(plan: &Plan, stage: StageId, split: bool) -> (usize, usize) {
     (peak_stash(&own), deferred)
 }
 
-/// Bytes per rank: the sum over the chunks it holds of their layers' bytes at their stash.
+/// Per micro-batch, what `W` stacks of layer `t` beyond its deferred bytes: the larger of its
+/// input and its output gradient (0 for a layer that defers nothing).
+pub(crate) fn stacked(t: &LayerTimes) -> u64 {
+    match t.deferred_bytes {
+        0 => 0,
+        d => t.activation_bytes.max(d.saturating_sub(t.activation_bytes)),
+    }
+}
+
+/// Bytes per rank: the sum over the chunks it holds of their layers' bytes at their stash, of
+/// the received inputs they stash, and of `W`'s copies of each chunk's largest layer when its
+/// weight gradients wait for the step's end (`to_end`) over a group of several micro-batches.
 fn rank_memory(
     plan: &Plan,
     partition: &Partition,
     held: &[(usize, usize)],
     layer_bytes: impl Fn(usize, (usize, usize)) -> u64,
+    (times, to_end): (&[LayerTimes], bool),
 ) -> Vec<u64> {
     let mut memory = vec![0u64; plan.ranks()];
     for (stage, range) in partition.iter() {
         let rank = plan.rank_of(stage).unwrap_or(stage.index());
+        let (stashed, group) = held[stage.index()];
+        // A chunk after the first keeps its received input for every stashed micro-batch (the
+        // first chunk's is rows of the caller's batch).
+        let input = match range.start {
+            0 => 0,
+            first => times[first - 1]
+                .activation_bytes
+                .saturating_mul(stashed as u64),
+        };
+        // W's stacked copy of one layer's group (`pipetrain::memory::WorkerMemory::weight_copies`).
+        let copies = match to_end && group > 1 {
+            true => range
+                .clone()
+                .map(|i| stacked(&times[i]))
+                .max()
+                .unwrap_or(0)
+                .saturating_mul(group as u64),
+            false => 0,
+        };
         let bytes: u64 = range.map(|i| layer_bytes(i, held[stage.index()])).sum();
-        memory[rank] = memory[rank].saturating_add(bytes);
+        memory[rank] = memory[rank]
+            .saturating_add(bytes)
+            .saturating_add(input)
+            .saturating_add(copies);
     }
     memory
 }
