@@ -20,6 +20,9 @@
 //!   is measured in the step's precision (2 bytes a float value in bf16; token ids at 4).
 //!   Under bf16 each stashed micro-batch's graph also keeps the bf16 copy of the layer's
 //!   weights that its forward used: 2 bytes per parameter ([`LayerMemory::compute_copy`]).
+//!   A dense ReLU layer on burn's autodiff path (the fused backward, bf16) is charged its
+//!   output twice: the graph keeps the `Linear`'s output before the ReLU for the ReLU's
+//!   backward beside the ReLU's output that the next product keeps.
 //! - **deferred**: with the split backward, each dense layer's input and pre-activation gradient
 //!   (its output's size) for every micro-batch of a weight-gradient group, held from its `I` to
 //!   its group's `W` (stage 0's first dense layer: its gradient only, its input being rows of
@@ -34,13 +37,14 @@
 //!
 //! Measured against a counting allocator (`tests/memory_measured.rs`): within ±15 % of a
 //! step's peak above the live level between steps (0.90–1.09) on MLPs, 1 and 2 stages, GPipe
-//! and 1F1B, remat, SGD and Adam, fp32, and bf16 where parameters dominate.
+//! and 1F1B, remat, SGD and Adam, fp32 (split and fused backward), and bf16 where parameters
+//! dominate.
 //!
 //! Not counted: the host's per-thread caches (`gemm` 0.19, burn-flex's GEMM, keeps a buffer the
 //! size of the core's L2 cache, 2 MiB on the test's Xeon, in every compute thread that has run a
-//! large enough product, for the thread's life); on burn's autodiff path (the fused backward,
-//! bf16) what the graph keeps beyond each layer's output (0.43–0.58 of a step's peak where
-//! activations dominate); the allocator's slack, the transport's in-flight copies, burn's
+//! large enough product, for the thread's life); in bf16 where activations dominate, what its
+//! graph keeps beyond the above (the model read 0.73 of such a step), and with the fused
+//! backward and re-materialization a part not pinned down (0.75–0.87); the allocator's slack, the transport's in-flight copies, burn's
 //! per-op temporaries. The budget's per-layer sums (`budget_costs`) also leave out each
 //! stage's received inputs and `W`'s copies, which depend on where the stages are cut. The
 //! numbers are a model of what the engine holds, not a resident-set reading.
@@ -305,6 +309,10 @@ struct StageMemory {
     /// Per micro-batch, the deferred bytes that are the layers' inputs (the stashed outputs of
     /// the layers before), less `view`.
     inputs: u64,
+    /// Per micro-batch, what burn's autodiff graph keeps beyond the layers' outputs when they
+    /// run on it (the fused backward, bf16): a dense layer's output before its ReLU, which
+    /// the ReLU's backward keeps beside the output the next product keeps.
+    pre_relu: u64,
     /// The stage's input for one micro-batch, as each stashed micro-batch keeps it: 0 on stage
     /// 0, whose input is rows of the caller's batch (a view), a received copy on the others.
     input: u64,
@@ -339,6 +347,15 @@ fn per_stage<L: Layer>(
             _ => activation_bytes(&precision.input(x.clone().plain())),
         };
         let held = layer_memory(&layers, &x, precision)?;
+        let pre_relu = match split {
+            true => 0,
+            false => relu_layers(&layers)
+                .into_iter()
+                .zip(&held)
+                .filter(|(relu, _)| *relu)
+                .map(|(_, m)| m.activation)
+                .sum(),
+        };
         let (stacked, view, inputs) = match split {
             true => {
                 let all = pipetrain_engine::costs::split_bytes(&layers, &x, &devices[stage])
@@ -377,6 +394,7 @@ fn per_stage<L: Layer>(
             layers: held,
             stacked,
             inputs,
+            pre_relu,
             input,
             view,
         });
@@ -532,7 +550,20 @@ fn overlap(stage: &StageMemory, deferral: Deferral) -> u64 {
 /// and the stage's input for each of the `stashed` micro-batches in flight.
 fn stash_bytes(stage: &StageMemory, charged: u64, stashed: u64) -> u64 {
     let outputs: u64 = stage.layers.iter().map(|l| l.stashed() * charged).sum();
-    outputs.saturating_add(stage.input.saturating_mul(stashed))
+    outputs
+        .saturating_add(stage.pre_relu.saturating_mul(charged))
+        .saturating_add(stage.input.saturating_mul(stashed))
+}
+
+/// Which of `layers` are dense layers followed by a ReLU ([`pipetrain_engine::Dense`]).
+pub(crate) fn relu_layers<L: Layer>(layers: &[L]) -> Vec<bool> {
+    layers
+        .iter()
+        .map(|l| {
+            l.dense()
+                .is_some_and(|d| d.activation() == pipetrain_engine::DenseActivation::Relu)
+        })
+        .collect()
 }
 
 /// Micro-batches whose outputs each layer is charged for (see the module docs).
@@ -551,21 +582,28 @@ pub(crate) fn charged_micro_batches(remat: Remat, in_flight: usize) -> u64 {
 /// stashed micro-batch. The budget sums layers, so it leaves out `W`'s copies of one layer's
 /// group ([`WorkerMemory::weight_copies`]), which are a stage's largest layer's, not a sum, and
 /// each stage's received inputs, which depend on where the stages are cut; and where it adds
-/// the stash and the deferred bytes, the one micro-batch's layer inputs counted in both.
+/// the stash and the deferred bytes, the one micro-batch's layer inputs counted in both. A
+/// dense ReLU layer (`relu[i]`, [`relu_layers`]) that defers nothing runs on burn's autodiff
+/// path, whose graph also keeps its output before the ReLU: twice its output per stashed
+/// micro-batch.
 pub(crate) fn budget_costs(
     costs: &[LayerCost],
     slots: u64,
     stashed: u64,
     (deferred, to_end): (&[u64], bool),
     precision: Precision,
+    relu: &[bool],
 ) -> Vec<LayerCost> {
     let width = precision.activation_bytes() as u64;
     let copy = precision.compute_copy_bytes() as u64;
     costs
         .iter()
         .zip(deferred)
-        .map(|(c, &d)| {
-            let held = (c.activation_bytes * width / F32) + c.param_bytes / F32 * copy;
+        .zip(relu.iter().chain(std::iter::repeat(&false)))
+        .map(|((c, &d), &relu)| {
+            let output = c.activation_bytes * width / F32;
+            let pre_relu = if relu && d == 0 { output } else { 0 };
+            let held = output + pre_relu + c.param_bytes / F32 * copy;
             c.with_memory(
                 c.param_bytes.saturating_mul(2 + slots),
                 held_at_once(held.saturating_mul(stashed), d, to_end),
@@ -634,16 +672,16 @@ mod tests {
         assert_eq!(bf16.total(2, 3), 430 + 150);
         // 7 bytes of deferred weight-gradient inputs on top.
         let cost = [LayerCost::new(1.0, 2.0).with_memory(100, 10)];
-        let costs = budget_costs(&cost, 2, 3, (&[7], false), Precision::Fp32);
+        let costs = budget_costs(&cost, 2, 3, (&[7], false), Precision::Fp32, &[]);
         assert_eq!(costs[0].memory(), 437);
         // Deferred to the step's end: the larger of the stash and the deferred bytes.
-        let costs = budget_costs(&cost, 2, 3, (&[70], true), Precision::Fp32);
+        let costs = budget_costs(&cost, 2, 3, (&[70], true), Precision::Fp32, &[]);
         assert_eq!(costs[0].memory(), 400 + 70);
-        let costs = budget_costs(&cost, 2, 3, (&[7], true), Precision::Fp32);
+        let costs = budget_costs(&cost, 2, 3, (&[7], true), Precision::Fp32, &[]);
         assert_eq!(costs[0].memory(), 430);
         // bf16: the output at half (5), plus 2 bytes for each of the 25 parameters, per stashed
         // micro-batch.
-        let costs = budget_costs(&cost, 2, 3, (&[7], false), Precision::Bf16);
+        let costs = budget_costs(&cost, 2, 3, (&[7], false), Precision::Bf16, &[]);
         assert_eq!(costs[0].memory(), 400 + 3 * (5 + 50) + 7);
         assert_eq!((costs[0].forward, costs[0].backward), (1.0, 2.0));
     }

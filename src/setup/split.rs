@@ -42,18 +42,21 @@ pub(super) fn measure<L: Layer>(
     };
     let deferred = memory::deferred_bytes(&split, group);
     let to_end = memory::deferred_to_end(group, m);
+    let relu = memory::relu_layers(layers);
     let budgeted = memory::budget_costs(
         &costs,
         slots,
         stashed,
         (&deferred, to_end),
         c.runtime.precision,
+        &relu,
     );
     let partition = partition_by_time(&budgeted, stages, Some(budget)).map_err(|e| {
         let trial = Trial {
             c,
             costs: &costs,
             split: &split,
+            relu: &relu,
             rows: sample.batch_size(),
             budget,
         };
@@ -70,6 +73,8 @@ struct Trial<'a> {
     costs: &'a [LayerCost],
     /// Each layer's deferred weight-gradient bytes per micro-batch.
     split: &'a [u64],
+    /// Which layers are dense with a ReLU ([`memory::relu_layers`]).
+    relu: &'a [bool],
     rows: usize,
     budget: u64,
 }
@@ -104,6 +109,7 @@ impl Trial<'_> {
             stashed,
             (&deferred, to_end),
             c.runtime.precision,
+            self.relu,
         );
         match partition_by_time(&budgeted, stages, Some(self.budget)) {
             Ok(_) => None,
