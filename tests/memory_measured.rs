@@ -53,8 +53,9 @@
 //! The other rows were the same to the byte over five runs; the 1F1B row varied between runs.
 //!
 //! Per term: Adam − SGD 2 125 568–2 137 824 B measured, 2 124 544 B modelled (0.99–1.00); m 4 − m 1
-//! 2 089 944 B measured, 1 884 160 B modelled (0.90); remat Never − Always 864 178–904 781 B
-//! measured, 974 848 B modelled (1.08–1.13).
+//! 2 089 944 B measured, 1 884 160 B modelled (0.90); remat Never − Always 864 178–912 892 B
+//! measured over seven runs, 974 848 B modelled (1.07–1.13: the closest to the band's edge; the
+//! `Always` layout's peak is the one that varies, 574–604 kB).
 //!
 //! **Not in the band**, so not swept: on burn's autodiff path with many activations, the fused
 //! backward with remat `Always` (MLP-4x32 b2048, 2 stages, m 8) read 0.75–0.87: its peak
