@@ -12,24 +12,42 @@
 //! - **optimizer state**: 0 for plain SGD, one parameter-sized slot for SGD with momentum, two
 //!   for Adam and AdamW (first and second moments);
 //! - **stash**: the layer's output for one micro-batch (measured on a real micro-batch), times
-//!   the micro-batches in flight. Without re-materialization the autodiff graph keeps every
+//!   the micro-batches in flight, and the stage's input for each micro-batch in flight (a
+//!   received copy on every stage but the first, whose input is rows of the caller's batch: a
+//!   view, not the engine's). Without re-materialization the autodiff graph keeps every
 //!   layer's output of every stashed micro-batch; with it, only the micro-batch being
-//!   re-materialized keeps its outputs, so each layer is charged one micro-batch. The stage
-//!   input a re-materialized micro-batch keeps (one activation per stage boundary) and the
-//!   transient buffers of one op are not in the per-layer sum. The output is measured in the
-//!   step's precision (2 bytes a float value in bf16; token ids at 4). Under bf16 each stashed
-//!   micro-batch's graph also keeps the bf16 copy of the layer's weights that its forward
-//!   used: 2 bytes per parameter ([`LayerMemory::compute_copy`]).
-//!
+//!   re-materialized keeps its outputs, so each layer is charged one micro-batch. The output
+//!   is measured in the step's precision (2 bytes a float value in bf16; token ids at 4).
+//!   Under bf16 each stashed micro-batch's graph also keeps the bf16 copy of the layer's
+//!   weights that its forward used: 2 bytes per parameter ([`LayerMemory::compute_copy`]).
+//!   A dense ReLU layer on burn's autodiff path (the fused backward, bf16) is charged its
+//!   output twice: the graph keeps the `Linear`'s output before the ReLU for the ReLU's
+//!   backward beside the ReLU's output that the next product keeps.
 //! - **deferred**: with the split backward, each dense layer's input and pre-activation gradient
 //!   (its output's size) for every micro-batch of a weight-gradient group, held from its `I` to
-//!   its group's `W`; the budget models it per layer,
+//!   its group's `W` (stage 0's first dense layer: its gradient only, its input being rows of
+//!   the caller's batch, `split_bytes_held`); the budget models it per layer,
 //!   [`Pipeline::worker_memory`](crate::Pipeline::worker_memory) reports what the step measured.
-//!   `Backward::Split { weight_group }` bounds it.
+//!   `Backward::Split { weight_group }` bounds it. The stash and the deferred bytes are held
+//!   as they overlap ([`held_at_once`]): the larger of the two when the step's weight
+//!   gradients wait for its end (the default), else both, less the micro-batch whose backward
+//!   moved its stashed layer inputs into the deferred ones.
+//! - **`W`'s copies**: a group of several micro-batches is stacked into one GEMM, one copy of
+//!   the larger of a layer's inputs and gradients at a time ([`WorkerMemory::weight_copies`]).
 //!
-//! Not counted: the allocator's slack, the split backward's per-step `Wᵀ` copies of dense layers
-//! run on few rows, the transport's in-flight copies, burn's per-op
-//! temporaries. The numbers are a model of what the engine holds, not a resident-set reading.
+//! Measured against a counting allocator (`tests/memory_measured.rs`): within ±15 % of a
+//! step's peak above the live level between steps (0.90–1.09) on MLPs, 1 and 2 stages, GPipe
+//! and 1F1B, remat, SGD and Adam, fp32 (split and fused backward), and bf16 where parameters
+//! dominate.
+//!
+//! Not counted: the host's per-thread caches (`gemm` 0.19, burn-flex's GEMM, keeps a buffer the
+//! size of the core's L2 cache, 2 MiB on the test's Xeon, in every compute thread that has run a
+//! large enough product, for the thread's life); in bf16 where activations dominate, what its
+//! graph keeps beyond the above (the model read 0.73 of such a step), and with the fused
+//! backward and re-materialization a part not pinned down (0.75–0.87); the allocator's slack, the transport's in-flight copies, burn's
+//! per-op temporaries. The budget's per-layer sums (`budget_costs`) also leave out each
+//! stage's received inputs and `W`'s copies, which depend on where the stages are cut. The
+//! numbers are a model of what the engine holds, not a resident-set reading.
 
 use std::fmt;
 use std::str::FromStr;
@@ -104,13 +122,49 @@ pub struct WorkerMemory {
     /// Most bytes held at once for deferred weight gradients (split backward), as measured by
     /// the step ([`StageReport::peak_deferred_bytes`](crate::StageReport::peak_deferred_bytes)).
     pub deferred: u64,
+    /// The copies a weight-gradient pass (`W`) makes of one layer's inputs, then gradients,
+    /// over its group's micro-batches (the rows stacked for one GEMM): the larger of the two
+    /// per micro-batch, of the stage's largest layer, times the group; 0 for a group of one
+    /// micro-batch and with the fused backward.
+    pub weight_copies: u64,
+    /// Activation bytes held at once at the step's peak: `stash` and `deferred` as they
+    /// overlap ([`held_at_once`]; when both are held, less the stashed layer inputs of the
+    /// micro-batch whose backward moved them into the deferred bytes), plus `weight_copies`.
+    pub held: u64,
 }
 
 impl WorkerMemory {
-    /// Everything counted.
+    /// Everything counted: parameters, gradients, optimizer state and the activations held at
+    /// once ([`WorkerMemory::held`]).
     pub fn total(&self) -> u64 {
-        self.parameters + self.gradients + self.optimizer_state + self.stash + self.deferred
+        self.parameters + self.gradients + self.optimizer_state + self.held
     }
+}
+
+/// Activation bytes held at once by a worker whose stash peaks at `stash` bytes and whose
+/// deferred weight gradients peak at `deferred` bytes. When the weight gradients of the whole
+/// step wait for its end (`to_end`: one group of every micro-batch, the default split backward
+/// under GPipe and 1F1B), a micro-batch's backward releases its stash as it keeps its deferred
+/// inputs, so the deferred bytes grow as the stash empties: the larger of the two, measured
+/// (1F1B holds as much at its peak as GPipe). Otherwise (groups of fewer micro-batches, or a
+/// schedule that places its `W`s) both at once.
+///
+/// ```
+/// use pipetrain::memory::held_at_once;
+/// assert_eq!(held_at_once(100, 300, true), 300);
+/// assert_eq!(held_at_once(100, 300, false), 400);
+/// ```
+pub fn held_at_once(stash: u64, deferred: u64, to_end: bool) -> u64 {
+    match to_end {
+        true => stash.max(deferred),
+        false => stash.saturating_add(deferred),
+    }
+}
+
+/// Whether a weight-gradient group of `group` micro-batches ([`weight_group`]) waits for the
+/// step's last backward: one group of all `m`.
+pub(crate) fn deferred_to_end(group: u64, m: usize) -> bool {
+    group > 0 && group >= m as u64
 }
 
 /// A byte count printed with a binary unit: `512 B`, `1.5 KiB`, `3.25 MiB`, `2.00 GiB`.
@@ -226,15 +280,59 @@ pub(crate) fn activation_bytes(a: &Activation) -> u64 {
     }
 }
 
+/// Each layer's deferred weight-gradient bytes per micro-batch
+/// ([`costs::split_bytes`](pipetrain_engine::costs::split_bytes)) as the engine holds them
+/// when `layers` begin the model and `sample` is a micro-batch of the caller's batch: a dense
+/// first layer keeps its input as rows of that batch (a view, not a copy), which the engine
+/// does not allocate, so only its pre-activation gradient is counted there.
+pub(crate) fn split_bytes_held<L: Layer>(
+    layers: &[L],
+    sample: &Activation,
+    device: &Device,
+) -> Result<Vec<u64>> {
+    let mut split = pipetrain_engine::costs::split_bytes(layers, sample, device)
+        .map_err(pipetrain_engine::EngineError::bad_batch)?;
+    if let (Some(first), Some(layer)) = (split.first_mut(), layers.first())
+        && layer.dense().is_some()
+    {
+        *first = first.saturating_sub(activation_bytes(&sample.clone().plain()));
+    }
+    Ok(split)
+}
+
+/// What [`per_stage`] measures of one stage.
+struct StageMemory {
+    /// Each layer's.
+    layers: Vec<LayerMemory>,
+    /// Per micro-batch, the most `W` stacks of one of its layers ([`Deferral::copies`]).
+    stacked: u64,
+    /// Per micro-batch, the deferred bytes that are the layers' inputs (the stashed outputs of
+    /// the layers before), less `view`.
+    inputs: u64,
+    /// Per micro-batch, what burn's autodiff graph keeps beyond the layers' outputs when they
+    /// run on it (the fused backward, bf16): a dense layer's output before its ReLU, which
+    /// the ReLU's backward keeps beside the output the next product keeps.
+    pre_relu: u64,
+    /// The stage's input for one micro-batch, as each stashed micro-batch keeps it: 0 on stage
+    /// 0, whose input is rows of the caller's batch (a view), a received copy on the others.
+    input: u64,
+    /// Per micro-batch, the deferred bytes the engine counts but does not allocate (stage 0's
+    /// view of the caller's rows, [`split_bytes_held`]).
+    view: u64,
+}
+
 /// Replica 0's layers, stage by stage: `sample` (one micro-batch) is forwarded through them
 /// (each stage's input is the previous stage's output, moved to that stage's device) to
-/// measure every layer's output.
+/// measure every layer's output and, with `split`, from the bytes each layer's split backward
+/// defers per micro-batch ([`costs::split_bytes`](pipetrain_engine::costs::split_bytes)), the
+/// most `W` stacks of one of them and stage 0's view of the caller's rows.
 fn per_stage<L: Layer>(
     workers: &Workers<L>,
     sample: &Activation,
     devices: &[Device],
     precision: Precision,
-) -> Result<Vec<Vec<LayerMemory>>> {
+    split: bool,
+) -> Result<Vec<StageMemory>> {
     let mut per_stage = Vec::new();
     let mut x = precision.input(sample.clone());
     for (stage, worker) in workers.replica(ReplicaId(0)).enumerate() {
@@ -244,15 +342,90 @@ fn per_stage<L: Layer>(
             .map(pipetrain_engine::inference_copy)
             .collect();
         x = x.to_device(&devices[stage]);
+        let input = match stage {
+            0 => 0,
+            _ => activation_bytes(&precision.input(x.clone().plain())),
+        };
         let held = layer_memory(&layers, &x, precision)?;
+        let pre_relu = match split {
+            true => 0,
+            false => relu_layers(&layers)
+                .into_iter()
+                .zip(&held)
+                .filter(|(relu, _)| *relu)
+                .map(|(_, m)| m.activation)
+                .sum(),
+        };
+        let (stacked, view, inputs) = match split {
+            true => {
+                let all = pipetrain_engine::costs::split_bytes(&layers, &x, &devices[stage])
+                    .map_err(pipetrain_engine::EngineError::bad_batch)?;
+                // A layer's deferred bytes are its input and its output's gradient: W stacks
+                // one, then the other.
+                let stacked = all
+                    .iter()
+                    .zip(&held)
+                    .map(|(&both, l)| l.activation.max(both.saturating_sub(l.activation)))
+                    .max()
+                    .unwrap_or(0);
+                let view = match stage {
+                    0 => {
+                        let held = split_bytes_held(&layers, &x, &devices[stage])?;
+                        all.iter().sum::<u64>() - held.iter().sum::<u64>()
+                    }
+                    _ => 0,
+                };
+                let inputs = all
+                    .iter()
+                    .zip(&held)
+                    .map(|(&both, l)| both.saturating_sub(l.activation))
+                    .sum::<u64>()
+                    .saturating_sub(view);
+                (stacked, view, inputs)
+            }
+            false => (0, 0, 0),
+        };
         for layer in &precision.layers(&layers) {
             x = layer
                 .forward(x)
                 .map_err(pipetrain_engine::EngineError::bad_batch)?;
         }
-        per_stage.push(held);
+        per_stage.push(StageMemory {
+            layers: held,
+            stacked,
+            inputs,
+            pre_relu,
+            input,
+            view,
+        });
     }
     Ok(per_stage)
+}
+
+/// How a step defers its weight gradients: micro-batches per group ([`weight_group`]; 0 for
+/// the fused backward) of the step's `micro_batches`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Deferral {
+    pub group: u64,
+    pub micro_batches: usize,
+}
+
+impl Deferral {
+    fn to_end(self) -> bool {
+        deferred_to_end(self.group, self.micro_batches)
+    }
+
+    /// The copies `W` makes of one layer's group ([`WorkerMemory::weight_copies`]): it stacks
+    /// the group's inputs into one tensor, frees them, then stacks their output gradients, so
+    /// one copy of the larger of the two is held beyond the deferred bytes: `stacked` (that
+    /// larger one per micro-batch, of the stage's largest layer) times the group. Nothing for
+    /// a group of one micro-batch, which `W` uses as it is.
+    fn copies(self, stacked: u64) -> u64 {
+        match self.group {
+            0 | 1 => 0,
+            group => stacked.saturating_mul(group),
+        }
+    }
 }
 
 /// Each worker's memory at the peak of `report`'s step, replica-major: `sample` (one
@@ -262,27 +435,38 @@ pub(crate) fn of_workers<L: Layer>(
     workers: &Workers<L>,
     sample: &Activation,
     devices: &[Device],
-    remat: Remat,
-    precision: Precision,
+    (remat, precision, deferral): (Remat, Precision, Deferral),
     report: &StepReport,
 ) -> Result<Vec<WorkerMemory>> {
-    let per_stage = per_stage(workers, sample, devices, precision)?;
+    let per_stage = per_stage(workers, sample, devices, precision, deferral.group > 0)?;
     Ok(workers
         .iter()
         .map(|w| {
-            let held = &per_stage[w.id().stage.index()];
+            let stage = &per_stage[w.id().stage.index()];
+            let held = &stage.layers;
             let parameters: u64 = held.iter().map(|l| l.parameters).sum();
             let reported = report.workers.iter().find(|r| r.worker == w.id());
             let stashed = reported.map_or(0, |r| r.peak_stash);
             let charged = charged_micro_batches(remat, stashed).min(stashed as u64);
+            let stash = stash_bytes(stage, charged, stashed as u64);
+            // The engine counts stage 0's view of the caller's rows among its deferred bytes
+            // (every micro-batch of a group at the peak); it allocates none of them.
+            let view = stage.view.saturating_mul(deferral.group);
+            let deferred = reported.map_or(0, |r| r.peak_deferred_bytes as u64);
+            let deferred = deferred.saturating_sub(view);
+            let weight_copies = deferral.copies(stage.stacked);
             WorkerMemory {
                 worker: w.id(),
                 parameters,
                 gradients: parameters,
                 optimizer_state: w.optimizer_state_bytes() as u64,
                 stashed_micro_batches: stashed,
-                stash: held.iter().map(|l| l.stashed() * charged).sum(),
-                deferred: reported.map_or(0, |r| r.peak_deferred_bytes as u64),
+                stash,
+                deferred,
+                weight_copies,
+                held: held_at_once(stash, deferred, deferral.to_end())
+                    - overlap(stage, deferral).min(stash).min(deferred)
+                    + weight_copies,
             }
         })
         .collect())
@@ -301,6 +485,8 @@ pub(crate) struct Model<'a> {
     pub peak_stash: &'a [usize],
     /// Per stage: the deferred weight-gradient bytes of a group ([`deferred_bytes`], summed).
     pub deferred: &'a [u64],
+    /// The weight-gradient groups.
+    pub deferral: Deferral,
 }
 
 /// Each worker's memory at the peak of a step, predicted before any step, replica-major:
@@ -314,7 +500,10 @@ pub(crate) fn predicted<L: Layer>(
     model: &Model<'_>,
 ) -> Result<Vec<WorkerMemory>> {
     let measured = sample
-        .map(|sample| per_stage(workers, sample, devices, model.precision))
+        .map(|sample| {
+            let split = model.deferral.group > 0;
+            per_stage(workers, sample, devices, model.precision, split)
+        })
         .transpose()?;
     Ok(workers
         .iter()
@@ -324,18 +513,57 @@ pub(crate) fn predicted<L: Layer>(
             let state = parameters * model.slots;
             let stashed = model.peak_stash.get(stage).copied().unwrap_or(0);
             let charged = charged_micro_batches(model.remat, stashed).min(stashed as u64);
-            let held = measured.as_ref().map(|m| &m[stage]);
+            let measured = measured.as_ref().map(|m| &m[stage]);
+            let stash = measured.map_or(0, |m| stash_bytes(m, charged, stashed as u64));
+            let deferred = measured.map_or(0, |_| model.deferred.get(stage).copied().unwrap_or(0));
+            let weight_copies = measured.map_or(0, |m| model.deferral.copies(m.stacked));
+            let to_end = model.deferral.to_end();
             WorkerMemory {
                 worker: w.id(),
                 parameters,
                 gradients: parameters,
                 optimizer_state: model.zero.map_or(state, |r| state.div_ceil(r as u64)),
                 stashed_micro_batches: stashed,
-                stash: held.map_or(0, |h| h.iter().map(|l| l.stashed() * charged).sum()),
-                deferred: held.map_or(0, |_| model.deferred.get(stage).copied().unwrap_or(0)),
+                stash,
+                deferred,
+                weight_copies,
+                held: held_at_once(stash, deferred, to_end)
+                    - measured.map_or(0, |m| overlap(m, model.deferral).min(stash).min(deferred))
+                    + weight_copies,
             }
         })
         .collect())
+}
+
+/// What [`held_at_once`] counts twice when it adds the stash and the deferred bytes (groups that
+/// do not wait for the step's end): the micro-batch whose backward is running has moved its
+/// stashed layer inputs into the deferred ones. One micro-batch's deferred inputs; nothing
+/// when the larger of the two is taken.
+fn overlap(stage: &StageMemory, deferral: Deferral) -> u64 {
+    match deferral.group > 0 && !deferral.to_end() {
+        true => stage.inputs,
+        false => 0,
+    }
+}
+
+/// A stage's stash: `charged` micro-batches of every layer's output ([`charged_micro_batches`])
+/// and the stage's input for each of the `stashed` micro-batches in flight.
+fn stash_bytes(stage: &StageMemory, charged: u64, stashed: u64) -> u64 {
+    let outputs: u64 = stage.layers.iter().map(|l| l.stashed() * charged).sum();
+    outputs
+        .saturating_add(stage.pre_relu.saturating_mul(charged))
+        .saturating_add(stage.input.saturating_mul(stashed))
+}
+
+/// Which of `layers` are dense layers followed by a ReLU ([`pipetrain_engine::Dense`]).
+pub(crate) fn relu_layers<L: Layer>(layers: &[L]) -> Vec<bool> {
+    layers
+        .iter()
+        .map(|l| {
+            l.dense()
+                .is_some_and(|d| d.activation() == pipetrain_engine::DenseActivation::Relu)
+        })
+        .collect()
 }
 
 /// Micro-batches whose outputs each layer is charged for (see the module docs).
@@ -348,26 +576,37 @@ pub(crate) fn charged_micro_batches(remat: Remat, in_flight: usize) -> u64 {
 
 /// `costs` (from the profiling pass: parameter and output bytes per layer) with their memory
 /// replaced by the whole per-layer accounting, as the partitioner's budget compares it:
-/// `deferred[i]` (see [`deferred_bytes`]) is added to layer i's activation memory. The profile
+/// `deferred[i]` (see [`deferred_bytes`]) and layer i's stash held at once as [`held_at_once`]
+/// (`to_end`: the step's weight gradients wait for its end, [`deferred_to_end`]). The profile
 /// measures outputs in fp32: under bf16 they are charged half, plus the weights' bf16 copy per
-/// stashed micro-batch.
+/// stashed micro-batch. The budget sums layers, so it leaves out `W`'s copies of one layer's
+/// group ([`WorkerMemory::weight_copies`]), which are a stage's largest layer's, not a sum, and
+/// each stage's received inputs, which depend on where the stages are cut; and where it adds
+/// the stash and the deferred bytes, the one micro-batch's layer inputs counted in both. A
+/// dense ReLU layer (`relu[i]`, [`relu_layers`]) that defers nothing runs on burn's autodiff
+/// path, whose graph also keeps its output before the ReLU: twice its output per stashed
+/// micro-batch.
 pub(crate) fn budget_costs(
     costs: &[LayerCost],
     slots: u64,
     stashed: u64,
-    deferred: &[u64],
+    (deferred, to_end): (&[u64], bool),
     precision: Precision,
+    relu: &[bool],
 ) -> Vec<LayerCost> {
     let width = precision.activation_bytes() as u64;
     let copy = precision.compute_copy_bytes() as u64;
     costs
         .iter()
         .zip(deferred)
-        .map(|(c, &d)| {
-            let held = (c.activation_bytes * width / F32) + c.param_bytes / F32 * copy;
+        .zip(relu.iter().chain(std::iter::repeat(&false)))
+        .map(|((c, &d), &relu)| {
+            let output = c.activation_bytes * width / F32;
+            let pre_relu = if relu && d == 0 { output } else { 0 };
+            let held = output + pre_relu + c.param_bytes / F32 * copy;
             c.with_memory(
                 c.param_bytes.saturating_mul(2 + slots),
-                held.saturating_mul(stashed).saturating_add(d),
+                held_at_once(held.saturating_mul(stashed), d, to_end),
             )
         })
         .collect()
@@ -384,9 +623,18 @@ pub(crate) fn deferred_bytes(split: &[u64], group: u64) -> Vec<u64> {
 }
 
 /// Micro-batches of a weight-gradient group under `backward` with `m` micro-batches per step;
-/// 0 for the fused backward. A schedule that places its `W`s (`places_weights`) computes each
-/// at its place unless a group is given.
-pub(crate) fn weight_group(backward: Backward, m: usize, places_weights: bool) -> u64 {
+/// 0 for the fused backward, and in a precision whose layers stay on the autodiff path
+/// ([`Precision::splits_by_hand`]: bf16). A schedule that places its `W`s (`places_weights`)
+/// computes each at its place unless a group is given.
+pub(crate) fn weight_group(
+    backward: Backward,
+    precision: Precision,
+    m: usize,
+    places_weights: bool,
+) -> u64 {
+    if !precision.splits_by_hand() {
+        return 0;
+    }
     match backward {
         Backward::Fused => 0,
         Backward::Split { weight_group: 0 } if places_weights => 1,
@@ -424,11 +672,16 @@ mod tests {
         assert_eq!(bf16.total(2, 3), 430 + 150);
         // 7 bytes of deferred weight-gradient inputs on top.
         let cost = [LayerCost::new(1.0, 2.0).with_memory(100, 10)];
-        let costs = budget_costs(&cost, 2, 3, &[7], Precision::Fp32);
+        let costs = budget_costs(&cost, 2, 3, (&[7], false), Precision::Fp32, &[]);
         assert_eq!(costs[0].memory(), 437);
+        // Deferred to the step's end: the larger of the stash and the deferred bytes.
+        let costs = budget_costs(&cost, 2, 3, (&[70], true), Precision::Fp32, &[]);
+        assert_eq!(costs[0].memory(), 400 + 70);
+        let costs = budget_costs(&cost, 2, 3, (&[7], true), Precision::Fp32, &[]);
+        assert_eq!(costs[0].memory(), 430);
         // bf16: the output at half (5), plus 2 bytes for each of the 25 parameters, per stashed
         // micro-batch.
-        let costs = budget_costs(&cost, 2, 3, &[7], Precision::Bf16);
+        let costs = budget_costs(&cost, 2, 3, (&[7], false), Precision::Bf16, &[]);
         assert_eq!(costs[0].memory(), 400 + 3 * (5 + 50) + 7);
         assert_eq!((costs[0].forward, costs[0].backward), (1.0, 2.0));
     }

@@ -13,7 +13,7 @@ use std::ops::Range;
 
 use burn::prelude::Device;
 use pipetrain_engine::{
-    Activation, Batch, ChannelFabric, Fabric, Layer, Layout, Plans, Runtime, Workers, World, costs,
+    Activation, Batch, ChannelFabric, Fabric, Layer, Layout, Plans, Runtime, Workers, World,
 };
 use pipetrain_partitioner::{LayerCost, Partition};
 use pipetrain_schedules::{Costs, Plan, ReplicaId, StageId, WorkerId, peak_stash, simulate};
@@ -308,12 +308,16 @@ fn predict_memory<L: Layer>(
     sample: Option<&Activation>,
 ) -> Result<Vec<WorkerMemory>> {
     let rt = &c.runtime;
-    let group = memory::weight_group(rt.backward, rt.micro_batches, rt.schedule.splits_backward());
+    let group = memory::weight_group(
+        rt.backward,
+        rt.precision,
+        rt.micro_batches,
+        rt.schedule.splits_backward(),
+    );
     let partition = workers.partition();
     let deferred: Vec<u64> = match (sample, group) {
         (Some(sample), 1..) => {
-            let split = costs::split_bytes(layers, sample, &c.devices[0])
-                .map_err(pipetrain_engine::EngineError::bad_batch)?;
+            let split = memory::split_bytes_held(layers, sample, &c.devices[0])?;
             let per_layer = memory::deferred_bytes(&split, group);
             partition
                 .iter()
@@ -333,6 +337,10 @@ fn predict_memory<L: Layer>(
         zero: rt.data_parallel.zero.then_some(workers.world().replicas()),
         peak_stash: &peak,
         deferred: &deferred,
+        deferral: memory::Deferral {
+            group,
+            micro_batches: rt.micro_batches,
+        },
     };
     memory::predicted(workers, sample, &c.devices, &model)
 }

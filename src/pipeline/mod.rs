@@ -151,12 +151,22 @@ impl<L: Layer> Pipeline<L> {
         let Some(sample) = &self.sample else {
             return Ok(Vec::new());
         };
+        let config = self.runtime.config();
+        let m = config.micro_batches;
+        let deferral = memory::Deferral {
+            group: memory::weight_group(
+                config.backward,
+                config.precision,
+                m,
+                config.schedule.splits_backward(),
+            ),
+            micro_batches: m,
+        };
         memory::of_workers(
             self.runtime.workers(),
             sample,
             &self.devices,
-            self.runtime.config().remat,
-            self.runtime.config().precision,
+            (config.remat, config.precision, deferral),
             report,
         )
     }

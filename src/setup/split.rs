@@ -30,19 +30,33 @@ pub(super) fn measure<L: Layer>(
     let in_flight = peak_in_flight(&c.runtime.schedule, stages, m)?;
     let slots = memory::optimizer_slots(&c.optimizer);
     let stashed = memory::charged_micro_batches(c.runtime.remat, in_flight);
-    let group = memory::weight_group(c.runtime.backward, m, c.runtime.schedule.splits_backward());
+    let group = memory::weight_group(
+        c.runtime.backward,
+        c.runtime.precision,
+        m,
+        c.runtime.schedule.splits_backward(),
+    );
     let split = match group {
         0 => vec![0; layers.len()],
-        _ => costs::split_bytes(layers, sample, device)
-            .map_err(pipetrain_engine::EngineError::bad_batch)?,
+        _ => memory::split_bytes_held(layers, sample, device)?,
     };
     let deferred = memory::deferred_bytes(&split, group);
-    let budgeted = memory::budget_costs(&costs, slots, stashed, &deferred, c.runtime.precision);
+    let to_end = memory::deferred_to_end(group, m);
+    let relu = memory::relu_layers(layers);
+    let budgeted = memory::budget_costs(
+        &costs,
+        slots,
+        stashed,
+        (&deferred, to_end),
+        c.runtime.precision,
+        &relu,
+    );
     let partition = partition_by_time(&budgeted, stages, Some(budget)).map_err(|e| {
         let trial = Trial {
             c,
             costs: &costs,
             split: &split,
+            relu: &relu,
             rows: sample.batch_size(),
             budget,
         };
@@ -59,6 +73,8 @@ struct Trial<'a> {
     costs: &'a [LayerCost],
     /// Each layer's deferred weight-gradient bytes per micro-batch.
     split: &'a [u64],
+    /// Which layers are dense with a ReLU ([`memory::relu_layers`]).
+    relu: &'a [bool],
     rows: usize,
     budget: u64,
 }
@@ -86,7 +102,15 @@ impl Trial<'_> {
         let slots = memory::optimizer_slots(&c.optimizer);
         let stashed = memory::charged_micro_batches(remat, in_flight);
         let deferred = memory::deferred_bytes(&split, group);
-        let budgeted = memory::budget_costs(&costs, slots, stashed, &deferred, c.runtime.precision);
+        let to_end = memory::deferred_to_end(group, m);
+        let budgeted = memory::budget_costs(
+            &costs,
+            slots,
+            stashed,
+            (&deferred, to_end),
+            c.runtime.precision,
+            self.relu,
+        );
         match partition_by_time(&budgeted, stages, Some(self.budget)) {
             Ok(_) => None,
             Err(PartitionError::OverBudget { needed, .. }) => Some(needed),
@@ -127,7 +151,12 @@ fn over_budget(trial: &Trial<'_>, stages: usize, error: PartitionError, in_fligh
     let c = trial.c;
     let schedule = &c.runtime.schedule;
     let (m, remat, layers) = (c.runtime.micro_batches, c.runtime.remat, trial.costs.len());
-    let group = memory::weight_group(c.runtime.backward, m, schedule.splits_backward());
+    let group = memory::weight_group(
+        c.runtime.backward,
+        c.runtime.precision,
+        m,
+        schedule.splits_backward(),
+    );
     let budget_of = |bytes| Remedy::set(Setting::MemoryBudget, Value::Bytes(bytes));
     let mut remedies = vec![budget_of(needed)];
     // A change that fits the budget alone, or with the smaller budget it then needs; none that
@@ -151,7 +180,12 @@ fn over_budget(trial: &Trial<'_>, stages: usize, error: PartitionError, in_fligh
         let need = trial.need(stages, m, Remat::Always, group);
         offer(Remedy::set(Setting::Remat, Value::mode("always")), need);
     }
-    let doubled_group = memory::weight_group(c.runtime.backward, 2 * m, schedule.splits_backward());
+    let doubled_group = memory::weight_group(
+        c.runtime.backward,
+        c.runtime.precision,
+        2 * m,
+        schedule.splits_backward(),
+    );
     if trial.rows > 1 {
         let need = trial.need(stages, 2 * m, remat, doubled_group);
         offer(

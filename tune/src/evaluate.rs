@@ -12,10 +12,12 @@
 //! gradients) and its measured optimizer state, its output × the micro-batches it holds (one
 //! under re-materialization), and the split backward's deferred inputs × the micro-batches
 //! between an `I` and its `W` (the most the plan keeps waiting under the zero-bubble schedules,
-//! which place each `W`; m for GPipe and 1F1B, which batch them at the end). Schedules with one chunk per
-//! worker split under the budget charged at the most micro-batches any stage stashes (as the
-//! builder does, so the split it reports is the one `--memory-budget` would pick); schedules with
-//! several chunks per worker split by time and check each worker's chunks together.
+//! which place each `W`; m for GPipe and 1F1B, which batch them at the end: there each backward
+//! releases a micro-batch's stash as it keeps its deferred inputs, so a layer holds the larger of
+//! its stash and its deferred bytes, not both). Schedules with one chunk per worker split under
+//! the budget charged at the most micro-batches any stage stashes (as the builder does, so the
+//! split it reports is the one `--memory-budget` would pick); schedules with several chunks per
+//! worker split by time and check each worker's chunks together.
 
 use pipetrain_partitioner::{LayerCost, Partition, PartitionError, partition_by_time};
 use pipetrain_schedules::{
@@ -73,8 +75,11 @@ pub fn evaluate(
         table.param_bytes[i]
             .saturating_mul(2)
             .saturating_add(state)
-            .saturating_add(t.activation_bytes.saturating_mul(remat.charged(stashed)))
-            .saturating_add(t.deferred_bytes.saturating_mul(deferred as u64))
+            .saturating_add(held_at_once(
+                t.activation_bytes.saturating_mul(remat.charged(stashed)),
+                t.deferred_bytes.saturating_mul(deferred as u64),
+                !split,
+            ))
     };
     let most = (
         held.iter().map(|h| h.0).max().unwrap_or(0),
@@ -105,7 +110,7 @@ pub fn evaluate(
         }
         Err(e) => return refuse(Reason::Schedule(e.to_string())),
     };
-    let memory = rank_memory(&plan, &partition, &held, layer_bytes);
+    let memory = rank_memory(&plan, &partition, &held, layer_bytes, (times, !split));
     if let Some(budget) = budget
         && let Some((rank, &needed)) = memory.iter().enumerate().find(|(_, b)| **b > budget)
     {
@@ -147,6 +152,16 @@ pub fn backward(t: &LayerTimes, batched: &LayerTimes, split: bool, m: usize) -> 
     }
 }
 
+/// A layer's stash and deferred bytes held at once: with the step's weight gradients batched
+/// at its end (`to_end`), each backward releases a micro-batch's stash as it keeps its deferred
+/// inputs, so the larger of the two; else both (`pipetrain::memory::held_at_once`, measured).
+fn held_at_once(stash: u64, deferred: u64, to_end: bool) -> u64 {
+    match to_end {
+        true => stash.max(deferred),
+        false => stash.saturating_add(deferred),
+    }
+}
+
 /// Most micro-batches chunk `stage` stashes at once in `plan`, and most whose weight gradients
 /// wait at once: between `I` and `W` when the plan places them (`split`), else every one of
 /// the step's (the batched weight gradients at the end).
@@ -178,18 +193,52 @@ pub fn chunk_held(plan: &Plan, stage: StageId, split: bool) -> (usize, usize) {
     (peak_stash(&own), deferred)
 }
 
-/// Bytes per rank: the sum over the chunks it holds of their layers' bytes at their stash.
+/// Per micro-batch, what `W` stacks of layer `t` beyond its deferred bytes: the larger of its
+/// input and its output gradient (0 for a layer that defers nothing).
+pub(crate) fn stacked(t: &LayerTimes) -> u64 {
+    match t.deferred_bytes {
+        0 => 0,
+        d => t.activation_bytes.max(d.saturating_sub(t.activation_bytes)),
+    }
+}
+
+/// Bytes per rank: the sum over the chunks it holds of their layers' bytes at their stash, of
+/// the received inputs they stash, and of `W`'s copies of each chunk's largest layer when its
+/// weight gradients wait for the step's end (`to_end`) over a group of several micro-batches.
 fn rank_memory(
     plan: &Plan,
     partition: &Partition,
     held: &[(usize, usize)],
     layer_bytes: impl Fn(usize, (usize, usize)) -> u64,
+    (times, to_end): (&[LayerTimes], bool),
 ) -> Vec<u64> {
     let mut memory = vec![0u64; plan.ranks()];
     for (stage, range) in partition.iter() {
         let rank = plan.rank_of(stage).unwrap_or(stage.index());
+        let (stashed, group) = held[stage.index()];
+        // A chunk after the first keeps its received input for every stashed micro-batch (the
+        // first chunk's is rows of the caller's batch).
+        let input = match range.start {
+            0 => 0,
+            first => times[first - 1]
+                .activation_bytes
+                .saturating_mul(stashed as u64),
+        };
+        // W's stacked copy of one layer's group (`pipetrain::memory::WorkerMemory::weight_copies`).
+        let copies = match to_end && group > 1 {
+            true => range
+                .clone()
+                .map(|i| stacked(&times[i]))
+                .max()
+                .unwrap_or(0)
+                .saturating_mul(group as u64),
+            false => 0,
+        };
         let bytes: u64 = range.map(|i| layer_bytes(i, held[stage.index()])).sum();
-        memory[rank] = memory[rank].saturating_add(bytes);
+        memory[rank] = memory[rank]
+            .saturating_add(bytes)
+            .saturating_add(input)
+            .saturating_add(copies);
     }
     memory
 }

@@ -109,12 +109,22 @@ fn rank_bytes(table: &CostTable, space: &Space, k: Knobs, partition: &Partition)
             stash.min(1)
         };
         let deferred = chunk_held(&plan, stage, k.schedule.splits_backward()).1 as u64;
+        ranks[rank] += extra_bytes(
+            times,
+            range.clone(),
+            stash,
+            deferred,
+            !k.schedule.splits_backward(),
+        );
         for i in range {
             let t = &times[i];
             ranks[rank] += table.param_bytes[i] * 2
                 + table.optimizer_bytes[i]
-                + t.activation_bytes * held
-                + t.deferred_bytes * deferred;
+                + layer_held(
+                    t.activation_bytes * held,
+                    t.deferred_bytes * deferred,
+                    !k.schedule.splits_backward(),
+                );
         }
     }
     ranks
@@ -247,7 +257,11 @@ proptest! {
                         .unwrap_or(0) as u64;
                     bytes = p.iter().map(|(_, r)| r.map(|i| {
                         table.param_bytes[i] * 2 + table.optimizer_bytes[i]
-                            + times[i].activation_bytes * held + times[i].deferred_bytes * group
+                            + layer_held(
+                                times[i].activation_bytes * held,
+                                times[i].deferred_bytes * group,
+                                !k.schedule.splits_backward(),
+                            )
                     }).sum()).collect();
                 }
                 bytes.iter().all(|&b| b <= budget)
@@ -256,7 +270,13 @@ proptest! {
                 ps.map(slowest).fold(f64::INFINITY, f64::min)
             };
             if v == 1 {
-                let expected = best(&mut all.iter().filter(|p| fits(p, true)));
+                // The fastest split within the budget's per-layer sums, refused if a rank's
+                // bytes (received inputs and W's copies too) are over it.
+                let mut expected = best(&mut all.iter().filter(|p| fits(p, true)));
+                let chosen = all.iter().filter(|p| fits(p, true)).find(|p| slowest(p) == expected);
+                if chosen.is_some_and(|p| !fits(p, false)) {
+                    expected = f64::INFINITY;
+                }
                 match found {
                     None => prop_assert!(expected.is_infinite(), "{k}: brute force fits at {expected}"),
                     Some(c) => {
@@ -298,5 +318,41 @@ proptest! {
                 );
             }
         }
+    }
+}
+
+/// What a chunk holds beyond its layers' sums: its received input for each stashed
+/// micro-batch (not the first chunk's: the caller's rows), and with the weight gradients held
+/// to the step's end (`to_end`) over `group` > 1 micro-batches, `W`'s stacked copy of its
+/// largest layer's group (the larger of a layer's input and output gradient).
+fn extra_bytes(
+    times: &[LayerTimes],
+    range: std::ops::Range<usize>,
+    stash: u64,
+    group: u64,
+    to_end: bool,
+) -> u64 {
+    let input = match range.start {
+        0 => 0,
+        first => times[first - 1].activation_bytes * stash,
+    };
+    let stacked = |t: &LayerTimes| match t.deferred_bytes {
+        0 => 0,
+        d => t.activation_bytes.max(d - t.activation_bytes.min(d)),
+    };
+    let copies = match to_end && group > 1 {
+        true => range.map(|i| stacked(&times[i])).max().unwrap_or(0) * group,
+        false => 0,
+    };
+    input + copies
+}
+
+/// A layer's stash and deferred bytes at once: the larger of the two where the step's weight
+/// gradients wait for its end (`to_end`), else both (as `pipetrain::memory::held_at_once`).
+fn layer_held(stash: u64, deferred: u64, to_end: bool) -> u64 {
+    if to_end {
+        stash.max(deferred)
+    } else {
+        stash + deferred
     }
 }

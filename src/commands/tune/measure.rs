@@ -89,8 +89,7 @@ pub fn measure<L: Layer>(
         }
         overheads.push(overhead);
         optimizer_per_byte = optimizer_per_byte.min(costs.optimizer / total_params.max(1) as f64);
-        let split = costs::split_bytes(layers, &sample.inputs, device)
-            .map_err(pipetrain_engine::EngineError::bad_batch)?;
+        let split = crate::memory::split_bytes_held(layers, &sample.inputs, device)?;
         let measured = RowsCosts {
             rows: r,
             layers: share(layers, &profiled, &costs, &split),
