@@ -5,8 +5,9 @@ use std::sync::Arc;
 
 use burn::prelude::*;
 use pipetrain_engine::{
-    Backward, Batch, CrossEntropy, DataParallel, Fabric, GradGuard, Handoff, Layer, Loss,
-    MatmulPrecision, OptimizerConfig, Precision, Remat, RuntimeConfig, Tie, Timing, pool,
+    Backward, Batch, CrossEntropy, DataParallel, Fabric, GemmLibrary, GradGuard, Handoff, Layer,
+    Loss, MatmulPrecision, OptimizerConfig, Precision, Remat, RuntimeConfig, Tie, Timing, WarmUp,
+    pool,
 };
 use pipetrain_partitioner::Partition;
 use pipetrain_schedules::WorkerId;
@@ -121,6 +122,8 @@ pub struct PipelineBuilder<L: Layer> {
     timing: Timing,
     handoff: Handoff,
     matmul_precision: MatmulPrecision,
+    gemm: Option<GemmLibrary>,
+    warm_up: WarmUp,
     precision: Precision,
 }
 
@@ -150,6 +153,8 @@ impl<L: Layer> Default for PipelineBuilder<L> {
             timing: Timing::default(),
             handoff: Handoff::default(),
             matmul_precision: MatmulPrecision::default(),
+            gemm: None,
+            warm_up: WarmUp::default(),
             precision: Precision::default(),
         }
     }
@@ -264,6 +269,24 @@ impl<L: Layer> PipelineBuilder<L> {
     /// the setting is accepted and changes nothing (no TF32 there).
     pub fn matmul_precision(mut self, precision: MatmulPrecision) -> Self {
         self.matmul_precision = precision;
+        self
+    }
+
+    /// Which library runs the dense products on the pipeline's GPUs: [`GemmLibrary::Cublas`]
+    /// (the default on CUDA) or [`GemmLibrary::Burn`] (burn's own kernels, for an A/B in one
+    /// binary). Set on every device at build; on a CPU every product is burn's matmul whatever
+    /// is chosen.
+    pub fn gemm(mut self, library: GemmLibrary) -> Self {
+        self.gemm = Some(library);
+        self
+    }
+
+    /// When the first training step and the first inference run their compute actions one at a
+    /// time: [`WarmUp::Auto`] (the default: on a GPU, so that autotune tunes every shape on one
+    /// thread and every worker then runs the same kernel for it — bitwise equality and
+    /// `--verify` hold from step 1), [`WarmUp::Always`] or [`WarmUp::Never`].
+    pub fn warm_up(mut self, warm_up: WarmUp) -> Self {
+        self.warm_up = warm_up;
         self
     }
 
@@ -502,6 +525,9 @@ impl<L: Layer> PipelineBuilder<L> {
         };
         for device in &devices {
             pipetrain_engine::device::require_matmul_precision(device, self.matmul_precision)?;
+            if let Some(library) = self.gemm {
+                pipetrain_engine::device::use_gemm_library(device, library);
+            }
         }
         let unlowered = self.schedule.plan(stages, self.micro_batches)?;
         let plan = lower(&unlowered, Lowering::default());
@@ -528,6 +554,7 @@ impl<L: Layer> PipelineBuilder<L> {
                 timing: self.timing,
                 handoff: self.handoff,
                 precision: self.precision,
+                warm_up: self.warm_up,
             },
             optimizer: self.optimizer,
             devices,

@@ -68,8 +68,8 @@ pub use pipetrain_engine as engine;
 pub use pipetrain_engine::checkpoint::{Checkpoint, Progress};
 pub use pipetrain_engine::{
     Activation, AdamOptions, Backward, Batch, Bundle, CrossEntropy, Dense, DenseActivation,
-    EngineError, GradGuard, Handoff, Layer, Linears, Loss, MatmulPrecision, Mse, OptimizerConfig,
-    Precision, Remat, SgdOptions, Tie, Timing,
+    EngineError, GemmLibrary, GradGuard, Handoff, Layer, Linears, Loss, MatmulPrecision, Mse,
+    OptimizerConfig, Precision, Remat, SgdOptions, Tie, Timing, WarmUp,
 };
 pub use pipetrain_partitioner as partitioner;
 pub use pipetrain_schedules as schedules;

@@ -31,6 +31,9 @@ pub struct StageReport {
     /// How many times it synchronised its device (see [`Timing`](crate::Timing)): after every
     /// compute action, or only after its last one.
     pub device_syncs: u32,
+    /// Compute actions it ran one at a time with the step's other workers: all of them in a
+    /// warm-up step ([`WarmUp`](crate::WarmUp)), else none.
+    pub serialized_actions: u32,
     /// Bytes it sent to other stages in the step (activations, input gradients, skips): half
     /// under bf16.
     pub sent_bytes: u64,
@@ -175,6 +178,7 @@ impl StepReport {
                 all_reduce: w.all_reduce,
                 actions: w.actions,
                 device_syncs: w.device_syncs,
+                serialized_actions: w.serialized_actions,
                 sent_bytes: w.sent_bytes,
             })
             .collect();

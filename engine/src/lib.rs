@@ -44,6 +44,7 @@
 //!     timing: Default::default(),
 //!     handoff: Default::default(),
 //!     precision: Default::default(),
+//!     warm_up: Default::default(),
 //! };
 //! // Everything resolved and validated first; then the threads start.
 //! let mut runtime = Runtime::new(Prepared::new(workers, config)?, Box::new(ChannelFabric::default()))?;
@@ -90,7 +91,7 @@ pub use model::split::dense::{self, Dense, DenseActivation};
 pub use model::split::linears::{self, Linears};
 pub use optim::optimizer::{AdamOptions, OptimizerConfig, SgdOptions};
 pub use optim::tie::{Tie, TiePlan, equalize};
-pub use precision::{MatmulPrecision, Precision};
+pub use precision::{GemmLibrary, MatmulPrecision, Precision};
 pub use runtime::prepared::{Plans, Prepared};
 pub use runtime::reference::SingleDevice;
 pub use runtime::workers::Workers;
@@ -100,6 +101,7 @@ pub use worker::WorkerState;
 pub use worker::grad_guard::GradGuard;
 pub use worker::remat::Remat;
 pub use worker::report::{ActionTimes, StepOutcome, WorkerReport};
+pub use worker::warm_up::WarmUp;
 pub use world::World;
 
 #[cfg(feature = "mpi")]

@@ -1,4 +1,4 @@
-//! The two numeric settings, both read by devices, the adapter and errors, so they sit in a leaf
+//! The numeric settings, all read by devices, the adapter and errors, so they sit in a leaf
 //! (the casts themselves are `model/mixed_precision.rs`): [`Precision`], the dtype a step
 //! computes in (fp32, or bf16 with fp32 master weights), and [`MatmulPrecision`], what an f32
 //! matrix product computes in on a GPU.
@@ -7,7 +7,8 @@
 //! device registers TF32 (sm_80 and later), without saying so. pipetrain's copy of cubecl-cuda
 //! registers TF32 only on a device for which [`MatmulPrecision::Tf32`] was chosen before the
 //! device's first use (`vendor/cubecl-cuda/PIPETRAIN.md`); on every other device f32 matmuls
-//! multiply in IEEE fp32 on the FMA units. Like PyTorch's
+//! multiply in IEEE fp32 on the FMA units. [`GemmLibrary`] says which library runs a GPU's dense
+//! products (cuBLAS or burn's kernels). Like PyTorch's
 //! `torch.backends.cuda.matmul.allow_tf32`, the choice holds per device for the whole process.
 //! On a CPU there is no TF32: the setting is accepted and changes nothing.
 
@@ -76,6 +77,57 @@ impl FromStr for MatmulPrecision {
             "fp32" => Ok(MatmulPrecision::Fp32),
             "tf32" => Ok(MatmulPrecision::Tf32),
             other => Err(format!("matmul precision `{other}`: expected fp32 or tf32")),
+        }
+    }
+}
+
+/// Which library computes a GPU's dense products (the engine's GEMM seam: every `Linear`, the
+/// split backward's dense layers and the GPT's projections).
+///
+/// On a CPU every product is burn's matmul whatever is chosen, and the choice is refused where it
+/// would do nothing (the CLI's `--gemm` on a CPU device).
+///
+/// ```
+/// use pipetrain_engine::GemmLibrary;
+/// assert_eq!(GemmLibrary::default(), GemmLibrary::Cublas);
+/// assert_eq!("burn".parse::<GemmLibrary>(), Ok(GemmLibrary::Burn));
+/// assert_eq!(GemmLibrary::Cublas.to_string(), "cublas");
+/// assert!("cutlass".parse::<GemmLibrary>().is_err());
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum GemmLibrary {
+    /// NVIDIA's cuBLAS (cuBLASLt for the products with a bias), loaded at run time: what
+    /// PyTorch's dense products call. The default on CUDA.
+    #[default]
+    Cublas,
+    /// burn's own kernels (cubecl's matmul, tuned by its autotune): the A/B baseline.
+    Burn,
+}
+
+impl GemmLibrary {
+    /// The library's name, as the CLI and `PIPETRAIN_GEMM` write it: `cublas`, `burn`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            GemmLibrary::Cublas => "cublas",
+            GemmLibrary::Burn => "burn",
+        }
+    }
+}
+
+impl fmt::Display for GemmLibrary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for GemmLibrary {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "cublas" => Ok(GemmLibrary::Cublas),
+            "burn" => Ok(GemmLibrary::Burn),
+            other => Err(format!("GEMM library `{other}`: expected cublas or burn")),
         }
     }
 }

@@ -68,6 +68,7 @@ fn runtime(device: &Device) -> Runtime<Dense> {
         timing: Default::default(),
         handoff: Default::default(),
         precision: Default::default(),
+        warm_up: Default::default(),
     };
     Runtime::new(
         Prepared::new(workers, config).unwrap(),

@@ -134,8 +134,8 @@ impl Layer for MlpLayer {
     fn forward(&self, input: Activation) -> Result<Activation, EngineError> {
         let x: Tensor<2> = input.float()?;
         Ok(match self {
-            MlpLayer::Block(b) => relu(b.linear.forward(x)),
-            MlpLayer::Head(l) => l.forward(x),
+            MlpLayer::Block(b) => relu(pipetrain_engine::linear(&b.linear, x)),
+            MlpLayer::Head(l) => pipetrain_engine::linear(l, x),
         }
         .into())
     }

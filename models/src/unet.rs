@@ -209,7 +209,7 @@ impl Layer for UNetLayer {
                 let x: Tensor<4> = input.bundle()?.take("x")?.float()?;
                 let [n, c, _, _] = x.dims();
                 let pooled = x.mean_dim(3).mean_dim(2).reshape([n, c]);
-                linear.forward(pooled).into()
+                pipetrain_engine::linear(linear, pooled).into()
             }
         })
     }

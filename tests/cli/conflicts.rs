@@ -227,3 +227,25 @@ fn a_flag_that_would_do_nothing_is_refused_in_train_eval_tune_and_from_a_config_
         }
     }
 }
+
+/// `--gemm` chooses a GPU's GEMM library; on a CPU every product is burn's matmul, so the flag
+/// would do nothing there (issue 45). `PIPETRAIN_GEMM` with a bad value is refused naming it.
+#[test]
+fn gemm_on_a_cpu_is_refused_and_a_bad_pipetrain_gemm_is_named() {
+    let e = failure_with(USAGE, &square("train", &["--steps", "1", "--gemm", "burn"]));
+    assert!(
+        e.contains("--gemm burn") && e.contains("CPU") && e.contains("drop --gemm"),
+        "{e}"
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pipetrain"))
+        .args(square("train", &["--steps", "1"]))
+        .env("PIPETRAIN_GEMM", "cutlass")
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(USAGE), "{e}");
+    assert!(
+        e.contains("PIPETRAIN_GEMM=cutlass") && e.contains("cublas or burn"),
+        "{e}"
+    );
+}

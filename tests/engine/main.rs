@@ -36,3 +36,4 @@ mod unet;
 mod uneven;
 mod varying_shapes;
 mod verify_per_step;
+mod warm_up;

@@ -71,6 +71,38 @@ pub(crate) fn running_precision(device: &Device) -> Option<MatmulPrecision> {
     cubecl_cuda::matmul_tf32(index_of(device)?).map(MatmulPrecision::of_tf32)
 }
 
+/// Points cubecl's persistent caches (compiled kernels and autotune results, its `persistence`
+/// feature) at `dir`, before any device starts: kernels compiled and shapes tuned by one process
+/// are read back by the next. A `cubecl.toml` the user keeps is read first and its other
+/// settings kept. `false` when cubecl's configuration was already fixed in this process (a
+/// device already started): the caches then stay where that configuration put them.
+pub(crate) fn use_kernel_cache(dir: &std::path::Path) -> bool {
+    use cubecl::config::cache::CacheConfig;
+    use cubecl::config::{CubeClRuntimeConfig, RuntimeConfig};
+    let mut config = CubeClRuntimeConfig::from_current_dir().override_from_env();
+    config.compilation.cache = true;
+    config.environment.path = CacheConfig::Directory(dir.to_path_buf());
+    CubeClRuntimeConfig::try_set(config)
+}
+
+/// Whether started CUDA device `index` runs its f32 matmuls in TF32 (fp32 if it has not
+/// started).
+pub(crate) fn running_tf32(index: usize) -> bool {
+    cubecl_cuda::matmul_tf32(index).unwrap_or(false)
+}
+
+/// Chooses the library of CUDA device `device`'s dense products (a no-op for another device).
+pub(crate) fn use_gemm_library(device: &Device, library: crate::GemmLibrary) {
+    if let Some(index) = index_of(device) {
+        cubecl_cuda::blas::use_cublas(index, library == crate::GemmLibrary::Cublas);
+    }
+}
+
+/// Whether libcublas loads here.
+pub(crate) fn cublas_available() -> bool {
+    quietly(cubecl_cuda::blas::available).unwrap_or(false)
+}
+
 /// See [`crate::device::require_matmul_precision`].
 pub(crate) fn require_precision(
     device: &Device,
@@ -83,12 +115,15 @@ pub(crate) fn require_precision(
 }
 
 /// GPU `index`: the driver, the index, NVRTC, then one operation through burn; its f32 matmuls
-/// at `precision` when one is given (else as it started, or fp32 if it has not).
+/// at `precision` when one is given (else as it started, or fp32 if it has not); cubecl's
+/// persistent caches in `cache` if no device started yet.
 pub(crate) fn probe(
     index: usize,
     precision: Option<MatmulPrecision>,
+    cache: &std::path::Path,
 ) -> Result<Device, EngineError> {
     let count = device_count(index)?;
+    use_kernel_cache(cache);
     if index >= count {
         return Err(EngineError::NoSuchDevice { index, count });
     }

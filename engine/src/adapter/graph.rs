@@ -74,7 +74,7 @@ pub(crate) fn split_product(
     .require_grad();
     SplitProduct {
         input: x.clone().detach().inner(),
-        output: x.matmul(weight) + leaf.clone(),
+        output: super::gemm::product_rows(x, weight) + leaf.clone(),
         leaf,
     }
 }

@@ -9,6 +9,8 @@
 //! - [`grads`]: a stage's gradients, parameters and buffers as rank-1 tensors for collectives,
 //!   and a tied parameter's gradient read and replaced by id;
 //! - `buffers` (tests): whether a tensor is the only handle of its buffer (CPU backend);
+//! - [`gemm`]: the GEMM seam, every dense product through one burn backend extension (cuBLAS
+//!   on CUDA; autocast's one rounding in bf16, with a custom backward);
 //! - [`names`]: parameter ids and full-model names;
 //! - [`values`]: parameter values, read and set by id;
 //! - [`optimizer`]: burn's optimizers behind [`OptimizerConfig`](crate::OptimizerConfig)
@@ -22,6 +24,7 @@ mod autodiff;
 mod buffers;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
+mod gemm;
 mod grads;
 mod graph;
 mod names;
@@ -36,6 +39,7 @@ pub(crate) use autodiff::{
 };
 #[cfg(test)]
 pub(crate) use buffers::sole_holder;
+pub(crate) use gemm::{linear_rows, product_rows};
 pub(crate) use grads::{Buffers, Slots, assign_owners, matrix_grad, owners_of, set_matrix_grad};
 pub(crate) use graph::{
     autodiff_device, cast_parameters, grad_or_zeros, inference_copy, module_types, plain,

@@ -26,6 +26,14 @@
 //!   stream waits for the sender's before its first use of the copy, since the sender's stream
 //!   made it (the second rule). The copy is `x · 1`, exact for every value.
 //!
+//! **Library calls on a handed-off tensor (cuBLAS).** The GEMM seam (`adapter/gemm/cuda.rs`)
+//! reads its operands outside cubecl's launches, so it keeps the same two rules by hand: it
+//! asks cubecl for each operand's buffer on the reading thread's stream (`get_resource`, which
+//! makes that stream wait for the buffer's producer, as a launch would), and it holds every
+//! operand's allocation and handle until an event recorded after the product has completed
+//! (`cubecl_cuda::blas`), so neither the sender nor the allocator can write or reuse the buffer
+//! under a queued product.
+//!
 //! History: a first H200 run showed replicas that drift apart under the all-reduce and one
 //! 2-stage ResNet run off by 7.6e-2 (`shared/reference/cuda-offline/notes.md`). With a host copy
 //! that gave up its handle at once, an H100 ran the ResNet exactly (8 of 8), but the replicas

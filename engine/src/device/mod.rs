@@ -40,7 +40,7 @@ pub fn cuda_device_count() -> Result<usize, EngineError> {
 pub fn cuda(index: usize) -> Result<Device, EngineError> {
     #[cfg(feature = "cuda")]
     {
-        crate::adapter::cuda::probe(index, None)
+        crate::adapter::cuda::probe(index, None, &kernel_cache_dir())
     }
     #[cfg(not(feature = "cuda"))]
     {
@@ -59,7 +59,7 @@ pub fn cuda(index: usize) -> Result<Device, EngineError> {
 pub fn cuda_with(index: usize, precision: MatmulPrecision) -> Result<Device, EngineError> {
     #[cfg(feature = "cuda")]
     {
-        crate::adapter::cuda::probe(index, Some(precision))
+        crate::adapter::cuda::probe(index, Some(precision), &kernel_cache_dir())
     }
     #[cfg(not(feature = "cuda"))]
     {
@@ -104,6 +104,56 @@ pub fn require_matmul_precision(
     {
         let _ = precision;
         Ok(())
+    }
+}
+
+/// Makes `device`'s dense products (the GEMM seam: every `Linear`, dense layer and GPT
+/// projection) run on `library`. On a CPU every product is burn's matmul and nothing changes; on
+/// a CUDA GPU it holds for the device for the whole process, as PyTorch's backend flags do, and
+/// takes effect at the next product.
+pub fn use_gemm_library(device: &Device, library: crate::GemmLibrary) {
+    if is_cpu(device) {
+        return;
+    }
+    #[cfg(feature = "cuda")]
+    crate::adapter::cuda::use_gemm_library(device, library);
+    #[cfg(not(feature = "cuda"))]
+    let _ = library;
+}
+
+/// Where a GPU's compiled kernels and autotune results persist between processes:
+/// `PIPETRAIN_CACHE_DIR` if set, else `$XDG_CACHE_HOME/pipetrain/kernels`, else
+/// `~/.cache/pipetrain/kernels`, else `./.pipetrain-kernels`. Fixed when the first GPU of the
+/// process is probed (`docs/gpu.md`, "Kernel cache").
+pub fn kernel_cache_dir() -> std::path::PathBuf {
+    use std::path::PathBuf;
+    if let Some(dir) = std::env::var_os("PIPETRAIN_CACHE_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|d| !d.is_empty())
+                .map(|h| PathBuf::from(h).join(".cache"))
+        });
+    match base {
+        Some(base) => base.join("pipetrain").join("kernels"),
+        None => PathBuf::from(".pipetrain-kernels"),
+    }
+}
+
+/// Whether cuBLAS can be loaded on this machine (libcublas and libcublasLt found at run time):
+/// always `false` without the `cuda` feature.
+pub fn cublas_available() -> bool {
+    #[cfg(feature = "cuda")]
+    {
+        crate::adapter::cuda::cublas_available()
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        false
     }
 }
 

@@ -80,18 +80,22 @@ pub fn upcast<const D: usize>(x: Tensor<D>) -> Tensor<D> {
     }
 }
 
-/// `linear` applied to `x` (`[…, d_input]`, any rank from 2) exactly as `torch.autocast` runs
-/// it: in fp32, burn's own `Linear::forward`; in bf16, the bf16 values of `x` and of the weight
-/// multiplied exactly and summed in fp32 with the bias, and the result rounded to bf16 once —
-/// a bf16 GEMM with f32 accumulation and output, as PyTorch's `addmm`. burn's `Linear` in bf16
-/// (what the built-in models run) rounds twice: its product to bf16, then the sum with the
-/// bias.
+/// `linear` applied to `x` (`[…, d_input]`, any rank from 2) as `torch.autocast` runs it,
+/// through the engine's GEMM seam (one product for every row, `x` reshaped to `[rows,
+/// d_input]`):
 ///
-/// The price: the product runs as an fp32 GEMM over the bf16 values, and the graph keeps
-/// the fp32 copies of `x` and of the weight for the backward — more memory than burn's bf16
-/// `Linear` (which keeps bf16 ones), and on a GPU no bf16 tensor cores. Use it where matching
-/// an autocast run bit for bit matters more than memory and speed (`tests/torch_bf16.rs`:
-/// an MLP through it equals autocast's losses to 2.4e-7).
+/// - in fp32, `x·W + b` in fp32 — on a CPU the same operations, and so the same bits, as burn's
+///   `Linear::forward` on a rank-2 input; on CUDA cuBLAS where it is chosen
+///   ([`GemmLibrary`](crate::GemmLibrary));
+/// - in bf16, the bf16 values of `x` and of the weight multiplied exactly and summed in fp32
+///   with the bias, and the result rounded to bf16 **once**, as PyTorch's `addmm` under
+///   autocast. burn's own bf16 `Linear` rounds twice (its product, then the sum with the bias).
+///
+/// Its backward is a custom op: the graph keeps `x` and the weight as they came (bf16 under
+/// bf16, no fp32 copies), and `dX = dY·Wᵀ`, `dW = Xᵀ·dY` are one product each through the same
+/// seam, rounded once; the bias gradient is summed in fp32 and rounded once. The built-in models
+/// run every `Linear` through it, so a bf16 run equals an autocast run to fp32 rounding
+/// (`tests/torch/bf16.rs`).
 ///
 /// ```
 /// use burn::nn::LinearConfig;
@@ -107,14 +111,20 @@ pub fn upcast<const D: usize>(x: Tensor<D>) -> Tensor<D> {
 /// let y = pipetrain_engine::linear(&layer, x.cast(FloatDType::BF16));
 /// assert_eq!(y.dtype(), DType::BF16);
 /// ```
+///
+/// # Panics
+///
+/// If `x`'s last dimension is not the layer's input width, as burn's `Linear` does.
 pub fn linear<const D: usize>(linear: &Linear, x: Tensor<D>) -> Tensor<D> {
-    if x.dtype() == DType::F32 {
-        return linear.forward(x);
-    }
     let dims = x.dims();
     let [fan_in, fan_out] = linear.weight.dims();
+    assert_eq!(
+        dims[D - 1],
+        fan_in,
+        "this Linear takes {fan_in} input features, got {dims:?}"
+    );
     let rows: usize = dims[..D - 1].iter().product();
-    let y = narrow_product(
+    let y = adapter::linear_rows(
         x.reshape([rows, fan_in]),
         linear.weight.val(),
         linear.bias.as_ref().map(|b| b.val()),
@@ -122,17 +132,6 @@ pub fn linear<const D: usize>(linear: &Linear, x: Tensor<D>) -> Tensor<D> {
     let mut out = dims;
     out[D - 1] = fan_out;
     y.reshape(out)
-}
-
-/// `x·W + b` for narrow (bf16) `x` and weights: exact products summed in fp32 with the bias,
-/// rounded once to `x`'s dtype (see [`linear`]). Its backward rounds `dX` and `dW` once too.
-fn narrow_product(x: Tensor<2>, weight: Tensor<2>, bias: Option<Tensor<1>>) -> Tensor<2> {
-    let y = upcast(x.clone()).matmul(upcast(weight));
-    let y = match bias {
-        Some(b) => y + upcast(b).unsqueeze(),
-        None => y,
-    };
-    downcast_like(y, &x)
 }
 
 /// `module` with its float parameters in fp32, on the graph (a no-op for those that are): a

@@ -94,4 +94,7 @@ pub struct RuntimeConfig {
     pub handoff: crate::Handoff,
     /// The dtype the layers compute in: fp32, or bf16 with fp32 master weights.
     pub precision: crate::Precision,
+    /// When the first steps' compute actions run one at a time, so that autotune tunes every
+    /// shape on one thread ([`WarmUp`](crate::WarmUp)).
+    pub warm_up: crate::WarmUp,
 }

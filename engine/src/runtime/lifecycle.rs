@@ -57,6 +57,7 @@ use crate::runtime::workers::Workers;
 ///     timing: Default::default(),
 ///     handoff: Default::default(),
 ///     precision: Default::default(),
+///     warm_up: Default::default(),
 /// };
 /// let mut runtime = Runtime::new(Prepared::new(workers, config)?, Box::new(ChannelFabric::default()))?;
 /// let batch = Batch {
@@ -91,6 +92,15 @@ pub struct Runtime<L: Layer> {
     pub(super) poisoned: bool,
     /// A worker thread died with its state: nothing can be recovered.
     pub(super) lost: bool,
+    /// Whether a training step, and an inference, have completed (no warm-up after them).
+    pub(super) warmed: Warmed,
+}
+
+/// Which kinds of step have completed once (`worker/warm_up.rs`).
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Warmed {
+    pub train: bool,
+    pub infer: bool,
 }
 
 impl<L: Layer> Runtime<L> {
@@ -121,6 +131,7 @@ impl<L: Layer> Runtime<L> {
             pending: 0,
             optimizer_steps: 0,
             poisoned: false,
+            warmed: Warmed::default(),
             lost: false,
         };
         runtime.connect()?;

@@ -119,6 +119,7 @@ impl Plans {
 ///     timing: Default::default(),
 ///     handoff: Default::default(),
 ///     precision: Default::default(),
+///     warm_up: Default::default(),
 /// };
 /// let prepared = Prepared::new(workers, config)?; // no thread yet
 /// // No dense layer: ZB-H1's split backwards run fused, on both stages.

@@ -16,9 +16,21 @@ use crate::model::layer::Layer;
 use crate::runtime::thread::Assignment;
 use crate::worker::report::StepOutcome;
 use crate::worker::turns::Turns;
+use crate::worker::warm_up::Serial;
 use crate::worker::{Feed, Finished, Job, StepContext, Training, WorkerState};
 
 impl<L: Layer> Runtime<L> {
+    /// The turn of a warm-up step (`worker/warm_up.rs`): for the first step of its kind
+    /// (`warmed` false) when the configuration's [`WarmUp`](crate::WarmUp) applies to these
+    /// devices.
+    fn warm_up(&self, warmed: bool) -> Option<Serial> {
+        let gpu = self
+            .workers
+            .iter()
+            .any(|w| !crate::device::is_cpu(w.device()));
+        (!warmed && self.config.warm_up.applies(gpu)).then(Serial::default)
+    }
+
     /// One training step on `batch`: cut into R × m contiguous micro-batches whose rows differ
     /// by at most one (replica r takes the r-th m), each loss weighted by its share of the rows;
     /// forward and backward through the pipeline; each stage's gradients summed
@@ -62,12 +74,14 @@ impl<L: Layer> Runtime<L> {
             handoff: self.config.handoff,
             precision: self.config.precision,
             skips: self.workers.skip_routes().clone(),
+            serial: self.warm_up(self.warmed.train),
         };
         let feeds = feeds(world.local(), world.stages(), shards, true);
         let (finished, ctx) = self
             .launch(feeds, plan, ctx)
             .inspect_err(|_| self.poisoned = true)?;
         let wall = ctx.start.elapsed();
+        self.warmed.train = true;
         // Each micro-batch loss was weighted by its rows / the batch's and by 1/k: this batch's
         // mean is k × the sum.
         let loss = finished.iter().map(|f| f.loss).sum::<f64>() * k as f64;
@@ -132,6 +146,7 @@ impl<L: Layer> Runtime<L> {
             handoff: self.config.handoff,
             precision: self.config.precision,
             skips: self.workers.skip_routes().clone(),
+            serial: self.warm_up(self.warmed.infer),
         };
         let feeds = feeds(&active, world.stages(), shards, false);
         // A failed inference changes no state, but may leave messages in flight: fresh links.
@@ -142,6 +157,7 @@ impl<L: Layer> Runtime<L> {
                 return Err(error);
             }
         };
+        self.warmed.infer = true;
         let last = WorkerId::new(ReplicaId(0), StageId::from(world.stages() - 1));
         let device = adapter::plain_device(
             self.workers

@@ -127,7 +127,13 @@ impl<'a, L: Layer> Worker<'a, L> {
             )
             .entered();
             let started = Instant::now();
-            let mut outcome = catch_unwind(AssertUnwindSafe(|| self.interpret(action)));
+            let mut outcome = match (&self.ctx.serial, action.kind.is_compute()) {
+                (Some(serial), true) => {
+                    self.scratch.serialized += 1;
+                    serial.run(|| catch_unwind(AssertUnwindSafe(|| self.interpret(action))))
+                }
+                _ => catch_unwind(AssertUnwindSafe(|| self.interpret(action))),
+            };
             if !action.kind.is_transfer() {
                 // Timing::Device: the action's time includes its device work (a no-op on a CPU);
                 // the last compute action's does under any timing (see above).

@@ -32,6 +32,8 @@ pub(crate) struct StepContext {
     pub precision: crate::Precision,
     /// The skips sent straight between stages.
     pub skips: SkipRoutes,
+    /// A warm-up step's turn: its compute actions run one at a time (`worker/warm_up.rs`).
+    pub serial: Option<crate::worker::warm_up::Serial>,
 }
 
 /// What the step computes.

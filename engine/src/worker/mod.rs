@@ -20,6 +20,7 @@ mod sync;
 mod tape;
 pub(crate) mod timing;
 pub(crate) mod turns;
+pub(crate) mod warm_up;
 
 pub(crate) use interpreter::{Failure, Worker};
 pub(crate) use job::{Feed, Finished, Job, StepContext, Training};

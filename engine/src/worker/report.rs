@@ -73,6 +73,9 @@ pub struct WorkerReport {
     /// [`Timing::Device`](crate::Timing::Device), after its last one only under
     /// [`Timing::Host`](crate::Timing::Host) (each a no-op on a CPU, counted all the same).
     pub device_syncs: u32,
+    /// Compute actions it ran one at a time with the step's other workers: all of them in a
+    /// warm-up step ([`WarmUp`](crate::WarmUp)), none in any other.
+    pub serialized_actions: u32,
     /// Bytes of the values this worker sent to other stages in the step (activations, input
     /// gradients, skips): elements × their dtype's width, so half under bf16.
     pub sent_bytes: u64,

@@ -45,6 +45,8 @@ pub(crate) struct Scratch<L> {
     pub actions: ActionTimes,
     /// Device synchronisations so far (see [`Timing`](crate::Timing)).
     pub device_syncs: u32,
+    /// Compute actions run one at a time (a warm-up step, `worker/warm_up.rs`).
+    pub serialized: u32,
     /// Bytes of the values sent to other stages so far.
     pub sent_bytes: u64,
     /// When the all-reduce started and ended (from the step's start).
@@ -75,6 +77,7 @@ impl<L> Scratch<L> {
             compute: Duration::ZERO,
             actions: ActionTimes::default(),
             device_syncs: 0,
+            serialized: 0,
             sent_bytes: 0,
             all_reduce: None,
             backward_end: None,
@@ -101,6 +104,7 @@ impl<L> Scratch<L> {
             backward_end: self.backward_end,
             actions: self.actions,
             device_syncs: self.device_syncs,
+            serialized_actions: self.serialized,
             sent_bytes: self.sent_bytes,
             grad_norm: self.grad_norm,
             skipped: self.skipped,

@@ -40,6 +40,7 @@ pub fn two_stages<L: pipetrain_engine::Layer>(
         timing: Default::default(),
         handoff: Default::default(),
         precision: Default::default(),
+        warm_up: Default::default(),
     };
     let setup = Prepared::new(workers, config).unwrap();
     let mut runtime = Runtime::new(setup, Box::new(ChannelFabric::default())).unwrap();

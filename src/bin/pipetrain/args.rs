@@ -60,6 +60,25 @@ pub enum ScheduleKindArg {
 pub const DEFAULT_STAGES: usize = 2;
 
 impl TrainArgs {
+    /// The GEMM library: `--gemm`, else `PIPETRAIN_GEMM` (what the device check sets), else
+    /// none chosen (the builder's default).
+    ///
+    /// # Errors
+    /// A usage failure naming the variable when `PIPETRAIN_GEMM` is neither `cublas` nor `burn`.
+    pub fn gemm_library(&self) -> Result<Option<pipetrain::GemmLibrary>, crate::failure::Failure> {
+        if self.gemm.is_some() {
+            return Ok(self.gemm);
+        }
+        match std::env::var("PIPETRAIN_GEMM") {
+            Ok(value) => value.parse().map(Some).map_err(|e: String| {
+                crate::failure::Failure::usage(format!(
+                    "PIPETRAIN_GEMM={value}: {e}; set it to cublas or burn, or unset it"
+                ))
+            }),
+            Err(_) => Ok(None),
+        }
+    }
+
     /// Whether the flag of field `id` was given (on the command line or in `--config`), not
     /// left at its default.
     pub fn given(&self, id: &str) -> bool {
@@ -344,6 +363,12 @@ pub struct TrainArgs {
     /// changes nothing (there is no TF32).
     #[arg(long, default_value = "fp32", value_name = "fp32|tf32")]
     pub matmul_precision: pipetrain::MatmulPrecision,
+    /// Which library runs a GPU's dense products (every Linear, dense layer and GPT
+    /// projection): `cublas` (NVIDIA's, as PyTorch; the default on CUDA) or `burn` (burn's own
+    /// kernels, for an A/B in one binary). Without the flag, `PIPETRAIN_GEMM` says it. On a CPU
+    /// every product is burn's matmul, so the flag is refused there.
+    #[arg(long, value_name = "cublas|burn")]
+    pub gemm: Option<pipetrain::GemmLibrary>,
     /// The dtype the layers compute in: `fp32`, or `bf16` — forward and backward in bf16
     /// (weights cast from fp32 masters for each forward, activations and input gradients in
     /// bf16, matmuls accumulating in fp32), the loss in fp32, and fp32 master weights, gradient

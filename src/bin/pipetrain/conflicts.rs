@@ -30,6 +30,16 @@ pub fn train(args: &TrainArgs) -> Result<(), Failure> {
             args.accumulate
         )));
     }
+    if let Some(gemm) = args.gemm
+        && args.device.all_cpu()
+    {
+        return Err(Failure::usage(format!(
+            "--gemm {gemm} chooses the library of a GPU's dense products, but --device {} is \
+             a CPU, where every product is burn's matmul: drop --gemm, or train on a GPU \
+             (--device cuda:0)",
+            args.device
+        )));
+    }
     ignored(args)?;
     unused_model_flags(args)?;
     unused_by_the_lr_schedule(args)?;

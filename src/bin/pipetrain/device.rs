@@ -118,6 +118,11 @@ impl Devices {
         self.0[0]
     }
 
+    /// Whether every device given is a CPU.
+    pub fn all_cpu(&self) -> bool {
+        self.0.iter().all(|d| *d == DeviceSpec::Cpu)
+    }
+
     /// The burn devices, in the order given, GPUs at `precision`.
     ///
     /// # Errors

@@ -38,6 +38,9 @@ pub fn pipeline<L: Layer>(
         .accumulation(args.accumulate)
         .zero(args.zero)
         .bucket_bytes((args.bucket_mb * (1u64 << 20) as f64) as usize);
+    if let Some(library) = args.gemm_library()? {
+        builder = builder.gemm(library);
+    }
     builder = crate::guard::configure(builder, args);
     // A multi-process run without --balance: the library's even split (Pipeline::distributed).
     let balance = args.balance.clone();

@@ -2,6 +2,8 @@
 extern crate derive_new;
 extern crate alloc;
 
+/// pipetrain: dense products through cuBLAS (see `PIPETRAIN.md`).
+pub mod blas;
 pub mod compiler;
 mod compute;
 mod device;

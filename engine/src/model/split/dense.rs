@@ -98,10 +98,11 @@ impl<'a> Dense<'a> {
                 x.dims()
             )));
         }
-        let mut z = x.matmul(adapter::plain(self.linear.weight.val()));
-        if let Some(bias) = &self.linear.bias {
-            z = z + adapter::plain(bias.val()).unsqueeze();
-        }
+        let z = adapter::linear_rows(
+            x,
+            adapter::plain(self.linear.weight.val()),
+            self.linear.bias.as_ref().map(|b| adapter::plain(b.val())),
+        );
         Ok(match self.activation {
             DenseActivation::Identity => z,
             DenseActivation::Relu => burn::tensor::activation::relu(z),
@@ -125,9 +126,9 @@ impl<'a> Dense<'a> {
         let [fan_in, _] = weight.dims();
         let [rows, _] = pre_activation_grad.dims();
         if rows * 8 <= fan_in {
-            weight.matmul(pre_activation_grad.transpose()).transpose()
+            adapter::product_rows(weight, pre_activation_grad.transpose()).transpose()
         } else {
-            pre_activation_grad.matmul(weight.transpose())
+            adapter::product_rows(pre_activation_grad, weight.transpose())
         }
     }
 }
@@ -147,7 +148,7 @@ pub(crate) fn weight_grads(
         let [_, out] = dy.dims();
         dy.clone().sum_dim(0).reshape([out])
     });
-    (x.transpose().matmul(dy), bias)
+    (adapter::product_rows(x.transpose(), dy), bias)
 }
 
 /// The rows of `parts` stacked in order (no copy for one part).

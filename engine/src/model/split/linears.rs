@@ -134,11 +134,11 @@ impl Linears {
             });
             product.output
         } else {
-            let y = x.matmul(linear.weight.val());
-            match &linear.bias {
-                Some(bias) => y + bias.val().unsqueeze(),
-                None => y,
-            }
+            adapter::linear_rows(
+                x,
+                linear.weight.val(),
+                linear.bias.as_ref().map(|b| b.val()),
+            )
         };
         let mut out = dims;
         out[D - 1] = fan_out;

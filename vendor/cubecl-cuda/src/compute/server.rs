@@ -1364,6 +1364,10 @@ impl ServerStorage for CudaServer {
         // whatever was there before.
         self.streams.ensure_written([&binding].into_iter())?;
         let mut command = self.command(stream_id, [&binding].into_iter())?;
-        Ok(command.managed_resource(binding)?)
+        let mut resource = command.managed_resource(binding)?;
+        // pipetrain: the stream beside the pointer, so that a library call (cuBLAS, `crate::blas`)
+        // runs where cubecl's own launches for this thread run.
+        resource.resource_mut().stream = command.stream().sys;
+        Ok(resource)
     }
 }
