@@ -31,6 +31,10 @@ pub struct StageReport {
     /// How many times it synchronised its device (see [`Timing`](crate::Timing)): after every
     /// compute action, or only after its last one.
     pub device_syncs: u32,
+    /// How many times it read device values back and waited for them: one a training step
+    /// (the gradient guard's norm, with the last stage's losses). Its host syncs in the step
+    /// are `device_syncs + read_backs`.
+    pub read_backs: u32,
     /// Bytes it sent to other stages in the step (activations, input gradients, skips): half
     /// under bf16.
     pub sent_bytes: u64,
@@ -175,6 +179,7 @@ impl StepReport {
                 all_reduce: w.all_reduce,
                 actions: w.actions,
                 device_syncs: w.device_syncs,
+                read_backs: w.read_backs,
                 sent_bytes: w.sent_bytes,
             })
             .collect();
