@@ -193,3 +193,35 @@ pub(super) fn rebalance(balance: &[usize], layers: usize) -> Vec<usize> {
     out.push(layers.saturating_sub(used).max(1));
     out
 }
+
+/// Trains `pipeline` (two replicas) on every batch of `data`, one step each, and says at which
+/// step (1 on) replica 1's weights first left replica 0's, with how far; `None` if they never
+/// did.
+pub(super) fn replicas_split<L: Layer>(
+    pipeline: &mut Pipeline<L>,
+    data: &[Batch],
+) -> Result<Option<(usize, pipetrain_engine::Difference)>, String> {
+    let mut first = None;
+    for (k, batch) in data.iter().enumerate() {
+        pipeline.train_step(batch).map_err(|e| e.to_string())?;
+        let (r0, r1) = (
+            pipeline.replica_parameters(0),
+            pipeline.replica_parameters(1),
+        );
+        if first.is_none() && r0 != r1 {
+            first = Some((k + 1, pipetrain_engine::difference(&r1, &r0)));
+        }
+    }
+    Ok(first)
+}
+
+/// The verdict of [`replicas_split`]: bitwise equal at every step, or from which step not.
+pub(super) fn split_verdict(split: &Option<(usize, pipetrain_engine::Difference)>) -> String {
+    match split {
+        None => "bitwise equal at every step".into(),
+        Some((step, d)) => format!(
+            "differ from step {step}: max_rel {:.3e} (abs {:.3e})",
+            d.max_relative, d.max_absolute
+        ),
+    }
+}

@@ -1,7 +1,9 @@
 //! The device hand-off: tensors cross between worker threads as copies the sender made.
 
 use super::Scope;
-use crate::commands::doctor::fixtures::{BAR, mlp, mlp_data, reference, train};
+use crate::commands::doctor::fixtures::{
+    BAR, mlp, mlp_data, reference, replicas_split, split_verdict, train,
+};
 use crate::commands::doctor::table::Table;
 use crate::{Handoff, OptimizerConfig, Pipeline};
 
@@ -28,23 +30,10 @@ pub(super) fn handoffs(t: &mut Table<'_>, scope: &Scope) {
             .handoff(handoff)
             .build()
             .map_err(|e| e.to_string())?;
-        let mut first_split = None;
-        for (k, batch) in data.iter().enumerate() {
-            pipeline.train_step(batch).map_err(|e| e.to_string())?;
-            let (r0, r1) = (
-                pipeline.replica_parameters(0),
-                pipeline.replica_parameters(1),
-            );
-            if first_split.is_none() && r0 != r1 {
-                first_split = Some(k + 1);
-            }
-        }
+        let first_split = replicas_split(&mut pipeline, &data)?;
         t.verdict(
             "handoff device: 2 replicas × 1 stage, 10 steps sgd: replicas equal every step",
-            match first_split {
-                None => "bitwise equal at every step".into(),
-                Some(step) => format!("differ from step {step}"),
-            },
+            split_verdict(&first_split),
             "bitwise",
             first_split.is_none(),
         );

@@ -5,10 +5,10 @@ use super::Scope;
 use super::all_reduce::all_reduce_between_threads;
 use super::models::chunked_reference;
 use crate::commands::doctor::fixtures::{
-    BAR, gpt, images, mlp, mlp_data, rebalance, reference, resnet, tokens, train,
+    BAR, gpt, images, mlp, mlp_data, rebalance, reference, replicas_split, resnet, split_verdict,
+    tokens, train,
 };
 use crate::commands::doctor::table::Table;
-use crate::engine::difference;
 use crate::{Backward, OptimizerConfig, Pipeline, Remat, ScheduleKind};
 
 /// The first H200 run's failures (issue 25), as regression cases.
@@ -31,27 +31,11 @@ pub(super) fn regressions(t: &mut Table<'_>, scope: &Scope) {
             .learning_rate(0.01)
             .build()
             .map_err(|e| e.to_string())?;
-        let mut first_split = None;
-        for (k, batch) in data.iter().enumerate() {
-            pipeline.train_step(batch).map_err(|e| e.to_string())?;
-            let (r0, r1) = (
-                pipeline.replica_parameters(0),
-                pipeline.replica_parameters(1),
-            );
-            if first_split.is_none() && r0 != r1 {
-                first_split = Some((k + 1, difference(&r1, &r0)));
-            }
-        }
+        let first_split = replicas_split(&mut pipeline, &data)?;
         let case = "regression: 2 replicas × 1 stage, 10 steps sgd: replicas equal every step";
         t.verdict(
             case,
-            match &first_split {
-                None => "bitwise equal at every step".into(),
-                Some((step, d)) => format!(
-                    "differ from step {step}: max_rel {:.3e} (abs {:.3e})",
-                    d.max_relative, d.max_absolute
-                ),
-            },
+            split_verdict(&first_split),
             "bitwise",
             first_split.is_none(),
         );
