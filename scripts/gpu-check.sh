@@ -204,7 +204,9 @@ if want bench; then
             box "$each" env PIPETRAIN_GEMM="$gemm" "$P" bench --device cuda:0 --steps "${BENCH_STEPS:-3}" --warmup 1 --reps 2 \
                 "${flags[@]}" --out "$OUTDIR/bench-$precision-$gemm.md" "${peer[@]}" >"$LOGS/bench-$precision-$gemm.log" 2>&1
             rc=$?
-            grep -E '^\|' "$LOGS/bench-$precision-$gemm.log" | tee -a "$REPORT"
+            # The table when it ended; else the rows measured before its time box.
+            grep -E '^\|' "$LOGS/bench-$precision-$gemm.log" | tee -a "$REPORT" ||
+                grep -E '^bench:' "$LOGS/bench-$precision-$gemm.log" | tee -a "$REPORT"
             ended "bench $precision $gemm" "$start" "$rc"
         done
     done
