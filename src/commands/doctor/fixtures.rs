@@ -8,9 +8,26 @@ use pipetrain_models::{
     synthetic,
 };
 
+use super::progress::Progress;
 use crate::{
     Activation, Batch, CrossEntropy, Layer, OptimizerConfig, Pipeline, PipelineBuilder, Precision,
 };
+
+/// Where a fixture trains: the device, and the progress the heartbeat reads its phase from.
+#[derive(Clone, Copy)]
+pub(super) struct On<'a> {
+    /// The device.
+    pub device: &'a Device,
+    /// The sweep's progress.
+    pub progress: &'a Progress<'a>,
+}
+
+impl On<'_> {
+    /// The running case is now doing `phase` (the heartbeat says it).
+    fn phase(&self, phase: String) {
+        self.progress.phase(phase);
+    }
+}
 
 /// The seed of every model and batch of the sweep.
 pub(super) const SEED: u64 = 25;
@@ -107,16 +124,19 @@ pub(super) fn images(steps: u64, channels: usize, side: usize) -> Vec<Batch> {
 pub(super) fn reference<L: Layer>(
     layers: &[L],
     data: &[Batch],
-    device: &Device,
+    on: On<'_>,
     optimizer: &OptimizerConfig,
     lr: f64,
     accumulation: usize,
     ties: &[crate::Tie],
 ) -> Result<Vec<Vec<f32>>, String> {
-    let mut single = SingleDevice::new(layers.to_vec(), device, optimizer)
+    on.phase("single-device reference: build".into());
+    let mut single = SingleDevice::new(layers.to_vec(), on.device, optimizer)
         .with_ties(ties)
         .map_err(|e| e.to_string())?;
-    for group in data.chunks(accumulation) {
+    let steps = data.len().div_ceil(accumulation.max(1));
+    for (k, group) in data.chunks(accumulation).enumerate() {
+        on.phase(format!("single-device reference: step {}/{steps}", k + 1));
         let inputs = Activation::cat(group.iter().map(|b| b.inputs.clone()).collect());
         let targets = Activation::cat(group.iter().map(|b| b.targets.clone()).collect());
         let (inputs, targets) = (
@@ -136,17 +156,23 @@ pub(super) fn reference<L: Layer>(
 pub(super) fn precise_reference<L: Layer>(
     layers: &[L],
     data: &[Batch],
-    device: &Device,
+    on: On<'_>,
     (optimizer, lr): (&OptimizerConfig, f64),
     chunks: usize,
     precision: Precision,
     ties: &[crate::Tie],
 ) -> Result<Vec<Vec<f32>>, String> {
-    let mut single = SingleDevice::new(layers.to_vec(), device, optimizer)
+    on.phase(format!("single-device {precision} reference: build"));
+    let mut single = SingleDevice::new(layers.to_vec(), on.device, optimizer)
         .with_precision(precision)
         .with_ties(ties)
         .map_err(|e| e.to_string())?;
-    for b in data {
+    for (k, b) in data.iter().enumerate() {
+        on.phase(format!(
+            "single-device {precision} reference: step {}/{}",
+            k + 1,
+            data.len()
+        ));
         single
             .step_chunked(
                 b.inputs.clone(),
@@ -165,19 +191,21 @@ pub(super) fn precise_reference<L: Layer>(
 pub(super) fn train<L: Layer>(
     layers: &[L],
     data: &[Batch],
-    device: &Device,
+    on: On<'_>,
     setup: impl FnOnce(PipelineBuilder<L>) -> PipelineBuilder<L>,
 ) -> Result<Pipeline<L>, String> {
+    on.phase("pipeline: build".into());
     let builder = Pipeline::builder()
         .layers(layers.to_vec())
-        .devices([device.clone()])
+        .devices([on.device.clone()])
         .threads_per_worker(1);
     let built = match data.first() {
         Some(first) => setup(builder).build_with(first),
         None => setup(builder).build(),
     };
     let mut pipeline = built.map_err(|e| e.to_string())?;
-    for batch in data {
+    for (k, batch) in data.iter().enumerate() {
+        on.phase(format!("pipeline: step {}/{}", k + 1, data.len()));
         let report = pipeline.train_step(batch).map_err(|e| e.to_string())?;
         if !report.loss.is_finite() {
             return Err(format!("loss {}", report.loss));
@@ -200,9 +228,11 @@ pub(super) fn rebalance(balance: &[usize], layers: usize) -> Vec<usize> {
 pub(super) fn replicas_split<L: Layer>(
     pipeline: &mut Pipeline<L>,
     data: &[Batch],
+    on: On<'_>,
 ) -> Result<Option<(usize, pipetrain_engine::Difference)>, String> {
     let mut first = None;
     for (k, batch) in data.iter().enumerate() {
+        on.phase(format!("pipeline: step {}/{}", k + 1, data.len()));
         pipeline.train_step(batch).map_err(|e| e.to_string())?;
         let (r0, r1) = (
             pipeline.replica_parameters(0),

@@ -38,15 +38,17 @@ mod tests {
         let progress = Progress::new(&sink);
         progress.section("mlp_schedules");
         progress.begin("mlp sgd gpipe p=2");
+        progress.phase("pipeline: step 1/3".into());
         // The work ends when it has heard a heartbeat (bounded: a missing one fails, no hang).
         let beat = beating(&progress, Duration::from_millis(10), || {
             heard.recv_timeout(Duration::from_secs(30))
         })
         .expect("a heartbeat while the work ran");
         assert_eq!(
-            (beat.section, beat.case.as_str(), beat.done, beat.kernels),
-            ("mlp_schedules", "mlp sgd gpipe p=2", 0, None)
+            (beat.section, beat.case.as_str(), beat.phase.as_str()),
+            ("mlp_schedules", "mlp sgd gpipe p=2", "pipeline: step 1/3")
         );
+        assert_eq!((beat.done, beat.kernels), (0, None));
         assert!(beat.to_string().starts_with("heartbeat: "), "{beat}");
     }
 }

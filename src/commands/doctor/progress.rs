@@ -31,6 +31,8 @@ pub struct Heartbeat {
     pub section: &'static str,
     /// The case running (the last one begun).
     pub case: String,
+    /// What the case is doing: `single-device reference, step 2/3`, `pipeline: build`, ...
+    pub phase: String,
     /// Cases ended so far.
     pub done: usize,
     /// Time since the case began.
@@ -46,10 +48,11 @@ impl std::fmt::Display for Heartbeat {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "heartbeat: {:.0} s, section {}, case {:?} running for {:.0} s ({} ended); ",
+            "heartbeat: {:.0} s, section {}, case {:?} ({}) running for {:.0} s ({} ended); ",
             self.elapsed.as_secs_f64(),
             self.section,
             self.case,
+            self.phase,
             self.in_case.as_secs_f64(),
             self.done
         )?;
@@ -73,6 +76,7 @@ pub(super) struct Progress<'a> {
 struct Now {
     section: &'static str,
     case: String,
+    phase: String,
     case_started: Instant,
     done: usize,
 }
@@ -86,6 +90,7 @@ impl<'a> Progress<'a> {
             now: Mutex::new(Now {
                 section: "start",
                 case: String::new(),
+                phase: String::new(),
                 case_started: started,
                 done: 0,
             }),
@@ -109,6 +114,7 @@ impl<'a> Progress<'a> {
             let mut now = self.now();
             now.section = name;
             now.case = format!("{name}: setting up");
+            now.phase = "setting up".into();
             now.case_started = Instant::now();
         }
         self.tell(Event::Section(name));
@@ -118,7 +124,13 @@ impl<'a> Progress<'a> {
     pub(super) fn begin(&self, case: &str) {
         let mut now = self.now();
         now.case = case.to_string();
+        now.phase = "starting".into();
         now.case_started = Instant::now();
+    }
+
+    /// The running case is now doing `phase`.
+    pub(super) fn phase(&self, phase: String) {
+        self.now().phase = phase;
     }
 
     /// `case` ended: told at once.
@@ -128,6 +140,7 @@ impl<'a> Progress<'a> {
             now.done += 1;
             now.case_started = Instant::now();
             now.case = format!("after {}", case.name);
+            now.phase = "between cases".into();
         }
         self.tell(Event::Case(case.clone()));
     }
@@ -138,6 +151,7 @@ impl<'a> Progress<'a> {
         Heartbeat {
             section: now.section,
             case: now.case.clone(),
+            phase: now.phase.clone(),
             done: now.done,
             in_case: now.case_started.elapsed(),
             elapsed: self.started.elapsed(),

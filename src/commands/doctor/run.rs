@@ -89,6 +89,7 @@ pub fn run(settings: &DoctorSettings, sink: &(dyn Fn(Event) + Sync)) -> Result<D
         quick: settings.quick,
         precision: settings.precision,
         scratch: settings.scratch.clone(),
+        progress: &progress,
     };
     let cases = beating(&progress, settings.heartbeat, || {
         let mut table = Table::new(&progress, settings.perturb.as_deref());

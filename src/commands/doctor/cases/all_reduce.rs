@@ -11,10 +11,10 @@ use crate::commands::doctor::table::Table;
 /// every round (halving is exact). Two ways to break it on a GPU, both closed since the H100
 /// check (`engine::handoff`): an owner that adds into the first peer's own buffer on its
 /// stream and sends it back, and a lazy device read that an in-place write overtakes.
-pub(super) fn all_reduce_between_threads(t: &mut Table<'_>, scope: &Scope) {
-    let device = &scope.device;
+pub(super) fn all_reduce_between_threads(t: &mut Table<'_>, scope: &Scope<'_>) {
+    let device = scope.on(&scope.device);
     use crate::engine::{Abort, ChannelCollective, Collective};
-    let (rounds, big) = match crate::engine::device::is_cpu(device) {
+    let (rounds, big) = match crate::engine::device::is_cpu(device.device) {
         true => (10, 1 << 14),
         false => (50, 1 << 22),
     };
@@ -57,7 +57,7 @@ pub(super) fn all_reduce_between_threads(t: &mut Table<'_>, scope: &Scope) {
                             .map(|v| {
                                 Tensor::<1>::from_data(
                                     TensorData::new(v.clone(), [v.len()]),
-                                    device,
+                                    device.device,
                                 )
                             })
                             .collect();

@@ -19,14 +19,14 @@ use crate::{OptimizerConfig, PipelineBuilder, SgdOptions};
 /// magnitude, so rounding differences between the two devices' first two steps become
 /// update-sized (1e-4 on an H100, the first device check), which says nothing about the
 /// checkpoint.
-pub(super) fn checkpoints(t: &mut Table<'_>, scope: &Scope) {
-    let device = &scope.device;
+pub(super) fn checkpoints(t: &mut Table<'_>, scope: &Scope<'_>) {
+    let device = scope.on(&scope.device);
     let init = mlp(8, 3, 3);
     let data = mlp_data(3, 16, 8, 3);
     let cpu = Device::flex();
     let directions = [
-        (device, &cpu, "device -> cpu"),
-        (&cpu, device, "cpu -> device"),
+        (device, scope.on(&cpu), "device -> cpu"),
+        (scope.on(&cpu), device, "cpu -> device"),
     ];
     for (from, to, what) in pick(scope.quick, directions, &[0]) {
         let case = format!("checkpoint {what}");

@@ -6,8 +6,8 @@ use crate::commands::doctor::fixtures::{BAR, mlp, mlp_data, optimizers, referenc
 use crate::commands::doctor::table::Table;
 
 /// Data parallelism on one GPU: plain all-reduce, ZeRO-1, accumulation, uneven micro-batches.
-pub(super) fn data_parallel(t: &mut Table<'_>, scope: &Scope) {
-    let device = &scope.device;
+pub(super) fn data_parallel(t: &mut Table<'_>, scope: &Scope<'_>) {
+    let device = scope.on(&scope.device);
     let init = mlp(8, 3, 3); // 4 layers
     for (name, optimizer, lr) in optimizers(scope.quick) {
         let data = mlp_data(4, 16, 8, 3);

@@ -11,9 +11,9 @@ use crate::{Handoff, OptimizerConfig, Pipeline};
 /// made on its own stream. Replicas on one GPU must stay bitwise equal at every step, 2 × 2
 /// must match one device and train the bits of the host hand-off. On the CPU the device path's
 /// copies are forced (`DeviceOnCpuToo`), so the suite's own check runs them too.
-pub(super) fn handoffs(t: &mut Table<'_>, scope: &Scope) {
-    let device = &scope.device;
-    let handoff = match crate::engine::device::is_cpu(device) {
+pub(super) fn handoffs(t: &mut Table<'_>, scope: &Scope<'_>) {
+    let device = scope.on(&scope.device);
+    let handoff = match crate::engine::device::is_cpu(device.device) {
         true => Handoff::DeviceOnCpuToo,
         false => Handoff::Device,
     };
@@ -22,7 +22,7 @@ pub(super) fn handoffs(t: &mut Table<'_>, scope: &Scope) {
     t.run("handoff device: 2 replicas × 1 stage, 10 steps sgd", |t| {
         let mut pipeline = Pipeline::builder()
             .layers(init.clone())
-            .devices([device.clone()])
+            .devices([device.device.clone()])
             .stages(1)
             .replicas(2)
             .optimizer(OptimizerConfig::sgd())
@@ -30,7 +30,7 @@ pub(super) fn handoffs(t: &mut Table<'_>, scope: &Scope) {
             .handoff(handoff)
             .build()
             .map_err(|e| e.to_string())?;
-        let first_split = replicas_split(&mut pipeline, &data)?;
+        let first_split = replicas_split(&mut pipeline, &data, device)?;
         t.verdict(
             "handoff device: 2 replicas × 1 stage, 10 steps sgd: replicas equal every step",
             split_verdict(&first_split),

@@ -12,8 +12,8 @@ use crate::{Backward, OptimizerConfig, Precision, Remat, ScheduleKind};
 /// bf16 (issue 35): the MLP on 1–3 stages × 1–2 replicas, every schedule, split and fused
 /// backward, remat, SGD and Adam, against single-device bf16 on the same device and bitwise
 /// across schedules; bf16 apart from fp32; the tied GPT; the bytes sent halved.
-pub(super) fn mixed_precision(t: &mut Table<'_>, scope: &Scope) {
-    let device = &scope.device;
+pub(super) fn mixed_precision(t: &mut Table<'_>, scope: &Scope<'_>) {
+    let device = scope.on(&scope.device);
     let init = mlp(16, 5, 3); // 6 layers
     let data = mlp_data(3, 16, 16, 3);
     let m = 4;
@@ -128,8 +128,8 @@ pub(super) fn mixed_precision(t: &mut Table<'_>, scope: &Scope) {
 }
 
 /// bf16 sends half the bytes of fp32 between stages.
-fn half_the_bytes(t: &mut Table<'_>, scope: &Scope) {
-    let device = &scope.device;
+fn half_the_bytes(t: &mut Table<'_>, scope: &Scope<'_>) {
+    let device = scope.on(&scope.device);
     t.run("bf16 sends half the bytes", |t| {
         let init = mlp(16, 5, 3);
         let data = mlp_data(1, 16, 16, 3);

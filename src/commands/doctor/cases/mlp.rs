@@ -8,8 +8,8 @@ use crate::{Backward, OptimizerConfig, Remat, ScheduleKind};
 
 /// MLP: 1–3 stages × GPipe/1F1B/ZB-H1 × backward (split, fused, split per micro-batch) × remat,
 /// under SGD and Adam, against one device; bitwise across schedules at the same weight group.
-pub(super) fn mlp_schedules(t: &mut Table<'_>, scope: &Scope) {
-    let device = &scope.device;
+pub(super) fn mlp_schedules(t: &mut Table<'_>, scope: &Scope<'_>) {
+    let device = scope.on(&scope.device);
     let init = mlp(8, 5, 3); // 6 layers
     let data = mlp_data(3, 16, 8, 3);
     let m = 4;
@@ -84,8 +84,8 @@ pub(super) fn mlp_schedules(t: &mut Table<'_>, scope: &Scope) {
 
 /// Interleaved (v = 2) and ZB-V on 2 ranks: against one device, and bitwise equal to GPipe over
 /// the same chunks at the same weight group.
-pub(super) fn mlp_virtual_stages(t: &mut Table<'_>, scope: &Scope) {
-    let device = &scope.device;
+pub(super) fn mlp_virtual_stages(t: &mut Table<'_>, scope: &Scope<'_>) {
+    let device = scope.on(&scope.device);
     let init = mlp(8, 7, 3); // 8 layers
     let data = mlp_data(2, 16, 8, 3);
     let (optimizer, lr) = (OptimizerConfig::adam, 1e-2);

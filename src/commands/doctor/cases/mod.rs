@@ -23,11 +23,13 @@ use std::path::PathBuf;
 
 use burn::prelude::Device;
 
+use super::fixtures::On;
+use super::progress::Progress;
 use super::table::Table;
 use crate::MatmulPrecision;
 
 /// What every case runs on and how much of it.
-pub(super) struct Scope {
+pub(super) struct Scope<'a> {
     /// The device of the pipelines and of their single-device references.
     pub device: Device,
     /// The quick sweep: a few cases of each section.
@@ -36,10 +38,22 @@ pub(super) struct Scope {
     pub precision: MatmulPrecision,
     /// A folder the cases may write (checkpoints).
     pub scratch: PathBuf,
+    /// The sweep's progress (the heartbeat reads each case's phase from it).
+    pub progress: &'a Progress<'a>,
+}
+
+impl Scope<'_> {
+    /// Training on `device`, telling this sweep's progress.
+    pub(super) fn on<'s>(&'s self, device: &'s Device) -> On<'s> {
+        On {
+            device,
+            progress: self.progress,
+        }
+    }
 }
 
 /// One section of the sweep: adds its cases' verdicts to the table.
-pub(super) type Section = fn(&mut Table<'_>, &Scope);
+pub(super) type Section = fn(&mut Table<'_>, &Scope<'_>);
 
 /// The sections in the order they run. bf16 last: its first use of each shape compiles and
 /// tunes tensor-core kernels, which on the H100 check of 2026-11-27 had not ended one case in

@@ -1,19 +1,17 @@
 //! The other models: the GPT (plain and with tied embeddings), the ResNet (batch norm) and the
 //! U-Net (skips) on 2–3 stages.
 
-use burn::prelude::*;
-
 use super::{Scope, pick};
 use crate::commands::doctor::fixtures::{
-    BAR, gpt, gpt_config, images, optimizers, precise_reference, rebalance, reference, resnet,
+    BAR, On, gpt, gpt_config, images, optimizers, precise_reference, rebalance, reference, resnet,
     tokens, train, unet,
 };
 use crate::commands::doctor::table::Table;
 use crate::{Batch, Layer, OptimizerConfig, Precision, Remat};
 
 /// The other models on 2–3 stages, both optimizers; the GPT also tied.
-pub(super) fn models(t: &mut Table<'_>, scope: &Scope) {
-    let device = &scope.device;
+pub(super) fn models(t: &mut Table<'_>, scope: &Scope<'_>) {
+    let device = scope.on(&scope.device);
     for (name, optimizer, lr) in optimizers(scope.quick) {
         let data = tokens(3);
         let gpts = [
@@ -88,7 +86,7 @@ pub(super) fn models(t: &mut Table<'_>, scope: &Scope) {
 pub(super) fn chunked_reference<L: Layer>(
     layers: &[L],
     data: &[Batch],
-    device: &Device,
+    device: On<'_>,
     optimizer: &OptimizerConfig,
     lr: f64,
     chunks: usize,

@@ -7,15 +7,15 @@ use crate::commands::doctor::table::Table;
 
 /// The matmul precision (issue 34): the GPU runs at the precision it started with, and refuses
 /// the other one (nothing to refuse on the CPU).
-pub(super) fn matmul_precision(t: &mut Table<'_>, scope: &Scope) {
-    let device = &scope.device;
-    let running = crate::engine::device::matmul_precision(device);
+pub(super) fn matmul_precision(t: &mut Table<'_>, scope: &Scope<'_>) {
+    let device = scope.on(&scope.device);
+    let running = crate::engine::device::matmul_precision(device.device);
     let other = match scope.precision {
         MatmulPrecision::Fp32 => MatmulPrecision::Tf32,
         MatmulPrecision::Tf32 => MatmulPrecision::Fp32,
     };
-    let cpu = crate::engine::device::is_cpu(device);
-    let refused = crate::engine::device::require_matmul_precision(device, other);
+    let cpu = crate::engine::device::is_cpu(device.device);
+    let refused = crate::engine::device::require_matmul_precision(device.device, other);
     let ok = match cpu {
         true => running == Some(MatmulPrecision::Fp32) && refused.is_ok(),
         false => {

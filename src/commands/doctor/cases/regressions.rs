@@ -12,18 +12,18 @@ use crate::commands::doctor::table::Table;
 use crate::{Backward, OptimizerConfig, Pipeline, Remat, ScheduleKind};
 
 /// The first H200 run's failures (issue 25), as regression cases.
-pub(super) fn regressions(t: &mut Table<'_>, scope: &Scope) {
+pub(super) fn regressions(t: &mut Table<'_>, scope: &Scope<'_>) {
     if scope.quick {
         return all_reduce_between_threads(t, scope);
     }
-    let device = &scope.device;
+    let device = scope.on(&scope.device);
     // 1. Replicas on one GPU drifted apart from step 5 on (plain all-reduce, SGD, width 64).
     let init = mlp(64, 7, 10);
     let data = mlp_data(10, 256, 64, 10);
     t.run("regression: 2 replicas × 1 stage, 10 steps sgd", |t| {
         let mut pipeline = Pipeline::builder()
             .layers(init.clone())
-            .devices([device.clone()])
+            .devices([device.device.clone()])
             .stages(1)
             .replicas(2)
             .micro_batches(1)
@@ -31,7 +31,7 @@ pub(super) fn regressions(t: &mut Table<'_>, scope: &Scope) {
             .learning_rate(0.01)
             .build()
             .map_err(|e| e.to_string())?;
-        let first_split = replicas_split(&mut pipeline, &data)?;
+        let first_split = replicas_split(&mut pipeline, &data, device)?;
         let case = "regression: 2 replicas × 1 stage, 10 steps sgd: replicas equal every step";
         t.verdict(
             case,
