@@ -1,38 +1,46 @@
 #!/usr/bin/env bash
 # Builds, here (no GPU, no network, no CUDA toolkit needed), what the GPU device check runs,
 # and packs it into .gpu/ (ignored by git) for a CUDA machine without Rust:
-#   .gpu/pipetrain.gz      release `pipetrain` with `--features cuda`, stripped
-#   .gpu/gpu-suite.gz      the GPU suite (tests/gpu.rs), dev profile (the build CI makes), stripped:
-#                          a release test build would rebuild burn with the tests' extra
-#                          `ndarray` feature (+25 min on 2 cores); the suite's time is on the GPU
+#   .gpu/pipetrain.gz      release `pipetrain` with `--features cuda`, stripped: the one binary
+#                          (the GPU suite's cases are `pipetrain doctor`'s, issue 46)
 #   .gpu/gpu-check.sh      the check itself (scripts/gpu-check.sh)
+#   .gpu/nccl-probe.py     the NCCL probe (two ranks on one GPU)
 #   .gpu/peers/            the PyTorch peer of the GPU bench rows (scripts/peers/)
-# Together they must stay under 64 MiB (the device machine's carry limit); this script fails
-# if they do not. Usage, from the repository root:
-#   bash scripts/gpu-pack.sh            # ~25 min cold on 2 cores, seconds when built
+#   .gpu/cache.tar.gz      the newest kernel cache committed under docs/device-checks/cache/
+#                          (one folder per check, named by date and GPU), if there is one;
+#                          .gpu/cache.name names it
+# Together they must stay under 64 MiB (the device machine's carry limit); this script prints
+# the size and fails if they do not. Usage, from the repository root:
+#   bash scripts/gpu-pack.sh            # ~15 min cold on 2 cores, seconds when built
 # Then, on the GPU machine, from the directory holding .gpu/:
-#   bash .gpu/gpu-check.sh [OUTDIR]     # < 6 min; prints one table, writes OUTDIR/gpu-check.txt
+#   bash .gpu/gpu-check.sh [OUTDIR]     # <= 8 min; prints one report, writes OUTDIR/gpu-check.txt
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/pipetrain/target}"
 LIMIT=$((64 * 1024 * 1024))
 
 cargo build --release --features cuda --bin pipetrain
-suite=$(cargo test --features cuda --test gpu --no-run --message-format=json 2>/dev/null |
-    python3 -c 'import json,sys
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "gpu" and m.get("executable"):
-        print(m["executable"])' | tail -1)
-[ -n "$suite" ] || { echo "error: the GPU suite's test binary was not found" >&2; exit 1; }
 
 rm -rf .gpu && mkdir -p .gpu/peers
 strip -o .gpu/pipetrain "$CARGO_TARGET_DIR/release/pipetrain"
-strip -o .gpu/gpu-suite "$suite"
-gzip -9 .gpu/pipetrain .gpu/gpu-suite
-cp scripts/gpu-check.sh .gpu/
+gzip -9 .gpu/pipetrain
+cp scripts/gpu-check.sh scripts/nccl-probe.py .gpu/
 cp scripts/peers/*.py .gpu/peers/
+# The newest committed cache (folder names sort by date).
+cache=$(find docs/device-checks/cache -mindepth 1 -maxdepth 1 -type d 2>/dev/null | sort | tail -1)
+if [ -n "$cache" ]; then
+    tar czf .gpu/cache.tar.gz -C "$cache" .
+    basename "$cache" >.gpu/cache.name
+    echo "kernel cache: $cache, $(du -b .gpu/cache.tar.gz | cut -f1) bytes packed"
+else
+    echo "kernel cache: none committed under docs/device-checks/cache/ (the check starts cold)"
+fi
 total=$(du -cb .gpu | tail -1 | cut -f1)
+if [ "$total" -ge "$LIMIT" ] && [ -f .gpu/cache.tar.gz ]; then
+    echo "warning: with the cache the pack is $total bytes, over $LIMIT: the cache is left out (the check starts cold)" >&2
+    rm -f .gpu/cache.tar.gz .gpu/cache.name
+    total=$(du -cb .gpu | tail -1 | cut -f1)
+fi
 ls -l .gpu .gpu/peers
-echo "packed: $total bytes in .gpu/ (limit $LIMIT)"
+echo "packed: $total bytes in .gpu/ (limit $LIMIT, $((total * 100 / LIMIT)) % of it)"
 [ "$total" -lt "$LIMIT" ] || { echo "error: .gpu/ is over the 64 MiB carry limit" >&2; exit 1; }

@@ -243,9 +243,10 @@ impl<L: Layer> PipelineBuilder<L> {
     }
 
     /// What the step report's action times, the measured bubble and the profile spans measure
-    /// on a GPU: [`Timing::Device`] (the default) synchronises the device after each action, so
-    /// they are device times; [`Timing::Host`] does not (the fastest run; they are then the
-    /// host's enqueue times). On a CPU both are the same.
+    /// on a GPU: [`Timing::Host`] (the default) does not synchronise the device after each
+    /// action (the fastest run; they are then the host's enqueue times, and a step waits for
+    /// its device once, at its end); [`Timing::Device`] synchronises after each action, so they
+    /// are device times (for a profile). On a CPU both are the same.
     pub fn timing(mut self, timing: Timing) -> Self {
         self.timing = timing;
         self

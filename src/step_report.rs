@@ -34,6 +34,10 @@ pub struct StageReport {
     /// Compute actions it ran one at a time with the step's other workers: all of them in a
     /// warm-up step ([`WarmUp`](crate::WarmUp)), else none.
     pub serialized_actions: u32,
+    /// How many times it read device values back and waited for them: one a training step
+    /// (the gradient guard's norm, with the last stage's losses). Its host syncs in the step
+    /// are `device_syncs + read_backs`.
+    pub read_backs: u32,
     /// Bytes it sent to other stages in the step (activations, input gradients, skips): half
     /// under bf16.
     pub sent_bytes: u64,
@@ -179,6 +183,7 @@ impl StepReport {
                 actions: w.actions,
                 device_syncs: w.device_syncs,
                 serialized_actions: w.serialized_actions,
+                read_backs: w.read_backs,
                 sent_bytes: w.sent_bytes,
             })
             .collect();

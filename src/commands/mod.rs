@@ -5,12 +5,16 @@
 //! - [`plan`]: a plan's report (bubble, memory, cost), compared across schedules;
 //! - [`tune`]: the configuration search run on a model (`pipetrain-tune` is the search itself);
 //! - `bench` (feature `commands`): the throughput table, beside PyTorch's peers;
+//! - `doctor` (feature `commands`): the self-check of a device (libraries, the equivalence
+//!   sweep, a speed check beside PyTorch);
 //! - `export` (feature `commands`): a checkpoint as a PyTorch state dict;
 //! - `plot` and `profile` (feature `trainer`): the loss plot and the chrome-trace profile of a
 //!   training run.
 
 #[cfg(feature = "commands")]
 pub mod bench;
+#[cfg(feature = "commands")]
+pub mod doctor;
 #[cfg(feature = "commands")]
 pub mod export;
 pub mod plan;

@@ -98,6 +98,20 @@ pub enum CommandError {
         /// Its element type.
         dtype: String,
     },
+    /// The doctor was asked for a section it does not have.
+    DoctorNoSection {
+        /// The name asked for.
+        name: String,
+        /// Every section there is.
+        sections: Vec<&'static str>,
+    },
+    /// The doctor's scratch folder (its checkpoints) cannot be made.
+    DoctorScratch {
+        /// The folder.
+        path: std::path::PathBuf,
+        /// What failed.
+        reason: String,
+    },
     /// A checkpoint that cannot be read as safetensors, or an export that cannot be encoded.
     ExportFile {
         /// The checkpoint.
@@ -173,6 +187,14 @@ impl CommandError {
                 format!("tensor `{tensor}` is {dtype}; checkpoints hold F32 weights")
             }
             CommandError::ExportFile { path, reason } => format!("{}: {reason}", path.display()),
+            CommandError::DoctorNoSection { name, sections } => format!(
+                "the doctor has no section {name:?}; its sections: {}",
+                sections.join(", ")
+            ),
+            CommandError::DoctorScratch { path, reason } => format!(
+                "the doctor's scratch folder {} cannot be made: {reason}",
+                path.display()
+            ),
         }
     }
 
@@ -210,6 +232,12 @@ impl CommandError {
             CommandError::ExportModel { .. } => Some(Remedy::sentence(
                 "load the checkpoint with pipetrain instead",
             )),
+            CommandError::DoctorNoSection { .. } => Some(Remedy::sentence(
+                "name one of the sections listed, or leave the sections out to run them all",
+            )),
+            CommandError::DoctorScratch { .. } => Some(Remedy::sentence(
+                "set TMPDIR to a folder that can be written",
+            )),
             CommandError::BenchZero { .. }
             | CommandError::BenchNoRow { .. }
             | CommandError::BenchRow { .. }
@@ -232,6 +260,7 @@ impl CommandError {
             | CommandError::BenchNoRow { .. }
             | CommandError::TuneNothingFits { .. }
             | CommandError::PlanCost { .. }
+            | CommandError::DoctorNoSection { .. }
             | CommandError::ExportModel { .. } => ErrorClass::Usage,
             #[cfg(feature = "commands")]
             CommandError::TuneCache { .. } => ErrorClass::Usage,

@@ -19,6 +19,7 @@ mod config;
 mod conflicts;
 mod data_order;
 mod disk_full;
+mod doctor;
 mod exit;
 mod limits;
 mod lockstep;

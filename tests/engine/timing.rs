@@ -2,7 +2,9 @@
 //! read. It changes what the clock measures on an asynchronous device, never what is computed:
 //! both modes train bit-identical weights, and both report a time for every compute action.
 //! The synchronisations themselves are counted (a no-op on a CPU, so only the count shows them):
-//! one per compute action of the worker's program under `Device`, one per worker under `Host`.
+//! one per compute action of the worker's program under `Device`, one per worker under `Host`
+//! (the default). Under either, a training step reads device values back once per worker: the
+//! gradient guard's norm, with the last stage's losses (issue 46).
 
 use crate::common;
 
@@ -40,8 +42,17 @@ fn device_and_host_timing_train_the_same_bits_and_time_every_action() {
         (pipeline.parameters(), last.unwrap(), computes)
     };
     let (device, device_report, computes) = run(Timing::Device);
-    let (host, host_report, _) = run(Timing::Host);
+    let (host, host_report, _) = run(Timing::default());
     assert!(device == host, "the timing mode changed the weights");
+    for report in [&device_report, &host_report] {
+        for worker in &report.workers {
+            assert_eq!(
+                worker.read_backs, 1,
+                "{}: one read-back a step, the guard's and the loss's together",
+                worker.worker
+            );
+        }
+    }
     for (report, per_worker) in [(&device_report, None), (&host_report, Some(1))] {
         for worker in &report.workers {
             let stage = worker.worker.stage.index();
@@ -65,6 +76,11 @@ fn device_and_host_timing_train_the_same_bits_and_time_every_action() {
             }
         }
     }
+}
+
+#[test]
+fn host_timing_is_the_default() {
+    assert_eq!(Timing::default(), Timing::Host);
 }
 
 #[test]

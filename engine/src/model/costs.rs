@@ -19,13 +19,21 @@ use crate::model::layer::Layer;
 /// first layers), with parameter bytes and output-activation bytes.
 ///
 /// Like torchgpipe's `balance_by_time`, this times the real layers on real data; it runs on the
-/// calling thread before any worker starts.
+/// calling thread before any worker starts. The device is synchronised before each clock
+/// reading, so on a GPU the times are the device's work, not the host's enqueueing (a no-op on
+/// a CPU).
 pub fn layer_costs<L: Layer>(
     layers: &[L],
     sample: &Activation,
     device: &Device,
     repeats: usize,
 ) -> Result<Vec<LayerCost>, EngineError> {
+    let plain = device.clone();
+    let synced = || {
+        plain
+            .sync()
+            .map_err(|e| EngineError::DeviceFailed(e.to_string()))
+    };
     let device = adapter::autodiff_device(device);
     let layers: Vec<L> = layers
         .iter()
@@ -49,13 +57,15 @@ pub fn layer_costs<L: Layer>(
             // The model's input is data: no gradient flows to it (as on stage 0), so the first
             // layer's backward computes no input gradient.
             let leaf = crate::model::tracking::leaf(x.clone(), i > 0);
+            synced()?;
             let t0 = Instant::now();
             let y = layer.forward(leaf)?;
+            synced()?;
             let t1 = Instant::now();
-            let ones = ones_like(&y);
-            if let Some(ones) = ones {
+            if let Some(ones) = ones_like(&y) {
                 let _ = crate::model::tracking::backward_seeded(&y, ones)?;
             }
+            synced()?;
             let t2 = Instant::now();
             forward = forward.min((t1 - t0).as_secs_f64());
             backward = backward.min((t2 - t1).as_secs_f64());

@@ -11,6 +11,15 @@
 //! On a worker this runs inside the optimizer step ([`Worker::guard`]); the single-device
 //! reference checks and clips the same way ([`clip_single`]).
 //!
+//! ## One read-back per step
+//! A worker sums its gradients' squares on the device (one scalar: non-finite exactly when a
+//! gradient is, or when the sum overflows) and reads it back in one transfer together with its
+//! micro-batch losses (the last stage's), which the step's loss then uses: a steady-state step
+//! waits for its device once here, at its end, and nowhere else for the guard or the loss. Only
+//! a step found non-finite reads each gradient's norm (the slow path), to name the parameter.
+//! Clipping multiplies each gradient on the device by the coefficient, as
+//! `torch.nn.utils.clip_grad_norm_` does.
+//!
 //! ```text
 //!   exchanged per replica:  [ Σ‖g‖² | bad(stage 0) | bad(stage 1) | … | bad(stage p−1) ]
 //!   norm = √(Σ‖g‖²)   first bad stage = lowest s with bad(s) > 0
@@ -66,6 +75,51 @@ fn squared_norms(tensors: &[Tensor<1>]) -> Vec<f32> {
         .expect("f32 gradients")
 }
 
+/// The sum of the squares of every element of `tensors`, as a one-element tensor on their
+/// device (nothing is read back), or `None` without tensors.
+fn squared_total(tensors: &[Tensor<1>]) -> Option<Tensor<1>> {
+    if tensors.is_empty() {
+        return None;
+    }
+    let sums: Vec<Tensor<1>> = tensors.iter().map(|t| t.clone().square().sum()).collect();
+    Some(Tensor::cat(sums, 0).sum())
+}
+
+/// The one read-back of a step: the squared total (0 without gradients) and the losses, in
+/// one transfer; the losses as f64 in their order.
+fn read_back(total: Option<Tensor<1>>, losses: &[Tensor<1>]) -> (f32, Vec<f64>) {
+    let mut parts: Vec<Tensor<1>> = losses
+        .iter()
+        .map(|l| l.clone().cast(burn::tensor::DType::F32))
+        .collect();
+    let has_total = total.is_some();
+    parts.extend(total);
+    if parts.is_empty() {
+        return (0.0, Vec::new());
+    }
+    let values = Tensor::cat(parts, 0)
+        .into_data()
+        .convert::<f32>()
+        .try_to_vec::<f32>()
+        .expect("f32 values");
+    let (losses, total) = values.split_at(losses.len());
+    let total = match has_total {
+        true => total[0],
+        false => 0.0,
+    };
+    (total, losses.iter().map(|&l| f64::from(l)).collect())
+}
+
+/// The index of the gradient to blame for a non-finite total: the first non-finite one, else
+/// (the squares overflowed only in their sum) the largest.
+fn offending(squared: &[f32]) -> usize {
+    squared
+        .iter()
+        .position(|x| !x.is_finite())
+        .or_else(|| (0..squared.len()).max_by(|&a, &b| squared[a].total_cmp(&squared[b])))
+        .unwrap_or(0)
+}
+
 /// `grads` of `module` checked and clipped as one device would: `None` when one is not finite
 /// (the single-device reference skips that step; the pipeline reports or skips it).
 pub(crate) fn clip_single<M: burn::module::Module>(
@@ -108,10 +162,15 @@ impl<L: Layer> Worker<'_, L> {
         let training = self.training();
         let layers = &self.state.layers;
         let (slots, tensors) = Slots::of_grads(layers, &grads);
-        let squared = squared_norms(&tensors);
-        let bad = squared.iter().position(|x| !x.is_finite());
+        // The step's one read-back: the squared total and the losses, together.
+        let (squared, losses) = read_back(squared_total(&tensors), &self.scratch.losses);
+        self.scratch.read_backs += 1;
+        if !self.scratch.losses.is_empty() {
+            self.scratch.loss = Some(losses.iter().fold(0.0, |sum, loss| sum + loss));
+        }
+        let bad = !squared.is_finite();
         let stage = self.id().stage.index();
-        let mut buffer = contribution(self.ctx.stages, stage, squared.iter().sum(), bad.is_some());
+        let mut buffer = contribution(self.ctx.stages, stage, squared, bad);
         // ZeRO-1 left each replica the summed gradients of its own share only.
         if training.zero && self.links.collective.size() > 1 {
             self.links.collective.all_reduce(&mut buffer)?;
@@ -119,12 +178,14 @@ impl<L: Layer> Worker<'_, L> {
         self.links.stages.all_reduce(&mut buffer)?;
         let (norm, first_bad) = verdict(&buffer);
         self.scratch.grad_norm = Some(f64::from(norm));
-        match (first_bad, bad) {
-            (Some(_), _) if training.guard.skip_nonfinite => {
+        match first_bad {
+            Some(_) if training.guard.skip_nonfinite => {
                 self.scratch.skipped = true;
                 return Ok(None);
             }
-            (Some(s), Some(i)) if s == stage => {
+            Some(s) if s == stage && bad => {
+                // The slow path, on a failing step only: each gradient's norm, to name one.
+                let i = offending(&squared_norms(&tensors));
                 let offset = training.layer_offsets.get(stage).copied().unwrap_or(0);
                 let id = slots.id(i);
                 let parameter = adapter::named_parameters(layers, offset)
@@ -134,8 +195,8 @@ impl<L: Layer> Worker<'_, L> {
                 return Err(Failure::Cause(EngineError::NonFinite { parameter }));
             }
             // The stage that reports it fails the step; nothing is applied here either.
-            (Some(_), _) => return Ok(None),
-            (None, _) => {}
+            Some(_) => return Ok(None),
+            None => {}
         }
         let Some(coefficient) = training.guard.clip_coefficient(norm) else {
             return Ok(Some(grads));
@@ -166,5 +227,20 @@ mod tests {
         }
         assert_eq!(verdict(&summed), (5.0, Some(2)));
         assert_eq!(verdict(&contribution(2, 1, 4.0, false)), (2.0, None));
+    }
+
+    #[test]
+    fn one_read_back_gives_the_squared_total_and_the_losses_in_order() {
+        let device = Device::flex();
+        let t = |v: &[f32]| Tensor::<1>::from_floats(v, &device);
+        let grads = [t(&[3.0, 4.0]), t(&[1.0])];
+        let (total, losses) = read_back(squared_total(&grads), &[t(&[0.5]), t(&[0.25])]);
+        assert_eq!((total, losses), (26.0, vec![0.5, 0.25]));
+        assert_eq!(read_back(None, &[]), (0.0, vec![]));
+        let bad = [t(&[1.0]), t(&[f32::NAN])];
+        assert!(read_back(squared_total(&bad), &[]).0.is_nan());
+        // The parameter to blame: the first non-finite one, else the largest.
+        assert_eq!(offending(&[1.0, f32::INFINITY, f32::NAN]), 1);
+        assert_eq!(offending(&[1.0, 3.0e38, 2.0]), 1);
     }
 }

@@ -76,6 +76,11 @@ pub struct WorkerReport {
     /// Compute actions it ran one at a time with the step's other workers: all of them in a
     /// warm-up step ([`WarmUp`](crate::WarmUp)), none in any other.
     pub serialized_actions: u32,
+    /// How many times it read device values back to the host, waiting for them: one per
+    /// training step (the gradient guard's norm, read with the last stage's losses), one for
+    /// the losses of a step without an optimizer step. A steady-state step's host syncs are
+    /// `device_syncs + read_backs`.
+    pub read_backs: u32,
     /// Bytes of the values this worker sent to other stages in the step (activations, input
     /// gradients, skips): elements × their dtype's width, so half under bf16.
     pub sent_bytes: u64,

@@ -47,6 +47,10 @@ pub(crate) struct Scratch<L> {
     pub device_syncs: u32,
     /// Compute actions run one at a time (a warm-up step, `worker/warm_up.rs`).
     pub serialized: u32,
+    /// Blocking reads of device values so far (the guard's one a step, shared with the loss).
+    pub read_backs: u32,
+    /// The step's loss, when the guard's read-back already brought the losses.
+    pub loss: Option<f64>,
     /// Bytes of the values sent to other stages so far.
     pub sent_bytes: u64,
     /// When the all-reduce started and ended (from the step's start).
@@ -78,6 +82,8 @@ impl<L> Scratch<L> {
             actions: ActionTimes::default(),
             device_syncs: 0,
             serialized: 0,
+            read_backs: 0,
+            loss: None,
             sent_bytes: 0,
             all_reduce: None,
             backward_end: None,
@@ -87,7 +93,16 @@ impl<L> Scratch<L> {
     }
 
     /// What worker `worker` hands back after a program that ran `wall` since the step started.
-    pub fn finish(self, worker: WorkerId, wall: Duration) -> Finished {
+    pub fn finish(mut self, worker: WorkerId, wall: Duration) -> Finished {
+        // The losses were read with the guard's norm, or are read now (no optimizer step).
+        let loss = match self.loss {
+            Some(loss) => loss,
+            None if self.losses.is_empty() => 0.0,
+            None => {
+                self.read_backs += 1;
+                adapter::sum_scalars(std::mem::take(&mut self.losses))
+            }
+        };
         let idle = wall.saturating_sub(self.compute);
         let report = WorkerReport {
             worker,
@@ -105,12 +120,13 @@ impl<L> Scratch<L> {
             actions: self.actions,
             device_syncs: self.device_syncs,
             serialized_actions: self.serialized,
+            read_backs: self.read_backs,
             sent_bytes: self.sent_bytes,
             grad_norm: self.grad_norm,
             skipped: self.skipped,
         };
         Finished {
-            loss: adapter::sum_scalars(self.losses),
+            loss,
             report,
             outputs: self.outputs,
         }

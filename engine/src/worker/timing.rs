@@ -7,9 +7,12 @@
 /// asynchronously: the host enqueues kernels and moves on, so a host clock times the enqueueing
 /// and the first action that waits (often the optimizer step) absorbs the queue.
 ///
+/// The default is [`Timing::Host`]: a step then waits for its device once, at its end.
+/// [`Timing::Device`] is for a profile (`pipetrain train --profile` asks for it) or when asked.
+///
 /// ```
 /// use pipetrain_engine::Timing;
-/// assert_eq!(Timing::default(), Timing::Device);
+/// assert_eq!(Timing::default(), Timing::Host);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Timing {
@@ -17,12 +20,12 @@ pub enum Timing {
     /// so each action's time is its device work (plus launch overhead). The cost, on a GPU: the
     /// device idles while the host enqueues the next action, and nothing of one action overlaps
     /// the next on that worker. On a CPU the synchronisation is a no-op.
-    #[default]
     Device,
     /// Read the clock when the host returns from an action, without synchronising: the fastest
     /// run on a GPU, whose action times are then enqueue times. Each worker still synchronises
     /// once a step, after its last compute action (whose time then includes the device's
-    /// queue), so that the weights are written when the step returns.
+    /// queue), so that the weights are written when the step returns. The default.
+    #[default]
     Host,
 }
 

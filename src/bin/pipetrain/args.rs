@@ -79,6 +79,17 @@ impl TrainArgs {
         }
     }
 
+    /// What the action times measure: `--timing` if given, else device times under
+    /// `--profile` (its slices should be the device's work) and host times otherwise (a step
+    /// then waits for its device once, at its end).
+    pub fn timing(&self) -> pipetrain::Timing {
+        match (self.timing, &self.profile) {
+            (Some(timing), _) => timing,
+            (None, Some(_)) => pipetrain::Timing::Device,
+            (None, None) => pipetrain::Timing::Host,
+        }
+    }
+
     /// Whether the flag of field `id` was given (on the command line or in `--config`), not
     /// left at its default.
     pub fn given(&self, id: &str) -> bool {
@@ -354,9 +365,10 @@ pub struct TrainArgs {
     /// What the action times, the measured bubble and --profile's slices measure on a GPU:
     /// `device` synchronises the device after every compute action, so they are its work (the
     /// GPU idles while the next action is enqueued); `host` does not (fastest; they are then
-    /// enqueue times). The same on a CPU.
-    #[arg(long, default_value = "device", value_name = "device|host")]
-    pub timing: pipetrain::Timing,
+    /// enqueue times, and a step waits for its device once, at its end). Default: `host`, and
+    /// `device` under --profile. The same on a CPU.
+    #[arg(long, value_name = "device|host")]
+    pub timing: Option<pipetrain::Timing>,
     /// What f32 matrix products compute in on a GPU: `fp32` (IEEE fp32, as PyTorch's default)
     /// or `tf32` (tensor cores: inputs rounded to 10 mantissa bits, faster on sm_80+, as
     /// PyTorch's `allow_tf32 = True`). Fixed per GPU for the run. On a CPU it is accepted and
@@ -495,4 +507,26 @@ pub struct TrainArgs {
 /// clap's parser for a byte size: the library's [`Bytes`](pipetrain::memory::Bytes) syntax.
 fn parse_bytes(text: &str) -> Result<u64, String> {
     text.parse::<pipetrain::memory::Bytes>().map(|b| b.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pipetrain::Timing;
+
+    #[test]
+    fn timing_is_host_by_default_device_under_profile_and_as_given_otherwise() {
+        let args = |timing, profile: Option<&str>| TrainArgs {
+            timing,
+            profile: profile.map(PathBuf::from),
+            ..Default::default()
+        };
+        assert_eq!(args(None, None).timing(), Timing::Host);
+        assert_eq!(args(None, Some("t.json")).timing(), Timing::Device);
+        assert_eq!(
+            args(Some(Timing::Host), Some("t.json")).timing(),
+            Timing::Host
+        );
+        assert_eq!(args(Some(Timing::Device), None).timing(), Timing::Device);
+    }
 }

@@ -19,6 +19,8 @@ pub enum Exit {
     Usage,
     /// 3: `--verify` ran to the end and the weights differ by more than the tolerance.
     VerifyFailed,
+    /// 4: `doctor` ran its sweep to the end and at least one case failed.
+    DoctorFailed,
     /// 129 (128 + SIGHUP): stopped because its terminal closed, after saving what it could.
     HungUp,
     /// 130 (128 + SIGINT): stopped by Ctrl-C after saving what it could.
@@ -29,11 +31,12 @@ pub enum Exit {
 
 impl Exit {
     /// Every exit code, in numeric order.
-    pub const ALL: [Exit; 7] = [
+    pub const ALL: [Exit; 8] = [
         Exit::Success,
         Exit::Runtime,
         Exit::Usage,
         Exit::VerifyFailed,
+        Exit::DoctorFailed,
         Exit::HungUp,
         Exit::Interrupted,
         Exit::Terminated,
@@ -46,6 +49,7 @@ impl Exit {
             Exit::Runtime => 1,
             Exit::Usage => 2,
             Exit::VerifyFailed => 3,
+            Exit::DoctorFailed => 4,
             Exit::HungUp => 129,
             Exit::Interrupted => 130,
             Exit::Terminated => 143,
@@ -73,6 +77,10 @@ impl Exit {
             Exit::VerifyFailed => {
                 "--verify failed: the run finished, but the pipelined weights differ from \
                  single-device training by more than --verify-tolerance"
+            }
+            Exit::DoctorFailed => {
+                "doctor: the sweep ran to the end and at least one case failed (the table names \
+                 it)"
             }
             Exit::HungUp => "hung up (SIGHUP: the terminal closed): the same graceful stop as 130",
             Exit::Interrupted => {
@@ -119,7 +127,7 @@ mod tests {
     #[test]
     fn codes_are_distinct_and_in_order() {
         let codes: Vec<u8> = Exit::ALL.iter().map(|e| e.code()).collect();
-        assert_eq!(codes, [0, 1, 2, 3, 129, 130, 143]);
+        assert_eq!(codes, [0, 1, 2, 3, 4, 129, 130, 143]);
     }
 
     #[test]

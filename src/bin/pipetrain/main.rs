@@ -1,5 +1,5 @@
 //! The `pipetrain` command line: `train` (the default command), `eval`, `plan`, `bench`,
-//! `export` and `tune`. Its exit
+//! `export`, `tune` and `doctor`. Its exit
 //! codes are [`exit::Exit`]'s.
 
 use std::process::ExitCode;
@@ -41,6 +41,7 @@ mod conflicts;
 mod data;
 mod device;
 mod distributed;
+mod doctor;
 mod eval;
 mod exit;
 mod export;
@@ -117,6 +118,12 @@ enum Command {
     /// the top ones beside their predictions, and --apply FILE writes the winner for --config.
     #[command(args_override_self = true, after_help = Exit::table())]
     Tune(tune::TuneArgs),
+    /// Check this machine's device: the libraries it needs (driver, NVRTC, cuBLAS, the kernel
+    /// cache), then the equivalence sweep against single-device training on the same device
+    /// (schedules × stages × replicas × fp32/bf16, hand-offs, checkpoints), one line per case as
+    /// it ends, and one table; --compare-pytorch adds a short speed check.
+    #[command(after_help = Exit::table())]
+    Doctor(doctor::DoctorArgs),
 }
 
 fn main() -> ExitCode {
@@ -154,6 +161,7 @@ fn run(argv: Vec<std::ffi::OsString>) -> Exit {
         Some(Command::Bench(args)) => bench::run(&args),
         Some(Command::Export(args)) => export::run(&args),
         Some(Command::Tune(args)) => tune::run(&args),
+        Some(Command::Doctor(args)) => doctor::run(&args),
         None => train::run(&cli.train),
     };
     match result {

@@ -28,7 +28,7 @@ pub fn pipeline<L: Layer>(
         .backward(args.backward.with_group(args.weight_group))
         .optimizer(s.optimizer.clone())
         .devices(s.devices.iter().cloned())
-        .timing(args.timing)
+        .timing(args.timing())
         .handoff(args.handoff)
         .matmul_precision(args.matmul_precision)
         .precision(args.precision)

@@ -205,7 +205,7 @@ fn timed<L: Layer>(
     for step in 0..args.warmup + args.steps {
         let batch = &data[step % data.len()];
         let started = Instant::now();
-        pipeline.train_step(batch)?;
+        let report = pipeline.train_step(batch)?;
         device.sync().map_err(|e| {
             Error::Command(CommandError::BenchRow {
                 row: row.name.clone(),
@@ -218,6 +218,11 @@ fn timed<L: Layer>(
         }
         if step >= args.warmup {
             timed.rates.push(row.model.rows() as f64 / seconds);
+            timed.host_syncs = report
+                .workers
+                .iter()
+                .map(|w| w.device_syncs + w.read_backs)
+                .sum();
         }
     }
     Ok(timed)
@@ -230,6 +235,9 @@ struct Timed {
     rates: Vec<f64>,
     /// Seconds of the first (warm-up) step: kernel compilation and autotuning included.
     first_step: f64,
+    /// Host syncs of the last measured step, over every worker: device synchronisations and
+    /// read-backs (a steady-state step's).
+    host_syncs: u32,
 }
 
 /// The PyTorch peer of the GPU rows: `python` running `torch_gpu.py` of `dir`.
@@ -318,6 +326,11 @@ pub struct GpuLine {
     /// Seconds of our first step of each repetition (kernel compilation and autotuning
     /// included; not in `ours`).
     pub first_steps: Vec<f64>,
+    /// Host syncs in a steady-state step (the last measured one of each repetition), over
+    /// every worker: device synchronisations plus blocking read-backs
+    /// ([`StageReport::read_backs`](crate::StageReport::read_backs)). With host timing, one
+    /// synchronisation and one read-back per worker, both at the step's end.
+    pub host_syncs: Vec<u32>,
 }
 
 /// What a GPU bench measured ([`run_gpu`]); [`GpuReport::render`] makes it a document.
@@ -379,6 +392,7 @@ pub fn run_gpu(
             ours: Vec::new(),
             theirs: Vec::new(),
             first_steps: Vec::new(),
+            host_syncs: Vec::new(),
         })
         .collect();
     let mut report = GpuReport {
@@ -396,7 +410,11 @@ pub fn run_gpu(
     let total = rows.len() * args.reps;
     for rep in 0..args.reps {
         for (i, row) in rows.iter().enumerate() {
-            let Timed { rates, first_step } = measure(row, args, device).map_err(|e| match e {
+            let Timed {
+                rates,
+                first_step,
+                host_syncs,
+            } = measure(row, args, device).map_err(|e| match e {
                 e @ Error::Command(CommandError::BenchRow { .. }) => e,
                 e => Error::Command(CommandError::BenchRow {
                     row: row.name.clone(),
@@ -411,6 +429,7 @@ pub fn run_gpu(
             });
             lines[i].ours.extend(rates);
             lines[i].first_steps.push(first_step);
+            lines[i].host_syncs.push(host_syncs);
             if let Some(p) = peer_run {
                 let result = peer(p, row, args);
                 progress(Progress::Peer {
@@ -457,9 +476,9 @@ impl GpuReport {
             self.reps,
             self.peer.as_deref().unwrap_or("not run")
         );
-        out +=
-            "| row | matmul | pipetrain samples/s | PyTorch samples/s | ratio | first step s |\n";
-        out += "|---|---|---:|---:|---:|---:|\n";
+        out += "| row | matmul | pipetrain samples/s | PyTorch samples/s | ratio | first step s | \
+             host syncs/step |\n";
+        out += "|---|---|---:|---:|---:|---:|---:|\n";
         for line in &self.lines {
             let us = median(&line.ours);
             let (them, ratio) = match line.theirs.is_empty() {
@@ -470,8 +489,9 @@ impl GpuReport {
                 }
             };
             let first = line.first_steps.iter().copied().fold(0.0, f64::max);
+            let syncs = line.host_syncs.iter().max().copied().unwrap_or(0);
             out += &format!(
-                "| {} | {} | {us:.0} | {them} | {ratio} | {first:.2} |\n",
+                "| {} | {} | {us:.0} | {them} | {ratio} | {first:.2} | {syncs} |\n",
                 line.name,
                 match self.precision {
                     crate::Precision::Fp32 => self.matmul_precision.to_string(),
@@ -483,5 +503,30 @@ impl GpuReport {
             out += &format!("\nPyTorch peer failed: {note}\n");
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The row's column of host syncs, measured on the CPU (where a sync is a no-op but still
+    /// counted): one worker with host timing syncs once and reads back once, at the step's end.
+    #[test]
+    fn a_steady_step_on_one_worker_has_two_host_syncs_both_at_its_end() {
+        let settings = BenchSettings {
+            hidden_layers: 1,
+            gpt_width: 0,
+            steps: 1,
+            warmup: 1,
+            only: Some("x1024".into()),
+            ..BenchSettings::default()
+        };
+        let report = run_gpu(&settings, &Device::flex(), None, &mut |_| {}).unwrap();
+        assert_eq!(report.lines.len(), 1, "{:?}", report.lines);
+        assert_eq!(report.lines[0].host_syncs, [2]);
+        let table = report.render("cpu", "test");
+        assert!(table.contains("| host syncs/step |"), "{table}");
+        assert!(table.lines().any(|l| l.ends_with("| 2 |")), "{table}");
     }
 }

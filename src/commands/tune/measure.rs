@@ -197,6 +197,8 @@ fn one_worker<L: Layer>(
         .optimizer(optimizer.clone())
         .devices([device.clone()])
         .threads_per_worker(1)
+        // The calibration reads each action's time: device times, not enqueue times.
+        .timing(crate::Timing::Device)
         .build()
 }
 
