@@ -1,7 +1,9 @@
 //! A graceful stop (issue 12, item 6): SIGINT, SIGTERM or SIGHUP (issue 38) mid-training finishes
 //! the step, saves the final checkpoint, flushes metrics and the trace, says what it saved and
 //! exits 130 / 143 / 129.
-//! The checkpoint resumes bit for bit and the trace parses.
+//! The checkpoint resumes bit for bit and the trace parses. `bench`, `tune` and `plan`, which
+//! have no step to finish, stop at once on each of the three signals (issue 48 item 5), held
+//! open by their own test hook (`PIPETRAIN_TEST_HOLD_COMMAND`) until the signal lands.
 //!
 //! No test here depends on the host's speed: the test hook `PIPETRAIN_TEST_HOLD_STEP` holds a
 //! step open before it computes, the run says when a signal reached it, and the test ends the
@@ -383,4 +385,130 @@ fn bench_stops_on_sigint_even_when_it_was_inherited_as_ignored() {
         "{said}"
     );
     assert!(!out.exists());
+}
+
+/// `pipetrain <args>` (`command` its subcommand) held by the test hook
+/// `PIPETRAIN_TEST_HOLD_COMMAND` once its signal handlers are installed, then sent `signal`
+/// (`INT`, `TERM`, `HUP`): it must exit `code` at once, saying `SIG{signal}: {command} stopped;
+/// {unwritten}`, with `out` (if any) not written. A command that installs no handler is killed by
+/// the signal (no exit code) or, where it was left ignored, holds until [`HANG`].
+fn stops_at_once(args: &[&str], signal: &str, code: i32, unwritten: &str, out: Option<&Path>) {
+    let command = args[0];
+    let tmp = scratch(&format!("{command}-sig{signal}"));
+    let release = tmp.path().join("release");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pipetrain"))
+        .args(args)
+        .env("PIPETRAIN_TEST_HOLD_COMMAND", &release)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (send, lines) = channel();
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            let _ = send.send(line);
+        }
+    });
+    let mut said = String::new();
+    let held = format!("test hook: {command} held until");
+    let mut sent = false;
+    loop {
+        match lines.recv_timeout(HANG) {
+            Ok(line) => {
+                said = format!("{said}\n{line}");
+                if !sent && line.starts_with(&held) {
+                    let kill = Command::new("kill")
+                        .args([&format!("-{signal}"), &child.id().to_string()])
+                        .status()
+                        .unwrap();
+                    assert!(kill.success());
+                    sent = true;
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
+            Err(RecvTimeoutError::Timeout) => {
+                let _ = child.kill();
+                panic!("pipetrain {args:?} ran on for {HANG:?} (SIG{signal} sent: {sent}):{said}");
+            }
+        }
+    }
+    let status = child.wait().unwrap();
+    assert!(sent, "pipetrain {args:?} ended before the hold:{said}");
+    assert_eq!(
+        status.code(),
+        Some(code),
+        "pipetrain {args:?} under SIG{signal} ({status}: no code is a death by the signal, \
+         no handler installed):{said}"
+    );
+    assert!(
+        said.contains(&format!("SIG{signal}: {command} stopped; {unwritten}")),
+        "{said}"
+    );
+    if let Some(out) = out {
+        assert!(!out.exists(), "{} written", out.display());
+    }
+}
+
+/// Issue 48 item 5: `plan` and `tune` stop on SIGINT and SIGTERM with their exit codes, `tune`'s
+/// `--apply` unwritten (removing `exit_on_signal` from either fails here).
+#[test]
+fn plan_and_tune_stop_at_once_on_sigint_and_sigterm() {
+    let tmp = scratch("plan-tune-signals");
+    let apply = tmp.path().join("apply.toml");
+    let cache = tmp.path().join("cache");
+    let apply_flag = format!("--apply {} not written", apply.display());
+    for (signal, code) in [("INT", 130), ("TERM", 143)] {
+        stops_at_once(
+            &["plan", "--stages", "2", "--micro-batches", "4"],
+            signal,
+            code,
+            "nothing was written",
+            None,
+        );
+        let tune = [
+            "tune",
+            "--cache-dir",
+            cache.to_str().unwrap(),
+            "--apply",
+            apply.to_str().unwrap(),
+            "--width",
+            "16",
+            "--hidden-layers",
+            "2",
+            "--batch",
+            "16",
+        ];
+        stops_at_once(&tune, signal, code, &apply_flag, Some(&apply));
+    }
+}
+
+/// Issue 48 item 5: `bench` stops on SIGTERM and SIGHUP as on SIGINT (143, 129), `--out`
+/// unwritten.
+#[test]
+fn bench_stops_at_once_on_sigterm_and_sighup() {
+    let tmp = scratch("bench-signals");
+    let out = tmp.path().join("bench.md");
+    let unwritten = format!("--out {} not written", out.display());
+    for (signal, code) in [("TERM", 143), ("HUP", 129)] {
+        stops_at_once(
+            &[
+                "bench",
+                "--steps",
+                "1",
+                "--reps",
+                "1",
+                "--width",
+                "16",
+                "--hidden-layers",
+                "2",
+                "--out",
+                out.to_str().unwrap(),
+            ],
+            signal,
+            code,
+            &unwritten,
+            Some(&out),
+        );
+    }
 }
