@@ -111,6 +111,27 @@ fn train(
     }
 }
 
+/// The fixture's training (SGD at its learning rate) of `layers` in `precision`, on `stages`
+/// even stages with `micro_batches` micro-batches.
+fn pipeline_of<L: Layer>(
+    all: &Value,
+    layers: Vec<L>,
+    precision: Precision,
+    stages: usize,
+    micro_batches: usize,
+) -> Pipeline<L> {
+    let count = layers.len();
+    Pipeline::builder()
+        .layers(layers)
+        .balance(Partition::even(count, stages).unwrap().balance())
+        .micro_batches(micro_batches)
+        .optimizer(OptimizerConfig::sgd())
+        .learning_rate(all["train"]["lr"].as_f64().unwrap())
+        .precision(precision)
+        .build()
+        .unwrap()
+}
+
 fn losses_of<L: Layer>(
     all: &Value,
     layers: Vec<L>,
@@ -119,16 +140,7 @@ fn losses_of<L: Layer>(
     stages: usize,
     micro_batches: usize,
 ) -> Vec<f64> {
-    let count = layers.len();
-    let mut pipeline = Pipeline::builder()
-        .layers(layers)
-        .balance(Partition::even(count, stages).unwrap().balance())
-        .micro_batches(micro_batches)
-        .optimizer(OptimizerConfig::sgd())
-        .learning_rate(all["train"]["lr"].as_f64().unwrap())
-        .precision(precision)
-        .build()
-        .unwrap();
+    let mut pipeline = pipeline_of(all, layers, precision, stages, micro_batches);
     let steps = all["train"]["steps"].as_u64().unwrap();
     (0..steps)
         .map(|_| pipeline.train_step(batch).unwrap().loss)
@@ -261,17 +273,8 @@ fn final_weights<L: Layer>(
     stages: usize,
     micro_batches: usize,
 ) -> Vec<Vec<f32>> {
-    let count = layers.len();
     let batch = batch(all);
-    let mut pipeline = Pipeline::builder()
-        .layers(layers)
-        .balance(Partition::even(count, stages).unwrap().balance())
-        .micro_batches(micro_batches)
-        .optimizer(OptimizerConfig::sgd())
-        .learning_rate(all["train"]["lr"].as_f64().unwrap())
-        .precision(precision)
-        .build()
-        .unwrap();
+    let mut pipeline = pipeline_of(all, layers, precision, stages, micro_batches);
     for _ in 0..all["train"]["steps"].as_u64().unwrap() {
         pipeline.train_step(&batch).unwrap();
     }
@@ -390,14 +393,7 @@ fn every_layer_on_every_stage_computes_in_bf16() {
             .enumerate()
             .map(|(index, layer)| Probe { layer, index })
             .collect();
-        let mut pipeline = Pipeline::builder()
-            .layers(layers)
-            .balance(Partition::even(3, stages).unwrap().balance())
-            .micro_batches(4)
-            .optimizer(OptimizerConfig::sgd())
-            .precision(Precision::Bf16)
-            .build()
-            .unwrap();
+        let mut pipeline = pipeline_of(&all, layers, Precision::Bf16, stages, 4);
         for _ in 0..2 {
             if let Err(e) = pipeline.train_step(&batch) {
                 panic!("{stages} stages: {e}");
