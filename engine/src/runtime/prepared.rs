@@ -287,7 +287,7 @@ fn whole_ranks(world: &World, plan: &Plan) -> Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use burn::nn::{Linear, LinearConfig};
     use burn::prelude::*;
     use pipetrain_partitioner::Partition;
@@ -299,9 +299,10 @@ mod tests {
     use crate::optim::optimizer::OptimizerConfig;
     use crate::{DataParallel, Handoff, Mse, Remat};
 
+    /// A layer of one `Linear` (the engine's tests' smallest model).
     #[derive(Module, Debug)]
-    struct Plain {
-        linear: Linear,
+    pub(crate) struct Plain {
+        pub(crate) linear: Linear,
     }
 
     impl Layer for Plain {
@@ -310,7 +311,8 @@ mod tests {
         }
     }
 
-    fn config(handoff: Handoff) -> RuntimeConfig {
+    /// GPipe, 2 micro-batches, SGD at 0.1, MSE, under `handoff`.
+    pub(crate) fn config(handoff: Handoff) -> RuntimeConfig {
         RuntimeConfig {
             schedule: ScheduleKind::GPipe.into(),
             micro_batches: 2,
