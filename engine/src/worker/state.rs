@@ -28,7 +28,7 @@ pub struct WorkerState<L: Layer> {
 impl<L: Layer> WorkerState<L> {
     /// A worker holding `layers` on `device` (an autodiff device is made from it), with a fresh
     /// optimizer state and a pool of `threads` compute threads. Its weights may still share
-    /// buffers with another replica's: [`own_buffers`](Self::own_buffers) gives it its own
+    /// buffers with another replica's: `own_buffers` gives it its own
     /// where that matters (the runtime's preparation calls it, knowing the hand-off).
     pub fn new(
         id: WorkerId,
