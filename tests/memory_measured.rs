@@ -66,6 +66,19 @@
 //! thread-tagging allocator probe), which the model counts; without it the fused row read
 //! 0.54.
 //!
+//! **Measured, not swept** (issue 48 item 3, same machine, 2026-11-28, two runs each): 2
+//! replicas (MLP-4x256 b64 m 4, Adam) 1.01 and 1.01; with ZeRO-1 1.01 and 0.85 (measured
+//! 2 676 146 B, then 3 195 680 B: the two replicas' peaks overlap or not); 2 replicas × 2 stages
+//! (MLP-4x32 b2048, 1F1B m 8) 1.17, then in the band; with ZeRO-1 1.10; ZB-H1 (2 stages, m 8)
+//! 0.97 after the step but 0.85 for `Setup::memory` (501 280 B against 566 816 B: the
+//! prediction leaves out deferred bytes the step's report adds); interleaved 1F1B v 2 1.27 and
+//! 1.28 (the model counts 1 048 576 B of `W`'s copies, twice the 1F1B row's, which the step
+//! does not hold at once); 2 compute threads per worker 1.00 and 1.09 on one run, then 0.46
+//! for MLP-4x256 m 4 (3 616 004 B: the second thread's 2 MiB GEMM cache, allocated in the
+//! measured step). Replicas and threads read in the band on one run and out on another, so
+//! their rows wait for a measurement that is stable (the caches allocated before the step);
+//! interleaved waits for the model. `Layout`'s `replicas`, `zero` and `threads` repeat them.
+//!
 //! Each test takes [`SERIAL`]: the allocator counts the whole process.
 
 mod common;
@@ -126,6 +139,12 @@ struct Layout {
     precision: Precision,
     /// `None`: the builder's.
     backward: Option<Backward>,
+    /// Replicas of the pipeline.
+    replicas: usize,
+    /// ZeRO stage (0 or 1).
+    zero: u8,
+    /// Compute threads per worker.
+    threads: usize,
 }
 
 /// What one layout measured, and what the model says of it.
@@ -158,6 +177,9 @@ fn measure(layout: Layout) -> Measured {
         adam,
         precision,
         backward,
+        replicas,
+        zero,
+        threads,
     } = layout;
     let device = Device::flex();
     let batch = synthetic::classification(5, 0, rows, width, 8, &device);
@@ -176,7 +198,9 @@ fn measure(layout: Layout) -> Measured {
         .remat(remat)
         .optimizer(optimizer)
         .precision(precision)
-        .threads_per_worker(1);
+        .replicas(replicas)
+        .zero(zero)
+        .threads_per_worker(threads);
     if let Some(backward) = backward {
         builder = builder.backward(backward);
     }
@@ -191,9 +215,8 @@ fn measure(layout: Layout) -> Measured {
     let report = pipeline.train_step(&batch).unwrap();
     let step = (ALLOCATOR.peak_usage() - base) as u64;
     let model = pipeline.worker_memory(&report).unwrap();
-    let parameters = pipeline
-        .replica_parameters(0)
-        .iter()
+    let parameters = (0..replicas)
+        .flat_map(|r| pipeline.replica_parameters(r))
         .map(|p| p.len() as u64 * 4)
         .sum();
     let optimizer_state = pipeline
@@ -230,6 +253,9 @@ impl Measured {
             adam,
             precision,
             backward,
+            replicas,
+            zero,
+            threads,
         } = self.layout;
         let opt = if adam { "adam" } else { "sgd" };
         let params = sum(&self.model, |w| w.parameters);
@@ -237,7 +263,7 @@ impl Measured {
         let per_step = sum(&self.model, |w| w.gradients + w.held);
         let pred_step = sum(&self.predicted, |w| w.gradients + w.held);
         format!(
-            "MLP-4x{width} b{rows} p{stages} m{m} {schedule} {remat:?} {opt} {precision} {backward:?}: \
+            "MLP-4x{width} b{rows} r{replicas} zero{zero} p{stages} m{m} t{threads} {schedule} {remat:?} {opt} {precision} {backward:?}: \
              built {} params {params} | between {} (params+state {}) | step {} model {per_step} ({:.2}) predicted {pred_step} ({:.2}) | grads {} stash {} deferred {} copies {} held {}",
             self.built,
             self.between,
@@ -266,6 +292,9 @@ const BASE: Layout = Layout {
     adam: false,
     precision: Precision::Fp32,
     backward: None,
+    replicas: 1,
+    zero: 0,
+    threads: 1,
 };
 
 /// Activations dominate (MLP-4x32, batch 2048).
