@@ -49,6 +49,8 @@ pub(crate) struct Config {
     pub devices: Vec<Device>,
     /// Compute threads per worker.
     pub threads: usize,
+    /// The precision asked of every device's f32 matmuls (set on each GPU when built).
+    pub matmul_precision: MatmulPrecision,
     /// Bytes each worker may hold ([`crate::memory`]); the split must fit.
     pub memory_budget: Option<u64>,
     /// Multi-process: the workers this process runs and what connects them to the others.
@@ -562,6 +564,7 @@ impl<L: Layer> PipelineBuilder<L> {
             threads: self
                 .threads
                 .unwrap_or_else(|| pool::threads_per_worker(workers)),
+            matmul_precision: self.matmul_precision,
             memory_budget: self.memory_budget,
             distributed: self.distributed,
         };

@@ -13,7 +13,8 @@ use std::ops::Range;
 
 use burn::prelude::Device;
 use pipetrain_engine::{
-    Activation, Batch, ChannelFabric, Fabric, Layer, Layout, Plans, Runtime, Workers, World,
+    Activation, Batch, ChannelFabric, Fabric, Handoff, Layer, Layout, MatmulPrecision, Plans,
+    Runtime, Workers, World,
 };
 use pipetrain_partitioner::{LayerCost, Partition};
 use pipetrain_schedules::{Costs, Plan, ReplicaId, StageId, WorkerId, peak_stash, simulate};
@@ -36,6 +37,13 @@ pub struct WorkerSetup {
     pub device: Device,
     /// Its compute threads.
     pub threads: usize,
+    /// The precision asked of its device's f32 matmuls: set on a GPU when the pipeline was
+    /// built; a CPU has no TF32 and multiplies in IEEE fp32 whatever is asked
+    /// (`pipetrain::engine::device::matmul_precision` tells what a device runs).
+    pub matmul_precision: MatmulPrecision,
+    /// How tensors cross from its thread to another worker's: the runtime's hand-off (on a CPU
+    /// every mode passes the handle, and `Handoff::DeviceOnCpuToo` forces the GPU's copies).
+    pub handoff: Handoff,
 }
 
 /// What a [`Pipeline`] runs, resolved when it is built and fixed for its life: the split, the
@@ -231,6 +239,8 @@ impl<L: Layer> Validated<L> {
                     layers: partition.range(w.id().stage),
                     device: pipetrain_engine::plain_device(w.device()),
                     threads: config.threads,
+                    matmul_precision: config.matmul_precision,
+                    handoff: config.runtime.handoff,
                 })
                 .collect(),
             partition,

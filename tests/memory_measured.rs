@@ -49,6 +49,8 @@
 //! | MLP-4x32 b2048, 2 stages, m 8, 1F1B, remat Always, Adam | 2 724 384 B | 0.99 |
 //! | MLP-4x256 b64, 1 stage, m 4, GPipe, Adam, bf16 | 3 306 996 B | 1.04 |
 //! | MLP-4x32 b2048, 2 stages, m 8, GPipe, Adam, fused backward | 2 589 342 B | 0.94 |
+//! | MLP-4x32 b2048, 2 stages, m 8, GPipe, Adam, split backward group 1 | 1 467 718–1 499 300 B | 1.02–1.04 |
+//! | the same, remat Always | 592 880–603 540 B | 0.93–0.94 |
 //!
 //! The other rows were the same to the byte over five runs; the 1F1B row varied between runs.
 //!
@@ -65,6 +67,19 @@
 //! each `Linear`'s output before its ReLU beside the ReLU's output (seen with a
 //! thread-tagging allocator probe), which the model counts; without it the fused row read
 //! 0.54.
+//!
+//! **Measured, not swept** (issue 48 item 3, same machine, 2026-11-28, two runs each): 2
+//! replicas (MLP-4x256 b64 m 4, Adam) 1.01 and 1.01; with ZeRO-1 1.01 and 0.85 (measured
+//! 2 676 146 B, then 3 195 680 B: the two replicas' peaks overlap or not); 2 replicas × 2 stages
+//! (MLP-4x32 b2048, 1F1B m 8) 1.17, then in the band; with ZeRO-1 1.10; ZB-H1 (2 stages, m 8)
+//! 0.97 after the step but 0.85 for `Setup::memory` (501 280 B against 566 816 B: the
+//! prediction leaves out deferred bytes the step's report adds); interleaved 1F1B v 2 1.27 and
+//! 1.28 (the model counts 1 048 576 B of `W`'s copies, twice the 1F1B row's, which the step
+//! does not hold at once); 2 compute threads per worker 1.00 and 1.09 on one run, then 0.46
+//! for MLP-4x256 m 4 (3 616 004 B: the second thread's 2 MiB GEMM cache, allocated in the
+//! measured step). Replicas and threads read in the band on one run and out on another, so
+//! their rows wait for a measurement that is stable (the caches allocated before the step);
+//! interleaved waits for the model. `Layout`'s `replicas`, `zero` and `threads` repeat them.
 //!
 //! Each test takes [`SERIAL`]: the allocator counts the whole process.
 
@@ -126,6 +141,12 @@ struct Layout {
     precision: Precision,
     /// `None`: the builder's.
     backward: Option<Backward>,
+    /// Replicas of the pipeline.
+    replicas: usize,
+    /// ZeRO stage (0 or 1).
+    zero: u8,
+    /// Compute threads per worker.
+    threads: usize,
 }
 
 /// What one layout measured, and what the model says of it.
@@ -158,6 +179,9 @@ fn measure(layout: Layout) -> Measured {
         adam,
         precision,
         backward,
+        replicas,
+        zero,
+        threads,
     } = layout;
     let device = Device::flex();
     let batch = synthetic::classification(5, 0, rows, width, 8, &device);
@@ -176,7 +200,9 @@ fn measure(layout: Layout) -> Measured {
         .remat(remat)
         .optimizer(optimizer)
         .precision(precision)
-        .threads_per_worker(1);
+        .replicas(replicas)
+        .zero(zero)
+        .threads_per_worker(threads);
     if let Some(backward) = backward {
         builder = builder.backward(backward);
     }
@@ -191,9 +217,8 @@ fn measure(layout: Layout) -> Measured {
     let report = pipeline.train_step(&batch).unwrap();
     let step = (ALLOCATOR.peak_usage() - base) as u64;
     let model = pipeline.worker_memory(&report).unwrap();
-    let parameters = pipeline
-        .replica_parameters(0)
-        .iter()
+    let parameters = (0..replicas)
+        .flat_map(|r| pipeline.replica_parameters(r))
         .map(|p| p.len() as u64 * 4)
         .sum();
     let optimizer_state = pipeline
@@ -230,6 +255,9 @@ impl Measured {
             adam,
             precision,
             backward,
+            replicas,
+            zero,
+            threads,
         } = self.layout;
         let opt = if adam { "adam" } else { "sgd" };
         let params = sum(&self.model, |w| w.parameters);
@@ -237,7 +265,7 @@ impl Measured {
         let per_step = sum(&self.model, |w| w.gradients + w.held);
         let pred_step = sum(&self.predicted, |w| w.gradients + w.held);
         format!(
-            "MLP-4x{width} b{rows} p{stages} m{m} {schedule} {remat:?} {opt} {precision} {backward:?}: \
+            "MLP-4x{width} b{rows} r{replicas} zero{zero} p{stages} m{m} t{threads} {schedule} {remat:?} {opt} {precision} {backward:?}: \
              built {} params {params} | between {} (params+state {}) | step {} model {per_step} ({:.2}) predicted {pred_step} ({:.2}) | grads {} stash {} deferred {} copies {} held {}",
             self.built,
             self.between,
@@ -266,6 +294,9 @@ const BASE: Layout = Layout {
     adam: false,
     precision: Precision::Fp32,
     backward: None,
+    replicas: 1,
+    zero: 0,
+    threads: 1,
 };
 
 /// Activations dominate (MLP-4x32, batch 2048).
@@ -329,6 +360,18 @@ fn the_model_is_within_15_percent_of_each_step_s_peak() {
         // The fused backward: the layers on burn's autodiff path.
         Layout {
             backward: Some(Backward::Fused),
+            ..two(gpipe)
+        },
+        // The stash at the step's peak (issue 48 item 3: it was so in 2 rows of 9): each
+        // micro-batch's weight gradients at its backward, so the stash is not traded for
+        // deferred inputs; with and without re-materialization.
+        Layout {
+            backward: Some(Backward::Split { weight_group: 1 }),
+            ..two(gpipe)
+        },
+        Layout {
+            remat: Remat::Always,
+            backward: Some(Backward::Split { weight_group: 1 }),
             ..two(gpipe)
         },
     ];

@@ -578,6 +578,31 @@ fn launcher_variables_that_disagree_with_mpi_exit_2() {
     );
 }
 
+/// A launcher's world that MPI, started, does not see (issue 48 item 5: PMIx was in no test):
+/// `mpirun -np 1` with PMIx's (Open MPI's own launcher sets `PMIX_RANK`) or PMI's world size
+/// of 2 is refused naming the variables, exit 2, where each process would train alone.
+#[test]
+fn a_pmix_or_pmi_world_that_mpi_does_not_see_is_refused() {
+    let _job = lock();
+    for (assignment, named) in [
+        ("PMIX_SIZE=2", "PMIX_SIZE=2 PMIX_RANK=0: "),
+        ("PMI_SIZE=2", "PMI_SIZE=2: "),
+    ] {
+        let out = mpirun(1, &["-x", assignment], &["train"])
+            .args(TINY)
+            .output()
+            .expect("mpirun runs");
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(named)
+                && stderr.contains("MPI, started, sees this process alone")
+                && stderr.contains("srun --mpi=pmix -n 2"),
+            "{assignment}: {stderr}"
+        );
+    }
+}
+
 /// Every rank initialises another model (the test hook `PIPETRAIN_TEST_SEED_PER_RANK` seeds
 /// rank r with `--seed` + r; the data keeps `--seed`): the run still equals, bit for bit, the
 /// in-process run from rank 0's init, which only rank 0's broadcast gives the others.
@@ -996,13 +1021,6 @@ impl Drop for Hosts {
     }
 }
 
-/// `CI`'s value when set to something other than empty, `false` or `0`.
-fn ci() -> Option<String> {
-    std::env::var("CI")
-        .ok()
-        .filter(|v| !v.is_empty() && v != "false" && v != "0")
-}
-
 /// Without `CI` the two-host test may skip where namespaces cannot be made (a plain user);
 /// under `CI=true` it must not.
 #[test]
@@ -1014,7 +1032,7 @@ fn two_by_two_across_two_hosts_verifies() {
         Err(why) => {
             // CI runs as root, where namespaces work: there a failure to create them is a
             // broken host, not a reason to pass.
-            if let Some(ci) = ci() {
+            if let Some(ci) = common::ci() {
                 panic!(
                     "CI={ci}: network namespaces cannot be created ({why}); this test must run \
                      in CI (as root, with `ip` from iproute2), so it fails instead of skipping"

@@ -11,6 +11,10 @@
 
 mod replay;
 
+/// `CI`, read as every test of the workspace reads it.
+#[path = "../../tests/common/ci.rs"]
+mod ci;
+
 use std::path::PathBuf;
 
 use pipetrain_schedules::{
@@ -40,7 +44,7 @@ const UNCHECKED: &str = "nobody yet: review the render, then say how it was chec
 
 /// Refuses `UPDATE_GOLDEN` under CI; `Ok(true)` when the files are to be rewritten.
 fn updating(update: Option<String>, ci: Option<String>) -> Result<bool, String> {
-    let ci = ci.filter(|v| !v.is_empty() && v != "false" && v != "0");
+    let ci = ci::ci_from(ci);
     match (update, ci) {
         (Some(u), Some(ci)) => Err(format!(
             "UPDATE_GOLDEN={u} under CI={ci}: CI checks the golden files and never rewrites \
@@ -57,11 +61,8 @@ fn check(name: &str, actual: &str) {
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
     let path = root.join("tests/golden").join(name);
-    let update = updating(
-        std::env::var("UPDATE_GOLDEN").ok(),
-        std::env::var("CI").ok(),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let update =
+        updating(std::env::var("UPDATE_GOLDEN").ok(), ci::ci()).unwrap_or_else(|e| panic!("{e}"));
     if update {
         let old = std::fs::read_to_string(&path).unwrap_or_default();
         let (header, _) = split_header(&old);

@@ -664,6 +664,15 @@ mod tests {
         );
         let e = unjoinable(pmi, false, true, None).unwrap();
         assert!(e.starts_with("PMI_SIZE=2 PMI_RANK=1: "), "{e}");
+        // PMIx (Open MPI 5's launcher, `srun --mpi=pmix`): its world, and its rank alone.
+        let pmix = env(&[("PMIX_SIZE", "2"), ("PMIX_RANK", "1")]);
+        let e = unjoinable(pmix, false, true, None).unwrap();
+        assert!(
+            e.starts_with("PMIX_SIZE=2 PMIX_RANK=1: ") && e.contains("one of 2"),
+            "{e}"
+        );
+        assert_eq!(unjoinable(pmix, true, true, None), None);
+        assert!(unjoinable(pmix, true, true, Some(1)).is_some());
         for mpi in [false, true] {
             let e = unjoinable(srun, mpi, false, None).unwrap();
             assert!(

@@ -32,7 +32,7 @@ impl Tmpfs {
                     Err(e) => e.to_string(),
                 };
                 assert!(
-                    std::env::var_os("CI").is_none(),
+                    common::ci().is_none(),
                     "cannot mount a tmpfs under CI: {why}"
                 );
                 eprintln!("!!!!! SKIPPED: cannot mount a tmpfs (needs root): {why}");

@@ -6,8 +6,10 @@
 //! (`use --stages 1 or --schedule 1f1b`: two alternatives; `use --balance 1,2 and --stages 1`:
 //! one of two flags) applies it to the command line, replacing the flag's value where the flag
 //! is given, removing the flag for `drop --flag`. The run that follows must succeed (`train`
-//! with `--steps 1`) or fail with another error: the same facts (numbers aside) again is a
-//! remedy that loops. Remedies are followed three deep, and no error may come back along the
+//! with `--steps 1`) or fail on a different setting: the same facts (numbers aside) again is a
+//! remedy that loops, and an error whose remedy names only the flags just set is a wrong value
+//! (`--stages 0` answered with `--stages 5`, which has more stages than layers) even where that
+//! error's own remedy works. Remedies are followed three deep, and no error may come back along the
 //! way (A's remedy leading to B, whose remedy leads back to A). A remedy must not offer a value
 //! the command line gives already, nor drop a flag it does not give, and what it sets must
 //! parse (clap's usage error is a remedy that does not).
@@ -200,10 +202,41 @@ fn run(args: &[String]) -> Option<String> {
     Some(line.to_string())
 }
 
-/// Follows every remedy of `pipetrain <args>`'s error, `depth` deep; `seen` holds the errors
-/// met on the way here (by [`signature`]), which must not come back. Returns how many
-/// alternatives were followed from this error.
-fn follow(args: &[String], error: &str, seen: &mut Vec<(String, String)>, depth: usize) -> usize {
+/// Every flag a remedy names (`--stages`, `--comm-timeout`), quoted commands left out: the
+/// settings it is about.
+fn flags_named(remedy: &str) -> Vec<String> {
+    let unquoted: String = remedy.split('`').step_by(2).collect();
+    unquoted
+        .split_whitespace()
+        .filter(|t| t.starts_with("--"))
+        .map(|t| t.trim_end_matches([',', ')', ':', '.']).to_string())
+        .collect()
+}
+
+/// The flags `edits` set or drop.
+fn edited(edits: &[Edit]) -> Vec<&str> {
+    edits
+        .iter()
+        .map(|e| match e {
+            Edit::Set(flag, _) | Edit::Drop(flag) => flag.as_str(),
+        })
+        .collect()
+}
+
+/// Follows every remedy of `pipetrain <args>`'s error, `depth` deep, running each command line
+/// with `run`; `seen` holds the errors met on the way here (by [`signature`]), which must not
+/// come back. A remedy followed passes only if the command then succeeds or fails on a different
+/// setting: an error whose remedy names only flags the remedy followed has just set (`--stages 0`
+/// answered with `--stages 5`, more stages than layers, `use --stages 3`) is a wrong value, even
+/// where that error's own remedy works. Returns how many alternatives were followed from this
+/// error.
+fn follow(
+    args: &[String],
+    error: &str,
+    seen: &mut Vec<(String, String)>,
+    depth: usize,
+    run: &dyn Fn(&[String]) -> Option<String>,
+) -> usize {
     let alternatives = alternatives(remedy(error));
     seen.push((
         signature(error),
@@ -214,17 +247,31 @@ fn follow(args: &[String], error: &str, seen: &mut Vec<(String, String)>, depth:
         let Some(again) = run(&next) else {
             continue;
         };
+        let path = || {
+            let lines: Vec<&str> = seen.iter().map(|(_, line)| line.as_str()).collect();
+            lines.join("\n  -> ")
+        };
         if let Some((_, first)) = seen.iter().find(|(s, _)| *s == signature(&again)) {
-            let path: Vec<&str> = seen.iter().map(|(_, line)| line.as_str()).collect();
             panic!(
                 "following {edits:?} brings back the same error:\n  {}\n  -> pipetrain {}\n  \
                  error: {again}\n(first met as {first})",
-                path.join("\n  -> "),
+                path(),
+                next.join(" ")
+            );
+        }
+        let named = flags_named(remedy(&again));
+        let set = edited(edits);
+        if !named.is_empty() && named.iter().all(|f| set.contains(&f.as_str())) {
+            panic!(
+                "following {edits:?} fails on the setting it set ({}): a wrong value\n  {}\n  \
+                 -> pipetrain {}\n  error: {again}",
+                set.join(", "),
+                path(),
                 next.join(" ")
             );
         }
         if depth > 1 {
-            follow(&next, &again, seen, depth - 1);
+            follow(&next, &again, seen, depth - 1, run);
         }
     }
     seen.pop();
@@ -244,7 +291,7 @@ fn remedies_work(command: &str, args: &[&str], expected: &str, followed: bool) -
         "pipetrain {}: `{expected}` expected in\n  {error}",
         args.join(" ")
     );
-    let count = follow(&args, &error, &mut Vec::new(), DEPTH);
+    let count = follow(&args, &error, &mut Vec::new(), DEPTH, &run);
     assert!(
         !followed || count > 0,
         "no remedy to follow in\n  pipetrain {}\n  error: {error}",
@@ -256,6 +303,40 @@ fn remedies_work(command: &str, args: &[&str], expected: &str, followed: bool) -
 /// `train` on [`TINY`] with `extra`.
 fn train(extra: &[&str], expected: &str) -> String {
     remedies_work("train", &[&TINY[..], extra].concat(), expected, true)
+}
+
+/// The rule of [`follow`] on a fake command line (issue 48 item 5): `--stages 0` answered with
+/// `--stages 5` lands on "more stages than layers", whose own remedy works; that is a wrong
+/// remedy, and following it fails. A remedy that lands on another setting's error passes.
+#[test]
+fn a_remedy_that_fails_on_the_setting_it_set_is_wrong() {
+    let stages = |args: &[String]| {
+        let i = position(args, "--stages")?;
+        args.get(i + 1).cloned()
+    };
+    let wrong = move |args: &[String]| match stages(args).as_deref() {
+        Some("0") => Some("0 stages; use --stages 5".to_string()),
+        Some("5") => Some("5 stages but only 3 layers; use --stages 3".to_string()),
+        _ => None,
+    };
+    let args: Vec<String> = ["train", "--stages", "0"].map(String::from).to_vec();
+    let error = wrong(&args).unwrap();
+    let followed =
+        std::panic::catch_unwind(|| follow(&args, &error, &mut Vec::new(), DEPTH, &wrong));
+    assert!(
+        followed.is_err(),
+        "--stages 5 for 3 layers was accepted as a remedy of --stages 0"
+    );
+    let micro = |args: &[String]| position(args, "--micro-batches").is_some();
+    let right = move |args: &[String]| match stages(args).as_deref() {
+        Some("0") => Some("0 stages; use --stages 2".to_string()),
+        Some("2") if !micro(args) => {
+            Some("1 micro-batch for 2 stages; use --micro-batches 2".to_string())
+        }
+        _ => None,
+    };
+    let error = right(&args).unwrap();
+    assert_eq!(follow(&args, &error, &mut Vec::new(), DEPTH, &right), 1);
 }
 
 #[test]

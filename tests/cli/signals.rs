@@ -1,7 +1,9 @@
 //! A graceful stop (issue 12, item 6): SIGINT, SIGTERM or SIGHUP (issue 38) mid-training finishes
 //! the step, saves the final checkpoint, flushes metrics and the trace, says what it saved and
 //! exits 130 / 143 / 129.
-//! The checkpoint resumes bit for bit and the trace parses.
+//! The checkpoint resumes bit for bit and the trace parses. `bench`, `tune` and `plan`, which
+//! have no step to finish, stop at once on each of the three signals (issue 48 item 5), held
+//! open by their own test hook (`PIPETRAIN_TEST_HOLD_COMMAND`) until the signal lands.
 //!
 //! No test here depends on the host's speed: the test hook `PIPETRAIN_TEST_HOLD_STEP` holds a
 //! step open before it computes, the run says when a signal reached it, and the test ends the
@@ -335,11 +337,47 @@ fn bench_stops_on_sigint_even_when_it_was_inherited_as_ignored() {
     // exits 130, with nothing of --out written.
     let tmp = scratch("bench-sigint");
     let out = tmp.path().join("bench.md");
-    let mut child = Command::new("sh")
-        .args(["-c", "trap '' INT; exec \"$0\" \"$@\""])
-        .arg(env!("CARGO_BIN_EXE_pipetrain"))
-        .args(["bench", "--steps", "100000", "--reps", "1", "--width", "16"])
-        .args(["--hidden-layers", "2", "--out", out.to_str().unwrap()])
+    let unwritten = format!("--out {} not written", out.display());
+    let args = ["bench", "--steps", "100000", "--reps", "1", "--width", "16"];
+    let args = [
+        &args[..],
+        &["--hidden-layers", "2", "--out", out.to_str().unwrap()],
+    ]
+    .concat();
+    stops_at_once(&args, "INT", 130, &unwritten, Some(&out), true);
+}
+
+/// `pipetrain <args>` (`command` its subcommand) held by the test hook
+/// `PIPETRAIN_TEST_HOLD_COMMAND` once its signal handlers are installed, then sent `signal`
+/// (`INT`, `TERM`, `HUP`): it must exit `code` at once, saying `SIG{signal}: {command} stopped;
+/// {unwritten}`, with `out` (if any) not written; with `inherited_ignored`, also when the signal
+/// arrives ignored. A command that installs no handler is killed by the signal (no exit code)
+/// or, where the signal is ignored, holds until [`HANG`].
+fn stops_at_once(
+    args: &[&str],
+    signal: &str,
+    code: i32,
+    unwritten: &str,
+    out: Option<&Path>,
+    inherited_ignored: bool,
+) {
+    let command = args[0];
+    let tmp = scratch(&format!("{command}-sig{signal}"));
+    let release = tmp.path().join("release");
+    // With `inherited_ignored`, through a shell that ignores the signal and then execs the
+    // binary: the signal arrives ignored, as in a script's background job.
+    let trap = format!("trap '' {signal}; exec \"$0\" \"$@\"");
+    let mut run = match inherited_ignored {
+        true => {
+            let mut c = Command::new("sh");
+            c.args(["-c", &trap]).arg(env!("CARGO_BIN_EXE_pipetrain"));
+            c
+        }
+        false => Command::new(env!("CARGO_BIN_EXE_pipetrain")),
+    };
+    let mut child = run
+        .args(args)
+        .env("PIPETRAIN_TEST_HOLD_COMMAND", &release)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -351,36 +389,107 @@ fn bench_stops_on_sigint_even_when_it_was_inherited_as_ignored() {
             let _ = send.send(line);
         }
     });
-    // A row has started measuring. Bench prints nothing before its first row ends (a build
-    // without MPI first says the MPI rows are left out), so wait for that note or 3 s: its
-    // signal handlers are installed before any row starts.
-    let first = lines
-        .recv_timeout(std::time::Duration::from_secs(3))
-        .unwrap_or_default();
-    let kill = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
-    let mut said = first;
+    let mut said = String::new();
+    let held = format!("test hook: {command} held until");
+    let mut sent = false;
     loop {
         match lines.recv_timeout(HANG) {
-            Ok(line) => said = format!("{said}\n{line}"),
+            Ok(line) => {
+                said = format!("{said}\n{line}");
+                if !sent && line.starts_with(&held) {
+                    let kill = Command::new("kill")
+                        .args([&format!("-{signal}"), &child.id().to_string()])
+                        .status()
+                        .unwrap();
+                    assert!(kill.success());
+                    sent = true;
+                }
+            }
             Err(RecvTimeoutError::Disconnected) => break,
             Err(RecvTimeoutError::Timeout) => {
                 let _ = child.kill();
-                panic!("bench ran on for {HANG:?} after SIGINT:\n{said}");
+                panic!("pipetrain {args:?} ran on for {HANG:?} (SIG{signal} sent: {sent}):{said}");
             }
         }
     }
     let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(130), "{said}");
+    assert!(sent, "pipetrain {args:?} ended before the hold:{said}");
+    assert_eq!(
+        status.code(),
+        Some(code),
+        "pipetrain {args:?} under SIG{signal} ({status}: no code is a death by the signal, \
+         no handler installed):{said}"
+    );
     assert!(
-        said.contains(&format!(
-            "SIGINT: bench stopped; --out {} not written",
-            out.display()
-        )),
+        said.contains(&format!("SIG{signal}: {command} stopped; {unwritten}")),
         "{said}"
     );
-    assert!(!out.exists());
+    if let Some(out) = out {
+        assert!(!out.exists(), "{} written", out.display());
+    }
+}
+
+/// Issue 48 item 5: `plan` and `tune` stop on SIGINT and SIGTERM with their exit codes, `tune`'s
+/// `--apply` unwritten (removing `exit_on_signal` from either fails here).
+#[test]
+fn plan_and_tune_stop_at_once_on_sigint_and_sigterm() {
+    let tmp = scratch("plan-tune-signals");
+    let apply = tmp.path().join("apply.toml");
+    let cache = tmp.path().join("cache");
+    let apply_flag = format!("--apply {} not written", apply.display());
+    for (signal, code) in [("INT", 130), ("TERM", 143)] {
+        stops_at_once(
+            &["plan", "--stages", "2", "--micro-batches", "4"],
+            signal,
+            code,
+            "nothing was written",
+            None,
+            false,
+        );
+        let tune = [
+            "tune",
+            "--cache-dir",
+            cache.to_str().unwrap(),
+            "--apply",
+            apply.to_str().unwrap(),
+            "--width",
+            "16",
+            "--hidden-layers",
+            "2",
+            "--batch",
+            "16",
+        ];
+        stops_at_once(&tune, signal, code, &apply_flag, Some(&apply), false);
+    }
+}
+
+/// Issue 48 item 5: `bench` stops on SIGTERM and SIGHUP as on SIGINT (143, 129), `--out`
+/// unwritten.
+#[test]
+fn bench_stops_at_once_on_sigterm_and_sighup() {
+    let tmp = scratch("bench-signals");
+    let out = tmp.path().join("bench.md");
+    let unwritten = format!("--out {} not written", out.display());
+    for (signal, code) in [("TERM", 143), ("HUP", 129)] {
+        stops_at_once(
+            &[
+                "bench",
+                "--steps",
+                "1",
+                "--reps",
+                "1",
+                "--width",
+                "16",
+                "--hidden-layers",
+                "2",
+                "--out",
+                out.to_str().unwrap(),
+            ],
+            signal,
+            code,
+            &unwritten,
+            Some(&out),
+            false,
+        );
+    }
 }

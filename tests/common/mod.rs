@@ -3,6 +3,10 @@
 // Each test crate compiles this module on its own and uses only some of it.
 #![allow(dead_code)]
 
+mod ci;
+#[allow(unused_imports)] // each test crate uses some of it
+pub use ci::{ci, ci_from};
+
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Command, Output};

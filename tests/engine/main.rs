@@ -12,6 +12,7 @@ mod common;
 
 mod bundles;
 mod checkpoint;
+mod ci_variable;
 mod data_parallel;
 mod devices;
 mod equivalence;

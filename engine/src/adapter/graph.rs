@@ -118,3 +118,22 @@ pub(crate) fn module_types<M: Module>(module: &M) -> Vec<String> {
     module.visit(&mut types);
     types.0
 }
+
+/// Reads every parameter of `module` (burn's module visitor), which draws the lazily initialised
+/// ones.
+pub(crate) fn materialize<M: Module>(module: &M) {
+    struct Materialize;
+    impl burn::module::ModuleVisitor for Materialize {
+        fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<Tensor<D>>) {
+            let _ = param.val();
+        }
+
+        fn visit_int<const D: usize>(
+            &mut self,
+            param: &burn::module::Param<Tensor<D, burn::tensor::Int>>,
+        ) {
+            let _ = param.val();
+        }
+    }
+    module.visit(&mut Materialize);
+}

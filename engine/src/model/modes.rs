@@ -30,3 +30,19 @@ pub fn plain_device(device: &Device) -> Device {
 pub fn trainable<M: Module>(module: M, device: &Device) -> M {
     adapter::trainable(module, &adapter::autodiff_device(device))
 }
+
+/// Reads every parameter of `module`, which draws its lazily initialised values now, in the
+/// module's order: what a seeded initialisation needs before anything else draws from the
+/// generator.
+///
+/// ```
+/// use burn::nn::LinearConfig;
+/// use burn::prelude::*;
+/// let device = Device::flex();
+/// device.seed(7);
+/// let layer = LinearConfig::new(3, 2).init(&device);
+/// pipetrain_engine::materialize(&layer);
+/// ```
+pub fn materialize<M: Module>(module: &M) {
+    adapter::materialize(module)
+}

@@ -15,6 +15,8 @@
 
 mod config;
 mod drift;
+#[cfg(test)]
+mod handoff_tests;
 mod lifecycle;
 mod part;
 pub(crate) mod prepared;

@@ -142,7 +142,10 @@ impl<L: Layer> Prepared<L> {
     /// on the stages holding a dense layer (or joined where the schedule places split ones and
     /// a stage cannot), skips routed between the stages that stash and pop them, each mode's
     /// plan lowered and validated (complete, deadlock-free), and the ties placed.
-    pub fn new(workers: Workers<L>, config: RuntimeConfig) -> Result<Self> {
+    pub fn new(mut workers: Workers<L>, config: RuntimeConfig) -> Result<Self> {
+        // Replicas other than the first get weights of their own where a shared buffer could be
+        // written on one stream while another reads it (`WorkerState::needs_own_buffers`).
+        workers.own_replica_buffers(config.handoff);
         let stages = workers.world().stages();
         let planned = config.schedule.plan(stages, config.micro_batches)?;
         // Under bf16 the dense layers and split `Linear`s run on the autodiff path
@@ -282,4 +285,94 @@ fn whole_ranks(world: &World, plan: &Plan) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use burn::nn::{Linear, LinearConfig};
+    use burn::prelude::*;
+    use pipetrain_partitioner::Partition;
+    use pipetrain_schedules::ScheduleKind;
+
+    use super::*;
+    use crate::adapter::{plain, sole_holder};
+    use crate::model::activation::Activation;
+    use crate::optim::optimizer::OptimizerConfig;
+    use crate::{DataParallel, Handoff, Mse, Remat};
+
+    /// A layer of one `Linear` (the engine's tests' smallest model).
+    #[derive(Module, Debug)]
+    pub(crate) struct Plain {
+        pub(crate) linear: Linear,
+    }
+
+    impl Layer for Plain {
+        fn forward(&self, x: Activation) -> Result<Activation, EngineError> {
+            Ok(self.linear.forward(x.float::<2>()?).into())
+        }
+    }
+
+    /// GPipe, 2 micro-batches, SGD at 0.1, MSE, under `handoff`.
+    pub(crate) fn config(handoff: Handoff) -> RuntimeConfig {
+        RuntimeConfig {
+            schedule: ScheduleKind::GPipe.into(),
+            micro_batches: 2,
+            learning_rate: 0.1,
+            remat: Remat::Never,
+            loss: Arc::new(Mse),
+            data_parallel: DataParallel::default(),
+            ties: Vec::new(),
+            backward: Backward::default(),
+            guard: Default::default(),
+            timing: Default::default(),
+            handoff,
+            precision: Default::default(),
+            warm_up: Default::default(),
+        }
+    }
+
+    /// Whether each replica's weight, taken out of its layer while the other replica keeps its
+    /// own, is the only handle of its buffer (flex counts a buffer's holders).
+    fn weights_alone(handoff: Handoff) -> Vec<Option<bool>> {
+        let device = Device::flex();
+        let model = vec![Plain {
+            linear: LinearConfig::new(3, 2).init(&device),
+        }];
+        let split = Partition::from_balance(&[1], 1).unwrap();
+        let world = World::new(2, 1).unwrap();
+        let workers =
+            Workers::build(world, split, &model, &[device], &OptimizerConfig::sgd(), 1).unwrap();
+        drop(model);
+        let prepared = Prepared::new(workers, config(handoff)).unwrap();
+        let mut workers = prepared.workers;
+        let mut layers: Vec<Vec<Plain>> = workers
+            .take_states()
+            .into_iter()
+            .map(|w| w.into_layers())
+            .collect();
+        (0..layers.len())
+            .map(|r| {
+                let layer = layers[r].pop().expect("one layer");
+                sole_holder(plain(layer.linear.weight.into_value())).1
+            })
+            .collect()
+    }
+
+    /// `Prepared::new` gives replica 1 weights of its own when the device hand-off is forced on
+    /// a CPU (`Handoff::DeviceOnCpuToo`, the GPU's path), and leaves a CPU run's replicas
+    /// sharing the model's buffers otherwise (no copy where no stream can race).
+    #[test]
+    fn replicas_hold_weights_of_their_own_where_the_device_handoff_applies() {
+        // Replica 0's weight is taken first, while replica 1 still holds its layer.
+        assert_eq!(
+            weights_alone(Handoff::DeviceOnCpuToo)[0],
+            Some(true),
+            "replica 1 shares replica 0's weight buffer: own_buffers was not applied"
+        );
+        assert_eq!(
+            weights_alone(Handoff::Host)[0],
+            Some(false),
+            "on a CPU, without the forcing, replicas share the model's buffers"
+        );
+    }
 }

@@ -5,6 +5,7 @@ use pipetrain_partitioner::Partition;
 use pipetrain_schedules::{ReplicaId, StageId, WorkerId};
 
 use crate::adapter::{Named, named_parameters};
+use crate::device::handoff::Handoff;
 use crate::error::{EngineError, Result};
 use crate::model::layer::Layer;
 use crate::optim::optimizer::OptimizerConfig;
@@ -157,6 +158,16 @@ impl<L: Layer> Workers<L> {
     /// The optimizer every worker runs.
     pub fn optimizer(&self) -> &OptimizerConfig {
         &self.optimizer
+    }
+
+    /// Gives every worker that needs them weights in buffers of its own
+    /// ([`WorkerState::needs_own_buffers`] under `handoff`).
+    pub(crate) fn own_replica_buffers(&mut self, handoff: Handoff) {
+        for state in &mut self.states {
+            if state.needs_own_buffers(handoff) {
+                state.own_buffers();
+            }
+        }
     }
 
     /// The local states, replica-major.

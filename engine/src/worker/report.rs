@@ -71,7 +71,8 @@ pub struct WorkerReport {
     pub actions: ActionTimes,
     /// How many times it synchronised its device: after every compute action under
     /// [`Timing::Device`](crate::Timing::Device), after its last one only under
-    /// [`Timing::Host`](crate::Timing::Host) (each a no-op on a CPU, counted all the same).
+    /// [`Timing::Host`](crate::Timing::Host); counted as each sync returns (a no-op on a CPU,
+    /// counted all the same).
     pub device_syncs: u32,
     /// Compute actions it ran one at a time with the step's other workers: all of them in a
     /// warm-up step ([`WarmUp`](crate::WarmUp)), none in any other.

@@ -7,6 +7,7 @@ use pipetrain_schedules::WorkerId;
 use rayon::ThreadPool;
 
 use crate::adapter::{self, Accumulator, ModuleOptimizer};
+use crate::device::handoff::Handoff;
 use crate::device::pool;
 use crate::model::layer::Layer;
 use crate::optim::optimizer::OptimizerConfig;
@@ -26,9 +27,9 @@ pub struct WorkerState<L: Layer> {
 
 impl<L: Layer> WorkerState<L> {
     /// A worker holding `layers` on `device` (an autodiff device is made from it), with a fresh
-    /// optimizer state and a pool of `threads` compute threads. On a GPU, a replica other than
-    /// the first holds copies of `layers`' weights, no buffer shared with another replica
-    /// (`adapter::own_buffers`).
+    /// optimizer state and a pool of `threads` compute threads. Its weights may still share
+    /// buffers with another replica's: `own_buffers` gives it its own
+    /// where that matters (the runtime's preparation calls it, knowing the hand-off).
     pub fn new(
         id: WorkerId,
         layers: Vec<L>,
@@ -36,12 +37,10 @@ impl<L: Layer> WorkerState<L> {
         optimizer: &OptimizerConfig,
         threads: usize,
     ) -> Self {
-        let copy = id.replica.0 > 0 && !crate::device::is_cpu(device);
         let device = adapter::autodiff_device(device);
         let layers = layers
             .into_iter()
             .map(|l| adapter::trainable(l, &device))
-            .map(|l| if copy { adapter::own_buffers(l) } else { l })
             .collect();
         let name = format!("pipetrain-r{}s{}", id.replica.0, id.stage.0);
         Self {
@@ -52,6 +51,28 @@ impl<L: Layer> WorkerState<L> {
             pool: Arc::new(pool::worker_pool(&name, threads)),
             grads: Accumulator::new(),
         }
+    }
+
+    /// Whether this worker must hold its weights in buffers no other replica holds: a replica
+    /// other than the first, on a GPU, or on a CPU when `handoff` forces the GPU's copies there
+    /// ([`Handoff::DeviceOnCpuToo`], so that CPU tests reach this copy too).
+    ///
+    /// Replicas built from one model share its buffers until their first optimizer step. On a
+    /// GPU the last replica to step could then update a shared weight in place, on its own
+    /// stream, while another replica's kernels that read it are still queued on theirs
+    /// (`adapter::own_buffers`).
+    pub(crate) fn needs_own_buffers(&self, handoff: Handoff) -> bool {
+        self.id.replica.0 > 0
+            && (!crate::device::is_cpu(&self.device) || handoff == Handoff::DeviceOnCpuToo)
+    }
+
+    /// Copies every float parameter of the layers into a buffer of its own
+    /// (`adapter::own_buffers`): values, ids and gradient requirements kept.
+    pub(crate) fn own_buffers(&mut self) {
+        self.layers = std::mem::take(&mut self.layers)
+            .into_iter()
+            .map(adapter::own_buffers)
+            .collect();
     }
 
     /// Which worker this is.

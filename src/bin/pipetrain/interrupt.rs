@@ -46,6 +46,22 @@ pub fn exit_on_signal(command: &'static str, unwritten: String) -> Result<(), Fa
     Ok(())
 }
 
+/// The test hook that holds `bench`, `tune` and `plan` once their handlers are installed, so
+/// that a test's signal lands inside the command on any host: `PIPETRAIN_TEST_HOLD_COMMAND=PATH`
+/// says `test hook: COMMAND held until PATH exists` on stderr and waits for that file.
+pub const HOLD_VARIABLE: &str = "PIPETRAIN_TEST_HOLD_COMMAND";
+
+/// Holds `command` as [`HOLD_VARIABLE`] says; nothing without it.
+pub fn hold_for_test(command: &str) {
+    let Some(path) = std::env::var_os(HOLD_VARIABLE).map(std::path::PathBuf::from) else {
+        return;
+    };
+    eprintln!("test hook: {command} held until {} exists", path.display());
+    while !path.exists() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// What a command that writes `output` (named by its flag) at the end leaves unwritten.
 pub fn unwritten(flag: &str, output: Option<&std::path::Path>) -> String {
     match output {

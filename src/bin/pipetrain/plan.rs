@@ -121,6 +121,7 @@ pub enum Format {
 /// cannot be written (runtime).
 pub fn run(args: &PlanArgs) -> Result<Exit, Failure> {
     crate::interrupt::exit_on_signal("plan", crate::interrupt::unwritten("", None))?;
+    crate::interrupt::hold_for_test("plan");
     if args.plan.is_none() {
         crate::plan_limits::check(args, args.stages(), args.micro_batches())?;
     }

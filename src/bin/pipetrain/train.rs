@@ -448,6 +448,19 @@ fn banner<L: Layer>(
             args.handoff
         ));
     }
+    // On a CPU the GPU's settings change nothing; given, the banner says what reached the
+    // workers and what a CPU does instead.
+    let worker = pipeline.setup().workers().first();
+    if let Some(w) = worker.filter(|w| {
+        pipetrain::engine::device::is_cpu(&w.device)
+            && (w.matmul_precision != Default::default() || w.handoff != Default::default())
+    }) {
+        progress.println(&format!(
+            "gpu settings on a cpu: f32 matmuls in {} (a CPU multiplies in IEEE fp32), tensors \
+             between threads by {} copy (a CPU passes handles)",
+            w.matmul_precision, w.handoff
+        ));
+    }
     if args.precision.casts() {
         progress.println(&format!(
             "precision: {} compute, fp32 master weights, gradients, all-reduce and optimizer",

@@ -56,21 +56,8 @@ fn seeded<T: burn::module::Module>(init: impl FnOnce(&Device) -> T) -> T {
     let device = Device::flex();
     device.seed(SEED);
     let module = init(&device);
-    module.visit(&mut Materialize);
+    crate::engine::materialize(&module);
     module
-}
-
-/// Reads every parameter, which draws the lazily initialised ones.
-struct Materialize;
-
-impl burn::module::ModuleVisitor for Materialize {
-    fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<Tensor<D>>) {
-        let _ = param.val();
-    }
-
-    fn visit_int<const D: usize>(&mut self, param: &burn::module::Param<Tensor<D, Int>>) {
-        let _ = param.val();
-    }
 }
 
 /// An MLP of `hidden` blocks of `width`, `classes` outputs.

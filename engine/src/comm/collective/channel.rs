@@ -246,6 +246,7 @@ impl Exchange for ChannelCollective {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::adapter::sole_holder;
 
     /// Only the required methods: the tensor methods take their flat-buffer defaults (the path
     /// a multi-process implementation gets).
@@ -301,6 +302,48 @@ mod tests {
             })
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
+    }
+
+    /// Each member's all-reduced tensors under `handoff`, 2 members, every tensor on its own
+    /// owner's thread first: then whether each is the only handle of its buffer, read while the
+    /// other member still holds all of its own.
+    fn sole_after_all_reduce(handoff: Handoff) -> Vec<Option<bool>> {
+        let abort = Arc::new(Abort::new());
+        let device = Device::flex();
+        let handles: Vec<_> = ChannelCollective::group_with(2, &abort, handoff)
+            .into_iter()
+            .map(|mut c| {
+                let device = device.clone();
+                std::thread::spawn(move || {
+                    let r = c.rank() as f32;
+                    let tensors = (0..4)
+                        .map(|i| Tensor::<1>::from_floats([r, i as f32, 1.0], &device))
+                        .collect();
+                    c.all_reduce_tensors(tensors).unwrap()
+                })
+            })
+            .collect();
+        let mut members: Vec<Vec<Tensor<1>>> =
+            handles.into_iter().map(|h| h.join().unwrap()).collect();
+        let first = std::mem::take(&mut members[0]);
+        first.into_iter().map(|t| sole_holder(t).1).collect()
+    }
+
+    /// The device hand-off's copy on send (forced on a CPU) leaves no member holding a buffer of
+    /// another's: a sum broadcast by its owner reaches the others as copies. Passing handles
+    /// (the host hand-off on a CPU), the members share the owners' sums.
+    #[test]
+    fn the_device_handoff_gives_every_member_buffers_of_its_own() {
+        assert_eq!(
+            sole_after_all_reduce(Handoff::DeviceOnCpuToo),
+            [Some(true); 4],
+            "a member's all-reduced tensor shares a buffer with the other member's: the sender did not copy (Handoff::outgoing)"
+        );
+        assert_eq!(
+            sole_after_all_reduce(Handoff::Host),
+            [Some(false); 4],
+            "on a CPU the host hand-off passes handles"
+        );
     }
 
     #[test]

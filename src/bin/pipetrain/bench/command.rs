@@ -20,6 +20,7 @@ pub fn run(args: &BenchArgs) -> Result<Exit, Failure> {
     paths::outputs_writable(&[("--out", &args.out)]).map_err(Failure::usage)?;
     let unwritten = crate::interrupt::unwritten("--out", args.out.as_deref());
     crate::interrupt::exit_on_signal("bench", unwritten)?;
+    crate::interrupt::hold_for_test("bench");
     let mut settings = settings(args);
     let document = if args.device != crate::device::DeviceSpec::Cpu {
         let device = args

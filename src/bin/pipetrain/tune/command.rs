@@ -35,6 +35,7 @@ pub fn run(args: &TuneArgs) -> Result<Exit, Failure> {
     crate::paths::outputs_writable(&[("--apply", &args.apply)]).map_err(Failure::usage)?;
     let unwritten = crate::interrupt::unwritten("--apply", args.apply.as_deref());
     crate::interrupt::exit_on_signal("tune", unwritten)?;
+    crate::interrupt::hold_for_test("tune");
     let model = crate::model::from_args(train, None).map_err(Failure::usage)?;
     let (optimizer, optimizer_name) = crate::optimizer::of(train)?;
     let slots = pipetrain::memory::optimizer_slots(&optimizer);
