@@ -26,7 +26,7 @@ use burn::prelude::*;
 use burn::tensor::Bool;
 use burn::tensor::activation::{gelu, softmax};
 use pipetrain_engine::{
-    Activation, Bundle, EngineError, Layer, Linears, downcast_like, upcast, upcast_module,
+    Activation, Bundle, EngineError, Layer, Linears, downcast_like, matmul, upcast, upcast_module,
 };
 
 /// The shape of a GPT-like decoder.
@@ -202,9 +202,7 @@ impl CausalSelfAttention {
         let q = split(linears.forward(&self.query, x.clone()));
         let k = split(linears.forward(&self.key, x.clone()));
         let v = split(linears.forward(&self.value, x));
-        let scores = q
-            .matmul(k.swap_dims(2, 3))
-            .mul_scalar(1.0 / (dh as f64).sqrt());
+        let scores = matmul(q, k.swap_dims(2, 3)).mul_scalar(1.0 / (dh as f64).sqrt());
         // true where the key's position > the query's: masked out.
         let positions = positions.to_device(&scores.device());
         let query = positions.clone().reshape([n, t, 1]).expand([n, t, t]);
@@ -218,7 +216,7 @@ impl CausalSelfAttention {
         // In fp32 under bf16, as autocast runs softmax on a GPU.
         let scores = scores.mask_fill(future, -1e9);
         let weights = downcast_like(softmax(upcast(scores.clone()), 3), &scores);
-        let y = weights.matmul(v).swap_dims(1, 2).reshape([n, t, d]);
+        let y = matmul(weights, v).swap_dims(1, 2).reshape([n, t, d]);
         linears.forward(&self.output, y)
     }
 }

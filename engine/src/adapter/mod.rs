@@ -39,7 +39,7 @@ pub(crate) use autodiff::{
 };
 #[cfg(test)]
 pub(crate) use buffers::sole_holder;
-pub(crate) use gemm::{linear_rows, product_rows};
+pub(crate) use gemm::{batched_product, linear_rows, product_rows};
 pub(crate) use grads::{Buffers, Slots, assign_owners, matrix_grad, owners_of, set_matrix_grad};
 pub(crate) use graph::{
     autodiff_device, cast_parameters, grad_or_zeros, inference_copy, materialize, module_types,

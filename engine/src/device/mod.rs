@@ -144,6 +144,24 @@ pub fn kernel_cache_dir() -> std::path::PathBuf {
     }
 }
 
+/// Files and bytes under `dir`, recursively: what the kernel cache holds
+/// ([`kernel_cache_dir`]); `(0, 0)` for a folder that is not there.
+pub fn folder_size(dir: &std::path::Path) -> (u64, u64) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return (0, 0);
+    };
+    entries
+        .filter_map(|e| e.ok())
+        .fold((0, 0), |(n, b), e| match e.metadata() {
+            Ok(m) if m.is_dir() => {
+                let (dn, db) = folder_size(&e.path());
+                (n + dn, b + db)
+            }
+            Ok(m) => (n + 1, b + m.len()),
+            Err(_) => (n, b),
+        })
+}
+
 /// Whether cuBLAS can be loaded on this machine (libcublas and libcublasLt found at run time):
 /// always `false` without the `cuda` feature.
 pub fn cublas_available() -> bool {

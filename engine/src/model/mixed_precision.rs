@@ -134,6 +134,37 @@ pub fn linear<const D: usize>(linear: &Linear, x: Tensor<D>) -> Tensor<D> {
     y.reshape(out)
 }
 
+/// `a·b` for two batches of matrices (rank 3 or 4, the same leading dimensions, `[.., m, k]·[..,
+/// k, n]`) through the engine's GEMM seam: attention's `q·kᵀ` and `weights·v`. On a CPU burn's
+/// matmul, the same bits as `a.matmul(b)`; on CUDA cuBLAS's strided batched product where it is
+/// chosen ([`GemmLibrary`](crate::GemmLibrary)), with a transposed operand (`k.swap_dims(2, 3)`)
+/// as a transpose flag. In bf16 the products accumulate in fp32 and round once.
+///
+/// ```
+/// use burn::prelude::*;
+/// let device = Device::flex();
+/// let a = Tensor::<3>::ones([2, 3, 4], &device);
+/// let b = Tensor::<3>::ones([2, 4, 5], &device);
+/// let c = pipetrain_engine::matmul(a.clone(), b.clone());
+/// assert_eq!(c.into_data(), a.matmul(b).into_data());
+/// ```
+///
+/// # Panics
+///
+/// If the ranks are not 3 or 4, or the shapes do not multiply (as burn's `matmul`).
+pub fn matmul<const D: usize>(a: Tensor<D>, b: Tensor<D>) -> Tensor<D> {
+    assert!(
+        (3..=4).contains(&D),
+        "pipetrain_engine::matmul takes batches of rank 3 or 4, got rank {D}"
+    );
+    let (sa, sb) = (a.dims(), b.dims());
+    assert!(
+        sa[..D - 2] == sb[..D - 2] && sa[D - 1] == sb[D - 2],
+        "pipetrain_engine::matmul: {sa:?}·{sb:?} do not multiply (the same batch, [.., m, k]·[.., k, n])"
+    );
+    adapter::batched_product(a, b)
+}
+
 /// `module` with its float parameters in fp32, on the graph (a no-op for those that are): a
 /// module that computes in fp32 inside a bf16 layer — a layer norm, given an [`upcast`] input.
 /// Its parameters keep their ids, so their gradients reach the fp32 masters.

@@ -337,12 +337,17 @@ fn train_with<L: Layer>(
     let source = Batches { s };
     // A split by time or memory budget is measured on the run's first batch.
     let sample = source.batch(0).map_err(of_run)?;
+    // On a GPU, the kernel cache before the first step: its line says whether that step
+    // compiled or tuned anything (the cache grew) or the cache served it.
+    let cache_before = (!args.device.all_cpu()).then(|| {
+        pipetrain::engine::device::folder_size(&pipetrain::engine::device::kernel_cache_dir())
+    });
     let mut pipeline = crate::setup::pipeline(s, layers, dist, &sample)?;
     let progress = Progress::of_process(args.steps, dist.is_some(), leader);
     banner(s, &pipeline, params, dist, &progress);
     let mut trainer = Trainer::new(&mut pipeline, &source, trainer_settings(s))
         .identity(checkpoints::identity(args, &s.model))
-        .on_event(|event| report(event, &progress, args));
+        .on_event(|event| report(event, &progress, args, cache_before));
     if let Some(stop) = stop {
         trainer = trainer.stop(stop);
     }
@@ -484,7 +489,12 @@ fn banner<L: Layer>(
 
 /// Prints what the loop reports: resumes, step lines (or the bar), checkpoints, warnings, the
 /// stage split after the first step, and the signal test hook's notes.
-fn report<L: Layer>(event: Event<'_, L>, progress: &Progress, args: &TrainArgs) {
+fn report<L: Layer>(
+    event: Event<'_, L>,
+    progress: &Progress,
+    args: &TrainArgs,
+    cache_before: Option<(u64, u64)>,
+) {
     match event {
         Event::Resumed {
             path,
@@ -501,6 +511,9 @@ fn report<L: Layer>(event: Event<'_, L>, progress: &Progress, args: &TrainArgs) 
         Event::FirstStep { pipeline } => {
             let p = pipeline.partition();
             progress.println(&format!("stage split: {p} (balance {:?})", p.balance()));
+            if let Some(before) = cache_before {
+                progress.println(&pipetrain::trainer::kernel_cache_line(before));
+            }
             crate::schedule::warn_fused(pipeline, p);
         }
         Event::Step(record) => progress.step(

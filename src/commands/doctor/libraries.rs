@@ -61,24 +61,6 @@ pub fn find_library(dirs: &[PathBuf], stem: &str) -> Option<PathBuf> {
     })
 }
 
-/// Files and bytes under `dir`, recursively (a cache folder's size).
-fn size_of(dir: &Path) -> (u64, u64) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return (0, 0);
-    };
-    entries.filter_map(|e| e.ok()).fold((0, 0), |(n, b), e| {
-        let path = e.path();
-        match e.metadata() {
-            Ok(m) if m.is_dir() => {
-                let (dn, db) = size_of(&path);
-                (n + dn, b + db)
-            }
-            Ok(m) => (n + 1, b + m.len()),
-            Err(_) => (n, b),
-        }
-    })
-}
-
 /// What `device` needs and what was found in `dirs` (the library search path) and `cache`
 /// (the kernel cache folder, `pipetrain_engine::device::kernel_cache_dir`, if known).
 pub fn findings(device: &Device, dirs: &[PathBuf], cache: Option<&Path>) -> Vec<Finding> {
@@ -125,7 +107,7 @@ pub fn findings(device: &Device, dirs: &[PathBuf], cache: Option<&Path>) -> Vec<
     ];
     out.push(match cache {
         Some(dir) if dir.is_dir() => {
-            let (files, bytes) = size_of(dir);
+            let (files, bytes) = crate::engine::device::folder_size(dir);
             Finding {
                 what: "cache",
                 found: format!(

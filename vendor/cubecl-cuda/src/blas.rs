@@ -113,6 +113,19 @@ pub struct Matrix {
     pub row_stride: usize,
     /// Elements between consecutive columns.
     pub col_stride: usize,
+    /// Matrices in the batch (1: one product).
+    pub batches: usize,
+    /// Elements between consecutive matrices of the batch.
+    pub batch_stride: usize,
+    /// Elements from the buffer's start to the first matrix.
+    pub offset: usize,
+}
+
+impl Matrix {
+    /// The device address of the first element.
+    fn ptr(&self, dtype: BlasType) -> u64 {
+        self.resource.resource().ptr + (self.offset * dtype.bytes()) as u64
+    }
 }
 
 /// Why a product was not run.
@@ -254,10 +267,14 @@ fn column_major(m: &Matrix) -> Result<(bool, usize), BlasError> {
 
 /// Checks that `m` lies inside its buffer.
 fn in_bounds(m: &Matrix, dtype: BlasType, name: &str) -> Result<(), BlasError> {
-    if m.rows == 0 || m.cols == 0 {
+    if m.rows == 0 || m.cols == 0 || m.batches == 0 {
         return Ok(());
     }
-    let last = (m.rows - 1) * m.row_stride + (m.cols - 1) * m.col_stride + 1;
+    let last = m.offset
+        + (m.batches - 1) * m.batch_stride
+        + (m.rows - 1) * m.row_stride
+        + (m.cols - 1) * m.col_stride
+        + 1;
     let bytes = last * dtype.bytes();
     if bytes as u64 > m.resource.resource().size {
         return Err(BlasError::OutOfBounds(format!(
@@ -268,8 +285,8 @@ fn in_bounds(m: &Matrix, dtype: BlasType, name: &str) -> Result<(), BlasError> {
     Ok(())
 }
 
-/// `c = a·b + beta·c` for row-major `a: [m, k]`, `b: [k, n]` and a contiguous `c: [m, n]`, all
-/// of `dtype`, with `beta` 0 or 1 (1: `c` holds the bias rows, added in fp32 before the one
+/// `c = a·b + beta·c` for row-major `a: [m, k]`, `b: [k, n]` and a contiguous `c: [m, n]` (each
+/// product of a batch: the three operands have the same number of matrices), all of `dtype`, with `beta` 0 or 1 (1: `c` holds the bias rows, added in fp32 before the one
 /// rounding). Runs on the stream the resources were resolved on; the operands' buffers and `keep`
 /// live until the product has run. Nothing is launched when an error is returned.
 pub fn gemm(
@@ -295,6 +312,13 @@ pub fn gemm(
     if c.col_stride != 1 || (m > 1 && c.row_stride != n) {
         return Err(BlasError::Layout("the output must be contiguous".into()));
     }
+    let batches = c.batches;
+    if a.batches != batches || b.batches != batches || (batches > 1 && c.batch_stride != m * n) {
+        return Err(BlasError::Layout(format!(
+            "batches of {}, {} and {} matrices (the output's contiguous)",
+            a.batches, b.batches, c.batches
+        )));
+    }
     let stream = a.resource.resource().stream;
     if stream.is_null()
         || b.resource.resource().stream != stream
@@ -308,13 +332,22 @@ pub fn gemm(
         in_bounds(x, dtype, name)?;
     }
     let fits = |v: usize| i32::try_from(v).is_ok();
-    if ![m, n, k, a.row_stride, a.col_stride, b.row_stride, b.col_stride]
-        .into_iter()
-        .all(fits)
+    if ![
+        m,
+        n,
+        k,
+        batches,
+        a.row_stride,
+        a.col_stride,
+        b.row_stride,
+        b.col_stride,
+    ]
+    .into_iter()
+    .all(fits)
     {
         return Err(BlasError::Layout("a dimension exceeds cuBLAS's 32-bit sizes".into()));
     }
-    if m == 0 || n == 0 {
+    if m == 0 || n == 0 || batches == 0 {
         return Ok(());
     }
     // Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ: B's memory first.
@@ -347,7 +380,7 @@ pub fn gemm(
             ),
             "cublasSetMathMode",
         )?;
-        check_blas(
+        let status = if batches == 1 {
             cublas::cublasGemmEx(
                 handle,
                 op(b_trans),
@@ -356,21 +389,47 @@ pub fn gemm(
                 m as i32,
                 k as i32,
                 &alpha as *const f32 as *const c_void,
-                b.resource.resource().ptr as *const c_void,
+                b.ptr(dtype) as *const c_void,
                 dtype.cuda(),
                 ldb as i32,
-                a.resource.resource().ptr as *const c_void,
+                a.ptr(dtype) as *const c_void,
                 dtype.cuda(),
                 lda as i32,
                 &beta as *const f32 as *const c_void,
-                c.resource.resource().ptr as *mut c_void,
+                c.ptr(dtype) as *mut c_void,
                 dtype.cuda(),
                 n as i32,
                 compute_type,
                 cublas::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
-            ),
-            "cublasGemmEx",
-        )?;
+            )
+        } else {
+            cublas::cublasGemmStridedBatchedEx(
+                handle,
+                op(b_trans),
+                op(a_trans),
+                n as i32,
+                m as i32,
+                k as i32,
+                &alpha as *const f32 as *const c_void,
+                b.ptr(dtype) as *const c_void,
+                dtype.cuda(),
+                ldb as i32,
+                b.batch_stride as i64,
+                a.ptr(dtype) as *const c_void,
+                dtype.cuda(),
+                lda as i32,
+                a.batch_stride as i64,
+                &beta as *const f32 as *const c_void,
+                c.ptr(dtype) as *mut c_void,
+                dtype.cuda(),
+                n as i32,
+                c.batch_stride as i64,
+                batches as i32,
+                compute_type,
+                cublas::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+            )
+        };
+        check_blas(status, "cublasGemmEx / cublasGemmStridedBatchedEx")?;
         let mut event = std::ptr::null_mut();
         check_cuda(
             cuda::cuEventCreate(

@@ -31,6 +31,41 @@ impl<B: GemmOps, C: CheckpointStrategy> GemmOps for Autodiff<B, C> {
             Bias::Zero => product::<B, C>(x, weight),
         }
     }
+
+    fn gemm_batched(a: FloatTensor<Self>, b: FloatTensor<Self>) -> FloatTensor<Self> {
+        let saved = saved::<B, C>(&a, &b);
+        let nodes = [a.node(), b.node()];
+        let (a, b) = (a.into_primitive(), b.into_primitive());
+        match Batched.prepare::<C>(nodes).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => prep.finish(saved, B::gemm_batched(a, b)),
+            OpsKind::UnTracked(prep) => prep.finish(B::gemm_batched(a, b)),
+        }
+    }
+}
+
+/// The backward of a batched `a·b`: `dA = dC·bᵀ`, `dB = aᵀ·dC`, each a batched product through
+/// the seam with the transposed operand as a view (burn's matmul backward computes the same
+/// products).
+#[derive(Debug)]
+struct Batched;
+
+impl<B: GemmOps> Backward<B, 2> for Batched {
+    type State = Saved<B>;
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let grad = grads.consume::<B>(&ops.node);
+        let [node_a, node_b] = ops.parents;
+        let (a, b) = ops.state;
+        if let (Some(node), Some(b)) = (node_a, b) {
+            grads.register::<B>(
+                node.id,
+                B::gemm_batched(grad.clone(), B::float_transpose(b)),
+            );
+        }
+        if let (Some(node), Some(a)) = (node_b, a) {
+            grads.register::<B>(node.id, B::gemm_batched(B::float_transpose(a), grad));
+        }
+    }
 }
 
 /// The operands a backward needs: `x` for `dW`, `w` for `dX`, each kept only when the other

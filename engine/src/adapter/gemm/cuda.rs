@@ -2,7 +2,8 @@
 //! `cubecl_cuda::blas`, the one place with the FFI) when it is chosen for the device, else
 //! burn's own kernels ([`burn_linear`]).
 //!
-//! A product goes to cuBLAS when its operands are fp32 or bf16 of one dtype, rank 2, each
+//! A product goes to cuBLAS when its operands are fp32 or bf16 of one dtype, rank 2 (or, for
+//! [`GemmOps::gemm_batched`], batches of rank 3 or 4 with a uniform batch stride), each
 //! row-major or a transposed view (burn keeps a transpose as strides: it becomes cuBLAS's
 //! transpose flag, never a copy), with padded rows allowed (the leading dimension is the row
 //! stride). The bias, when there is one, is written into the output first and cuBLAS adds the
@@ -34,6 +35,84 @@ impl GemmOps for Cube {
             None => burn_linear::<Self>(x, weight, bias),
         }
     }
+
+    fn gemm_batched(a: FloatTensor<Self>, b: FloatTensor<Self>) -> FloatTensor<Self> {
+        match cublas_batched(&a, &b) {
+            Some(c) => c,
+            None => Cube::float_matmul(a, b),
+        }
+    }
+}
+
+/// The cuBLAS element type and compute of a product on CUDA device `index` with operands of
+/// `dtype`, if cuBLAS is chosen there and takes that dtype.
+fn blas_setting(index: usize, dtype: DType) -> Option<(BlasType, BlasCompute)> {
+    if !blas::uses_cublas(index) {
+        return None;
+    }
+    let blas_type = match dtype {
+        DType::F32 => BlasType::F32,
+        DType::BF16 => BlasType::Bf16,
+        _ => return None,
+    };
+    let compute = match crate::adapter::cuda::running_tf32(index) {
+        true => BlasCompute::Tf32,
+        false => BlasCompute::Fp32,
+    };
+    Some((blas_type, compute))
+}
+
+/// Matrix `outer` of `t`'s first dimension (rank 4; `None`: the whole of a rank-3 `t`) as a
+/// batch over the next dimension of uniform stride, as cuBLAS's strided batched product takes
+/// it: a rank-4 attention operand (`[n, h, t, d]`, heads split by a view) is one such batch per
+/// sequence.
+fn batch_matrix(t: &FloatTensor<Cube>, outer: Option<usize>) -> Option<Matrix> {
+    let (shape, strides) = (t.shape(), t.meta.strides());
+    let rank = shape.num_dims();
+    Some(Matrix {
+        resource: blas::resource(&t.client, t.handle.clone()).ok()?,
+        rows: shape[rank - 2],
+        cols: shape[rank - 1],
+        row_stride: strides[rank - 2],
+        col_stride: strides[rank - 1],
+        batches: shape[rank - 3],
+        batch_stride: strides[rank - 3],
+        offset: outer.map_or(0, |i| i * strides[0]),
+    })
+}
+
+/// A batched `a·b` through cuBLAS (strided batched, one call per outer index of a rank-4
+/// product), or `None` where it does not apply.
+fn cublas_batched(a: &FloatTensor<Cube>, b: &FloatTensor<Cube>) -> Option<FloatTensor<Cube>> {
+    let index = cuda_index(a)?;
+    let (dtype, compute) = blas_setting(index, a.dtype())?;
+    let (sa, sb) = (a.shape(), b.shape());
+    let rank = sa.num_dims();
+    if b.dtype() != a.dtype() || !(3..=4).contains(&rank) || sb.num_dims() != rank {
+        return None;
+    }
+    if (0..rank - 2).any(|i| sa[i] != sb[i]) || sa[rank - 1] != sb[rank - 2] {
+        return None;
+    }
+    let mut out_shape = sa.clone();
+    out_shape[rank - 1] = sb[rank - 1];
+    let out = Cube::float_empty(out_shape, &a.device, a.dtype().into());
+    let outers: Vec<Option<usize>> = match rank {
+        4 => (0..sa[0]).map(Some).collect(),
+        _ => vec![None],
+    };
+    for outer in outers {
+        let (ma, mb, mc) = (
+            batch_matrix(a, outer)?,
+            batch_matrix(b, outer)?,
+            batch_matrix(&out, outer)?,
+        );
+        let keep = Box::new((a.handle.clone(), b.handle.clone(), out.handle.clone()));
+        // A failure after the first call leaves `out` partly written: burn's kernels then
+        // compute all of it afresh.
+        blas::gemm(ma, mb, mc, dtype, compute, false, keep).ok()?;
+    }
+    Some(out)
 }
 
 /// The CUDA index of a tensor's device, if it is a CUDA device.
@@ -51,14 +130,7 @@ fn cublas_linear(
     bias: &Bias<Cube>,
 ) -> Option<FloatTensor<Cube>> {
     let index = cuda_index(x)?;
-    if !blas::uses_cublas(index) {
-        return None;
-    }
-    let dtype = match x.dtype() {
-        DType::F32 => BlasType::F32,
-        DType::BF16 => BlasType::Bf16,
-        _ => return None,
-    };
+    let (dtype, compute) = blas_setting(index, x.dtype())?;
     if weight.dtype() != x.dtype() || x.shape().num_dims() != 2 || weight.shape().num_dims() != 2 {
         return None;
     }
@@ -66,10 +138,6 @@ fn cublas_linear(
     if weight.shape()[0] != k {
         return None;
     }
-    let compute = match crate::adapter::cuda::running_tf32(index) {
-        true => BlasCompute::Tf32,
-        false => BlasCompute::Fp32,
-    };
     // The output: the bias rows (cuBLAS adds the product to them), or a fresh buffer.
     let (out, accumulate) = match bias {
         Bias::Add(b) if b.dtype() == x.dtype() => {
@@ -101,6 +169,9 @@ fn cublas_linear(
             cols: t.shape()[1],
             row_stride,
             col_stride,
+            batches: 1,
+            batch_stride: 0,
+            offset: 0,
         })
     };
     let (a, b, c) = (matrix(x)?, matrix(weight)?, matrix(&out)?);

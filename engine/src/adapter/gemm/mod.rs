@@ -17,7 +17,7 @@ mod backward;
 mod cuda;
 mod ops;
 
-pub(crate) use ops::{linear_rows, product_rows};
+pub(crate) use ops::{batched_product, linear_rows, product_rows};
 
 #[cfg(test)]
 mod tests {

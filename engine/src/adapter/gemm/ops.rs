@@ -37,6 +37,14 @@ pub(crate) trait GemmOps: Backend {
     ) -> FloatTensor<Self> {
         burn_linear::<Self>(x, weight, bias)
     }
+
+    /// `a·b` of two batches of matrices, rank 3 or 4 (`[.., m, k]·[.., k, n]`, the same leading
+    /// dimensions): attention's products. Backends without a library of their own run burn's
+    /// matmul, as before the seam (a narrow dtype's product is then burn's, which on flex and
+    /// cubecl accumulates in fp32 and rounds once).
+    fn gemm_batched(a: FloatTensor<Self>, b: FloatTensor<Self>) -> FloatTensor<Self> {
+        Self::float_matmul(a, b)
+    }
 }
 
 impl GemmOps for burn::backend::Flex {}
@@ -83,6 +91,14 @@ pub(crate) fn linear_rows(x: Tensor<2>, weight: Tensor<2>, bias: Option<Tensor<1
         bias,
     );
     Tensor::from_dispatch(y)
+}
+
+/// `a·b` of two batches of matrices of rank `D` (3 or 4, the same leading dimensions) through
+/// the seam, on or off the graph.
+pub(crate) fn batched_product<const D: usize>(a: Tensor<D>, b: Tensor<D>) -> Tensor<D> {
+    let c =
+        <burn::backend::Dispatch as GemmOps>::gemm_batched(a.into_dispatch(), b.into_dispatch());
+    Tensor::from_dispatch(c)
 }
 
 /// `a·b` of rank-2 tensors through the seam (either may be a transposed view).
