@@ -1070,3 +1070,38 @@ fn two_by_two_across_two_hosts_verifies() {
     assert!(max_rel_diff(&stdout) <= common::TOLERANCE);
     assert!(checkpoint.exists());
 }
+
+#[test]
+fn a_per_rank_name_that_is_the_data_file_is_refused_on_every_rank_before_training() {
+    // Issue 47, class 1: `--profile dd.st` is written as `dd.rank1.st` by rank 1, a name that
+    // was not checked: it overwrote the run's own data file `tensors:dd.rank1.st`.
+    let _job = lock();
+    let dir = scratch("mpi-rank-names");
+    let data = dir.path().join("dd.rank1.st");
+    data_file(&data, false);
+    let before = std::fs::read(&data).unwrap();
+    let spec = format!("tensors:{}", data.display());
+    let profile = dir.path().join("dd.st").display().to_string();
+    let extra = [
+        "--stages",
+        "2",
+        "--data",
+        &spec,
+        "--classes",
+        "3",
+        "--profile",
+        &profile,
+    ];
+    let args = job(&dir.path().join("run.st"), &extra);
+    let out = mpi_failure(2, &[], &refs(&args), 2);
+    assert!(
+        out.contains("--profile (rank 1)") && out.contains(&format!("--data {}", data.display())),
+        "{out}"
+    );
+    assert!(!out.contains("step "), "refused before training: {out}");
+    assert_eq!(
+        std::fs::read(&data).unwrap(),
+        before,
+        "the data left as it was"
+    );
+}

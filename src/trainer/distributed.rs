@@ -225,6 +225,13 @@ impl Distributed {
         launched().is_some()
     }
 
+    /// How many processes the launcher that started this one says it started (1 without a
+    /// launcher; 0 when its variables name this process's rank but not the world's size):
+    /// known before MPI starts, so that the names every rank will write are checked first.
+    pub fn processes() -> usize {
+        launched().unwrap_or(1)
+    }
+
     /// Why [`start`](Self::start) refuses this process before any MPI call (torchrun's
     /// environment without an MPI launcher; a launcher's world of several processes that this
     /// process cannot join), if it does.
@@ -268,17 +275,10 @@ impl Distributed {
         self.link.fabric()
     }
 
-    /// `path` with the rank before its extension: `trace.json` → `trace.rank3.json`.
+    /// `path` with the rank before its extension: `trace.json` → `trace.rank3.json`
+    /// ([`crate::trainer::paths::rank_path`]).
     pub fn per_rank(&self, path: &Path) -> std::path::PathBuf {
-        let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned());
-        let name = match (stem, path.extension()) {
-            (Some(stem), Some(ext)) => {
-                format!("{stem}.rank{}.{}", self.rank, ext.to_string_lossy())
-            }
-            (Some(stem), None) => format!("{stem}.rank{}", self.rank),
-            _ => format!("rank{}", self.rank),
-        };
-        path.with_file_name(name)
+        crate::trainer::paths::rank_path(path, self.rank)
     }
 
     /// Rank 0's `layers` on every process (as DDP and Horovod start): whatever each process

@@ -67,7 +67,9 @@ fn eval_resume_evaluates_the_checkpoint_and_eval_refuses_training_outputs() {
     assert!(out.contains(&format!("weights: {ck}")), "{out}");
     let e = failure_with(USAGE, &square("eval", &["--checkpoint", &ck]));
     assert!(
-        e.contains("--checkpoint is a flag of `pipetrain train`"),
+        e.contains(&format!(
+            "--checkpoint {ck} would change nothing in `pipetrain eval`"
+        )) && e.contains("give it to `pipetrain train`"),
         "{e}"
     );
 }

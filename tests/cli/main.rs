@@ -39,3 +39,4 @@ mod torch_optim;
 mod torchrun;
 mod train;
 mod tune;
+mod unread;

@@ -10,6 +10,7 @@ use burn::prelude::*;
 use pipetrain::commands::profile::Profile;
 use pipetrain::engine::SingleDevice;
 use pipetrain::remedy::Remedied;
+use pipetrain::trainer::paths::Files;
 use pipetrain::trainer::{
     DRIFT_VARIABLE, Distributed, Drift, Event, Mode, Reference, Shared, Signal, Source, Stop,
     Trainer, TrainerSettings, summary,
@@ -36,29 +37,26 @@ use crate::run_failure::{cli_message, of_run};
 pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
     // Output files are written at the end: a bad destination must fail now, not after training;
     // and no output may be another flag's file.
-    // Every file the data set reads is an input: a directory data set's files too.
-    let data = args.data.parse::<pipetrain_data::DataSpec>().ok();
-    let data_files = data.as_ref().map(|d| d.files()).unwrap_or_default();
-    let mut inputs: Vec<(&str, Option<&std::path::Path>)> = data_files
-        .iter()
-        .map(|file| ("--data", Some(file.as_path())))
-        .collect();
-    inputs.extend([
-        ("--config", args.config.as_deref()),
-        ("--plan", args.plan.as_deref()),
-        ("--init", args.init.as_deref()),
-        ("--resume", args.resume.as_deref()),
-    ]);
+    // Every file the data set reads is an input: a directory data set's files too. Under a
+    // launcher, every rank's name of the per-rank trace is an output (`dd.st` → `dd.rank1.st`),
+    // checked on every rank before MPI starts.
     paths::distinct(
-        &inputs,
-        &[
-            ("--checkpoint", args.checkpoint.as_deref()),
-            ("--metrics", args.metrics.as_deref()),
-            ("--profile", args.profile.as_deref()),
-            ("--plot", args.plot.as_deref()),
-        ],
-        // Continuing a run in place: the checkpoint is read before it is replaced, atomically.
-        &[("--resume", "--checkpoint")],
+        Files::new()
+            .data("--data", &args.data)
+            .input("--config", args.config.as_deref())
+            .input("--plan", args.plan.as_deref())
+            .input("--init", args.init.as_deref())
+            .input("--resume", args.resume.as_deref())
+            .output("--checkpoint", args.checkpoint.as_deref())
+            .output("--metrics", args.metrics.as_deref())
+            .per_rank(
+                "--profile",
+                args.profile.as_deref(),
+                Distributed::processes(),
+            )
+            .output("--plot", args.plot.as_deref())
+            // Continuing a run in place: the checkpoint is read before it is replaced, atomically.
+            .allow("--resume", "--checkpoint"),
     )?;
     paths::inputs_exist(&[("--resume", &args.resume), ("--init", &args.init)])
         .map_err(Failure::usage)?;

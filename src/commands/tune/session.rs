@@ -185,6 +185,20 @@ fn cost_table<L: Layer>(
         .cache_dir
         .as_deref()
         .map(|dir| cache::path(dir, &key));
+    if let Some(path) = &path {
+        // The cache file is an output: a FIFO there would block the read for ever, and nothing
+        // but a regular file of ours may be replaced (a missing directory is created later).
+        match crate::engine::output::regular_or_absent(path) {
+            Ok(()) | Err(crate::engine::EngineError::NoDirectory { .. }) => {}
+            Err(e) => {
+                return Err(Error::Run(crate::RunError::Path {
+                    name: "tune cache".to_string(),
+                    path: path.clone(),
+                    problem: crate::PathProblem::Output(e),
+                }));
+            }
+        }
+    }
     if let Some(path) = &path
         && !settings.remeasure
         && let Some(mut table) = cache::load(path, &key, &rows)?

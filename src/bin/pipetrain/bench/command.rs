@@ -4,6 +4,7 @@
 use pipetrain::CommandError;
 use pipetrain::Error;
 use pipetrain::commands::bench::{self, BenchSettings, GpuPeer, Header, Peers, Progress};
+use pipetrain::trainer::paths::Files;
 
 use super::args::BenchArgs;
 use crate::exit::Exit;
@@ -13,9 +14,9 @@ use crate::paths;
 /// Runs the bench `args` describe and prints its markdown document (and writes it to `--out`).
 pub fn run(args: &BenchArgs) -> Result<Exit, Failure> {
     paths::distinct(
-        &[("--compare-pytorch", args.compare_pytorch.as_deref())],
-        &[("--out", args.out.as_deref())],
-        &[],
+        Files::new()
+            .input("--compare-pytorch", args.compare_pytorch.as_deref())
+            .output("--out", args.out.as_deref()),
     )?;
     paths::outputs_writable(&[("--out", &args.out)]).map_err(Failure::usage)?;
     let unwritten = crate::interrupt::unwritten("--out", args.out.as_deref());
