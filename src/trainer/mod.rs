@@ -12,6 +12,7 @@
 mod agreement;
 mod checkpoints;
 mod data;
+pub mod disk;
 mod distributed;
 mod drift;
 pub mod eval;

@@ -140,7 +140,9 @@ fn export_onto_a_full_disk_keeps_the_file_that_was_there() {
 }
 
 /// A checkpoint that does not fit what is left of its disk: the error names `--checkpoint` and
-/// its file, where it named the temp file (`.ck.safetensors.123@host.XXXXXX.tmp`).
+/// its file, where it named the temp file (`.ck.safetensors.123@host.XXXXXX.tmp`); and it is
+/// refused before training, with its size against the free space, where it was found only
+/// after the whole run (issue 47, class 1).
 #[test]
 fn a_checkpoint_onto_a_full_disk_names_the_flag_and_its_file() {
     let tmp = scratch("disk-full-checkpoint");
@@ -156,9 +158,22 @@ fn a_checkpoint_onto_a_full_disk_names_the_flag_and_its_file() {
     .concat();
     let out = common::pipetrain(&args);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
-    let named = format!("--checkpoint: {}: No space left on device", ck.display());
+    assert_eq!(out.status.code(), Some(common::USAGE), "{stderr}");
+    // MLP-2x64 with Adam: each parameter with its 2 moments, 12 bytes.
+    let named = format!(
+        "--checkpoint {}: it needs at least 105.12 KiB and its file system has 8.00 KiB free",
+        ck.display()
+    );
     assert!(stderr.contains(&named), "{stderr}");
+    assert!(
+        stderr.contains("write it on another file system"),
+        "{stderr}"
+    );
     assert!(!stderr.contains(".tmp"), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !stdout.contains("step "),
+        "refused before training: {stdout}"
+    );
     assert!(temp_files(&small.0).is_empty());
 }

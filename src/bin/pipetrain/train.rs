@@ -201,6 +201,13 @@ fn train(args: &TrainArgs, dist: Option<&Distributed>) -> Result<Exit, Failure> 
     let copies = args.replicas as f64 * share + f64::from(u8::from(args.verify && leader));
     let slots = pipetrain::memory::optimizer_slots(&optimizer);
     crate::model::check_fits(&model, args.batch, slots, copies).map_err(Failure::usage)?;
+    if let Some(path) = args.checkpoint.as_deref().filter(|_| leader) {
+        // Its size is known now: a disk too small for it fails now, not after the run.
+        let params = crate::footprint::Estimate::of(&model).params;
+        let needed = pipetrain::trainer::disk::checkpoint_bytes(params, slots);
+        pipetrain::trainer::disk::fits("--checkpoint", path, needed)
+            .map_err(|e| Failure::usage(cli_message(&e)))?;
+    }
     let devices = args
         .device
         .devices(args.matmul_precision)
