@@ -599,12 +599,26 @@ fn ranks_that_initialise_differently_train_from_rank_0s_weights() {
     assert_same_bits(&mpi, &local);
 }
 
+/// `mpirun -np 1 pipetrain <rank0> : -np 1 pipetrain <rank1>`, run to its end.
+fn mpmd(rank0: &[&str], rank1: &[&str]) -> Output {
+    let binary = env!("CARGO_BIN_EXE_pipetrain");
+    Command::new("mpirun")
+        .args(["-np", "1", binary])
+        .args(rank0)
+        .args([":", "-np", "1", binary])
+        .args(rank1)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("OMPI_MCA_rmaps_base_oversubscribe", "1")
+        .output()
+        .expect("mpirun runs")
+}
+
 /// An MPMD command line whose processes get different training flags is refused on every
 /// process, naming each differing flag with both values (exit 2), before anything trains.
 #[test]
 fn mpmd_ranks_with_other_training_flags_exit_2_naming_them() {
     let _job = lock();
-    let binary = env!("CARGO_BIN_EXE_pipetrain");
     // An output flag may differ between ranks (only rank 0 writes it): not a disagreement.
     let dir = scratch("mpmd-metrics");
     let metrics = dir.path().join("m.csv");
@@ -622,16 +636,7 @@ fn mpmd_ranks_with_other_training_flags_exit_2_naming_them() {
         .chain(&["--lr", "0.02", "--schedule", "gpipe", "--metrics", metrics])
         .copied()
         .collect();
-    let out = Command::new("mpirun")
-        .args(["-np", "1", binary])
-        .args(&rank0)
-        .args([":", "-np", "1", binary])
-        .args(&rank1)
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .env("OMPI_MCA_rmaps_base_oversubscribe", "1")
-        .output()
-        .expect("mpirun runs");
+    let out = mpmd(&rank0, &rank1);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -650,6 +655,31 @@ fn mpmd_ranks_with_other_training_flags_exit_2_naming_them() {
         "{}",
         text(&out)
     );
+}
+
+/// Flags `docs/mpi.md` lets differ between processes (`--threads`, `--metrics`, `--device`,
+/// `--comm-timeout`, ...) given on one rank only are no disagreement (issue 47, class 6): the
+/// run was refused, its message naming the internal record of the flags given, not a flag.
+#[test]
+fn mpmd_ranks_may_give_per_process_flags_on_one_rank_only() {
+    let _job = lock();
+    let dir = scratch("mpmd-per-process");
+    let metrics = dir.path().join("m.csv");
+    let base = ["train", "--stages", "2", "--balance", "2,1"];
+    let rank0: Vec<&str> = base.iter().chain(&TINY).copied().collect();
+    let per_process = [
+        "--threads",
+        "1",
+        "--device",
+        "cpu",
+        "--comm-timeout",
+        "60",
+        "--metrics",
+        metrics.to_str().unwrap(),
+    ];
+    let rank1: Vec<&str> = rank0.iter().chain(&per_process).copied().collect();
+    let out = mpmd(&rank0, &rank1);
+    assert!(out.status.success(), "{}", text(&out));
 }
 
 /// The pid of the rank-`rank` process whose command line mentions `marker`.
