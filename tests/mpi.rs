@@ -899,41 +899,7 @@ fn a_rank_that_fails_on_its_own_is_named_with_its_error_by_the_others() {
         std::fs::create_dir(at).unwrap();
         data_file(&at.join("data.safetensors"), nan);
     }
-    let binary = env!("CARGO_BIN_EXE_pipetrain");
-    let args: Vec<&str> = "train --data tensors:data.safetensors --classes 3 --width 8 \
-        --hidden-layers 1 --batch 8 --micro-batches 2 --steps 3 --stages 1 --replicas 2 \
-        --comm-timeout 20"
-        .split_whitespace()
-        .collect();
-    let wdir = |d: &Path| {
-        [
-            "-np".to_string(),
-            "1".into(),
-            "-wdir".into(),
-            d.display().to_string(),
-        ]
-    };
-    let started = Instant::now();
-    let child = Command::new("mpirun")
-        .args(wdir(&good))
-        .arg(binary)
-        .args(&args)
-        .arg(":")
-        .args(wdir(&bad))
-        .arg(binary)
-        .args(&args)
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("mpirun starts");
-    let out = wait_within(
-        child,
-        (started, Duration::from_secs(20 + 40)),
-        None,
-        "bad data",
-    );
+    let out = in_own_directories([&good, &bad], "bad data");
     let all = text(&out);
     assert!(!out.status.success(), "{all}");
     let own = "--data tensors:data.safetensors: input row 20 holds NaN";
@@ -952,6 +918,70 @@ fn a_rank_that_fails_on_its_own_is_named_with_its_error_by_the_others() {
         !all.contains("sent nothing"),
         "not found by the timeout: {all}"
     );
+}
+
+/// `mpirun -np 1 -wdir A pipetrain ... : -np 1 -wdir B pipetrain ...` of a 2-replica run on
+/// `--data tensors:data.safetensors` (each rank reads its own directory's), waited for within
+/// its communication timeout and a margin (`what` names it if it hangs).
+fn in_own_directories(dirs: [&Path; 2], what: &str) -> Output {
+    let binary = env!("CARGO_BIN_EXE_pipetrain");
+    let args: Vec<&str> = "train --data tensors:data.safetensors --classes 3 --width 8 \
+        --hidden-layers 1 --batch 8 --micro-batches 2 --steps 3 --stages 1 --replicas 2 \
+        --comm-timeout 20"
+        .split_whitespace()
+        .collect();
+    let wdir = |d: &Path| {
+        [
+            "-np".to_string(),
+            "1".into(),
+            "-wdir".into(),
+            d.display().to_string(),
+        ]
+    };
+    let started = Instant::now();
+    let child = Command::new("mpirun")
+        .args(wdir(dirs[0]))
+        .arg(binary)
+        .args(&args)
+        .arg(":")
+        .args(wdir(dirs[1]))
+        .arg(binary)
+        .args(&args)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("mpirun starts");
+    wait_within(child, (started, Duration::from_secs(20 + 40)), None, what)
+}
+
+/// Per-node copies of the data that differ (issue 47, class 2): each rank trained on its own
+/// with rc 0, and only `--verify` noticed. Every rank now refuses the run at the start, naming
+/// the rank and both contents.
+#[test]
+fn ranks_whose_copies_of_the_data_differ_are_refused_at_the_start() {
+    let _job = lock();
+    let dir = scratch("mpi-other-data");
+    let (one, other) = (dir.path().join("one"), dir.path().join("other"));
+    for at in [&one, &other] {
+        std::fs::create_dir(at).unwrap();
+        data_file(&at.join("data.safetensors"), false);
+    }
+    // The same shape, one value apart.
+    let file = other.join("data.safetensors");
+    let mut bytes = std::fs::read(&file).unwrap();
+    let last = bytes.len() - 8;
+    bytes[last] ^= 1;
+    std::fs::write(&file, bytes).unwrap();
+    let out = in_own_directories([&one, &other], "other data");
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{all}");
+    assert!(
+        all.contains("rank 1 reads other data than rank 0: tensors, "),
+        "{all}"
+    );
+    assert!(!all.contains("step "), "refused before training: {all}");
 }
 
 /// Two network namespaces joined by a veth pair stand in for two hosts; `mpirun` runs in the

@@ -304,6 +304,42 @@ impl Distributed {
         Ok(checkpoint.load_model(layers)?)
     }
 
+    /// Every process reads the same data: `fingerprint` (this process's data by its contents,
+    /// [`crate::trainer::fingerprint`]) is compared with every other process's, and all of
+    /// them refuse the run when one differs. Per-node copies of a data set (`mpirun -wdir`)
+    /// that are not the same trained with rc 0 before, each rank on its own data.
+    ///
+    /// # Errors
+    /// [`RunError::Launch`] on every process, naming the first rank whose data differs from
+    /// rank 0's, with both; an MPI error.
+    pub fn same_data(&self, fingerprint: &str) -> Result<(), Error> {
+        let all = self.link.gather(fingerprint.as_bytes().to_vec())?;
+        let verdict = all.map(|all| {
+            let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+            let zero = all.first().map(|b| text(b)).unwrap_or_default();
+            all.iter()
+                .enumerate()
+                .find(|(_, b)| text(b) != zero)
+                .map(|(rank, b)| {
+                    format!(
+                        "rank {rank} reads other data than rank 0: {} (rank 0: {zero}); every \
+                         process must train on the same data: give each the same file (a copy \
+                         on each node must be identical)",
+                        text(b)
+                    )
+                })
+                .unwrap_or_default()
+                .into_bytes()
+        });
+        let verdict = self.link.broadcast(verdict)?;
+        match verdict.is_empty() {
+            true => Ok(()),
+            false => Err(Error::Run(RunError::Launch(
+                String::from_utf8_lossy(&verdict).into_owned(),
+            ))),
+        }
+    }
+
     /// The checkpoint at `path` as rank 0 read it, on every process.
     ///
     /// # Errors

@@ -198,20 +198,6 @@ fn a_budget_that_rules_out_the_fastest_picks_a_feasible_one() {
     assert!(err.contains("over budget on stage"), "{err}");
 }
 
-/// Writes a `tensors:` data file of 64 rows of 16 features and labels in 0..10 at `path`.
-fn data_file(path: &std::path::Path) {
-    let x: Vec<f32> = (0..64 * 16).map(|i| (i % 7) as f32 / 7.0).collect();
-    let y: Vec<i64> = (0..64).map(|i| i % 10).collect();
-    let x: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
-    let y: Vec<u8> = y.iter().flat_map(|v| v.to_le_bytes()).collect();
-    use safetensors::tensor::{Dtype, TensorView};
-    let views = [
-        ("x", TensorView::new(Dtype::F32, vec![64, 16], &x).unwrap()),
-        ("y", TensorView::new(Dtype::I64, vec![64], &y).unwrap()),
-    ];
-    std::fs::write(path, safetensors::serialize(views, None).unwrap()).unwrap();
-}
-
 #[test]
 fn tune_apply_never_overwrites_a_file_the_command_reads() {
     // Issue 47, class 1: `tune --apply FILE` overwrote the run's own --data file, a file of an
@@ -220,7 +206,7 @@ fn tune_apply_never_overwrites_a_file_the_command_reads() {
     let dir = common::scratch("tune-apply-inputs");
     let cache = dir.path().to_str().unwrap();
     let data = dir.path().join("d.st");
-    data_file(&data);
+    common::data_file(&data, 64);
     let mnist = dir.path().join("mnist");
     std::fs::create_dir(&mnist).unwrap();
     let labels = mnist.join("train-labels-idx1-ubyte");
@@ -272,7 +258,7 @@ fn tune_apply_carries_every_setting_it_did_not_choose() {
     let dir = common::scratch("tune-apply-carries");
     let cache = dir.path().to_str().unwrap();
     let data = dir.path().join("d.st");
-    data_file(&data);
+    common::data_file(&data, 64);
     let spec = format!("tensors:{}", data.display());
     let best = dir.path().join("best.toml");
     let b = best.to_str().unwrap();

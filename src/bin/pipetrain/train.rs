@@ -191,6 +191,11 @@ fn train(args: &TrainArgs, dist: Option<&Distributed>) -> Result<Exit, Failure> 
     let (optimizer, optimizer_name) = crate::optimizer::of(args)?;
     let lr_schedule = crate::optimizer::schedule(args)?;
     let data = crate::data::open(args, args.batch)?;
+    if let Some(d) = dist {
+        // Every rank trains on the same contents, whatever the path says on each node.
+        let fingerprint = pipetrain::trainer::fingerprint::fingerprint(&args.data);
+        d.same_data(&fingerprint).map_err(Failure::of_build)?;
+    }
     let model = crate::model::from_args(args, data.shapes()).map_err(Failure::usage)?;
     // This process's share of the world's workers (all of them without MPI), plus --verify's
     // single-device reference, which the leader holds.
