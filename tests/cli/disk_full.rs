@@ -1,4 +1,5 @@
-//! A full disk under a side output never loses the training (issue 27, parts 1 and 3): when
+//! A full disk under a side output never loses the training (issue 27, parts 1 and 3), and is
+//! no success either (issue 47: the run exits 1, its checkpoint written): when
 //! `--metrics`, `--profile` and `--plot` sit on a small tmpfs that fills mid-run, each warns
 //! once (the plot, drawn at the end, when it cannot be written) and stops, the run goes on, and the final `--checkpoint` (on another file system) is
 //! written and loads; `export -o` onto a full disk leaves the file that was there. A failed
@@ -79,7 +80,13 @@ fn side_outputs_on_a_full_disk_warn_once_and_the_checkpoint_is_written() {
     .concat();
     let out = common::pipetrain(&args);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    // Issue 47, class 2: a lost output changes the exit code (it was 0, an older file left in
+    // place looking current), while the checkpoint still counts.
+    assert_eq!(out.status.code(), Some(common::RUNTIME), "{stderr}");
+    assert!(
+        stderr.contains("output(s) not written") && stderr.contains("the training is done"),
+        "{stderr}"
+    );
     for flag in ["--metrics", "--profile", "--plot"] {
         assert_eq!(
             stderr.matches(&format!("warning: {flag}")).count(),

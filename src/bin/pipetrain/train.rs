@@ -23,6 +23,7 @@ use crate::data::Data;
 use crate::exit::Exit;
 use crate::failure::Failure;
 use crate::model::ReferenceModel;
+use crate::outcome::Lost;
 use crate::paths;
 use crate::progress::Progress;
 use crate::run_failure::{cli_message, of_run};
@@ -109,13 +110,19 @@ pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
         None => result,
     };
     if let (Some(profile), Some(path)) = (profile, &profile_path) {
-        // A trace that could not be written loses no training: a warning, not a failure.
+        // A trace that could not be written loses no training, but the run exits 1.
+        let lost = Lost::default();
         let (slices, flows) = match profile.finish() {
             Ok(Some(counts)) => counts,
-            Ok(None) => return result,
+            Ok(None) => {
+                lost.borrow_mut()
+                    .push(format!("--profile {}", path.display()));
+                return result.map(|exit| crate::outcome::with_lost(exit, &lost));
+            }
             Err(e) => {
                 eprintln!("warning: {}; no trace written", cli_message(&e));
-                return result;
+                lost.borrow_mut().push(cli_message(&e));
+                return result.map(|exit| crate::outcome::with_lost(exit, &lost));
             }
         };
         if result.is_ok() && leader {
@@ -350,9 +357,11 @@ fn train_with<L: Layer>(
     let mut pipeline = crate::setup::pipeline(s, layers, dist, &sample)?;
     let progress = Progress::of_process(args.steps, dist.is_some(), leader);
     banner(s, &pipeline, params, dist, &progress);
+    // The side outputs that could not be written: the run then exits 1, its training done.
+    let lost = Lost::default();
     let mut trainer = Trainer::new(&mut pipeline, &source, trainer_settings(s))
         .identity(checkpoints::identity(args, &s.model))
-        .on_event(|event| report(event, &progress, args));
+        .on_event(|event| report(event, &progress, args, &lost));
     if let Some(stop) = stop {
         trainer = trainer.stop(stop);
     }
@@ -369,7 +378,23 @@ fn train_with<L: Layer>(
     }
     let outcome = trainer.run().map_err(of_run)?;
     progress.finish();
+    let title = format!(
+        "pipetrain: {}, {} stages × {} replicas, {} lr {}, {}",
+        pipetrain::commands::plot::short(&s.model.describe()),
+        pipeline.stages(),
+        pipeline.replicas(),
+        pipetrain::commands::plot::short(&s.optimizer_name),
+        args.lr(),
+        s.lr_schedule
+    );
+    let curve = pipetrain::commands::plot::Curve::new(&title, &outcome.losses, &outcome.rates);
+    let plot = args.plot.as_deref().map(|path| (path, curve));
     if let Some(signal) = outcome.stopped {
+        // A graceful stop writes what the end writes: the checkpoint, the metrics, the
+        // trace and the plot of the steps done.
+        if leader {
+            crate::outcome::draw(plot, None, &lost);
+        }
         return Ok(stopped(signal, outcome.step, args));
     }
     progress.println(&format!(
@@ -399,27 +424,18 @@ fn train_with<L: Layer>(
     for line in summary {
         println!("{line}");
     }
-    let title = format!(
-        "pipetrain: {}, {} stages × {} replicas, {} lr {}, {}",
-        pipetrain::commands::plot::short(&s.model.describe()),
-        pipeline.stages(),
-        pipeline.replicas(),
-        pipetrain::commands::plot::short(&s.optimizer_name),
-        args.lr(),
-        s.lr_schedule
-    );
-    let curve = pipetrain::commands::plot::Curve::new(&title, &outcome.losses, &outcome.rates);
-    let plot = args.plot.as_deref().map(|path| (path, curve));
     let held_out = s.data.held_out(&s.model, args.batch, &s.device);
     let held_out = held_out.map_err(of_run)?;
-    crate::outcome::verify_and_evaluate(
+    let exit = crate::outcome::verify_and_evaluate(
         &mut pipeline,
         outcome.gathered.as_deref(),
         outcome.reference,
         args.verify_tolerance,
         (held_out, s.model.is_language_model()),
         plot,
-    )
+        &lost,
+    )?;
+    Ok(crate::outcome::with_lost(exit, &lost))
 }
 
 /// The run's opening lines: the model, the layout and the settings, then the data.
@@ -481,7 +497,7 @@ fn banner<L: Layer>(
 
 /// Prints what the loop reports: resumes, step lines (or the bar), checkpoints, warnings, the
 /// stage split after the first step, and the signal test hook's notes.
-fn report<L: Layer>(event: Event<'_, L>, progress: &Progress, args: &TrainArgs) {
+fn report<L: Layer>(event: Event<'_, L>, progress: &Progress, args: &TrainArgs, lost: &Lost) {
     match event {
         Event::Resumed {
             path,
@@ -508,7 +524,10 @@ fn report<L: Layer>(event: Event<'_, L>, progress: &Progress, args: &TrainArgs) 
         Event::Checkpoint { path, step } => {
             progress.println(&format!("checkpoint: {} (step {step})", path.display()));
         }
-        Event::Warning(w) => eprintln!("warning: {}{}", cli_message(w.error()), w.consequence()),
+        Event::Warning(w) => {
+            eprintln!("warning: {}{}", cli_message(w.error()), w.consequence());
+            lost.borrow_mut().push(cli_message(w.error()));
+        }
         Event::Held { step, path } => {
             eprintln!(
                 "test hook: step {step} held until {} exists",
@@ -534,6 +553,9 @@ fn stopped(signal: Signal, step: u64, args: &TrainArgs) -> Exit {
     }
     if let Some(path) = &args.profile {
         saved.push(format!("trace {}", path.display()));
+    }
+    if let Some(path) = &args.plot {
+        saved.push(format!("plot {}", path.display()));
     }
     let saved = match saved.is_empty() {
         true => "nothing (no --checkpoint, --metrics or --profile)".to_string(),
