@@ -170,6 +170,31 @@ pub(crate) fn unjoinable(
     ))
 }
 
+/// The launchers' variables that give the number of processes, when two of them disagree
+/// (`OMPI_COMM_WORLD_SIZE=1 WORLD_SIZE=2`): which one is this run's cannot be told, so it is
+/// refused, naming them. `var` reads a variable (`std::env::var` in a run).
+fn disagreeing(var: impl Fn(&str) -> Option<String>) -> Option<String> {
+    let sizes: Vec<(&str, String)> = [
+        "OMPI_COMM_WORLD_SIZE",
+        "PMI_SIZE",
+        "PMIX_SIZE",
+        "WORLD_SIZE",
+    ]
+    .into_iter()
+    .filter_map(|v| Some((v, var(v)?.trim().to_string())))
+    .collect();
+    let first = sizes.first()?;
+    sizes.iter().any(|(_, n)| *n != first.1).then(|| {
+        let said: Vec<String> = sizes.iter().map(|(v, n)| format!("{v}={n}")).collect();
+        format!(
+            "{}: the launchers' variables disagree on the number of processes, so whether this \
+             process is one of several cannot be told; unset the variables of the launcher \
+             that did not start it",
+            said.join(" ")
+        )
+    })
+}
+
 /// torchrun's variables, when they say a multi-process run that no MPI launcher started:
 /// the usage error that refuses it. `var` reads a variable (`std::env::var` in a run).
 fn torchrun_refused(var: impl Fn(&str) -> Option<String>) -> Option<String> {
@@ -225,6 +250,24 @@ impl Distributed {
         launched().is_some()
     }
 
+    /// Refuses to run `command`, a subcommand that runs in one process (`tune`, `bench`), in a
+    /// launcher's world of several: each process would run it alone, as `train` refuses to.
+    ///
+    /// # Errors
+    /// [`RunError::Launch`], naming the command, the variables and the remedy.
+    pub fn alone(command: &str) -> Result<(), Error> {
+        if let Some(refused) = Self::start_refused() {
+            return Err(Error::Run(RunError::Launch(refused)));
+        }
+        match Self::processes() {
+            0 | 1 => Ok(()),
+            n => Err(Error::Run(RunError::Launch(format!(
+                "`pipetrain {command}` runs in one process, but a launcher started this one as \
+                 one of {n}, so each would run it alone; run it without mpirun or srun"
+            )))),
+        }
+    }
+
     /// How many processes the launcher that started this one says it started (1 without a
     /// launcher; 0 when its variables name this process's rank but not the world's size):
     /// known before MPI starts, so that the names every rank will write are checked first.
@@ -237,6 +280,9 @@ impl Distributed {
     /// process cannot join), if it does.
     pub fn start_refused() -> Option<String> {
         let var = |v: &str| std::env::var(v).ok();
+        if let Some(refused) = disagreeing(var) {
+            return Some(refused);
+        }
         let launched = launched().is_some();
         let torchrun = match launched {
             true => None,

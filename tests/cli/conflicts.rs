@@ -81,6 +81,13 @@ fn held_out_with_synthetic_data_and_init_of_a_directory_are_refused() {
         e.contains("--held-out 0.3 applies to loaded data") && e.contains("drop --held-out"),
         "{e}"
     );
+    // Issue 47, class 3: accepted with synthetic data, which holds no non-finite value.
+    let e = failure_with(USAGE, &square("train", &["--allow-nonfinite-inputs"]));
+    assert!(
+        e.contains("--allow-nonfinite-inputs accepts NaN or infinite values in loaded data")
+            && e.contains("drop --allow-nonfinite-inputs"),
+        "{e}"
+    );
     let tmp = scratch("init-dir");
     let dir = tmp.path().to_str().unwrap();
     let e = failure_with(USAGE, &square("train", &["--init", dir]));

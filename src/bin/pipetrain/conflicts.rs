@@ -204,10 +204,17 @@ fn rename_without_init(args: &TrainArgs) -> Result<(), Failure> {
 fn ignored(args: &TrainArgs) -> Result<(), Failure> {
     use crate::backward::BackwardArg;
     use crate::schedule::ScheduleArg;
+    if let (Some(v), Some(plan)) = (args.virtual_stages, &args.plan) {
+        return Err(Failure::usage(format!(
+            "--virtual-stages {v}: the --plan file {} gives its own chunks per rank, so it would \
+             change nothing; drop --virtual-stages",
+            plan.display()
+        )));
+    }
     let looped = matches!(
         args.schedule,
         ScheduleArg::Interleaved | ScheduleArg::LoopedBfs | ScheduleArg::InterleavedZb
-    ) || args.plan.is_some();
+    );
     if let Some(v) = args.virtual_stages.filter(|_| !looped) {
         return Err(Failure::usage(format!(
             "--virtual-stages {v} applies to --schedule interleaved, interleaved-zb and looped-bfs \

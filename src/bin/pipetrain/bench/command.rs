@@ -13,6 +13,7 @@ use crate::paths;
 
 /// Runs the bench `args` describe and prints its markdown document (and writes it to `--out`).
 pub fn run(args: &BenchArgs) -> Result<Exit, Failure> {
+    pipetrain::trainer::Distributed::alone("bench").map_err(Failure::of_build)?;
     paths::distinct(
         Files::new()
             .input("--compare-pytorch", args.compare_pytorch.as_deref())

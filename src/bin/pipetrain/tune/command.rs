@@ -26,6 +26,7 @@ const BATCHES: u64 = 4;
 /// that fits (usage), a failed measurement or run, or a failed write of `--apply` (runtime).
 pub fn run(args: &TuneArgs) -> Result<Exit, Failure> {
     let train = &args.train;
+    pipetrain::trainer::Distributed::alone("tune").map_err(Failure::of_build)?;
     crate::conflicts::tune(train, args.apply.is_some())?;
     // The applied file is an output like any other: never the data, the config or another
     // input of this command.
