@@ -906,13 +906,28 @@ impl Remedied for EngineError {
                 "build the workers' world from the launch's local workers",
             )),
             #[cfg(feature = "mpi")]
-            EngineError::ProcessLayout { needed, .. } => Some(match needed {
-                Some(n) => Remedy::one_of([
-                    Remedy::set(Setting::Processes, Value::Count(*n)),
-                    Remedy::set(Setting::WorkersPerProcess, Value::Any),
-                ]),
-                None => Remedy::set(Setting::WorkersPerProcess, Value::Any),
-            }),
+            EngineError::ProcessLayout {
+                needed,
+                processes,
+                per_process,
+                workers,
+                ..
+            } => {
+                // Only a count that fits these processes: `-np 3` for 2 workers has none.
+                let fits = (*processes > 0 && workers % processes == 0)
+                    .then_some(workers / processes)
+                    .filter(|k| *k > 0 && k != per_process)
+                    .map(|k| Remedy::set(Setting::WorkersPerProcess, Value::Count(k)));
+                let processes = needed.map(|n| Remedy::set(Setting::Processes, Value::Count(n)));
+                Some(match (processes, fits) {
+                    (Some(p), Some(k)) => Remedy::one_of([p, k]),
+                    (Some(p), None) => p,
+                    (None, Some(k)) => k,
+                    (None, None) => Remedy::sentence(format!(
+                        "start a number of processes that divides the {workers} workers"
+                    )),
+                })
+            }
             #[cfg(feature = "mpi")]
             EngineError::Silent { .. } => Some(Remedy::set(Setting::CommTimeout, Value::Larger)),
             EngineError::PartsDiffer { .. } => Some(Remedy::sentence(

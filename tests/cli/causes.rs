@@ -327,3 +327,33 @@ fn a_learning_rate_that_is_0_in_f32_is_refused_as_0_is() {
         );
     }
 }
+
+/// Wrong causes and remedies (issue 47, class 6): `--optimizer adam --dampening 0.1` named
+/// `--momentum`; bf16 with a BatchNorm model exited 1, not the documented 2; under bf16, ZB-H1's
+/// split-backward warning blamed the model and offered `--backward split`, which changes
+/// nothing.
+#[test]
+fn causes_of_optimizer_precision_and_split_backward_errors_are_named_right() {
+    let e = failure_with(USAGE, &tiny(&["--optimizer", "adam", "--dampening", "0.1"]));
+    assert!(
+        e.contains("--dampening is not a setting of --optimizer adam")
+            && !e.contains("--momentum is"),
+        "{e}"
+    );
+    let resnet = [
+        &["train"][..],
+        &common::TINY_RESNET,
+        &["--batch", "8", "--steps", "1", "--precision", "bf16"],
+    ]
+    .concat();
+    let e = failure_with(USAGE, &resnet);
+    assert!(e.contains("BatchNorm"), "{e}");
+    let out = common::pipetrain(&tiny(&["--schedule", "zb-h1", "--precision", "bf16"]));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("under --precision bf16 every stage runs full backwards")
+            && !stderr.contains("use --backward split"),
+        "{stderr}"
+    );
+}

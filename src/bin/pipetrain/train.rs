@@ -514,7 +514,7 @@ fn report<L: Layer>(event: Event<'_, L>, progress: &Progress, args: &TrainArgs, 
         Event::FirstStep { pipeline } => {
             let p = pipeline.partition();
             progress.println(&format!("stage split: {p} (balance {:?})", p.balance()));
-            crate::schedule::warn_fused(pipeline, p);
+            crate::schedule::warn_fused(pipeline, p, args.precision);
         }
         Event::Step(record) => progress.step(
             &record.line(args.clip_grad_norm.is_some()),
