@@ -317,7 +317,7 @@ fn optimizer_state_is_checked_at_load() {
 #[test]
 fn a_learning_rate_that_is_0_in_f32_is_refused_as_0_is() {
     // Issue 47, class 2: `--lr 1e-320`, 0 in f32, was accepted while `--lr 0` was refused.
-    for lr in ["0", "1e-320", "1e39"] {
+    for lr in ["0", "1e-320"] {
         let e = failure_with(USAGE, &tiny(&["--lr", lr]));
         assert!(
             e.contains(&format!(
