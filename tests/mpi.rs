@@ -1165,3 +1165,42 @@ fn a_per_rank_name_that_is_the_data_file_is_refused_on_every_rank_before_trainin
         "the data left as it was"
     );
 }
+
+/// Under MPMD, a peer that exits 0 without joining (`: -np 1 pipetrain plan`) kept rank 0
+/// waiting far past `--comm-timeout` (issue 47, class 4): MPI's start waits for every process
+/// of the launch. The world's formation is bounded by the same timeout now.
+#[test]
+fn a_peer_that_never_joins_ends_the_run_within_the_timeout() {
+    let _job = lock();
+    let binary = env!("CARGO_BIN_EXE_pipetrain");
+    let train: Vec<&str> = [
+        &["train", "--stages", "2", "--comm-timeout", "5"][..],
+        &TINY,
+    ]
+    .concat();
+    let started = Instant::now();
+    let child = Command::new("mpirun")
+        .args(["-np", "1", binary])
+        .args(&train)
+        .args([":", "-np", "1", binary, "plan"])
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("OMPI_MCA_rmaps_base_oversubscribe", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("mpirun starts");
+    let out = wait_within(
+        child,
+        (started, Duration::from_secs(5 + 40)),
+        None,
+        "a peer",
+    );
+    let all = text(&out);
+    assert!(!out.status.success(), "{all}");
+    // Rank 0's own error, unless mpirun saw the peer end without MPI first and ended the job.
+    assert!(
+        all.contains("MPI did not start within 5 s") || all.contains("did not call \"init\""),
+        "{all}"
+    );
+}

@@ -751,6 +751,17 @@ pub enum EngineError {
          pipetrain ...` or `srun`) and a build with the cargo feature `mpi`"
     )]
     MpiInit(String),
+    /// MPI did not start within the communication timeout: a process of the launch never
+    /// joined the world.
+    #[cfg(feature = "mpi")]
+    #[error(
+        "MPI did not start within {seconds} s: a process of the launch never joined it (an \
+         MPMD command that runs another subcommand, or a process that ended first)"
+    )]
+    MpiStartTimeout {
+        /// The communication timeout, in seconds.
+        seconds: f64,
+    },
     /// The MPI library grants less thread support than the communication thread needs.
     #[cfg(feature = "mpi")]
     #[error(
@@ -930,6 +941,13 @@ impl Remedied for EngineError {
             }
             #[cfg(feature = "mpi")]
             EngineError::Silent { .. } => Some(Remedy::set(Setting::CommTimeout, Value::Larger)),
+            #[cfg(feature = "mpi")]
+            EngineError::MpiStartTimeout { .. } => Some(Remedy::one_of([
+                Remedy::sentence(
+                    "start every process of the launch with the same training command",
+                ),
+                Remedy::set(Setting::CommTimeout, Value::Larger),
+            ])),
             EngineError::PartsDiffer { .. } => Some(Remedy::sentence(
                 "this is a bug: please report it with the command line (verifying the run \
                  names the replica and the step from which the weights parted)",
