@@ -314,12 +314,7 @@ fn a_fifo_at_the_tune_cache_path_is_refused_not_waited_on() {
     // Issue 47, class 4: a FIFO at the cache file's path blocked tune for ever.
     let dir = common::scratch("tune-cache-fifo");
     let cache = dir.path().to_str().unwrap();
-    tune(cache, &["--top", "1", "--run", "0"]);
-    let file = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "json"))
-        .expect("the cache file");
+    let file = cache_file(cache);
     std::fs::remove_file(&file).unwrap();
     let made = std::process::Command::new("mkfifo").arg(&file).status();
     assert!(made.unwrap().success());
@@ -345,4 +340,44 @@ fn a_fifo_at_the_tune_cache_path_is_refused_not_waited_on() {
         err.contains(&format!("tune cache {}", file.display())) && err.contains("FIFO"),
         "{err}"
     );
+}
+
+#[test]
+fn the_tune_cache_never_overwrites_a_file_the_command_reads() {
+    // Issue 47, class 1: the cache file is an output like --apply; a --data file at its path
+    // was replaced by the measured table.
+    let dir = common::scratch("tune-cache-data");
+    let cache = dir.path().to_str().unwrap();
+    let file = cache_file(cache);
+    common::data_file(&file, 64);
+    let before = std::fs::read(&file).unwrap();
+    let spec = format!("tensors:{}", file.display());
+    let apply = dir.path().join("best.toml");
+    let args = [
+        &["tune", "--cache-dir", cache][..],
+        &MODEL,
+        &["--run", "0", "--remeasure", "--data", &spec, "--apply"],
+        &[apply.to_str().unwrap()],
+    ]
+    .concat();
+    let e = failure_with(USAGE, &args);
+    assert!(
+        e.contains("--data") && e.contains("tune cache") && e.contains("are the same file"),
+        "{e}"
+    );
+    assert_eq!(
+        std::fs::read(&file).unwrap(),
+        before,
+        "the data left as it was"
+    );
+}
+
+/// Tunes once with the cache in `cache`, and returns the cache file it wrote.
+fn cache_file(cache: &str) -> std::path::PathBuf {
+    tune(cache, &["--top", "1", "--run", "0"]);
+    std::fs::read_dir(cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "json"))
+        .expect("the cache file")
 }

@@ -141,6 +141,7 @@ fn tune<L: Layer>(cx: &Context<'_>, layers: Vec<L>) -> Result<Exit, Failure> {
         cache_dir: Some(cache_dir(args.cache_dir.as_deref())),
         remeasure: args.remeasure,
         calibration: Calibration::default(),
+        files: files(args),
     };
     let report = pipetrain::commands::tune::tune(&layers, &batches, &settings, device, &mut |p| {
         show(args, p);
@@ -149,7 +150,8 @@ fn tune<L: Layer>(cx: &Context<'_>, layers: Vec<L>) -> Result<Exit, Failure> {
         // A poisoned cache: --remeasure replaces it.
         e @ (pipetrain::Error::Command(pipetrain::CommandError::TuneNothingFits { .. })
         | pipetrain::Error::Command(pipetrain::CommandError::TuneCache { .. })
-        | pipetrain::Error::Run(pipetrain::RunError::Path { .. })) => Failure::usage(e),
+        | pipetrain::Error::Run(pipetrain::RunError::Path { .. })
+        | pipetrain::Error::Run(pipetrain::RunError::SameFile { .. })) => Failure::usage(e),
         e => Failure::of_build(e),
     })?;
     print!("{report}");
@@ -173,6 +175,18 @@ fn tune<L: Layer>(cx: &Context<'_>, layers: Vec<L>) -> Result<Exit, Failure> {
         );
     }
     Ok(Exit::Success)
+}
+
+/// The command's files that the tune cache may not be: the data set's, `--config` and
+/// `--apply`.
+fn files(args: &TuneArgs) -> Vec<(String, std::path::PathBuf)> {
+    let data = args.train.data.parse::<pipetrain_data::DataSpec>();
+    let data = data.map(|d| d.files()).unwrap_or_default();
+    data.into_iter()
+        .map(|f| ("--data".to_string(), f))
+        .chain(args.train.config.clone().map(|f| ("--config".into(), f)))
+        .chain(args.apply.clone().map(|f| ("--apply".into(), f)))
+        .collect()
 }
 
 /// The cost table's source, then the ranking, as the session reaches them.
