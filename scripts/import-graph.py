@@ -49,11 +49,11 @@ CRATES = {
                  "loader", "tensors", "text", "mnist", "cifar10", "burn_data", "validate", "spec"],
     "src": ["step_report", "remedy", "builder+commands+error+lr_schedule+memory+pipeline+setup+trainer",
             "learner"],
-    "src/bin/pipetrain": ["style", "exit", "help", "device", "backward", "remat", "failure",
-                          "args+checkpoints+data+footprint+guard+model+optimizer+run_failure+schedule",
+    "src/bin/pipetrain": ["style", "exit", "help", "device", "backward", "remat", "failure", "threads",
+                          "args+checkpoints+data+footprint+given+guard+model+optimizer+run_failure+schedule",
                           "interrupt", "paths", "bench", "compare+plan+plan_limits", "config", "conflicts",
-                          "settings", "distributed", "doctor", "eval", "export", "given", "outcome", "progress",
-                          "threads", "setup+train", "tune"],
+                          "settings", "distributed", "doctor", "eval", "export", "outcome", "progress",
+                          "setup+train", "tune"],
 }
 
 

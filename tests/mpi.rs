@@ -624,12 +624,26 @@ fn ranks_that_initialise_differently_train_from_rank_0s_weights() {
     assert_same_bits(&mpi, &local);
 }
 
+/// `mpirun -np 1 pipetrain <rank0> : -np 1 pipetrain <rank1>`, run to its end.
+fn mpmd(rank0: &[&str], rank1: &[&str]) -> Output {
+    let binary = env!("CARGO_BIN_EXE_pipetrain");
+    Command::new("mpirun")
+        .args(["-np", "1", binary])
+        .args(rank0)
+        .args([":", "-np", "1", binary])
+        .args(rank1)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("OMPI_MCA_rmaps_base_oversubscribe", "1")
+        .output()
+        .expect("mpirun runs")
+}
+
 /// An MPMD command line whose processes get different training flags is refused on every
 /// process, naming each differing flag with both values (exit 2), before anything trains.
 #[test]
 fn mpmd_ranks_with_other_training_flags_exit_2_naming_them() {
     let _job = lock();
-    let binary = env!("CARGO_BIN_EXE_pipetrain");
     // An output flag may differ between ranks (only rank 0 writes it): not a disagreement.
     let dir = scratch("mpmd-metrics");
     let metrics = dir.path().join("m.csv");
@@ -647,16 +661,7 @@ fn mpmd_ranks_with_other_training_flags_exit_2_naming_them() {
         .chain(&["--lr", "0.02", "--schedule", "gpipe", "--metrics", metrics])
         .copied()
         .collect();
-    let out = Command::new("mpirun")
-        .args(["-np", "1", binary])
-        .args(&rank0)
-        .args([":", "-np", "1", binary])
-        .args(&rank1)
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .env("OMPI_MCA_rmaps_base_oversubscribe", "1")
-        .output()
-        .expect("mpirun runs");
+    let out = mpmd(&rank0, &rank1);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -675,6 +680,31 @@ fn mpmd_ranks_with_other_training_flags_exit_2_naming_them() {
         "{}",
         text(&out)
     );
+}
+
+/// Flags `docs/mpi.md` lets differ between processes (`--threads`, `--metrics`, `--device`,
+/// `--comm-timeout`, ...) given on one rank only are no disagreement (issue 47, class 6): the
+/// run was refused, its message naming the internal record of the flags given, not a flag.
+#[test]
+fn mpmd_ranks_may_give_per_process_flags_on_one_rank_only() {
+    let _job = lock();
+    let dir = scratch("mpmd-per-process");
+    let metrics = dir.path().join("m.csv");
+    let base = ["train", "--stages", "2", "--balance", "2,1"];
+    let rank0: Vec<&str> = base.iter().chain(&TINY).copied().collect();
+    let per_process = [
+        "--threads",
+        "1",
+        "--device",
+        "cpu",
+        "--comm-timeout",
+        "60",
+        "--metrics",
+        metrics.to_str().unwrap(),
+    ];
+    let rank1: Vec<&str> = rank0.iter().chain(&per_process).copied().collect();
+    let out = mpmd(&rank0, &rank1);
+    assert!(out.status.success(), "{}", text(&out));
 }
 
 /// The pid of the rank-`rank` process whose command line mentions `marker`.
@@ -894,41 +924,7 @@ fn a_rank_that_fails_on_its_own_is_named_with_its_error_by_the_others() {
         std::fs::create_dir(at).unwrap();
         data_file(&at.join("data.safetensors"), nan);
     }
-    let binary = env!("CARGO_BIN_EXE_pipetrain");
-    let args: Vec<&str> = "train --data tensors:data.safetensors --classes 3 --width 8 \
-        --hidden-layers 1 --batch 8 --micro-batches 2 --steps 3 --stages 1 --replicas 2 \
-        --comm-timeout 20"
-        .split_whitespace()
-        .collect();
-    let wdir = |d: &Path| {
-        [
-            "-np".to_string(),
-            "1".into(),
-            "-wdir".into(),
-            d.display().to_string(),
-        ]
-    };
-    let started = Instant::now();
-    let child = Command::new("mpirun")
-        .args(wdir(&good))
-        .arg(binary)
-        .args(&args)
-        .arg(":")
-        .args(wdir(&bad))
-        .arg(binary)
-        .args(&args)
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("mpirun starts");
-    let out = wait_within(
-        child,
-        (started, Duration::from_secs(20 + 40)),
-        None,
-        "bad data",
-    );
+    let out = in_own_directories([&good, &bad], "bad data");
     let all = text(&out);
     assert!(!out.status.success(), "{all}");
     let own = "--data tensors:data.safetensors: input row 20 holds NaN";
@@ -947,6 +943,70 @@ fn a_rank_that_fails_on_its_own_is_named_with_its_error_by_the_others() {
         !all.contains("sent nothing"),
         "not found by the timeout: {all}"
     );
+}
+
+/// `mpirun -np 1 -wdir A pipetrain ... : -np 1 -wdir B pipetrain ...` of a 2-replica run on
+/// `--data tensors:data.safetensors` (each rank reads its own directory's), waited for within
+/// its communication timeout and a margin (`what` names it if it hangs).
+fn in_own_directories(dirs: [&Path; 2], what: &str) -> Output {
+    let binary = env!("CARGO_BIN_EXE_pipetrain");
+    let args: Vec<&str> = "train --data tensors:data.safetensors --classes 3 --width 8 \
+        --hidden-layers 1 --batch 8 --micro-batches 2 --steps 3 --stages 1 --replicas 2 \
+        --comm-timeout 20"
+        .split_whitespace()
+        .collect();
+    let wdir = |d: &Path| {
+        [
+            "-np".to_string(),
+            "1".into(),
+            "-wdir".into(),
+            d.display().to_string(),
+        ]
+    };
+    let started = Instant::now();
+    let child = Command::new("mpirun")
+        .args(wdir(dirs[0]))
+        .arg(binary)
+        .args(&args)
+        .arg(":")
+        .args(wdir(dirs[1]))
+        .arg(binary)
+        .args(&args)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("mpirun starts");
+    wait_within(child, (started, Duration::from_secs(20 + 40)), None, what)
+}
+
+/// Per-node copies of the data that differ (issue 47, class 2): each rank trained on its own
+/// with rc 0, and only `--verify` noticed. Every rank now refuses the run at the start, naming
+/// the rank and both contents.
+#[test]
+fn ranks_whose_copies_of_the_data_differ_are_refused_at_the_start() {
+    let _job = lock();
+    let dir = scratch("mpi-other-data");
+    let (one, other) = (dir.path().join("one"), dir.path().join("other"));
+    for at in [&one, &other] {
+        std::fs::create_dir(at).unwrap();
+        data_file(&at.join("data.safetensors"), false);
+    }
+    // The same shape, one value apart.
+    let file = other.join("data.safetensors");
+    let mut bytes = std::fs::read(&file).unwrap();
+    let last = bytes.len() - 8;
+    bytes[last] ^= 1;
+    std::fs::write(&file, bytes).unwrap();
+    let out = in_own_directories([&one, &other], "other data");
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{all}");
+    assert!(
+        all.contains("rank 1 reads other data than rank 0: tensors, "),
+        "{all}"
+    );
+    assert!(!all.contains("step "), "refused before training: {all}");
 }
 
 /// Two network namespaces joined by a veth pair stand in for two hosts; `mpirun` runs in the
@@ -1087,4 +1147,78 @@ fn two_by_two_across_two_hosts_verifies() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(max_rel_diff(&stdout) <= common::TOLERANCE);
     assert!(checkpoint.exists());
+}
+
+#[test]
+fn a_per_rank_name_that_is_the_data_file_is_refused_on_every_rank_before_training() {
+    // Issue 47, class 1: `--profile dd.st` is written as `dd.rank1.st` by rank 1, a name that
+    // was not checked: it overwrote the run's own data file `tensors:dd.rank1.st`.
+    let _job = lock();
+    let dir = scratch("mpi-rank-names");
+    let data = dir.path().join("dd.rank1.st");
+    data_file(&data, false);
+    let before = std::fs::read(&data).unwrap();
+    let spec = format!("tensors:{}", data.display());
+    let profile = dir.path().join("dd.st").display().to_string();
+    let extra = [
+        "--stages",
+        "2",
+        "--data",
+        &spec,
+        "--classes",
+        "3",
+        "--profile",
+        &profile,
+    ];
+    let args = job(&dir.path().join("run.st"), &extra);
+    let out = mpi_failure(2, &[], &refs(&args), 2);
+    assert!(
+        out.contains("--profile (rank 1)") && out.contains(&format!("--data {}", data.display())),
+        "{out}"
+    );
+    assert!(!out.contains("step "), "refused before training: {out}");
+    assert_eq!(
+        std::fs::read(&data).unwrap(),
+        before,
+        "the data left as it was"
+    );
+}
+
+/// Under MPMD, a peer that exits 0 without joining (`: -np 1 pipetrain plan`) kept rank 0
+/// waiting far past `--comm-timeout` (issue 47, class 4): MPI's start waits for every process
+/// of the launch. The world's formation is bounded by the same timeout now.
+#[test]
+fn a_peer_that_never_joins_ends_the_run_within_the_timeout() {
+    let _job = lock();
+    let binary = env!("CARGO_BIN_EXE_pipetrain");
+    let train: Vec<&str> = [
+        &["train", "--stages", "2", "--comm-timeout", "5"][..],
+        &TINY,
+    ]
+    .concat();
+    let started = Instant::now();
+    let child = Command::new("mpirun")
+        .args(["-np", "1", binary])
+        .args(&train)
+        .args([":", "-np", "1", binary, "plan"])
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("OMPI_MCA_rmaps_base_oversubscribe", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("mpirun starts");
+    let out = wait_within(
+        child,
+        (started, Duration::from_secs(5 + 40)),
+        None,
+        "a peer",
+    );
+    let all = text(&out);
+    assert!(!out.status.success(), "{all}");
+    // Rank 0's own error, unless mpirun saw the peer end without MPI first and ended the job.
+    assert!(
+        all.contains("MPI did not start within 5 s") || all.contains("did not call \"init\""),
+        "{all}"
+    );
 }

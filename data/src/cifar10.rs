@@ -85,8 +85,13 @@ pub fn load_dir(dir: impl AsRef<Path>) -> Result<InMemory> {
     let present: Vec<PathBuf> = TRAIN_FILES
         .iter()
         .map(|name| dir.join(name))
-        .filter(|p| p.is_file())
+        .filter(|p| p.exists())
         .collect();
+    // A batch that is there but no file (a FIFO, a directory) is refused, not skipped in
+    // silence: the data would be short of it.
+    if let Some(path) = present.iter().find(|p| !p.is_file()) {
+        return Err(DataError::NotAFile { path: path.clone() });
+    }
     if present.is_empty() {
         return Err(DataError::NoFiles {
             dir: dir.to_path_buf(),

@@ -236,6 +236,24 @@ fn cifar10_loads_channels_first_records_from_several_files() {
 }
 
 #[test]
+fn cifar10_refuses_a_batch_that_is_a_fifo_or_a_directory() {
+    // Issue 47, class 2: such a batch was skipped in silence, the data short of it.
+    for (name, make) in [("fifo", "mkfifo"), ("dir", "mkdir")] {
+        let dir = TempDir::new(&format!("cifar-{name}"));
+        dir.write("data_batch_1.bin", &cifar_record(3, 10));
+        let odd = dir.path().join("data_batch_2.bin");
+        let made = std::process::Command::new(make).arg(&odd).status().unwrap();
+        assert!(made.success());
+        let spec = format!("cifar10:{}", dir.path().display());
+        let e = spec.parse::<DataSpec>().unwrap().load(0).unwrap_err();
+        assert!(
+            matches!(&e, DataError::NotAFile { path } if *path == odd),
+            "{name}: {e}"
+        );
+    }
+}
+
+#[test]
 fn cifar10_rejects_a_partial_record_at_its_offset() {
     let dir = TempDir::new("cifar-partial");
     let mut bytes = cifar_record(1, 0);

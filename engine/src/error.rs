@@ -751,6 +751,17 @@ pub enum EngineError {
          pipetrain ...` or `srun`) and a build with the cargo feature `mpi`"
     )]
     MpiInit(String),
+    /// MPI did not start within the communication timeout: a process of the launch never
+    /// joined the world.
+    #[cfg(feature = "mpi")]
+    #[error(
+        "MPI did not start within {seconds} s: a process of the launch never joined it (an \
+         MPMD command that runs another subcommand, or a process that ended first)"
+    )]
+    MpiStartTimeout {
+        /// The communication timeout, in seconds.
+        seconds: f64,
+    },
     /// The MPI library grants less thread support than the communication thread needs.
     #[cfg(feature = "mpi")]
     #[error(
@@ -906,15 +917,37 @@ impl Remedied for EngineError {
                 "build the workers' world from the launch's local workers",
             )),
             #[cfg(feature = "mpi")]
-            EngineError::ProcessLayout { needed, .. } => Some(match needed {
-                Some(n) => Remedy::one_of([
-                    Remedy::set(Setting::Processes, Value::Count(*n)),
-                    Remedy::set(Setting::WorkersPerProcess, Value::Any),
-                ]),
-                None => Remedy::set(Setting::WorkersPerProcess, Value::Any),
-            }),
+            EngineError::ProcessLayout {
+                needed,
+                processes,
+                per_process,
+                workers,
+                ..
+            } => {
+                // Only a count that fits these processes: `-np 3` for 2 workers has none.
+                let fits = (*processes > 0 && workers % processes == 0)
+                    .then_some(workers / processes)
+                    .filter(|k| *k > 0 && k != per_process)
+                    .map(|k| Remedy::set(Setting::WorkersPerProcess, Value::Count(k)));
+                let processes = needed.map(|n| Remedy::set(Setting::Processes, Value::Count(n)));
+                Some(match (processes, fits) {
+                    (Some(p), Some(k)) => Remedy::one_of([p, k]),
+                    (Some(p), None) => p,
+                    (None, Some(k)) => k,
+                    (None, None) => Remedy::sentence(format!(
+                        "start a number of processes that divides the {workers} workers"
+                    )),
+                })
+            }
             #[cfg(feature = "mpi")]
             EngineError::Silent { .. } => Some(Remedy::set(Setting::CommTimeout, Value::Larger)),
+            #[cfg(feature = "mpi")]
+            EngineError::MpiStartTimeout { .. } => Some(Remedy::one_of([
+                Remedy::sentence(
+                    "start every process of the launch with the same training command",
+                ),
+                Remedy::set(Setting::CommTimeout, Value::Larger),
+            ])),
             EngineError::PartsDiffer { .. } => Some(Remedy::sentence(
                 "this is a bug: please report it with the command line (verifying the run \
                  names the replica and the step from which the weights parted)",

@@ -61,6 +61,9 @@ impl PlanFile {
     /// its column), a transfer, all-reduce or optimizer step, a row out of stage order, or no
     /// stage at all.
     pub fn parse(text: &str) -> Result<Self> {
+        // A UTF-8 byte order mark (spreadsheets write one before a CSV) is no action: it failed
+        // as "cannot parse action `\u{feff}0F0`", naming neither.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let rows = text
             .lines()
             .enumerate()

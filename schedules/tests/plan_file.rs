@@ -140,3 +140,12 @@ fn overlaps_round_trip_through_csv_and_text() {
         "{err}"
     );
 }
+
+#[test]
+fn a_byte_order_mark_before_a_csv_is_read_past() {
+    // Issue 47, class 6: a CSV that a spreadsheet saved with a UTF-8 BOM failed on "cannot
+    // parse action `0F0`", without naming the BOM.
+    let plain = PlanFile::parse("0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n").unwrap();
+    let marked = PlanFile::parse("\u{feff}0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n").unwrap();
+    assert_eq!(marked, plain);
+}

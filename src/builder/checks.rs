@@ -29,11 +29,14 @@ impl<L: Layer> PipelineBuilder<L> {
             }
             .into());
         }
-        if !(self.learning_rate.is_finite() && self.learning_rate > 0.0) {
+        // In f32, the weights' type, 1e-320 is 0: refused as 0 is. (A rate too large is the
+        // first update's to report, naming it.)
+        let in_f32 = self.learning_rate as f32;
+        if !(self.learning_rate.is_finite() && self.learning_rate > 0.0 && in_f32 > 0.0) {
             return invalid(
                 Setting::LearningRate,
                 crate::commands::plan::compact(self.learning_rate),
-                "not a positive finite number",
+                "not a positive finite number in f32, the weights' type (it is 0 below 1e-45)",
                 Some(Remedy::set(Setting::LearningRate, Value::Number(0.01))),
             );
         }

@@ -9,7 +9,9 @@
 //!   sweep, a speed check beside PyTorch);
 //! - `export` (feature `commands`): a checkpoint as a PyTorch state dict;
 //! - `plot` and `profile` (feature `trainer`): the loss plot and the chrome-trace profile of a
-//!   training run.
+//!   training run;
+//! - [`reads`]: which of a training run's settings `eval` and `tune` read (one rule: a setting
+//!   given that changes nothing is refused).
 
 #[cfg(feature = "commands")]
 pub mod bench;
@@ -22,4 +24,5 @@ pub mod plan;
 pub mod plot;
 #[cfg(feature = "trainer")]
 pub mod profile;
+pub mod reads;
 pub mod tune;

@@ -119,6 +119,16 @@ pub enum CommandError {
         /// What failed.
         reason: String,
     },
+    /// A setting given to a subcommand that would not read it
+    /// ([`crate::commands::reads`]).
+    Unread {
+        /// The setting as its user gave it (`--steps 5`).
+        setting: String,
+        /// The subcommand (`eval`, `tune`).
+        command: &'static str,
+        /// Why it would change nothing.
+        why: crate::commands::reads::Unread,
+    },
 }
 
 impl CommandError {
@@ -195,6 +205,31 @@ impl CommandError {
                 "the doctor's scratch folder {} cannot be made: {reason}",
                 path.display()
             ),
+            CommandError::Unread {
+                setting,
+                command,
+                why,
+            } => {
+                use crate::commands::reads::Unread;
+                let why = match why {
+                    Unread::TrainOnly if *command == "eval" => {
+                        "eval trains nothing and writes nothing: only `pipetrain train` reads it"
+                    }
+                    Unread::TrainOnly => {
+                        "tune's trial runs do not read it and its applied file does not carry \
+                         it: only `pipetrain train` reads it"
+                    }
+                    Unread::Chosen => {
+                        "tune chooses it: it searches every value, and the applied file holds \
+                         the winner's"
+                    }
+                    Unread::ApplyOnly => {
+                        "tune times synthetic batches and only writes it into the applied file, \
+                         but no applied file is asked for"
+                    }
+                };
+                format!("{setting} would change nothing in `pipetrain {command}`: {why}")
+            }
         }
     }
 
@@ -238,6 +273,17 @@ impl CommandError {
             CommandError::DoctorScratch { .. } => Some(Remedy::sentence(
                 "set TMPDIR to a folder that can be written",
             )),
+            CommandError::Unread { setting, why, .. } => {
+                use crate::commands::reads::Unread;
+                let flag = setting.split(' ').next().unwrap_or(setting);
+                Some(Remedy::sentence(match why {
+                    Unread::TrainOnly => format!("drop {flag}, or give it to `pipetrain train`"),
+                    Unread::Chosen => format!("drop {flag}: tune searches it"),
+                    Unread::ApplyOnly => format!(
+                        "drop {flag}, or ask for the applied file (`pipetrain tune --apply FILE`)"
+                    ),
+                }))
+            }
             CommandError::BenchZero { .. }
             | CommandError::BenchNoRow { .. }
             | CommandError::BenchRow { .. }
@@ -261,7 +307,8 @@ impl CommandError {
             | CommandError::TuneNothingFits { .. }
             | CommandError::PlanCost { .. }
             | CommandError::DoctorNoSection { .. }
-            | CommandError::ExportModel { .. } => ErrorClass::Usage,
+            | CommandError::ExportModel { .. }
+            | CommandError::Unread { .. } => ErrorClass::Usage,
             #[cfg(feature = "commands")]
             CommandError::TuneCache { .. } => ErrorClass::Usage,
             _ => ErrorClass::Runtime,

@@ -104,7 +104,9 @@ pub(crate) fn engine_class(e: &EngineError) -> ErrorClass {
         | EngineError::Keys { .. }
         | EngineError::Rename { .. }
         | EngineError::TensorMismatch { .. }
-        | EngineError::OptimizerMismatch { .. } => ErrorClass::Usage,
+        | EngineError::OptimizerMismatch { .. }
+        // A precision a layer cannot compute in (bf16 with BatchNorm): the flags' fault.
+        | EngineError::PrecisionUnsupported { .. } => ErrorClass::Usage,
         EngineError::NonFinite { .. } => ErrorClass::Diverged,
         EngineError::StageFailed { source, .. } => match engine_class(source) {
             ErrorClass::Diverged => ErrorClass::Diverged,

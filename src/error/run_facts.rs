@@ -153,6 +153,14 @@ pub enum PathProblem {
     Missing,
     /// An output cannot be written there.
     Output(EngineError),
+    /// An output whose size is known before it is written does not fit the free space of its
+    /// file system.
+    NoSpace {
+        /// What it needs, at least.
+        needed: String,
+        /// What its file system has free.
+        free: String,
+    },
 }
 
 impl PathProblem {
@@ -162,6 +170,9 @@ impl PathProblem {
             PathProblem::TooLarge { .. } => "load it on a machine with more memory",
             PathProblem::Directory => "give the .safetensors file in it",
             PathProblem::NotRegular => "give a file",
+            PathProblem::NoSpace { .. } => {
+                "free that much space there, or write it on another file system"
+            }
             PathProblem::Missing | PathProblem::Output(_) => return None,
         }))
     }
@@ -177,6 +188,11 @@ impl fmt::Display for PathProblem {
             PathProblem::NotRegular => f.write_str("not a regular file (a device, FIFO or socket)"),
             PathProblem::Missing => f.write_str("no such file"),
             PathProblem::Output(e) => e.fmt(f),
+            PathProblem::NoSpace { needed, free } => write!(
+                f,
+                "it needs at least {needed} and its file system has {free} free, so it would \
+                 fail only once the run ends"
+            ),
         }
     }
 }

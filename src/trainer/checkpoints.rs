@@ -4,7 +4,7 @@
 use crate::RunError;
 use std::path::Path;
 
-use crate::trainer::identity::{DATA_POSITION, LR_SCHEDULE};
+use crate::trainer::identity::{DATA, DATA_POSITION, DATA_SPEC, LR_SCHEDULE};
 use crate::trainer::{Processes, RunIdentity};
 use crate::{Checkpoint, EngineError, Error, Layer, Pipeline, RunFile, RunFileProblem};
 
@@ -105,16 +105,26 @@ pub fn resume<L: Layer>(
         other => failed(RunFileProblem::Invalid(other.to_string())),
     })?;
     for (name, ours) in identity.entries() {
+        if name == DATA_SPEC {
+            continue;
+        }
         let saved = progress.extra.get(name).map(String::as_str);
         // Checkpoints older than an entry were saved with its default.
         let saved = saved
             .or_else(|| RunIdentity::default_of(name))
             .unwrap_or("?");
+        // Checkpoints older than the data's fingerprint stored its spec as given.
+        let ours = match identity.get(DATA_SPEC) {
+            Some(spec) if name == DATA && !crate::trainer::fingerprint::is_fingerprint(saved) => {
+                spec
+            }
+            _ => ours.as_str(),
+        };
         if saved != ours && name == LR_SCHEDULE {
             return Err(Error::Run(RunError::ResumeSchedule {
                 path: path.to_path_buf(),
                 saved: saved.to_string(),
-                ours: ours.clone(),
+                ours: ours.to_string(),
             }));
         }
         if saved != ours {
@@ -122,7 +132,7 @@ pub fn resume<L: Layer>(
                 path: path.to_path_buf(),
                 setting: name.clone(),
                 saved: saved.to_string(),
-                ours: ours.clone(),
+                ours: ours.to_string(),
             }));
         }
     }

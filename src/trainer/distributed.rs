@@ -170,6 +170,31 @@ pub(crate) fn unjoinable(
     ))
 }
 
+/// The launchers' variables that give the number of processes, when two of them disagree
+/// (`OMPI_COMM_WORLD_SIZE=1 WORLD_SIZE=2`): which one is this run's cannot be told, so it is
+/// refused, naming them. `var` reads a variable (`std::env::var` in a run).
+fn disagreeing(var: impl Fn(&str) -> Option<String>) -> Option<String> {
+    let sizes: Vec<(&str, String)> = [
+        "OMPI_COMM_WORLD_SIZE",
+        "PMI_SIZE",
+        "PMIX_SIZE",
+        "WORLD_SIZE",
+    ]
+    .into_iter()
+    .filter_map(|v| Some((v, var(v)?.trim().to_string())))
+    .collect();
+    let first = sizes.first()?;
+    sizes.iter().any(|(_, n)| *n != first.1).then(|| {
+        let said: Vec<String> = sizes.iter().map(|(v, n)| format!("{v}={n}")).collect();
+        format!(
+            "{}: the launchers' variables disagree on the number of processes, so whether this \
+             process is one of several cannot be told; unset the variables of the launcher \
+             that did not start it",
+            said.join(" ")
+        )
+    })
+}
+
 /// torchrun's variables, when they say a multi-process run that no MPI launcher started:
 /// the usage error that refuses it. `var` reads a variable (`std::env::var` in a run).
 fn torchrun_refused(var: impl Fn(&str) -> Option<String>) -> Option<String> {
@@ -225,11 +250,39 @@ impl Distributed {
         launched().is_some()
     }
 
+    /// Refuses to run `command`, a subcommand that runs in one process (`tune`, `bench`), in a
+    /// launcher's world of several: each process would run it alone, as `train` refuses to.
+    ///
+    /// # Errors
+    /// [`RunError::Launch`], naming the command, the variables and the remedy.
+    pub fn alone(command: &str) -> Result<(), Error> {
+        if let Some(refused) = Self::start_refused() {
+            return Err(Error::Run(RunError::Launch(refused)));
+        }
+        match Self::processes() {
+            0 | 1 => Ok(()),
+            n => Err(Error::Run(RunError::Launch(format!(
+                "`pipetrain {command}` runs in one process, but a launcher started this one as \
+                 one of {n}, so each would run it alone; run it without mpirun or srun"
+            )))),
+        }
+    }
+
+    /// How many processes the launcher that started this one says it started (1 without a
+    /// launcher; 0 when its variables name this process's rank but not the world's size):
+    /// known before MPI starts, so that the names every rank will write are checked first.
+    pub fn processes() -> usize {
+        launched().unwrap_or(1)
+    }
+
     /// Why [`start`](Self::start) refuses this process before any MPI call (torchrun's
     /// environment without an MPI launcher; a launcher's world of several processes that this
     /// process cannot join), if it does.
     pub fn start_refused() -> Option<String> {
         let var = |v: &str| std::env::var(v).ok();
+        if let Some(refused) = disagreeing(var) {
+            return Some(refused);
+        }
         let launched = launched().is_some();
         let torchrun = match launched {
             true => None,
@@ -268,17 +321,10 @@ impl Distributed {
         self.link.fabric()
     }
 
-    /// `path` with the rank before its extension: `trace.json` → `trace.rank3.json`.
+    /// `path` with the rank before its extension: `trace.json` → `trace.rank3.json`
+    /// ([`crate::trainer::paths::rank_path`]).
     pub fn per_rank(&self, path: &Path) -> std::path::PathBuf {
-        let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned());
-        let name = match (stem, path.extension()) {
-            (Some(stem), Some(ext)) => {
-                format!("{stem}.rank{}.{}", self.rank, ext.to_string_lossy())
-            }
-            (Some(stem), None) => format!("{stem}.rank{}", self.rank),
-            _ => format!("rank{}", self.rank),
-        };
-        path.with_file_name(name)
+        crate::trainer::paths::rank_path(path, self.rank)
     }
 
     /// Rank 0's `layers` on every process (as DDP and Horovod start): whatever each process
@@ -302,6 +348,42 @@ impl Distributed {
         }
         let checkpoint = Checkpoint::from_bytes("rank 0's initial model", bytes)?;
         Ok(checkpoint.load_model(layers)?)
+    }
+
+    /// Every process reads the same data: `fingerprint` (this process's data by its contents,
+    /// [`crate::trainer::fingerprint`]) is compared with every other process's, and all of
+    /// them refuse the run when one differs. Per-node copies of a data set (`mpirun -wdir`)
+    /// that are not the same trained with rc 0 before, each rank on its own data.
+    ///
+    /// # Errors
+    /// [`RunError::Launch`] on every process, naming the first rank whose data differs from
+    /// rank 0's, with both; an MPI error.
+    pub fn same_data(&self, fingerprint: &str) -> Result<(), Error> {
+        let all = self.link.gather(fingerprint.as_bytes().to_vec())?;
+        let verdict = all.map(|all| {
+            let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+            let zero = all.first().map(|b| text(b)).unwrap_or_default();
+            all.iter()
+                .enumerate()
+                .find(|(_, b)| text(b) != zero)
+                .map(|(rank, b)| {
+                    format!(
+                        "rank {rank} reads other data than rank 0: {} (rank 0: {zero}); every \
+                         process must train on the same data: give each the same file (a copy \
+                         on each node must be identical)",
+                        text(b)
+                    )
+                })
+                .unwrap_or_default()
+                .into_bytes()
+        });
+        let verdict = self.link.broadcast(verdict)?;
+        match verdict.is_empty() {
+            true => Ok(()),
+            false => Err(Error::Run(RunError::Launch(
+                String::from_utf8_lossy(&verdict).into_owned(),
+            ))),
+        }
     }
 
     /// The checkpoint at `path` as rank 0 read it, on every process.

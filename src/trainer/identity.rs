@@ -17,6 +17,14 @@ pub struct RunIdentity {
 /// step and the identity, which is checked).
 pub const DATA_POSITION: &str = "data-position";
 
+/// The checkpoint key of the data's contents ([`crate::trainer::fingerprint`]): a checkpoint
+/// saved before fingerprints holds the spec as given there.
+pub const DATA: &str = "data";
+
+/// The checkpoint key of the data's spec as given: informative, never compared, but with a
+/// checkpoint that stored the spec under [`DATA`] (saved before fingerprints).
+pub const DATA_SPEC: &str = "data-spec";
+
 /// The checkpoint key of the learning-rate schedule, whose mismatch has its own error.
 pub const LR_SCHEDULE: &str = "lr-schedule";
 

@@ -11,7 +11,10 @@
 //! The file is written as every output is ([`crate::engine::output`]): rows go to an
 //! exclusive temp file beside it, flushed after every row, and [`Metrics::finish`] renames it
 //! into place when the run ends, whether it finished, failed or was stopped by a signal — so
-//! the path holds the previous file or every finished step, never a part. A resumed run keeps
+//! the path holds the previous file or every finished step, never a part. At each checkpoint
+//! but the last, [`Metrics::publish`] also puts the rows so far in place (a copy of the temp
+//! file, synced and renamed), so that a crash that runs nothing at the end (`kill -9`, a power
+//! cut) leaves every row up to the checkpoint a resume continues from. A resumed run keeps
 //! the earlier run's rows up to the resumed step and the new ones follow (a CSV whose columns
 //! differ is refused). A write that fails (a full disk) is reported once (a [`Warning`]) and
 //! ends the metrics, not the training.
@@ -258,6 +261,27 @@ impl Metrics {
         out.commit()
             .err()
             .map(|e| Warning::NotWritten(failed(&path, RunFileProblem::Output(e))))
+    }
+
+    /// Puts the rows written so far in place at the path, whole (a copy of the temp file,
+    /// written atomically: synced, then renamed), while the run goes on writing the temp file.
+    /// Called after each checkpoint, so that a crash leaves the metrics of the checkpoint it
+    /// resumes from, where the rows lived only in a hidden temp file until the run ended. A
+    /// failed write is reported once and ends the metrics file, as [`write`](Self::write)'s.
+    pub fn publish(&mut self) {
+        let Some(out) = self.out.as_mut() else {
+            return;
+        };
+        let copied = out
+            .flush()
+            .and_then(|()| std::fs::read(out.temp_path()))
+            .and_then(|rows| {
+                pipetrain_engine::output::write_atomically(&self.path, &rows)
+                    .map_err(std::io::Error::other)
+            });
+        if let Err(e) = copied {
+            self.fail(e);
+        }
     }
 
     /// Reports the failed write `e` once and drops the temp file.

@@ -203,6 +203,10 @@ impl DataProblem {
                         "{given} keeps the order of a loaded data set; synthetic data has no \
                          order to keep"
                     ),
+                    Setting::AllowNonFinite => format!(
+                        "{given} accepts NaN or infinite values in loaded data; synthetic data \
+                         holds none"
+                    ),
                     _ => format!("{given} applies to loaded data (synthetic data has no epochs)"),
                 }
             }
@@ -405,6 +409,10 @@ impl Data {
                     .map(|h| (Setting::HeldOut, Value::Number(h))),
                 settings.keep_last.then_some((Setting::KeepLast, Value::On)),
                 (!settings.shuffle).then_some((Setting::FileOrder, Value::On)),
+                // Synthetic inputs are always finite: accepting non-finite ones changes nothing.
+                settings
+                    .allow_nonfinite
+                    .then_some((Setting::AllowNonFinite, Value::On)),
             ];
             if let Some((setting, value)) = loaded_only.into_iter().flatten().next() {
                 return Err(refuse(DataProblem::LoadedOnly { setting, value }));

@@ -4,6 +4,12 @@
 //! file. A typo is then an error at once, not a read error, nor a write error after the whole
 //! training run, and no output ever overwrites another's file. Each path comes with the name
 //! its user knows it by (a setting, a flag), which the errors repeat.
+//!
+//! One rule for every subcommand (issue 47): a file that will be written is an output,
+//! whichever subcommand writes it, and [`Files`] checks every output against every file the
+//! command reads (a data set's files included) and every other output (each rank's name of a
+//! per-rank output included). `train`, `tune --apply`, `export` and `bench --out` list theirs
+//! in one [`Files`].
 
 use crate::RunError;
 use std::path::{Path, PathBuf};
@@ -149,6 +155,105 @@ pub fn distinct(
     Ok(())
 }
 
+/// The files one command reads and writes, by the names their user knows them by: checked
+/// by [`Files::check`] so that no output is another's file, input or output.
+#[derive(Debug, Default)]
+pub struct Files {
+    inputs: Vec<(String, PathBuf)>,
+    outputs: Vec<(String, PathBuf)>,
+    allowed: Vec<(String, String)>,
+}
+
+impl Files {
+    /// No files yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// `path`, if given, is read, named `name`.
+    pub fn input(mut self, name: &str, path: Option<&Path>) -> Self {
+        if let Some(path) = path {
+            self.inputs.push((name.to_string(), path.to_path_buf()));
+        }
+        self
+    }
+
+    /// Every file the data set `spec` reads ([`pipetrain_data::DataSpec::files`]: the
+    /// `tensors:` or `text:` file, MNIST's and CIFAR-10's training files), named `name`. A
+    /// spec that does not parse reads nothing (the data's own check refuses it).
+    pub fn data(mut self, name: &str, spec: &str) -> Self {
+        if let Ok(spec) = spec.parse::<pipetrain_data::DataSpec>() {
+            for file in spec.files() {
+                self.inputs.push((name.to_string(), file));
+            }
+        }
+        self
+    }
+
+    /// `path`, if given, is written, named `name`.
+    pub fn output(mut self, name: &str, path: Option<&Path>) -> Self {
+        if let Some(path) = path {
+            self.outputs.push((name.to_string(), path.to_path_buf()));
+        }
+        self
+    }
+
+    /// `path`, if given, is written once per process of a run of `processes`, each under its
+    /// rank's name ([`rank_path`]: `trace.json` → `trace.rank1.json`), named `name`; a run of
+    /// one process writes `path` itself.
+    pub fn per_rank(mut self, name: &str, path: Option<&Path>, processes: usize) -> Self {
+        if let Some(path) = path {
+            match processes {
+                0 | 1 => self.outputs.push((name.to_string(), path.to_path_buf())),
+                n => self.outputs.extend(
+                    (0..n).map(|rank| (format!("{name} (rank {rank})"), rank_path(path, rank))),
+                ),
+            }
+        }
+        self
+    }
+
+    /// The files named `a` and `b` may be one (e.g. `--resume` and `--checkpoint`: a run
+    /// continued in place reads its checkpoint before it replaces it, atomically).
+    pub fn allow(mut self, a: &str, b: &str) -> Self {
+        self.allowed.push((a.to_string(), b.to_string()));
+        self
+    }
+
+    /// No output is another's file, input or output ([`distinct`]).
+    ///
+    /// # Errors
+    /// [`RunError::SameFile`], naming both.
+    pub fn check(&self) -> Result<(), Error> {
+        let allowed: Vec<(&str, &str)> = self
+            .allowed
+            .iter()
+            .map(|(a, b)| (a.as_str(), b.as_str()))
+            .collect();
+        distinct(&borrowed(&self.inputs), &borrowed(&self.outputs), &allowed)
+    }
+}
+
+/// `(name, path)`s as [`distinct`] takes them.
+fn borrowed(files: &[(String, PathBuf)]) -> Vec<(&str, Option<&Path>)> {
+    files
+        .iter()
+        .map(|(n, p)| (n.as_str(), Some(p.as_path())))
+        .collect()
+}
+
+/// `path` with `rank` before its extension: `trace.json` → `trace.rank3.json`, the name
+/// process `rank` of a multi-process run writes a per-rank output under.
+pub fn rank_path(path: &Path, rank: usize) -> PathBuf {
+    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned());
+    let name = match (stem, path.extension()) {
+        (Some(stem), Some(ext)) => format!("{stem}.rank{rank}.{}", ext.to_string_lossy()),
+        (Some(stem), None) => format!("{stem}.rank{rank}"),
+        _ => format!("rank{rank}"),
+    };
+    path.with_file_name(name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,5 +298,30 @@ mod tests {
         .unwrap();
         let e = distinct(&[("--init", Some(file))], &[("--plot", Some(link))], &[]);
         assert!(e.unwrap_err().to_string().contains("--plot"));
+    }
+
+    #[test]
+    fn every_rank_name_of_a_per_rank_output_is_checked_against_the_data() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("dd.rank1.st");
+        std::fs::write(&data, b"x").unwrap();
+        let spec = format!("tensors:{}", data.display());
+        let profile = dir.path().join("dd.st");
+        let files = |processes| {
+            Files::new()
+                .data("--data", &spec)
+                .per_rank("--profile", Some(&profile), processes)
+                .check()
+        };
+        files(1).unwrap();
+        let e = files(2).unwrap_err().to_string();
+        assert!(
+            e.contains("--profile (rank 1)") && e.contains("--data"),
+            "{e}"
+        );
+        assert_eq!(
+            rank_path(Path::new("a/t.json"), 3),
+            Path::new("a/t.rank3.json")
+        );
     }
 }

@@ -214,6 +214,15 @@ impl<'a, L: Layer> Trainer<'a, L> {
             if self.settings.checkpoint_due(step + 1) || stopping.is_some() {
                 self.save(step + 1, k)?;
                 tally.saved = Some(step + 1);
+                // The rows of the checkpoint survive a crash (the last ones are put in place
+                // when the run ends).
+                let published = self.settings.checkpoint.is_some() && step + 1 < steps;
+                if let Some(m) = metrics.as_mut().filter(|_| published && stopping.is_none()) {
+                    m.publish();
+                    for warning in m.take_warnings() {
+                        (self.on_event)(Event::Warning(&warning));
+                    }
+                }
             }
             if stopping.is_some() {
                 return Ok(tally.outcome(step + 1, stopping, None, self.reference()));

@@ -297,3 +297,33 @@ fn missing_peer_scripts_say_what_to_pass() {
         "{stdout}"
     );
 }
+
+/// `train`'s limits apply to `bench` (issue 47, class 5): a model size of 1e8 aborted on an
+/// allocation failure, and `--threads 1e8` panicked spawning them.
+#[test]
+fn bench_refuses_what_memory_cannot_hold_and_caps_its_threads() {
+    for (flag, named) in [
+        ("--width", "--width, --hidden-layers"),
+        ("--hidden-layers", "--width, --hidden-layers"),
+        ("--classes", "--width, --hidden-layers, --classes"),
+        ("--batch", "or --batch"),
+        ("--gpt-width", "--gpt-width, --gpt-context"),
+    ] {
+        let mut args = tiny_bench();
+        args.extend([flag, "100000000"]);
+        let e = failure_with(USAGE, &args);
+        assert!(
+            e.contains(named) && e.contains("use a smaller"),
+            "{flag}: {e}"
+        );
+    }
+    let mut args = tiny_bench();
+    args.extend(["--threads", "100000000", "--only", "single device"]);
+    let out = pipetrain(&args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("--threads 100000000") && stderr.contains("per worker"),
+        "{stderr}"
+    );
+}

@@ -313,3 +313,47 @@ fn optimizer_state_is_checked_at_load() {
     );
     assert!(!e.contains("panicked") && !e.contains("overflow"), "{e}");
 }
+
+#[test]
+fn a_learning_rate_that_is_0_in_f32_is_refused_as_0_is() {
+    // Issue 47, class 2: `--lr 1e-320`, 0 in f32, was accepted while `--lr 0` was refused.
+    for lr in ["0", "1e-320"] {
+        let e = failure_with(USAGE, &tiny(&["--lr", lr]));
+        assert!(
+            e.contains(&format!(
+                "learning_rate = {lr}: not a positive finite number in f32"
+            )) && e.contains("use --lr 0.01"),
+            "{lr}: {e}"
+        );
+    }
+}
+
+/// Wrong causes and remedies (issue 47, class 6): `--optimizer adam --dampening 0.1` named
+/// `--momentum`; bf16 with a BatchNorm model exited 1, not the documented 2; under bf16, ZB-H1's
+/// split-backward warning blamed the model and offered `--backward split`, which changes
+/// nothing.
+#[test]
+fn causes_of_optimizer_precision_and_split_backward_errors_are_named_right() {
+    let e = failure_with(USAGE, &tiny(&["--optimizer", "adam", "--dampening", "0.1"]));
+    assert!(
+        e.contains("--dampening is not a setting of --optimizer adam")
+            && !e.contains("--momentum is"),
+        "{e}"
+    );
+    let resnet = [
+        &["train"][..],
+        &common::TINY_RESNET,
+        &["--batch", "8", "--steps", "1", "--precision", "bf16"],
+    ]
+    .concat();
+    let e = failure_with(USAGE, &resnet);
+    assert!(e.contains("BatchNorm"), "{e}");
+    let out = common::pipetrain(&tiny(&["--schedule", "zb-h1", "--precision", "bf16"]));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("under --precision bf16 every stage runs full backwards")
+            && !stderr.contains("use --backward split"),
+        "{stderr}"
+    );
+}

@@ -312,3 +312,33 @@ fn bad_checkpoint_paths_fail_before_training_naming_the_flag() {
     let e = failure_with(USAGE, &["eval", "--init", "/nonexistent.st"]);
     assert!(e.contains("--init") && e.contains("/nonexistent.st"), "{e}");
 }
+
+#[test]
+fn resume_identifies_the_data_by_its_contents_not_its_spelling() {
+    // Issue 47, class 2: resume compared the --data spec as spelled: changed contents at the
+    // same path (5× the rows) resumed with rc 0, and the same file spelled otherwise was
+    // refused.
+    let tmp = scratch("cli-ckpt-data");
+    let d = tmp.path();
+    let data = d.join("d.st");
+    common::data_file(&data, 64);
+    let ck = d.join("ck.st");
+    let (c, spec) = (ck.to_str().unwrap(), format!("tensors:{}", data.display()));
+    run(&["--data", &spec, "--steps", "2", "--checkpoint", c]);
+    // The same file, spelled otherwise: resumes.
+    let dotted = format!("tensors:{}/./d.st", d.display());
+    let resumed = run(&["--data", &dotted, "--steps", "3", "--resume", c]);
+    assert!(resumed.contains("resumed: "), "{resumed}");
+    // Other contents at the same path: refused, naming --data and both contents.
+    common::data_file(&data, 320);
+    let e = failure_with(
+        USAGE,
+        &adam(&["--data", &spec, "--steps", "3", "--resume", c]),
+    );
+    assert!(
+        e.contains("the run was saved with --data tensors, ")
+            && e.contains("this one has --data tensors, ")
+            && e.contains("the batches depend on it"),
+        "{e}"
+    );
+}

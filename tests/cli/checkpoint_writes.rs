@@ -178,3 +178,40 @@ fn a_failed_fsync_ends_the_run_naming_the_file_or_directory() {
         );
     }
 }
+
+/// The metrics rows of a checkpoint survive a crash (issue 47, class 1): they lived only in a
+/// hidden temp file until the run ended, so after a `kill -9` the `--metrics` file did not
+/// exist, and the resume swept the temp file. Now each checkpoint puts the rows so far in
+/// place; the resume continues them, one row per step.
+#[test]
+fn a_crash_keeps_the_metrics_rows_of_the_last_checkpoint_and_the_resume_continues_them() {
+    let tmp = scratch("ckpt-kill-metrics");
+    let path = tmp.path().join("ck.safetensors");
+    let metrics = tmp.path().join("m.csv");
+    let (p, m) = (path.to_str().unwrap(), metrics.to_str().unwrap());
+    // Writes: step 1's checkpoint, step 1's rows, step 2's checkpoint: aborted inside it.
+    let out = Command::new(env!("CARGO_BIN_EXE_pipetrain"))
+        .args(run_args(p, "4", &["--metrics", m]))
+        .env("PIPETRAIN_FAULT_ABORT_BEFORE_RENAME", "3")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("aborting"),
+        "{stderr}"
+    );
+    let steps = |csv: &str| -> Vec<String> {
+        csv.lines()
+            .skip(1)
+            .map(|l| l.split(',').next().unwrap().to_string())
+            .collect()
+    };
+    let kept = std::fs::read_to_string(&metrics).expect("the metrics file survives the crash");
+    let saved = pipetrain::Checkpoint::read(&path).unwrap().progress().step;
+    assert_eq!(saved, 1);
+    assert_eq!(steps(&kept), ["1"], "the checkpoint's rows: {kept}");
+    success(&run_args(p, "4", &["--metrics", m, "--resume", p]));
+    let whole = std::fs::read_to_string(&metrics).unwrap();
+    assert_eq!(steps(&whole), ["1", "2", "3", "4"], "{whole}");
+    assert!(temp_files(tmp.path()).is_empty());
+}

@@ -155,6 +155,7 @@ fn tune_measures_ranks_runs_and_reads_its_cache_back() {
         run_steps: 4,
         cache_dir: Some(cache.path().to_path_buf()),
         remeasure: false,
+        files: Vec::new(),
         calibration: Calibration {
             steps: 1,
             repeats: 1,

@@ -67,7 +67,9 @@ fn eval_resume_evaluates_the_checkpoint_and_eval_refuses_training_outputs() {
     assert!(out.contains(&format!("weights: {ck}")), "{out}");
     let e = failure_with(USAGE, &square("eval", &["--checkpoint", &ck]));
     assert!(
-        e.contains("--checkpoint is a flag of `pipetrain train`"),
+        e.contains(&format!(
+            "--checkpoint {ck} would change nothing in `pipetrain eval`"
+        )) && e.contains("give it to `pipetrain train`"),
         "{e}"
     );
 }
@@ -77,6 +79,13 @@ fn held_out_with_synthetic_data_and_init_of_a_directory_are_refused() {
     let e = failure_with(USAGE, &square("train", &["--held-out", "0.3"]));
     assert!(
         e.contains("--held-out 0.3 applies to loaded data") && e.contains("drop --held-out"),
+        "{e}"
+    );
+    // Issue 47, class 3: accepted with synthetic data, which holds no non-finite value.
+    let e = failure_with(USAGE, &square("train", &["--allow-nonfinite-inputs"]));
+    assert!(
+        e.contains("--allow-nonfinite-inputs accepts NaN or infinite values in loaded data")
+            && e.contains("drop --allow-nonfinite-inputs"),
         "{e}"
     );
     let tmp = scratch("init-dir");

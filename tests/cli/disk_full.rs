@@ -1,4 +1,5 @@
-//! A full disk under a side output never loses the training (issue 27, parts 1 and 3): when
+//! A full disk under a side output never loses the training (issue 27, parts 1 and 3), and is
+//! no success either (issue 47: the run exits 1, its checkpoint written): when
 //! `--metrics`, `--profile` and `--plot` sit on a small tmpfs that fills mid-run, each warns
 //! once (the plot, drawn at the end, when it cannot be written) and stops, the run goes on, and the final `--checkpoint` (on another file system) is
 //! written and loads; `export -o` onto a full disk leaves the file that was there. A failed
@@ -79,7 +80,13 @@ fn side_outputs_on_a_full_disk_warn_once_and_the_checkpoint_is_written() {
     .concat();
     let out = common::pipetrain(&args);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    // Issue 47, class 2: a lost output changes the exit code (it was 0, an older file left in
+    // place looking current), while the checkpoint still counts.
+    assert_eq!(out.status.code(), Some(common::RUNTIME), "{stderr}");
+    assert!(
+        stderr.contains("output(s) not written") && stderr.contains("the training is done"),
+        "{stderr}"
+    );
     for flag in ["--metrics", "--profile", "--plot"] {
         assert_eq!(
             stderr.matches(&format!("warning: {flag}")).count(),
@@ -140,7 +147,9 @@ fn export_onto_a_full_disk_keeps_the_file_that_was_there() {
 }
 
 /// A checkpoint that does not fit what is left of its disk: the error names `--checkpoint` and
-/// its file, where it named the temp file (`.ck.safetensors.123@host.XXXXXX.tmp`).
+/// its file, where it named the temp file (`.ck.safetensors.123@host.XXXXXX.tmp`); and it is
+/// refused before training, with its size against the free space, where it was found only
+/// after the whole run (issue 47, class 1).
 #[test]
 fn a_checkpoint_onto_a_full_disk_names_the_flag_and_its_file() {
     let tmp = scratch("disk-full-checkpoint");
@@ -156,9 +165,22 @@ fn a_checkpoint_onto_a_full_disk_names_the_flag_and_its_file() {
     .concat();
     let out = common::pipetrain(&args);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
-    let named = format!("--checkpoint: {}: No space left on device", ck.display());
+    assert_eq!(out.status.code(), Some(common::USAGE), "{stderr}");
+    // MLP-2x64 with Adam: each parameter with its 2 moments, 12 bytes.
+    let named = format!(
+        "--checkpoint {}: it needs at least 105.12 KiB and its file system has 8.00 KiB free",
+        ck.display()
+    );
     assert!(stderr.contains(&named), "{stderr}");
+    assert!(
+        stderr.contains("write it on another file system"),
+        "{stderr}"
+    );
     assert!(!stderr.contains(".tmp"), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !stdout.contains("step "),
+        "refused before training: {stdout}"
+    );
     assert!(temp_files(&small.0).is_empty());
 }

@@ -40,3 +40,4 @@ mod torch_optim;
 mod torchrun;
 mod train;
 mod tune;
+mod unread;

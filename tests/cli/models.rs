@@ -503,3 +503,46 @@ fn gpt_trains_on_token_ids_from_a_tensors_file_as_on_the_text() {
     let e = failure_with(USAGE, &["train", "--data", &data, "--steps", "1"]);
     assert!(e.contains("--model gpt"), "{e}");
 }
+
+/// Token ids of shape [N, T] at `path`: `rows` sequences of `t` tokens below 16, targets the
+/// same shifted by one.
+fn token_file(path: &std::path::Path, rows: usize, t: usize) {
+    let x: Vec<i64> = (0..rows * t).map(|i| (i % 16) as i64).collect();
+    let y: Vec<i64> = (0..rows * t).map(|i| ((i + 1) % 16) as i64).collect();
+    let bytes = |v: &[i64]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+    let (x, y) = (bytes(&x), bytes(&y));
+    let views = [
+        ("x", TensorView::new(Dtype::I64, vec![rows, t], &x).unwrap()),
+        ("y", TensorView::new(Dtype::I64, vec![rows, t], &y).unwrap()),
+    ];
+    std::fs::write(path, safetensors::serialize(views, None).unwrap()).unwrap();
+}
+
+#[test]
+fn a_context_given_against_the_datas_sequence_length_is_refused() {
+    // Issue 47, class 2: token data of another length overrode --context in silence, and the
+    // checkpoint then failed `eval` with the user's own flags.
+    let tmp = scratch("gpt-context");
+    let data = tmp.path().join("tokens.st");
+    token_file(&data, 32, 8);
+    let spec = format!("tensors:{}", data.display());
+    let gpt = [&common::TINY_GPT[..], &["--data", &spec, "--steps", "1"]].concat();
+    let mut args = vec!["train"];
+    args.extend(&gpt);
+    // TINY_GPT gives --context 8: the data's length, accepted.
+    success(&args);
+    args.extend(["--context", "16"]);
+    let e = failure_with(USAGE, &args);
+    assert!(
+        e.contains("--context 16: the data's sequences hold 8 tokens")
+            && e.contains("give --context 8"),
+        "{e}"
+    );
+}
+
+#[test]
+fn eval_refuses_a_batch_of_0() {
+    // Issue 47, class 2: `eval --batch 0` reported 0 % on 0 examples with rc 0.
+    let e = failure_with(USAGE, &["eval", "--width", "8", "--batch", "0"]);
+    assert!(e.contains("--batch 0") && e.contains("at least 1"), "{e}");
+}

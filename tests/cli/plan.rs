@@ -310,3 +310,56 @@ fn unknown_format_fails() {
     let err = stderr_of_failure(&["--format", "xml"]);
     assert!(err.contains("xml") && err.contains("json"), "{err}");
 }
+
+/// Flags of `plan` (and `train`) that changed nothing (issue 47, class 3): `--virtual-stages`
+/// beside `--plan` or with a schedule of fixed chunks (not even range-checked there),
+/// `--lowered` with `--compare`; and `--compare` left out schedules that do not fit the shape
+/// without saying so.
+#[test]
+fn plan_flags_that_change_nothing_are_refused_and_compare_names_what_it_leaves_out() {
+    use crate::common::{USAGE, failure_with, success};
+    let dir = crate::common::scratch("plan-unread");
+    let file = dir.path().join("p.csv");
+    std::fs::write(&file, "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n").unwrap();
+    let f = file.to_str().unwrap();
+    for (args, said) in [
+        (
+            vec!["plan", "--schedule", "1f1b", "--virtual-stages", "0"],
+            "--virtual-stages 0 applies to --schedule interleaved",
+        ),
+        (
+            vec!["plan", "--schedule", "zb-v", "--virtual-stages", "3"],
+            "--virtual-stages 3 applies to --schedule interleaved",
+        ),
+        (
+            vec!["plan", "--plan", f, "--virtual-stages", "3"],
+            "--virtual-stages 3: the --plan file gives its own chunks",
+        ),
+        (
+            vec![
+                "train",
+                "--width",
+                "16",
+                "--plan",
+                f,
+                "--virtual-stages",
+                "3",
+            ],
+            "--virtual-stages 3: the --plan file",
+        ),
+        (vec!["plan", "--compare", "--lowered"], "--lowered"),
+    ] {
+        let e = failure_with(USAGE, &args);
+        assert!(e.contains(said), "{args:?}: {e}");
+    }
+    let out = success(&["plan", "--compare", "--stages", "4", "--micro-batches", "6"]);
+    assert!(
+        out.contains(
+            "not compared: interleaved-v2: the micro-batches (6) are not a multiple of the \
+             stages (4)"
+        ) && out.contains("not compared: dualpipev: the micro-batches (6) are fewer than twice"),
+        "{out}"
+    );
+    // Interleaved rows read it under --compare.
+    success(&["plan", "--compare", "--virtual-stages", "3"]);
+}

@@ -236,7 +236,16 @@ fn sigint_saves_a_checkpoint_that_resumes_bit_for_bit_and_a_trace_that_parses() 
 fn sigterm_exits_143_with_the_metrics_flushed() {
     let tmp = scratch("sigterm");
     let metrics = tmp.path().join("run.csv");
-    let mut run = Held::start(tmp.path(), 2, &["--metrics", metrics.to_str().unwrap()]);
+    // Issue 47, class 3: the plot was not written on a graceful stop, while the checkpoint,
+    // the metrics and the trace were.
+    let plot = tmp.path().join("loss.png");
+    let outputs = [
+        "--metrics",
+        metrics.to_str().unwrap(),
+        "--plot",
+        plot.to_str().unwrap(),
+    ];
+    let mut run = Held::start(tmp.path(), 2, &outputs);
     run.signal("TERM");
     run.release();
     let (code, stderr) = run.exit();
@@ -259,6 +268,11 @@ fn sigterm_exits_143_with_the_metrics_flushed() {
         step + 1,
         "a header and a row per step: {rows}"
     );
+    assert!(
+        stderr.contains(&format!("plot {}", plot.display())),
+        "{stderr}"
+    );
+    assert!(plot.is_file(), "the plot of the steps done: {stderr}");
 }
 
 #[test]

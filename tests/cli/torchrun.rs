@@ -196,3 +196,36 @@ fn torchrun_launches_are_refused_naming_the_launch_that_works() {
     }
     assert_refused(&all);
 }
+
+/// `tune` and `bench` inside a launcher's world ran alone in each process, which `train`
+/// refuses; and a world whose variables disagree (`OMPI_COMM_WORLD_SIZE=1 WORLD_SIZE=2`) was
+/// not refused (issue 47, class 3).
+#[test]
+fn tune_bench_and_disagreeing_worlds_are_refused() {
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let mut command = without_launchers(Command::new(env!("CARGO_BIN_EXE_pipetrain")));
+        let out = command
+            .args(args)
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        (out.status.code(), printed(&out))
+    };
+    let world = [("OMPI_COMM_WORLD_SIZE", "2"), ("OMPI_COMM_WORLD_RANK", "1")];
+    for command in ["tune", "bench"] {
+        let (code, all) = run(&[command, "--width", "16"], &world);
+        assert_eq!(code, Some(common::USAGE), "{command}: {all}");
+        assert!(
+            all.contains(&format!("`pipetrain {command}` runs in one process"))
+                && all.contains("one of 2"),
+            "{command}: {all}"
+        );
+    }
+    let disagree = [("OMPI_COMM_WORLD_SIZE", "1"), ("WORLD_SIZE", "2")];
+    let (code, all) = run(&[&["train"][..], &common::TINY].concat(), &disagree);
+    assert_eq!(code, Some(common::USAGE), "{all}");
+    assert!(
+        all.contains("OMPI_COMM_WORLD_SIZE=1 WORLD_SIZE=2: the launchers' variables disagree"),
+        "{all}"
+    );
+}

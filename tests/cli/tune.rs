@@ -197,3 +197,187 @@ fn a_budget_that_rules_out_the_fastest_picks_a_feasible_one() {
     assert!(err.contains("no configuration fits"), "{err}");
     assert!(err.contains("over budget on stage"), "{err}");
 }
+
+#[test]
+fn tune_apply_never_overwrites_a_file_the_command_reads() {
+    // Issue 47, class 1: `tune --apply FILE` overwrote the run's own --data file, a file of an
+    // `mnist:` data set and the --config file with rc 0 (--plan and --init are refused as
+    // flags tune does not read, `tests/cli/unread.rs`).
+    let dir = common::scratch("tune-apply-inputs");
+    let cache = dir.path().to_str().unwrap();
+    let data = dir.path().join("d.st");
+    common::data_file(&data, 64);
+    let mnist = dir.path().join("mnist");
+    std::fs::create_dir(&mnist).unwrap();
+    let labels = mnist.join("train-labels-idx1-ubyte");
+    std::fs::write(&labels, b"labels").unwrap();
+    let config = dir.path().join("c.toml");
+    std::fs::write(&config, "width = 16\n").unwrap();
+    let (d, l, c) = (
+        data.to_str().unwrap(),
+        labels.to_str().unwrap(),
+        config.to_str().unwrap(),
+    );
+    let tensors = format!("tensors:{d}");
+    let mnist_spec = format!("mnist:{}", mnist.display());
+    for (extra, victim, flag) in [
+        (vec!["--data", tensors.as_str(), "--apply", d], d, "--data"),
+        (
+            vec!["--data", mnist_spec.as_str(), "--apply", l],
+            l,
+            "--data",
+        ),
+        (vec!["--config", c, "--apply", c], c, "--config"),
+    ] {
+        let before = std::fs::read(victim).unwrap();
+        let args = [
+            &["tune", "--cache-dir", cache][..],
+            &MODEL,
+            &["--run", "0"],
+            &extra,
+        ]
+        .concat();
+        let e = failure_with(USAGE, &args);
+        assert!(
+            e.contains(flag) && e.contains(&format!("--apply {victim}")),
+            "{args:?}: {e}"
+        );
+        assert_eq!(
+            std::fs::read(victim).unwrap(),
+            before,
+            "{victim} left as it was"
+        );
+    }
+}
+
+#[test]
+fn tune_apply_carries_every_setting_it_did_not_choose() {
+    // Issue 47, class 2: the applied file dropped --data, --momentum, --weight-decay, --seed,
+    // --lr-schedule, --min-lr and --clip-grad-norm, so the command it printed trained
+    // something else.
+    let dir = common::scratch("tune-apply-carries");
+    let cache = dir.path().to_str().unwrap();
+    let data = dir.path().join("d.st");
+    common::data_file(&data, 64);
+    let spec = format!("tensors:{}", data.display());
+    let best = dir.path().join("best.toml");
+    let b = best.to_str().unwrap();
+    let settings = [
+        "--data",
+        &spec,
+        "--optimizer",
+        "sgd",
+        "--momentum",
+        "0.5",
+        "--weight-decay",
+        "0.01",
+        "--seed",
+        "7",
+        "--lr-schedule",
+        "cosine",
+        "--min-lr",
+        "0.001",
+        "--clip-grad-norm",
+        "2.5",
+        "--steps",
+        "3",
+    ];
+    let args = [
+        &["tune", "--cache-dir", cache][..],
+        &MODEL,
+        &["--top", "1", "--run", "0", "--apply", b],
+        &settings,
+    ]
+    .concat();
+    success(&args);
+    let file: toml::Table = std::fs::read_to_string(&best).unwrap().parse().unwrap();
+    for (key, value) in [
+        ("data", toml::Value::String(spec.clone())),
+        ("optimizer", toml::Value::String("sgd".into())),
+        ("momentum", toml::Value::Float(0.5)),
+        ("weight_decay", toml::Value::Float(0.01)),
+        ("seed", toml::Value::Integer(7)),
+        ("lr_schedule", toml::Value::String("cosine".into())),
+        ("min_lr", toml::Value::Float(0.001)),
+        ("clip_grad_norm", toml::Value::Float(2.5)),
+        ("steps", toml::Value::Integer(3)),
+    ] {
+        assert_eq!(file.get(key), Some(&value), "{key} in {file}");
+    }
+    // The file trains: `train --config FILE` with nothing else is the tuned run.
+    let out = success(&["train", "--config", b]);
+    assert!(out.contains("step    3/3"), "{out}");
+}
+
+#[test]
+fn a_fifo_at_the_tune_cache_path_is_refused_not_waited_on() {
+    // Issue 47, class 4: a FIFO at the cache file's path blocked tune for ever.
+    let dir = common::scratch("tune-cache-fifo");
+    let cache = dir.path().to_str().unwrap();
+    let file = cache_file(cache);
+    std::fs::remove_file(&file).unwrap();
+    let made = std::process::Command::new("mkfifo").arg(&file).status();
+    assert!(made.unwrap().success());
+    let args = [&["tune", "--cache-dir", cache][..], &MODEL, &["--run", "0"]].concat();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_pipetrain"))
+        .args(&args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > std::time::Duration::from_secs(60) {
+            child.kill().unwrap();
+            panic!("tune waited on the FIFO at {}", file.display());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(USAGE), "{err}");
+    assert!(
+        err.contains(&format!("tune cache {}", file.display())) && err.contains("FIFO"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_tune_cache_never_overwrites_a_file_the_command_reads() {
+    // Issue 47, class 1: the cache file is an output like --apply; a --data file at its path
+    // was replaced by the measured table.
+    let dir = common::scratch("tune-cache-data");
+    let cache = dir.path().to_str().unwrap();
+    let file = cache_file(cache);
+    common::data_file(&file, 64);
+    let before = std::fs::read(&file).unwrap();
+    let spec = format!("tensors:{}", file.display());
+    let apply = dir.path().join("best.toml");
+    let args = [
+        &["tune", "--cache-dir", cache][..],
+        &MODEL,
+        &["--run", "0", "--remeasure", "--data", &spec, "--apply"],
+        &[apply.to_str().unwrap()],
+    ]
+    .concat();
+    let e = failure_with(USAGE, &args);
+    assert!(
+        e.contains("--data") && e.contains("tune cache") && e.contains("are the same file"),
+        "{e}"
+    );
+    assert_eq!(
+        std::fs::read(&file).unwrap(),
+        before,
+        "the data left as it was"
+    );
+}
+
+/// Tunes once with the cache in `cache`, and returns the cache file it wrote.
+fn cache_file(cache: &str) -> std::path::PathBuf {
+    tune(cache, &["--top", "1", "--run", "0"]);
+    std::fs::read_dir(cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "json"))
+        .expect("the cache file")
+}

@@ -250,6 +250,23 @@ pub fn write_safetensors_with(
     std::fs::write(path, data).unwrap();
 }
 
+/// Writes a `tensors:` data file of `rows` rows of 16 features and labels in 0..10 at `path`
+/// (the MLP of width 16 at its defaults trains on it).
+pub fn data_file(path: &Path, rows: usize) {
+    let x: Vec<f32> = (0..rows * 16).map(|i| (i % 7) as f32 / 7.0).collect();
+    let y: Vec<i64> = (0..rows as i64).map(|i| i % 10).collect();
+    let x: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let y: Vec<u8> = y.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let views = [
+        (
+            "x",
+            TensorView::new(Dtype::F32, vec![rows, 16], &x).unwrap(),
+        ),
+        ("y", TensorView::new(Dtype::I64, vec![rows], &y).unwrap()),
+    ];
+    std::fs::write(path, safetensors::serialize(views, None).unwrap()).unwrap();
+}
+
 /// Every tensor of a safetensors file, by name, as raw bytes.
 pub fn tensors(path: &Path) -> HashMap<String, Vec<u8>> {
     let bytes = std::fs::read(path).unwrap();

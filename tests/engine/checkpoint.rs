@@ -321,6 +321,25 @@ fn mismatched_and_corrupt_files_name_the_tensor() {
     assert_eq!(p.parameters(), before);
     let e = pipetrain::engine::checkpoint::init_from(&flipped, model(), false).unwrap_err();
     assert!(matches!(e, EngineError::Checksum { .. }), "{e}");
+    // One flipped bit in the header's metadata (issue 47, class 2): the saved step 1 read as 3
+    // was resumed in silence; its checksum refuses it now, naming the entry.
+    let at = bytes
+        .windows(7)
+        .position(|w| w == b"step\\\":")
+        .expect("the saved step in the header")
+        + 7;
+    let mut damaged = bytes.clone();
+    assert_eq!(damaged[at], b'1');
+    damaged[at] ^= 0x02;
+    let stepped = d.join("stepped.safetensors");
+    std::fs::write(&stepped, &damaged).unwrap();
+    let e = p.load_checkpoint(&stepped).unwrap_err();
+    assert!(
+        matches!(&e, Error::Engine(EngineError::Checksum { .. }))
+            && e.to_string().contains("pipetrain.progress"),
+        "{e}"
+    );
+    assert_eq!(p.parameters(), before);
     p.load_checkpoint(&good).unwrap();
 
     // Another optimizer's state is refused by name.

@@ -38,6 +38,28 @@ pub(super) fn checksum(bytes: &[u8]) -> String {
     format!("{:08x}", crc32fast::hash(bytes))
 }
 
+/// The prefix of a metadata entry's checksum among the checksums (`metadata:pipetrain.progress`):
+/// the header's keys and values are checked too, so that a flipped bit in the saved step or
+/// the run's identity is refused as one in a weight is.
+const METADATA_PREFIX: &str = "metadata:";
+
+/// `checksums` (of the tensors) with those of every entry of `metadata`, and the whole as the
+/// JSON that `metadata` then stores under [`CHECKSUMS_KEY`].
+pub(super) fn with_metadata(
+    mut checksums: BTreeMap<String, String>,
+    metadata: &mut std::collections::HashMap<String, String>,
+) {
+    metadata.remove(CHECKSUMS_KEY);
+    for (key, value) in metadata.iter() {
+        checksums.insert(
+            format!("{METADATA_PREFIX}{key}"),
+            checksum(value.as_bytes()),
+        );
+    }
+    let json = serde_json::to_string(&checksums).expect("plain JSON");
+    metadata.insert(CHECKSUMS_KEY.to_string(), json);
+}
+
 /// Checks every tensor of the checkpoint `bytes` against the checksums its metadata stores
 /// (none stored: nothing to check); `path` names the file in errors.
 ///
@@ -60,6 +82,29 @@ pub(super) fn verify(path: &std::path::Path, bytes: &[u8]) -> crate::error::Resu
     };
     let mut stored: BTreeMap<String, String> = serde_json::from_str(stored)
         .map_err(|e| corrupt(format!("metadata `{CHECKSUMS_KEY}`: {e}")))?;
+    // The header's entries first (files written before these checksums have none).
+    let entries: Vec<String> = stored
+        .keys()
+        .filter(|k| k.starts_with(METADATA_PREFIX))
+        .cloned()
+        .collect();
+    for entry in entries {
+        let expected = stored.remove(&entry).unwrap_or_default();
+        let key = &entry[METADATA_PREFIX.len()..];
+        let found = header
+            .metadata()
+            .as_ref()
+            .and_then(|m| m.get(key))
+            .map_or_else(|| "no such entry".to_string(), |v| checksum(v.as_bytes()));
+        if expected != found {
+            return Err(crate::error::EngineError::Checksum {
+                path: path.to_path_buf(),
+                tensor: format!("metadata entry {key}"),
+                expected,
+                found,
+            });
+        }
+    }
     let file = SafeTensors::deserialize(bytes).map_err(|e| corrupt(e.to_string()))?;
     let mut tensors = file.tensors();
     tensors.sort_by(|a, b| a.0.cmp(&b.0));

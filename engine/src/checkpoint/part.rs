@@ -148,14 +148,11 @@ pub fn merge_parts(path: &Path, parts: &[Vec<u8>], copies: Copies) -> Result<Vec
         serde_json::to_string(&scalars).expect("plain JSON"),
     );
     // The merged file's checksums, as one process's `save` writes them.
-    let checksums: BTreeMap<&str, String> = views
+    let checksums: BTreeMap<String, String> = views
         .iter()
-        .map(|(name, view)| (name.as_str(), super::format::checksum(view.data())))
+        .map(|(name, view)| (name.clone(), super::format::checksum(view.data())))
         .collect();
-    metadata.insert(
-        super::format::CHECKSUMS_KEY.to_string(),
-        serde_json::to_string(&checksums).expect("plain JSON"),
-    );
+    super::format::with_metadata(checksums, &mut metadata);
     safetensors::serialize(views, Some(metadata))
         .map_err(|e| corrupt(path, format!("serializing: {e}")))
 }

@@ -9,8 +9,8 @@ use serde::Serialize;
 
 use super::error::{Result, corrupt};
 use super::format::{
-    CHECKSUMS_KEY, FORMAT, FORMAT_KEY, OPTIMIZER_KEY, OPTIMIZER_PREFIX, PROGRESS_KEY, Progress,
-    SCALARS_KEY, checksum,
+    FORMAT, FORMAT_KEY, OPTIMIZER_KEY, OPTIMIZER_PREFIX, PROGRESS_KEY, Progress, SCALARS_KEY,
+    checksum,
 };
 use super::state::OptimizerState;
 use crate::adapter;
@@ -137,19 +137,19 @@ pub(super) fn encode<L: Layer>(
             views.push((format!("{OPTIMIZER_PREFIX}{name}/{key}"), view));
         }
     }
-    let checksums: std::collections::BTreeMap<&str, String> = views
+    let checksums: std::collections::BTreeMap<String, String> = views
         .iter()
-        .map(|(name, view)| (name.as_str(), checksum(view.data())))
+        .map(|(name, view)| (name.clone(), checksum(view.data())))
         .collect();
-    let metadata: HashMap<String, String> = [
+    let mut metadata: HashMap<String, String> = [
         (FORMAT_KEY.to_string(), FORMAT.to_string()),
-        (CHECKSUMS_KEY.to_string(), to_json(&checksums)),
         (PROGRESS_KEY.to_string(), to_json(progress)),
         (OPTIMIZER_KEY.to_string(), state.optimizer.clone()),
         (SCALARS_KEY.to_string(), to_json(&state.scalars)),
     ]
     .into_iter()
     .collect();
+    super::format::with_metadata(checksums, &mut metadata);
     safetensors::serialize(views, Some(metadata))
         .map_err(|e| corrupt(path, format!("serializing: {e}")))
 }

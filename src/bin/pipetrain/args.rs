@@ -96,6 +96,14 @@ impl TrainArgs {
         self.given.iter().any(|g| g == id)
     }
 
+    /// The flags given, as `(key, as given)`: `("lr", "--lr 0.1")`.
+    pub fn given_as_typed(&self) -> Vec<(&str, String)> {
+        self.given_flags
+            .iter()
+            .map(|f| (f.key.as_str(), f.shown()))
+            .collect()
+    }
+
     /// The pipeline's stages: the length of `--balance`, else `--stages`, else
     /// [`DEFAULT_STAGES`] (the builder refuses a `--stages` that disagrees with `--balance`).
     pub fn stages(&self) -> usize {
@@ -502,6 +510,10 @@ pub struct TrainArgs {
     /// names: `lr_gamma`): a flag left at its default is not in it ([`crate::given`]).
     #[arg(skip)]
     pub given: Vec<String>,
+    /// The same flags by their keys (long names with `_`, as `--config` files name them:
+    /// `lr`, not the field `lr_flag`) and their values as given ([`crate::given`]).
+    #[arg(skip)]
+    pub given_flags: Vec<crate::given::GivenFlag>,
 }
 
 /// clap's parser for a byte size: the library's [`Bytes`](pipetrain::memory::Bytes) syntax.

@@ -9,7 +9,8 @@ use pipetrain::RunError;
 use std::path::Path;
 
 use clap::ValueEnum;
-use pipetrain::trainer::RunIdentity;
+use pipetrain::trainer::fingerprint::fingerprint;
+use pipetrain::trainer::{DATA, DATA_SPEC, RunIdentity};
 use pipetrain::{EngineError, Error, Layer, RunFile};
 
 use crate::args::TrainArgs;
@@ -21,7 +22,9 @@ use crate::run_failure::of_run;
 pub fn identity(args: &TrainArgs, model: &ReferenceModel) -> RunIdentity {
     RunIdentity::new()
         .with("model", model.describe())
-        .with("data", &args.data)
+        // The data by its contents, not by how its path is spelled.
+        .with(DATA, fingerprint(&args.data))
+        .with(DATA_SPEC, &args.data)
         .with("held-out", args.held_out())
         .with("shuffle", !args.no_shuffle)
         // A schedule's rates depend on --lr and --steps: a resumed run must use the same.

@@ -31,7 +31,7 @@ pub fn text_or_json(args: &PlanArgs) -> Result<String, Failure> {
     let comparison = pipetrain::commands::plan::compare(
         args.stages(),
         args.micro_batches(),
-        args.virtual_stages,
+        args.virtual_stages(),
         &costs,
     )
     .map_err(crate::plan::failure)?;

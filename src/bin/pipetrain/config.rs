@@ -80,8 +80,16 @@ fn flags_of(path: &std::path::Path) -> Result<Vec<OsString>, String> {
     let table: toml::Table = toml::from_str(&text).map_err(|e| format!("--config {shown}: {e}"))?;
     let command = TrainArgs::augment_args(clap::Command::new("train"));
     let mut flags = Vec::new();
+    let mut seen: Vec<(String, &str)> = Vec::new();
     for (key, value) in &table {
         let long = key.replace('_', "-");
+        // `hidden_layers` and `hidden-layers` are one flag: one of them would win in silence.
+        if let Some((_, first)) = seen.iter().find(|(l, _)| *l == long) {
+            return Err(format!(
+                "--config {shown}: `{first}` and `{key}` are one flag (--{long}); keep one"
+            ));
+        }
+        seen.push((long.clone(), key));
         let arg = command
             .get_arguments()
             .find(|a| a.get_long() == Some(long.as_str()) && long != "config")
@@ -170,6 +178,13 @@ mod tests {
                 "--steps",
                 "5"
             ]
+        );
+        // Issue 47, class 2: both spellings of one flag, one of them used in silence.
+        std::fs::write(&path, "hidden_layers = 3\nhidden-layers = 4\n").unwrap();
+        let err = expand(argv(&["pipetrain", "--config", p])).unwrap_err();
+        assert!(
+            err.contains("`hidden-layers` and `hidden_layers` are one flag (--hidden-layers)"),
+            "{err}"
         );
         std::fs::write(&path, "stepz = 3\n").unwrap();
         let err = expand(argv(&["pipetrain", "--config", p])).unwrap_err();

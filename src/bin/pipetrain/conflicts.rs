@@ -10,6 +10,7 @@ use std::path::Path;
 
 use clap::ValueEnum;
 use pipetrain::commands::plan::short;
+use pipetrain::commands::reads::Reader;
 
 use crate::args::{ModelKind, TrainArgs};
 use crate::failure::Failure;
@@ -60,12 +61,13 @@ pub fn train(args: &TrainArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// `pipetrain eval`'s conflicts: `--init` with `--resume`, and the flags of training outputs,
-/// which eval never writes.
+/// `pipetrain eval`'s conflicts: a flag eval would not read (the library's one rule,
+/// [`pipetrain::commands::reads`]), `--init` with `--resume`.
 ///
 /// # Errors
 /// A usage failure naming the flag.
 pub fn eval(args: &TrainArgs) -> Result<(), Failure> {
+    unread(args, Reader::Eval)?;
     if let (Some(init), Some(resume)) = (&args.init, &args.resume) {
         return Err(both(init, resume));
     }
@@ -75,29 +77,19 @@ pub fn eval(args: &TrainArgs) -> Result<(), Failure> {
              fraction such as 0.1",
         ));
     }
-    let outputs = [
-        ("--checkpoint", args.checkpoint.is_some()),
-        ("--metrics", args.metrics.is_some()),
-        ("--plot", args.plot.is_some()),
-        ("--profile", args.profile.is_some()),
-        ("--verify", args.verify),
-    ];
-    if let Some((flag, _)) = outputs.iter().find(|(_, given)| *given) {
-        return Err(Failure::usage(format!(
-            "{flag} is a flag of `pipetrain train`: eval trains nothing, so it would be ignored; \
-             drop it"
-        )));
-    }
     unused_model_flags(args)?;
     rename_without_init(args)
 }
 
-/// `pipetrain tune`'s conflicts: the flags of another model than `--model`'s, and a precision
-/// other than fp32 (tune models fp32 runs).
+/// `pipetrain tune`'s conflicts: a flag tune would not read (the library's one rule, with
+/// `apply` when `--apply FILE` is given, whose file carries the training settings), the flags
+/// of another model than `--model`'s, and a precision other than fp32 (tune models fp32
+/// runs).
 ///
 /// # Errors
 /// A usage failure naming the flag.
-pub fn tune(args: &TrainArgs) -> Result<(), Failure> {
+pub fn tune(args: &TrainArgs, apply: bool) -> Result<(), Failure> {
+    unread(args, Reader::Tune { apply })?;
     unused_model_flags(args)?;
     // tune's cost tables, simulator and memory model are fp32's: a bf16 tune would rank fp32
     // runs under a bf16 name.
@@ -109,6 +101,13 @@ pub fn tune(args: &TrainArgs) -> Result<(), Failure> {
         )));
     }
     Ok(())
+}
+
+/// A flag given that `reader` would not read.
+fn unread(args: &TrainArgs, reader: Reader) -> Result<(), Failure> {
+    let given = args.given_as_typed();
+    let given: Vec<(&str, &str)> = given.iter().map(|(k, s)| (*k, s.as_str())).collect();
+    pipetrain::commands::reads::check(reader, &given).map_err(Failure::of_build)
 }
 
 /// A flag given that sizes another model than `--model`'s (`--d-model` with the MLP).
@@ -215,10 +214,17 @@ fn rename_without_init(args: &TrainArgs) -> Result<(), Failure> {
 fn ignored(args: &TrainArgs) -> Result<(), Failure> {
     use crate::backward::BackwardArg;
     use crate::schedule::ScheduleArg;
+    if let (Some(v), Some(plan)) = (args.virtual_stages, &args.plan) {
+        return Err(Failure::usage(format!(
+            "--virtual-stages {v}: the --plan file {} gives its own chunks per rank, so it would \
+             change nothing; drop --virtual-stages",
+            plan.display()
+        )));
+    }
     let looped = matches!(
         args.schedule,
         ScheduleArg::Interleaved | ScheduleArg::LoopedBfs | ScheduleArg::InterleavedZb
-    ) || args.plan.is_some();
+    );
     if let Some(v) = args.virtual_stages.filter(|_| !looped) {
         return Err(Failure::usage(format!(
             "--virtual-stages {v} applies to --schedule interleaved, interleaved-zb and looped-bfs \

@@ -35,6 +35,13 @@ fn weights<L: Layer>(
 /// a forward error (runtime).
 pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
     crate::conflicts::eval(args)?;
+    if args.batch == 0 {
+        // It reported 0 % on 0 examples, with rc 0.
+        return Err(Failure::usage(
+            "--batch 0: eval runs the held-out examples in batches of --batch rows; give at \
+             least 1",
+        ));
+    }
     paths::inputs_exist(&[("--init", &args.init), ("--resume", &args.resume)])
         .map_err(Failure::usage)?;
     let device = args

@@ -65,7 +65,8 @@ impl Exit {
             Exit::Runtime => {
                 "runtime error: the run started and failed: an unreadable or corrupt --data, \
                  --init or --resume file, a failed training step, or an output file that cannot \
-                 be written"
+                 be written (a side output lost to a full disk too: the training and its \
+                 checkpoint are done, but --metrics, --profile or --plot is not this run's)"
             }
             Exit::Usage => {
                 "usage error, nothing was trained: an unknown flag or value, a bad --config \

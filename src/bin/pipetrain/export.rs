@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use clap::ValueEnum;
+use pipetrain::trainer::paths::Files;
 
 use crate::exit::Exit;
 use crate::failure::Failure;
@@ -39,9 +40,9 @@ pub fn run(args: &ExportArgs) -> Result<Exit, Failure> {
     crate::paths::inputs_exist(&[("CKPT", &Some(args.checkpoint.clone()))])
         .map_err(Failure::usage)?;
     crate::paths::distinct(
-        &[("CKPT", Some(&args.checkpoint))],
-        &[("-o", Some(&args.output))],
-        &[],
+        Files::new()
+            .input("CKPT", Some(&args.checkpoint))
+            .output("-o", Some(&args.output)),
     )?;
     crate::paths::outputs_writable(&[("-o", &Some(args.output.clone()))])
         .map_err(Failure::usage)?;

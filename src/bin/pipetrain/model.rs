@@ -99,6 +99,16 @@ pub fn from_args(args: &TrainArgs, shapes: Option<&Shapes>) -> Result<ReferenceM
             let (vocab, context) = match shapes {
                 None => (args.vocab, args.context),
                 Some(s) => match s.input[..] {
+                    // The data's sequences size the context; a --context given otherwise
+                    // would be overridden in silence (and the checkpoint then refused by
+                    // `eval` with the same flags).
+                    [t] if !s.float_inputs && args.given("context") && args.context != t => {
+                        return Err(format!(
+                            "--context {}: the data's sequences hold {t} tokens, which size the \
+                             context; give --context {t}, or drop --context",
+                            args.context
+                        ));
+                    }
                     [t] if !s.float_inputs => (args.vocab, t),
                     _ => {
                         return Err(format!(

@@ -17,15 +17,14 @@ pub fn of(args: &TrainArgs) -> Result<(OptimizerConfig, String), Failure> {
         OptimizerKind::Sgd | OptimizerKind::SgdMomentum
     );
     let foreign = match sgd {
-        true => [
+        true => vec![
             ("--betas", args.betas.is_some()),
             ("--eps", args.eps.is_some()),
         ],
-        false => [
-            (
-                "--momentum",
-                args.momentum.is_some() || args.dampening.is_some(),
-            ),
+        // Each flag by its own name: `--dampening 0.1` with Adam named --momentum.
+        false => vec![
+            ("--momentum", args.momentum.is_some()),
+            ("--dampening", args.dampening.is_some()),
             ("--nesterov", args.nesterov),
         ],
     };

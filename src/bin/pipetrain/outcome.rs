@@ -26,6 +26,7 @@ pub fn verify_and_evaluate<L: Layer>(
     tolerance: f64,
     (held_out, language): (Vec<Batch>, bool),
     plot: Option<(&Path, Curve<'_>)>,
+    lost: &Lost,
 ) -> Result<Exit, Failure> {
     let mut exit = Exit::Success;
     if let Some(reference) = reference {
@@ -37,7 +38,7 @@ pub fn verify_and_evaluate<L: Layer>(
     }
     if held_out.is_empty() {
         println!("held-out: nothing held out (--held-out 0)");
-        draw(plot, None);
+        draw(plot, None, lost);
         return Ok(exit);
     }
     let evaluation: Evaluation = match gathered {
@@ -54,7 +55,7 @@ pub fn verify_and_evaluate<L: Layer>(
         None => evaluate(|x| pipeline.forward(x), held_out, language)?,
     };
     println!("held-out {evaluation}");
-    draw(plot, Some(format!("held-out {evaluation}")));
+    draw(plot, Some(format!("held-out {evaluation}")), lost);
     Ok(exit)
 }
 
@@ -101,8 +102,9 @@ fn print_verdict(verdict: &Verdict, tolerance: f64) -> Exit {
 }
 
 /// Draws `plot` (if asked for) with `held_out` under its title, and says so. A plot that
-/// cannot be written (a full disk) is a warning: the training it shows is done and saved.
-fn draw(plot: Option<(&Path, Curve<'_>)>, held_out: Option<String>) {
+/// cannot be written (a full disk) is a warning and a [`Lost`] output: the training it shows
+/// is done and saved, but the run exits 1.
+pub fn draw(plot: Option<(&Path, Curve<'_>)>, held_out: Option<String>, lost: &Lost) {
     let Some((path, curve)) = plot else {
         return;
     };
@@ -115,6 +117,33 @@ fn draw(plot: Option<(&Path, Curve<'_>)>, held_out: Option<String>) {
             pipetrain::commands::plot::missing(curve.losses)
                 .map_or(String::new(), |m| format!("; {m}"))
         ),
-        Err(e) => eprintln!("warning: {}; no plot written", cli_message(&e)),
+        Err(e) => {
+            eprintln!("warning: {}; no plot written", cli_message(&e));
+            lost.borrow_mut().push(cli_message(&e));
+        }
+    }
+}
+
+/// The side outputs of a run that could not be written (`--metrics`, `--profile`, `--plot`),
+/// each as its warning said.
+pub type Lost = std::cell::RefCell<Vec<String>>;
+
+/// `exit`, or [`Exit::Runtime`] when an output was `lost` from a run that otherwise succeeded
+/// (issue 47: a full disk under `--metrics` ended with rc 0, an older file left in place
+/// looking current). The training, and its checkpoint, are done either way; a failed
+/// `--verify` keeps its own code.
+pub fn with_lost(exit: Exit, lost: &Lost) -> Exit {
+    let lost = lost.borrow();
+    match (exit, lost.first()) {
+        (Exit::Success, Some(first)) => {
+            eprintln!(
+                "error: {} output(s) not written, the first: {first}; the training is done (and \
+                 its --checkpoint written, if given), but a file at an output's path is not this \
+                 run's",
+                lost.len()
+            );
+            Exit::Runtime
+        }
+        _ => exit,
     }
 }

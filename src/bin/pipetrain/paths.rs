@@ -2,7 +2,7 @@
 //! [`pipetrain::trainer::paths`], named by flag): a missing input, an output that cannot be
 //! written or two flags that name one file are usage errors at once.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use pipetrain::trainer::paths;
 
@@ -24,15 +24,11 @@ pub fn outputs_writable(files: &[(&str, &Option<PathBuf>)]) -> Result<(), String
     paths::outputs_writable(files).map_err(|e| e.to_string())
 }
 
-/// No output among the `(flag, path)`s given is another flag's file, except the pairs in
-/// `allowed`.
+/// No output among `files` is another flag's file (the library's one rule for every
+/// subcommand, [`paths::Files`]).
 ///
 /// # Errors
 /// A usage failure naming both flags and the file.
-pub fn distinct(
-    inputs: &[(&str, Option<&Path>)],
-    outputs: &[(&str, Option<&Path>)],
-    allowed: &[(&str, &str)],
-) -> Result<(), Failure> {
-    paths::distinct(inputs, outputs, allowed).map_err(|e| Failure::usage(e.to_string()))
+pub fn distinct(files: paths::Files) -> Result<(), Failure> {
+    files.check().map_err(|e| Failure::usage(e.to_string()))
 }

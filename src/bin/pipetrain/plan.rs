@@ -49,9 +49,9 @@ pub struct PlanArgs {
     pub schedule: ScheduleArg,
     /// Chunks of the model per worker under --schedule interleaved, interleaved-zb or looped-bfs
     /// (v ≥ 2); costs are per
-    /// worker's share of the model, so a chunk costs 1/v of them.
-    #[arg(long, default_value_t = 2, value_name = "V")]
-    pub virtual_stages: usize,
+    /// worker's share of the model, so a chunk costs 1/v of them [default: 2].
+    #[arg(long, value_name = "V")]
+    pub virtual_stages: Option<usize>,
     /// Read a compute plan (CSV or text form, as `--format csv` writes) instead of generating
     /// one; its rows and micro-batches give --stages and --micro-batches (given too, they must
     /// match, as `train --plan` requires).
@@ -77,7 +77,7 @@ pub struct PlanArgs {
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
     /// Also print the lowered plan's text form (one line per stage; it parses back to the plan).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "compare")]
     pub lowered: bool,
     /// Skips sent straight from stage STASH to stage POP (a layer on STASH stashes what a layer
     /// on POP pops): the plan gets their transfers and prints their flows. Repeat or separate
@@ -101,6 +101,38 @@ impl PlanArgs {
     pub fn micro_batches(&self) -> usize {
         self.micro_batches.unwrap_or(8)
     }
+
+    /// `--virtual-stages`, or its default.
+    pub fn virtual_stages(&self) -> usize {
+        self.virtual_stages.unwrap_or(2)
+    }
+
+    /// `--virtual-stages` given where it changes nothing: beside `--plan` (the file gives its
+    /// chunks), or with a schedule that takes no chunk count and no `--compare` (whose
+    /// interleaved rows read it).
+    ///
+    /// # Errors
+    /// A usage failure naming the flag, its value and what makes it apply.
+    fn check_virtual_stages(&self) -> Result<(), Failure> {
+        let Some(v) = self.virtual_stages else {
+            return Ok(());
+        };
+        if self.plan.is_some() {
+            return Err(Failure::usage(format!(
+                "--virtual-stages {v}: the --plan file gives its own chunks per rank, so it \
+                 would change nothing; drop --virtual-stages"
+            )));
+        }
+        let read = self.schedule.kind(v) != self.schedule.kind(v.wrapping_add(1));
+        if !self.compare && !read {
+            return Err(Failure::usage(format!(
+                "--virtual-stages {v} applies to --schedule interleaved, interleaved-zb and \
+                 looped-bfs (and --compare) only; this schedule has a fixed number of chunks \
+                 per worker: drop it, or add --schedule interleaved"
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// How `pipetrain plan` prints its report.
@@ -122,6 +154,7 @@ pub enum Format {
 pub fn run(args: &PlanArgs) -> Result<Exit, Failure> {
     crate::interrupt::exit_on_signal("plan", crate::interrupt::unwritten("", None))?;
     crate::interrupt::hold_for_test("plan");
+    args.check_virtual_stages()?;
     if args.plan.is_none() {
         crate::plan_limits::check(args, args.stages(), args.micro_batches())?;
     }
@@ -191,7 +224,7 @@ fn compute_plan(args: &PlanArgs) -> Result<(String, Plan), Failure> {
         crate::plan_limits::check(args, p, m)?;
         return Ok((path.display().to_string(), plan));
     }
-    let schedule = args.schedule.kind(args.virtual_stages);
+    let schedule = args.schedule.kind(args.virtual_stages());
     // The schedule refuses only shapes (zero stages or micro-batches): the flags' fault.
     let plan = schedule
         .plan(args.stages(), args.micro_batches())

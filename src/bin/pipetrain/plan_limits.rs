@@ -59,7 +59,7 @@ enum TooLarge {
 pub fn check(args: &PlanArgs, stages: usize, micro_batches: usize) -> Result<(), Failure> {
     let chunks = args
         .schedule
-        .kind(args.virtual_stages)
+        .kind(args.virtual_stages())
         .virtual_stages()
         .max(1);
     let shape = Shape {

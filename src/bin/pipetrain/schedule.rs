@@ -111,8 +111,23 @@ pub fn read_plan(path: &Path) -> Result<Plan, Failure> {
 
 /// Warns, on stderr, about each stage that runs full backwards where the schedule placed split
 /// ones (see [`Pipeline::fused_stages`]), naming its layers.
-pub fn warn_fused<L: Layer>(pipeline: &Pipeline<L>, partition: &Partition) {
-    for stage in pipeline.fused_stages() {
+pub fn warn_fused<L: Layer>(
+    pipeline: &Pipeline<L>,
+    partition: &Partition,
+    precision: pipetrain::Precision,
+) {
+    let fused = pipeline.fused_stages();
+    if precision.casts() && !fused.is_empty() {
+        // The cause is the precision, not the model: --backward split would change nothing.
+        eprintln!(
+            "warning: {} places split backwards, but under --precision {precision} every stage \
+             runs full backwards (the split backward computes in fp32 only), with 1F1B's bubble; \
+             train it without --precision {precision}, or use --schedule 1f1b",
+            pipeline.schedule()
+        );
+        return;
+    }
+    for stage in fused {
         let layers = partition.range(stage);
         eprintln!(
             "warning: {} places split backwards, but {stage} (layers {layers:?}) has no layer \

@@ -20,6 +20,9 @@ pub const PER_PROCESS: [&str; 8] = [
     "comm_timeout",
 ];
 
+/// Fields of [`TrainArgs`] that are no flag: which flags were given.
+const BOOKKEEPING: [&str; 2] = ["given", "given_flags"];
+
 /// The training flags of `args` as `(flag, value)` pairs as a user writes them (`--lr`,
 /// `0.01`), without the [`PER_PROCESS`] ones.
 pub fn of(args: &TrainArgs) -> Vec<(String, String)> {
@@ -54,7 +57,11 @@ fn fields(args: &TrainArgs) -> Vec<(String, String)> {
             .replace(",}", "}")
             .replace(',', ", ");
     }
-    out.retain(|(name, _)| !PER_PROCESS.contains(&name.as_str()));
+    // Which flags a process was given is no setting: a flag given on one process only is
+    // compared by its value, which is the default on the others.
+    out.retain(|(name, _)| {
+        !PER_PROCESS.contains(&name.as_str()) && !BOOKKEEPING.contains(&name.as_str())
+    });
     out
 }
 

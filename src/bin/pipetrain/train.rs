@@ -10,6 +10,7 @@ use burn::prelude::*;
 use pipetrain::commands::profile::Profile;
 use pipetrain::engine::SingleDevice;
 use pipetrain::remedy::Remedied;
+use pipetrain::trainer::paths::Files;
 use pipetrain::trainer::{
     DRIFT_VARIABLE, Distributed, Drift, Event, Mode, Reference, Shared, Signal, Source, Stop,
     Trainer, TrainerSettings, summary,
@@ -22,6 +23,7 @@ use crate::data::Data;
 use crate::exit::Exit;
 use crate::failure::Failure;
 use crate::model::ReferenceModel;
+use crate::outcome::Lost;
 use crate::paths;
 use crate::progress::Progress;
 use crate::run_failure::{cli_message, of_run};
@@ -36,29 +38,26 @@ use crate::run_failure::{cli_message, of_run};
 pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
     // Output files are written at the end: a bad destination must fail now, not after training;
     // and no output may be another flag's file.
-    // Every file the data set reads is an input: a directory data set's files too.
-    let data = args.data.parse::<pipetrain_data::DataSpec>().ok();
-    let data_files = data.as_ref().map(|d| d.files()).unwrap_or_default();
-    let mut inputs: Vec<(&str, Option<&std::path::Path>)> = data_files
-        .iter()
-        .map(|file| ("--data", Some(file.as_path())))
-        .collect();
-    inputs.extend([
-        ("--config", args.config.as_deref()),
-        ("--plan", args.plan.as_deref()),
-        ("--init", args.init.as_deref()),
-        ("--resume", args.resume.as_deref()),
-    ]);
+    // Every file the data set reads is an input: a directory data set's files too. Under a
+    // launcher, every rank's name of the per-rank trace is an output (`dd.st` → `dd.rank1.st`),
+    // checked on every rank before MPI starts.
     paths::distinct(
-        &inputs,
-        &[
-            ("--checkpoint", args.checkpoint.as_deref()),
-            ("--metrics", args.metrics.as_deref()),
-            ("--profile", args.profile.as_deref()),
-            ("--plot", args.plot.as_deref()),
-        ],
-        // Continuing a run in place: the checkpoint is read before it is replaced, atomically.
-        &[("--resume", "--checkpoint")],
+        Files::new()
+            .data("--data", &args.data)
+            .input("--config", args.config.as_deref())
+            .input("--plan", args.plan.as_deref())
+            .input("--init", args.init.as_deref())
+            .input("--resume", args.resume.as_deref())
+            .output("--checkpoint", args.checkpoint.as_deref())
+            .output("--metrics", args.metrics.as_deref())
+            .per_rank(
+                "--profile",
+                args.profile.as_deref(),
+                Distributed::processes(),
+            )
+            .output("--plot", args.plot.as_deref())
+            // Continuing a run in place: the checkpoint is read before it is replaced, atomically.
+            .allow("--resume", "--checkpoint"),
     )?;
     paths::inputs_exist(&[("--resume", &args.resume), ("--init", &args.init)])
         .map_err(Failure::usage)?;
@@ -111,13 +110,19 @@ pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
         None => result,
     };
     if let (Some(profile), Some(path)) = (profile, &profile_path) {
-        // A trace that could not be written loses no training: a warning, not a failure.
+        // A trace that could not be written loses no training, but the run exits 1.
+        let lost = Lost::default();
         let (slices, flows) = match profile.finish() {
             Ok(Some(counts)) => counts,
-            Ok(None) => return result,
+            Ok(None) => {
+                lost.borrow_mut()
+                    .push(format!("--profile {}", path.display()));
+                return result.map(|exit| crate::outcome::with_lost(exit, &lost));
+            }
             Err(e) => {
                 eprintln!("warning: {}; no trace written", cli_message(&e));
-                return result;
+                lost.borrow_mut().push(cli_message(&e));
+                return result.map(|exit| crate::outcome::with_lost(exit, &lost));
             }
         };
         if result.is_ok() && leader {
@@ -193,6 +198,11 @@ fn train(args: &TrainArgs, dist: Option<&Distributed>) -> Result<Exit, Failure> 
     let (optimizer, optimizer_name) = crate::optimizer::of(args)?;
     let lr_schedule = crate::optimizer::schedule(args)?;
     let data = crate::data::open(args, args.batch)?;
+    if let Some(d) = dist {
+        // Every rank trains on the same contents, whatever the path says on each node.
+        let fingerprint = pipetrain::trainer::fingerprint::fingerprint(&args.data);
+        d.same_data(&fingerprint).map_err(Failure::of_build)?;
+    }
     let model = crate::model::from_args(args, data.shapes()).map_err(Failure::usage)?;
     // This process's share of the world's workers (all of them without MPI), plus --verify's
     // single-device reference, which the leader holds.
@@ -203,6 +213,13 @@ fn train(args: &TrainArgs, dist: Option<&Distributed>) -> Result<Exit, Failure> 
     let copies = args.replicas as f64 * share + f64::from(u8::from(args.verify && leader));
     let slots = pipetrain::memory::optimizer_slots(&optimizer);
     crate::model::check_fits(&model, args.batch, slots, copies).map_err(Failure::usage)?;
+    if let Some(path) = args.checkpoint.as_deref().filter(|_| leader) {
+        // Its size is known now: a disk too small for it fails now, not after the run.
+        let params = crate::footprint::Estimate::of(&model).params;
+        let needed = pipetrain::trainer::disk::checkpoint_bytes(params, slots);
+        pipetrain::trainer::disk::fits("--checkpoint", path, needed)
+            .map_err(|e| Failure::usage(cli_message(&e)))?;
+    }
     let devices = args
         .device
         .devices(args.matmul_precision)
@@ -345,9 +362,11 @@ fn train_with<L: Layer>(
     let mut pipeline = crate::setup::pipeline(s, layers, dist, &sample)?;
     let progress = Progress::of_process(args.steps, dist.is_some(), leader);
     banner(s, &pipeline, params, dist, &progress);
+    // The side outputs that could not be written: the run then exits 1, its training done.
+    let lost = Lost::default();
     let mut trainer = Trainer::new(&mut pipeline, &source, trainer_settings(s))
         .identity(checkpoints::identity(args, &s.model))
-        .on_event(|event| report(event, &progress, args, cache_before));
+        .on_event(|event| report(event, &progress, args, &lost, cache_before));
     if let Some(stop) = stop {
         trainer = trainer.stop(stop);
     }
@@ -364,7 +383,23 @@ fn train_with<L: Layer>(
     }
     let outcome = trainer.run().map_err(of_run)?;
     progress.finish();
+    let title = format!(
+        "pipetrain: {}, {} stages × {} replicas, {} lr {}, {}",
+        pipetrain::commands::plot::short(&s.model.describe()),
+        pipeline.stages(),
+        pipeline.replicas(),
+        pipetrain::commands::plot::short(&s.optimizer_name),
+        args.lr(),
+        s.lr_schedule
+    );
+    let curve = pipetrain::commands::plot::Curve::new(&title, &outcome.losses, &outcome.rates);
+    let plot = args.plot.as_deref().map(|path| (path, curve));
     if let Some(signal) = outcome.stopped {
+        // A graceful stop writes what the end writes: the checkpoint, the metrics, the
+        // trace and the plot of the steps done.
+        if leader {
+            crate::outcome::draw(plot, None, &lost);
+        }
         return Ok(stopped(signal, outcome.step, args));
     }
     progress.println(&format!(
@@ -394,27 +429,18 @@ fn train_with<L: Layer>(
     for line in summary {
         println!("{line}");
     }
-    let title = format!(
-        "pipetrain: {}, {} stages × {} replicas, {} lr {}, {}",
-        pipetrain::commands::plot::short(&s.model.describe()),
-        pipeline.stages(),
-        pipeline.replicas(),
-        pipetrain::commands::plot::short(&s.optimizer_name),
-        args.lr(),
-        s.lr_schedule
-    );
-    let curve = pipetrain::commands::plot::Curve::new(&title, &outcome.losses, &outcome.rates);
-    let plot = args.plot.as_deref().map(|path| (path, curve));
     let held_out = s.data.held_out(&s.model, args.batch, &s.device);
     let held_out = held_out.map_err(of_run)?;
-    crate::outcome::verify_and_evaluate(
+    let exit = crate::outcome::verify_and_evaluate(
         &mut pipeline,
         outcome.gathered.as_deref(),
         outcome.reference,
         args.verify_tolerance,
         (held_out, s.model.is_language_model()),
         plot,
-    )
+        &lost,
+    )?;
+    Ok(crate::outcome::with_lost(exit, &lost))
 }
 
 /// The run's opening lines: the model, the layout and the settings, then the data.
@@ -493,6 +519,7 @@ fn report<L: Layer>(
     event: Event<'_, L>,
     progress: &Progress,
     args: &TrainArgs,
+    lost: &Lost,
     cache_before: Option<(u64, u64)>,
 ) {
     match event {
@@ -514,7 +541,7 @@ fn report<L: Layer>(
             if let Some(before) = cache_before {
                 progress.println(&pipetrain::trainer::kernel_cache_line(before));
             }
-            crate::schedule::warn_fused(pipeline, p);
+            crate::schedule::warn_fused(pipeline, p, args.precision);
         }
         Event::Step(record) => progress.step(
             &record.line(args.clip_grad_norm.is_some()),
@@ -524,7 +551,10 @@ fn report<L: Layer>(
         Event::Checkpoint { path, step } => {
             progress.println(&format!("checkpoint: {} (step {step})", path.display()));
         }
-        Event::Warning(w) => eprintln!("warning: {}{}", cli_message(w.error()), w.consequence()),
+        Event::Warning(w) => {
+            eprintln!("warning: {}{}", cli_message(w.error()), w.consequence());
+            lost.borrow_mut().push(cli_message(w.error()));
+        }
         Event::Held { step, path } => {
             eprintln!(
                 "test hook: step {step} held until {} exists",
@@ -550,6 +580,9 @@ fn stopped(signal: Signal, step: u64, args: &TrainArgs) -> Exit {
     }
     if let Some(path) = &args.profile {
         saved.push(format!("trace {}", path.display()));
+    }
+    if let Some(path) = &args.plot {
+        saved.push(format!("plot {}", path.display()));
     }
     let saved = match saved.is_empty() {
         true => "nothing (no --checkpoint, --metrics or --profile)".to_string(),

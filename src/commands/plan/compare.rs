@@ -56,6 +56,8 @@ pub struct Comparison {
     pub transfer_cost: f64,
     /// One row per schedule.
     pub schedules: Vec<ScheduleRow>,
+    /// The schedules without a row, each with why (the shape does not fit it).
+    pub left_out: Vec<(String, String)>,
 }
 
 /// Dry-runs GPipe, 1F1B, ZB-H1, ZB-V, (where the micro-batches make whole rounds of the
@@ -83,6 +85,34 @@ pub fn compare(
         .chain(runs_interleaved.then_some(ScheduleKind::InterleavedZb { virtual_stages }))
         .chain((virtual_stages >= 2).then_some(ScheduleKind::LoopedBfs { virtual_stages }))
         .chain((m >= 2 * p).then_some(ScheduleKind::DualPipeV));
+    // What has no row, and why: the shape does not fit it.
+    let chunks = format!("{virtual_stages} chunk(s) per rank: it needs 2 or more");
+    let rounds = match virtual_stages >= 2 {
+        true => format!(
+            "the micro-batches ({m}) are not a multiple of the stages ({p}): it runs whole \
+             rounds"
+        ),
+        false => chunks.clone(),
+    };
+    let dual = format!("the micro-batches ({m}) are fewer than twice the stages ({p})");
+    let left_out: Vec<(String, String)> = [
+        (!runs_interleaved, interleaved, rounds.clone()),
+        (
+            !runs_interleaved,
+            ScheduleKind::InterleavedZb { virtual_stages },
+            rounds,
+        ),
+        (
+            virtual_stages < 2,
+            ScheduleKind::LoopedBfs { virtual_stages },
+            chunks,
+        ),
+        (m < 2 * p, ScheduleKind::DualPipeV, dual),
+    ]
+    .into_iter()
+    .filter(|(out, _, _)| *out)
+    .map(|(_, kind, why)| (kind.to_string(), why))
+    .collect();
     let mut rows = Vec::new();
     for kind in kinds {
         let plan = lower(&kind.plan(p, m)?, Lowering::default());
@@ -116,6 +146,7 @@ pub fn compare(
         weight_cost: costs.backward * sim_costs.weight_fraction,
         transfer_cost: costs.transfer,
         schedules: rows,
+        left_out,
     })
 }
 
@@ -153,6 +184,11 @@ impl Comparison {
             "speed-up over 1f1b",
             "peak stash per stage",
         ];
-        header + &columns(&headers, &rows)
+        let left_out: String = self
+            .left_out
+            .iter()
+            .map(|(schedule, why)| format!("not compared: {schedule}: {why}\n"))
+            .collect();
+        header + &columns(&headers, &rows) + &left_out
     }
 }

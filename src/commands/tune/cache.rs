@@ -62,9 +62,13 @@ pub(crate) fn load(path: &Path, key: &str, rows: &[usize]) -> Result<Option<Cost
     Ok(Some(table))
 }
 
+/// Largest cache file read: a table of a few hundred layers at a few sizes is far smaller.
+const MAX_CACHE: u64 = 64 << 20;
+
 /// The table that the file at `path` holds for `key`, if it holds one.
 fn read(path: &Path, key: &str) -> Option<CostTable> {
-    let text = std::fs::read_to_string(path).ok()?;
+    // Bounded, and only a regular file: a FIFO would block the read for ever.
+    let text = pipetrain_schedules::read_bounded(path, MAX_CACHE).ok()?;
     let entry: Entry = serde_json::from_str(&text).ok()?;
     (entry.key == key).then_some(entry.table)
 }

@@ -40,6 +40,10 @@ pub struct TuneSettings {
     pub remeasure: bool,
     /// How long the measurement runs ([`Calibration::default`] for the CLI's).
     pub calibration: Calibration,
+    /// The other files of the command, by the names their user knows them by (its data
+    /// set's files, its config, its applied file): the cache file is an output, and may be
+    /// none of them (issue 47's rule; checked with the `trainer` feature).
+    pub files: Vec<(String, PathBuf)>,
 }
 
 /// Where the cost table came from.
@@ -185,6 +189,29 @@ fn cost_table<L: Layer>(
         .cache_dir
         .as_deref()
         .map(|dir| cache::path(dir, &key));
+    #[cfg(feature = "trainer")]
+    if let Some(path) = &path {
+        let files: Vec<(&str, Option<&std::path::Path>)> = settings
+            .files
+            .iter()
+            .map(|(name, file)| (name.as_str(), Some(file.as_path())))
+            .collect();
+        crate::trainer::paths::distinct(&files, &[("tune cache", Some(path.as_path()))], &[])?;
+    }
+    if let Some(path) = &path {
+        // The cache file is an output: a FIFO there would block the read for ever, and nothing
+        // but a regular file of ours may be replaced (a missing directory is created later).
+        match crate::engine::output::regular_or_absent(path) {
+            Ok(()) | Err(crate::engine::EngineError::NoDirectory { .. }) => {}
+            Err(e) => {
+                return Err(Error::Run(crate::RunError::Path {
+                    name: "tune cache".to_string(),
+                    path: path.clone(),
+                    problem: crate::PathProblem::Output(e),
+                }));
+            }
+        }
+    }
     if let Some(path) = &path
         && !settings.remeasure
         && let Some(mut table) = cache::load(path, &key, &rows)?

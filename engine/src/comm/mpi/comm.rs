@@ -73,9 +73,22 @@ impl Comm {
             .map_err(|e| {
                 EngineError::MpiInit(format!("cannot start the communication thread: {e}"))
             })?;
-        let identity = ready_rx.recv().map_err(|_| {
-            EngineError::MpiInit("the communication thread ended at start".into())
-        })??;
+        // The world's formation is bounded by the timeout too: MPI's start waits for every
+        // process of the launch, and one that never joins (`mpirun ... : -np 1 pipetrain
+        // plan`, which exits 0 without MPI) kept this one waiting for ever.
+        let identity = match ready_rx.recv_timeout(timeout) {
+            Ok(identity) => identity?,
+            Err(RecvTimeoutError::Timeout) => {
+                return Err(EngineError::MpiStartTimeout {
+                    seconds: timeout.as_secs_f64(),
+                });
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(EngineError::MpiInit(
+                    "the communication thread ended at start".into(),
+                ));
+            }
+        };
         let (inbox, control) = unbounded();
         let comm = Comm {
             commands,

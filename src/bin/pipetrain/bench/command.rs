@@ -4,6 +4,7 @@
 use pipetrain::CommandError;
 use pipetrain::Error;
 use pipetrain::commands::bench::{self, BenchSettings, GpuPeer, Header, Peers, Progress};
+use pipetrain::trainer::paths::Files;
 
 use super::args::BenchArgs;
 use crate::exit::Exit;
@@ -12,15 +13,17 @@ use crate::paths;
 
 /// Runs the bench `args` describe and prints its markdown document (and writes it to `--out`).
 pub fn run(args: &BenchArgs) -> Result<Exit, Failure> {
+    pipetrain::trainer::Distributed::alone("bench").map_err(Failure::of_build)?;
     paths::distinct(
-        &[("--compare-pytorch", args.compare_pytorch.as_deref())],
-        &[("--out", args.out.as_deref())],
-        &[],
+        Files::new()
+            .input("--compare-pytorch", args.compare_pytorch.as_deref())
+            .output("--out", args.out.as_deref()),
     )?;
     paths::outputs_writable(&[("--out", &args.out)]).map_err(Failure::usage)?;
     let unwritten = crate::interrupt::unwritten("--out", args.out.as_deref());
     crate::interrupt::exit_on_signal("bench", unwritten)?;
     crate::interrupt::hold_for_test("bench");
+    fits(args)?;
     let mut settings = settings(args);
     let document = if args.device != crate::device::DeviceSpec::Cpu {
         let device = args
@@ -77,8 +80,44 @@ pub fn run(args: &BenchArgs) -> Result<Exit, Failure> {
     Ok(Exit::Success)
 }
 
-/// The library's settings for `args` (no peers yet; the MPI rows launch this binary).
+/// `train`'s limits, before anything is allocated (issue 47, class 5): the MLP and the GPT of
+/// the table must fit this machine's memory (the largest row holds 2 copies, 2 replicas, with
+/// SGD's one slot per parameter), where a size of 1e8 aborted on an allocation failure.
+///
+/// # Errors
+/// A usage failure naming the flags that size the model.
+fn fits(args: &BenchArgs) -> Result<(), Failure> {
+    use crate::model::ReferenceModel;
+    use pipetrain_models::{GptConfig, MlpConfig};
+    let (vocab, heads, blocks, _) = bench::GPT;
+    let heads = if args.gpt_width % heads == 0 {
+        heads
+    } else {
+        1
+    };
+    let mlp = ReferenceModel::Mlp(MlpConfig::new(args.width, args.hidden_layers, args.classes));
+    let gpt = ReferenceModel::Gpt(GptConfig::new(
+        vocab,
+        args.gpt_context,
+        args.gpt_width,
+        heads,
+        blocks,
+    ));
+    let check = |model, flags| {
+        crate::footprint::check_training(model, args.batch, 1, 2.0, flags).map_err(Failure::usage)
+    };
+    check(&mlp, "--width, --hidden-layers, --classes or --batch")?;
+    check(&gpt, "--gpt-width, --gpt-context or --batch")
+}
+
+/// The library's settings for `args` (no peers yet; the MPI rows launch this binary), with
+/// `--threads` capped at this machine's cores as `train` caps it (`--threads 1e8` panicked
+/// spawning them).
 fn settings(args: &BenchArgs) -> BenchSettings {
+    let (threads, warning) = crate::threads::capped(args.threads, 1, crate::threads::cores());
+    if let Some(warning) = warning {
+        eprintln!("{warning}");
+    }
     BenchSettings {
         width: args.width,
         hidden_layers: args.hidden_layers,
@@ -90,7 +129,7 @@ fn settings(args: &BenchArgs) -> BenchSettings {
         warmup: args.warmup,
         reps: args.reps,
         micro_batches: args.micro_batches.clone(),
-        threads: args.threads,
+        threads,
         only: args.only.clone(),
         peers: None,
         mpi_binary: std::env::current_exe().ok(),

@@ -11,8 +11,9 @@ use crate::args::TrainArgs;
 #[derive(Args, Debug)]
 pub struct TuneArgs {
     /// The model and its training settings (`train`'s flags; the knobs tune chooses —
-    /// --stages, --replicas, --micro-batches, --schedule, --balance — are ignored; --remat,
-    /// when given, is the only mode tried).
+    /// --stages, --replicas, --micro-batches, --schedule, --balance — and the flags only
+    /// `train` reads are refused; the data and schedule flags need --apply, whose file carries
+    /// them; --remat, when given, is the only mode tried).
     #[command(flatten)]
     pub train: TrainArgs,
     /// Workers (cores) to plan for, one compute thread each [default: this machine's cores].

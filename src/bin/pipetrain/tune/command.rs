@@ -26,11 +26,15 @@ const BATCHES: u64 = 4;
 /// that fits (usage), a failed measurement or run, or a failed write of `--apply` (runtime).
 pub fn run(args: &TuneArgs) -> Result<Exit, Failure> {
     let train = &args.train;
-    crate::conflicts::tune(train)?;
+    pipetrain::trainer::Distributed::alone("tune").map_err(Failure::of_build)?;
+    crate::conflicts::tune(train, args.apply.is_some())?;
+    // The applied file is an output like any other: never the data, the config or another
+    // input of this command.
     crate::paths::distinct(
-        &[("--config", train.config.as_deref())],
-        &[("--apply", args.apply.as_deref())],
-        &[],
+        pipetrain::trainer::paths::Files::new()
+            .data("--data", &train.data)
+            .input("--config", train.config.as_deref())
+            .output("--apply", args.apply.as_deref()),
     )?;
     crate::paths::outputs_writable(&[("--apply", &args.apply)]).map_err(Failure::usage)?;
     let unwritten = crate::interrupt::unwritten("--apply", args.apply.as_deref());
@@ -138,6 +142,7 @@ fn tune<L: Layer>(cx: &Context<'_>, layers: Vec<L>) -> Result<Exit, Failure> {
         cache_dir: Some(cache_dir(args.cache_dir.as_deref())),
         remeasure: args.remeasure,
         calibration: Calibration::default(),
+        files: files(args),
     };
     let report = pipetrain::commands::tune::tune(&layers, &batches, &settings, device, &mut |p| {
         show(args, p);
@@ -145,9 +150,9 @@ fn tune<L: Layer>(cx: &Context<'_>, layers: Vec<L>) -> Result<Exit, Failure> {
     .map_err(|e| match e {
         // A poisoned cache: --remeasure replaces it.
         e @ (pipetrain::Error::Command(pipetrain::CommandError::TuneNothingFits { .. })
-        | pipetrain::Error::Command(pipetrain::CommandError::TuneCache { .. })) => {
-            Failure::usage(e)
-        }
+        | pipetrain::Error::Command(pipetrain::CommandError::TuneCache { .. })
+        | pipetrain::Error::Run(pipetrain::RunError::Path { .. })
+        | pipetrain::Error::Run(pipetrain::RunError::SameFile { .. })) => Failure::usage(e),
         e => Failure::of_build(e),
     })?;
     print!("{report}");
@@ -155,7 +160,13 @@ fn tune<L: Layer>(cx: &Context<'_>, layers: Vec<L>) -> Result<Exit, Failure> {
         let winner = report.winner();
         let mut pairs = flags::model(train);
         pairs.extend(flags::knobs(winner));
-        pipetrain::engine::output::write_atomically(path, flags::to_toml(&pairs).as_bytes())
+        // The settings tune did not choose, as given: the file reproduces the tuned run.
+        let mut file: Vec<(String, toml::Value)> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect();
+        file.extend(flags::carried(train, &pairs));
+        pipetrain::engine::output::write_atomically(path, flags::to_toml(&file).as_bytes())
             .map_err(|e| Failure::runtime(format!("--apply {}: {e}", path.display())))?;
         println!(
             "apply: wrote {} ({}); train with: pipetrain train --config {}",
@@ -165,6 +176,18 @@ fn tune<L: Layer>(cx: &Context<'_>, layers: Vec<L>) -> Result<Exit, Failure> {
         );
     }
     Ok(Exit::Success)
+}
+
+/// The command's files that the tune cache may not be: the data set's, `--config` and
+/// `--apply`.
+fn files(args: &TuneArgs) -> Vec<(String, std::path::PathBuf)> {
+    let data = args.train.data.parse::<pipetrain_data::DataSpec>();
+    let data = data.map(|d| d.files()).unwrap_or_default();
+    data.into_iter()
+        .map(|f| ("--data".to_string(), f))
+        .chain(args.train.config.clone().map(|f| ("--config".into(), f)))
+        .chain(args.apply.clone().map(|f| ("--apply".into(), f)))
+        .collect()
 }
 
 /// The cost table's source, then the ranking, as the session reaches them.

@@ -75,6 +75,35 @@ pub fn knobs(candidate: &Candidate) -> Vec<(&'static str, Value)> {
     out
 }
 
+/// The settings given that the applied file carries to the training run
+/// ([`pipetrain::commands::reads::tune_applies`]: the data, the optimizer's settings, the
+/// learning-rate schedule, the seed, ...) and `pairs` does not hold yet, as given.
+pub fn carried(args: &TrainArgs, pairs: &[(&'static str, Value)]) -> Vec<(String, Value)> {
+    args.given_flags
+        .iter()
+        .filter(|f| pipetrain::commands::reads::tune_applies(&f.key))
+        .filter(|f| !pairs.iter().any(|(k, _)| *k == f.key))
+        .map(|f| {
+            let value = match f.values.as_slice() {
+                [] => Value::Boolean(true),
+                [one] => one
+                    .parse::<i64>()
+                    .map(Value::Integer)
+                    .or_else(|_| {
+                        one.parse::<f64>()
+                            .ok()
+                            .filter(|x| x.is_finite())
+                            .map(Value::Float)
+                            .ok_or(())
+                    })
+                    .unwrap_or_else(|()| Value::String(one.clone())),
+                many => Value::String(many.join(",")),
+            };
+            (f.key.clone(), value)
+        })
+        .collect()
+}
+
 /// `--key value ...` (underscores as dashes, arrays comma-joined).
 pub fn command_line(pairs: &[(&'static str, Value)]) -> String {
     pairs
@@ -96,10 +125,10 @@ pub fn command_line(pairs: &[(&'static str, Value)]) -> String {
 }
 
 /// The TOML file `train --config` reads.
-pub fn to_toml(pairs: &[(&'static str, Value)]) -> String {
+pub fn to_toml<K: AsRef<str>>(pairs: &[(K, Value)]) -> String {
     let table: toml::Table = pairs
         .iter()
-        .map(|(k, v)| ((*k).to_string(), v.clone()))
+        .map(|(k, v)| (k.as_ref().to_string(), v.clone()))
         .collect();
     toml::to_string(&table).expect("a table of plain values serializes")
 }
