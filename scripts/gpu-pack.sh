@@ -27,7 +27,9 @@ gzip -9 .gpu/pipetrain
 cp scripts/gpu-check.sh scripts/nccl-probe.py .gpu/
 cp scripts/peers/*.py .gpu/peers/
 # The newest committed cache (folder names sort by date).
-cache=$(find docs/device-checks/cache -mindepth 1 -maxdepth 1 -type d 2>/dev/null | sort | tail -1)
+# (No cache committed yet: find fails on the missing folder, which pipefail must not turn into
+# the script's failure.)
+cache=$({ find docs/device-checks/cache -mindepth 1 -maxdepth 1 -type d 2>/dev/null || true; } | sort | tail -1)
 if [ -n "$cache" ]; then
     tar czf .gpu/cache.tar.gz -C "$cache" .
     basename "$cache" >.gpu/cache.name
