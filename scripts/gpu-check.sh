@@ -10,6 +10,9 @@
 #              compilation and autotune logs (OUTDIR/cubecl-bf16.log);
 #   2. doctor  `pipetrain doctor --device cuda:0`: the equivalence sweep, one line per case;
 #   3. verify  the --verify rows, each with its max_rel_diff and seconds;
+#   3b. diag   (only when named) the --verify rows that failed on the H200 of 2026-11-28, each
+#              beside the switches that tell their causes apart: --gemm burn, --handoff host,
+#              SGD, lr 0 (no update: the copy and the comparison alone), 1 stage, 1 step;
 #   4. drift   the replica command DRIFT_RUNS (10) more times per hand-off, failures counted;
 #   5. bench   the GPU bench rows (MLP-8x1024 b256, MLP-8x4096 b4096, the GPT, 2 stages and 2
 #              replicas on one GPU) at fp32, tf32 and bf16, each with PIPETRAIN_GEMM=cublas and
@@ -21,8 +24,10 @@
 #
 # Switches: CHECK_SECTIONS (default "libs doctor verify drift bench cache"; they run in the
 # order above whatever order they are named in), BUDGET_<SECTION> (seconds, e.g.
-# BUDGET_DOCTOR=200), DOCTOR_ARGS (e.g. "--quick"), DRIFT_RUNS (10), BENCH_PRECISIONS
-# ("fp32 tf32 bf16"), BENCH_GEMMS ("cublas burn"), BENCH_STEPS (3).
+# BUDGET_DOCTOR=200), DOCTOR_ARGS (e.g. "--quick", "--sections models,checkpoints"),
+# DRIFT_RUNS (10), BENCH_PRECISIONS ("fp32 tf32 bf16"), BENCH_GEMMS ("cublas burn"),
+# BENCH_STEPS (3), BENCH_WARMUP (1), BENCH_REPS (2), BENCH_ONLY (the bench's --only: rows whose
+# name holds it), BENCH_BURN_ONLY (the --only of the burn runs alone, e.g. "x4096, batch").
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 OUTDIR=$(mkdir -p "${1:-${OUT:-.}}" && cd "${1:-${OUT:-.}}" && pwd)
@@ -33,6 +38,31 @@ LOGS="$OUTDIR/logs"
 mkdir -p "$LOGS"
 : >"$REPORT"
 say() { printf '%s\n' "$*" | tee -a "$REPORT"; }
+# The device tool brings back at most 8 files, each under 16 MiB, at most 2 folders down: under
+# it (OUTDIR is $OUT) the logs, the bench tables and the cubecl log go back as OUTDIR/logs.tar.gz
+# and the kernel cache as OUTDIR/cache.tar.gz (split into 15 MiB parts cache.tar.gz.part-NN when
+# larger; `cat cache.tar.gz.part-* | tar xz` joins them), and the loose copies are removed.
+# Elsewhere (PACK_OUT=0, the default when OUTDIR is not $OUT) everything stays loose as well.
+PACK_OUT=${PACK_OUT:-$([ -n "${OUT:-}" ] && [ "$OUTDIR" = "$(cd "$OUT" 2>/dev/null && pwd)" ] && echo 1 || echo 0)}
+pack_out() {
+    [ -n "${PACKED:-}" ] && return
+    PACKED=1
+    (cd "$OUTDIR" && tar czf logs.tar.gz logs $(ls bench-*.md cubecl-bf16.log 2>/dev/null)) 2>/dev/null
+    if [ -d "${PIPETRAIN_CACHE_DIR:-}" ]; then
+        tar czf "$OUTDIR/cache.tar.gz" -C "$PIPETRAIN_CACHE_DIR" . 2>/dev/null
+        if [ "$(stat -c %s "$OUTDIR/cache.tar.gz")" -gt $((15 * 1024 * 1024)) ]; then
+            split -b 15M -d "$OUTDIR/cache.tar.gz" "$OUTDIR/cache.tar.gz.part-" && rm -f "$OUTDIR/cache.tar.gz"
+        fi
+    fi
+    if [ "$PACK_OUT" = 1 ]; then
+        rm -rf "$LOGS" "$OUTDIR"/bench-*.md "$OUTDIR/cubecl-bf16.log"
+        [[ ${PIPETRAIN_CACHE_DIR:-} == "$OUTDIR"/* ]] && rm -rf "$PIPETRAIN_CACHE_DIR"
+    fi
+    echo "packed into $OUTDIR: $(cd "$OUTDIR" && ls | tr '\n' ' ')" | tee -a "$REPORT"
+}
+# A check stopped from outside (the device tool's timeout) still packs what it has.
+trap 'say "stopped by a signal at ${SECONDS} s"; pack_out; exit 143' TERM INT
+
 want() { [[ $SECTIONS == *" $1 "* ]]; }
 
 # Budgets in seconds: together 455 s, under the 480 s the device tool's 500 s leaves after the
@@ -41,6 +71,7 @@ B_LIBS=${BUDGET_LIBS:-30}
 B_BF16=${BUDGET_BF16:-45}
 B_DOCTOR=${BUDGET_DOCTOR:-120}
 B_VERIFY=${BUDGET_VERIFY:-70}
+B_DIAG=${BUDGET_DIAG:-60}
 B_DRIFT=${BUDGET_DRIFT:-50}
 B_BENCH=${BUDGET_BENCH:-130}
 B_CACHE=${BUDGET_CACHE:-10}
@@ -172,6 +203,22 @@ if want verify; then
     verify_row --device cuda:0 --stages 2 --replicas 2 --micro-batches 4 --steps 5 --width 64 --verify --precision bf16
 fi
 
+# 3b. The failing --verify rows beside the switches that tell their causes apart.
+if want diag; then
+    section 3b "the failing --verify rows, switch by switch" "$B_DIAG"
+    C=(--device cuda:0 --width 64 --verify --verify-device cpu --optimizer sgd)
+    verify_row "${C[@]}" --stages 1 --micro-batches 1 --steps 1 --lr 0
+    verify_row "${C[@]}" --stages 1 --micro-batches 1 --steps 1 --lr 0.01
+    verify_row "${C[@]}" --stages 1 --micro-batches 1 --steps 1 --lr 0.01 --gemm burn
+    verify_row "${C[@]}" --stages 2 --micro-batches 4 --steps 2 --lr 0.01
+    D=(--device cuda:0 --stages 2 --replicas 2 --verify --steps 3)
+    verify_row "${D[@]}" --handoff device
+    verify_row "${D[@]}" --handoff device --gemm burn
+    verify_row "${D[@]}" --handoff host
+    verify_row "${D[@]}" --handoff device --optimizer sgd --lr 0.01
+    verify_row "${D[@]}" --replicas 1 --handoff device
+fi
+
 # 4. The replica drift: the first --verify row DRIFT_RUNS more times per hand-off.
 if want drift; then
     section 4 "the replica drift, ${DRIFT_RUNS:-10} runs per hand-off" "$B_DRIFT"
@@ -191,7 +238,6 @@ if want bench; then
     section 5 "bench rows beside PyTorch: ${BENCH_PRECISIONS:-fp32 tf32 bf16} × PIPETRAIN_GEMM=${BENCH_GEMMS:-cublas burn}" "$B_BENCH"
     set -- ${BENCH_PRECISIONS:-fp32 tf32 bf16}
     runs=$(($# * $(wc -w <<<"${BENCH_GEMMS:-cublas burn}")))
-    each=$((B_BENCH / runs))
     for precision in ${BENCH_PRECISIONS:-fp32 tf32 bf16}; do
         case $precision in
         fp32) flags=(--matmul-precision fp32) ;;
@@ -199,9 +245,15 @@ if want bench; then
         bf16) flags=(--precision bf16) ;;
         esac
         for gemm in ${BENCH_GEMMS:-cublas burn}; do
+            # What the earlier runs left of the section, shared among the runs still to come.
+            each=$(($(left) / runs))
+            runs=$((runs - 1))
             say "-- $precision, PIPETRAIN_GEMM=$gemm (time box ${each} s)"
             start=$SECONDS
-            box "$each" env PIPETRAIN_GEMM="$gemm" "$P" bench --device cuda:0 --steps "${BENCH_STEPS:-3}" --warmup 1 --reps 2 \
+            only=${BENCH_ONLY:-}
+            [ "$gemm" = burn ] && only=${BENCH_BURN_ONLY:-$only}
+            box "$each" env PIPETRAIN_GEMM="$gemm" "$P" bench --device cuda:0 --steps "${BENCH_STEPS:-3}" \
+                --warmup "${BENCH_WARMUP:-1}" --reps "${BENCH_REPS:-2}" ${only:+--only "$only"} \
                 "${flags[@]}" --out "$OUTDIR/bench-$precision-$gemm.md" "${peer[@]}" >"$LOGS/bench-$precision-$gemm.log" 2>&1
             rc=$?
             # The table when it ended; else the rows measured before its time box.
@@ -218,6 +270,7 @@ if want cache; then
     say "kernel cache: $PIPETRAIN_CACHE_DIR: $(find "$PIPETRAIN_CACHE_DIR" -type f | wc -l) files, $(du -sh "$PIPETRAIN_CACHE_DIR" | cut -f1)"
     [[ $PIPETRAIN_CACHE_DIR == "$OUTDIR"/* ]] || box 8 cp -r "$PIPETRAIN_CACHE_DIR" "$OUTDIR/cache"
     say "logs: $(ls "$LOGS" | tr '\n' ' ')"
+    pack_out
 fi
 
 say ""

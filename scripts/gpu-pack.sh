@@ -7,7 +7,8 @@
 #   .gpu/nccl-probe.py     the NCCL probe (two ranks on one GPU)
 #   .gpu/peers/            the PyTorch peer of the GPU bench rows (scripts/peers/)
 #   .gpu/cache.tar.gz      the newest kernel cache committed under docs/device-checks/cache/
-#                          (one folder per check, named by date and GPU), if there is one;
+#                          (one DATE-GPU.tar.gz per check, as the check returns it: cubecl's
+#                          cache database, 25+ MB loose, ~4 MB gzipped), if there is one;
 #                          .gpu/cache.name names it
 # Together they must stay under 64 MiB (the device machine's carry limit); this script prints
 # the size and fails if they do not. Usage, from the repository root:
@@ -26,13 +27,13 @@ strip -o .gpu/pipetrain "$CARGO_TARGET_DIR/release/pipetrain"
 gzip -9 .gpu/pipetrain
 cp scripts/gpu-check.sh scripts/nccl-probe.py .gpu/
 cp scripts/peers/*.py .gpu/peers/
-# The newest committed cache (folder names sort by date).
-# (No cache committed yet: find fails on the missing folder, which pipefail must not turn into
-# the script's failure.)
-cache=$({ find docs/device-checks/cache -mindepth 1 -maxdepth 1 -type d 2>/dev/null || true; } | sort | tail -1)
+# The newest committed cache (names sort by date): a DATE-GPU.tar.gz as the check returned it,
+# or a DATE-GPU/ folder. (With none committed, find fails on a missing folder, which pipefail
+# must not turn into the script's failure.)
+cache=$({ find docs/device-checks/cache -mindepth 1 -maxdepth 1 \( -type d -o -name '*.tar.gz' \) 2>/dev/null || true; } | sort | tail -1)
 if [ -n "$cache" ]; then
-    tar czf .gpu/cache.tar.gz -C "$cache" .
-    basename "$cache" >.gpu/cache.name
+    if [ -d "$cache" ]; then tar czf .gpu/cache.tar.gz -C "$cache" .; else cp "$cache" .gpu/cache.tar.gz; fi
+    basename "$cache" .tar.gz >.gpu/cache.name
     echo "kernel cache: $cache, $(du -b .gpu/cache.tar.gz | cut -f1) bytes packed"
 else
     echo "kernel cache: none committed under docs/device-checks/cache/ (the check starts cold)"

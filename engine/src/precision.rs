@@ -105,11 +105,36 @@ pub enum GemmLibrary {
 }
 
 impl GemmLibrary {
+    /// The environment variable that chooses the library when no flag does (what the device
+    /// check sets for its A/B rows).
+    pub const ENV: &'static str = "PIPETRAIN_GEMM";
+
     /// The library's name, as the CLI and `PIPETRAIN_GEMM` write it: `cublas`, `burn`.
     pub const fn name(self) -> &'static str {
         match self {
             GemmLibrary::Cublas => "cublas",
             GemmLibrary::Burn => "burn",
+        }
+    }
+
+    /// The library a command uses: `flag` when given, else `PIPETRAIN_GEMM` when set, else
+    /// `None` (the builder's default).
+    ///
+    /// # Errors
+    /// When `PIPETRAIN_GEMM` is set to neither `cublas` nor `burn`: the message names the
+    /// variable, its value and the remedy.
+    pub fn chosen(flag: Option<Self>) -> Result<Option<Self>, String> {
+        if flag.is_some() {
+            return Ok(flag);
+        }
+        match std::env::var(Self::ENV) {
+            Ok(value) => value.parse().map(Some).map_err(|e: String| {
+                format!(
+                    "{}={value}: {e}; set it to cublas or burn, or unset it",
+                    Self::ENV
+                )
+            }),
+            Err(_) => Ok(None),
         }
     }
 }

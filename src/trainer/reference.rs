@@ -34,6 +34,8 @@ pub struct Worst {
     pub max_abs_diff: f64,
     /// The step (1-based).
     pub step: u64,
+    /// The parameter tensor of that step's `max_rel_diff` (0-based, in model order).
+    pub tensor: usize,
     /// Steps compared.
     pub steps: u64,
 }
@@ -72,6 +74,7 @@ impl<L: Layer> Reference<L> {
                 max_rel_diff: 0.0,
                 max_abs_diff: 0.0,
                 step: 0,
+                tensor: 0,
                 steps: 0,
             },
             replicas_apart: None,
@@ -122,8 +125,12 @@ impl<L: Layer> Reference<L> {
         if !nan
             && (worst.steps == 1 || d.max_relative.is_nan() || d.max_relative > worst.max_rel_diff)
         {
-            (worst.max_rel_diff, worst.max_abs_diff, worst.step) =
-                (d.max_relative, d.max_absolute, step);
+            (
+                worst.max_rel_diff,
+                worst.max_abs_diff,
+                worst.step,
+                worst.tensor,
+            ) = (d.max_relative, d.max_absolute, step, d.worst_tensor);
         }
         self.single.load_weights(&after.model)?;
         Ok(())

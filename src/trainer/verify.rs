@@ -94,9 +94,9 @@ pub fn verdict<L: Layer>(reference: &Reference<L>, after: &After<L>) -> Verdict 
         Mode::PerStep => {
             let worst = reference.worst();
             let how = format!(
-                "per step: the worst of {} steps (step {}), each from the pipeline's weights; max \
-                 abs diff {:.3e}",
-                worst.steps, worst.step, worst.max_abs_diff
+                "per step: the worst of {} steps (step {}, parameter tensor {}), each from the \
+                 pipeline's weights; max abs diff {:.3e}",
+                worst.steps, worst.step, worst.tensor, worst.max_abs_diff
             );
             Verdict::Compared {
                 max_rel_diff: worst.max_rel_diff,
@@ -108,8 +108,8 @@ pub fn verdict<L: Layer>(reference: &Reference<L>, after: &After<L>) -> Verdict 
             let d = reference.compare(after);
             let how = format!(
                 "end to end: max over parameter tensors of ||w_pipe - w_single||_2 / \
-                 ||w_single||_2; max abs diff {:.3e}",
-                d.max_absolute
+                 ||w_single||_2 (parameter tensor {}); max abs diff {:.3e}",
+                d.worst_tensor, d.max_absolute
             );
             Verdict::Compared {
                 max_rel_diff: d.max_relative,

@@ -257,4 +257,19 @@ fn gemm_on_a_cpu_is_refused_and_a_bad_pipetrain_gemm_is_named() {
         e.contains("PIPETRAIN_GEMM=cutlass") && e.contains("cublas or burn"),
         "{e}"
     );
+    // The bench's GPU rows take the same choice (the device check's A/B rows set
+    // PIPETRAIN_GEMM): refused on the CPU rows, and a bad variable named.
+    let e = failure_with(USAGE, &["bench", "--steps", "1", "--gemm", "burn"]);
+    assert!(
+        e.contains("--gemm burn") && e.contains("--device cpu") && e.contains("drop --gemm"),
+        "{e}"
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pipetrain"))
+        .args(["bench", "--steps", "1", "--only", "nothing"])
+        .env("PIPETRAIN_GEMM", "cutlass")
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(USAGE), "{e}");
+    assert!(e.contains("PIPETRAIN_GEMM=cutlass"), "{e}");
 }

@@ -26,6 +26,9 @@ pub struct Difference {
     pub max_relative: f64,
     /// max over all elements of |a − b|.
     pub max_absolute: f64,
+    /// The parameter tensor (0-based, in visiting order) whose relative difference is
+    /// `max_relative`: the first NaN one, else the largest.
+    pub worst_tensor: usize,
 }
 
 /// Compares `actual` with `reference` (same structure required). A NaN anywhere (in either,
@@ -35,6 +38,8 @@ pub struct Difference {
 /// use pipetrain_engine::difference;
 /// let d = difference(&[vec![1.0, 2.0]], &[vec![1.0, 2.0]]);
 /// assert_eq!(d.max_relative, 0.0);
+/// let d = difference(&[vec![1.0], vec![2.0]], &[vec![1.0], vec![1.0]]);
+/// assert_eq!((d.max_relative, d.worst_tensor), (1.0, 1));
 /// let diverged = difference(&[vec![f32::NAN, 2.0]], &[vec![1.0, 2.0]]);
 /// assert!(diverged.max_relative.is_nan() && diverged.max_absolute.is_nan());
 /// let both = difference(&[vec![f32::INFINITY]], &[vec![f32::INFINITY]]);
@@ -52,8 +57,9 @@ pub fn difference(actual: &[Vec<f32>], reference: &[Vec<f32>]) -> Difference {
     let mut d = Difference {
         max_relative: 0.0,
         max_absolute: 0.0,
+        worst_tensor: 0,
     };
-    for (a, b) in actual.iter().zip(reference) {
+    for (i, (a, b)) in actual.iter().zip(reference).enumerate() {
         assert_eq!(a.len(), b.len(), "parameter tensors of different sizes");
         let (mut diff2, mut norm2) = (0f64, 0f64);
         for (&x, &y) in a.iter().zip(b) {
@@ -62,7 +68,11 @@ pub fn difference(actual: &[Vec<f32>], reference: &[Vec<f32>]) -> Difference {
             norm2 += f64::from(y) * f64::from(y);
             d.max_absolute = max_or_nan(d.max_absolute, e.abs());
         }
-        d.max_relative = max_or_nan(d.max_relative, diff2.sqrt() / norm2.sqrt().max(1e-12));
+        let relative = diff2.sqrt() / norm2.sqrt().max(1e-12);
+        if !d.max_relative.is_nan() && (relative.is_nan() || relative > d.max_relative) {
+            d.worst_tensor = i;
+        }
+        d.max_relative = max_or_nan(d.max_relative, relative);
     }
     d
 }

@@ -66,17 +66,7 @@ impl TrainArgs {
     /// # Errors
     /// A usage failure naming the variable when `PIPETRAIN_GEMM` is neither `cublas` nor `burn`.
     pub fn gemm_library(&self) -> Result<Option<pipetrain::GemmLibrary>, crate::failure::Failure> {
-        if self.gemm.is_some() {
-            return Ok(self.gemm);
-        }
-        match std::env::var("PIPETRAIN_GEMM") {
-            Ok(value) => value.parse().map(Some).map_err(|e: String| {
-                crate::failure::Failure::usage(format!(
-                    "PIPETRAIN_GEMM={value}: {e}; set it to cublas or burn, or unset it"
-                ))
-            }),
-            Err(_) => Ok(None),
-        }
+        pipetrain::GemmLibrary::chosen(self.gemm).map_err(crate::failure::Failure::usage)
     }
 
     /// What the action times measure: `--timing` if given, else device times under

@@ -186,7 +186,7 @@ fn timed<L: Layer>(
     balance: Vec<usize>,
     data: &[Batch],
 ) -> Result<Timed> {
-    let mut pipeline = Pipeline::builder()
+    let mut builder = Pipeline::builder()
         .layers(layers)
         .balance(balance)
         .replicas(row.replicas)
@@ -199,8 +199,11 @@ fn timed<L: Layer>(
         .matmul_precision(args.matmul_precision)
         .timing(args.gpu_timing)
         .handoff(args.handoff)
-        .precision(args.precision)
-        .build()?;
+        .precision(args.precision);
+    if let Some(gemm) = args.gemm {
+        builder = builder.gemm(gemm);
+    }
+    let mut pipeline = builder.build()?;
     let mut timed = Timed::default();
     for step in 0..args.warmup + args.steps {
         let batch = &data[step % data.len()];
@@ -356,6 +359,9 @@ pub struct GpuReport {
     pub handoff: Handoff,
     /// The dtype the rows computed in (the peer under `torch.autocast(bfloat16)` for bf16).
     pub precision: crate::Precision,
+    /// The library that ran our dense products, as chosen (`None`: the default, cuBLAS on
+    /// CUDA).
+    pub gemm: Option<crate::GemmLibrary>,
 }
 
 /// Runs the GPU rows `settings` select (its `only`, `hidden_layers`, `gpt_width`,
@@ -406,6 +412,7 @@ pub fn run_gpu(
         timing: args.gpu_timing,
         handoff: args.handoff,
         precision: args.precision,
+        gemm: args.gemm,
     };
     let total = rows.len() * args.reps;
     for rep in 0..args.reps {
@@ -457,7 +464,7 @@ impl GpuReport {
         let mut out = format!("# pipetrain on a GPU: {gpu}\n\n");
         out += &format!(
             "`{command}`; {}, f32 matmuls in {} (the peer's `allow_tf32` \
-             the same); --timing {}, --handoff {}; {} warm-up + {} measured steps per row and \
+             the same); dense products through {}; --timing {}, --handoff {}; {} warm-up + {} measured steps per row and \
              repetition, {} repetition(s); each step timed until the device finished it. The \
              first step (kernel compilation and autotuning) is not in the figures: its time \
              is its own column. PyTorch: {}.\n\n",
@@ -469,6 +476,10 @@ impl GpuReport {
                 }
             },
             self.matmul_precision,
+            match self.gemm {
+                Some(gemm) => gemm.to_string(),
+                None => format!("{} (the default)", crate::GemmLibrary::default()),
+            },
             self.timing,
             self.handoff,
             self.warmup,

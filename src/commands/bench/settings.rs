@@ -55,6 +55,9 @@ pub struct BenchSettings {
     /// fp32 (they have no autocast): under bf16 the CPU table leaves them out; the GPU peer
     /// runs `torch.autocast(bfloat16)`.
     pub precision: crate::Precision,
+    /// The GPU rows: which library runs the dense products; `None` leaves the builder's
+    /// default (cuBLAS on CUDA). The CPU rows ignore it (burn's matmul).
+    pub gemm: Option<crate::GemmLibrary>,
 }
 
 impl Default for BenchSettings {
@@ -81,6 +84,7 @@ impl Default for BenchSettings {
             gpu_timing: Timing::Host,
             handoff: Handoff::default(),
             precision: crate::Precision::default(),
+            gemm: None,
         }
     }
 }

@@ -97,6 +97,11 @@ pub struct BenchArgs {
     /// host memory) or `device` (the sender copies into a fresh device buffer).
     #[arg(long, default_value = "host", value_name = "host|device")]
     pub handoff: pipetrain::Handoff,
+    /// GPU rows: which library runs the dense products, `cublas` (the default on CUDA) or
+    /// `burn` (burn's own kernels), as `train --gemm`; without the flag, `PIPETRAIN_GEMM` says
+    /// it. Refused with `--device cpu`, where every product is burn's matmul.
+    #[arg(long, value_name = "cublas|burn")]
+    pub gemm: Option<pipetrain::GemmLibrary>,
     /// Also write the markdown document to this file.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,

@@ -24,7 +24,16 @@ pub fn run(args: &BenchArgs) -> Result<Exit, Failure> {
     crate::interrupt::exit_on_signal("bench", unwritten)?;
     crate::interrupt::hold_for_test("bench");
     fits(args)?;
-    let mut settings = settings(args);
+    if let Some(gemm) = args.gemm
+        && args.device == crate::device::DeviceSpec::Cpu
+    {
+        return Err(Failure::usage(format!(
+            "--gemm {gemm} chooses the library of the GPU rows' dense products, but --device \
+             cpu runs the CPU rows, where every product is burn's matmul: drop --gemm, or bench \
+             a GPU (--device cuda:0)"
+        )));
+    }
+    let mut settings = settings(args)?;
     let document = if args.device != crate::device::DeviceSpec::Cpu {
         let device = args
             .device
@@ -113,12 +122,16 @@ fn fits(args: &BenchArgs) -> Result<(), Failure> {
 /// The library's settings for `args` (no peers yet; the MPI rows launch this binary), with
 /// `--threads` capped at this machine's cores as `train` caps it (`--threads 1e8` panicked
 /// spawning them).
-fn settings(args: &BenchArgs) -> BenchSettings {
+///
+/// # Errors
+/// A usage failure naming `PIPETRAIN_GEMM` when it is set to neither `cublas` nor `burn`.
+fn settings(args: &BenchArgs) -> Result<BenchSettings, Failure> {
     let (threads, warning) = crate::threads::capped(args.threads, 1, crate::threads::cores());
     if let Some(warning) = warning {
         eprintln!("{warning}");
     }
-    BenchSettings {
+    let gemm = pipetrain::GemmLibrary::chosen(args.gemm).map_err(Failure::usage)?;
+    Ok(BenchSettings {
         width: args.width,
         hidden_layers: args.hidden_layers,
         gpt_width: args.gpt_width,
@@ -137,7 +150,8 @@ fn settings(args: &BenchArgs) -> BenchSettings {
         gpu_timing: args.timing,
         handoff: args.handoff,
         precision: args.precision,
-    }
+        gemm,
+    })
 }
 
 /// Progress on stderr.
