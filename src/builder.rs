@@ -254,9 +254,10 @@ impl<L: Layer> PipelineBuilder<L> {
         self
     }
 
-    /// How tensors cross between worker threads on one GPU: [`Handoff::Host`] (the default: the
-    /// receiver copies through host memory) or [`Handoff::Device`] (the sender copies into a
-    /// fresh device buffer and sends that; no host round trip). On a CPU both pass the handle.
+    /// How tensors cross between worker threads on one GPU: [`Handoff::Device`] (the default:
+    /// the sender copies into a fresh device buffer and sends that; no host round trip) or
+    /// [`Handoff::Host`] (the receiver copies through host memory). On a CPU both pass the
+    /// handle.
     /// docs/gpu.md gives the rules each keeps.
     pub fn handoff(mut self, handoff: Handoff) -> Self {
         self.handoff = handoff;

@@ -61,15 +61,18 @@ fn the_command_line_takes_both_precisions_on_a_cpu_and_refuses_others() {
     let tf32 = banner(&["--matmul-precision", "tf32"]).expect("a banner line for tf32");
     assert!(
         tf32.contains("f32 matmuls in tf32 (a CPU multiplies in IEEE fp32)")
-            && tf32.contains("by host copy"),
+            && tf32.contains("by device copy"),
         "{tf32}"
     );
-    let device = banner(&["--handoff", "device"]).expect("a banner line for the hand-off");
+    // The device hand-off is the default (since the H200 check of 2026-11-28); `host` is the
+    // setting a banner names.
+    let host = banner(&["--handoff", "host"]).expect("a banner line for the hand-off");
     assert!(
-        device.contains("in fp32") && device.contains("by device copy (a CPU passes handles)"),
-        "{device}"
+        host.contains("in fp32") && host.contains("by host copy (a CPU passes handles)"),
+        "{host}"
     );
     assert_eq!(banner(&["--matmul-precision", "fp32"]), None);
+    assert_eq!(banner(&["--handoff", "device"]), None);
     let mut args: Vec<&str> = vec!["train"];
     args.extend(TINY);
     args.extend(["--matmul-precision", "bf16"]);

@@ -387,11 +387,11 @@ pub struct TrainArgs {
     /// dtypes.
     #[arg(long, default_value = "fp32", value_name = "fp32|bf16")]
     pub precision: pipetrain::Precision,
-    /// How tensors cross between worker threads on one GPU: `host` (the receiver copies them
-    /// through host memory) or `device` (the sender copies them into a fresh device buffer; no
-    /// host round trip). docs/gpu.md gives the rules each keeps. On a CPU both pass the tensor
-    /// as it is.
-    #[arg(long, default_value = "host", value_name = "host|device")]
+    /// How tensors cross between worker threads on one GPU: `device` (the default: the sender
+    /// copies them into a fresh device buffer; no host round trip) or `host` (the receiver
+    /// copies them through host memory). docs/gpu.md gives the rules each keeps. On a CPU both
+    /// pass the tensor as it is.
+    #[arg(long, default_value = "device", value_name = "device|host")]
     pub handoff: pipetrain::Handoff,
     /// Devices of the workers: cpu (burn's flex backend), cuda or cuda:N (a build with
     /// `--features cuda`); one for all, or a comma list with one per stage or one per worker

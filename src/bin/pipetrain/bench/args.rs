@@ -93,9 +93,10 @@ pub struct BenchArgs {
     /// finished it either way.
     #[arg(long, default_value = "host", value_name = "host|device")]
     pub timing: pipetrain::Timing,
-    /// GPU rows: how tensors cross between worker threads, `host` (the receiver copies through
-    /// host memory) or `device` (the sender copies into a fresh device buffer).
-    #[arg(long, default_value = "host", value_name = "host|device")]
+    /// GPU rows: how tensors cross between worker threads, `device` (the default, as `train`:
+    /// the sender copies into a fresh device buffer) or `host` (the receiver copies through
+    /// host memory).
+    #[arg(long, default_value = "device", value_name = "device|host")]
     pub handoff: pipetrain::Handoff,
     /// GPU rows: which library runs the dense products, `cublas` (the default on CUDA) or
     /// `burn` (burn's own kernels), as `train --gemm`; without the flag, `PIPETRAIN_GEMM` says
