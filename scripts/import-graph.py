@@ -44,7 +44,7 @@ CRATES = {
                       "schedule", "plan_file"],
     "partitioner/src": ["cost+error+fit+partition", "optimal", "placement"],
     "tune/src": ["error", "space", "candidate", "table", "evaluate", "search"],
-    "models/src": ["synthetic", "mlp", "resnet", "unet", "gpt"],
+    "models/src": ["synthetic", "mlp", "resnet", "unet", "gpt", "llama"],
     "data/src": ["error+problem", "bytes", "position", "length", "dataset", "subset", "collate", "sampler",
                  "loader", "tensors", "text", "mnist", "cifar10", "burn_data", "validate", "spec"],
     "src": ["step_report", "remedy", "builder+commands+error+lr_schedule+memory+pipeline+setup+trainer",

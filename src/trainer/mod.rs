@@ -19,6 +19,7 @@ pub mod eval;
 mod event;
 pub mod fingerprint;
 pub mod footprint;
+pub mod hf;
 mod identity;
 mod kernel_cache;
 mod metrics;

@@ -9,4 +9,5 @@ mod common;
 
 mod bf16;
 mod fixtures;
+mod llama;
 mod optim;

@@ -52,4 +52,5 @@ pub(crate) use optimizer::{
     init_sgd, sgd, sgd_has_momentum,
 };
 pub(crate) use store::{apply_safetensors, rename_rules, save_safetensors};
+pub use values::{Parameter, parameter};
 pub(crate) use values::{float_values, own_buffers, set_values, shifted, value_of};

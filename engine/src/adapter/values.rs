@@ -6,6 +6,22 @@ use std::collections::HashMap;
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
 use burn::prelude::*;
 
+/// A trainable parameter: what a layer built from loaded values (a Hugging Face checkpoint's
+/// tensors, say) holds in each of its weights.
+pub type Parameter<const D: usize> = Param<Tensor<D>>;
+
+/// A trainable parameter of a fresh id holding `tensor`: for layers whose weights come from a
+/// file rather than an initializer.
+///
+/// ```
+/// use burn::prelude::*;
+/// let w = pipetrain_engine::parameter(Tensor::<2>::ones([2, 3], &Device::flex()));
+/// assert_eq!(w.val().dims(), [2, 3]);
+/// ```
+pub fn parameter<const D: usize>(tensor: Tensor<D>) -> Parameter<D> {
+    Param::from_tensor(tensor)
+}
+
 /// The value of parameter `id` of `module` (plain, flattened to rank 1) and its shape.
 pub(crate) fn value_of<M: Module>(module: &M, id: ParamId) -> Option<(Tensor<1>, Vec<usize>)> {
     struct Find {

@@ -1,0 +1,261 @@
+//! The Llama-family decoder against transformers' `LlamaForCausalLM`, from the committed
+//! fixtures of `tests/fixtures/llama/generate.py` (a checkpoint as `save_pretrained` wrote it,
+//! a batch, its logits and loss, and 5 steps' losses under SGD and AdamW): the checkpoint read
+//! by `pipetrain::trainer::hf`, the logits, and the losses on every layout (1 × 1, 2 stages ×
+//! 4 micro-batches, 2 stages × 2 replicas, interleaved), untied with grouped-query attention
+//! and tied with biases.
+
+use std::path::PathBuf;
+
+use burn::prelude::*;
+use burn::tensor::{Int, TensorData};
+use pipetrain::engine::AdamOptions;
+use pipetrain::trainer::hf;
+use pipetrain::{Batch, Layer, OptimizerConfig, Pipeline, ScheduleKind};
+use pipetrain_models::{LlamaConfig, LlamaLayer};
+use serde_json::Value;
+
+fn dir(variant: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/llama")
+        .join(variant)
+}
+
+fn fixture(variant: &str) -> Value {
+    let text = std::fs::read_to_string(dir(variant).join("fixture.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn ids(v: &Value) -> Tensor<2, Int> {
+    let rows: Vec<Vec<i64>> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            r.as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_i64().unwrap())
+                .collect()
+        })
+        .collect();
+    let (n, t) = (rows.len(), rows[0].len());
+    Tensor::from_data(TensorData::new(rows.concat(), [n, t]), &Device::flex())
+}
+
+fn batch(all: &Value) -> Batch {
+    Batch {
+        inputs: ids(&all["inputs"]).into(),
+        targets: ids(&all["targets"]).into(),
+    }
+}
+
+fn floats(v: &Value) -> Vec<f64> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect()
+}
+
+fn load(variant: &str) -> (LlamaConfig, Vec<LlamaLayer>) {
+    hf::load_llama(&dir(variant), &Device::flex()).unwrap()
+}
+
+/// ‖a − b‖ / ‖b‖.
+fn relative(a: &[f64], b: &[f64]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    let diff: f64 = a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum();
+    let norm: f64 = b.iter().map(|y| y * y).sum();
+    (diff / norm).sqrt()
+}
+
+/// The largest |a − b| / |b| over the losses.
+fn worst(a: &[f64], b: &[f64]) -> f64 {
+    assert_eq!(a.len(), b.len(), "{a:?} vs {b:?}");
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs() / y.abs())
+        .fold(0.0, f64::max)
+}
+
+#[test]
+fn the_checkpoint_reads_and_its_logits_are_transformers() {
+    for variant in ["gqa", "tied"] {
+        let all = fixture(variant);
+        let (config, layers) = load(variant);
+        assert_eq!(config.tie_word_embeddings, variant == "tied");
+        assert_eq!((config.heads, config.kv_heads), (4, 2));
+        let mut x = pipetrain::Activation::from(ids(&all["inputs"]));
+        for layer in &layers {
+            x = layer.forward(x).unwrap();
+        }
+        let logits: Tensor<3> = x.float().unwrap();
+        let shape: Vec<usize> = all["logits_shape"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d.as_u64().unwrap() as usize)
+            .collect();
+        assert_eq!(logits.dims().to_vec(), shape);
+        let ours: Vec<f64> = logits
+            .into_data()
+            .try_to_vec::<f32>()
+            .unwrap()
+            .into_iter()
+            .map(f64::from)
+            .collect();
+        let d = relative(&ours, &floats(&all["logits"]));
+        assert!(d <= 1e-5, "{variant}: logits {d:.3e} from transformers'");
+    }
+}
+
+/// Losses of `steps` steps on the fixture's batch at a layout.
+fn losses(
+    variant: &str,
+    optimizer: OptimizerConfig,
+    lr: f64,
+    (stages, replicas, micro_batches, virtual_stages): (usize, usize, usize, usize),
+) -> Vec<f64> {
+    let all = fixture(variant);
+    let (config, layers) = load(variant);
+    let mut builder = Pipeline::builder()
+        .layers(layers)
+        .stages(stages)
+        .replicas(replicas)
+        .micro_batches(micro_batches)
+        .optimizer(optimizer)
+        .learning_rate(lr)
+        .threads_per_worker(1);
+    if virtual_stages > 1 {
+        builder = builder.schedule(ScheduleKind::Interleaved { virtual_stages });
+    }
+    if config.tie_word_embeddings {
+        builder = builder.tie(config.tie_embeddings());
+    }
+    let b = batch(&all);
+    let mut pipeline = builder.build_with(&b).unwrap();
+    (0..5)
+        .map(|_| pipeline.train_step(&b).unwrap().loss)
+        .collect()
+}
+
+const LAYOUTS: [(usize, usize, usize, usize); 4] =
+    [(1, 1, 1, 1), (2, 1, 4, 1), (2, 2, 2, 1), (2, 1, 2, 2)];
+
+#[test]
+fn sgd_losses_match_transformers_on_every_layout() {
+    for variant in ["gqa", "tied"] {
+        let all = fixture(variant);
+        let theirs = floats(&all["sgd_losses"]);
+        assert!((theirs[0] - all["loss"].as_f64().unwrap()).abs() < 1e-9);
+        for layout in LAYOUTS {
+            let ours = losses(
+                variant,
+                OptimizerConfig::sgd(),
+                all["sgd_lr"].as_f64().unwrap(),
+                layout,
+            );
+            let d = worst(&ours, &theirs);
+            eprintln!("{variant} {layout:?}: SGD {d:.3e}");
+            assert!(
+                d <= 1e-5,
+                "{variant} {layout:?}: SGD losses {d:.3e} apart: {ours:?} vs {theirs:?}"
+            );
+        }
+    }
+}
+
+/// AdamW divides each gradient element by its own running magnitude, so its losses carry the
+/// rounding of every summation order: they are compared with transformers' fp64 run, and may
+/// lie at most 10 times as far from it as PyTorch's own fp32 run does.
+#[test]
+fn adamw_losses_lie_near_torchs_fp64_run_as_its_own_fp32_run_does() {
+    for variant in ["gqa", "tied"] {
+        let all = fixture(variant);
+        let exact = floats(&all["adamw_losses_fp64"]);
+        let torch = worst(&floats(&all["adamw_losses"]), &exact);
+        let tolerance = 10.0 * torch.max(1e-7);
+        for layout in LAYOUTS {
+            let adamw = OptimizerConfig::torch_adamw(AdamOptions {
+                weight_decay: all["adamw_weight_decay"].as_f64().unwrap(),
+                ..AdamOptions::adamw()
+            })
+            .unwrap();
+            let ours = losses(variant, adamw, all["adamw_lr"].as_f64().unwrap(), layout);
+            let d = worst(&ours, &exact);
+            eprintln!("{variant} {layout:?}: AdamW {d:.3e} from fp64 (PyTorch fp32: {torch:.3e})");
+            assert!(
+                d <= tolerance,
+                "{variant} {layout:?}: AdamW losses {d:.3e} from transformers' fp64 run, PyTorch's \
+                 fp32 run {torch:.3e}: {ours:?} vs {exact:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_saved_checkpoint_reads_back_to_the_same_weights() {
+    let (config, layers) = load("tied");
+    let out = tempfile_dir();
+    hf::save_llama(&out, &config, &layers).unwrap();
+    let (again, reread) = hf::load_llama(&out, &Device::flex()).unwrap();
+    assert_eq!(again, config);
+    let a = config.hf_tensors(&layers);
+    let b = again.hf_tensors(&reread);
+    assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
+    for (name, t) in &a {
+        assert_eq!(t, &b[name], "{name}");
+    }
+    std::fs::remove_dir_all(out).ok();
+}
+
+#[test]
+fn a_bad_checkpoint_is_refused_naming_the_file_and_tensor() {
+    let out = tempfile_dir();
+    // An unknown model type.
+    std::fs::write(out.join("config.json"), r#"{"model_type": "gpt2"}"#).unwrap();
+    let e = hf::load_llama(&out, &Device::flex())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("config.json") && e.contains("gpt2"), "{e}");
+    // A shape mismatch: the gqa config with the tied variant's weights.
+    for f in ["config.json", "model.safetensors"] {
+        let from = match f {
+            "config.json" => dir("gqa"),
+            _ => dir("tied"),
+        };
+        std::fs::copy(from.join(f), out.join(f)).unwrap();
+    }
+    let e = hf::load_llama(&out, &Device::flex())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("model.safetensors") && e.contains("tensor `"),
+        "{e}"
+    );
+    // A missing shard of an index.
+    std::fs::write(
+        out.join("model.safetensors.index.json"),
+        r#"{"weight_map": {"model.embed_tokens.weight": "model-00001-of-00002.safetensors"}}"#,
+    )
+    .unwrap();
+    let e = hf::load_llama(&out, &Device::flex())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("model-00001-of-00002.safetensors"), "{e}");
+    std::fs::remove_dir_all(out).ok();
+}
+
+/// A fresh directory under the system's temporary folder.
+fn tempfile_dir() -> PathBuf {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "pipetrain-llama-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
