@@ -490,6 +490,34 @@ impl LlamaConfig {
         Ok(layers)
     }
 
+    /// How far a tied model's head is from its token embedding's transpose (the largest
+    /// absolute difference): 0 when the two were trained as one (the engine's tie), more when
+    /// they were trained apart. `None` for an untied configuration or another layer sequence.
+    pub fn tie_drift(&self, layers: &[LlamaLayer]) -> Option<f32> {
+        if !self.tie_word_embeddings {
+            return None;
+        }
+        let embedding = layers.iter().find_map(|l| match l {
+            LlamaLayer::Embedding(e) => Some(e.token.weight.val()),
+            _ => None,
+        })?;
+        let head = layers.iter().find_map(|l| match l {
+            LlamaLayer::Head(h) => Some(h.unembed.weight.val()),
+            _ => None,
+        })?;
+        let head = head.to_device(&embedding.device()).transpose();
+        if embedding.dims() != head.dims() {
+            return None;
+        }
+        let drift = (embedding - head).abs().max().into_data();
+        drift
+            .convert::<f32>()
+            .try_to_vec::<f32>()
+            .ok()?
+            .first()
+            .copied()
+    }
+
     /// The tensors of `layers` (this configuration's) under their Hugging Face names and in
     /// Hugging Face's layout, fp32: what `model.safetensors` holds for transformers'
     /// `from_pretrained`. A tied model writes no `lm_head.weight`.

@@ -143,8 +143,21 @@ fn weights_file(dir: &Path) -> PathBuf {
 /// written atomically.
 ///
 /// # Errors
-/// [`RunError::RunFile`] naming the file that could not be written.
+/// [`RunError::RunFile`] naming the file that could not be written, or a tied configuration
+/// whose head is no longer the embedding's transpose (a model trained without the tie: its
+/// checkpoint would lose the head, which transformers rebuilds from the embedding).
 pub fn save_llama(dir: &Path, config: &LlamaConfig, layers: &[LlamaLayer]) -> Result<(), Error> {
+    if let Some(drift) = config.tie_drift(layers).filter(|d| *d != 0.0) {
+        return Err(failed(
+            &dir.join("model.safetensors"),
+            format!(
+                "tie_word_embeddings is true but the head differs from the token embedding's \
+                 transpose by up to {drift:.3e}: train with the tie (Pipeline::builder().tie(\
+                 config.tie_embeddings()), as --model llama does), or save it with \
+                 tie_word_embeddings false"
+            ),
+        ));
+    }
     let written = |path: &Path, e: crate::EngineError| {
         Error::Run(RunError::RunFile {
             file: RunFile::Checkpoint,

@@ -259,3 +259,127 @@ fn tempfile_dir() -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// The Python that runs transformers: `PIPETRAIN_PYTHON`, else the peer venv's; `None` (and
+/// the reason) when it cannot import transformers.
+fn transformers_python() -> Result<PathBuf, String> {
+    let python = std::env::var_os("PIPETRAIN_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/tmp/peer-venv/bin/python"));
+    let ok = std::process::Command::new(&python)
+        .args(["-c", "import torch, transformers"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    match ok {
+        true => Ok(python),
+        false => Err(format!(
+            "{} cannot import torch and transformers (set PIPETRAIN_PYTHON, or: python3 -m venv \
+             /tmp/peer-venv && /tmp/peer-venv/bin/pip install torch transformers safetensors)",
+            python.display()
+        )),
+    }
+}
+
+#[test]
+fn an_exported_checkpoint_loads_in_transformers_with_the_same_logits() {
+    let python = match transformers_python() {
+        Ok(p) => p,
+        Err(why) => {
+            eprintln!(
+                "SKIPPED an_exported_checkpoint_loads_in_transformers_with_the_same_logits: {why}"
+            );
+            return;
+        }
+    };
+    for variant in ["gqa", "tied"] {
+        let all = fixture(variant);
+        // Trained a step first, so that the export is not the fixture's own file.
+        let (config, layers) = load(variant);
+        let mut single =
+            pipetrain::engine::SingleDevice::new(layers, &Device::flex(), &OptimizerConfig::sgd());
+        if config.tie_word_embeddings {
+            single = single.with_ties(&[config.tie_embeddings()]).unwrap();
+        }
+        let b = batch(&all);
+        single
+            .step(
+                b.inputs.clone(),
+                b.targets.clone(),
+                &pipetrain::CrossEntropy,
+                0.1,
+            )
+            .unwrap();
+        let trained = single.layers().to_vec();
+        let out = tempfile_dir();
+        hf::save_llama(&out, &config, &trained).unwrap();
+        let mut x = pipetrain::Activation::from(ids(&all["inputs"]));
+        for layer in &trained {
+            x = layer.forward(x).unwrap();
+        }
+        let ours: Vec<f64> = x
+            .float::<3>()
+            .unwrap()
+            .into_data()
+            .try_to_vec::<f32>()
+            .unwrap()
+            .into_iter()
+            .map(f64::from)
+            .collect();
+        let script = format!(
+            "import json, sys, torch\n\
+             from transformers import AutoModelForCausalLM\n\
+             m = AutoModelForCausalLM.from_pretrained(sys.argv[1], attn_implementation='eager')\n\
+             ids = torch.tensor(json.loads(sys.argv[2]))\n\
+             with torch.no_grad():\n    print(json.dumps(m(input_ids=ids).logits.reshape(-1).tolist()))\n"
+        );
+        let output = std::process::Command::new(&python)
+            .args(["-c", &script])
+            .arg(&out)
+            .arg(all["inputs"].to_string())
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{variant}: transformers could not load the export: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let text = String::from_utf8_lossy(&output.stdout);
+        let theirs: Vec<f64> = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+        let d = relative(&ours, &theirs);
+        assert!(
+            d <= 1e-5,
+            "{variant}: transformers' logits of the export {d:.3e} from ours"
+        );
+        std::fs::remove_dir_all(out).ok();
+    }
+}
+
+#[test]
+fn a_tied_model_trained_apart_is_not_saved_as_tied() {
+    let all = fixture("tied");
+    let (config, layers) = load("tied");
+    assert_eq!(config.tie_drift(&layers), Some(0.0));
+    // Trained without the engine's tie: the head leaves the embedding.
+    let mut single =
+        pipetrain::engine::SingleDevice::new(layers, &Device::flex(), &OptimizerConfig::sgd());
+    let b = batch(&all);
+    single
+        .step(
+            b.inputs.clone(),
+            b.targets.clone(),
+            &pipetrain::CrossEntropy,
+            0.1,
+        )
+        .unwrap();
+    let out = tempfile_dir();
+    let e = hf::save_llama(&out, &config, single.layers())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("tie_word_embeddings") && e.contains("transpose"),
+        "{e}"
+    );
+    assert!(!out.join("model.safetensors").exists());
+    std::fs::remove_dir_all(out).ok();
+}
