@@ -326,15 +326,13 @@ fn an_exported_checkpoint_loads_in_transformers_with_the_same_logits() {
             .into_iter()
             .map(f64::from)
             .collect();
-        let script = format!(
-            "import json, sys, torch\n\
+        let script = "import json, sys, torch\n\
              from transformers import AutoModelForCausalLM\n\
              m = AutoModelForCausalLM.from_pretrained(sys.argv[1], attn_implementation='eager')\n\
              ids = torch.tensor(json.loads(sys.argv[2]))\n\
-             with torch.no_grad():\n    print(json.dumps(m(input_ids=ids).logits.reshape(-1).tolist()))\n"
-        );
+             with torch.no_grad():\n    print(json.dumps(m(input_ids=ids).logits.reshape(-1).tolist()))\n";
         let output = std::process::Command::new(&python)
-            .args(["-c", &script])
+            .args(["-c", script])
             .arg(&out)
             .arg(all["inputs"].to_string())
             .output()
