@@ -46,7 +46,7 @@ CRATES = {
     "tune/src": ["error", "space", "candidate", "table", "evaluate", "search"],
     "models/src": ["synthetic", "mlp", "resnet", "unet", "gpt", "llama"],
     "data/src": ["error+problem", "bytes", "position", "length", "dataset", "subset", "collate", "sampler",
-                 "loader", "tensors", "text", "mnist", "cifar10", "burn_data", "validate", "spec"],
+                 "loader", "tensors", "text", "tokenized", "mnist", "cifar10", "burn_data", "validate", "spec"],
     "src": ["step_report", "remedy", "builder+commands+error+lr_schedule+memory+pipeline+setup+trainer",
             "learner"],
     "src/bin/pipetrain": ["style", "exit", "help", "device", "backward", "remat", "failure", "threads",

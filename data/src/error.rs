@@ -182,6 +182,36 @@ pub enum DataError {
         needed: usize,
     },
 
+    /// A Hugging Face `tokenizer.json` that the `tokenizers` crate cannot load, or a text it
+    /// cannot encode.
+    #[error("{}: {reason}", path.display())]
+    Tokenizer {
+        /// The tokenizer file.
+        path: PathBuf,
+        /// What the `tokenizers` crate said.
+        reason: String,
+    },
+
+    /// A text file that tokenizes to fewer tokens than one window of `context + 1`.
+    #[error(
+        "{}: {tokens} tokens (by {}), fewer than one window of --context {context} + 1 = \
+         {needed} tokens",
+        path.display(),
+        tokenizer.display()
+    )]
+    TooFewTokens {
+        /// The text file.
+        path: PathBuf,
+        /// The tokenizer.
+        tokenizer: PathBuf,
+        /// Tokens in the file.
+        tokens: usize,
+        /// The context length asked for.
+        context: usize,
+        /// Tokens one window needs (`context + 1`).
+        needed: usize,
+    },
+
     /// A safetensors file whose header or layout the `safetensors` crate rejects.
     #[error("{}: not a valid safetensors file: {source}", path.display())]
     Safetensors {
@@ -384,6 +414,14 @@ impl Remedied for DataError {
                  t10k-* with t10k-*)",
             ),
             DataError::TooShort { .. } => Some(Remedy::one_of([
+                Remedy::set(Setting::Context, Value::Smaller),
+                Remedy::sentence("give a longer file"),
+            ])),
+            DataError::Tokenizer { .. } => sentence(
+                "give the tokenizer.json that transformers' save_pretrained or tokenizers' \
+                 Tokenizer.save wrote, and a UTF-8 text file",
+            ),
+            DataError::TooFewTokens { .. } => Some(Remedy::one_of([
                 Remedy::set(Setting::Context, Value::Smaller),
                 Remedy::sentence("give a longer file"),
             ])),

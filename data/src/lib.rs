@@ -11,7 +11,7 @@
 //!   bit-for-bit.
 //! - File formats, each loading to an [`InMemory`] and rejecting bad files with a
 //!   [`DataError`] naming the file and byte offset: [`mnist`], [`cifar10`], [`text`],
-//!   [`tensors`]; [`DataSpec`] picks one from a string such as `mnist:data/mnist`.
+//!   [`tokenized`] (text through a Hugging Face `tokenizer.json`), [`tensors`]; [`DataSpec`] picks one from a string such as `mnist:data/mnist`.
 //! - [`ContextRange`]: token sequences whose length changes from batch to batch.
 //! - [`check_ints`] / [`check_finite`]: labels and token ids inside the model's range, float
 //!   values finite, checked once at load.
@@ -55,6 +55,7 @@ mod spec;
 mod subset;
 pub mod tensors;
 pub mod text;
+pub mod tokenized;
 mod validate;
 
 pub use collate::collate;

@@ -40,12 +40,21 @@ pub fn load(path: impl AsRef<Path>, context: usize) -> Result<InMemory> {
             needed: window,
         });
     }
-    let windows = bytes.len() / window;
-    let mut inputs = Vec::with_capacity(windows * context);
-    let mut targets = Vec::with_capacity(windows * context);
-    for w in bytes.chunks_exact(window) {
-        inputs.extend(w[..context].iter().map(|&b| i64::from(b)));
-        targets.extend(w[1..].iter().map(|&b| i64::from(b)));
+    windows(&bytes, context)
+}
+
+/// `tokens` cut into non-overlapping windows of `context + 1`: window `w` is the example with
+/// input `tokens[i..i + context]` and target `tokens[i + 1..i + context + 1]`, `i = w ×
+/// (context + 1)`; a shorter tail is dropped. Bytes here, a tokenizer's ids in
+/// [`tokenized`](crate::tokenized).
+pub(crate) fn windows<T: Copy + Into<i64>>(tokens: &[T], context: usize) -> Result<InMemory> {
+    let window = context + 1;
+    let count = tokens.len() / window;
+    let mut inputs = Vec::with_capacity(count * context);
+    let mut targets = Vec::with_capacity(count * context);
+    for w in tokens.chunks_exact(window) {
+        inputs.extend(w[..context].iter().map(|&t| t.into()));
+        targets.extend(w[1..].iter().map(|&t| t.into()));
     }
     InMemory::new(
         Values::Int(inputs),

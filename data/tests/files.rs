@@ -9,6 +9,7 @@ use burn::prelude::*;
 use common::TempDir;
 use pipetrain_data::{
     DataError, DataSpec, Dataset, LoaderConfig, Position, Values, cifar10, mnist, tensors, text,
+    tokenized,
 };
 use safetensors::{Dtype, tensor::TensorView};
 
@@ -578,4 +579,74 @@ fn a_device_or_fifo_is_refused_not_read_forever() {
             "{err}"
         );
     }
+}
+
+// ---------------------------------------------------------------- text through a tokenizer
+
+/// The Llama fixtures' tokenizer (a 64-token byte-level BPE by Hugging Face tokenizers), its
+/// sample text and the ids tokenizers gave it (tests/fixtures/llama/generate.py).
+fn llama_fixture(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/llama")
+        .join(name)
+}
+
+#[test]
+fn tokenized_text_is_hugging_face_tokenizers_ids_in_next_token_windows() {
+    let expected: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(llama_fixture("tokens.json")).unwrap())
+            .unwrap();
+    let ids: Vec<i64> = expected["ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_i64().unwrap())
+        .collect();
+    let context = 16;
+    let (data, vocab) = tokenized::load(
+        llama_fixture("sample.txt"),
+        context,
+        &llama_fixture("tokenizer.json"),
+    )
+    .unwrap();
+    assert_eq!(vocab as u64, expected["vocab"].as_u64().unwrap());
+    assert_eq!(data.len(), ids.len() / (context + 1));
+    for w in [0, 1, data.len() - 1] {
+        let start = w * (context + 1);
+        assert_eq!(
+            data.get(w).input,
+            Values::Int(ids[start..start + context].to_vec())
+        );
+        assert_eq!(
+            data.get(w).target,
+            Values::Int(ids[start + 1..start + context + 1].to_vec())
+        );
+    }
+}
+
+#[test]
+fn a_bad_tokenizer_or_text_is_named() {
+    let dir = TempDir::new("tokenized-bad");
+    let text = dir.write("corpus.txt", b"hello world, hello pipelines");
+    let bogus = dir.write("tokenizer.json", b"{\"not\": \"a tokenizer\"}");
+    let e = tokenized::load(&text, 2, &bogus).unwrap_err().to_string();
+    assert!(
+        e.contains("tokenizer.json") && e.contains("tokenizers crate"),
+        "{e}"
+    );
+    let binary = dir.write("binary.txt", &[0x66, 0x6f, 0xff, 0xfe]);
+    let e = tokenized::load(&binary, 2, &llama_fixture("tokenizer.json"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("binary.txt") && e.contains("UTF-8") && e.contains("offset 2"),
+        "{e}"
+    );
+    let e = tokenized::load(&text, 4096, &llama_fixture("tokenizer.json"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("corpus.txt") && e.contains("--context 4096"),
+        "{e}"
+    );
 }
