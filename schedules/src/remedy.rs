@@ -83,6 +83,8 @@ pub enum Setting {
     Vocab,
     /// Tokens per window of a language model.
     Context,
+    /// The Hugging Face tokenizer that tokenizes text data.
+    Tokenizer,
     /// The fraction of a data set held out from training.
     HeldOut,
     /// Training on inputs with NaN or infinite values.
@@ -146,6 +148,7 @@ impl Setting {
             Setting::Classes => "classes",
             Setting::Vocab => "vocab",
             Setting::Context => "context",
+            Setting::Tokenizer => "tokenizer",
             Setting::HeldOut => "held_out",
             Setting::AllowNonFinite => "allow_nonfinite",
             Setting::Steps => "steps",
@@ -192,6 +195,7 @@ impl Setting {
             Setting::BucketBytes => "bucket size",
             Setting::Vocab => "vocabulary size",
             Setting::Context => "context length",
+            Setting::Tokenizer => "tokenizer",
             Setting::HeldOut => "held-out fraction",
             Setting::AllowNonFinite => "training on non-finite inputs",
             Setting::LrSchedule => "learning-rate schedule",

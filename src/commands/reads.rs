@@ -54,7 +54,7 @@ pub enum Unread {
 }
 
 /// The model: which one and its sizes. Every reader builds it.
-const MODEL: [&str; 15] = [
+const MODEL: [&str; 17] = [
     "model",
     "width",
     "hidden_layers",
@@ -68,6 +68,8 @@ const MODEL: [&str; 15] = [
     "context_range",
     "d_model",
     "heads",
+    "kv_heads",
+    "intermediate",
     "layers",
     "tie_embeddings",
 ];
@@ -77,8 +79,9 @@ const COMMON: [&str; 5] = ["config", "batch", "seed", "device", "matmul_precisio
 
 /// The data settings: `eval` reads them (the held-out split); `tune` times synthetic batches
 /// and only carries them to its applied file.
-const DATA: [&str; 5] = [
+const DATA: [&str; 6] = [
     "data",
+    "tokenizer",
     "held_out",
     "allow_nonfinite_inputs",
     "keep_last",
@@ -87,8 +90,9 @@ const DATA: [&str; 5] = [
 
 /// What `eval` reads beside the model and [`COMMON`]: the weights and the held-out data (the
 /// training order, `keep_last` and `no_shuffle`, it never draws).
-const EVAL: [&str; 6] = [
+const EVAL: [&str; 7] = [
     "data",
+    "tokenizer",
     "held_out",
     "allow_nonfinite_inputs",
     "init",

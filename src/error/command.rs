@@ -91,6 +91,16 @@ pub enum CommandError {
         /// The model the checkpoint records, if it records one.
         model: Option<String>,
     },
+    /// The checkpoint's model is not a Llama-family decoder, which `--format hf` writes.
+    ExportHfModel {
+        /// The model the checkpoint records, if it records one.
+        model: Option<String>,
+    },
+    /// The directory `--format hf` would write into holds files already.
+    ExportHfDirectory {
+        /// The directory.
+        path: std::path::PathBuf,
+    },
     /// A checkpoint tensor that is not F32.
     ExportTensor {
         /// The tensor's name.
@@ -193,6 +203,16 @@ impl CommandError {
                 "the model {} has no documented PyTorch module (MLP and GPT have)",
                 model.as_deref().unwrap_or("(not recorded)")
             ),
+            CommandError::ExportHfModel { model } => format!(
+                "the model {} is not a Llama-family decoder (--format hf writes those: --model \
+                 llama, or --init hf:DIR)",
+                model.as_deref().unwrap_or("(not recorded)")
+            ),
+            CommandError::ExportHfDirectory { path } => format!(
+                "{} exists and is not empty: a Hugging Face checkpoint is a directory of its own, \
+                 and export replaces no file it did not write",
+                path.display()
+            ),
             CommandError::ExportTensor { tensor, dtype } => {
                 format!("tensor `{tensor}` is {dtype}; checkpoints hold F32 weights")
             }
@@ -267,6 +287,12 @@ impl CommandError {
             CommandError::ExportModel { .. } => Some(Remedy::sentence(
                 "load the checkpoint with pipetrain instead",
             )),
+            CommandError::ExportHfModel { .. } => Some(Remedy::sentence(
+                "export it with --format pytorch, or load it with pipetrain",
+            )),
+            CommandError::ExportHfDirectory { .. } => {
+                Some(Remedy::sentence("give -o a new or empty directory"))
+            }
             CommandError::DoctorNoSection { .. } => Some(Remedy::sentence(
                 "name one of the sections listed, or leave the sections out to run them all",
             )),

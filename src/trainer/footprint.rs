@@ -76,6 +76,34 @@ impl Estimate {
                     layers: l + 2,
                 }
             }
+            ReferenceModel::Llama { config: c, context } => {
+                let (v, t, d, l, i) = (
+                    n(c.vocab),
+                    n(*context),
+                    n(c.hidden),
+                    n(c.layers),
+                    n(c.intermediate),
+                );
+                let (q, kv) = (n(c.heads * c.head_dim), n(c.kv_heads * c.head_dim));
+                let bias = |on: bool, width: u128| if on { width } else { 0 };
+                let block = d * (q + 2 * kv)
+                    + q * d
+                    + 3 * d * i
+                    + bias(c.qkv_bias, q + 2 * kv)
+                    + bias(c.output_bias, d)
+                    + bias(c.mlp_bias, 2 * i + d)
+                    + 2 * d;
+                let head = if c.tie_word_embeddings { 0 } else { d * v };
+                Self {
+                    params: v * d + l * block + d + head,
+                    // Per block: the residual stream and norms, q/k/v and their rotations, the
+                    // attention scores per head, the SwiGLU's three wide tensors; the logits.
+                    activations_per_example: l
+                        * (t * (6 * d + 3 * (q + 2 * kv) + 4 * i) + n(c.heads) * t * t * 2)
+                        + t * v * 2,
+                    layers: l + 2,
+                }
+            }
             ReferenceModel::ResNet(c) => {
                 let (mut ch, mut side) = (n(c.channels), n(c.image));
                 let mut params = 9 * n(c.in_channels) * ch + 4 * ch;

@@ -43,6 +43,55 @@ fn io(path: &Path, e: std::io::Error) -> Error {
     })
 }
 
+/// Whether `path` is a Hugging Face checkpoint directory: a directory holding `config.json`
+/// (what `--init hf:DIR`, or `--init DIR`, names).
+pub fn is_checkpoint_dir(path: &Path) -> bool {
+    path.is_dir() && path.join("config.json").is_file()
+}
+
+/// `--init`'s value as a path: `hf:DIR` names the checkpoint directory DIR.
+pub fn init_path(value: &str) -> PathBuf {
+    PathBuf::from(value.strip_prefix("hf:").unwrap_or(value))
+}
+
+/// The configuration of the checkpoint in `dir` (its `config.json` alone).
+///
+/// # Errors
+/// [`RunError::RunFile`] ([`RunFile::Init`]) naming `config.json`: unreadable, not JSON, or
+/// not a Llama-family configuration pipetrain implements (the field and a remedy).
+pub fn read_config(dir: &Path) -> Result<LlamaConfig, Error> {
+    let path = dir.join("config.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| io(&path, e))?;
+    LlamaConfig::from_hf_config(&text).map_err(|e| failed(&path, e))
+}
+
+/// The layers of a Llama-family run: the checkpoint's in `init` when it is a Hugging Face
+/// checkpoint directory of this very `config`, else `config`'s random init on `device`.
+///
+/// # Errors
+/// [`load_llama`]'s errors; a checkpoint whose `config.json` is not `config` (it changed since
+/// the model was sized).
+pub fn llama_layers(
+    config: &LlamaConfig,
+    init: Option<&Path>,
+    device: &Device,
+) -> Result<Vec<LlamaLayer>, Error> {
+    match init.filter(|p| is_checkpoint_dir(p)) {
+        Some(dir) => {
+            let (stored, layers) = load_llama(dir, device)?;
+            if &stored != config {
+                return Err(failed(
+                    &dir.join("config.json"),
+                    "changed while the run started: its config is not the one the model was \
+                     sized from",
+                ));
+            }
+            Ok(layers)
+        }
+        None => Ok(config.init(device)),
+    }
+}
+
 /// Reads the checkpoint in `dir`: `config.json`, then `model.safetensors` or, when
 /// `model.safetensors.index.json` is there, every shard its `weight_map` names.
 ///
@@ -51,9 +100,7 @@ fn io(path: &Path, e: std::io::Error) -> Error {
 /// Llama-family config (the field and a remedy), a shard missing, a tensor of a dtype other
 /// than fp32, bf16 or fp16, or a tensor stored twice.
 pub fn read(dir: &Path) -> Result<HfCheckpoint, Error> {
-    let config_path = dir.join("config.json");
-    let text = std::fs::read_to_string(&config_path).map_err(|e| io(&config_path, e))?;
-    let config = LlamaConfig::from_hf_config(&text).map_err(|e| failed(&config_path, e))?;
+    let config = read_config(dir)?;
     let index = dir.join("model.safetensors.index.json");
     let shards: Vec<PathBuf> = match index.exists() {
         true => {
@@ -192,16 +239,65 @@ pub fn save_llama(dir: &Path, config: &LlamaConfig, layers: &[LlamaLayer]) -> Re
         .map_err(|e| failed(dir, format!("safetensors: {e}")))?;
     let weights = dir.join("model.safetensors");
     crate::engine::output::write_atomically(&weights, &bytes).map_err(|e| written(&weights, e))?;
-    let json = hf_config_json(config);
+    let json = config_json(config);
     let config_path = dir.join("config.json");
     crate::engine::output::write_atomically(&config_path, json.as_bytes())
         .map_err(|e| written(&config_path, e))?;
     Ok(())
 }
 
+/// What [`export`] wrote.
+#[derive(Clone, Debug)]
+pub struct HfExport {
+    /// The decoder's configuration (as `config.json` says it).
+    pub config: LlamaConfig,
+    /// Tensors in `model.safetensors`.
+    pub tensors: usize,
+    /// The training step the checkpoint was written at.
+    pub step: u64,
+}
+
+/// The checkpoint identity key under which a Llama run records its `config.json` (so that
+/// [`export`] can write it back, and a resume must match it).
+pub const CONFIG_KEY: &str = "hf-config";
+
+/// Writes the weights of the pipetrain checkpoint `checkpoint` (of a Llama-family run, which
+/// records its `config.json` under [`CONFIG_KEY`]) to `dir` as a Hugging Face checkpoint
+/// ([`save_llama`]). `dir` must not exist or be empty.
+///
+/// # Errors
+/// [`CommandError::ExportHfModel`](crate::CommandError::ExportHfModel): a checkpoint of
+/// another model; [`CommandError::ExportHfDirectory`](crate::CommandError::ExportHfDirectory):
+/// `dir` holds files; the checkpoint's reading errors; [`save_llama`]'s.
+pub fn export(checkpoint: &Path, dir: &Path) -> Result<HfExport, Error> {
+    use crate::CommandError;
+    if std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some()) || dir.is_file() {
+        return Err(Error::Command(CommandError::ExportHfDirectory {
+            path: dir.to_path_buf(),
+        }));
+    }
+    let stored = crate::Checkpoint::read(checkpoint)?;
+    let extra = &stored.progress().extra;
+    let config = extra
+        .get(CONFIG_KEY)
+        .and_then(|json| LlamaConfig::from_hf_config(json).ok())
+        .ok_or_else(|| {
+            Error::Command(CommandError::ExportHfModel {
+                model: extra.get("model").cloned(),
+            })
+        })?;
+    let layers = stored.load_model(config.init(&Device::flex()))?;
+    save_llama(dir, &config, &layers)?;
+    Ok(HfExport {
+        config,
+        tensors: config.hf_names().len(),
+        step: stored.progress().step,
+    })
+}
+
 /// `config.json` for `config`: a `LlamaForCausalLM` (`attention_bias` on q, k, v and o, so a
 /// Qwen2-style model with q/k/v biases alone has no Llama form and is written as `qwen2`).
-fn hf_config_json(config: &LlamaConfig) -> String {
+pub fn config_json(config: &LlamaConfig) -> String {
     let qwen2 = config.qkv_bias && !config.output_bias;
     let value = serde_json::json!({
         "architectures": [if qwen2 { "Qwen2ForCausalLM" } else { "LlamaForCausalLM" }],

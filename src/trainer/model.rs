@@ -3,7 +3,7 @@
 //! their single-device reference and PyTorch weights look like.
 
 use burn::prelude::*;
-use pipetrain_models::{GptConfig, MlpConfig, ResNetConfig, UNetConfig, synthetic};
+use pipetrain_models::{GptConfig, LlamaConfig, MlpConfig, ResNetConfig, UNetConfig, synthetic};
 
 use crate::engine::{Activation, EngineError, Layout};
 use crate::{Batch, Tie};
@@ -19,6 +19,14 @@ pub enum ReferenceModel {
     UNet(UNetConfig),
     /// A GPT-like decoder.
     Gpt(GptConfig),
+    /// A Llama-family decoder (from flags, or a Hugging Face checkpoint's `config.json`).
+    Llama {
+        /// The decoder.
+        config: LlamaConfig,
+        /// Tokens per example (synthetic sequences, `text:` windows): at most the config's
+        /// `max_positions`.
+        context: usize,
+    },
 }
 
 impl ReferenceModel {
@@ -28,9 +36,10 @@ impl ReferenceModel {
     pub fn pytorch_renames(&self) -> Vec<(String, String)> {
         match self {
             ReferenceModel::Mlp(c) => c.pytorch_renames(),
-            ReferenceModel::ResNet(_) | ReferenceModel::UNet(_) | ReferenceModel::Gpt(_) => {
-                Vec::new()
-            }
+            ReferenceModel::ResNet(_)
+            | ReferenceModel::UNet(_)
+            | ReferenceModel::Gpt(_)
+            | ReferenceModel::Llama { .. } => Vec::new(),
         }
     }
 
@@ -39,6 +48,7 @@ impl ReferenceModel {
     pub fn embedding_ties(&self) -> Option<Vec<Tie>> {
         match self {
             ReferenceModel::Gpt(c) => Some(vec![c.tie_embeddings()]),
+            ReferenceModel::Llama { config, .. } => Some(vec![config.tie_embeddings()]),
             _ => None,
         }
     }
@@ -61,6 +71,18 @@ impl ReferenceModel {
             ReferenceModel::Gpt(c) => format!(
                 "GPT ({} layers, d_model {}, {} heads, context {}, vocab {})",
                 c.layers, c.d_model, c.heads, c.context, c.vocab
+            ),
+            ReferenceModel::Llama { config: c, context } => format!(
+                "Llama ({} layers, hidden {}, {} heads, {} kv heads, intermediate {}, context \
+                 {context} of {}, vocab {}{})",
+                c.layers,
+                c.hidden,
+                c.heads,
+                c.kv_heads,
+                c.intermediate,
+                c.max_positions,
+                c.vocab,
+                if c.tie_word_embeddings { ", tied" } else { "" }
             ),
         }
     }
@@ -85,6 +107,9 @@ impl ReferenceModel {
             }) => synthetic::images(seed, index, batch, *in_channels, *image, *classes, device),
             ReferenceModel::Gpt(c) => {
                 synthetic::tokens(seed, index, batch, c.context, c.vocab, device)
+            }
+            ReferenceModel::Llama { config, context } => {
+                synthetic::tokens(seed, index, batch, *context, config.vocab, device)
             }
         }
     }
@@ -117,13 +142,13 @@ impl ReferenceModel {
                     .reshape([n, *in_channels, *image, *image])
                     .into()),
             },
-            ReferenceModel::Gpt(_) => Ok(inputs),
+            ReferenceModel::Gpt(_) | ReferenceModel::Llama { .. } => Ok(inputs),
         }
     }
 
     /// Whether the model predicts next tokens (report perplexity, not accuracy).
     pub fn is_language_model(&self) -> bool {
-        matches!(self, ReferenceModel::Gpt(_))
+        matches!(self, ReferenceModel::Gpt(_) | ReferenceModel::Llama { .. })
     }
 
     /// Chunks of the single-device reference step, when it must run micro-batch by

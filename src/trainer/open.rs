@@ -77,6 +77,9 @@ pub struct DataSettings {
     pub held_out: Option<f64>,
     /// Tokens per window of `text:` data.
     pub context: usize,
+    /// A Hugging Face `tokenizer.json` that tokenizes `text:` data (else its bytes are the
+    /// tokens).
+    pub tokenizer: Option<std::path::PathBuf>,
     /// Keep each epoch's short last batch.
     pub keep_last: bool,
     /// Visit each epoch in a shuffled order (else the file's).
@@ -163,6 +166,20 @@ pub enum DataProblem {
         parts: usize,
         /// Data-parallel replicas.
         replicas: usize,
+    },
+    /// A tokenizer whose vocabulary is larger than the model's.
+    TokenizerVocab {
+        /// The tokenizer file.
+        tokenizer: PathBuf,
+        /// Its vocabulary size (added tokens included).
+        vocab: usize,
+        /// The model.
+        task: Task,
+    },
+    /// A tokenizer given for data that is not `text:`.
+    TokenizerWithoutText {
+        /// The tokenizer file.
+        tokenizer: PathBuf,
     },
     /// The short last batch kept has fewer rows than the pipeline cuts it into.
     ShortLastBatch {
@@ -251,6 +268,24 @@ impl DataProblem {
             | DataProblem::Split(e)
             | DataProblem::Batching { error: e, .. } => e.to_string(),
             DataProblem::Missing { path } => format!("{} does not exist", path.display()),
+            DataProblem::TokenizerVocab {
+                tokenizer,
+                vocab,
+                task,
+            } => {
+                let (setting, limit) = task.limit();
+                format!(
+                    "the tokenizer {} has {vocab} tokens, more than the {} model's {} of \
+                     {limit}: it can emit ids the model has no row for",
+                    tokenizer.display(),
+                    task.model(),
+                    style.label(setting)
+                )
+            }
+            DataProblem::TokenizerWithoutText { tokenizer } => format!(
+                "the tokenizer {} tokenizes text: data, and this data is not text",
+                tokenizer.display()
+            ),
             DataProblem::TooLarge { size, needed, why } => {
                 format!("{size} of data need about {needed} once loaded, {why}")
             }
@@ -276,6 +311,14 @@ impl DataProblem {
             | DataProblem::Split(e)
             | DataProblem::Batching { error: e, .. } => e.remedy(),
             DataProblem::Missing { .. } => None,
+            DataProblem::TokenizerVocab { vocab, task, .. } => Some(Remedy::one_of([
+                Remedy::set(task.limit().0, Value::Count(*vocab)),
+                Remedy::sentence("give the tokenizer that belongs to the model"),
+            ])),
+            DataProblem::TokenizerWithoutText { .. } => Some(Remedy::one_of([
+                Remedy::Drop(Setting::Tokenizer),
+                Remedy::set(Setting::Data, Value::Any),
+            ])),
             DataProblem::LoadedOnly { setting, .. } => Some(Remedy::one_of([
                 Remedy::Drop(*setting),
                 Remedy::set(Setting::Data, Value::Any),
@@ -404,6 +447,10 @@ impl Data {
             })
         };
         let Some(path) = spec.path() else {
+            if let Some(tokenizer) = &settings.tokenizer {
+                let tokenizer = tokenizer.clone();
+                return Err(refuse(DataProblem::TokenizerWithoutText { tokenizer }));
+            }
             let loaded_only = [
                 (settings.held_out.filter(|h| *h != 0.0))
                     .map(|h| (Setting::HeldOut, Value::Number(h))),
@@ -432,9 +479,31 @@ impl Data {
             let (size, needed) = (gib(size), gib(needed));
             return Err(refuse(DataProblem::TooLarge { size, needed, why }));
         }
-        let data = spec
-            .load(settings.context)
-            .map_err(|e| refuse(DataProblem::Load(e)))?;
+        let data = match (&settings.tokenizer, spec) {
+            (None, _) => spec
+                .load(settings.context)
+                .map_err(|e| refuse(DataProblem::Load(e)))?,
+            (Some(tokenizer), DataSpec::Text(file)) => {
+                let (data, vocab) =
+                    pipetrain_data::tokenized::load(file, settings.context, tokenizer)
+                        .map_err(|e| refuse(DataProblem::Load(e)))?;
+                if let Task::NextToken { vocab: ours, .. } = &settings.task
+                    && vocab > *ours
+                {
+                    return Err(refuse(DataProblem::TokenizerVocab {
+                        tokenizer: tokenizer.clone(),
+                        vocab,
+                        task: settings.task.clone(),
+                    }));
+                }
+                data
+            }
+            (Some(tokenizer), _) => {
+                return Err(refuse(DataProblem::TokenizerWithoutText {
+                    tokenizer: tokenizer.clone(),
+                }));
+            }
+        };
         check(&data, settings).map_err(refuse)?;
         let shapes = Shapes {
             input: data.input_shape().to_vec(),

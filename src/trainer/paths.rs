@@ -31,7 +31,9 @@ fn refused(name: &str, path: &Path, problem: PathProblem) -> Error {
 }
 
 /// Each `(name, path)` given must name an existing regular file that this machine's memory can
-/// load (weights files and checkpoints are read whole).
+/// load (weights files and checkpoints are read whole). `--init` may also name a Hugging Face
+/// checkpoint directory ([`hf::is_checkpoint_dir`](crate::trainer::hf::is_checkpoint_dir)),
+/// whose files its reader checks.
 ///
 /// # Errors
 /// [`RunError::Path`]: the first path that is not a file, or too large to load, with its name.
@@ -48,7 +50,8 @@ pub fn inputs_exist(files: &[(&str, &Option<PathBuf>)]) -> Result<(), Error> {
                 return Err(refused(name, path, problem));
             }
         }
-        if let Some(path) = path.as_ref().filter(|p| !p.is_file()) {
+        let hf_init = |p: &Path| *name == "--init" && crate::trainer::hf::is_checkpoint_dir(p);
+        if let Some(path) = path.as_ref().filter(|p| !p.is_file() && !hf_init(p)) {
             let problem = if path.is_dir() {
                 PathProblem::Directory
             } else if path.exists() {

@@ -199,13 +199,13 @@ fn a_flag_that_would_do_nothing_is_refused_in_train_eval_tune_and_from_a_config_
         (
             "eval",
             &["--d-model", "32"],
-            "--d-model 32 sizes --model gpt only",
+            "--d-model 32 sizes --model gpt or --model llama only",
             &[],
         ),
         (
             "train",
             &["--vocab", "16"],
-            "--vocab 16 sizes --model gpt only",
+            "--vocab 16 sizes --model gpt or --model llama only",
             &[],
         ),
         (

@@ -22,6 +22,7 @@ mod disk_full;
 mod doctor;
 mod exit;
 mod limits;
+mod llama;
 mod lockstep;
 mod memory_budget;
 mod metrics;

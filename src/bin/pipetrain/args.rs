@@ -26,6 +26,11 @@ pub enum ModelKind {
     /// GPT-like decoder: embeddings, `--layers` blocks of `--d-model` with `--heads` heads,
     /// next-token head over `--vocab`; `--context` tokens per example.
     Gpt,
+    /// Llama-family decoder (RMSNorm, rotary embeddings, grouped-query attention, SwiGLU):
+    /// `--layers` blocks of `--d-model` with `--heads` query and `--kv-heads` key/value heads,
+    /// an `--intermediate`-wide MLP, `--vocab` tokens; or a Hugging Face checkpoint's
+    /// (`--init hf:DIR`), whose config.json sizes it.
+    Llama,
 }
 
 /// Which optimizer each stage runs.
@@ -134,6 +139,11 @@ impl TrainArgs {
 
 /// clap's parser for `--rename REGEX=REPLACEMENT` (split at the last `=`: a replacement holds
 /// none, a pattern may).
+/// `--init`'s value: `hf:DIR` names the directory DIR.
+fn parse_init(text: &str) -> Result<PathBuf, String> {
+    Ok(pipetrain::trainer::hf::init_path(text))
+}
+
 fn parse_rename(text: &str) -> Result<(String, String), String> {
     match text.rsplit_once('=') {
         Some((pattern, replacement)) if !pattern.is_empty() => {
@@ -208,6 +218,17 @@ pub struct TrainArgs {
     /// GPT: transformer blocks.
     #[arg(long, default_value_t = 2, help_heading = "GPT")]
     pub layers: usize,
+    /// Llama: key/value heads (grouped-query attention; must divide --heads). Default: --heads.
+    #[arg(long, help_heading = "Llama")]
+    pub kv_heads: Option<usize>,
+    /// Llama: width of the SwiGLU MLP. Default: 8/3 × --d-model, rounded up to a multiple of 8.
+    #[arg(long, help_heading = "Llama")]
+    pub intermediate: Option<usize>,
+    /// Data: with `--data text:FILE`, tokenize the text with this Hugging Face tokenizer.json
+    /// (the `tokenizers` crate) instead of taking its bytes as tokens; every id must be below
+    /// the model's vocabulary.
+    #[arg(long, value_name = "FILE", help_heading = "Data")]
+    pub tokenizer: Option<PathBuf>,
     /// Data: synthetic, mnist:DIR, cifar10:DIR, text:FILE or tensors:FILE (safetensors with
     /// tensors `x` and `y`, or, for --model gpt, int token windows `tokens` [N, context + 1]).
     #[arg(long, default_value = "synthetic", help_heading = "Data")]
@@ -458,8 +479,10 @@ pub struct TrainArgs {
     pub resume: Option<PathBuf>,
     /// Initial weights from a safetensors file: a pipetrain checkpoint (weights only), or a
     /// PyTorch state dict saved with safetensors (Linear weights `[out, in]` are transposed).
-    /// Every parameter must be present with its shape. With `eval`: the weights to evaluate.
-    #[arg(long, value_name = "FILE", help_heading = "Checkpoints")]
+    /// Every parameter must be present with its shape. `hf:DIR` (or a DIR holding
+    /// config.json): a Hugging Face Llama-family checkpoint, whose config.json sizes the model
+    /// (`--model llama`). With `eval`: the weights to evaluate.
+    #[arg(long, value_name = "FILE|hf:DIR", value_parser = parse_init, help_heading = "Checkpoints")]
     pub init: Option<PathBuf>,
     /// With --init: rewrite the file's tensor names before matching them, REGEX=REPLACEMENT
     /// (`$1` for groups), e.g. `^module\.=` to drop DataParallel's prefix; repeatable, applied
@@ -471,8 +494,9 @@ pub struct TrainArgs {
         help_heading = "Checkpoints"
     )]
     pub rename: Vec<(String, String)>,
-    /// GPT: tie the token embedding (stage 0) and the output projection (last stage) into one
-    /// parameter, GPT-2 style; their gradients are summed between the stages every step.
+    /// GPT and Llama: tie the token embedding (stage 0) and the output projection (last stage)
+    /// into one parameter, GPT-2 style; their gradients are summed between the stages every
+    /// step. A Hugging Face checkpoint's config.json says it (tie_word_embeddings) instead.
     #[arg(long, help_heading = "GPT")]
     pub tie_embeddings: bool,
     /// Under an MPI launcher (`mpirun -np N pipetrain ...`, `srun`): workers per process, as

@@ -20,7 +20,15 @@ use crate::run_failure::of_run;
 
 /// This run's identity, by flag name.
 pub fn identity(args: &TrainArgs, model: &ReferenceModel) -> RunIdentity {
-    RunIdentity::new()
+    let identity = match model {
+        // The whole config.json: `export --format hf` writes it back, a resume must match it.
+        ReferenceModel::Llama { config, .. } => RunIdentity::new().with(
+            pipetrain::trainer::hf::CONFIG_KEY,
+            pipetrain::trainer::hf::config_json(config),
+        ),
+        _ => RunIdentity::new(),
+    };
+    identity
         .with("model", model.describe())
         // The data by its contents, not by how its path is spelled.
         .with(DATA, fingerprint(&args.data))

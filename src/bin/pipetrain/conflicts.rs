@@ -117,8 +117,8 @@ fn unread(args: &TrainArgs, reader: Reader) -> Result<(), Failure> {
 /// # Errors
 /// A usage failure naming the flag, its value, the models it sizes and the remedy.
 fn unused_model_flags(args: &TrainArgs) -> Result<(), Failure> {
-    use ModelKind::{Gpt, Mlp, Resnet, Unet};
-    let flags: [(&str, usize, &[ModelKind]); 12] = [
+    use ModelKind::{Gpt, Llama, Mlp, Resnet, Unet};
+    let flags: [(&str, usize, &[ModelKind]); 14] = [
         ("width", args.width, &[Mlp]),
         ("hidden_layers", args.hidden_layers, &[Mlp]),
         ("classes", args.classes, &[Mlp, Resnet, Unet]),
@@ -126,12 +126,20 @@ fn unused_model_flags(args: &TrainArgs) -> Result<(), Failure> {
         ("blocks", args.blocks, &[Resnet]),
         ("image", args.image, &[Resnet, Unet]),
         ("depth", args.depth, &[Unet]),
-        ("vocab", args.vocab, &[Gpt]),
-        ("context", args.context, &[Gpt]),
-        ("d_model", args.d_model, &[Gpt]),
-        ("heads", args.heads, &[Gpt]),
-        ("layers", args.layers, &[Gpt]),
+        ("vocab", args.vocab, &[Gpt, Llama]),
+        ("context", args.context, &[Gpt, Llama]),
+        ("d_model", args.d_model, &[Gpt, Llama]),
+        ("heads", args.heads, &[Gpt, Llama]),
+        ("layers", args.layers, &[Gpt, Llama]),
+        ("kv_heads", args.kv_heads.unwrap_or(0), &[Llama]),
+        ("intermediate", args.intermediate.unwrap_or(0), &[Llama]),
     ];
+    // A Hugging Face checkpoint given to --init is a Llama, whatever --model's default says
+    // (`crate::model::hf_init` refuses the flags that would size another one).
+    let model = match args.init.as_deref() {
+        Some(p) if pipetrain::trainer::hf::is_checkpoint_dir(p) => Llama,
+        _ => args.model,
+    };
     let name = |m: &ModelKind| {
         let name = m
             .to_possible_value()
@@ -140,7 +148,7 @@ fn unused_model_flags(args: &TrainArgs) -> Result<(), Failure> {
     };
     let unused = flags
         .iter()
-        .find(|(id, _, models)| args.given(id) && !models.contains(&args.model));
+        .find(|(id, _, models)| args.given(id) && !models.contains(&model));
     match unused {
         Some((id, value, models)) => {
             let flag = format!("--{}", id.replace('_', "-"));
@@ -149,7 +157,7 @@ fn unused_model_flags(args: &TrainArgs) -> Result<(), Failure> {
             Err(Failure::usage(format!(
                 "{flag} {value} sizes {models} only; this run's model is {}, which it would not \
                  change: drop {flag}, or give {models}",
-                name(&args.model)
+                name(&model)
             )))
         }
         None => Ok(()),

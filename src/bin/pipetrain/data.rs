@@ -32,8 +32,13 @@ pub fn open(args: &TrainArgs, batch: usize) -> Result<Data, Failure> {
         .model
         .to_possible_value()
         .map_or("?".into(), |v| v.get_name().to_string());
-    let task = match args.model {
-        ModelKind::Gpt => Task::NextToken {
+    let hf = crate::model::hf_init(args).map_err(Failure::usage)?;
+    let task = match (args.model, hf) {
+        (_, Some((_, config))) => Task::NextToken {
+            model: "llama".into(),
+            vocab: config.vocab,
+        },
+        (ModelKind::Gpt | ModelKind::Llama, None) => Task::NextToken {
             model,
             vocab: args.vocab,
         },
@@ -48,6 +53,7 @@ pub fn open(args: &TrainArgs, batch: usize) -> Result<Data, Failure> {
         seed: args.seed,
         held_out: args.held_out,
         context: args.context,
+        tokenizer: args.tokenizer.clone(),
         keep_last: args.keep_last,
         shuffle: !args.no_shuffle,
         allow_nonfinite: args.allow_nonfinite_inputs,

@@ -72,6 +72,16 @@ pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
         ReferenceModel::Gpt(c) => {
             evaluate_layers(&weights(args, m, c.init(&device))?, held_out, lm)
         }
+        ReferenceModel::Llama { config, .. } => {
+            let init = args.init.as_deref();
+            let layers = pipetrain::trainer::hf::llama_layers(&config, init, &device)
+                .map_err(|e| Failure::runtime(e.to_string()))?;
+            let layers = match init.filter(|p| pipetrain::trainer::hf::is_checkpoint_dir(p)) {
+                Some(_) => layers,
+                None => weights(args, m, layers)?,
+            };
+            evaluate_layers(&layers, held_out, lm)
+        }
     }?;
     if let Some(path) = args.init.as_ref().or(args.resume.as_ref()) {
         println!("weights: {}", path.display());

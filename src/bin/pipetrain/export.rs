@@ -1,5 +1,7 @@
 //! `pipetrain export CKPT --format pytorch -o FILE`: a checkpoint's weights as the state dict of
-//! the PyTorch module that mirrors its model ([`pipetrain::commands::export`]), written to `FILE`.
+//! the PyTorch module that mirrors its model ([`pipetrain::commands::export`]), written to `FILE`;
+//! `--format hf -o DIR`: a Llama-family run's checkpoint as a Hugging Face checkpoint directory
+//! ([`pipetrain::trainer::hf::export`]) that transformers' `from_pretrained` loads.
 
 use std::path::PathBuf;
 
@@ -16,6 +18,9 @@ pub enum ExportFormat {
     /// The PyTorch module's state dict (safetensors, `format: pt`).
     #[default]
     Pytorch,
+    /// A Hugging Face checkpoint directory (config.json + model.safetensors) of a Llama-family
+    /// run, for transformers' `AutoModelForCausalLM.from_pretrained(DIR)`.
+    Hf,
 }
 
 /// Arguments of `pipetrain export`.
@@ -26,8 +31,8 @@ pub struct ExportArgs {
     /// The layout to write.
     #[arg(long, value_enum, default_value_t)]
     pub format: ExportFormat,
-    /// The file to write.
-    #[arg(short, long, value_name = "FILE")]
+    /// The file to write (`--format hf`: a new or empty directory).
+    #[arg(short, long, value_name = "FILE|DIR")]
     pub output: PathBuf,
 }
 
@@ -39,6 +44,9 @@ pub struct ExportArgs {
 pub fn run(args: &ExportArgs) -> Result<Exit, Failure> {
     crate::paths::inputs_exist(&[("CKPT", &Some(args.checkpoint.clone()))])
         .map_err(Failure::usage)?;
+    if args.format == ExportFormat::Hf {
+        return hf(args);
+    }
     crate::paths::distinct(
         Files::new()
             .input("CKPT", Some(&args.checkpoint))
@@ -69,6 +77,40 @@ pub fn run(args: &ExportArgs) -> Result<Exit, Failure> {
         .map_err(|e| format!("export -o {}: {e}", args.output.display()))?;
     println!(
         "export: {} ({} tensors, PyTorch names and [out, in] Linear weights) from {shown} (step {})",
+        args.output.display(),
+        export.tensors,
+        export.step
+    );
+    Ok(Exit::Success)
+}
+
+/// `export --format hf`: the checkpoint as a Hugging Face directory.
+fn hf(args: &ExportArgs) -> Result<Exit, Failure> {
+    crate::paths::distinct(
+        Files::new()
+            .input("CKPT", Some(&args.checkpoint))
+            .output("-o", Some(&args.output)),
+    )?;
+    let shown = args.checkpoint.display();
+    let export = pipetrain::trainer::hf::export(&args.checkpoint, &args.output).map_err(|e| {
+        let said = e.render(&Flags);
+        match e {
+            pipetrain::Error::Command(
+                pipetrain::CommandError::ExportHfModel { .. }
+                | pipetrain::CommandError::ExportHfDirectory { .. },
+            ) => Failure::usage(format!(
+                "export {shown} -o {}: {said}",
+                args.output.display()
+            )),
+            pipetrain::Error::Engine(e) if e.is_file() => {
+                Failure::usage(format!("export {shown}: {said}"))
+            }
+            _ => Failure::runtime(format!("export {shown}: {said}")),
+        }
+    })?;
+    println!(
+        "export: {} (config.json and model.safetensors, {} tensors, Hugging Face names) from \
+         {shown} (step {})",
         args.output.display(),
         export.tensors,
         export.step

@@ -6,7 +6,7 @@ use pipetrain::Remat;
 use pipetrain::Tie;
 use pipetrain::remedy::Remedied;
 pub use pipetrain::trainer::ReferenceModel;
-use pipetrain_models::{GptConfig, MlpConfig, ResNetConfig, UNetConfig};
+use pipetrain_models::{GptConfig, LlamaConfig, MlpConfig, ResNetConfig, UNetConfig};
 
 use crate::args::{ModelKind, TrainArgs};
 use crate::data::Shapes;
@@ -17,12 +17,110 @@ use crate::style::Flags;
 /// # Errors
 /// The flag with another model.
 pub fn ties(model: &ReferenceModel, tie: bool) -> Result<Vec<Tie>, String> {
+    // A Llama's tie is its config's (`--tie-embeddings` sets it for a new model).
+    if let ReferenceModel::Llama { config, .. } = model {
+        return Ok(match config.tie_word_embeddings {
+            true => vec![config.tie_embeddings()],
+            false => Vec::new(),
+        });
+    }
     match (model.embedding_ties(), tie) {
         (Some(ties), true) => Ok(ties),
-        (None, true) => {
-            Err("--tie-embeddings ties a GPT's embeddings: use it with --model gpt".into())
-        }
+        (None, true) => Err(
+            "--tie-embeddings ties a decoder's embeddings: use it with --model gpt or llama".into(),
+        ),
         (_, false) => Ok(Vec::new()),
+    }
+}
+
+/// The Hugging Face checkpoint `--init` names (`hf:DIR`, or a directory holding config.json),
+/// if any, with its configuration; refuses the flags that would size another model.
+///
+/// # Errors
+/// `--model` other than llama, a flag that sizes a new model (it would do nothing), or a
+/// config.json pipetrain cannot read.
+pub fn hf_init(args: &TrainArgs) -> Result<Option<(std::path::PathBuf, LlamaConfig)>, String> {
+    let Some(dir) = args
+        .init
+        .as_deref()
+        .filter(|p| pipetrain::trainer::hf::is_checkpoint_dir(p))
+    else {
+        return Ok(None);
+    };
+    if args.given("model") && !matches!(args.model, ModelKind::Llama) {
+        return Err(format!(
+            "--init {}: a Hugging Face checkpoint (config.json) of a Llama-family decoder, which \
+             --model {:?} cannot load: use --model llama, or drop --model",
+            dir.display(),
+            args.model
+        ));
+    }
+    for (id, flag) in [
+        ("vocab", "--vocab"),
+        ("d_model", "--d-model"),
+        ("heads", "--heads"),
+        ("kv_heads", "--kv-heads"),
+        ("layers", "--layers"),
+        ("intermediate", "--intermediate"),
+        ("tie_embeddings", "--tie-embeddings"),
+    ] {
+        if args.given(id) {
+            return Err(format!(
+                "{flag} sizes a new model, but --init {} brings its own in config.json: drop \
+                 {flag}",
+                dir.display()
+            ));
+        }
+    }
+    let config = pipetrain::trainer::hf::read_config(dir).map_err(|e| e.to_string())?;
+    Ok(Some((dir.to_path_buf(), config)))
+}
+
+/// The sizes both decoders share: `--vocab`, `--context`, `--d-model` and `--heads` at least
+/// 1, and the heads dividing the width.
+fn decoder_sizes(args: &TrainArgs) -> Result<(), String> {
+    for (name, value) in [
+        ("--vocab", args.vocab),
+        ("--context", args.context),
+        ("--d-model", args.d_model),
+        ("--heads", args.heads),
+    ] {
+        if value == 0 {
+            return Err(format!("{name} 0: must be at least 1"));
+        }
+    }
+    if args.d_model % args.heads != 0 {
+        return Err(format!(
+            "--heads {} does not divide --d-model {}: use a --d-model that is a multiple of the \
+             heads",
+            args.heads, args.d_model
+        ));
+    }
+    Ok(())
+}
+
+/// Tokens per example of a decoder: `--context` for synthetic data, the data's sequence
+/// length for token data (a different `--context` given is refused).
+fn token_context(args: &TrainArgs, shapes: Option<&Shapes>, model: &str) -> Result<usize, String> {
+    match shapes {
+        None => Ok(args.context),
+        Some(s) => match s.input[..] {
+            // The data's sequences size the context; a --context given otherwise would be
+            // overridden in silence (and the checkpoint then refused by `eval` with the same
+            // flags).
+            [t] if !s.float_inputs && args.given("context") && args.context != t => Err(format!(
+                "--context {}: the data's sequences hold {t} tokens, which size the context; \
+                 give --context {t}, or drop --context",
+                args.context
+            )),
+            [t] if !s.float_inputs => Ok(t),
+            _ => Err(format!(
+                "--model {model} needs token ids: int inputs of shape [T], the data has {} \
+                 inputs of shape {:?}",
+                if s.float_inputs { "float" } else { "int" },
+                s.input
+            )),
+        },
     }
 }
 
@@ -48,7 +146,56 @@ pub fn from_args(args: &TrainArgs, shapes: Option<&Shapes>) -> Result<ReferenceM
              --model gpt, or drop it"
         ));
     }
+    if let Some((_, config)) = hf_init(args)? {
+        let context = token_context(args, shapes, "llama")?;
+        if context > config.max_positions {
+            return Err(format!(
+                "--context {context}: longer than the checkpoint's max_position_embeddings {}; \
+                 give --context {} or less",
+                config.max_positions, config.max_positions
+            ));
+        }
+        return Ok(ReferenceModel::Llama { config, context });
+    }
     match args.model {
+        ModelKind::Llama => {
+            decoder_sizes(args)?;
+            let heads = args.heads;
+            let kv_heads = args.kv_heads.unwrap_or(heads);
+            let intermediate = args
+                .intermediate
+                .unwrap_or_else(|| (8 * args.d_model).div_ceil(3).div_ceil(8) * 8);
+            positive("--kv-heads", kv_heads)?;
+            positive("--intermediate", intermediate)?;
+            if heads % kv_heads != 0 {
+                return Err(format!(
+                    "--kv-heads {kv_heads} does not divide --heads {heads}: each key/value head \
+                     serves a whole group of query heads; give a divisor of {heads}"
+                ));
+            }
+            if (args.d_model / heads) % 2 != 0 {
+                return Err(format!(
+                    "--d-model {} / --heads {heads} = {} per head, odd: rotary embeddings \
+                     rotate pairs; give an even width per head",
+                    args.d_model,
+                    args.d_model / heads
+                ));
+            }
+            let context = token_context(args, shapes, "llama")?;
+            let config = LlamaConfig {
+                max_positions: context,
+                tie_word_embeddings: args.tie_embeddings,
+                ..LlamaConfig::new(
+                    args.vocab,
+                    args.d_model,
+                    intermediate,
+                    args.layers,
+                    heads,
+                    kv_heads,
+                )
+            };
+            Ok(ReferenceModel::Llama { config, context })
+        }
         ModelKind::Mlp => {
             positive("--width", args.width)?;
             let input = shapes.map_or(args.width, |s| s.input.iter().product());
@@ -81,45 +228,8 @@ pub fn from_args(args: &TrainArgs, shapes: Option<&Shapes>) -> Result<ReferenceM
             Ok(ReferenceModel::UNet(config))
         }
         ModelKind::Gpt => {
-            for (name, value) in [
-                ("--vocab", args.vocab),
-                ("--context", args.context),
-                ("--d-model", args.d_model),
-                ("--heads", args.heads),
-            ] {
-                positive(name, value)?;
-            }
-            if args.d_model % args.heads != 0 {
-                return Err(format!(
-                    "--heads {} does not divide --d-model {}: use a --d-model that is a \
-                     multiple of the heads",
-                    args.heads, args.d_model
-                ));
-            }
-            let (vocab, context) = match shapes {
-                None => (args.vocab, args.context),
-                Some(s) => match s.input[..] {
-                    // The data's sequences size the context; a --context given otherwise
-                    // would be overridden in silence (and the checkpoint then refused by
-                    // `eval` with the same flags).
-                    [t] if !s.float_inputs && args.given("context") && args.context != t => {
-                        return Err(format!(
-                            "--context {}: the data's sequences hold {t} tokens, which size the \
-                             context; give --context {t}, or drop --context",
-                            args.context
-                        ));
-                    }
-                    [t] if !s.float_inputs => (args.vocab, t),
-                    _ => {
-                        return Err(format!(
-                            "--model gpt needs token ids: int inputs of shape [T], the data \
-                             has {} inputs of shape {:?}",
-                            if s.float_inputs { "float" } else { "int" },
-                            s.input
-                        ));
-                    }
-                },
-            };
+            decoder_sizes(args)?;
+            let (vocab, context) = (args.vocab, token_context(args, shapes, "gpt")?);
             if let Some(range) = args.context_range.filter(|r| r.max > context) {
                 return Err(format!(
                     "--context-range {range}: sequences of {} tokens do not fit the context \
@@ -155,6 +265,10 @@ pub fn check_fits(
         ReferenceModel::ResNet(_) => "--channels, --blocks, --image, --classes or --batch",
         ReferenceModel::UNet(_) => "--channels, --depth, --image, --classes or --batch",
         ReferenceModel::Gpt(_) => "--d-model, --layers, --vocab, --context or --batch",
+        ReferenceModel::Llama { .. } => {
+            "--d-model, --layers, --intermediate, --vocab, --context or --batch (or a smaller \
+             checkpoint)"
+        }
     };
     crate::footprint::check_training(model, batch, slots, copies, flags)
 }

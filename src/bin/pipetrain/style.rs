@@ -37,6 +37,7 @@ fn flag(setting: Setting) -> Option<&'static str> {
         Setting::Classes => "--classes",
         Setting::Vocab => "--vocab",
         Setting::Context => "--context",
+        Setting::Tokenizer => "--tokenizer",
         Setting::HeldOut => "--held-out",
         Setting::AllowNonFinite => "--allow-nonfinite-inputs",
         Setting::Steps => "--steps",

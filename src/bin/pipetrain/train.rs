@@ -260,6 +260,12 @@ fn train(args: &TrainArgs, dist: Option<&Distributed>) -> Result<Exit, Failure> 
         ReferenceModel::ResNet(c) => train_with(&settings, c.init(device), stop, dist),
         ReferenceModel::UNet(c) => train_with(&settings, c.init(device), stop, dist),
         ReferenceModel::Gpt(c) => train_with(&settings, c.init(device), stop, dist),
+        ReferenceModel::Llama { config, .. } => {
+            let layers =
+                pipetrain::trainer::hf::llama_layers(&config, args.init.as_deref(), device)
+                    .map_err(of_run)?;
+            train_with(&settings, layers, stop, dist)
+        }
     }
 }
 
@@ -314,6 +320,13 @@ fn train_with<L: Layer>(
     let leader = dist.is_none_or(Distributed::is_leader);
     let params: usize = layers.iter().map(|l| l.num_params()).sum();
     let layers = match &args.init {
+        // A Hugging Face checkpoint: its layers are the model's already.
+        Some(path) if pipetrain::trainer::hf::is_checkpoint_dir(path) => {
+            if leader {
+                println!("init: Hugging Face checkpoint {}", path.display());
+            }
+            layers
+        }
         Some(path) => {
             let layers = checkpoints::init(path, layers, args, &s.model)?;
             if leader {

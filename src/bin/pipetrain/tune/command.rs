@@ -64,6 +64,7 @@ pub fn run(args: &TuneArgs) -> Result<Exit, Failure> {
         ReferenceModel::ResNet(c) => tune(&cx, c.init(&cx.device)),
         ReferenceModel::UNet(c) => tune(&cx, c.init(&cx.device)),
         ReferenceModel::Gpt(c) => tune(&cx, c.init(&cx.device)),
+        ReferenceModel::Llama { config, .. } => tune(&cx, config.init(&cx.device)),
     }
 }
 

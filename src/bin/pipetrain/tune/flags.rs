@@ -40,6 +40,18 @@ pub fn model(args: &TrainArgs) -> Vec<(&'static str, Value)> {
             ("heads", int(args.heads)),
             ("layers", int(args.layers)),
         ],
+        ModelKind::Llama => {
+            let mut flags = vec![
+                ("vocab", int(args.vocab)),
+                ("context", int(args.context)),
+                ("d_model", int(args.d_model)),
+                ("heads", int(args.heads)),
+                ("layers", int(args.layers)),
+            ];
+            flags.extend(args.kv_heads.map(|k| ("kv_heads", int(k))));
+            flags.extend(args.intermediate.map(|i| ("intermediate", int(i))));
+            flags
+        }
     });
     out.push(("batch", int(args.batch)));
     out.push(("optimizer", name(&|| args.optimizer.to_possible_value())));
