@@ -1227,3 +1227,98 @@ fn a_peer_that_never_joins_ends_the_run_within_the_timeout() {
         "{all}"
     );
 }
+
+/// SIGTERM to `mpirun` (issue 47): the ranks, which each receive it, agree at the step's end
+/// and stop together after the step the signal reached, writing the checkpoint and the metrics
+/// as one process does (before, each rank died of the signal and nothing since the last
+/// `--checkpoint-every` survived). Step 3 is held open on every rank (the test hook) until the
+/// signal has arrived.
+#[test]
+fn sigterm_to_mpirun_stops_every_rank_after_one_step_and_saves_it() {
+    use std::io::{BufRead, BufReader};
+    use std::sync::mpsc::{RecvTimeoutError, channel};
+    const HANG: Duration = Duration::from_secs(120);
+    let _job = lock();
+    let tmp = scratch("mpi-sigterm");
+    let (release, ck, metrics) = (
+        tmp.path().join("release"),
+        tmp.path().join("ck.safetensors"),
+        tmp.path().join("m.csv"),
+    );
+    let hold = format!("3:{}", release.display());
+    // Open MPI 4 gives ranks odls_base_sigkill_timeout (1 s) between its SIGTERM and SIGKILL:
+    // time to finish a step and save, as docs/mpi.md tells users to give.
+    let mpi = [
+        "-x",
+        "PIPETRAIN_TEST_HOLD_STEP",
+        "--mca",
+        "odls_base_sigkill_timeout",
+        "30",
+    ];
+    let mut child = mpirun(2, &mpi, &["train"])
+        .args(["--width", "16", "--hidden-layers", "2", "--batch", "16"])
+        .args(["--stages", "2", "--steps", "1000000"])
+        .args(["--checkpoint", ck.to_str().unwrap()])
+        .args(["--metrics", metrics.to_str().unwrap()])
+        .env("PIPETRAIN_TEST_HOLD_STEP", &hold)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("mpirun runs");
+    let (send, lines) = channel();
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            if send.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = String::new();
+    // Reads stderr until `what` was seen `count` times (`None`: until the job's end).
+    let mut wait_for = |what: Option<&str>, count: usize, child: &mut std::process::Child| loop {
+        if what.is_some_and(|w| seen.matches(w).count() >= count) {
+            return;
+        }
+        match lines.recv_timeout(HANG) {
+            Ok(line) => {
+                seen.push_str(&line);
+                seen.push('\n');
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                let _ = child.kill();
+                panic!("no {count} × {what:?} within {HANG:?}; stderr:\n{seen}");
+            }
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+    };
+    wait_for(Some("test hook: step 3 held until"), 2, &mut child);
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    // At least one rank took the signal during the held step: the ranks then agree on it.
+    wait_for(
+        Some("test hook: SIGTERM arrived during step 3"),
+        1,
+        &mut child,
+    );
+    std::fs::write(&release, b"go").unwrap();
+    wait_for(None, 0, &mut child);
+    let _ = child.wait();
+    assert_eq!(
+        seen.matches("SIGTERM: stopped after step 3 of 1000000")
+            .count(),
+        1,
+        "the leader says once that every rank stopped after step 3:\n{seen}"
+    );
+    assert!(
+        seen.contains(&format!("checkpoint {} (step 3)", ck.display())),
+        "{seen}"
+    );
+    let rows = std::fs::read_to_string(&metrics).unwrap();
+    assert_eq!(rows.lines().count(), 4, "a header and 3 rows:\n{rows}");
+    let header = std::fs::read(&ck).unwrap();
+    assert!(!header.is_empty(), "the checkpoint was written");
+}

@@ -47,6 +47,26 @@ impl Signal {
         }
     }
 
+    /// The signal as one byte (0: none), to agree on across processes.
+    pub fn to_byte(signal: Option<Signal>) -> u8 {
+        match signal {
+            None => 0,
+            Some(Signal::Interrupt) => 1,
+            Some(Signal::Terminate) => 2,
+            Some(Signal::Hangup) => 3,
+        }
+    }
+
+    /// The inverse of [`to_byte`](Self::to_byte).
+    pub fn from_byte(byte: u8) -> Option<Signal> {
+        match byte {
+            1 => Some(Signal::Interrupt),
+            2 => Some(Signal::Terminate),
+            3 => Some(Signal::Hangup),
+            _ => None,
+        }
+    }
+
     /// The signal's name: `SIGINT`, `SIGTERM`, `SIGHUP`.
     pub fn name(self) -> &'static str {
         match self {
@@ -98,6 +118,22 @@ impl Stop {
     /// # Errors
     /// [`|e| Error::Run(RunError::Signals(e))`]: the OS refused a handler, or the test hook is malformed.
     pub fn install() -> Result<Self, Error> {
+        Self::install_with(true)
+    }
+
+    /// Installs the handlers for one rank of a multi-process run: as [`install`](Self::install),
+    /// except that once a step has completed a second signal does not exit at once. `mpirun`
+    /// delivers its SIGINT or SIGTERM to a rank more than once, and the ranks must reach the
+    /// step's end together to agree and save (`Processes::agree_stop`); a rank that left at
+    /// once would leave the others waiting. `mpirun` itself ends a stop that takes too long.
+    ///
+    /// # Errors
+    /// As [`install`](Self::install).
+    pub fn install_for_rank() -> Result<Self, Error> {
+        Self::install_with(false)
+    }
+
+    fn install_with(second_exits: bool) -> Result<Self, Error> {
         let hold = match std::env::var(HOLD_VARIABLE) {
             Ok(value) => Some(parse_hold(&value)?),
             Err(_) => None,
@@ -119,7 +155,9 @@ impl Stop {
             )
             .map_err(refused)?;
             flag::register_usize(sig, Arc::clone(&signal), sig as usize).map_err(refused)?;
-            flag::register(sig, Arc::clone(&armed)).map_err(refused)?;
+            if second_exits {
+                flag::register(sig, Arc::clone(&armed)).map_err(refused)?;
+            }
         }
         Ok(Self {
             signal,

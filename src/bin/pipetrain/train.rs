@@ -248,12 +248,13 @@ fn train(args: &TrainArgs, dist: Option<&Distributed>) -> Result<Exit, Failure> 
         devices,
         ties,
     };
-    // SIGINT/SIGTERM, in a one-process run.
-    let stop = dist
-        .is_none()
-        .then(Stop::install)
-        .transpose()
-        .map_err(of_run)?;
+    // SIGINT/SIGTERM/SIGHUP: one process stops after the step it is in; under MPI (`mpirun`
+    // sends every rank the signal it gets) the ranks agree at each step's end and stop together.
+    let stop = match dist {
+        None => Stop::install(),
+        Some(_) => Stop::install_for_rank(),
+    };
+    let stop = Some(stop.map_err(of_run)?);
     let device = &settings.device;
     match model {
         ReferenceModel::Mlp(c) => train_with(&settings, c.init(device), stop, dist),
@@ -400,7 +401,7 @@ fn train_with<L: Layer>(
         if leader {
             crate::outcome::draw(plot, None, &lost);
         }
-        return Ok(stopped(signal, outcome.step, args));
+        return Ok(stopped(signal, outcome.step, args, leader));
     }
     progress.println(&format!(
         "done: {} steps in {:.2}s, median {:.1} samples/s (first step excluded{})",
@@ -570,7 +571,7 @@ fn report<L: Layer>(
 /// Ends a run that `signal` stopped after `step` optimizer steps: says on stderr what was
 /// saved (the checkpoint just written, the metrics flushed every step; the trace is written
 /// on the way out) and returns its exit code.
-fn stopped(signal: Signal, step: u64, args: &TrainArgs) -> Exit {
+fn stopped(signal: Signal, step: u64, args: &TrainArgs, leader: bool) -> Exit {
     let mut saved = Vec::new();
     if let Some(path) = &args.checkpoint {
         saved.push(format!("checkpoint {} (step {step})", path.display()));
@@ -588,10 +589,14 @@ fn stopped(signal: Signal, step: u64, args: &TrainArgs) -> Exit {
         true => "nothing (no --checkpoint, --metrics or --profile)".to_string(),
         false => saved.join(", "),
     };
-    eprintln!(
-        "{signal}: stopped after step {step} of {}; saved: {saved}",
-        args.steps
-    );
+    // Under MPI every rank stopped after the same step; the leader, which wrote the outputs,
+    // says so.
+    if leader {
+        eprintln!(
+            "{signal}: stopped after step {step} of {}; saved: {saved}",
+            args.steps
+        );
+    }
     match signal {
         Signal::Interrupt => Exit::Interrupted,
         Signal::Terminate => Exit::Terminated,
