@@ -48,7 +48,7 @@ pub use kernel_cache::{kernel_cache_line, kernel_cache_line_of};
 pub use metrics::{Format, Metrics, Row};
 pub use model::ReferenceModel;
 pub use open::{DataProblem, DataSettings, Task};
-pub use outcome::Outcome;
+pub use outcome::{LostOutputs, Outcome};
 pub use processes::Processes;
 pub use reference::{After, Mode, Reference, Worst};
 pub use run::{Trainer, weights_intact};

@@ -1,9 +1,16 @@
-//! A graceful stop on SIGINT (Ctrl-C), SIGTERM or SIGHUP (the terminal closed): once a step has
-//! completed, the first signal lets the current step finish, then the run writes its final
-//! checkpoint, flushes its metrics and ends with
+//! A graceful stop on SIGINT (Ctrl-C), SIGTERM, SIGHUP (the terminal closed) or SIGUSR1 (the
+//! signal `mpirun` forwards): once a step has completed, the first signal lets the current step
+//! finish, then the run writes its final checkpoint, flushes its metrics and ends with
 //! [`Outcome::stopped`](crate::trainer::Outcome::stopped) (the binary then exits 128 + the
-//! signal's number: 130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP). A second signal exits the
-//! process at once with the same code, for a stop that takes too long.
+//! signal's number: 130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP, 138 for SIGUSR1). A second
+//! signal exits the process at once with the same code, for a stop that takes too long.
+//!
+//! Under Open MPI's `mpirun` (4.x), SIGINT and SIGTERM never reach the ranks as such: `mpirun`
+//! kills the job instead (SIGCONT, `odls_base_sigkill_timeout` seconds, SIGTERM, as long again,
+//! SIGKILL; 1 s by default). SIGUSR1 and SIGUSR2 it forwards to every rank at once and kills
+//! nothing, so `kill -USR1 <mpirun's pid>` is the graceful stop of a multi-process run. A rank
+//! told to stop by SIGTERM under Open MPI says so at once, with the remedy
+//! ([`Stop::install_for_rank`]; docs/mpi.md).
 //!
 //! Before the first step completes (the model still being built and allocated, or a first step
 //! that takes minutes) there is nothing to save, so the first signal exits at once.
@@ -20,7 +27,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use signal_hook::flag;
 
 use crate::Error;
@@ -35,6 +42,8 @@ pub enum Signal {
     Terminate,
     /// SIGHUP: the terminal the run was started from closed.
     Hangup,
+    /// SIGUSR1: the signal `mpirun` forwards to every rank without killing it.
+    User1,
 }
 
 impl Signal {
@@ -44,6 +53,7 @@ impl Signal {
             Signal::Interrupt => 130,
             Signal::Terminate => 143,
             Signal::Hangup => 129,
+            Signal::User1 => 138,
         }
     }
 
@@ -54,6 +64,7 @@ impl Signal {
             Some(Signal::Interrupt) => 1,
             Some(Signal::Terminate) => 2,
             Some(Signal::Hangup) => 3,
+            Some(Signal::User1) => 4,
         }
     }
 
@@ -63,16 +74,18 @@ impl Signal {
             1 => Some(Signal::Interrupt),
             2 => Some(Signal::Terminate),
             3 => Some(Signal::Hangup),
+            4 => Some(Signal::User1),
             _ => None,
         }
     }
 
-    /// The signal's name: `SIGINT`, `SIGTERM`, `SIGHUP`.
+    /// The signal's name: `SIGINT`, `SIGTERM`, `SIGHUP`, `SIGUSR1`.
     pub fn name(self) -> &'static str {
         match self {
             Signal::Interrupt => "SIGINT",
             Signal::Terminate => "SIGTERM",
             Signal::Hangup => "SIGHUP",
+            Signal::User1 => "SIGUSR1",
         }
     }
 }
@@ -122,15 +135,26 @@ impl Stop {
     }
 
     /// Installs the handlers for one rank of a multi-process run: as [`install`](Self::install),
-    /// except that once a step has completed a second signal does not exit at once. `mpirun`
-    /// delivers its SIGINT or SIGTERM to a rank more than once, and the ranks must reach the
-    /// step's end together to agree and save (`Processes::agree_stop`); a rank that left at
-    /// once would leave the others waiting. `mpirun` itself ends a stop that takes too long.
+    /// except that once a step has completed a second signal does not exit at once: the ranks
+    /// must reach the step's end together to agree and save (`Processes::agree_stop`), and a
+    /// rank that left at once would leave the others waiting. `mpirun` itself ends a stop that
+    /// takes too long.
+    ///
+    /// Under Open MPI (`OMPI_COMM_WORLD_SIZE` set), the `leader` says on stderr as soon as a
+    /// SIGTERM or SIGINT arrives that `mpirun` kills the ranks `odls_base_sigkill_timeout`
+    /// seconds later (the module's documentation), so that the run is saved only if the step
+    /// and the save end within that grace, and names the graceful stop: SIGUSR1 to `mpirun`;
+    /// and no rank's stdout blocks from then on (`before_the_kill`).
     ///
     /// # Errors
     /// As [`install`](Self::install).
-    pub fn install_for_rank() -> Result<Self, Error> {
-        Self::install_with(false)
+    pub fn install_for_rank(leader: bool) -> Result<Self, Error> {
+        let stop = Self::install_with(false)?;
+        if std::env::var_os("OMPI_COMM_WORLD_SIZE").is_some() {
+            stop.before_the_kill(leader)
+                .map_err(|e| Error::Run(RunError::Signals(e.to_string())))?;
+        }
+        Ok(stop)
     }
 
     fn install_with(second_exits: bool) -> Result<Self, Error> {
@@ -146,6 +170,7 @@ impl Stop {
             (SIGINT, Signal::Interrupt),
             (SIGTERM, Signal::Terminate),
             (SIGHUP, Signal::Hangup),
+            (SIGUSR1, Signal::User1),
         ] {
             // In this order: a second signal finds the flag the first one set, and exits.
             flag::register_conditional_shutdown(
@@ -164,6 +189,44 @@ impl Stop {
             armed,
             hold,
         })
+    }
+
+    /// Starts the thread that readies this rank for Open MPI's kill when SIGTERM or SIGINT
+    /// arrives: the `leader` prints [`open_mpi_kill_warning`], and every rank makes its stdout
+    /// non-blocking, since `mpirun` reads no output until the SIGKILL: a line written into the
+    /// full pseudo-terminal would otherwise hold the rank there, short of the step's end and the
+    /// save (its lines are lost instead). The handler writes a byte into a socket and the
+    /// thread, which reads it, does the rest (nothing else runs in the handler).
+    fn before_the_kill(&self, leader: bool) -> std::io::Result<()> {
+        use std::io::{Read, Write};
+        use std::os::fd::AsFd;
+        use std::os::unix::net::UnixStream;
+        let (mut read, write) = UnixStream::pair()?;
+        signal_hook::low_level::pipe::register(SIGTERM, write.try_clone()?)?;
+        signal_hook::low_level::pipe::register(SIGINT, write)?;
+        let signal = Arc::clone(&self.signal);
+        std::thread::Builder::new()
+            .name("open-mpi-kill".into())
+            .spawn(move || {
+                let mut byte = [0u8];
+                if read.read_exact(&mut byte).is_err() {
+                    return;
+                }
+                let stdout = std::io::stdout();
+                let fd = stdout.as_fd();
+                if let Ok(flags) = rustix::fs::fcntl_getfl(fd) {
+                    let _ = rustix::fs::fcntl_setfl(fd, flags | rustix::fs::OFlags::NONBLOCK);
+                }
+                if leader {
+                    let signal = match signal.load(Ordering::SeqCst) {
+                        s if s == SIGINT as usize => Signal::Interrupt,
+                        _ => Signal::Terminate,
+                    };
+                    // Not `eprintln!`, which panics on a closed stderr.
+                    let _ = writeln!(std::io::stderr(), "{}", open_mpi_kill_warning(signal));
+                }
+            })?;
+        Ok(())
     }
 
     /// From now on (a step has completed) the first signal lets the current step finish. A
@@ -201,9 +264,29 @@ impl Stop {
             0 => None,
             s if s == SIGTERM as usize => Some(Signal::Terminate),
             s if s == SIGHUP as usize => Some(Signal::Hangup),
+            s if s == SIGUSR1 as usize => Some(Signal::User1),
             _ => Some(Signal::Interrupt),
         }
     }
+}
+
+/// The kill's grace under Open MPI: `odls_base_sigkill_timeout` as `mpirun` passes its MCA
+/// parameters to the ranks (`OMPI_MCA_…`), 1 s when unset.
+pub fn open_mpi_kill_grace() -> String {
+    std::env::var("OMPI_MCA_odls_base_sigkill_timeout").unwrap_or_else(|_| "1".to_string())
+}
+
+/// What the leader says when SIGTERM or SIGINT reaches it under Open MPI.
+pub fn open_mpi_kill_warning(signal: Signal) -> String {
+    let grace = open_mpi_kill_grace();
+    format!(
+        "{signal} under Open MPI's mpirun: mpirun sends every rank SIGTERM and kills it {grace} s \
+         later (--mca odls_base_sigkill_timeout {grace}), so the run is saved only if this step \
+         and the save end within {grace} s. For a graceful stop, signal mpirun with SIGUSR1 \
+         (kill -USR1 <mpirun's pid>), which it forwards to every rank without killing any; or \
+         give mpirun --mca odls_base_sigkill_timeout <seconds> above a step and a save \
+         (docs/mpi.md)"
+    )
 }
 
 #[cfg(test)]

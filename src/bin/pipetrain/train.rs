@@ -115,13 +115,12 @@ pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
         let (slices, flows) = match profile.finish() {
             Ok(Some(counts)) => counts,
             Ok(None) => {
-                lost.borrow_mut()
-                    .push(format!("--profile {}", path.display()));
+                lost.push(format!("--profile {}", path.display()));
                 return result.map(|exit| crate::outcome::with_lost(exit, &lost));
             }
             Err(e) => {
                 eprintln!("warning: {}; no trace written", cli_message(&e));
-                lost.borrow_mut().push(cli_message(&e));
+                lost.push(cli_message(&e));
                 return result.map(|exit| crate::outcome::with_lost(exit, &lost));
             }
         };
@@ -248,11 +247,12 @@ fn train(args: &TrainArgs, dist: Option<&Distributed>) -> Result<Exit, Failure> 
         devices,
         ties,
     };
-    // SIGINT/SIGTERM/SIGHUP: one process stops after the step it is in; under MPI (`mpirun`
-    // sends every rank the signal it gets) the ranks agree at each step's end and stop together.
+    // SIGINT/SIGTERM/SIGHUP/SIGUSR1: one process stops after the step it is in; under MPI
+    // (`mpirun` forwards SIGUSR1 to every rank) the ranks agree at each step's end and stop
+    // together.
     let stop = match dist {
         None => Stop::install(),
-        Some(_) => Stop::install_for_rank(),
+        Some(d) => Stop::install_for_rank(d.is_leader()),
     };
     let stop = Some(stop.map_err(of_run)?);
     let device = &settings.device;
@@ -419,6 +419,8 @@ fn train_with<L: Layer>(
     if !leader {
         return Ok(Exit::Success);
     }
+    // What follows is printed directly, after the relayed lines.
+    progress.drain();
     let mut summary = Vec::new();
     if let Some(report) = &outcome.last {
         // Under MPI, rank 0's workers only.
@@ -529,13 +531,13 @@ fn report<L: Layer>(
             step,
             steps,
             position,
-        } => println!(
+        } => progress.println_everywhere(&format!(
             "resumed: {} at step {step} of {steps}{}",
             path.display(),
             position
                 .map(|p| format!(" (next data: {p})"))
                 .unwrap_or_default()
-        ),
+        )),
         Event::FirstStep { pipeline } => {
             let p = pipeline.partition();
             progress.println(&format!("stage split: {p} (balance {:?})", p.balance()));
@@ -554,7 +556,7 @@ fn report<L: Layer>(
         }
         Event::Warning(w) => {
             eprintln!("warning: {}{}", cli_message(w.error()), w.consequence());
-            lost.borrow_mut().push(cli_message(w.error()));
+            lost.push(cli_message(w.error()));
         }
         Event::Held { step, path } => {
             eprintln!(
@@ -601,5 +603,6 @@ fn stopped(signal: Signal, step: u64, args: &TrainArgs, leader: bool) -> Exit {
         Signal::Interrupt => Exit::Interrupted,
         Signal::Terminate => Exit::Terminated,
         Signal::Hangup => Exit::HungUp,
+        Signal::User1 => Exit::User1,
     }
 }
