@@ -114,7 +114,8 @@ fn fits(args: &BenchArgs) -> Result<(), Failure> {
 /// # Errors
 /// A usage failure naming `PIPETRAIN_GEMM` when it is set to neither `cublas` nor `burn`.
 fn settings(args: &BenchArgs) -> Result<BenchSettings, Failure> {
-    let (threads, warning) = crate::threads::capped(args.threads, 1, crate::threads::cores());
+    let (threads, warning) =
+        pipetrain::trainer::threads::capped(args.threads, 1, pipetrain::trainer::threads::cores());
     if let Some(warning) = warning {
         eprintln!("{warning}");
     }
