@@ -59,3 +59,25 @@ impl LostOutputs {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::LostOutputs;
+
+    #[test]
+    fn lost_outputs_are_an_error_naming_the_first_and_the_count() {
+        let lost = LostOutputs::default();
+        assert!(lost.error().is_none());
+        lost.push("--metrics m.csv: no space left on device".into());
+        lost.push("--plot p.png: no space left on device".into());
+        let error = lost.error().expect("an error").to_string();
+        assert!(
+            error.starts_with("2 output(s) not written, the first: --metrics m.csv"),
+            "{error}"
+        );
+        assert_eq!(
+            lost.error().map(|e| e.class()),
+            Some(crate::ErrorClass::Runtime)
+        );
+    }
+}

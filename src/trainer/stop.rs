@@ -294,6 +294,33 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_signal_crosses_processes_as_one_byte_and_back() {
+        use Signal::{Hangup, Interrupt, Terminate, User1};
+        for signal in [
+            None,
+            Some(Interrupt),
+            Some(Terminate),
+            Some(Hangup),
+            Some(User1),
+        ] {
+            assert_eq!(Signal::from_byte(Signal::to_byte(signal)), signal);
+        }
+        assert_eq!(User1.exit_code(), 128 + 10);
+    }
+
+    #[test]
+    fn the_kill_warning_names_the_grace_and_the_graceful_stop() {
+        let warning = open_mpi_kill_warning(Signal::Terminate);
+        let grace = open_mpi_kill_grace();
+        assert!(
+            warning.starts_with("SIGTERM under Open MPI's mpirun")
+                && warning.contains(&format!("kills it {grace} s later"))
+                && warning.contains("kill -USR1 <mpirun's pid>"),
+            "{warning}"
+        );
+    }
+
+    #[test]
     fn the_hold_hook_parses_a_step_and_a_path() {
         let (step, path) = parse_hold("3:/tmp/go").unwrap();
         assert_eq!((step, path), (3, PathBuf::from("/tmp/go")));
