@@ -310,6 +310,24 @@ pub fn independent(batch: usize, workers: usize, rows: usize) -> Row {
     }
 }
 
+/// The MLP and the GPT of the table at these sizes, as the trainer's reference models: what
+/// `bench` checks against this machine's memory before anything is allocated (`train`'s
+/// limits; the GPT's heads fall back to 1 where the width does not split over [`GPT`]'s).
+#[cfg(feature = "trainer")]
+pub fn table_models(
+    (width, hidden_layers, classes): (usize, usize, usize),
+    (gpt_width, gpt_context): (usize, usize),
+) -> [crate::trainer::ReferenceModel; 2] {
+    use crate::trainer::ReferenceModel;
+    use pipetrain_models::{GptConfig, MlpConfig};
+    let (vocab, heads, blocks, _) = GPT;
+    let heads = if gpt_width % heads == 0 { heads } else { 1 };
+    [
+        ReferenceModel::Mlp(MlpConfig::new(width, hidden_layers, classes)),
+        ReferenceModel::Gpt(GptConfig::new(vocab, gpt_context, gpt_width, heads, blocks)),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::rows::rows;
@@ -400,22 +418,4 @@ mod tests {
         assert_eq!((pair.workers(), pair.rows_per_micro_batch(256)), (2, 32));
         assert_eq!(single(256, 8, 1).name, "1 worker, m=32 (8 rows)");
     }
-}
-
-/// The MLP and the GPT of the table at these sizes, as the trainer's reference models: what
-/// `bench` checks against this machine's memory before anything is allocated (`train`'s
-/// limits; the GPT's heads fall back to 1 where the width does not split over [`GPT`]'s).
-#[cfg(feature = "trainer")]
-pub fn table_models(
-    (width, hidden_layers, classes): (usize, usize, usize),
-    (gpt_width, gpt_context): (usize, usize),
-) -> [crate::trainer::ReferenceModel; 2] {
-    use crate::trainer::ReferenceModel;
-    use pipetrain_models::{GptConfig, MlpConfig};
-    let (vocab, heads, blocks, _) = GPT;
-    let heads = if gpt_width % heads == 0 { heads } else { 1 };
-    [
-        ReferenceModel::Mlp(MlpConfig::new(width, hidden_layers, classes)),
-        ReferenceModel::Gpt(GptConfig::new(vocab, gpt_context, gpt_width, heads, blocks)),
-    ]
 }

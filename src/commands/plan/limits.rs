@@ -226,7 +226,7 @@ mod tests {
     #[test]
     fn largest_finds_the_boundary_or_nothing() {
         assert_eq!(largest(1, 100, |n| n <= 37), Some(37));
-        assert_eq!(largest(1, 100, |n| n <= 0), None);
+        assert_eq!(largest(1, 100, |n| n > 100), None);
         assert_eq!(largest(5, 5, |_| true), None);
     }
 
