@@ -47,7 +47,7 @@ pub enum Signal {
 }
 
 impl Signal {
-    /// The exit code of a process that it ends: 128 + the signal's number (130, 143, 129).
+    /// The exit code of a process that it ends: 128 + the signal's number (130, 143, 129, 138).
     pub fn exit_code(self) -> u8 {
         match self {
             Signal::Interrupt => 130,

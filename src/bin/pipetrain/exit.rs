@@ -137,7 +137,7 @@ mod tests {
     #[test]
     fn codes_are_distinct_and_in_order() {
         let codes: Vec<u8> = Exit::ALL.iter().map(|e| e.code()).collect();
-        assert_eq!(codes, [0, 1, 2, 3, 4, 129, 130, 143]);
+        assert_eq!(codes, [0, 1, 2, 3, 4, 129, 130, 138, 143]);
     }
 
     #[test]
