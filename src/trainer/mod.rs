@@ -9,7 +9,7 @@
 //! this loop under flags. A run with a checkpoint and a resume is `examples/train_loop.rs`.
 
 #[cfg(feature = "mpi")]
-mod agreement;
+pub mod agreement;
 mod checkpoints;
 mod data;
 pub mod disk;
