@@ -9,6 +9,7 @@
 
 use std::io::Write;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::time::Duration;
 
 /// What the training thread hands the [`LineRelay`]'s thread.
 enum Message {
@@ -75,6 +76,21 @@ impl LineRelay {
         let (done, written) = sync_channel(1);
         if self.queue.send(Message::Drained(done)).is_ok() {
             let _ = written.recv();
+        }
+    }
+}
+
+/// How long a relay dropped at the end of a run waits for its lines: a run that failed or
+/// stopped exits soon after, and its last lines should not be lost to that; but a stdout that is
+/// not read (`mpirun` killing the job) must not hold the exit for ever.
+const DROP_WAIT: Duration = Duration::from_secs(5);
+
+impl Drop for LineRelay {
+    /// Waits (up to [`DROP_WAIT`]) until the lines queued are written.
+    fn drop(&mut self) {
+        let (done, written) = sync_channel(1);
+        if self.queue.try_send(Message::Drained(done)).is_ok() {
+            let _ = written.recv_timeout(DROP_WAIT);
         }
     }
 }
