@@ -118,6 +118,7 @@ mod tests {
     #[test]
     fn debug_fields_are_read_without_the_per_process_ones() {
         #[derive(Debug)]
+        #[expect(dead_code, reason = "the fields are read through Debug only")]
         struct Args {
             lr: Option<f64>,
             betas: (f64, f64),
