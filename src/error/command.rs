@@ -86,6 +86,37 @@ pub enum CommandError {
         /// What is wrong and what to give instead.
         reason: String,
     },
+    #[cfg(feature = "trainer")]
+    /// A plan whose report this machine cannot hold, or whose simulation would take minutes
+    /// ([`crate::commands::plan::limits`]).
+    PlanTooLarge {
+        /// Its shape.
+        shape: crate::commands::plan::limits::Shape,
+        /// Why it is refused.
+        refused: crate::commands::plan::limits::TooLarge,
+        /// The largest sizes that fit, or another output.
+        fix: Remedy,
+    },
+    #[cfg(feature = "trainer")]
+    /// A model this machine cannot train ([`crate::trainer::footprint::check_training`]).
+    TooLargeToTrain {
+        /// The model, described.
+        model: String,
+        /// The bytes training it needs.
+        needed: u128,
+        /// Its parameters.
+        params: u128,
+        /// Its activations per example.
+        activations_per_example: u128,
+        /// Examples per step.
+        batch: usize,
+        /// Copies of the model this process holds.
+        copies: f64,
+        /// What is available, and what limits it.
+        why: String,
+        /// The settings that size the model, in the front end's words (`--width, --batch`).
+        sizes: String,
+    },
     /// The checkpoint's model has no PyTorch module to export to.
     ExportModel {
         /// The model the checkpoint records, if it records one.
@@ -145,6 +176,30 @@ impl CommandError {
     /// The facts.
     pub(super) fn facts(&self) -> String {
         match self {
+            #[cfg(feature = "trainer")]
+            CommandError::PlanTooLarge { shape, refused, .. } => refused.facts(*shape),
+            #[cfg(feature = "trainer")]
+            CommandError::TooLargeToTrain {
+                model,
+                needed,
+                params,
+                activations_per_example,
+                batch,
+                copies,
+                why,
+                ..
+            } => format!(
+                "{model}: training it needs about {} ({params} parameters with their gradients \
+                 and optimizer state, and {activations_per_example} activations per example at \
+                 --batch {batch}, for {} of the model: the replicas and --verify's reference \
+                 this process holds), {why}",
+                crate::trainer::footprint::gib(*needed),
+                match copies {
+                    1.0 => "1 copy".to_string(),
+                    c if c.fract() == 0.0 => format!("{c} copies"),
+                    c => format!("{c:.2} copies"),
+                }
+            ),
             CommandError::BenchZero { setting } => {
                 format!("bench setting `{setting}` is 0: every row needs at least 1")
             }
@@ -256,6 +311,12 @@ impl CommandError {
     /// What fixes it.
     pub(super) fn remedy(&self) -> Option<Remedy> {
         match self {
+            #[cfg(feature = "trainer")]
+            CommandError::PlanTooLarge { fix, .. } => Some(fix.clone()),
+            #[cfg(feature = "trainer")]
+            CommandError::TooLargeToTrain { sizes, .. } => {
+                Some(Remedy::sentence(format!("use a smaller {sizes}")))
+            }
             CommandError::BenchBatchSplit {
                 replicas,
                 micro_batches,
@@ -337,6 +398,10 @@ impl CommandError {
             | CommandError::Unread { .. } => ErrorClass::Usage,
             #[cfg(feature = "commands")]
             CommandError::TuneCache { .. } => ErrorClass::Usage,
+            #[cfg(feature = "trainer")]
+            CommandError::PlanTooLarge { .. } | CommandError::TooLargeToTrain { .. } => {
+                ErrorClass::Usage
+            }
             _ => ErrorClass::Runtime,
         }
     }

@@ -162,6 +162,15 @@ pub enum RunError {
     Renames(String),
     /// The signal handlers could not be installed, or the stop hook is malformed.
     Signals(String),
+    /// Side outputs of a run that otherwise succeeded could not be written (`--metrics`,
+    /// `--profile`, `--plot` on a full disk): the training and its checkpoint are done, but a
+    /// file at an output's path is not this run's.
+    OutputsLost {
+        /// How many were lost.
+        count: usize,
+        /// The first one's warning.
+        first: String,
+    },
 }
 
 impl RunError {
@@ -193,6 +202,11 @@ impl RunError {
             ),
             RunError::Launch(text) => text.clone(),
             RunError::Signals(text) => format!("signals: {text}"),
+            RunError::OutputsLost { count, first } => format!(
+                "{count} output(s) not written, the first: {first}; the training is done (and \
+                 its --checkpoint written, if given), but a file at an output's path is not \
+                 this run's"
+            ),
             _ => unreachable!("every run error has facts"),
         }
     }
@@ -336,7 +350,8 @@ impl RunError {
             | RunError::Batch { .. }
             | RunError::Launch(_)
             | RunError::Renames(_)
-            | RunError::Signals(_) => None,
+            | RunError::Signals(_)
+            | RunError::OutputsLost { .. } => None,
         }
     }
 

@@ -33,7 +33,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::engine::checkpoint;
-use crate::trainer::{Processes, replicas};
+use crate::trainer::{Processes, Signal, replicas};
 use crate::{Checkpoint, Error, Layer, Pipeline, RunFile, RunFileProblem, schedules::WorkerId};
 
 /// How this process was launched, and what every process must agree on.
@@ -421,6 +421,16 @@ impl Distributed {
         }))
     }
 
+    /// The stop every process agrees on (see
+    /// [`Processes::agree_stop`](crate::trainer::Processes::agree_stop)): each process's signal
+    /// gathered on rank 0, the lowest rank's that arrived sent back to every process.
+    pub fn agree_stop(&self, local: Option<Signal>) -> Result<Option<Signal>, Error> {
+        let all = self.link.gather(vec![Signal::to_byte(local)])?;
+        let agreed = all.map(|all| vec![all.iter().map(|b| b[0]).find(|&b| b != 0).unwrap_or(0)]);
+        let agreed = self.link.broadcast(agreed)?;
+        Ok(Signal::from_byte(agreed[0]))
+    }
+
     /// Every process's part of the checkpoint, merged on rank 0 (`None` elsewhere).
     fn gather_checkpoint<L: Layer>(
         &self,
@@ -519,6 +529,10 @@ impl<L: Layer> Processes<L> for Shared<'_, L> {
 
     fn total_loss(&self, loss: f64) -> Result<f64, Error> {
         self.dist.total_loss(loss)
+    }
+
+    fn agree_stop(&self, local: Option<Signal>) -> Result<Option<Signal>, Error> {
+        self.dist.agree_stop(local)
     }
 
     fn save_checkpoint(

@@ -216,6 +216,40 @@ pub fn exceeds(needed: u128) -> Option<String> {
     })
 }
 
+/// Refuses a model that this machine cannot train: `batch` examples a step, an optimizer of
+/// `slots` state slots per parameter, `copies` copies of the model in this process (replicas,
+/// plus `--verify`'s reference); `sizes` names the settings that size the model, in the front
+/// end's words, for the remedy.
+///
+/// # Errors
+/// [`CommandError::TooLargeToTrain`](crate::CommandError::TooLargeToTrain) (usage): the
+/// estimate and the memory available.
+pub fn check_training(
+    model: &ReferenceModel,
+    batch: usize,
+    slots: u64,
+    copies: f64,
+    sizes: &str,
+) -> Result<(), crate::Error> {
+    let estimate = Estimate::of(model);
+    let needed = estimate.training_bytes(batch, slots, copies);
+    match exceeds(needed) {
+        None => Ok(()),
+        Some(why) => Err(crate::Error::Command(
+            crate::CommandError::TooLargeToTrain {
+                model: model.describe(),
+                needed,
+                params: estimate.params,
+                activations_per_example: estimate.activations_per_example,
+                batch,
+                copies,
+                why,
+                sizes: sizes.to_string(),
+            },
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,7 +9,7 @@
 //! this loop under flags. A run with a checkpoint and a resume is `examples/train_loop.rs`.
 
 #[cfg(feature = "mpi")]
-mod agreement;
+pub mod agreement;
 mod checkpoints;
 mod data;
 pub mod disk;
@@ -29,12 +29,14 @@ mod outcome;
 pub mod paths;
 mod processes;
 mod reference;
+mod relay;
 mod replicas;
 mod run;
 mod settings;
 mod source;
 mod stop;
 pub mod summary;
+pub mod threads;
 mod totals;
 pub mod verify;
 mod weights;
@@ -49,9 +51,10 @@ pub use kernel_cache::{kernel_cache_line, kernel_cache_line_of};
 pub use metrics::{Format, Metrics, Row};
 pub use model::ReferenceModel;
 pub use open::{DataProblem, DataSettings, Task};
-pub use outcome::Outcome;
+pub use outcome::{LostOutputs, Outcome};
 pub use processes::Processes;
 pub use reference::{After, Mode, Reference, Worst};
+pub use relay::LineRelay;
 pub use run::{Trainer, weights_intact};
 pub use settings::TrainerSettings;
 pub use source::{Epochs, Source};

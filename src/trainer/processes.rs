@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use crate::trainer::Signal;
 use crate::{Checkpoint, Error, Layer, Pipeline};
 
 /// The other processes of a multi-process run, as the [`Trainer`](crate::trainer::Trainer)
@@ -24,6 +25,15 @@ pub trait Processes<L: Layer> {
     /// # Errors
     /// A process failed.
     fn total_loss(&self, loss: f64) -> Result<f64, Error>;
+
+    /// The stop every process agrees on at a step boundary: the first process's signal that
+    /// arrived (`local` is this process's), or none, the same on every process — so that under
+    /// `mpirun`, which sends each rank the SIGINT or SIGTERM it gets, all ranks stop after the
+    /// same step and write one checkpoint together.
+    ///
+    /// # Errors
+    /// A process failed.
+    fn agree_stop(&self, local: Option<Signal>) -> Result<Option<Signal>, Error>;
 
     /// Writes one checkpoint at `path` from every process's part of `pipeline` (the leader
     /// writes it, atomically).

@@ -210,7 +210,12 @@ impl<'a, L: Layer> Trainer<'a, L> {
             }
             tally.add(record, steps);
             // A signal stops the run here, after a whole step, saving it first.
-            let stopping = self.stop.as_ref().and_then(Stop::requested);
+            // Under several processes, every one stops after the same step (`agree_stop`).
+            let local = self.stop.as_ref().and_then(Stop::requested);
+            let stopping = match self.processes {
+                Some(p) => p.agree_stop(local)?,
+                None => local,
+            };
             if self.settings.checkpoint_due(step + 1) || stopping.is_some() {
                 self.save(step + 1, k)?;
                 tally.saved = Some(step + 1);

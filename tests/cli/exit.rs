@@ -278,7 +278,7 @@ fn help_and_the_guide_give_the_same_exit_codes() {
     let codes: Vec<&str> = top.iter().map(|(c, _)| c.as_str()).collect();
     assert_eq!(
         codes,
-        ["0", "1", "2", "3", "4", "129", "130", "143"],
+        ["0", "1", "2", "3", "4", "129", "130", "138", "143"],
         "{top:?}"
     );
     assert_eq!(help_table(&success(&["train", "--help"])), top);

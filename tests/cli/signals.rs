@@ -1,6 +1,6 @@
-//! A graceful stop (issue 12, item 6): SIGINT, SIGTERM or SIGHUP (issue 38) mid-training finishes
-//! the step, saves the final checkpoint, flushes metrics and the trace, says what it saved and
-//! exits 130 / 143 / 129.
+//! A graceful stop (issue 12, item 6): SIGINT, SIGTERM, SIGHUP (issue 38) or SIGUSR1 (issue 47)
+//! mid-training finishes the step, saves the final checkpoint, flushes metrics and the trace, says
+//! what it saved and exits 130 / 143 / 129 / 138.
 //! The checkpoint resumes bit for bit and the trace parses. `bench`, `tune` and `plan`, which
 //! have no step to finish, stop at once on each of the three signals (issue 48 item 5), held
 //! open by their own test hook (`PIPETRAIN_TEST_HOLD_COMMAND`) until the signal lands.
@@ -106,7 +106,7 @@ impl Held {
         }
     }
 
-    /// Sends `signal` (`INT`, `TERM`, `HUP`) and waits until the held step has taken it.
+    /// Sends `signal` (`INT`, `TERM`, `HUP`, `USR1`) and waits until the held step has taken it.
     fn signal(&mut self, signal: &str) {
         self.send(signal);
         self.wait_for(&format!("test hook: SIG{signal} arrived during step"));
@@ -289,6 +289,25 @@ fn sighup_stops_like_sigterm_with_the_checkpoint_saved() {
     assert_eq!(saved_step(&stderr, &ck), 2);
     let saved = pipetrain::Checkpoint::read(&ck).expect("the reported checkpoint loads");
     assert_eq!(saved.progress().step, 2);
+}
+
+#[test]
+fn sigusr1_stops_like_sigterm_and_exits_138() {
+    // Issue 47: SIGUSR1 is the signal Open MPI's mpirun forwards to every rank without killing
+    // it (tests/mpi.rs stops a job with it); one process stops on it as on SIGTERM. Before, it
+    // killed the run with nothing saved.
+    let tmp = scratch("sigusr1");
+    let ck = tmp.path().join("ck.st");
+    let mut run = Held::start(tmp.path(), 2, &["--checkpoint", ck.to_str().unwrap()]);
+    run.signal("USR1");
+    run.release();
+    let (code, stderr) = run.exit();
+    assert_eq!(code, 138, "{stderr}");
+    assert!(
+        stderr.contains("SIGUSR1: stopped after step 2 "),
+        "{stderr}"
+    );
+    assert_eq!(saved_step(&stderr, &ck), 2);
 }
 
 #[test]

@@ -23,6 +23,9 @@ pub enum Exit {
     DoctorFailed,
     /// 129 (128 + SIGHUP): stopped because its terminal closed, after saving what it could.
     HungUp,
+    /// 138 (128 + SIGUSR1): stopped by SIGUSR1 (the signal `mpirun` forwards) after saving what
+    /// it could.
+    User1,
     /// 130 (128 + SIGINT): stopped by Ctrl-C after saving what it could.
     Interrupted,
     /// 143 (128 + SIGTERM): stopped by SIGTERM after saving what it could.
@@ -31,7 +34,7 @@ pub enum Exit {
 
 impl Exit {
     /// Every exit code, in numeric order.
-    pub const ALL: [Exit; 8] = [
+    pub const ALL: [Exit; 9] = [
         Exit::Success,
         Exit::Runtime,
         Exit::Usage,
@@ -39,6 +42,7 @@ impl Exit {
         Exit::DoctorFailed,
         Exit::HungUp,
         Exit::Interrupted,
+        Exit::User1,
         Exit::Terminated,
     ];
 
@@ -52,6 +56,7 @@ impl Exit {
             Exit::DoctorFailed => 4,
             Exit::HungUp => 129,
             Exit::Interrupted => 130,
+            Exit::User1 => 138,
             Exit::Terminated => 143,
         }
     }
@@ -88,6 +93,10 @@ impl Exit {
                 "interrupted (SIGINT, Ctrl-C): train finished the current step, saved the final \
                  --checkpoint, flushed --metrics and --profile and said what it saved; a second \
                  signal exits at once"
+            }
+            Exit::User1 => {
+                "stopped by SIGUSR1, the signal mpirun forwards to every rank (kill -USR1 \
+                 <mpirun's pid>): the same graceful stop as 130, every rank after the same step"
             }
             Exit::Terminated => "terminated (SIGTERM): the same graceful stop as 130",
         }
@@ -128,7 +137,7 @@ mod tests {
     #[test]
     fn codes_are_distinct_and_in_order() {
         let codes: Vec<u8> = Exit::ALL.iter().map(|e| e.code()).collect();
-        assert_eq!(codes, [0, 1, 2, 3, 4, 129, 130, 143]);
+        assert_eq!(codes, [0, 1, 2, 3, 4, 129, 130, 138, 143]);
     }
 
     #[test]

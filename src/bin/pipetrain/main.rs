@@ -64,7 +64,6 @@ mod schedule;
 mod settings;
 mod setup;
 mod style;
-mod threads;
 mod train;
 mod tune;
 

@@ -119,29 +119,22 @@ pub fn draw(plot: Option<(&Path, Curve<'_>)>, held_out: Option<String>, lost: &L
         ),
         Err(e) => {
             eprintln!("warning: {}; no plot written", cli_message(&e));
-            lost.borrow_mut().push(cli_message(&e));
+            lost.push(cli_message(&e));
         }
     }
 }
 
-/// The side outputs of a run that could not be written (`--metrics`, `--profile`, `--plot`),
-/// each as its warning said.
-pub type Lost = std::cell::RefCell<Vec<String>>;
+/// The side outputs of a run that could not be written (the library's
+/// [`LostOutputs`](pipetrain::trainer::LostOutputs)).
+pub type Lost = pipetrain::trainer::LostOutputs;
 
 /// `exit`, or [`Exit::Runtime`] when an output was `lost` from a run that otherwise succeeded
-/// (issue 47: a full disk under `--metrics` ended with rc 0, an older file left in place
-/// looking current). The training, and its checkpoint, are done either way; a failed
-/// `--verify` keeps its own code.
+/// ([`LostOutputs::error`](pipetrain::trainer::LostOutputs::error)). A failed `--verify` keeps
+/// its own code.
 pub fn with_lost(exit: Exit, lost: &Lost) -> Exit {
-    let lost = lost.borrow();
-    match (exit, lost.first()) {
-        (Exit::Success, Some(first)) => {
-            eprintln!(
-                "error: {} output(s) not written, the first: {first}; the training is done (and \
-                 its --checkpoint written, if given), but a file at an output's path is not this \
-                 run's",
-                lost.len()
-            );
+    match (exit, lost.error()) {
+        (Exit::Success, Some(error)) => {
+            eprintln!("error: {}", cli_message(&error));
             Exit::Runtime
         }
         _ => exit,

@@ -2,67 +2,24 @@
 //! [`Launch::settings`](pipetrain::trainer::Launch::settings): rank 0 sends them to every
 //! process at start, and a process given other ones (an MPMD command line that does not repeat
 //! them) is refused with a usage error naming each flag and both values. Only where a process
-//! runs and what it writes may differ ([`PER_PROCESS`]).
+//! runs and what it writes may differ (the library's
+//! [`PER_PROCESS`](pipetrain::trainer::agreement::PER_PROCESS)).
+
+use pipetrain::trainer::agreement::{fields_of_debug, shown};
 
 use crate::args::TrainArgs;
-
-/// Flags that may differ between the processes of a run: where each process runs and what it
-/// writes (only rank 0 writes metrics and plots; each rank its own trace), and `--init`, whose
-/// weights rank 0's broadcast replaces.
-pub const PER_PROCESS: [&str; 8] = [
-    "config",
-    "init",
-    "device",
-    "threads",
-    "profile",
-    "metrics",
-    "plot",
-    "comm_timeout",
-];
 
 /// Fields of [`TrainArgs`] that are no flag: which flags were given.
 const BOOKKEEPING: [&str; 2] = ["given", "given_flags"];
 
 /// The training flags of `args` as `(flag, value)` pairs as a user writes them (`--lr`,
-/// `0.01`), without the [`PER_PROCESS`] ones.
+/// `0.01`), from their `Debug` form (every flag is a field), without the
+/// [`PER_PROCESS`](pipetrain::trainer::agreement::PER_PROCESS) ones.
 pub fn of(args: &TrainArgs) -> Vec<(String, String)> {
-    fields(args)
+    fields_of_debug(&format!("{args:#?}"), &BOOKKEEPING)
         .into_iter()
         .map(|(name, value)| (flag(&name), shown(&value).to_string()))
         .collect()
-}
-
-/// The training flags of `args` as `(field, value)` pairs, from their `Debug` form (every
-/// flag is a field), without the [`PER_PROCESS`] ones.
-fn fields(args: &TrainArgs) -> Vec<(String, String)> {
-    let text = format!("{args:#?}");
-    let mut out: Vec<(String, String)> = Vec::new();
-    for line in text.lines().skip(1) {
-        let field = line
-            .strip_prefix("    ")
-            .filter(|l| !l.starts_with(' '))
-            .and_then(|l| l.split_once(": "));
-        match (field, out.last_mut()) {
-            (Some((name, value)), _) => out.push((name.to_string(), value.to_string())),
-            (None, Some((_, value))) if line != "}" => value.push_str(line.trim()),
-            _ => {}
-        }
-    }
-    for (_, value) in &mut out {
-        // `Some(\n 0.01,\n)` joined: `Some(0.01,)` → `Some(0.01)`.
-        *value = value
-            .trim_end_matches(',')
-            .replace(",)", ")")
-            .replace(",]", "]")
-            .replace(",}", "}")
-            .replace(',', ", ");
-    }
-    // Which flags a process was given is no setting: a flag given on one process only is
-    // compared by its value, which is the default on the others.
-    out.retain(|(name, _)| {
-        !PER_PROCESS.contains(&name.as_str()) && !BOOKKEEPING.contains(&name.as_str())
-    });
-    out
 }
 
 /// The flag a `TrainArgs` field stands for.
@@ -70,17 +27,6 @@ fn flag(field: &str) -> String {
     match field {
         "lr_flag" => "--lr".to_string(),
         _ => format!("--{}", field.replace('_', "-")),
-    }
-}
-
-/// A `Debug` value as a user writes it: `Some(0.01)` → `0.01`, `None` → `unset`.
-fn shown(value: &str) -> &str {
-    match value {
-        "None" => "unset",
-        v => v
-            .strip_prefix("Some(")
-            .and_then(|v| v.strip_suffix(')'))
-            .unwrap_or(v),
     }
 }
 

@@ -56,7 +56,8 @@ pub fn pipeline<L: Layer>(
     };
     if let Some(t) = args.threads {
         let workers = dist.map_or(args.layout().workers(), |d| d.local().len());
-        let (t, warning) = crate::threads::capped(t, workers, crate::threads::cores());
+        let (t, warning) =
+            pipetrain::trainer::threads::capped(t, workers, pipetrain::trainer::threads::cores());
         warning.inspect(|w| eprintln!("{w}"));
         builder = builder.threads_per_worker(t);
     }

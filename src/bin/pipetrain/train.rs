@@ -115,13 +115,12 @@ pub fn run(args: &TrainArgs) -> Result<Exit, Failure> {
         let (slices, flows) = match profile.finish() {
             Ok(Some(counts)) => counts,
             Ok(None) => {
-                lost.borrow_mut()
-                    .push(format!("--profile {}", path.display()));
+                lost.push(format!("--profile {}", path.display()));
                 return result.map(|exit| crate::outcome::with_lost(exit, &lost));
             }
             Err(e) => {
                 eprintln!("warning: {}; no trace written", cli_message(&e));
-                lost.borrow_mut().push(cli_message(&e));
+                lost.push(cli_message(&e));
                 return result.map(|exit| crate::outcome::with_lost(exit, &lost));
             }
         };
@@ -248,12 +247,14 @@ fn train(args: &TrainArgs, dist: Option<&Distributed>) -> Result<Exit, Failure> 
         devices,
         ties,
     };
-    // SIGINT/SIGTERM, in a one-process run.
-    let stop = dist
-        .is_none()
-        .then(Stop::install)
-        .transpose()
-        .map_err(of_run)?;
+    // SIGINT/SIGTERM/SIGHUP/SIGUSR1: one process stops after the step it is in; under MPI
+    // (`mpirun` forwards SIGUSR1 to every rank) the ranks agree at each step's end and stop
+    // together.
+    let stop = match dist {
+        None => Stop::install(),
+        Some(d) => Stop::install_for_rank(d.is_leader()),
+    };
+    let stop = Some(stop.map_err(of_run)?);
     let device = &settings.device;
     match model {
         ReferenceModel::Mlp(c) => train_with(&settings, c.init(device), stop, dist),
@@ -413,7 +414,7 @@ fn train_with<L: Layer>(
         if leader {
             crate::outcome::draw(plot, None, &lost);
         }
-        return Ok(stopped(signal, outcome.step, args));
+        return Ok(stopped(signal, outcome.step, args, leader));
     }
     progress.println(&format!(
         "done: {} steps in {:.2}s, median {:.1} samples/s (first step excluded{})",
@@ -431,6 +432,8 @@ fn train_with<L: Layer>(
     if !leader {
         return Ok(Exit::Success);
     }
+    // What follows is printed directly, after the relayed lines.
+    progress.drain();
     let mut summary = Vec::new();
     if let Some(report) = &outcome.last {
         // Under MPI, rank 0's workers only.
@@ -541,13 +544,13 @@ fn report<L: Layer>(
             step,
             steps,
             position,
-        } => println!(
+        } => progress.println_everywhere(&format!(
             "resumed: {} at step {step} of {steps}{}",
             path.display(),
             position
                 .map(|p| format!(" (next data: {p})"))
                 .unwrap_or_default()
-        ),
+        )),
         Event::FirstStep { pipeline } => {
             let p = pipeline.partition();
             progress.println(&format!("stage split: {p} (balance {:?})", p.balance()));
@@ -566,7 +569,7 @@ fn report<L: Layer>(
         }
         Event::Warning(w) => {
             eprintln!("warning: {}{}", cli_message(w.error()), w.consequence());
-            lost.borrow_mut().push(cli_message(w.error()));
+            lost.push(cli_message(w.error()));
         }
         Event::Held { step, path } => {
             eprintln!(
@@ -583,7 +586,7 @@ fn report<L: Layer>(
 /// Ends a run that `signal` stopped after `step` optimizer steps: says on stderr what was
 /// saved (the checkpoint just written, the metrics flushed every step; the trace is written
 /// on the way out) and returns its exit code.
-fn stopped(signal: Signal, step: u64, args: &TrainArgs) -> Exit {
+fn stopped(signal: Signal, step: u64, args: &TrainArgs, leader: bool) -> Exit {
     let mut saved = Vec::new();
     if let Some(path) = &args.checkpoint {
         saved.push(format!("checkpoint {} (step {step})", path.display()));
@@ -601,13 +604,18 @@ fn stopped(signal: Signal, step: u64, args: &TrainArgs) -> Exit {
         true => "nothing (no --checkpoint, --metrics or --profile)".to_string(),
         false => saved.join(", "),
     };
-    eprintln!(
-        "{signal}: stopped after step {step} of {}; saved: {saved}",
-        args.steps
-    );
+    // Under MPI every rank stopped after the same step; the leader, which wrote the outputs,
+    // says so.
+    if leader {
+        eprintln!(
+            "{signal}: stopped after step {step} of {}; saved: {saved}",
+            args.steps
+        );
+    }
     match signal {
         Signal::Interrupt => Exit::Interrupted,
         Signal::Terminate => Exit::Terminated,
         Signal::Hangup => Exit::HungUp,
+        Signal::User1 => Exit::User1,
     }
 }

@@ -310,6 +310,24 @@ pub fn independent(batch: usize, workers: usize, rows: usize) -> Row {
     }
 }
 
+/// The MLP and the GPT of the table at these sizes, as the trainer's reference models: what
+/// `bench` checks against this machine's memory before anything is allocated (`train`'s
+/// limits; the GPT's heads fall back to 1 where the width does not split over [`GPT`]'s).
+#[cfg(feature = "trainer")]
+pub fn table_models(
+    (width, hidden_layers, classes): (usize, usize, usize),
+    (gpt_width, gpt_context): (usize, usize),
+) -> [crate::trainer::ReferenceModel; 2] {
+    use crate::trainer::ReferenceModel;
+    use pipetrain_models::{GptConfig, MlpConfig};
+    let (vocab, heads, blocks, _) = GPT;
+    let heads = if gpt_width % heads == 0 { heads } else { 1 };
+    [
+        ReferenceModel::Mlp(MlpConfig::new(width, hidden_layers, classes)),
+        ReferenceModel::Gpt(GptConfig::new(vocab, gpt_context, gpt_width, heads, blocks)),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::rows::rows;

@@ -36,6 +36,8 @@ mod run;
 mod settings;
 mod table;
 
+#[cfg(feature = "trainer")]
+pub use configs::table_models;
 pub use configs::{BenchModel, GPT, Peer, Row, Shape, Workload};
 pub use gpu::{GpuLine, GpuPeer, GpuReport, gpu_peers_dir, run_gpu};
 pub use measure::Measured;

@@ -17,6 +17,8 @@
 mod compare;
 mod costs;
 mod format;
+#[cfg(feature = "trainer")]
+pub mod limits;
 mod report;
 
 pub use compare::{Comparison, ScheduleRow, compare};

@@ -6,6 +6,8 @@
 //! session as `pipetrain tune` runs it: the cost table cached per model and machine, the
 //! ranking, [`trials`] of the top candidates (measured beside predicted), and the winner.
 
+#[cfg(feature = "commands")]
+pub mod applied;
 mod auto;
 #[cfg(feature = "commands")]
 mod cache;

@@ -96,22 +96,10 @@ pub fn run(args: &BenchArgs) -> Result<Exit, Failure> {
 /// # Errors
 /// A usage failure naming the flags that size the model.
 fn fits(args: &BenchArgs) -> Result<(), Failure> {
-    use crate::model::ReferenceModel;
-    use pipetrain_models::{GptConfig, MlpConfig};
-    let (vocab, heads, blocks, _) = bench::GPT;
-    let heads = if args.gpt_width % heads == 0 {
-        heads
-    } else {
-        1
-    };
-    let mlp = ReferenceModel::Mlp(MlpConfig::new(args.width, args.hidden_layers, args.classes));
-    let gpt = ReferenceModel::Gpt(GptConfig::new(
-        vocab,
-        args.gpt_context,
-        args.gpt_width,
-        heads,
-        blocks,
-    ));
+    let [mlp, gpt] = bench::table_models(
+        (args.width, args.hidden_layers, args.classes),
+        (args.gpt_width, args.gpt_context),
+    );
     let check = |model, flags| {
         crate::footprint::check_training(model, args.batch, 1, 2.0, flags).map_err(Failure::usage)
     };
@@ -126,7 +114,8 @@ fn fits(args: &BenchArgs) -> Result<(), Failure> {
 /// # Errors
 /// A usage failure naming `PIPETRAIN_GEMM` when it is set to neither `cublas` nor `burn`.
 fn settings(args: &BenchArgs) -> Result<BenchSettings, Failure> {
-    let (threads, warning) = crate::threads::capped(args.threads, 1, crate::threads::cores());
+    let (threads, warning) =
+        pipetrain::trainer::threads::capped(args.threads, 1, pipetrain::trainer::threads::cores());
     if let Some(warning) = warning {
         eprintln!("{warning}");
     }

@@ -80,7 +80,9 @@ struct Context<'a> {
 
 /// The search space the flags describe.
 fn space(args: &TuneArgs) -> Result<Space, Failure> {
-    let workers = args.workers.unwrap_or_else(crate::threads::cores);
+    let workers = args
+        .workers
+        .unwrap_or_else(pipetrain::trainer::threads::cores);
     let mut space = pipetrain::commands::tune::default_space(
         args.train.batch,
         workers,

@@ -1,9 +1,8 @@
-//! A configuration as `train` flags and as the `--config` TOML: one list of (key, value) pairs
-//! behind both, so the printed flags and the file never disagree.
+//! A configuration as `train` flags and as the `--config` TOML: the model's flags here, the
+//! rest in the library ([`pipetrain::commands::tune::applied`]).
 
 use clap::ValueEnum;
-use pipetrain::ScheduleKind;
-use pipetrain::commands::tune::{Candidate, Recompute};
+pub use pipetrain::commands::tune::applied::{self, command_line, knobs, to_toml};
 use toml::Value;
 
 use crate::args::{ModelKind, TrainArgs};
@@ -59,88 +58,12 @@ pub fn model(args: &TrainArgs) -> Vec<(&'static str, Value)> {
     out
 }
 
-/// The knobs `candidate` chose, as `train` takes them.
-pub fn knobs(candidate: &Candidate) -> Vec<(&'static str, Value)> {
-    let k = candidate.knobs;
-    let int = |v: usize| Value::Integer(v as i64);
-    let schedule = k.schedule.family().to_string();
-    let mut out = vec![
-        ("replicas", int(k.replicas)),
-        ("micro_batches", int(k.micro_batches)),
-        ("schedule", Value::String(schedule)),
-    ];
-    if let ScheduleKind::Interleaved { virtual_stages }
-    | ScheduleKind::LoopedBfs { virtual_stages }
-    | ScheduleKind::InterleavedZb { virtual_stages } = k.schedule
-    {
-        out.push(("virtual_stages", int(virtual_stages)));
-    }
-    let remat = match k.remat {
-        Recompute::Never => "never",
-        Recompute::ExceptLast => "except_last",
-        Recompute::Always => "always",
-    };
-    out.push(("remat", Value::String(remat.into())));
-    let balance = candidate.partition.balance().into_iter().map(int).collect();
-    out.push(("balance", Value::Array(balance)));
-    out.push(("threads", int(1)));
-    out
-}
-
 /// The settings given that the applied file carries to the training run
-/// ([`pipetrain::commands::reads::tune_applies`]: the data, the optimizer's settings, the
-/// learning-rate schedule, the seed, ...) and `pairs` does not hold yet, as given.
+/// ([`applied::carried`]), as given.
 pub fn carried(args: &TrainArgs, pairs: &[(&'static str, Value)]) -> Vec<(String, Value)> {
-    args.given_flags
+    let given = args
+        .given_flags
         .iter()
-        .filter(|f| pipetrain::commands::reads::tune_applies(&f.key))
-        .filter(|f| !pairs.iter().any(|(k, _)| *k == f.key))
-        .map(|f| {
-            let value = match f.values.as_slice() {
-                [] => Value::Boolean(true),
-                [one] => one
-                    .parse::<i64>()
-                    .map(Value::Integer)
-                    .or_else(|_| {
-                        one.parse::<f64>()
-                            .ok()
-                            .filter(|x| x.is_finite())
-                            .map(Value::Float)
-                            .ok_or(())
-                    })
-                    .unwrap_or_else(|()| Value::String(one.clone())),
-                many => Value::String(many.join(",")),
-            };
-            (f.key.clone(), value)
-        })
-        .collect()
-}
-
-/// `--key value ...` (underscores as dashes, arrays comma-joined).
-pub fn command_line(pairs: &[(&'static str, Value)]) -> String {
-    pairs
-        .iter()
-        .map(|(key, value)| {
-            let value = match value {
-                Value::String(s) => s.clone(),
-                Value::Array(items) => items
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join(","),
-                other => other.to_string(),
-            };
-            format!("--{} {value}", key.replace('_', "-"))
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-/// The TOML file `train --config` reads.
-pub fn to_toml<K: AsRef<str>>(pairs: &[(K, Value)]) -> String {
-    let table: toml::Table = pairs
-        .iter()
-        .map(|(k, v)| (k.as_ref().to_string(), v.clone()))
-        .collect();
-    toml::to_string(&table).expect("a table of plain values serializes")
+        .map(|f| (f.key.as_str(), f.values.as_slice()));
+    applied::carried(given, pairs)
 }

@@ -1,5 +1,5 @@
-//! `--threads`: compute threads per worker, capped by the machine's cores. Workers already
-//! share the cores (docs/design.md: on CPU, parallelism belongs to workers); more threads
+//! Compute threads per worker (`pipetrain`'s `--threads`), capped by the machine's cores.
+//! Workers already share the cores (docs/design.md: on CPU, parallelism belongs to workers); more threads
 //! than cores only oversubscribe them (`--threads 1000` ran 100× slower), and
 //! `--threads 100000` spent minutes spawning threads.
 
@@ -20,7 +20,7 @@ pub fn capped(requested: usize, workers: usize, cores: usize) -> (usize, Option<
 }
 
 /// The cores this process may use (the engine's count).
-pub use pipetrain::engine::pool::cores;
+pub use crate::engine::pool::cores;
 
 #[cfg(test)]
 mod tests {
