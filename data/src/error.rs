@@ -194,7 +194,7 @@ pub enum DataError {
 
     /// A text file that tokenizes to fewer tokens than one window of `context + 1`.
     #[error(
-        "{}: {tokens} tokens (by {}), fewer than one window of --context {context} + 1 = \
+        "{}: {tokens} tokens (by {}), fewer than one window of context {context} + 1 = \
          {needed} tokens",
         path.display(),
         tokenizer.display()

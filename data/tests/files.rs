@@ -646,7 +646,7 @@ fn a_bad_tokenizer_or_text_is_named() {
         .unwrap_err()
         .to_string();
     assert!(
-        e.contains("corpus.txt") && e.contains("--context 4096"),
+        e.contains("corpus.txt") && e.contains("context 4096"),
         "{e}"
     );
 }

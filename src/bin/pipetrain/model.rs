@@ -1,5 +1,6 @@
-//! `--model mlp|resnet|unet|gpt`: the library's [`ReferenceModel`] from the flags and the data's shapes,
-//! and the checks of the flags that size it.
+//! `--model mlp|resnet|unet|gpt|llama` (or a Hugging Face checkpoint's config.json): the
+//! library's [`ReferenceModel`] from the flags and the data's shapes, and the checks of the flags
+//! that size it.
 
 use pipetrain::Batch;
 use pipetrain::Remat;
