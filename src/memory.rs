@@ -50,6 +50,7 @@
 //! numbers are a model of what the engine holds, not a resident-set reading.
 
 use std::fmt;
+use std::ops::Range;
 use std::str::FromStr;
 
 use burn::prelude::Device;
@@ -131,13 +132,34 @@ pub struct WorkerMemory {
     /// overlap ([`held_at_once`]; when both are held, less the stashed layer inputs of the
     /// micro-batch whose backward moved them into the deferred bytes), plus `weight_copies`.
     pub held: u64,
+    /// With replicas, the sums the all-reduce (or ZeRO-1's reduce) makes beside the gradients:
+    /// each replica sums the gradients it owns, about 1/R of them, after the step's last
+    /// backward has released the activations, so the larger of this and `held` is counted
+    /// (2 replicas read 0.85 of the step without it). 0 with one replica.
+    pub reduced: u64,
 }
 
 impl WorkerMemory {
-    /// Everything counted: parameters, gradients, optimizer state and the activations held at
-    /// once ([`WorkerMemory::held`]).
+    /// Everything counted: parameters, optimizer state and the step's bytes
+    /// ([`per_step`](Self::per_step)).
     pub fn total(&self) -> u64 {
-        self.parameters + self.gradients + self.optimizer_state + self.held
+        self.parameters + self.optimizer_state + self.per_step()
+    }
+
+    /// What a step holds beyond the parameters and the optimizer state: the gradients, and the
+    /// larger of the activations held at once ([`held`](Self::held)) and the all-reduce's sums
+    /// ([`reduced`](Self::reduced)), which are not held together.
+    pub fn per_step(&self) -> u64 {
+        self.gradients + self.held.max(self.reduced)
+    }
+}
+
+/// The sums a worker's all-reduce makes beside its `gradients` with `replicas` replicas
+/// ([`WorkerMemory::reduced`]).
+fn reduced(gradients: u64, replicas: usize) -> u64 {
+    match replicas {
+        0 | 1 => 0,
+        r => gradients.div_ceil(r as u64),
     }
 }
 
@@ -358,16 +380,11 @@ fn per_stage<L: Layer>(
         };
         let (stacked, view, inputs) = match split {
             true => {
-                let all = pipetrain_engine::costs::split_bytes(&layers, &x, &devices[stage])
+                let parts = pipetrain_engine::costs::split_parts(&layers, &x, &devices[stage])
                     .map_err(pipetrain_engine::EngineError::bad_batch)?;
-                // A layer's deferred bytes are its input and its output's gradient: W stacks
-                // one, then the other.
-                let stacked = all
-                    .iter()
-                    .zip(&held)
-                    .map(|(&both, l)| l.activation.max(both.saturating_sub(l.activation)))
-                    .max()
-                    .unwrap_or(0);
+                let all: Vec<u64> = parts.iter().map(|p| p.held).collect();
+                // W stacks one `Linear` call's inputs, then its output's gradients, at a time.
+                let stacked = parts.iter().map(|p| p.stack).max().unwrap_or(0);
                 let view = match stage {
                     0 => {
                         let held = split_bytes_held(&layers, &x, &devices[stage])?;
@@ -467,6 +484,7 @@ pub(crate) fn of_workers<L: Layer>(
                 held: held_at_once(stash, deferred, deferral.to_end())
                     - overlap(stage, deferral).min(stash).min(deferred)
                     + weight_copies,
+                reduced: reduced(parameters, workers.world().replicas()),
             }
         })
         .collect())
@@ -530,9 +548,35 @@ pub(crate) fn predicted<L: Layer>(
                 held: held_at_once(stash, deferred, to_end)
                     - measured.map_or(0, |m| overlap(m, model.deferral).min(stash).min(deferred))
                     + weight_copies,
+                reduced: reduced(parameters, workers.world().replicas()),
             }
         })
         .collect())
+}
+
+/// Keeps `W`'s copies ([`WorkerMemory::weight_copies`]) on one worker of each pipeline rank
+/// (`rank_of` a stage; the stage itself where the plan places none): a rank's stages take
+/// turns, so one stage's weight-gradient pass runs at a time and its copies are freed before
+/// the next one's. The stage with the most keeps them; the others' `held` drops them
+/// (interleaved 1F1B v 2 read 1.28 of the measured step with every chunk's counted).
+pub(crate) fn one_weight_pass_per_rank(
+    workers: &mut [WorkerMemory],
+    rank_of: impl Fn(pipetrain_schedules::StageId) -> Option<usize>,
+) {
+    let key = |w: &WorkerMemory| (w.worker.replica, rank_of(w.worker.stage));
+    for i in 0..workers.len() {
+        let first_largest = workers
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| rank_of(w.worker.stage).is_some() && key(w) == key(&workers[i]))
+            .max_by_key(|(j, w)| (w.weight_copies, std::cmp::Reverse(*j)))
+            .map(|(j, _)| j);
+        if first_largest.is_some_and(|j| j != i) {
+            let w = &mut workers[i];
+            w.held -= w.weight_copies;
+            w.weight_copies = 0;
+        }
+    }
 }
 
 /// What [`held_at_once`] counts twice when it adds the stash and the deferred bytes (groups that
@@ -579,10 +623,10 @@ pub(crate) fn charged_micro_batches(remat: Remat, in_flight: usize) -> u64 {
 /// `deferred[i]` (see [`deferred_bytes`]) and layer i's stash held at once as [`held_at_once`]
 /// (`to_end`: the step's weight gradients wait for its end, [`deferred_to_end`]). The profile
 /// measures outputs in fp32: under bf16 they are charged half, plus the weights' bf16 copy per
-/// stashed micro-batch. The budget sums layers, so it leaves out `W`'s copies of one layer's
-/// group ([`WorkerMemory::weight_copies`]), which are a stage's largest layer's, not a sum, and
-/// each stage's received inputs, which depend on where the stages are cut; and where it adds
-/// the stash and the deferred bytes, the one micro-batch's layer inputs counted in both. A
+/// stashed micro-batch. What depends on where the stages are cut, `W`'s copies of a stage's
+/// largest layer ([`WorkerMemory::weight_copies`]) and each stage's received inputs, is the
+/// budget's per-stage term ([`CutBytes`]), not these per-layer sums; where they add the stash
+/// and the deferred bytes, the one micro-batch's layer inputs are counted in both. A
 /// dense ReLU layer (`relu[i]`, [`relu_layers`]) that defers nothing runs on burn's autodiff
 /// path, whose graph also keeps its output before the ReLU: twice its output per stashed
 /// micro-batch.
@@ -610,6 +654,71 @@ pub(crate) fn budget_costs(
             )
         })
         .collect()
+}
+
+/// What a stage holds beyond its layers' per-layer sums ([`budget_costs`]), which depends on
+/// where the stage is cut: the budget's per-stage term
+/// ([`partition_by_time_with`](pipetrain_partitioner::partition_by_time_with)).
+/// - **its received input**, for each micro-batch in flight: the output of the layer before it
+///   (none for the stage that begins the model, whose input is rows of the caller's batch);
+/// - **`W`'s copies** ([`WorkerMemory::weight_copies`]): one copy of the larger of a layer's
+///   stacked inputs and gradients over its weight-gradient group, of the stage's largest layer,
+///   for groups of more than one micro-batch.
+#[derive(Clone, Debug)]
+pub(crate) struct CutBytes {
+    /// Each layer's output for one micro-batch, in the step's precision.
+    outputs: Vec<u64>,
+    /// Each layer's `W` stack for one micro-batch: the largest of one `Linear` call's input
+    /// and output gradient (0 without a split backward).
+    stacked: Vec<u64>,
+    /// Micro-batches in flight at the stash's peak: the received inputs held.
+    in_flight: u64,
+    /// The deferral's group, whose `W` copies [`Deferral::copies`] counts.
+    group: u64,
+}
+
+impl CutBytes {
+    /// From the profile's `costs` (outputs measured in fp32, charged at `precision`'s width),
+    /// each layer's `W` stack per micro-batch (`stacked`:
+    /// [`SplitBytes::stack`](pipetrain_engine::costs::SplitBytes::stack); empty or zeros
+    /// without a split backward), `in_flight` micro-batches and a weight-gradient group of
+    /// `group`.
+    pub(crate) fn new(
+        costs: &[LayerCost],
+        stacked: &[u64],
+        precision: Precision,
+        in_flight: usize,
+        group: u64,
+    ) -> Self {
+        let width = precision.activation_bytes() as u64;
+        let outputs: Vec<u64> = costs
+            .iter()
+            .map(|c| c.activation_bytes * width / F32)
+            .collect();
+        let stacked = (0..costs.len())
+            .map(|i| stacked.get(i).copied().unwrap_or(0))
+            .collect();
+        Self {
+            outputs,
+            stacked,
+            in_flight: in_flight as u64,
+            group,
+        }
+    }
+
+    /// The bytes a stage of layers `range` holds beyond its layers' sums.
+    pub(crate) fn of(&self, range: Range<usize>) -> u64 {
+        let input = match range.start {
+            0 => 0,
+            start => self.outputs[start - 1].saturating_mul(self.in_flight),
+        };
+        let largest = self.stacked[range].iter().copied().max().unwrap_or(0);
+        let deferral = Deferral {
+            group: self.group,
+            micro_batches: 0,
+        };
+        input.saturating_add(deferral.copies(largest))
+    }
 }
 
 /// Bytes each layer holds for deferred weight gradients with the split backward: what its split
