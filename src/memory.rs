@@ -303,23 +303,17 @@ pub(crate) fn activation_bytes(a: &Activation) -> u64 {
 }
 
 /// Each layer's deferred weight-gradient bytes per micro-batch
-/// ([`costs::split_bytes`](pipetrain_engine::costs::split_bytes)) as the engine holds them
-/// when `layers` begin the model and `sample` is a micro-batch of the caller's batch: a dense
-/// first layer keeps its input as rows of that batch (a view, not a copy), which the engine
-/// does not allocate, so only its pre-activation gradient is counted there.
+/// ([`costs::split_bytes`](pipetrain_engine::costs::split_bytes)) when `sample` is one
+/// micro-batch of its input. A dense first layer's input, rows of the caller's batch, is
+/// counted too: the engine allocates it (without it a 1-stage step read 0.90 of the
+/// measurement and a run under `--memory-budget` 1.12 of its budget).
 pub(crate) fn split_bytes_held<L: Layer>(
     layers: &[L],
     sample: &Activation,
     device: &Device,
 ) -> Result<Vec<u64>> {
-    let mut split = pipetrain_engine::costs::split_bytes(layers, sample, device)
-        .map_err(pipetrain_engine::EngineError::bad_batch)?;
-    if let (Some(first), Some(layer)) = (split.first_mut(), layers.first())
-        && layer.dense().is_some()
-    {
-        *first = first.saturating_sub(activation_bytes(&sample.clone().plain()));
-    }
-    Ok(split)
+    pipetrain_engine::costs::split_bytes(layers, sample, device)
+        .map_err(|e| pipetrain_engine::EngineError::bad_batch(e).into())
 }
 
 /// What [`per_stage`] measures of one stage.
@@ -329,7 +323,7 @@ struct StageMemory {
     /// Per micro-batch, the most `W` stacks of one of its layers ([`Deferral::copies`]).
     stacked: u64,
     /// Per micro-batch, the deferred bytes that are the layers' inputs (the stashed outputs of
-    /// the layers before), less `view`.
+    /// the layers before).
     inputs: u64,
     /// Per micro-batch, what burn's autodiff graph keeps beyond the layers' outputs when they
     /// run on it (the fused backward, bf16): a dense layer's output before its ReLU, which
@@ -338,16 +332,13 @@ struct StageMemory {
     /// The stage's input for one micro-batch, as each stashed micro-batch keeps it: 0 on stage
     /// 0, whose input is rows of the caller's batch (a view), a received copy on the others.
     input: u64,
-    /// Per micro-batch, the deferred bytes the engine counts but does not allocate (stage 0's
-    /// view of the caller's rows, [`split_bytes_held`]).
-    view: u64,
 }
 
 /// Replica 0's layers, stage by stage: `sample` (one micro-batch) is forwarded through them
 /// (each stage's input is the previous stage's output, moved to that stage's device) to
 /// measure every layer's output and, with `split`, from the bytes each layer's split backward
-/// defers per micro-batch ([`costs::split_bytes`](pipetrain_engine::costs::split_bytes)), the
-/// most `W` stacks of one of them and stage 0's view of the caller's rows.
+/// defers per micro-batch ([`costs::split_parts`](pipetrain_engine::costs::split_parts)), the
+/// most `W` stacks of one of them.
 fn per_stage<L: Layer>(
     workers: &Workers<L>,
     sample: &Activation,
@@ -378,29 +369,20 @@ fn per_stage<L: Layer>(
                 .map(|(_, m)| m.activation)
                 .sum(),
         };
-        let (stacked, view, inputs) = match split {
+        let (stacked, inputs) = match split {
             true => {
                 let parts = pipetrain_engine::costs::split_parts(&layers, &x, &devices[stage])
                     .map_err(pipetrain_engine::EngineError::bad_batch)?;
-                let all: Vec<u64> = parts.iter().map(|p| p.held).collect();
                 // W stacks one `Linear` call's inputs, then its output's gradients, at a time.
                 let stacked = parts.iter().map(|p| p.stack).max().unwrap_or(0);
-                let view = match stage {
-                    0 => {
-                        let held = split_bytes_held(&layers, &x, &devices[stage])?;
-                        all.iter().sum::<u64>() - held.iter().sum::<u64>()
-                    }
-                    _ => 0,
-                };
-                let inputs = all
+                let inputs = parts
                     .iter()
                     .zip(&held)
-                    .map(|(&both, l)| both.saturating_sub(l.activation))
-                    .sum::<u64>()
-                    .saturating_sub(view);
-                (stacked, view, inputs)
+                    .map(|(p, l)| p.held.saturating_sub(l.activation))
+                    .sum::<u64>();
+                (stacked, inputs)
             }
-            false => (0, 0, 0),
+            false => (0, 0),
         };
         for layer in &precision.layers(&layers) {
             x = layer
@@ -413,7 +395,6 @@ fn per_stage<L: Layer>(
             inputs,
             pre_relu,
             input,
-            view,
         });
     }
     Ok(per_stage)
@@ -466,11 +447,7 @@ pub(crate) fn of_workers<L: Layer>(
             let stashed = reported.map_or(0, |r| r.peak_stash);
             let charged = charged_micro_batches(remat, stashed).min(stashed as u64);
             let stash = stash_bytes(stage, charged, stashed as u64);
-            // The engine counts stage 0's view of the caller's rows among its deferred bytes
-            // (every micro-batch of a group at the peak); it allocates none of them.
-            let view = stage.view.saturating_mul(deferral.group);
             let deferred = reported.map_or(0, |r| r.peak_deferred_bytes as u64);
-            let deferred = deferred.saturating_sub(view);
             let weight_copies = deferral.copies(stage.stacked);
             WorkerMemory {
                 worker: w.id(),
@@ -656,6 +633,25 @@ pub(crate) fn budget_costs(
         .collect()
 }
 
+/// `bytes` and the budget's headroom for what the accounting leaves out (the modules' own
+/// bookkeeping, the loss's and burn's per-op temporaries, the allocator's slack): 1/32 more.
+/// Measured (`tests/memory_measured.rs`, one stage under the least budget that fits): the
+/// step's peak read 1.01 of the accounting without it.
+pub(crate) fn with_headroom(bytes: u64) -> u64 {
+    bytes.saturating_add(bytes / 32)
+}
+
+/// [`budget_costs`] with the budget's headroom ([`with_headroom`]) on each layer's memory.
+pub(crate) fn with_headrooms(costs: Vec<LayerCost>) -> Vec<LayerCost> {
+    costs
+        .into_iter()
+        .map(|c| {
+            let (params, held) = (c.param_bytes, c.activation_bytes);
+            c.with_memory(with_headroom(params), with_headroom(held))
+        })
+        .collect()
+}
+
 /// What a stage holds beyond its layers' per-layer sums ([`budget_costs`]), which depends on
 /// where the stage is cut: the budget's per-stage term
 /// ([`partition_by_time_with`](pipetrain_partitioner::partition_by_time_with)).
@@ -706,7 +702,8 @@ impl CutBytes {
         }
     }
 
-    /// The bytes a stage of layers `range` holds beyond its layers' sums.
+    /// The bytes a stage of layers `range` holds beyond its layers' sums, with the budget's
+    /// headroom ([`with_headroom`]).
     pub(crate) fn of(&self, range: Range<usize>) -> u64 {
         let input = match range.start {
             0 => 0,
@@ -717,7 +714,7 @@ impl CutBytes {
             group: self.group,
             micro_batches: 0,
         };
-        input.saturating_add(deferral.copies(largest))
+        with_headroom(input.saturating_add(deferral.copies(largest)))
     }
 }
 
