@@ -332,10 +332,6 @@ struct StageMemory {
     /// The stage's input for one micro-batch, as each stashed micro-batch keeps it: 0 on stage
     /// 0, whose input is rows of the caller's batch (a view), a received copy on the others.
     input: u64,
-    /// Stage 0's input for one micro-batch, rows of the caller's batch: a graph that records
-    /// its first layer keeps a copy of them (each micro-batch whose graph is held; measured: a
-    /// 1-stage fused backward read 0.85 without it).
-    first_input: u64,
 }
 
 /// Replica 0's layers, stage by stage: `sample` (one micro-batch) is forwarded through them
@@ -359,10 +355,9 @@ fn per_stage<L: Layer>(
             .map(pipetrain_engine::inference_copy)
             .collect();
         x = x.to_device(&devices[stage]);
-        let bytes = activation_bytes(&precision.input(x.clone().plain()));
-        let (input, first_input) = match stage {
-            0 => (0, bytes),
-            _ => (bytes, 0),
+        let input = match stage {
+            0 => 0,
+            _ => activation_bytes(&precision.input(x.clone().plain())),
         };
         let held = layer_memory(&layers, &x, precision)?;
         let pre_relu = match split {
@@ -400,7 +395,6 @@ fn per_stage<L: Layer>(
             inputs,
             pre_relu,
             input,
-            first_input,
         });
     }
     Ok(per_stage)
@@ -574,14 +568,12 @@ fn overlap(stage: &StageMemory, deferral: Deferral) -> u64 {
 }
 
 /// A stage's stash: `charged` micro-batches of every layer's output ([`charged_micro_batches`])
-/// and of stage 0's input (the graph's copy), and the received input for each of the
-/// `stashed` micro-batches in flight.
+/// and the stage's input for each of the `stashed` micro-batches in flight.
 fn stash_bytes(stage: &StageMemory, charged: u64, stashed: u64) -> u64 {
     let outputs: u64 = stage.layers.iter().map(|l| l.stashed() * charged).sum();
     outputs
         .saturating_add(stage.pre_relu.saturating_mul(charged))
         .saturating_add(stage.input.saturating_mul(stashed))
-        .saturating_add(stage.first_input.saturating_mul(charged))
 }
 
 /// Which of `layers` are dense layers followed by a ReLU ([`pipetrain_engine::Dense`]).
