@@ -13,8 +13,7 @@
 //!   for Adam and AdamW (first and second moments);
 //! - **stash**: the layer's output for one micro-batch (measured on a real micro-batch), times
 //!   the micro-batches in flight, and the stage's input for each micro-batch in flight (a
-//!   received copy on every stage but the first, whose input is rows of the caller's batch: a
-//!   view, not the engine's). Without re-materialization the autodiff graph keeps every
+//!   received copy on every stage but the first). Without re-materialization the autodiff graph keeps every
 //!   layer's output of every stashed micro-batch; with it, only the micro-batch being
 //!   re-materialized keeps its outputs, so each layer is charged one micro-batch. The output
 //!   is measured in the step's precision (2 bytes a float value in bf16; token ids at 4).
@@ -25,29 +24,42 @@
 //!   backward beside the ReLU's output that the next product keeps.
 //! - **deferred**: with the split backward, each dense layer's input and pre-activation gradient
 //!   (its output's size) for every micro-batch of a weight-gradient group, held from its `I` to
-//!   its group's `W` (stage 0's first dense layer: its gradient only, its input being rows of
-//!   the caller's batch, `split_bytes_held`); the budget models it per layer,
-//!   [`Pipeline::worker_memory`](crate::Pipeline::worker_memory) reports what the step measured.
-//!   `Backward::Split { weight_group }` bounds it. The stash and the deferred bytes are held
-//!   as they overlap ([`held_at_once`]): the larger of the two when the step's weight
-//!   gradients wait for its end (the default), else both, less the micro-batch whose backward
-//!   moved its stashed layer inputs into the deferred ones.
+//!   its group's `W` (stage 0's first layer's input too: rows of the caller's batch, which the
+//!   engine allocates); under a schedule that places its `W`s (ZB-H1, ZB-V), every
+//!   micro-batch between its `I` and its `W` in the plan, whose stash its `I` releases. The
+//!   budget models it per layer, [`Pipeline::worker_memory`](crate::Pipeline::worker_memory)
+//!   reports what the step measured. `Backward::Split { weight_group }` bounds it. The stash
+//!   and the deferred bytes are held as they overlap ([`held_at_once`]): the larger of the two
+//!   when the step's weight gradients wait for its end (the default), else both, less the
+//!   micro-batch whose backward moved its stashed layer inputs into the deferred ones.
 //! - **`W`'s copies**: a group of several micro-batches is stacked into one GEMM, one copy of
-//!   the larger of a layer's inputs and gradients at a time ([`WorkerMemory::weight_copies`]).
+//!   the larger of one `Linear` call's inputs and output gradients at a time
+//!   ([`WorkerMemory::weight_copies`]); one weight-gradient pass at a time on a pipeline rank
+//!   whose stages take turns (interleaved, ZB-V).
+//! - **the all-reduce's sums** (replicas): each replica sums the gradients it owns, about 1/R
+//!   of them, beside its gradients, after the activations are released
+//!   ([`WorkerMemory::reduced`]).
 //!
-//! Measured against a counting allocator (`tests/memory_measured.rs`): within ±15 % of a
-//! step's peak above the live level between steps (0.90–1.09) on MLPs, 1 and 2 stages, GPipe
-//! and 1F1B, remat, SGD and Adam, fp32 (split and fused backward), and bf16 where parameters
-//! dominate.
+//! The budget (`budget_costs`, per layer) adds per stage what depends on the cut
+//! (`CutBytes`: the received inputs, `W`'s copies) and keeps 1/32 headroom
+//! (`with_headroom`).
+//!
+//! Measured against a counting allocator (`tests/memory_measured.rs`, docs/memory.md): where
+//! the process is one worker, within ±15 % of a step's peak above the live level between steps
+//! (0.85–1.13) on MLPs, GPipe, remat, SGD and Adam, fp32 (split backward, groups of one and of
+//! all, fused backward), bf16 where parameters dominate, two compute threads; where several
+//! workers share the process, their own peaks summed are not under 0.85 of its peak (replicas,
+//! ZeRO-1, 2 stages, ZB-H1, ZB-V, interleaved), and above it where their peaks fall apart.
+//! A run under the least budget that fits peaked at 0.98 of it.
 //!
 //! Not counted: the host's per-thread caches (`gemm` 0.19, burn-flex's GEMM, keeps a buffer the
 //! size of the core's L2 cache, 2 MiB on the test's Xeon, in every compute thread that has run a
-//! large enough product, for the thread's life); in bf16 where activations dominate, what its
-//! graph keeps beyond the above (the model read 0.73 of such a step), and with the fused
-//! backward and re-materialization a part not pinned down (0.75–0.87); the allocator's slack, the transport's in-flight copies, burn's
-//! per-op temporaries. The budget's per-layer sums (`budget_costs`) also leave out each
-//! stage's received inputs and `W`'s copies, which depend on where the stages are cut. The
-//! numbers are a model of what the engine holds, not a resident-set reading.
+//! large enough product, for the thread's life); what burn's autodiff graph keeps inside a layer
+//! beyond its output where a layer runs on it (attention scores and norms: a GPT on one worker
+//! read 0.64; a ResNet's convolutions and norms: 0.19; activation-heavy bf16 0.74; the fused
+//! backward with re-materialization 0.73–0.97); the allocator's slack, the transport's
+//! in-flight copies, burn's per-op temporaries. The numbers are a model of what the engine
+//! holds, not a resident-set reading.
 
 use std::fmt;
 use std::ops::Range;
