@@ -4,82 +4,40 @@
 //!
 //! ## What is compared
 //!
-//! A step's peak is split in two, each held to ±15 % ([`LOW`], [`HIGH`]):
-//! - **per step**: the most bytes live during a step (the third: the first two set up the
-//!   workers, the optimizer state and the threads' caches) above what was live just before it,
-//!   against the model's gradients and activations held ([`WorkerMemory::gradients`] +
-//!   [`WorkerMemory::held`]: stash, deferred weight-gradient inputs, `W`'s copies), for both
-//!   `worker_memory` and `Setup::memory`;
-//! - **between steps**: the model's parameters and optimizer state against the bytes the
-//!   pipeline holds (`replica_parameters`, `optimizer_state_bytes`), and Adam's state against
-//!   the allocator (Adam minus SGD, below).
+//! A step's peak: the most bytes live during a step (the third: the first two set up the
+//! workers, the optimizer state and the threads' caches) above what was live just before it,
+//! less what the step left live after it, against the model's [`WorkerMemory::per_step`]
+//! (gradients, and the larger of the activations held and the all-reduce's sums), both
+//! `worker_memory` (after the step) and `Setup::memory` (before any), each held ([`Hold`]):
+//! - to ±15 % ([`LOW`], [`HIGH`]) where the process is one worker;
+//! - to at least [`LOW`] where several workers share it: the model is each worker's own peak,
+//!   summed, and the process peaks lower when theirs fall at different times (2 shared
+//!   cores decide that from run to run); a per-worker reading needs a per-thread counting
+//!   allocator, and that needs the `unsafe` the workspace forbids;
+//! - not at all where the model has a known gap, printed with its reading (what burn's
+//!   autodiff graph keeps inside a layer beyond its output: the GPT, the ResNet,
+//!   activation-heavy bf16, the fused backward with re-materialization).
+//!
+//! On every row, `Setup::memory` is held to what the step's own counters give (2 %), and a
+//! rank's chunks to one weight pass's copies at a time. Parameters are held to the bytes the
+//! layers take as made (one copy a replica), Adam's state to what the pipeline's drop frees
+//! above the same layout's under SGD, both where they are 256 KiB or more
+//! ([`ALLOCATOR_FLOOR`]).
 //!
 //! Why not the whole peak above what was live before the pipeline was built: the live level
 //! between steps also holds the host's per-thread caches, which the model leaves out
 //! (`pipetrain::memory`, "Not counted"): `gemm` 0.19 (burn-flex's GEMM) keeps an `L2_SLAB`
 //! buffer the size of the core's L2 cache (2 MiB a thread here) in every thread that has run a
-//! large enough product, for the thread's life: 4 MiB of a 7 MiB peak at 2 stages, present or
-//! not by whole buffers depending on the shapes. They are the machine's, persistent, and
-//! allocated by the warm-up steps, so the step measured starts with them in its baseline.
+//! large enough product, for the thread's life. They are the machine's, persistent, and
+//! allocated by the warm-up steps, so the step measured starts with them in its baseline (and
+//! one allocated in the measured step, a second compute thread's, is its residue).
 //!
-//! Per term, each within ±15 %:
-//! - Adam minus SGD, live between steps (same layout): 2 × the parameter bytes;
-//! - 4 micro-batches minus 1 at 512 rows each (1 stage, the default split backward): the
-//!   difference of the model's activations held;
-//! - remat `Always` minus `Never` under `Backward::Split { weight_group: 1 }` (2 stages, GPipe,
-//!   m 8): the difference of the model's stash. Not under the default split backward, whose
-//!   weight gradients wait for the step's end: each backward releases a micro-batch's stash as
-//!   it keeps its deferred inputs, the peak is at the step's `W` with the stash empty, and
-//!   re-materialization changes nothing there (measured: equal peaks).
+//! Per term, each within ±15 %: Adam minus SGD, live between steps (2 × the parameter bytes);
+//! 4 micro-batches minus 1 at 512 rows each (the activations held); remat `Always` minus
+//! `Never` under `Backward::Split { weight_group: 1 }` (the stash). And `--memory-budget`: a
+//! run split under the least budget that fits stays under it at its measured peak.
 //!
-//! ## Measured (debug build, `Intel(R) Xeon(R) Processor`, 2 cores, 2026-11-28)
-//!
-//! Per step, model / measured (both `worker_memory` and `Setup::memory`); before this model
-//! the whole peak (the caches in it, an estimate of the GEMM's scratch taken out) read 0.38–0.88,
-//! and 0.55–1.05 with the stash and deferred bytes first held as they overlap:
-//!
-//! | layout | per-step peak | model/measured |
-//! |---|---:|---:|
-//! | MLP-4x256 b64, 1 stage, m 1, GPipe, SGD | 1 512 816 B | 1.05 |
-//! | MLP-4x256 b64, 1 stage, m 4, GPipe, Adam | 1 518 544 B | 1.09 |
-//! | MLP-4x256 b64, 2 stages, m 8, 1F1B, Adam | 1 729 396 B | 0.99 |
-//! | MLP-4x32 b2048, 1 stage, m 1, GPipe, SGD | 2 427 520 B | 0.90 |
-//! | MLP-4x32 b2048, 2 stages, m 8, GPipe, Adam | 2 746 392 B | 0.98 |
-//! | MLP-4x32 b2048, 2 stages, m 8, 1F1B, Adam | 2 471 010–2 727 936 B | 0.99–1.09 |
-//! | MLP-4x32 b2048, 2 stages, m 8, 1F1B, remat Always, Adam | 2 724 384 B | 0.99 |
-//! | MLP-4x256 b64, 1 stage, m 4, GPipe, Adam, bf16 | 3 306 996 B | 1.04 |
-//! | MLP-4x32 b2048, 2 stages, m 8, GPipe, Adam, fused backward | 2 589 342 B | 0.94 |
-//! | MLP-4x32 b2048, 2 stages, m 8, GPipe, Adam, split backward group 1 | 1 467 718–1 499 300 B | 1.02–1.04 |
-//! | the same, remat Always | 592 880–603 540 B | 0.93–0.94 |
-//!
-//! The other rows were the same to the byte over five runs; the 1F1B row varied between runs.
-//!
-//! Per term: Adam − SGD 2 125 568–2 137 824 B measured, 2 124 544 B modelled (0.99–1.00); m 4 − m 1
-//! 2 089 944 B measured, 1 884 160 B modelled (0.90); remat Never − Always 864 178–912 892 B
-//! measured over seven runs, 974 848 B modelled (1.07–1.13: the closest to the band's edge; the
-//! `Always` layout's peak is the one that varies, 574–604 kB).
-//!
-//! **Not in the band**, so not swept: on burn's autodiff path with many activations, the fused
-//! backward with remat `Always` (MLP-4x32 b2048, 2 stages, m 8) read 0.75–0.87: its peak
-//! varied from 630 to 729 kB between runs, and what it holds beyond the model is not pinned
-//! down; and bf16 there (bf16 keeps the autodiff path)
-//! 0.73: what else its graph keeps (casts) is not found yet. The fused backward's graph keeps
-//! each `Linear`'s output before its ReLU beside the ReLU's output (seen with a
-//! thread-tagging allocator probe), which the model counts; without it the fused row read
-//! 0.54.
-//!
-//! **Measured, not swept** (issue 48 item 3, same machine, 2026-11-28, two runs each): 2
-//! replicas (MLP-4x256 b64 m 4, Adam) 1.01 and 1.01; with ZeRO-1 1.01 and 0.85 (measured
-//! 2 676 146 B, then 3 195 680 B: the two replicas' peaks overlap or not); 2 replicas × 2 stages
-//! (MLP-4x32 b2048, 1F1B m 8) 1.17, then in the band; with ZeRO-1 1.10; ZB-H1 (2 stages, m 8)
-//! 0.97 after the step but 0.85 for `Setup::memory` (501 280 B against 566 816 B: the
-//! prediction leaves out deferred bytes the step's report adds); interleaved 1F1B v 2 1.27 and
-//! 1.28 (the model counts 1 048 576 B of `W`'s copies, twice the 1F1B row's, which the step
-//! does not hold at once); 2 compute threads per worker 1.00 and 1.09 on one run, then 0.46
-//! for MLP-4x256 m 4 (3 616 004 B: the second thread's 2 MiB GEMM cache, allocated in the
-//! measured step). Replicas and threads read in the band on one run and out on another, so
-//! their rows wait for a measurement that is stable (the caches allocated before the step);
-//! interleaved waits for the model. `Layout`'s `replicas`, `zero` and `threads` repeat them.
+//! The readings, before and after issue 48's changes to the model, are in docs/memory.md.
 //!
 //! Each test takes [`SERIAL`]: the allocator counts the whole process.
 
