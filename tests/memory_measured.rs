@@ -111,7 +111,7 @@ fn workers_alive() -> usize {
 
 /// The model a layout trains.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Net {
+enum Arch {
     /// `MlpConfig::new(width, 4, 8)` on `rows` rows of `width` features.
     Mlp,
     /// `GptConfig::new(64, 16, width, 2, 2)` on `rows` sequences of 16 tokens.
@@ -123,7 +123,7 @@ enum Net {
 /// One layout of the sweep.
 #[derive(Clone, Copy, Debug)]
 struct Layout {
-    net: Net,
+    net: Arch,
     width: usize,
     rows: usize,
     stages: usize,
@@ -169,17 +169,17 @@ fn measure(layout: Layout) -> Measured {
     let device = Device::flex();
     let width = layout.width;
     match layout.net {
-        Net::Mlp => {
+        Arch::Mlp => {
             let batch = synthetic::classification(5, 0, layout.rows, width, 8, &device);
             run(layout, &batch, |d| MlpConfig::new(width, 4, 8).init(d))
         }
-        Net::Gpt => {
+        Arch::Gpt => {
             let batch = synthetic::tokens(5, 0, layout.rows, 16, 64, &device);
             run(layout, &batch, |d| {
                 GptConfig::new(64, 16, width, 2, 2).init(d)
             })
         }
-        Net::ResNet => {
+        Arch::ResNet => {
             let batch = synthetic::images(5, 0, layout.rows, 3, 8, 3, &device);
             run(layout, &batch, |d| {
                 ResNetConfig::new(width, 2, 3).with_image(3, 8).init(d)
@@ -316,7 +316,7 @@ impl Measured {
 /// Parameters dominate (MLP-4x256, batch 64), on one stage, one micro-batch, GPipe, SGD, fp32,
 /// the builder's backward (split).
 const BASE: Layout = Layout {
-    net: Net::Mlp,
+    net: Arch::Mlp,
     width: 256,
     rows: 64,
     stages: 1,
@@ -401,7 +401,7 @@ fn the_model_is_within_15_percent_of_each_step_s_peak() {
     let (never, always, fused) = (Remat::Never, Remat::Always, Some(Backward::Fused));
     let group_of_one = Some(Backward::Split { weight_group: 1 });
     let gpt = |stages, schedule| Layout {
-        net: Net::Gpt,
+        net: Arch::Gpt,
         width: 32,
         rows: 32,
         stages,
@@ -557,7 +557,7 @@ fn the_model_is_within_15_percent_of_each_step_s_peak() {
         ),
         (
             Layout {
-                net: Net::ResNet,
+                net: Arch::ResNet,
                 width: 8,
                 rows: 64,
                 ..two(gpipe)
