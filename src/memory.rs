@@ -13,8 +13,7 @@
 //!   for Adam and AdamW (first and second moments);
 //! - **stash**: the layer's output for one micro-batch (measured on a real micro-batch), times
 //!   the micro-batches in flight, and the stage's input for each micro-batch in flight (a
-//!   received copy on every stage but the first, whose input is rows of the caller's batch: a
-//!   view, not the engine's). Without re-materialization the autodiff graph keeps every
+//!   received copy on every stage but the first). Without re-materialization the autodiff graph keeps every
 //!   layer's output of every stashed micro-batch; with it, only the micro-batch being
 //!   re-materialized keeps its outputs, so each layer is charged one micro-batch. The output
 //!   is measured in the step's precision (2 bytes a float value in bf16; token ids at 4).
@@ -25,31 +24,45 @@
 //!   backward beside the ReLU's output that the next product keeps.
 //! - **deferred**: with the split backward, each dense layer's input and pre-activation gradient
 //!   (its output's size) for every micro-batch of a weight-gradient group, held from its `I` to
-//!   its group's `W` (stage 0's first dense layer: its gradient only, its input being rows of
-//!   the caller's batch, `split_bytes_held`); the budget models it per layer,
-//!   [`Pipeline::worker_memory`](crate::Pipeline::worker_memory) reports what the step measured.
-//!   `Backward::Split { weight_group }` bounds it. The stash and the deferred bytes are held
-//!   as they overlap ([`held_at_once`]): the larger of the two when the step's weight
-//!   gradients wait for its end (the default), else both, less the micro-batch whose backward
-//!   moved its stashed layer inputs into the deferred ones.
+//!   its group's `W` (stage 0's first layer's input too: rows of the caller's batch, which the
+//!   engine allocates); under a schedule that places its `W`s (ZB-H1, ZB-V), every
+//!   micro-batch between its `I` and its `W` in the plan, whose stash its `I` releases. The
+//!   budget models it per layer, [`Pipeline::worker_memory`](crate::Pipeline::worker_memory)
+//!   reports what the step measured. `Backward::Split { weight_group }` bounds it. The stash
+//!   and the deferred bytes are held as they overlap ([`held_at_once`]): the larger of the two
+//!   when the step's weight gradients wait for its end (the default), else both, less the
+//!   micro-batch whose backward moved its stashed layer inputs into the deferred ones.
 //! - **`W`'s copies**: a group of several micro-batches is stacked into one GEMM, one copy of
-//!   the larger of a layer's inputs and gradients at a time ([`WorkerMemory::weight_copies`]).
+//!   the larger of one `Linear` call's inputs and output gradients at a time
+//!   ([`WorkerMemory::weight_copies`]); one weight-gradient pass at a time on a pipeline rank
+//!   whose stages take turns (interleaved, ZB-V).
+//! - **the all-reduce's sums** (replicas): each replica sums the gradients it owns, about 1/R
+//!   of them, beside its gradients, after the activations are released
+//!   ([`WorkerMemory::reduced`]).
 //!
-//! Measured against a counting allocator (`tests/memory_measured.rs`): within ±15 % of a
-//! step's peak above the live level between steps (0.90–1.09) on MLPs, 1 and 2 stages, GPipe
-//! and 1F1B, remat, SGD and Adam, fp32 (split and fused backward), and bf16 where parameters
-//! dominate.
+//! The budget (`budget_costs`, per layer) adds per stage what depends on the cut
+//! (`CutBytes`: the received inputs, `W`'s copies) and keeps 1/32 headroom
+//! (`with_headroom`).
+//!
+//! Measured against a counting allocator (`tests/memory_measured.rs`, docs/memory.md): where
+//! the process is one worker, within ±15 % of a step's peak above the live level between steps
+//! (0.85–1.13) on MLPs, GPipe, remat, SGD and Adam, fp32 (split backward, groups of one and of
+//! all, fused backward), bf16 where parameters dominate, two compute threads; where several
+//! workers share the process, their own peaks summed are not under 0.85 of its peak (replicas,
+//! ZeRO-1, 2 stages, ZB-H1, ZB-V, interleaved), and above it where their peaks fall apart.
+//! A run under the least budget that fits peaked at 0.98 of it.
 //!
 //! Not counted: the host's per-thread caches (`gemm` 0.19, burn-flex's GEMM, keeps a buffer the
 //! size of the core's L2 cache, 2 MiB on the test's Xeon, in every compute thread that has run a
-//! large enough product, for the thread's life); in bf16 where activations dominate, what its
-//! graph keeps beyond the above (the model read 0.73 of such a step), and with the fused
-//! backward and re-materialization a part not pinned down (0.75–0.87); the allocator's slack, the transport's in-flight copies, burn's
-//! per-op temporaries. The budget's per-layer sums (`budget_costs`) also leave out each
-//! stage's received inputs and `W`'s copies, which depend on where the stages are cut. The
-//! numbers are a model of what the engine holds, not a resident-set reading.
+//! large enough product, for the thread's life); what burn's autodiff graph keeps inside a layer
+//! beyond its output where a layer runs on it (attention scores and norms: a GPT on one worker
+//! read 0.64; a ResNet's convolutions and norms: 0.19; activation-heavy bf16 0.74; the fused
+//! backward with re-materialization 0.73–0.97); the allocator's slack, the transport's
+//! in-flight copies, burn's per-op temporaries. The numbers are a model of what the engine
+//! holds, not a resident-set reading.
 
 use std::fmt;
+use std::ops::Range;
 use std::str::FromStr;
 
 use burn::prelude::Device;
@@ -131,13 +144,34 @@ pub struct WorkerMemory {
     /// overlap ([`held_at_once`]; when both are held, less the stashed layer inputs of the
     /// micro-batch whose backward moved them into the deferred bytes), plus `weight_copies`.
     pub held: u64,
+    /// With replicas, the sums the all-reduce (or ZeRO-1's reduce) makes beside the gradients:
+    /// each replica sums the gradients it owns, about 1/R of them, after the step's last
+    /// backward has released the activations, so the larger of this and `held` is counted
+    /// (2 replicas read 0.85 of the step without it). 0 with one replica.
+    pub reduced: u64,
 }
 
 impl WorkerMemory {
-    /// Everything counted: parameters, gradients, optimizer state and the activations held at
-    /// once ([`WorkerMemory::held`]).
+    /// Everything counted: parameters, optimizer state and the step's bytes
+    /// ([`per_step`](Self::per_step)).
     pub fn total(&self) -> u64 {
-        self.parameters + self.gradients + self.optimizer_state + self.held
+        self.parameters + self.optimizer_state + self.per_step()
+    }
+
+    /// What a step holds beyond the parameters and the optimizer state: the gradients, and the
+    /// larger of the activations held at once ([`held`](Self::held)) and the all-reduce's sums
+    /// ([`reduced`](Self::reduced)), which are not held together.
+    pub fn per_step(&self) -> u64 {
+        self.gradients + self.held.max(self.reduced)
+    }
+}
+
+/// The sums a worker's all-reduce makes beside its `gradients` with `replicas` replicas
+/// ([`WorkerMemory::reduced`]).
+fn reduced(gradients: u64, replicas: usize) -> u64 {
+    match replicas {
+        0 | 1 => 0,
+        r => gradients.div_ceil(r as u64),
     }
 }
 
@@ -281,23 +315,17 @@ pub(crate) fn activation_bytes(a: &Activation) -> u64 {
 }
 
 /// Each layer's deferred weight-gradient bytes per micro-batch
-/// ([`costs::split_bytes`](pipetrain_engine::costs::split_bytes)) as the engine holds them
-/// when `layers` begin the model and `sample` is a micro-batch of the caller's batch: a dense
-/// first layer keeps its input as rows of that batch (a view, not a copy), which the engine
-/// does not allocate, so only its pre-activation gradient is counted there.
+/// ([`costs::split_bytes`](pipetrain_engine::costs::split_bytes)) when `sample` is one
+/// micro-batch of its input. A dense first layer's input, rows of the caller's batch, is
+/// counted too: the engine allocates it (without it a 1-stage step read 0.90 of the
+/// measurement and a run under `--memory-budget` 1.12 of its budget).
 pub(crate) fn split_bytes_held<L: Layer>(
     layers: &[L],
     sample: &Activation,
     device: &Device,
 ) -> Result<Vec<u64>> {
-    let mut split = pipetrain_engine::costs::split_bytes(layers, sample, device)
-        .map_err(pipetrain_engine::EngineError::bad_batch)?;
-    if let (Some(first), Some(layer)) = (split.first_mut(), layers.first())
-        && layer.dense().is_some()
-    {
-        *first = first.saturating_sub(activation_bytes(&sample.clone().plain()));
-    }
-    Ok(split)
+    pipetrain_engine::costs::split_bytes(layers, sample, device)
+        .map_err(|e| pipetrain_engine::EngineError::bad_batch(e).into())
 }
 
 /// What [`per_stage`] measures of one stage.
@@ -307,7 +335,7 @@ struct StageMemory {
     /// Per micro-batch, the most `W` stacks of one of its layers ([`Deferral::copies`]).
     stacked: u64,
     /// Per micro-batch, the deferred bytes that are the layers' inputs (the stashed outputs of
-    /// the layers before), less `view`.
+    /// the layers before).
     inputs: u64,
     /// Per micro-batch, what burn's autodiff graph keeps beyond the layers' outputs when they
     /// run on it (the fused backward, bf16): a dense layer's output before its ReLU, which
@@ -316,16 +344,13 @@ struct StageMemory {
     /// The stage's input for one micro-batch, as each stashed micro-batch keeps it: 0 on stage
     /// 0, whose input is rows of the caller's batch (a view), a received copy on the others.
     input: u64,
-    /// Per micro-batch, the deferred bytes the engine counts but does not allocate (stage 0's
-    /// view of the caller's rows, [`split_bytes_held`]).
-    view: u64,
 }
 
 /// Replica 0's layers, stage by stage: `sample` (one micro-batch) is forwarded through them
 /// (each stage's input is the previous stage's output, moved to that stage's device) to
 /// measure every layer's output and, with `split`, from the bytes each layer's split backward
-/// defers per micro-batch ([`costs::split_bytes`](pipetrain_engine::costs::split_bytes)), the
-/// most `W` stacks of one of them and stage 0's view of the caller's rows.
+/// defers per micro-batch ([`costs::split_parts`](pipetrain_engine::costs::split_parts)), the
+/// most `W` stacks of one of them.
 fn per_stage<L: Layer>(
     workers: &Workers<L>,
     sample: &Activation,
@@ -356,34 +381,20 @@ fn per_stage<L: Layer>(
                 .map(|(_, m)| m.activation)
                 .sum(),
         };
-        let (stacked, view, inputs) = match split {
+        let (stacked, inputs) = match split {
             true => {
-                let all = pipetrain_engine::costs::split_bytes(&layers, &x, &devices[stage])
+                let parts = pipetrain_engine::costs::split_parts(&layers, &x, &devices[stage])
                     .map_err(pipetrain_engine::EngineError::bad_batch)?;
-                // A layer's deferred bytes are its input and its output's gradient: W stacks
-                // one, then the other.
-                let stacked = all
+                // W stacks one `Linear` call's inputs, then its output's gradients, at a time.
+                let stacked = parts.iter().map(|p| p.stack).max().unwrap_or(0);
+                let inputs = parts
                     .iter()
                     .zip(&held)
-                    .map(|(&both, l)| l.activation.max(both.saturating_sub(l.activation)))
-                    .max()
-                    .unwrap_or(0);
-                let view = match stage {
-                    0 => {
-                        let held = split_bytes_held(&layers, &x, &devices[stage])?;
-                        all.iter().sum::<u64>() - held.iter().sum::<u64>()
-                    }
-                    _ => 0,
-                };
-                let inputs = all
-                    .iter()
-                    .zip(&held)
-                    .map(|(&both, l)| both.saturating_sub(l.activation))
-                    .sum::<u64>()
-                    .saturating_sub(view);
-                (stacked, view, inputs)
+                    .map(|(p, l)| p.held.saturating_sub(l.activation))
+                    .sum::<u64>();
+                (stacked, inputs)
             }
-            false => (0, 0, 0),
+            false => (0, 0),
         };
         for layer in &precision.layers(&layers) {
             x = layer
@@ -396,7 +407,6 @@ fn per_stage<L: Layer>(
             inputs,
             pre_relu,
             input,
-            view,
         });
     }
     Ok(per_stage)
@@ -449,11 +459,7 @@ pub(crate) fn of_workers<L: Layer>(
             let stashed = reported.map_or(0, |r| r.peak_stash);
             let charged = charged_micro_batches(remat, stashed).min(stashed as u64);
             let stash = stash_bytes(stage, charged, stashed as u64);
-            // The engine counts stage 0's view of the caller's rows among its deferred bytes
-            // (every micro-batch of a group at the peak); it allocates none of them.
-            let view = stage.view.saturating_mul(deferral.group);
             let deferred = reported.map_or(0, |r| r.peak_deferred_bytes as u64);
-            let deferred = deferred.saturating_sub(view);
             let weight_copies = deferral.copies(stage.stacked);
             WorkerMemory {
                 worker: w.id(),
@@ -467,6 +473,7 @@ pub(crate) fn of_workers<L: Layer>(
                 held: held_at_once(stash, deferred, deferral.to_end())
                     - overlap(stage, deferral).min(stash).min(deferred)
                     + weight_copies,
+                reduced: reduced(parameters, workers.world().replicas()),
             }
         })
         .collect())
@@ -530,9 +537,35 @@ pub(crate) fn predicted<L: Layer>(
                 held: held_at_once(stash, deferred, to_end)
                     - measured.map_or(0, |m| overlap(m, model.deferral).min(stash).min(deferred))
                     + weight_copies,
+                reduced: reduced(parameters, workers.world().replicas()),
             }
         })
         .collect())
+}
+
+/// Keeps `W`'s copies ([`WorkerMemory::weight_copies`]) on one worker of each pipeline rank
+/// (`rank_of` a stage; the stage itself where the plan places none): a rank's stages take
+/// turns, so one stage's weight-gradient pass runs at a time and its copies are freed before
+/// the next one's. The stage with the most keeps them; the others' `held` drops them
+/// (interleaved 1F1B v 2 read 1.28 of the measured step with every chunk's counted).
+pub(crate) fn one_weight_pass_per_rank(
+    workers: &mut [WorkerMemory],
+    rank_of: impl Fn(pipetrain_schedules::StageId) -> Option<usize>,
+) {
+    let key = |w: &WorkerMemory| (w.worker.replica, rank_of(w.worker.stage));
+    for i in 0..workers.len() {
+        let first_largest = workers
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| rank_of(w.worker.stage).is_some() && key(w) == key(&workers[i]))
+            .max_by_key(|(j, w)| (w.weight_copies, std::cmp::Reverse(*j)))
+            .map(|(j, _)| j);
+        if first_largest.is_some_and(|j| j != i) {
+            let w = &mut workers[i];
+            w.held -= w.weight_copies;
+            w.weight_copies = 0;
+        }
+    }
 }
 
 /// What [`held_at_once`] counts twice when it adds the stash and the deferred bytes (groups that
@@ -579,10 +612,10 @@ pub(crate) fn charged_micro_batches(remat: Remat, in_flight: usize) -> u64 {
 /// `deferred[i]` (see [`deferred_bytes`]) and layer i's stash held at once as [`held_at_once`]
 /// (`to_end`: the step's weight gradients wait for its end, [`deferred_to_end`]). The profile
 /// measures outputs in fp32: under bf16 they are charged half, plus the weights' bf16 copy per
-/// stashed micro-batch. The budget sums layers, so it leaves out `W`'s copies of one layer's
-/// group ([`WorkerMemory::weight_copies`]), which are a stage's largest layer's, not a sum, and
-/// each stage's received inputs, which depend on where the stages are cut; and where it adds
-/// the stash and the deferred bytes, the one micro-batch's layer inputs counted in both. A
+/// stashed micro-batch. What depends on where the stages are cut, `W`'s copies of a stage's
+/// largest layer ([`WorkerMemory::weight_copies`]) and each stage's received inputs, is the
+/// budget's per-stage term ([`CutBytes`]), not these per-layer sums; where they add the stash
+/// and the deferred bytes, the one micro-batch's layer inputs are counted in both. A
 /// dense ReLU layer (`relu[i]`, [`relu_layers`]) that defers nothing runs on burn's autodiff
 /// path, whose graph also keeps its output before the ReLU: twice its output per stashed
 /// micro-batch.
@@ -610,6 +643,91 @@ pub(crate) fn budget_costs(
             )
         })
         .collect()
+}
+
+/// `bytes` and the budget's headroom for what the accounting leaves out (the modules' own
+/// bookkeeping, the loss's and burn's per-op temporaries, the allocator's slack): 1/32 more.
+/// Measured (`tests/memory_measured.rs`, one stage under the least budget that fits): the
+/// step's peak read 1.01 of the accounting without it.
+pub(crate) fn with_headroom(bytes: u64) -> u64 {
+    bytes.saturating_add(bytes / 32)
+}
+
+/// [`budget_costs`] with the budget's headroom ([`with_headroom`]) on each layer's memory.
+pub(crate) fn with_headrooms(costs: Vec<LayerCost>) -> Vec<LayerCost> {
+    costs
+        .into_iter()
+        .map(|c| {
+            let (params, held) = (c.param_bytes, c.activation_bytes);
+            c.with_memory(with_headroom(params), with_headroom(held))
+        })
+        .collect()
+}
+
+/// What a stage holds beyond its layers' per-layer sums ([`budget_costs`]), which depends on
+/// where the stage is cut: the budget's per-stage term
+/// ([`partition_by_time_with`](pipetrain_partitioner::partition_by_time_with)).
+/// - **its received input**, for each micro-batch in flight: the output of the layer before it
+///   (none for the stage that begins the model, whose input is rows of the caller's batch);
+/// - **`W`'s copies** ([`WorkerMemory::weight_copies`]): one copy of the larger of a layer's
+///   stacked inputs and gradients over its weight-gradient group, of the stage's largest layer,
+///   for groups of more than one micro-batch.
+#[derive(Clone, Debug)]
+pub(crate) struct CutBytes {
+    /// Each layer's output for one micro-batch, in the step's precision.
+    outputs: Vec<u64>,
+    /// Each layer's `W` stack for one micro-batch: the largest of one `Linear` call's input
+    /// and output gradient (0 without a split backward).
+    stacked: Vec<u64>,
+    /// Micro-batches in flight at the stash's peak: the received inputs held.
+    in_flight: u64,
+    /// The deferral's group, whose `W` copies [`Deferral::copies`] counts.
+    group: u64,
+}
+
+impl CutBytes {
+    /// From the profile's `costs` (outputs measured in fp32, charged at `precision`'s width),
+    /// each layer's `W` stack per micro-batch (`stacked`:
+    /// [`SplitBytes::stack`](pipetrain_engine::costs::SplitBytes::stack); empty or zeros
+    /// without a split backward), `in_flight` micro-batches and a weight-gradient group of
+    /// `group`.
+    pub(crate) fn new(
+        costs: &[LayerCost],
+        stacked: &[u64],
+        precision: Precision,
+        in_flight: usize,
+        group: u64,
+    ) -> Self {
+        let width = precision.activation_bytes() as u64;
+        let outputs: Vec<u64> = costs
+            .iter()
+            .map(|c| c.activation_bytes * width / F32)
+            .collect();
+        let stacked = (0..costs.len())
+            .map(|i| stacked.get(i).copied().unwrap_or(0))
+            .collect();
+        Self {
+            outputs,
+            stacked,
+            in_flight: in_flight as u64,
+            group,
+        }
+    }
+
+    /// The bytes a stage of layers `range` holds beyond its layers' sums, with the budget's
+    /// headroom ([`with_headroom`]).
+    pub(crate) fn of(&self, range: Range<usize>) -> u64 {
+        let input = match range.start {
+            0 => 0,
+            start => self.outputs[start - 1].saturating_mul(self.in_flight),
+        };
+        let largest = self.stacked[range].iter().copied().max().unwrap_or(0);
+        let deferral = Deferral {
+            group: self.group,
+            micro_batches: 0,
+        };
+        with_headroom(input.saturating_add(deferral.copies(largest)))
+    }
 }
 
 /// Bytes each layer holds for deferred weight gradients with the split backward: what its split

@@ -17,7 +17,9 @@ use pipetrain_engine::{
     Runtime, Workers, World,
 };
 use pipetrain_partitioner::{LayerCost, Partition};
-use pipetrain_schedules::{Costs, Plan, ReplicaId, StageId, WorkerId, peak_stash, simulate};
+use pipetrain_schedules::{
+    Action, ActionKind, Costs, Plan, ReplicaId, StageId, WorkerId, simulate,
+};
 
 use crate::builder::{Config, Split, Validated};
 use crate::error::{Error, Result};
@@ -325,20 +327,27 @@ fn predict_memory<L: Layer>(
         rt.schedule.splits_backward(),
     );
     let partition = workers.partition();
+    let step = plans.step();
     let deferred: Vec<u64> = match (sample, group) {
         (Some(sample), 1..) => {
             let split = memory::split_bytes_held(layers, sample, &c.devices[0])?;
-            let per_layer = memory::deferred_bytes(&split, group);
             partition
                 .iter()
-                .map(|(_, r)| per_layer[r].iter().sum())
+                .map(|(s, r)| {
+                    // A schedule that places its `W`s holds every micro-batch between its `I`
+                    // and its `W` (ZB-H1 defers several), not one group.
+                    let held = match rt.schedule.splits_backward() && group == 1 {
+                        true => peak_deferred(step.program(s)).max(1) as u64,
+                        false => group,
+                    };
+                    split[r].iter().sum::<u64>().saturating_mul(held)
+                })
                 .collect()
         }
         _ => vec![0; partition.stages()],
     };
-    let step = plans.step();
     let peak: Vec<usize> = StageId::range(partition.stages())
-        .map(|s| peak_stash(step.program(s)))
+        .map(|s| peak_stash_held(step.program(s)))
         .collect();
     let model = memory::Model {
         remat: rt.remat,
@@ -352,5 +361,47 @@ fn predict_memory<L: Layer>(
             micro_batches: rt.micro_batches,
         },
     };
-    memory::predicted(workers, sample, &c.devices, &model)
+    let mut predicted = memory::predicted(workers, sample, &c.devices, &model)?;
+    let ranks = plans.ranks();
+    memory::one_weight_pass_per_rank(&mut predicted, |s| ranks.and_then(|p| p.rank_of(s)));
+    Ok(predicted)
+}
+
+/// Most micro-batches a stage's `program` stashes at once, as the engine holds them: a
+/// micro-batch's stash is released by its backward, or by its input-gradient backward (`I`),
+/// which moves what its weight gradients need into the deferred bytes ([`peak_deferred`]).
+/// The plan's `peak_stash` keeps it to the `W` (ZB-H1's prediction read 1.14 of the step
+/// with it).
+fn peak_stash_held(program: &[Action]) -> usize {
+    peak_between(
+        program,
+        ActionKind::Forward,
+        &[ActionKind::Backward, ActionKind::BackwardInput],
+    )
+}
+
+/// Most micro-batches a stage's `program` holds between their input-gradient backward (`I`) and
+/// their weight-gradient backward (`W`): the deferred weight-gradient inputs of a schedule that
+/// places its `W`s.
+fn peak_deferred(program: &[Action]) -> usize {
+    peak_between(
+        program,
+        ActionKind::BackwardInput,
+        &[ActionKind::BackwardWeight],
+    )
+}
+
+/// Most micro-batches at once between an `open` action and one of `close` (an overlap's
+/// forward before its backward).
+fn peak_between(program: &[Action], open: ActionKind, close: &[ActionKind]) -> usize {
+    let (mut live, mut peak) = (0usize, 0usize);
+    for a in program.iter().flat_map(Action::in_sequence) {
+        if a.kind == open {
+            live += 1;
+            peak = peak.max(live);
+        } else if close.contains(&a.kind) {
+            live = live.saturating_sub(1);
+        }
+    }
+    peak
 }

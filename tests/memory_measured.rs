@@ -4,82 +4,40 @@
 //!
 //! ## What is compared
 //!
-//! A step's peak is split in two, each held to ±15 % ([`LOW`], [`HIGH`]):
-//! - **per step**: the most bytes live during a step (the third: the first two set up the
-//!   workers, the optimizer state and the threads' caches) above what was live just before it,
-//!   against the model's gradients and activations held ([`WorkerMemory::gradients`] +
-//!   [`WorkerMemory::held`]: stash, deferred weight-gradient inputs, `W`'s copies), for both
-//!   `worker_memory` and `Setup::memory`;
-//! - **between steps**: the model's parameters and optimizer state against the bytes the
-//!   pipeline holds (`replica_parameters`, `optimizer_state_bytes`), and Adam's state against
-//!   the allocator (Adam minus SGD, below).
+//! A step's peak: the most bytes live during a step (the third: the first two set up the
+//! workers, the optimizer state and the threads' caches) above what was live just before it,
+//! less what the step left live after it, against the model's [`WorkerMemory::per_step`]
+//! (gradients, and the larger of the activations held and the all-reduce's sums), both
+//! `worker_memory` (after the step) and `Setup::memory` (before any), each held ([`Hold`]):
+//! - to ±15 % ([`LOW`], [`HIGH`]) where the process is one worker;
+//! - to at least [`LOW`] where several workers share it: the model is each worker's own peak,
+//!   summed, and the process peaks lower when theirs fall at different times (2 shared
+//!   cores decide that from run to run); a per-worker reading needs a per-thread counting
+//!   allocator, and that needs the `unsafe` the workspace forbids;
+//! - not at all where the model has a known gap, printed with its reading (what burn's
+//!   autodiff graph keeps inside a layer beyond its output: the GPT, the ResNet,
+//!   activation-heavy bf16, the fused backward with re-materialization).
+//!
+//! On every row, `Setup::memory` is held to what the step's own counters give (2 %), and a
+//! rank's chunks to one weight pass's copies at a time. Parameters are held to the bytes the
+//! layers take as made (one copy a replica), Adam's state to what the pipeline's drop frees
+//! above the same layout's under SGD, both where they are 256 KiB or more
+//! ([`ALLOCATOR_FLOOR`]).
 //!
 //! Why not the whole peak above what was live before the pipeline was built: the live level
 //! between steps also holds the host's per-thread caches, which the model leaves out
 //! (`pipetrain::memory`, "Not counted"): `gemm` 0.19 (burn-flex's GEMM) keeps an `L2_SLAB`
 //! buffer the size of the core's L2 cache (2 MiB a thread here) in every thread that has run a
-//! large enough product, for the thread's life: 4 MiB of a 7 MiB peak at 2 stages, present or
-//! not by whole buffers depending on the shapes. They are the machine's, persistent, and
-//! allocated by the warm-up steps, so the step measured starts with them in its baseline.
+//! large enough product, for the thread's life. They are the machine's, persistent, and
+//! allocated by the warm-up steps, so the step measured starts with them in its baseline (and
+//! one allocated in the measured step, a second compute thread's, is its residue).
 //!
-//! Per term, each within ±15 %:
-//! - Adam minus SGD, live between steps (same layout): 2 × the parameter bytes;
-//! - 4 micro-batches minus 1 at 512 rows each (1 stage, the default split backward): the
-//!   difference of the model's activations held;
-//! - remat `Always` minus `Never` under `Backward::Split { weight_group: 1 }` (2 stages, GPipe,
-//!   m 8): the difference of the model's stash. Not under the default split backward, whose
-//!   weight gradients wait for the step's end: each backward releases a micro-batch's stash as
-//!   it keeps its deferred inputs, the peak is at the step's `W` with the stash empty, and
-//!   re-materialization changes nothing there (measured: equal peaks).
+//! Per term, each within ±15 %: Adam minus SGD, live between steps (2 × the parameter bytes);
+//! 4 micro-batches minus 1 at 512 rows each (the activations held); remat `Always` minus
+//! `Never` under `Backward::Split { weight_group: 1 }` (the stash). And `--memory-budget`: a
+//! run split under the least budget that fits stays under it at its measured peak.
 //!
-//! ## Measured (debug build, `Intel(R) Xeon(R) Processor`, 2 cores, 2026-11-28)
-//!
-//! Per step, model / measured (both `worker_memory` and `Setup::memory`); before this model
-//! the whole peak (the caches in it, an estimate of the GEMM's scratch taken out) read 0.38–0.88,
-//! and 0.55–1.05 with the stash and deferred bytes first held as they overlap:
-//!
-//! | layout | per-step peak | model/measured |
-//! |---|---:|---:|
-//! | MLP-4x256 b64, 1 stage, m 1, GPipe, SGD | 1 512 816 B | 1.05 |
-//! | MLP-4x256 b64, 1 stage, m 4, GPipe, Adam | 1 518 544 B | 1.09 |
-//! | MLP-4x256 b64, 2 stages, m 8, 1F1B, Adam | 1 729 396 B | 0.99 |
-//! | MLP-4x32 b2048, 1 stage, m 1, GPipe, SGD | 2 427 520 B | 0.90 |
-//! | MLP-4x32 b2048, 2 stages, m 8, GPipe, Adam | 2 746 392 B | 0.98 |
-//! | MLP-4x32 b2048, 2 stages, m 8, 1F1B, Adam | 2 471 010–2 727 936 B | 0.99–1.09 |
-//! | MLP-4x32 b2048, 2 stages, m 8, 1F1B, remat Always, Adam | 2 724 384 B | 0.99 |
-//! | MLP-4x256 b64, 1 stage, m 4, GPipe, Adam, bf16 | 3 306 996 B | 1.04 |
-//! | MLP-4x32 b2048, 2 stages, m 8, GPipe, Adam, fused backward | 2 589 342 B | 0.94 |
-//! | MLP-4x32 b2048, 2 stages, m 8, GPipe, Adam, split backward group 1 | 1 467 718–1 499 300 B | 1.02–1.04 |
-//! | the same, remat Always | 592 880–603 540 B | 0.93–0.94 |
-//!
-//! The other rows were the same to the byte over five runs; the 1F1B row varied between runs.
-//!
-//! Per term: Adam − SGD 2 125 568–2 137 824 B measured, 2 124 544 B modelled (0.99–1.00); m 4 − m 1
-//! 2 089 944 B measured, 1 884 160 B modelled (0.90); remat Never − Always 864 178–912 892 B
-//! measured over seven runs, 974 848 B modelled (1.07–1.13: the closest to the band's edge; the
-//! `Always` layout's peak is the one that varies, 574–604 kB).
-//!
-//! **Not in the band**, so not swept: on burn's autodiff path with many activations, the fused
-//! backward with remat `Always` (MLP-4x32 b2048, 2 stages, m 8) read 0.75–0.87: its peak
-//! varied from 630 to 729 kB between runs, and what it holds beyond the model is not pinned
-//! down; and bf16 there (bf16 keeps the autodiff path)
-//! 0.73: what else its graph keeps (casts) is not found yet. The fused backward's graph keeps
-//! each `Linear`'s output before its ReLU beside the ReLU's output (seen with a
-//! thread-tagging allocator probe), which the model counts; without it the fused row read
-//! 0.54.
-//!
-//! **Measured, not swept** (issue 48 item 3, same machine, 2026-11-28, two runs each): 2
-//! replicas (MLP-4x256 b64 m 4, Adam) 1.01 and 1.01; with ZeRO-1 1.01 and 0.85 (measured
-//! 2 676 146 B, then 3 195 680 B: the two replicas' peaks overlap or not); 2 replicas × 2 stages
-//! (MLP-4x32 b2048, 1F1B m 8) 1.17, then in the band; with ZeRO-1 1.10; ZB-H1 (2 stages, m 8)
-//! 0.97 after the step but 0.85 for `Setup::memory` (501 280 B against 566 816 B: the
-//! prediction leaves out deferred bytes the step's report adds); interleaved 1F1B v 2 1.27 and
-//! 1.28 (the model counts 1 048 576 B of `W`'s copies, twice the 1F1B row's, which the step
-//! does not hold at once); 2 compute threads per worker 1.00 and 1.09 on one run, then 0.46
-//! for MLP-4x256 m 4 (3 616 004 B: the second thread's 2 MiB GEMM cache, allocated in the
-//! measured step). Replicas and threads read in the band on one run and out on another, so
-//! their rows wait for a measurement that is stable (the caches allocated before the step);
-//! interleaved waits for the model. `Layout`'s `replicas`, `zero` and `threads` repeat them.
+//! The readings, before and after issue 48's changes to the model, are in docs/memory.md.
 //!
 //! Each test takes [`SERIAL`]: the allocator counts the whole process.
 
@@ -90,8 +48,9 @@ use std::sync::{Mutex, MutexGuard};
 use burn::prelude::*;
 use peak_alloc::PeakAlloc;
 use pipetrain::memory::WorkerMemory;
-use pipetrain::{Backward, OptimizerConfig, Pipeline, Precision, Remat, ScheduleKind};
-use pipetrain_models::{MlpConfig, synthetic};
+use pipetrain::{Backward, Layer, OptimizerConfig, Pipeline, Precision, Remat, ScheduleKind};
+use pipetrain_models::Batch;
+use pipetrain_models::{GptConfig, MlpConfig, ResNetConfig, synthetic};
 
 /// Counts the bytes live, and the most live at once since the last reset.
 #[global_allocator]
@@ -109,14 +68,25 @@ fn serial() -> MutexGuard<'static, ()> {
     guard
 }
 
+/// Parameters and optimizer state below this many bytes are not held to the allocator: the
+/// modules' and the optimizer's bookkeeping is not small beside them.
+const ALLOCATOR_FLOOR: u64 = 256 << 10;
+
 /// The model must be within this factor of the measurement, both ways (±15 %).
 const LOW: f64 = 0.85;
 /// See [`LOW`].
 const HIGH: f64 = 1.15;
 
 /// Waits until the threads of a dropped pipeline have exited (each frees its caches as it
-/// ends), so that a measurement does not see another pipeline's memory freed in its middle.
+/// ends; a rayon pool's threads outlive its drop) and the live bytes stop moving, so that a
+/// measurement does not see another pipeline's memory freed in its middle.
 fn settle() {
+    for _ in 0..500 {
+        if workers_alive() == 0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     let mut last = ALLOCATOR.current_usage();
     for _ in 0..50 {
         std::thread::sleep(std::time::Duration::from_millis(20));
@@ -128,9 +98,32 @@ fn settle() {
     }
 }
 
+/// The process's threads named as a worker's or its compute pool's (`pipetrain-r…`).
+fn workers_alive() -> usize {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|name| name.starts_with("pipetrain-r"))
+        .count()
+}
+
+/// The model a layout trains.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Arch {
+    /// `MlpConfig::new(width, 4, 8)` on `rows` rows of `width` features.
+    Mlp,
+    /// `GptConfig::new(64, 16, width, 2, 2)` on `rows` sequences of 16 tokens.
+    Gpt,
+    /// `ResNetConfig::new(width, 2, 3)` on `rows` 3×8×8 images.
+    ResNet,
+}
+
 /// One layout of the sweep.
 #[derive(Clone, Copy, Debug)]
 struct Layout {
+    net: Arch,
     width: usize,
     rows: usize,
     stages: usize,
@@ -152,26 +145,51 @@ struct Layout {
 /// What one layout measured, and what the model says of it.
 struct Measured {
     layout: Layout,
-    /// Live bytes the built pipeline holds before its first step, above what was live before.
-    built: i64,
+    /// Live bytes of the layers as made, before the pipeline takes them: one replica's
+    /// parameters (and the modules' bookkeeping), as the allocator counts them.
+    made: i64,
+    /// Bytes the pipeline's drop freed once its threads had exited: its parameters, optimizer
+    /// state and sample, and its threads' caches.
+    freed: i64,
     /// Live bytes between steps (before the measured one), above what was live before.
     between: i64,
-    /// The most bytes live during the measured step above `between`.
+    /// The most bytes live during the measured step above `between`, less what the step left
+    /// live after it (`residue`).
     step: u64,
+    /// Bytes live after the measured step above `between`: a buffer the step allocated and
+    /// kept, a compute thread's first GEMM cache (0 when every cache was made by the warm-up).
+    residue: i64,
     /// The model after the measured step.
     model: Vec<WorkerMemory>,
     /// The model before any step (`Setup::memory`).
     predicted: Vec<WorkerMemory>,
-    /// Parameter bytes the pipeline holds (4 a float parameter).
-    parameters: u64,
-    /// Optimizer-state bytes the pipeline reports.
-    optimizer_state: u64,
 }
 
 fn measure(layout: Layout) -> Measured {
+    let device = Device::flex();
+    let width = layout.width;
+    match layout.net {
+        Arch::Mlp => {
+            let batch = synthetic::classification(5, 0, layout.rows, width, 8, &device);
+            run(layout, &batch, |d| MlpConfig::new(width, 4, 8).init(d))
+        }
+        Arch::Gpt => {
+            let batch = synthetic::tokens(5, 0, layout.rows, 16, 64, &device);
+            run(layout, &batch, |d| {
+                GptConfig::new(64, 16, width, 2, 2).init(d)
+            })
+        }
+        Arch::ResNet => {
+            let batch = synthetic::images(5, 0, layout.rows, 3, 8, 3, &device);
+            run(layout, &batch, |d| {
+                ResNetConfig::new(width, 2, 3).with_image(3, 8).init(d)
+            })
+        }
+    }
+}
+
+fn run<L: Layer>(layout: Layout, batch: &Batch, init: impl FnOnce(&Device) -> Vec<L>) -> Measured {
     let Layout {
-        width,
-        rows,
         stages,
         m,
         schedule,
@@ -182,12 +200,12 @@ fn measure(layout: Layout) -> Measured {
         replicas,
         zero,
         threads,
+        ..
     } = layout;
-    let device = Device::flex();
-    let batch = synthetic::classification(5, 0, rows, width, 8, &device);
     settle();
     let before = ALLOCATOR.current_usage();
-    let layers = common::seeded(3, |d| MlpConfig::new(width, 4, 8).init(d));
+    let layers = common::seeded(3, init);
+    let made = ALLOCATOR.current_usage() as i64 - before as i64;
     let optimizer = match adam {
         false => OptimizerConfig::sgd(),
         true => OptimizerConfig::adam(),
@@ -206,36 +224,31 @@ fn measure(layout: Layout) -> Measured {
     if let Some(backward) = backward {
         builder = builder.backward(backward);
     }
-    let mut pipeline = builder.build_with(&batch).unwrap();
-    let built = ALLOCATOR.current_usage() as i64 - before as i64;
+    let mut pipeline = builder.build_with(batch).unwrap();
     let predicted = pipeline.setup().memory().to_vec();
     for _ in 0..2 {
-        pipeline.train_step(&batch).unwrap();
+        pipeline.train_step(batch).unwrap();
     }
     let base = ALLOCATOR.current_usage();
     ALLOCATOR.reset_peak_usage();
-    let report = pipeline.train_step(&batch).unwrap();
-    let step = (ALLOCATOR.peak_usage() - base) as u64;
+    let report = pipeline.train_step(batch).unwrap();
+    let peak = ALLOCATOR.peak_usage() as i64 - base as i64;
+    let residue = ALLOCATOR.current_usage() as i64 - base as i64;
+    let step = (peak - residue.max(0)) as u64;
     let model = pipeline.worker_memory(&report).unwrap();
-    let parameters = (0..replicas)
-        .flat_map(|r| pipeline.replica_parameters(r))
-        .map(|p| p.len() as u64 * 4)
-        .sum();
-    let optimizer_state = pipeline
-        .optimizer_state_bytes()
-        .iter()
-        .map(|(_, b)| *b as u64)
-        .sum();
+    let held = ALLOCATOR.current_usage() as i64;
     drop(pipeline);
+    settle();
+    let freed = held - ALLOCATOR.current_usage() as i64;
     Measured {
         layout,
-        built,
+        made,
+        freed,
         between: base as i64 - before as i64,
         step,
+        residue,
         model,
         predicted,
-        parameters,
-        optimizer_state,
     }
 }
 
@@ -243,9 +256,11 @@ fn sum(w: &[WorkerMemory], f: impl Fn(&WorkerMemory) -> u64) -> u64 {
     w.iter().map(f).sum()
 }
 
-impl Measured {
-    fn line(&self) -> String {
+impl Layout {
+    /// The layout in a few words, for the table and the failures.
+    fn label(&self) -> String {
         let Layout {
+            net,
             width,
             rows,
             stages,
@@ -258,19 +273,27 @@ impl Measured {
             replicas,
             zero,
             threads,
-        } = self.layout;
+        } = *self;
         let opt = if adam { "adam" } else { "sgd" };
-        let params = sum(&self.model, |w| w.parameters);
-        let state = sum(&self.model, |w| w.optimizer_state);
-        let per_step = sum(&self.model, |w| w.gradients + w.held);
-        let pred_step = sum(&self.predicted, |w| w.gradients + w.held);
+        let backward = backward.map_or("split".into(), |b| format!("{b:?}"));
         format!(
-            "MLP-4x{width} b{rows} r{replicas} zero{zero} p{stages} m{m} t{threads} {schedule} {remat:?} {opt} {precision} {backward:?}: \
-             built {} params {params} | between {} (params+state {}) | step {} model {per_step} ({:.2}) predicted {pred_step} ({:.2}) | grads {} stash {} deferred {} copies {} held {}",
-            self.built,
-            self.between,
-            params + state,
+            "{net:?}-{width} b{rows} r{replicas} zero{zero} p{stages} m{m} t{threads} {schedule} \
+             remat {remat:?} {opt} {precision} {backward}"
+        )
+    }
+}
+
+impl Measured {
+    fn line(&self) -> String {
+        let per_step = sum(&self.model, WorkerMemory::per_step);
+        let pred_step = sum(&self.predicted, WorkerMemory::per_step);
+        format!(
+            "{}: step {} B (residue {}), model {per_step} ({:.2}), predicted {pred_step} ({:.2}) \
+             | grads {} stash {} deferred {} copies {} held {} reduced {} | made {} freed {} between {} \
+             | per worker (stash, deferred, copies): {:?}",
+            self.layout.label(),
             self.step,
+            self.residue,
             per_step as f64 / self.step as f64,
             pred_step as f64 / self.step as f64,
             sum(&self.model, |w| w.gradients),
@@ -278,6 +301,14 @@ impl Measured {
             sum(&self.model, |w| w.deferred),
             sum(&self.model, |w| w.weight_copies),
             sum(&self.model, |w| w.held),
+            sum(&self.model, |w| w.reduced),
+            self.made,
+            self.freed,
+            self.between,
+            self.model
+                .iter()
+                .map(|w| (w.stash, w.deferred, w.weight_copies))
+                .collect::<Vec<_>>(),
         )
     }
 }
@@ -285,6 +316,7 @@ impl Measured {
 /// Parameters dominate (MLP-4x256, batch 64), on one stage, one micro-batch, GPipe, SGD, fp32,
 /// the builder's backward (split).
 const BASE: Layout = Layout {
+    net: Arch::Mlp,
     width: 256,
     rows: 64,
     stages: 1,
@@ -305,6 +337,32 @@ const SMALL: Layout = Layout {
     rows: 2048,
     ..BASE
 };
+
+/// How the sweep holds a row.
+#[derive(Clone, Copy, Debug)]
+enum Hold {
+    /// Within ±15 % both ways: one worker (the process is the worker), or two whose peaks meet
+    /// (the higher of two measurements).
+    Band,
+    /// Not under [`LOW`]: the model is each worker's own peak, the allocator sees the process,
+    /// whose peak is below their sum when they fall at different times (replicas on 2 shared
+    /// cores, a rank's chunks taking turns). A per-worker reading needs a per-thread counting
+    /// allocator, which needs the `unsafe` the workspace forbids.
+    AtLeast,
+    /// Measured and printed, not held: a part the model does not count yet (named).
+    Gap(&'static str),
+}
+
+/// `model / measured`, with `what` named, not under [`LOW`] ([`Hold::AtLeast`]).
+fn at_least(what: &str, model: u64, measured: u64, table: &str) -> Result<(), String> {
+    let ratio = model as f64 / measured as f64;
+    match ratio >= LOW {
+        true => Ok(()),
+        false => Err(format!(
+            "{what}: model {model} B, measured {measured} B: {ratio:.2}, under {LOW}\n{table}"
+        )),
+    }
+}
 
 /// `model / measured`, with `what` named, within [`LOW`, `HIGH`]; the table when not.
 fn check(what: &str, model: u64, measured: u64, table: &str) -> Result<(), String> {
@@ -328,95 +386,275 @@ fn the_model_is_within_15_percent_of_each_step_s_peak() {
         adam: true,
         ..SMALL
     };
-    let layouts = [
-        BASE,
-        Layout {
-            m: 4,
-            adam: true,
-            ..BASE
-        },
-        Layout {
-            stages: 2,
-            m: 8,
-            schedule: one_f_one_b,
-            adam: true,
-            ..BASE
-        },
-        SMALL,
-        two(gpipe),
-        two(one_f_one_b),
-        Layout {
-            remat: Remat::Always,
-            ..two(one_f_one_b)
-        },
+    let band = Hold::Band;
+    // The sum of the workers' own peaks against the process's (see `Hold::AtLeast`).
+    let apart = Hold::AtLeast;
+    // One worker: the process is the worker.
+    let one = |m, remat, backward, threads| Layout {
+        m,
+        remat,
+        backward,
+        threads,
+        adam: true,
+        ..SMALL
+    };
+    let (never, always, fused) = (Remat::Never, Remat::Always, Some(Backward::Fused));
+    let group_of_one = Some(Backward::Split { weight_group: 1 });
+    let gpt = |stages, schedule| Layout {
+        net: Arch::Gpt,
+        width: 32,
+        rows: 32,
+        stages,
+        ..two(schedule)
+    };
+    let rows = [
+        (BASE, band),
+        (
+            Layout {
+                m: 4,
+                adam: true,
+                ..BASE
+            },
+            band,
+        ),
         // bf16: half-width activations and each stashed micro-batch's bf16 weight copy; the
         // layers keep the autodiff path.
-        Layout {
-            m: 4,
-            adam: true,
-            precision: Precision::Bf16,
-            ..BASE
-        },
+        (
+            Layout {
+                m: 4,
+                adam: true,
+                precision: Precision::Bf16,
+                ..BASE
+            },
+            band,
+        ),
+        (SMALL, band),
+        (one(8, never, None, 1), band),
+        (one(8, always, None, 1), band),
         // The fused backward: the layers on burn's autodiff path.
-        Layout {
-            backward: Some(Backward::Fused),
-            ..two(gpipe)
-        },
+        (one(8, never, fused, 1), band),
         // The stash at the step's peak (issue 48 item 3: it was so in 2 rows of 9): each
         // micro-batch's weight gradients at its backward, so the stash is not traded for
         // deferred inputs; with and without re-materialization.
-        Layout {
-            backward: Some(Backward::Split { weight_group: 1 }),
-            ..two(gpipe)
-        },
-        Layout {
-            remat: Remat::Always,
-            backward: Some(Backward::Split { weight_group: 1 }),
-            ..two(gpipe)
-        },
+        (one(8, never, group_of_one, 1), band),
+        (one(8, always, group_of_one, 1), band),
+        // Two compute threads (issue 48 item 3).
+        (one(8, never, None, 2), band),
+        // Several workers: the sum of their own peaks against the process's.
+        (
+            Layout {
+                stages: 2,
+                m: 8,
+                schedule: one_f_one_b,
+                adam: true,
+                ..BASE
+            },
+            apart,
+        ),
+        (two(gpipe), apart),
+        (two(one_f_one_b), apart),
+        (
+            Layout {
+                remat: always,
+                ..two(one_f_one_b)
+            },
+            apart,
+        ),
+        (
+            Layout {
+                backward: fused,
+                ..two(gpipe)
+            },
+            apart,
+        ),
+        (
+            Layout {
+                backward: group_of_one,
+                ..two(gpipe)
+            },
+            apart,
+        ),
+        (
+            Layout {
+                remat: always,
+                backward: group_of_one,
+                ..two(gpipe)
+            },
+            apart,
+        ),
+        (
+            Layout {
+                threads: 2,
+                ..two(one_f_one_b)
+            },
+            apart,
+        ),
+        // Issue 48 item 3: the layouts the model claims and no row swept. The schedules that
+        // place their weight gradients (ZB-H1; ZB-V, 4 chunks on 2 ranks), interleaved.
+        (two(ScheduleKind::ZbH1), apart),
+        (two(ScheduleKind::ZbV), apart),
+        (two(ScheduleKind::Interleaved { virtual_stages: 2 }), apart),
+        // Replicas, with and without ZeRO-1, on one stage and on two.
+        (
+            Layout {
+                m: 4,
+                adam: true,
+                replicas: 2,
+                ..BASE
+            },
+            apart,
+        ),
+        (
+            Layout {
+                m: 4,
+                adam: true,
+                replicas: 2,
+                zero: 1,
+                ..BASE
+            },
+            apart,
+        ),
+        (
+            Layout {
+                replicas: 2,
+                ..two(one_f_one_b)
+            },
+            apart,
+        ),
+        (
+            Layout {
+                replicas: 2,
+                zero: 1,
+                ..two(one_f_one_b)
+            },
+            apart,
+        ),
+        // What the model does not count yet (docs/reliability.md, issue 48 item 3): what
+        // burn's autodiff graph keeps inside a layer beyond its output (attention scores,
+        // norms, convolutions' and casts' intermediates) where a layer runs on it.
+        (
+            Layout {
+                remat: always,
+                backward: fused,
+                ..two(gpipe)
+            },
+            Hold::Gap("the fused backward with re-materialization: 0.73–0.97, varying"),
+        ),
+        (
+            Layout {
+                precision: Precision::Bf16,
+                ..two(gpipe)
+            },
+            Hold::Gap("bf16 where activations dominate: 0.74"),
+        ),
+        (
+            gpt(1, gpipe),
+            Hold::Gap("the GPT on one worker: 0.64, a block's graph beyond its output"),
+        ),
+        (
+            gpt(2, one_f_one_b),
+            Hold::Gap("the GPT on two stages: 1.12–1.17, the same gap under the sum of peaks"),
+        ),
+        (
+            Layout {
+                net: Arch::ResNet,
+                width: 8,
+                rows: 64,
+                ..two(gpipe)
+            },
+            Hold::Gap("the conv model: 0.19, a block's graph beyond its output"),
+        ),
     ];
-    let measured: Vec<Measured> = layouts.into_iter().map(measure).collect();
+    // Each row; a row of several workers held to the band measured twice, the higher peak
+    // kept (their peaks meet in it); each Adam row with its twin under SGD, measured right
+    // after it: the optimizer state by the allocator.
+    let (measured, twins): (Vec<Measured>, Vec<Option<Measured>>) = rows
+        .iter()
+        .map(|&(layout, hold)| {
+            let sgd = Layout {
+                adam: false,
+                ..layout
+            };
+            let mut m = measure(layout);
+            if matches!(hold, Hold::Band) && layout.stages * layout.replicas > 1 {
+                let again = measure(layout);
+                if again.step > m.step {
+                    m = again;
+                }
+            }
+            (m, layout.adam.then(|| measure(sgd)))
+        })
+        .unzip();
     let table: Vec<String> = measured.iter().map(Measured::line).collect();
     let table = table.join("\n");
     println!("{}\n{table}", cpu());
     let mut failures = Vec::new();
-    for m in &measured {
-        let per_step = |w: &WorkerMemory| w.gradients + w.held;
-        let name = format!("{:?}", m.layout);
+    for ((m, twin), (_, hold)) in measured.iter().zip(&twins).zip(&rows) {
+        let per_step = WorkerMemory::per_step;
+        let name = m.layout.label();
+        let check = |what: &str, model: u64| match hold {
+            Hold::Band => check(what, model, m.step, &table),
+            Hold::AtLeast => at_least(what, model, m.step, &table),
+            Hold::Gap(_) => Ok(()),
+        };
         let checks = [
-            check(
-                &format!("{name}, per step"),
-                sum(&m.model, per_step),
-                m.step,
-                &table,
-            ),
+            check(&format!("{name}, per step"), sum(&m.model, per_step)),
             check(
                 &format!("{name}, per step, Setup::memory"),
                 sum(&m.predicted, per_step),
-                m.step,
-                &table,
-            ),
-            check(
-                &format!("{name}, parameters"),
-                sum(&m.predicted, |w| w.parameters),
-                m.parameters,
-                &table,
             ),
         ];
         failures.extend(checks.into_iter().filter_map(Result::err));
-        if m.layout.adam {
-            let state = sum(&m.predicted, |w| w.optimizer_state);
-            failures.extend(
-                check(
-                    &format!("{name}, optimizer state"),
-                    state,
-                    m.optimizer_state,
-                    &table,
-                )
-                .err(),
-            );
+        // The prediction before any step against the accounting of the step's own counters
+        // (its peak stash and deferred bytes): the plan's walk (ZB's stash to its `I`, its
+        // deferred inputs from `I` to `W`) gives what the step held.
+        let (before, after) = (sum(&m.predicted, per_step), sum(&m.model, per_step));
+        if !matches!(hold, Hold::Gap(_)) && before.abs_diff(after) > after / 50 {
+            failures.push(format!(
+                "{name}: Setup::memory predicts {before} B a step, the step's counters give \
+                 {after} B\n{table}"
+            ));
+        }
+        // A rank's chunks take turns: one `W`'s copies a rank at a time.
+        let chunks = m.layout.schedule.virtual_stages();
+        let copying = m.model.iter().filter(|w| w.weight_copies > 0).count();
+        if copying > m.layout.stages * m.layout.replicas {
+            failures.push(format!(
+                "{name}: {copying} workers of {chunks} chunks a rank hold `W`'s copies at once"
+            ));
+        }
+        // The parameters by the allocator: the layers as made, one copy a replica. Where the
+        // modules' own bookkeeping (names, ids: 9 kB on MLP-4x32) is not small beside them,
+        // the row does not hold them to the band.
+        let parameters = sum(&m.predicted, |w| w.parameters);
+        if parameters >= ALLOCATOR_FLOOR {
+            let made = m.made.max(1) as u64 * m.layout.replicas as u64;
+            let what = format!("{name}, parameters (allocator: the layers as made × replicas)");
+            failures.extend(self::check(&what, parameters, made, &table).err());
+        }
+        // Adam's state by the allocator: the bytes the pipeline's drop frees above the same
+        // layout's under SGD (the caches and everything else the same); above the same floor
+        // (Adam keeps per-tensor records, 7 kB on MLP-4x32's 10 tensors).
+        let state = sum(&m.predicted, |w| w.optimizer_state);
+        if let Some(sgd) = twin.as_ref().filter(|_| state >= ALLOCATOR_FLOOR) {
+            let measured = (m.freed - sgd.freed).max(1) as u64;
+            let what = format!("{name}, optimizer state (allocator: Adam − SGD freed at drop)");
+            failures.extend(self::check(&what, state, measured, &table).err());
         }
     }
+    let gaps: Vec<String> = rows
+        .iter()
+        .zip(&measured)
+        .filter_map(|((_, hold), m)| match hold {
+            Hold::Gap(why) => {
+                let model = sum(&m.model, WorkerMemory::per_step);
+                let ratio = model as f64 / m.step as f64;
+                Some(format!("{}: {ratio:.2} ({why})", m.layout.label()))
+            }
+            _ => None,
+        })
+        .collect();
+    println!("not held (the model's gaps):\n{}", gaps.join("\n"));
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
@@ -541,4 +779,119 @@ fn the_bf16_step_peak_stays_below_fp32s() {
         fp32.line(),
         bf16.line()
     );
+}
+
+/// `--memory-budget` measured (issue 48 item 3): a run split under a budget stays under it at
+/// its measured peak. The budget is the least the split fits (the one the over-budget error
+/// names), so the fullest stage is as close to it as the accounting allows. The measured peak
+/// is the parameters the built pipeline holds and the most bytes live during a step above the
+/// level just before it (gradients, stash, received inputs, deferred weight-gradient inputs,
+/// `W`'s copies; SGD keeps no state), as the sweep measures them.
+///
+/// One stage: the process is the worker, so its peak is held to the budget itself, and comes
+/// near it (0.98). Two stages: a counting allocator sees the process, not each worker (the
+/// workspace forbids the `unsafe` a per-thread one needs), so the two workers' peaks together
+/// are held to twice the budget, and each worker's memory as the model counts it after the
+/// step (which the sweep holds to the allocator) to the budget.
+///
+/// The budget's accounting is per layer plus, per stage, its received inputs and `W`'s copies
+/// ([`pipetrain::memory`]); docs/reliability.md names the breaks this test was seen failing
+/// with.
+#[test]
+fn a_split_under_a_memory_budget_stays_under_it_at_its_measured_peak() {
+    let _serial = serial();
+    let device = Device::flex();
+    let (width, rows) = (32, 2048);
+    let batch = synthetic::classification(5, 0, rows, width, 8, &device);
+    let mut failures = Vec::new();
+    // The default split backward, whose weight gradients wait for the step's end (`W`'s
+    // copies count); and re-materialization with a weight-gradient group of one, where the
+    // stash is each stage's received inputs.
+    let (group_of_one, to_end) = (Some(Backward::Split { weight_group: 1 }), None);
+    for (stages, schedule, remat, backward) in [
+        (1, ScheduleKind::GPipe, Remat::Never, to_end),
+        (2, ScheduleKind::OneFOneB, Remat::Never, to_end),
+        (2, ScheduleKind::GPipe, Remat::Always, group_of_one),
+    ] {
+        let build = |budget: u64, layers| {
+            let builder = Pipeline::builder()
+                .layers(layers)
+                .micro_batches(8)
+                .schedule(schedule)
+                .remat(remat)
+                .optimizer(OptimizerConfig::sgd())
+                .memory_budget(budget);
+            let builder = match backward {
+                Some(backward) => builder.backward(backward),
+                None => builder,
+            };
+            match stages {
+                1 => builder,
+                stages => builder.stages(stages),
+            }
+            .build_with(&batch)
+        };
+        let layers = || common::seeded(3, |d| MlpConfig::new(width, 4, 8).init(d));
+        let least = match build(1, layers()) {
+            Err(pipetrain::Error::Build(pipetrain::BuildError::MemoryBudget {
+                smallest_bytes,
+                ..
+            })) => smallest_bytes,
+            Err(e) => panic!("a 1-byte budget: {e}"),
+            Ok(_) => panic!("a 1-byte budget was accepted"),
+        };
+        settle();
+        let before = ALLOCATOR.current_usage();
+        let layers = layers();
+        let made = (ALLOCATOR.current_usage() - before) as u64;
+        let mut pipeline = build(least, layers).unwrap();
+        for _ in 0..2 {
+            pipeline.train_step(&batch).unwrap();
+        }
+        let base = ALLOCATOR.current_usage();
+        ALLOCATOR.reset_peak_usage();
+        let report = pipeline.train_step(&batch).unwrap();
+        let residue = ALLOCATOR.current_usage().saturating_sub(base);
+        let step = (ALLOCATOR.peak_usage() - base - residue) as u64;
+        let split = pipeline.setup().partition().to_string();
+        let model: Vec<u64> = pipeline
+            .worker_memory(&report)
+            .unwrap()
+            .iter()
+            .map(WorkerMemory::total)
+            .collect();
+        drop(pipeline);
+        let measured = made + step;
+        let allowed = least * stages as u64;
+        let ratio = measured as f64 / allowed as f64;
+        println!(
+            "{stages} stage(s), {schedule}, remat {remat:?}: budget {least} B, split {split}: parameters {made} B \
+             + step {step} B = {measured} B, {ratio:.2} of {stages} × the budget; the model \
+             after the step {model:?}"
+        );
+        if measured > allowed {
+            failures.push(format!(
+                "{stages} stage(s), {schedule}, split {split}: measured {measured} B at the \
+                 peak, over {stages} × the {least} B budget it was split under ({ratio:.2})"
+            ));
+        }
+        // One stage: not vacuous, the accounting is not far above the measurement.
+        if stages == 1 && ratio < 0.9 {
+            failures.push(format!(
+                "{stages} stage(s), {schedule}, split {split}: measured {measured} B, under 0.9 \
+                 of the {least} B budget ({ratio:.2})"
+            ));
+        }
+        // Each worker: the model after the step (held to the allocator by the sweep, its
+        // received inputs and `W`'s copies in it) within the budget.
+        for (worker, &bytes) in model.iter().enumerate() {
+            if bytes > least {
+                failures.push(format!(
+                    "{stages} stage(s), {schedule}, split {split}: worker {worker}'s memory \
+                     after the step, {bytes} B, is over the {least} B budget"
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -39,6 +39,6 @@ mod placement;
 pub use cost::{LayerCost, StageCost};
 pub use error::{PartitionError, Result};
 pub use fit::fit_balance;
-pub use optimal::partition_by_time;
+pub use optimal::{partition_by_time, partition_by_time_with};
 pub use partition::{Iter, Partition};
 pub use placement::{DeviceIndex, Placement};

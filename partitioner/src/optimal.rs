@@ -27,6 +27,8 @@
 //! does and then only compared, never combined, so the optimum is *exactly* the largest stage
 //! time of the returned partition: no epsilon anywhere.
 
+use std::ops::Range;
+
 use pipetrain_schedules::StageId;
 
 use crate::cost::{LayerCost, StageCost};
@@ -76,13 +78,38 @@ pub fn partition_by_time(
     stages: usize,
     memory_budget: Option<u64>,
 ) -> Result<Partition> {
+    partition_by_time_with(costs, stages, memory_budget, |_| 0)
+}
+
+/// [`partition_by_time`] where a stage of layers `i..j` needs, beyond its layers' summed
+/// [`LayerCost::memory`], `stage_bytes(i..j)` bytes more: what depends on where the stage is
+/// cut rather than on each layer alone (its received input, the one layer's largest scratch).
+/// The budget, and [`PartitionError::OverBudget`]'s `needed`, count both.
+///
+/// ```
+/// use pipetrain_partitioner::{partition_by_time_with, LayerCost, PartitionError};
+///
+/// let costs = vec![LayerCost::new(1.0, 0.0).with_memory(100, 0); 4];
+/// // A stage that does not begin the model holds its received input, 50 bytes.
+/// let input = |r: std::ops::Range<usize>| if r.start > 0 { 50 } else { 0 };
+/// assert_eq!(partition_by_time_with(&costs, 2, Some(250), input)?.to_string(), "[0..2 | 2..4]");
+/// let err = partition_by_time_with(&costs, 2, Some(249), input).unwrap_err();
+/// assert!(matches!(err, PartitionError::OverBudget { needed: 250, .. }));
+/// # Ok::<(), PartitionError>(())
+/// ```
+pub fn partition_by_time_with(
+    costs: &[LayerCost],
+    stages: usize,
+    memory_budget: Option<u64>,
+    stage_bytes: impl Fn(Range<usize>) -> u64,
+) -> Result<Partition> {
     let layers = costs.len();
     check_shape(layers, stages)?;
     for (layer, cost) in costs.iter().enumerate() {
         cost.check(layer)?;
     }
     let table = StageCosts::new(costs);
-    let memory = |i, j| table.get(i, j).memory;
+    let memory = |i, j| table.get(i, j).memory.saturating_add(stage_bytes(i..j));
 
     if let Some(budget) = memory_budget {
         // Some split fits iff the least achievable largest stage memory does.
@@ -90,7 +117,7 @@ pub fn partition_by_time(
             .expect("an unconstrained shape-checked split always exists");
         let needed = memories[0];
         if needed > budget {
-            return Err(over_budget(&table, &boundaries, needed, budget));
+            return Err(over_budget(memory, &boundaries, needed, budget));
         }
     }
 
@@ -102,14 +129,14 @@ pub fn partition_by_time(
 
 /// The [`PartitionError::OverBudget`] for the min-max-memory split `boundaries`.
 fn over_budget(
-    table: &StageCosts,
+    memory: impl Fn(usize, usize) -> u64,
     boundaries: &[usize],
     needed: u64,
     budget: u64,
 ) -> PartitionError {
     let stage = boundaries
         .windows(2)
-        .position(|w| table.get(w[0], w[1]).memory == needed)
+        .position(|w| memory(w[0], w[1]) == needed)
         .expect("the largest stage memory is some stage's memory");
     PartitionError::OverBudget {
         stage: StageId::from(stage),

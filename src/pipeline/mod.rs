@@ -162,13 +162,16 @@ impl<L: Layer> Pipeline<L> {
             ),
             micro_batches: m,
         };
-        memory::of_workers(
+        let mut workers = memory::of_workers(
             self.runtime.workers(),
             sample,
             &self.devices,
             (config.remat, config.precision, deferral),
             report,
-        )
+        )?;
+        let ranks = self.setup.plans().ranks();
+        memory::one_weight_pass_per_rank(&mut workers, |s| ranks.and_then(|p| p.rank_of(s)));
+        Ok(workers)
     }
 
     /// One training step on `batch` of any size ≥ `replicas × m` rows: it is cut into

@@ -4,7 +4,9 @@
 
 use crate::BuildError;
 use pipetrain_engine::{Activation, Layer, Remat, costs};
-use pipetrain_partitioner::{LayerCost, Partition, PartitionError, partition_by_time};
+use pipetrain_partitioner::{
+    LayerCost, Partition, PartitionError, partition_by_time, partition_by_time_with,
+};
 use pipetrain_schedules::{Costs, Lowering, Schedule, lower, simulate};
 
 use crate::builder::Config;
@@ -36,26 +38,36 @@ pub(super) fn measure<L: Layer>(
         m,
         c.runtime.schedule.splits_backward(),
     );
-    let split = match group {
-        0 => vec![0; layers.len()],
-        _ => memory::split_bytes_held(layers, sample, device)?,
+    let (split, stacks) = match group {
+        0 => (vec![0; layers.len()], vec![0; layers.len()]),
+        _ => (
+            memory::split_bytes_held(layers, sample, device)?,
+            costs::split_parts(layers, sample, device)
+                .map_err(pipetrain_engine::EngineError::bad_batch)?
+                .iter()
+                .map(|p| p.stack)
+                .collect(),
+        ),
     };
     let deferred = memory::deferred_bytes(&split, group);
     let to_end = memory::deferred_to_end(group, m);
     let relu = memory::relu_layers(layers);
-    let budgeted = memory::budget_costs(
+    let budgeted = memory::with_headrooms(memory::budget_costs(
         &costs,
         slots,
         stashed,
         (&deferred, to_end),
         c.runtime.precision,
         &relu,
-    );
-    let partition = partition_by_time(&budgeted, stages, Some(budget)).map_err(|e| {
+    ));
+    let cut = memory::CutBytes::new(&costs, &stacks, c.runtime.precision, in_flight, group);
+    let partition = partition_by_time_with(&budgeted, stages, Some(budget), |r| cut.of(r));
+    let partition = partition.map_err(|e| {
         let trial = Trial {
             c,
             costs: &costs,
             split: &split,
+            stacks: &stacks,
             relu: &relu,
             rows: sample.batch_size(),
             budget,
@@ -73,6 +85,8 @@ struct Trial<'a> {
     costs: &'a [LayerCost],
     /// Each layer's deferred weight-gradient bytes per micro-batch.
     split: &'a [u64],
+    /// Each layer's `W` stack per micro-batch ([`memory::CutBytes`]'s).
+    stacks: &'a [u64],
     /// Which layers are dense with a ReLU ([`memory::relu_layers`]).
     relu: &'a [bool],
     rows: usize,
@@ -99,19 +113,21 @@ impl Trial<'_> {
             .map(|cost| cost.with_memory(cost.param_bytes, scale(cost.activation_bytes)))
             .collect();
         let split: Vec<u64> = self.split.iter().map(|&b| scale(b)).collect();
+        let stacks: Vec<u64> = self.stacks.iter().map(|&b| scale(b)).collect();
         let slots = memory::optimizer_slots(&c.optimizer);
         let stashed = memory::charged_micro_batches(remat, in_flight);
         let deferred = memory::deferred_bytes(&split, group);
         let to_end = memory::deferred_to_end(group, m);
-        let budgeted = memory::budget_costs(
+        let budgeted = memory::with_headrooms(memory::budget_costs(
             &costs,
             slots,
             stashed,
             (&deferred, to_end),
             c.runtime.precision,
             self.relu,
-        );
-        match partition_by_time(&budgeted, stages, Some(self.budget)) {
+        ));
+        let cut = memory::CutBytes::new(&costs, &stacks, c.runtime.precision, in_flight, group);
+        match partition_by_time_with(&budgeted, stages, Some(self.budget), |r| cut.of(r)) {
             Ok(_) => None,
             Err(PartitionError::OverBudget { needed, .. }) => Some(needed),
             Err(_) => Some(u64::MAX),

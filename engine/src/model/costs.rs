@@ -90,6 +90,31 @@ pub fn split_bytes<L: Layer>(
     sample: &Activation,
     device: &Device,
 ) -> Result<Vec<u64>, EngineError> {
+    Ok(split_parts(layers, sample, device)?
+        .into_iter()
+        .map(|p| p.held)
+        .collect())
+}
+
+/// What one layer's split backward keeps for one micro-batch ([`split_parts`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SplitBytes {
+    /// Everything it keeps from its input-gradient pass to its weight-gradient pass
+    /// ([`split_bytes`]).
+    pub held: u64,
+    /// The largest of one `Linear` call's input and output gradient (a dense layer's input and
+    /// pre-activation gradient): what a weight-gradient pass over a group of micro-batches
+    /// stacks into one tensor at a time, per micro-batch. 0 for a layer that defers nothing.
+    pub stack: u64,
+}
+
+/// Per layer, [`split_bytes`] and the largest per-call stack ([`SplitBytes`]), measured by one
+/// forward through every layer on `device`.
+pub fn split_parts<L: Layer>(
+    layers: &[L],
+    sample: &Activation,
+    device: &Device,
+) -> Result<Vec<SplitBytes>, EngineError> {
     let device = adapter::autodiff_device(device);
     let rows_bytes = |t: &Tensor<2>| (t.dims().iter().product::<usize>() * t.dtype().size()) as u64;
     let mut x = sample.clone().plain().to_device(&device);
@@ -104,13 +129,20 @@ pub fn split_bytes<L: Layer>(
         };
         let y = y.plain();
         out.push(if layer.dense().is_some() {
-            input_bytes + (y.elements() * 4) as u64
+            let output_bytes = (y.elements() * 4) as u64;
+            SplitBytes {
+                held: input_bytes + output_bytes,
+                stack: input_bytes.max(output_bytes),
+            }
         } else {
-            linears
-                .into_taps()
+            let taps = linears.into_taps();
+            let calls = taps
                 .iter()
-                .map(|t| rows_bytes(&t.input) + rows_bytes(&t.output))
-                .sum()
+                .map(|t| (rows_bytes(&t.input), rows_bytes(&t.output)));
+            SplitBytes {
+                held: calls.clone().map(|(i, o)| i + o).sum(),
+                stack: calls.map(|(i, o)| i.max(o)).max().unwrap_or(0),
+            }
         });
         x = y;
     }
