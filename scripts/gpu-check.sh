@@ -12,7 +12,8 @@
 #   3. verify  the --verify rows, each with its max_rel_diff and seconds;
 #   3b. diag   (only when named) the --verify rows that failed on the H200 of 2026-11-28, each
 #              beside the switches that tell their causes apart: --gemm burn, --handoff host,
-#              SGD, lr 0 (no update: the copy and the comparison alone), 1 stage, 1 step;
+#              SGD, 1 stage, 1 step, one micro-batch; every --verify row also prints its worst
+#              step and parameter tensor, and its whole output goes to logs/verify.log;
 #   4. drift   the replica command DRIFT_RUNS (10) more times per hand-off, failures counted;
 #   5. bench   the GPU bench rows (MLP-8x1024 b256, MLP-8x4096 b4096, the GPT, 2 stages and 2
 #              replicas on one GPU) at fp32, tf32 and bf16, each with PIPETRAIN_GEMM=cublas and
@@ -190,6 +191,9 @@ verify_row() {
     local verdict=ok
     [ "$rc" -eq 0 ] || verdict="FAILED (exit $rc: $(printf '%s\n' "$out" | grep -m1 -E 'FAILED|error' | cut -c1-120))"
     printf '%-96s  %-12s  %4ss  %s\n' "train $*" "${diff:--}" "$((SECONDS - start))" "$verdict" | tee -a "$REPORT"
+    # Where the worst difference was: its step and parameter tensor.
+    printf '%s\n' "$out" | grep -m1 -E '^ *\((per step|end to end)' | sed 's/^ */    /' | tee -a "$REPORT"
+    printf '%s\n' "== train $*" "$out" >>"$LOGS/verify.log"
 }
 R=(--device cuda:0 --stages 1 --replicas 2 --micro-batches 1 --steps 10 --width 64 --verify --optimizer sgd --lr 0.01)
 if want verify; then
@@ -207,7 +211,6 @@ fi
 if want diag; then
     section 3b "the failing --verify rows, switch by switch" "$B_DIAG"
     C=(--device cuda:0 --width 64 --verify --verify-device cpu --optimizer sgd)
-    verify_row "${C[@]}" --stages 1 --micro-batches 1 --steps 1 --lr 0
     verify_row "${C[@]}" --stages 1 --micro-batches 1 --steps 1 --lr 0.01
     verify_row "${C[@]}" --stages 1 --micro-batches 1 --steps 1 --lr 0.01 --gemm burn
     verify_row "${C[@]}" --stages 2 --micro-batches 4 --steps 2 --lr 0.01
@@ -217,6 +220,9 @@ if want diag; then
     verify_row "${D[@]}" --handoff host
     verify_row "${D[@]}" --handoff device --optimizer sgd --lr 0.01
     verify_row "${D[@]}" --replicas 1 --handoff device
+    # The same batch shape on both sides (one micro-batch): rounding of another summation order
+    # is then ruled out.
+    verify_row "${D[@]}" --replicas 1 --micro-batches 1 --handoff device
 fi
 
 # 4. The replica drift: the first --verify row DRIFT_RUNS more times per hand-off.
