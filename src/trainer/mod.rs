@@ -8,7 +8,6 @@
 //! prints nothing: what happens goes to a callback as [`Event`]s. The `pipetrain` binary is
 //! this loop under flags. A run with a checkpoint and a resume is `examples/train_loop.rs`.
 
-#[cfg(feature = "mpi")]
 pub mod agreement;
 mod checkpoints;
 mod data;
