@@ -86,7 +86,7 @@ impl LineRelay {
 const DROP_WAIT: Duration = Duration::from_secs(5);
 
 impl Drop for LineRelay {
-    /// Waits (up to [`DROP_WAIT`]) until the lines queued are written.
+    /// Waits (up to 5 s, `DROP_WAIT`) until the lines queued are written.
     fn drop(&mut self) {
         let (done, written) = sync_channel(1);
         if self.queue.try_send(Message::Drained(done)).is_ok() {
