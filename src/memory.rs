@@ -288,7 +288,7 @@ pub fn layer_memory<L: Layer>(
     sample: &Activation,
     precision: Precision,
 ) -> Result<Vec<LayerMemory>> {
-    let mut x = precision.input(sample.clone().plain());
+    let mut x = precision.input(layers.first(), sample.clone().plain());
     let mut out = Vec::with_capacity(layers.len());
     for (layer, cast) in layers.iter().zip(precision.layers(layers)) {
         x = cast
@@ -359,17 +359,17 @@ fn per_stage<L: Layer>(
     split: bool,
 ) -> Result<Vec<StageMemory>> {
     let mut per_stage = Vec::new();
-    let mut x = precision.input(sample.clone());
+    let mut x = sample.clone();
     for (stage, worker) in workers.replica(ReplicaId(0)).enumerate() {
         let layers: Vec<L> = worker
             .layers()
             .iter()
             .map(pipetrain_engine::inference_copy)
             .collect();
-        x = x.to_device(&devices[stage]);
+        x = precision.input(layers.first(), x.to_device(&devices[stage]));
         let input = match stage {
             0 => 0,
-            _ => activation_bytes(&precision.input(x.clone().plain())),
+            _ => activation_bytes(&x.clone().plain()),
         };
         let held = layer_memory(&layers, &x, precision)?;
         let pre_relu = match split {

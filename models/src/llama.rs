@@ -15,8 +15,14 @@
 //! halves (transformers' `rotate_half`) by `position · rope_theta^(-2i/head_dim)`; each of
 //! `num_key_value_heads` key/value heads serves `heads / kv_heads` consecutive query heads. As
 //! in [`crate::gpt`], the hidden state crosses stages with its position ids as a [`Bundle`], and
-//! each block masks keys whose position is later than the query's. RMSNorm and softmax run in
-//! fp32 under bf16, as transformers does.
+//! each block masks keys whose position is later than the query's.
+//!
+//! Under bf16 it computes as transformers' model does under `torch.autocast(dtype=bfloat16)`
+//! (`tests/torch/llama.rs` holds it to such a run): only the `Linear`s are cast to bf16
+//! ([`Layer::compute_copy`]); the embedding and the RMSNorm weights stay fp32, so the residual
+//! stream, the norms, the rotary embedding and the softmax are fp32, each `Linear` and each
+//! attention product takes its operands cast to bf16 one use at a time, and the hidden state
+//! crosses stages in fp32 ([`Layer::keeps_input_dtype`]).
 //!
 //! [`LlamaConfig::from_hf_config`] reads a Hugging Face `config.json`;
 //! [`LlamaConfig::from_hf_tensors`] builds the layers from its checkpoint's tensors (names and
@@ -28,10 +34,10 @@ use std::collections::BTreeMap;
 use burn::nn::{Embedding, EmbeddingConfig, Initializer, Linear, LinearConfig, RmsNorm};
 use burn::prelude::*;
 use burn::tensor::activation::{silu, softmax};
-use burn::tensor::{Bool, TensorData};
+use burn::tensor::{Bool, FloatDType, TensorData};
 use pipetrain_engine::{
-    Activation, Bundle, EngineError, Layer, Linears, downcast_like, matmul, parameter, upcast,
-    upcast_module,
+    Activation, Bundle, EngineError, Layer, Linears, cast_module, downcast_like, matmul, parameter,
+    upcast, upcast_module,
 };
 
 /// The shape of a Llama-family decoder: the fields of transformers' `LlamaConfig` it
@@ -629,20 +635,18 @@ impl GroupedQueryAttention {
     ) -> Tensor<3> {
         let [n, t, _] = x.dims();
         let (h, kv, dh) = (self.heads, self.kv_heads, self.head_dim);
-        let q = linears
-            .forward(&self.query, x.clone())
+        let q = project(linears, &self.query, x.clone())
             .reshape([n, t, h, dh])
             .swap_dims(1, 2);
-        let k = linears
-            .forward(&self.key, x.clone())
+        let k = project(linears, &self.key, x.clone())
             .reshape([n, t, kv, dh])
             .swap_dims(1, 2);
-        let v = linears
-            .forward(&self.value, x)
+        let v = project(linears, &self.value, x)
             .reshape([n, t, kv, dh])
             .swap_dims(1, 2);
         let positions = positions.to_device(&q.device());
-        let (cos, sin) = self.rotary(positions.clone(), &q);
+        // Rotated in fp32 (the fp32 cos and sin promote q and k, as in transformers).
+        let (cos, sin) = self.rotary(positions.clone());
         let q = rotate(q, cos.clone(), sin.clone());
         let k = rotate(k, cos, sin);
         // Each key/value head serves `h / kv` consecutive query heads (transformers' repeat_kv).
@@ -652,23 +656,30 @@ impl GroupedQueryAttention {
                 .reshape([n, h, t, dh])
         };
         let (k, v) = (repeat(k), repeat(v));
-        let scores = matmul(q, k.swap_dims(2, 3)).mul_scalar(1.0 / (dh as f64).sqrt());
+        // Each product takes its operands in the compute dtype (`v`'s, a projection's output).
+        let scores = matmul(downcast_like(q, &v), downcast_like(k.swap_dims(2, 3), &v));
+        // The scale multiplies in fp32 and rounds once, as PyTorch's bf16 `mul` by a scalar.
+        let scores = downcast_like(
+            upcast(scores.clone()).mul_scalar(1.0 / (dh as f64).sqrt()),
+            &scores,
+        );
         let query = positions.clone().reshape([n, t, 1]).expand([n, t, t]);
         let key = positions.reshape([n, 1, t]).expand([n, t, t]);
         let future: Tensor<4, Bool> = key
             .greater(query)
             .reshape([n, 1, t, t])
             .expand([n, h, t, t]);
-        let scores = scores.mask_fill(future, -1e9);
-        let weights = downcast_like(softmax(upcast(scores.clone()), 3), &scores);
-        let y = matmul(weights, v).swap_dims(1, 2).reshape([n, t, h * dh]);
-        linears.forward(&self.output, y)
+        let weights = softmax(upcast(scores).mask_fill(future, -1e9), 3);
+        let y = matmul(downcast_like(weights, &v), v)
+            .swap_dims(1, 2)
+            .reshape([n, t, h * dh]);
+        project(linears, &self.output, y)
     }
 
-    /// cos and sin of every position's angles, `[N, 1, T, head_dim]` in `like`'s dtype:
-    /// angle `j` of position `p` is `p · theta^(-2j/head_dim)`, both halves alike
-    /// (transformers' `cat((freqs, freqs))`), computed in fp32.
-    fn rotary(&self, positions: Tensor<2, Int>, like: &Tensor<4>) -> (Tensor<4>, Tensor<4>) {
+    /// cos and sin of every position's angles, `[N, 1, T, head_dim]` in fp32: angle `j` of
+    /// position `p` is `p · theta^(-2j/head_dim)`, both halves alike (transformers'
+    /// `cat((freqs, freqs))`).
+    fn rotary(&self, positions: Tensor<2, Int>) -> (Tensor<4>, Tensor<4>) {
         let [n, t] = positions.dims();
         let half = self.head_dim / 2;
         // As transformers: inv_freq = 1 / theta^(arange(0, dim, 2) / dim), in fp32.
@@ -678,25 +689,32 @@ impl GroupedQueryAttention {
                 1.0 / (self.rope_theta as f32).powf(exponent)
             })
             .collect();
-        let device = like.device();
+        let device = positions.device();
         let inv =
             Tensor::<1>::from_data(TensorData::new(inv, [half]), &device).reshape([1, 1, half]);
         let angles = upcast(positions.float().reshape([n, t, 1])).mul(inv);
         let angles = Tensor::cat(vec![angles.clone(), angles], 2).reshape([n, 1, t, 2 * half]);
-        (
-            downcast_like(angles.clone().cos(), like),
-            downcast_like(angles.sin(), like),
-        )
+        (angles.clone().cos(), angles.sin())
     }
 }
 
-/// `x · cos + rotate_half(x) · sin`, `rotate_half(x) = [-x₂, x₁]` of its two halves.
+/// `x · cos + rotate_half(x) · sin` in fp32 (`cos` and `sin` are), `rotate_half(x) = [-x₂, x₁]`
+/// of its two halves taken in `x`'s dtype: under bf16 each of `x`'s two uses casts up on its
+/// own, so its gradient rounds to bf16 per use, as PyTorch's type promotion does.
 fn rotate(x: Tensor<4>, cos: Tensor<4>, sin: Tensor<4>) -> Tensor<4> {
     let [_, _, _, dh] = x.dims();
     let first = x.clone().narrow(3, 0, dh / 2);
     let second = x.clone().narrow(3, dh / 2, dh / 2);
     let rotated = Tensor::cat(vec![second.neg(), first], 3);
-    x * cos + rotated * sin
+    upcast(x) * cos + upcast(rotated) * sin
+}
+
+/// `linear` applied to `x` cast to the layer's dtype, one cast per call, as autocast casts an
+/// op's fp32 input (a no-op in fp32): inputs shared by several projections get their
+/// gradients summed in fp32.
+fn project(linears: &mut Linears, linear: &Linear, x: Tensor<3>) -> Tensor<3> {
+    let x = downcast_like(x, &linear.weight.val());
+    linears.forward(linear, x)
 }
 
 /// The SwiGLU MLP: `down(silu(gate(x)) · up(x))`.
@@ -784,23 +802,59 @@ impl Layer for LlamaLayer {
                 let attended =
                     b.attention
                         .forward_linears(rms(&b.input_norm, x.clone()), positions, linears);
-                let x = x + attended;
+                // The residual stream keeps its dtype (fp32 under bf16, as autocast's).
+                let x = x.clone() + downcast_like(attended, &x);
                 let normed = rms(&b.post_norm, x.clone());
-                let gate = silu(linears.forward(&b.mlp.gate, normed.clone()));
-                let up = linears.forward(&b.mlp.up, normed);
-                input
-                    .with("x", x + linears.forward(&b.mlp.down, gate * up))
-                    .into()
+                let gate = project(linears, &b.mlp.gate, normed.clone());
+                // SiLU in fp32, rounded once, as PyTorch's bf16 kernel.
+                let gate = downcast_like(silu(upcast(gate.clone())), &gate);
+                let up = project(linears, &b.mlp.up, normed);
+                let down = project(linears, &b.mlp.down, gate * up);
+                input.with("x", x.clone() + downcast_like(down, &x)).into()
             }
             LlamaLayer::Head(h) => {
                 let x: Tensor<3> = input.bundle()?.take("x")?.float()?;
-                linears.forward(&h.unembed, rms(&h.norm, x)).into()
+                project(linears, &h.unembed, rms(&h.norm, x)).into()
             }
         })
     }
 
     fn splits_linears(&self) -> bool {
         !matches!(self, LlamaLayer::Embedding(_))
+    }
+
+    /// As `torch.autocast`: the `Linear`s in `dtype`, the embedding and the RMSNorm weights
+    /// fp32.
+    fn compute_copy(&self, dtype: FloatDType) -> Self {
+        let cast = |l: &Linear| cast_module(l, dtype);
+        match self {
+            LlamaLayer::Embedding(e) => LlamaLayer::Embedding(e.clone()),
+            LlamaLayer::Block(b) => LlamaLayer::Block(LlamaBlock {
+                input_norm: b.input_norm.clone(),
+                attention: GroupedQueryAttention {
+                    query: cast(&b.attention.query),
+                    key: cast(&b.attention.key),
+                    value: cast(&b.attention.value),
+                    output: cast(&b.attention.output),
+                    ..b.attention.clone()
+                },
+                post_norm: b.post_norm.clone(),
+                mlp: SwiGlu {
+                    gate: cast(&b.mlp.gate),
+                    up: cast(&b.mlp.up),
+                    down: cast(&b.mlp.down),
+                },
+            }),
+            LlamaLayer::Head(h) => LlamaLayer::Head(LlamaHead {
+                norm: h.norm.clone(),
+                unembed: cast(&h.unembed),
+            }),
+        }
+    }
+
+    /// The hidden state is the residual stream: fp32 under bf16, across stages too.
+    fn keeps_input_dtype(&self) -> bool {
+        true
     }
 }
 

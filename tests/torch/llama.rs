@@ -3,7 +3,8 @@
 //! a batch, its logits and loss, and 5 steps' losses under SGD and AdamW): the checkpoint read
 //! by `pipetrain::trainer::hf`, the logits, and the losses on every layout (1 × 1, 2 stages ×
 //! 4 micro-batches, 2 stages × 2 replicas, interleaved), untied with grouped-query attention
-//! and tied with biases.
+//! and tied with biases; and bf16 against transformers under `torch.autocast(bfloat16)`, its
+//! losses and final weights.
 
 use std::path::PathBuf;
 
@@ -11,7 +12,7 @@ use burn::prelude::*;
 use burn::tensor::{Int, TensorData};
 use pipetrain::engine::AdamOptions;
 use pipetrain::trainer::hf;
-use pipetrain::{Batch, Layer, OptimizerConfig, Pipeline, ScheduleKind};
+use pipetrain::{Batch, Layer, OptimizerConfig, Pipeline, Precision, ScheduleKind};
 use pipetrain_models::{LlamaConfig, LlamaLayer};
 use serde_json::Value;
 
@@ -115,8 +116,19 @@ fn losses(
     variant: &str,
     optimizer: OptimizerConfig,
     lr: f64,
-    (stages, replicas, micro_batches, virtual_stages): (usize, usize, usize, usize),
+    layout: (usize, usize, usize, usize),
 ) -> Vec<f64> {
+    train(variant, optimizer, lr, layout, Precision::Fp32).0
+}
+
+/// Losses of 5 steps on the fixture's batch at a layout, and the layers they end with.
+fn train(
+    variant: &str,
+    optimizer: OptimizerConfig,
+    lr: f64,
+    (stages, replicas, micro_batches, virtual_stages): (usize, usize, usize, usize),
+    precision: Precision,
+) -> (Vec<f64>, Vec<LlamaLayer>) {
     let all = fixture(variant);
     let (config, layers) = load(variant);
     let mut builder = Pipeline::builder()
@@ -126,6 +138,7 @@ fn losses(
         .micro_batches(micro_batches)
         .optimizer(optimizer)
         .learning_rate(lr)
+        .precision(precision)
         .threads_per_worker(1);
     if virtual_stages > 1 {
         builder = builder.schedule(ScheduleKind::Interleaved { virtual_stages });
@@ -135,13 +148,16 @@ fn losses(
     }
     let b = batch(&all);
     let mut pipeline = builder.build_with(&b).unwrap();
-    (0..5)
+    let losses = (0..5)
         .map(|_| pipeline.train_step(&b).unwrap().loss)
-        .collect()
+        .collect();
+    (losses, pipeline.into_layers())
 }
 
-const LAYOUTS: [(usize, usize, usize, usize); 4] =
-    [(1, 1, 1, 1), (2, 1, 4, 1), (2, 2, 2, 1), (2, 1, 2, 2)];
+/// Stages, replicas, micro-batches, virtual stages.
+type Shape = (usize, usize, usize, usize);
+
+const LAYOUTS: [Shape; 4] = [(1, 1, 1, 1), (2, 1, 4, 1), (2, 2, 2, 1), (2, 1, 2, 2)];
 
 #[test]
 fn sgd_losses_match_transformers_on_every_layout() {
@@ -189,6 +205,60 @@ fn adamw_losses_lie_near_torchs_fp64_run_as_its_own_fp32_run_does() {
                 d <= tolerance,
                 "{variant} {layout:?}: AdamW losses {d:.3e} from transformers' fp64 run, PyTorch's \
                  fp32 run {torch:.3e}: {ours:?} vs {exact:?}"
+            );
+        }
+    }
+}
+
+/// bf16 against transformers under `torch.autocast("cpu", bfloat16)`: the whole batch on one
+/// device, and the layouts that cut it into 2 micro-batches of 2 rows against autocast's run
+/// that does the same (2 stages × 2, 2 stages × 2 replicas, interleaved).
+///
+/// - The first step's loss, a forward from the same weights, within 1e-6 of autocast's (it is
+///   bitwise equal): every cast sits where autocast's does — the Linears' inputs and weights
+///   bf16, the embedding, the norms, the rotary embedding, the softmax and the residual stream
+///   fp32.
+/// - The 5 steps' losses within PyTorch's own distance from itself when its weights move by one
+///   fp32 ulp (the fixture's `*_ulp_spread`): bf16 rounding amplifies fp32 rounding, so
+///   autocast cannot be matched more closely than it matches itself; the spread is 0.2–0.8 %
+///   for the untied model and 0.02–0.03 % for the tied one.
+#[test]
+fn bf16_matches_transformers_under_autocast() {
+    const BF16_LAYOUTS: [(Shape, &str); 4] = [
+        ((1, 1, 1, 1), "bf16"),
+        ((2, 1, 2, 1), "bf16_micro2"),
+        ((2, 2, 1, 1), "bf16_micro2"),
+        ((2, 1, 2, 2), "bf16_micro2"),
+    ];
+    for variant in ["gqa", "tied"] {
+        let all = fixture(variant);
+        let apart = all["bf16_vs_fp32"].as_f64().unwrap();
+        for (layout, run) in BF16_LAYOUTS {
+            let theirs = floats(&all[format!("{run}_sgd_losses").as_str()]);
+            let spread = all[format!("{run}_ulp_spread").as_str()].as_f64().unwrap();
+            let (ours, _) = train(
+                variant,
+                OptimizerConfig::sgd(),
+                all["sgd_lr"].as_f64().unwrap(),
+                layout,
+                Precision::Bf16,
+            );
+            let first = (ours[0] - theirs[0]).abs() / theirs[0].abs();
+            let d = worst(&ours, &theirs);
+            eprintln!(
+                "{variant} {layout:?}: bf16 first loss {first:.3e} from autocast's, 5 steps \
+                 {d:.3e} (autocast's ulp spread {spread:.3e}, autocast vs fp32 {apart:.3e})"
+            );
+            assert!(
+                first <= 1e-6,
+                "{variant} {layout:?}: bf16 first loss {first:.3e} from autocast's: {} vs {}",
+                ours[0],
+                theirs[0]
+            );
+            assert!(
+                d <= spread,
+                "{variant} {layout:?}: bf16 losses {d:.3e} from autocast's, beyond its own \
+                 ulp spread {spread:.3e}: {ours:?} vs {theirs:?}"
             );
         }
     }

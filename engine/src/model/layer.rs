@@ -1,6 +1,7 @@
 //! The layer trait: what the partitioner places and a stage runs.
 
 use burn::module::Module;
+use burn::tensor::FloatDType;
 
 use crate::dense::Dense;
 use crate::error::EngineError;
@@ -103,5 +104,31 @@ pub trait Layer: Module + 'static {
     /// layer [stashed](Layer::stashes). The default: none.
     fn pops(&self) -> Vec<String> {
         Vec::new()
+    }
+
+    /// Under bf16 mixed precision ([`Precision::Bf16`](crate::Precision::Bf16)): the copy of
+    /// this layer a forward runs, cast from the fp32 masters *on the graph* (so each
+    /// micro-batch's gradients reach the masters, in fp32). The default casts every float
+    /// parameter to `dtype`, and the layer computes in bf16 throughout.
+    ///
+    /// A layer that computes as `torch.autocast` does casts only the parameters autocast casts
+    /// (the `Linear`s' weights and biases, with [`cast_module`](crate::cast_module)) and keeps
+    /// the rest (embeddings, norms) fp32, as the built-in Llama does; it then usually keeps its
+    /// input's dtype too ([`keeps_input_dtype`](Layer::keeps_input_dtype)).
+    fn compute_copy(&self, dtype: FloatDType) -> Self
+    where
+        Self: Sized,
+    {
+        crate::adapter::cast_parameters(self.clone(), dtype)
+    }
+
+    /// Under bf16 mixed precision: whether the engine leaves this layer's float input in the
+    /// dtype it arrives in when the layer begins a stage (stage 0's data, or what a transport
+    /// delivers). The default, `false`, casts it to bf16, so activations and input gradients
+    /// cross stages in bf16. `true` suits a layer that keeps an fp32 residual stream, as
+    /// `torch.autocast` does for a model whose embedding is fp32 (the built-in Llama); its
+    /// activations then cross stages in fp32.
+    fn keeps_input_dtype(&self) -> bool {
+        false
     }
 }

@@ -8,10 +8,12 @@
 //!    `torch.autocast` casts a weight for each op). The layers then compute in bf16 throughout;
 //!    the cast's backward turns each micro-batch's bf16 weight gradient into fp32 before it is
 //!    accumulated. Masters, accumulated gradients, the all-reduce, the optimizer and its state
-//!    and checkpoints stay fp32.
+//!    and checkpoints stay fp32. A layer may cast fewer ([`Layer::compute_copy`]): the built-in
+//!    Llama casts its `Linear`s only, as autocast does.
 //! 2. **Inputs, per stage.** A stage's float input is cast to bf16 where it enters (stage 0's
 //!    data, and whatever a transport delivers), so activations and input gradients cross stages
-//!    in bf16: half the bytes.
+//!    in bf16: half the bytes. Not where the stage's first layer [keeps its input's
+//!    dtype](Layer::keeps_input_dtype) (the Llama's fp32 residual stream).
 //! 3. **The loss in fp32.** The last stage's output is cast to fp32 before the loss, whose
 //!    reduction (softmax, log, mean) runs in fp32.
 //! 4. **Seeds.** The gradient that seeds a stage's backward is cast to its output's dtype.
@@ -28,24 +30,28 @@ use burn::tensor::{DType, FloatDType};
 
 use crate::adapter;
 use crate::model::activation::Activation;
+use crate::model::layer::Layer;
 use crate::precision::Precision;
 
 impl Precision {
-    /// `layers` with every float parameter cast to the compute dtype, on the graph: the copy a
-    /// forward runs (fp32: the layers as they are).
-    pub fn layers<L: Module>(self, layers: &[L]) -> Vec<L> {
+    /// The copies of `layers` a forward runs: each layer's [`Layer::compute_copy`] in the
+    /// compute dtype, cast on the graph (by default every float parameter); fp32: the layers
+    /// as they are.
+    pub fn layers<L: Layer>(self, layers: &[L]) -> Vec<L> {
         layers
             .iter()
             .map(|l| match self {
                 Precision::Fp32 => l.clone(),
-                Precision::Bf16 => adapter::cast_parameters(l.clone(), self.compute_dtype()),
+                Precision::Bf16 => l.compute_copy(self.compute_dtype()),
             })
             .collect()
     }
 
-    /// `x`'s float tensors in the compute dtype (int tensors as they are): a stage's input.
-    pub fn input(self, x: Activation) -> Activation {
-        if !self.casts() {
+    /// A stage's input, given the stage's first layer: its float tensors in the compute dtype
+    /// (int tensors as they are), unless that layer [keeps its input's
+    /// dtype](Layer::keeps_input_dtype).
+    pub fn input<L: Layer>(self, first: Option<&L>, x: Activation) -> Activation {
+        if !self.casts() || first.is_some_and(Layer::keeps_input_dtype) {
             return x;
         }
         x.cast_floats(self.compute_dtype())
@@ -170,6 +176,24 @@ pub fn matmul<const D: usize>(a: Tensor<D>, b: Tensor<D>) -> Tensor<D> {
 /// Its parameters keep their ids, so their gradients reach the fp32 masters.
 pub fn upcast_module<M: Module>(module: &M) -> M {
     adapter::cast_parameters(module.clone(), FloatDType::F32)
+}
+
+/// `module` with its float parameters in `dtype`, on the graph (a no-op for those that are):
+/// what a [`Layer::compute_copy`] casts, one sub-module at a time — a `Linear` cast to bf16
+/// while the layer's norms stay fp32, as `torch.autocast` runs them. Its parameters keep their
+/// ids, so their gradients reach the fp32 masters.
+///
+/// ```
+/// use burn::nn::LinearConfig;
+/// use burn::prelude::*;
+/// use burn::tensor::{DType, FloatDType};
+/// let layer = LinearConfig::new(3, 2).init(&Device::flex());
+/// let copy = pipetrain_engine::cast_module(&layer, FloatDType::BF16);
+/// assert_eq!(copy.weight.val().dtype(), DType::BF16);
+/// assert_eq!(layer.weight.val().dtype(), DType::F32);
+/// ```
+pub fn cast_module<M: Module>(module: &M, dtype: FloatDType) -> M {
+    adapter::cast_parameters(module.clone(), dtype)
 }
 
 /// `x` in the dtype of `like` (a no-op when it is already): the end of an fp32 part begun with

@@ -162,7 +162,9 @@ impl<L: Layer> SingleDevice<L> {
             },
             source: Box::new(cause),
         };
-        let mut x = self.precision.input(inputs.to_device(&self.device));
+        let mut x = self
+            .precision
+            .input(self.layers.first(), inputs.to_device(&self.device));
         for layer in &self.precision.layers(&self.layers) {
             let shown = x.to_string();
             x = layer.forward(x).map_err(|error| {

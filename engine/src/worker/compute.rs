@@ -145,7 +145,7 @@ impl<L: Layer> Worker<'_, L> {
                 .skips
                 .join_input(mb, input, received, &self.state.device)?;
         }
-        let input = self.ctx.precision.input(input);
+        let input = self.ctx.precision.input(self.state.layers.first(), input);
         let Some(training) = self.ctx.job.training() else {
             let out = self.forward_plain(input)?;
             if self.is_last() {
