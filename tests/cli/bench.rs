@@ -11,7 +11,14 @@ fn tiny_bench() -> Vec<&'static str> {
     let mut args = vec!["bench"];
     args.extend(TINY);
     args.extend(["--steps", "2", "--warmup", "1", "--micro-batches", "1,4"]);
-    args.extend(["--gpt-width", "8", "--gpt-context", "8"]);
+    args.extend([
+        "--gpt-width",
+        "8",
+        "--gpt-context",
+        "8",
+        "--llama-width",
+        "16",
+    ]);
     args
 }
 
@@ -96,7 +103,7 @@ fn the_table_has_every_configuration_with_real_numbers() {
         "no PyTorch or ratio column without torch"
     );
     assert!(
-        document.contains("pip install torch numpy safetensors torchgpipe"),
+        document.contains("pip install torch numpy safetensors torchgpipe transformers"),
         "the how-to line:\n{document}"
     );
     assert!(document.contains("- machine: "), "{document}");
@@ -116,6 +123,7 @@ fn the_table_has_every_configuration_with_real_numbers() {
         "GPT schedules: 1F1B, 2 ranks, m=4",
         "GPT schedules: ZB-H1, 2 ranks, m=4",
         "GPT schedules: ZB-V, 2 ranks, m=4",
+        "Llama: 1F1B, 2 ranks, m=4",
     ] {
         let r = row(&rows, label);
         let median = number(&r[2]);
@@ -145,6 +153,11 @@ fn the_table_has_every_configuration_with_real_numbers() {
         let ratio = number(predicted.split_whitespace().next().unwrap());
         assert!(ratio > 0.0 && ratio.is_finite(), "{line}");
     }
+    // The Llama row is sized by --llama-width (16: head width 2, SwiGLU 48).
+    assert!(
+        document.contains("- `Llama` row: Llama-4x16 (vocab 512, intermediate 48, 8 heads"),
+        "{document}"
+    );
     // The GPT rows have no MLP reference to be a fraction of.
     assert_eq!(row(&rows, "GPT schedules: ZB-H1, 2 ranks, m=4")[4], "–");
     // Limits: 2 workers × the 4-row single-device throughput × 4/5 for 2 stages at m = 4.
@@ -308,6 +321,7 @@ fn bench_refuses_what_memory_cannot_hold_and_caps_its_threads() {
         ("--classes", "--width, --hidden-layers, --classes"),
         ("--batch", "or --batch"),
         ("--gpt-width", "--gpt-width, --gpt-context"),
+        ("--llama-width", "--llama-width"),
     ] {
         let mut args = tiny_bench();
         args.extend([flag, "100000000"]);

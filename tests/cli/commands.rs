@@ -22,6 +22,7 @@ fn tiny() -> BenchSettings {
         width: 16,
         hidden_layers: 2,
         gpt_width: 0,
+        llama_width: 0,
         batch: 32,
         steps: 2,
         warmup: 1,

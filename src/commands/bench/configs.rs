@@ -27,6 +27,8 @@ pub struct Workload {
     pub gpt_width: usize,
     /// Tokens per sequence of the GPT rows.
     pub gpt_context: usize,
+    /// Hidden width of the `Llama` row's model (even); 0 leaves the row out.
+    pub llama_width: usize,
     /// The dtype the rows compute in (fp32 masters either way).
     pub precision: crate::Precision,
 }
@@ -62,6 +64,56 @@ pub enum BenchModel {
     /// [`GPT`], a small decoder on synthetic tokens: no split backward (its layers have no
     /// dense form), so zero-bubble plans run its backward whole.
     Gpt,
+    /// `LLAMA`, the 4-layer d512 Llama on synthetic tokens, beside transformers' own model
+    /// under torch.distributed.pipelining (`scripts/peers/bench_llama_pipe.py`).
+    Llama,
+}
+
+/// The Llama row's vocabulary, blocks, context and batch (sequences); its width is the
+/// [`Workload`]'s (`--llama-width`, 512 by default: the 4-layer d512 Llama).
+pub const LLAMA: [usize; 4] = [512, 4, 32, 32];
+
+/// The Llama row's model at `width` (even): [`LLAMA`]'s vocabulary, blocks and context, 8 query
+/// heads sharing 4 key/value heads where `width` is a multiple of 16 (else 1 and 1: a rotary
+/// head needs an even width), and the SwiGLU width `--model llama` takes by default (8/3 ×
+/// width, rounded up to a multiple of 8: 1368 at 512).
+pub fn llama_config(width: usize) -> pipetrain_models::LlamaConfig {
+    let [vocab, layers, context, _] = LLAMA;
+    let (heads, kv_heads) = if width % 16 == 0 { (8, 4) } else { (1, 1) };
+    let intermediate = (8 * width).div_ceil(3).div_ceil(8) * 8;
+    let mut config =
+        pipetrain_models::LlamaConfig::new(vocab, width, intermediate, layers, heads, kv_heads);
+    config.max_positions = context;
+    config
+}
+
+/// The flags of `bench_llama_pipe.py` for [`llama_config`]`(width)`: the same model on the
+/// PyTorch side.
+pub fn llama_peer_args(width: usize) -> Vec<String> {
+    let c = llama_config(width);
+    let [_, _, _, batch] = LLAMA;
+    let (vocab, hidden, intermediate, layers, heads, kv_heads, context) = (
+        c.vocab,
+        c.hidden,
+        c.intermediate,
+        c.layers,
+        c.heads,
+        c.kv_heads,
+        c.max_positions,
+    );
+    [
+        ("--llama-vocab", vocab),
+        ("--llama-hidden", hidden),
+        ("--llama-intermediate", intermediate),
+        ("--llama-layers", layers),
+        ("--llama-heads", heads),
+        ("--llama-kv-heads", kv_heads),
+        ("--llama-context", context),
+        ("--llama-batch", batch),
+    ]
+    .into_iter()
+    .flat_map(|(flag, value)| [flag.to_string(), value.to_string()])
+    .collect()
 }
 
 /// The GPT rows' vocabulary, heads, blocks and batch (sequences); width and context are the
@@ -153,15 +205,17 @@ impl Shape {
         }
     }
 
+    /// The model it trains.
+    pub fn model(&self) -> BenchModel {
+        match *self {
+            Shape::Pipeline { model, .. } => model,
+            Shape::Independent { .. } => BenchModel::Mlp,
+        }
+    }
+
     /// Whether it trains the MLP of the [`Workload`] (the rows limits and peers are for).
     pub fn is_mlp(&self) -> bool {
-        !matches!(
-            self,
-            Shape::Pipeline {
-                model: BenchModel::Gpt,
-                ..
-            }
-        )
+        self.model() == BenchModel::Mlp
     }
 
     /// The pipeline this shape runs (one of them, for independent workers: 1 worker, GPipe).
@@ -310,14 +364,16 @@ pub fn independent(batch: usize, workers: usize, rows: usize) -> Row {
     }
 }
 
-/// The MLP and the GPT of the table at these sizes, as the trainer's reference models: what
-/// `bench` checks against this machine's memory before anything is allocated (`train`'s
-/// limits; the GPT's heads fall back to 1 where the width does not split over [`GPT`]'s).
+/// The MLP, the GPT and the Llama of the table at these sizes, as the trainer's reference
+/// models: what `bench` checks against this machine's memory before anything is allocated
+/// (`train`'s limits; the GPT's heads fall back to 1 where the width does not split over
+/// [`GPT`]'s; the Llama is `llama_config`'s).
 #[cfg(feature = "trainer")]
 pub fn table_models(
     (width, hidden_layers, classes): (usize, usize, usize),
     (gpt_width, gpt_context): (usize, usize),
-) -> [crate::trainer::ReferenceModel; 2] {
+    llama_width: usize,
+) -> [crate::trainer::ReferenceModel; 3] {
     use crate::trainer::ReferenceModel;
     use pipetrain_models::{GptConfig, MlpConfig};
     let (vocab, heads, blocks, _) = GPT;
@@ -325,6 +381,10 @@ pub fn table_models(
     [
         ReferenceModel::Mlp(MlpConfig::new(width, hidden_layers, classes)),
         ReferenceModel::Gpt(GptConfig::new(vocab, gpt_context, gpt_width, heads, blocks)),
+        ReferenceModel::Llama {
+            config: llama_config(llama_width),
+            context: LLAMA[2],
+        },
     ]
 }
 
@@ -340,6 +400,7 @@ mod tests {
             "MPI",
             "schedules",
             "GPT schedules",
+            "Llama",
             "data parallel",
             "model parallel",
             "pipelined",
@@ -390,6 +451,32 @@ mod tests {
                 "schedules" => assert_eq!(script, Some("bench_pipe_schedules.py"), "{}", r.label()),
                 _ => assert_eq!(script, None, "{}", r.label()),
             }
+        }
+        // The Llama row beside transformers' model of the same shape, pipetrain's own peer.
+        let llama = rows.iter().find(|r| r.group == "Llama").unwrap();
+        assert_eq!(llama.shape.model(), BenchModel::Llama);
+        let peer = llama.peer.as_ref().unwrap();
+        assert_eq!(peer.script, "bench_llama_pipe.py");
+        assert!(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("scripts/peers")
+                .join(peer.script)
+                .is_file()
+        );
+        let config = llama_config(512);
+        assert_eq!(
+            (config.heads, config.kv_heads, config.intermediate),
+            (8, 4, 1368)
+        );
+        let args = llama_peer_args(512);
+        for (flag, value) in [
+            ("--llama-hidden", config.hidden),
+            ("--llama-layers", config.layers),
+            ("--llama-kv-heads", config.kv_heads),
+            ("--llama-intermediate", config.intermediate),
+        ] {
+            let at = args.iter().position(|a| a == flag).unwrap();
+            assert_eq!(args[at + 1], value.to_string(), "{flag}");
         }
         // Each MPI row has the in-process row of its layout beside it.
         for row in rows.iter().filter(|r| r.group == "MPI") {

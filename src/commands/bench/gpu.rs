@@ -528,6 +528,7 @@ mod tests {
         let settings = BenchSettings {
             hidden_layers: 1,
             gpt_width: 0,
+            llama_width: 0,
             steps: 1,
             warmup: 1,
             only: Some("x1024".into()),

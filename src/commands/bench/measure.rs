@@ -8,9 +8,9 @@ use std::time::Instant;
 use crate::schedules::simulate;
 use crate::{Batch, Layer, OptimizerConfig, Pipeline, Remat};
 use burn::prelude::*;
-use pipetrain_models::{GptConfig, GptLayer, MlpConfig, MlpLayer, synthetic};
+use pipetrain_models::{GptConfig, GptLayer, LlamaLayer, MlpConfig, MlpLayer, synthetic};
 
-use super::configs::{GPT, Shape, Workload};
+use super::configs::{BenchModel, GPT, LLAMA, Shape, Workload};
 use super::probe::CpuSnapshot;
 
 /// Seed of the model init (every row starts from the same weights).
@@ -71,6 +71,14 @@ pub(crate) fn run_row(
 /// Runs `shape` on `workload` once in this process, from scratch.
 fn run(shape: &Shape, workload: &Workload) -> crate::Result<Measured> {
     let device = Device::flex();
+    if shape.model() == BenchModel::Llama {
+        let [vocab, _, context, batch] = LLAMA;
+        let data: Vec<Batch> = (0..BATCHES)
+            .map(|k| synthetic::tokens(DATA_SEED, k, batch, context, vocab, &device))
+            .collect();
+        let pipelines = vec![build_llama(shape, workload, &device, &data[0])?];
+        return measure(pipelines, &data, batch, workload);
+    }
     if !shape.is_mlp() {
         let (vocab, _, _, batch) = GPT;
         let context = workload.gpt_context;
@@ -161,6 +169,33 @@ fn build_gpt(
     device: &Device,
     first: &Batch,
 ) -> crate::Result<Pipeline<GptLayer>> {
+    let (vocab, heads, blocks, _) = GPT;
+    let heads = if w.gpt_width % heads == 0 { heads } else { 1 };
+    device.seed(INIT_SEED);
+    let layers = GptConfig::new(vocab, w.gpt_context, w.gpt_width, heads, blocks).init(device);
+    build_decoder(layers, shape, w, first)
+}
+
+/// A fresh Llama pipeline for `shape` (the Llama row), as [`build_gpt`].
+fn build_llama(
+    shape: &Shape,
+    w: &Workload,
+    device: &Device,
+    first: &Batch,
+) -> crate::Result<Pipeline<LlamaLayer>> {
+    device.seed(INIT_SEED);
+    let layers = super::configs::llama_config(w.llama_width).init(device);
+    build_decoder(layers, shape, w, first)
+}
+
+/// A decoder's pipeline for `shape`: split by the measured split (on `first`) over the shape's
+/// chunks, remat never, SGD at 0.01 like the MLP rows.
+fn build_decoder<L: Layer>(
+    layers: Vec<L>,
+    shape: &Shape,
+    w: &Workload,
+    first: &Batch,
+) -> crate::Result<Pipeline<L>> {
     let Shape::Pipeline {
         stages,
         micro_batches,
@@ -168,12 +203,8 @@ fn build_gpt(
         ..
     } = *shape
     else {
-        unreachable!("GPT rows are pipelines")
+        unreachable!("the decoder rows are pipelines")
     };
-    let (vocab, heads, blocks, _) = GPT;
-    let heads = if w.gpt_width % heads == 0 { heads } else { 1 };
-    device.seed(INIT_SEED);
-    let layers = GptConfig::new(vocab, w.gpt_context, w.gpt_width, heads, blocks).init(device);
     Pipeline::builder()
         .layers(layers)
         .stages(stages)

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 
 /// How to get a Python that can run the peers.
 pub const HOW_TO_GET_TORCH: &str = "python3 -m venv /tmp/peer-venv && \
-     /tmp/peer-venv/bin/pip install torch numpy safetensors torchgpipe";
+     /tmp/peer-venv/bin/pip install torch numpy safetensors torchgpipe transformers";
 
 /// The longest one peer run may take before it is stopped (a stuck gloo rendezvous).
 const PEER_TIMEOUT: Duration = Duration::from_secs(900);

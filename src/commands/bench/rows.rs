@@ -161,6 +161,30 @@ pub fn rows(ms: &[usize], threads: usize, mpi: bool) -> Vec<Row> {
                 peer: None,
             });
         }
+        // The Llama, beside transformers' own under torch.distributed.pipelining's 1F1B.
+        let mut shape = pipeline(1, 2, m, ScheduleKind::OneFOneB, false);
+        if let Shape::Pipeline { model, .. } = &mut shape {
+            *model = BenchModel::Llama;
+        }
+        // Its model's flags (`llama_peer_args`) follow at run time, from the workload's width.
+        let args = [
+            "--schedule".into(),
+            "1f1b".into(),
+            "--m".into(),
+            m.to_string(),
+            "--threads".into(),
+            t.clone(),
+        ];
+        rows.push(Row {
+            group: "Llama",
+            name: format!("1F1B, 2 ranks, m={m}"),
+            shape,
+            peer: Some(peer(
+                "bench_llama_pipe.py",
+                "transformers' Llama by hand in 2 stages, torch.distributed.pipelining's 1F1B, 2 ranks",
+                &args,
+            )),
+        });
     }
     rows.push(Row {
         group: "hybrid",

@@ -5,7 +5,7 @@
 use crate::CommandError;
 use std::collections::BTreeSet;
 
-use super::configs::{self, Row, Shape, Workload};
+use super::configs::{self, BenchModel, Row, Shape, Workload};
 use super::measure::{self, Measured};
 use super::peers::PeerResult;
 use super::settings::BenchSettings;
@@ -91,7 +91,13 @@ pub fn run(settings: &BenchSettings, progress: &mut dyn FnMut(Progress)) -> Resu
             });
             ours[i].merge(measured);
             if let (Some(peers), Some(peer)) = (peers, &row.peer) {
-                let result = peers.run(peer, &workload);
+                let mut peer = peer.clone();
+                if row.shape.model() == BenchModel::Llama {
+                    // The same model on the PyTorch side: the workload's width.
+                    peer.args
+                        .extend(configs::llama_peer_args(workload.llama_width));
+                }
+                let result = peers.run(&peer, &workload);
                 progress(Progress::Peer {
                     script: peer.script.to_string(),
                     result: result.as_ref().map(|r| r.median).map_err(Clone::clone),
@@ -119,9 +125,10 @@ fn select(args: &BenchSettings, mpi: bool) -> Result<Vec<Row>> {
     // A row that cuts more chunks than the model has layers (hidden blocks + head) cannot run.
     let all: Vec<Row> = super::rows::rows(&args.micro_batches, args.threads, mpi)
         .into_iter()
-        .filter(|r| match r.shape.is_mlp() {
-            true => r.shape.chunks() <= args.hidden_layers + 1,
-            false => args.gpt_width > 0,
+        .filter(|r| match r.shape.model() {
+            BenchModel::Mlp => r.shape.chunks() <= args.hidden_layers + 1,
+            BenchModel::Gpt => args.gpt_width > 0,
+            BenchModel::Llama => args.llama_width > 0,
         })
         .collect();
     let mut main: Vec<Row> = all.iter().filter(|r| matches(r)).cloned().collect();

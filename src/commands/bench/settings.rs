@@ -22,6 +22,9 @@ pub struct BenchSettings {
     pub gpt_width: usize,
     /// Tokens per sequence of the GPT rows.
     pub gpt_context: usize,
+    /// Hidden width of the `Llama` row's model (even; 512: the 4-layer d512 Llama); 0 leaves
+    /// the row out.
+    pub llama_width: usize,
     /// Output classes.
     pub classes: usize,
     /// Rows per step, split over replicas and micro-batches.
@@ -70,6 +73,7 @@ impl Default for BenchSettings {
             hidden_layers: 8,
             gpt_width: 256,
             gpt_context: 64,
+            llama_width: 512,
             classes: 10,
             batch: 256,
             steps: 8,
@@ -102,6 +106,7 @@ impl BenchSettings {
             steps: self.steps,
             gpt_width: self.gpt_width,
             gpt_context: self.gpt_context,
+            llama_width: self.llama_width,
             precision: self.precision,
         }
     }

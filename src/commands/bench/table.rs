@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use crate::memory::Bytes;
 
-use super::configs::{Row, Workload};
+use super::configs::{BenchModel, Row, Workload};
 use super::measure::Measured;
 use super::peers::PeerResult;
 
@@ -103,7 +103,23 @@ pub fn render(header: &Header, lines: &[Line]) -> String {
         w.steps,
         header.reps
     );
-    if lines.iter().any(|l| !l.row.shape.is_mlp()) {
+    if lines
+        .iter()
+        .any(|l| l.row.shape.model() == BenchModel::Llama)
+    {
+        let c = super::configs::llama_config(w.llama_width);
+        let batch = super::configs::LLAMA[3];
+        let _ = writeln!(
+            out,
+            "- `Llama` row: Llama-{}x{} (vocab {}, intermediate {}, {} heads, {} kv heads, \
+             context {}), batch {batch}, on synthetic \
+             tokens, SGD lr 0.01, remat never; samples/s are sequences/s; PyTorch: the same \
+             shape in transformers' `LlamaForCausalLM` (its SDPA attention), cut by hand into 2 \
+             stages under torch.distributed.pipelining's 1F1B (`scripts/peers/bench_llama_pipe.py`)",
+            c.layers, c.hidden, c.vocab, c.intermediate, c.heads, c.kv_heads, c.max_positions
+        );
+    }
+    if lines.iter().any(|l| l.row.shape.model() == BenchModel::Gpt) {
         let _ = writeln!(
             out,
             "- `GPT schedules` rows: {} on synthetic tokens, SGD lr 0.01, remat never, split \

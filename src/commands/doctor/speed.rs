@@ -47,6 +47,7 @@ fn cpu(check: &SpeedCheck, tell: &dyn Fn(String)) -> Result<(), String> {
         warmup: 1,
         micro_batches: vec![1],
         gpt_width: 0,
+        llama_width: 0,
         only: Some("single device".into()),
         peers: Some(peers.clone()),
         ..BenchSettings::default()
@@ -88,6 +89,7 @@ fn gpu(device: &Device, check: &SpeedCheck, tell: &dyn Fn(String)) -> Result<(),
         steps: 5,
         warmup: 2,
         gpt_width: 0,
+        llama_width: 0,
         only: Some("MLP-8x1024".into()),
         ..BenchSettings::default()
     };

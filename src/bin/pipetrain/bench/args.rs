@@ -39,6 +39,11 @@ pub struct BenchArgs {
     /// GPT schedules rows: tokens per sequence.
     #[arg(long, default_value_t = 64)]
     pub gpt_context: usize,
+    /// Llama row: hidden width of its Llama (4 layers, 8 heads sharing 4 key/value heads where
+    /// the width is a multiple of 16, vocabulary 512, context 32, 32 sequences per batch),
+    /// beside transformers' under torch.distributed.pipelining; even; 0 leaves the row out.
+    #[arg(long, default_value_t = 512, value_parser = even_width)]
+    pub llama_width: usize,
     /// Output classes.
     #[arg(long, default_value_t = 10)]
     pub classes: usize,
@@ -106,4 +111,18 @@ pub struct BenchArgs {
     /// Also write the markdown document to this file.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+}
+
+/// `--llama-width`: an even width (a rotary head turns pairs of features), or 0.
+fn even_width(value: &str) -> Result<usize, String> {
+    let width: usize = value
+        .parse()
+        .map_err(|e| format!("`{value}` is not a width: {e}"))?;
+    match width % 2 {
+        0 => Ok(width),
+        _ => Err(format!(
+            "{width} is odd: a rotary head turns pairs of features; use --llama-width {}",
+            width + 1
+        )),
+    }
 }

@@ -89,22 +89,24 @@ pub fn run(args: &BenchArgs) -> Result<Exit, Failure> {
     Ok(Exit::Success)
 }
 
-/// `train`'s limits, before anything is allocated (issue 47, class 5): the MLP and the GPT of
+/// `train`'s limits, before anything is allocated (issue 47, class 5): the MLP, the GPT and the Llama of
 /// the table must fit this machine's memory (the largest row holds 2 copies, 2 replicas, with
 /// SGD's one slot per parameter), where a size of 1e8 aborted on an allocation failure.
 ///
 /// # Errors
 /// A usage failure naming the flags that size the model.
 fn fits(args: &BenchArgs) -> Result<(), Failure> {
-    let [mlp, gpt] = bench::table_models(
+    let [mlp, gpt, llama] = bench::table_models(
         (args.width, args.hidden_layers, args.classes),
         (args.gpt_width, args.gpt_context),
+        args.llama_width,
     );
     let check = |model, flags| {
         crate::footprint::check_training(model, args.batch, 1, 2.0, flags).map_err(Failure::usage)
     };
     check(&mlp, "--width, --hidden-layers, --classes or --batch")?;
-    check(&gpt, "--gpt-width, --gpt-context or --batch")
+    check(&gpt, "--gpt-width, --gpt-context or --batch")?;
+    check(&llama, "--llama-width")
 }
 
 /// The library's settings for `args` (no peers yet; the MPI rows launch this binary), with
@@ -125,6 +127,7 @@ fn settings(args: &BenchArgs) -> Result<BenchSettings, Failure> {
         hidden_layers: args.hidden_layers,
         gpt_width: args.gpt_width,
         gpt_context: args.gpt_context,
+        llama_width: args.llama_width,
         classes: args.classes,
         batch: args.batch,
         steps: args.steps,
