@@ -42,19 +42,18 @@
 //! Each test takes [`SERIAL`]: the allocator counts the whole process.
 
 mod common;
+#[path = "memory_measured/counter.rs"]
+mod counter;
 
 use std::sync::{Mutex, MutexGuard};
 
 use burn::prelude::*;
-use peak_alloc::PeakAlloc;
 use pipetrain::memory::WorkerMemory;
-use pipetrain::{Backward, Layer, OptimizerConfig, Pipeline, Precision, Remat, ScheduleKind};
+use pipetrain::{
+    Backward, Layer, OptimizerConfig, Pipeline, Precision, Remat, ScheduleKind, WorkerId,
+};
 use pipetrain_models::Batch;
 use pipetrain_models::{GptConfig, MlpConfig, ResNetConfig, synthetic};
-
-/// Counts the bytes live, and the most live at once since the last reset.
-#[global_allocator]
-static ALLOCATOR: PeakAlloc = PeakAlloc;
 
 /// The allocator is the process's: one measurement at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -64,6 +63,7 @@ static SERIAL: Mutex<()> = Mutex::new(());
 /// measurement.
 fn serial() -> MutexGuard<'static, ()> {
     let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    counter::start();
     measure(Layout { m: 4, ..BASE });
     guard
 }
@@ -87,10 +87,10 @@ fn settle() {
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    let mut last = ALLOCATOR.current_usage();
+    let mut last = counter::current_usage();
     for _ in 0..50 {
         std::thread::sleep(std::time::Duration::from_millis(20));
-        let now = ALLOCATOR.current_usage();
+        let now = counter::current_usage();
         if now == last {
             return;
         }
@@ -163,6 +163,31 @@ struct Measured {
     model: Vec<WorkerMemory>,
     /// The model before any step (`Setup::memory`).
     predicted: Vec<WorkerMemory>,
+    /// Each worker's own step (a pipeline rank's chunks together), measured by
+    /// [`counter`]: the bytes its threads allocated.
+    own: Vec<Own>,
+    /// The measured step's peak of what no worker's thread allocated (the test's thread: the
+    /// batch's shards), less what it left live.
+    other: u64,
+}
+
+/// One worker's own step (a pipeline rank's chunks together: they take turns) against the model.
+struct Own {
+    /// The workers counted together: one, or a rank's chunks.
+    workers: Vec<WorkerId>,
+    /// The most bytes its threads had allocated and not yet seen freed during the step, above
+    /// what they held before it, less what they left live after it.
+    step: u64,
+    /// [`WorkerMemory::per_step`] of its workers after the step, summed.
+    model: u64,
+    /// The same before any step (`Setup::memory`).
+    predicted: u64,
+}
+
+/// A slot's step: its most bytes live above `base`, less what it left live (`after`).
+fn step_of(base: i64, peak: i64, after: i64) -> u64 {
+    let residue = (after - base).max(0);
+    (peak - base - residue).max(0) as u64
 }
 
 fn measure(layout: Layout) -> Measured {
@@ -203,9 +228,23 @@ fn run<L: Layer>(layout: Layout, batch: &Batch, init: impl FnOnce(&Device) -> Ve
         ..
     } = layout;
     settle();
-    let before = ALLOCATOR.current_usage();
+    // A rank's chunks take turns: counted together, in the slot of its first.
+    let plan = schedule.plan(stages, m).unwrap();
+    let rank_of = |chunk: usize| {
+        let stage = pipetrain::StageId::from(chunk);
+        plan.rank_of(stage).unwrap_or(chunk)
+    };
+    let slot_of = |w: WorkerId| counter::slot(w.replica.index(), rank_of(w.stage.index()));
+    counter::count_apart();
+    for replica in 0..replicas {
+        for chunk in 0..stages * schedule.virtual_stages() {
+            let own = counter::slot(replica, chunk);
+            counter::count_as(own, counter::slot(replica, rank_of(chunk)));
+        }
+    }
+    let before = counter::current_usage();
     let layers = common::seeded(3, init);
-    let made = ALLOCATOR.current_usage() as i64 - before as i64;
+    let made = counter::current_usage() - before;
     let optimizer = match adam {
         false => OptimizerConfig::sgd(),
         true => OptimizerConfig::adam(),
@@ -229,26 +268,50 @@ fn run<L: Layer>(layout: Layout, batch: &Batch, init: impl FnOnce(&Device) -> Ve
     for _ in 0..2 {
         pipeline.train_step(batch).unwrap();
     }
-    let base = ALLOCATOR.current_usage();
-    ALLOCATOR.reset_peak_usage();
+    let base = counter::current_usage();
+    let bases = counter::live();
+    counter::reset_peaks();
     let report = pipeline.train_step(batch).unwrap();
-    let peak = ALLOCATOR.peak_usage() as i64 - base as i64;
-    let residue = ALLOCATOR.current_usage() as i64 - base as i64;
+    let peak = counter::peak_usage() - base;
+    let residue = counter::current_usage() - base;
     let step = (peak - residue.max(0)) as u64;
+    let (peaks, afters) = (counter::peaks(), counter::live());
+    let slot_step = |slot: usize| step_of(bases[slot], peaks[slot], afters[slot]);
     let model = pipeline.worker_memory(&report).unwrap();
-    let held = ALLOCATOR.current_usage() as i64;
+    let mut own: Vec<Own> = Vec::new();
+    for (w, p) in model.iter().zip(&predicted) {
+        let slot = slot_of(w.worker);
+        match own.iter_mut().find(|o| slot_of(o.workers[0]) == slot) {
+            Some(o) => {
+                o.workers.push(w.worker);
+                o.model += w.per_step();
+                o.predicted += p.per_step();
+            }
+            None => own.push(Own {
+                workers: vec![w.worker],
+                step: slot_step(slot),
+                model: w.per_step(),
+                predicted: p.per_step(),
+            }),
+        }
+    }
+    let other = slot_step(counter::OTHER);
+    let held = counter::current_usage();
     drop(pipeline);
     settle();
-    let freed = held - ALLOCATOR.current_usage() as i64;
+    counter::count_apart();
+    let freed = held - counter::current_usage();
     Measured {
         layout,
         made,
         freed,
-        between: base as i64 - before as i64,
+        between: base - before,
         step,
         residue,
         model,
         predicted,
+        own,
+        other,
     }
 }
 
@@ -290,7 +353,7 @@ impl Measured {
         format!(
             "{}: step {} B (residue {}), model {per_step} ({:.2}), predicted {pred_step} ({:.2}) \
              | grads {} stash {} deferred {} copies {} held {} reduced {} | made {} freed {} between {} \
-             | per worker (stash, deferred, copies): {:?}",
+             | per worker (stash, deferred, copies): {:?} | own steps (model/measured): {} other {}",
             self.layout.label(),
             self.step,
             self.residue,
@@ -309,6 +372,18 @@ impl Measured {
                 .iter()
                 .map(|w| (w.stash, w.deferred, w.weight_copies))
                 .collect::<Vec<_>>(),
+            self.own
+                .iter()
+                .map(|o| format!(
+                    "{} {}/{} ({:.2})",
+                    o.workers[0],
+                    o.model,
+                    o.step,
+                    o.model as f64 / o.step as f64
+                ))
+                .collect::<Vec<_>>()
+                .join(", "),
+            self.other,
         )
     }
 }
@@ -841,18 +916,18 @@ fn a_split_under_a_memory_budget_stays_under_it_at_its_measured_peak() {
             Ok(_) => panic!("a 1-byte budget was accepted"),
         };
         settle();
-        let before = ALLOCATOR.current_usage();
+        let before = counter::current_usage();
         let layers = layers();
-        let made = (ALLOCATOR.current_usage() - before) as u64;
+        let made = (counter::current_usage() - before) as u64;
         let mut pipeline = build(least, layers).unwrap();
         for _ in 0..2 {
             pipeline.train_step(&batch).unwrap();
         }
-        let base = ALLOCATOR.current_usage();
-        ALLOCATOR.reset_peak_usage();
+        let base = counter::current_usage();
+        counter::reset_peaks();
         let report = pipeline.train_step(&batch).unwrap();
-        let residue = ALLOCATOR.current_usage().saturating_sub(base);
-        let step = (ALLOCATOR.peak_usage() - base - residue) as u64;
+        let residue = (counter::current_usage() - base).max(0);
+        let step = (counter::peak_usage() - base - residue) as u64;
         let split = pipeline.setup().partition().to_string();
         let model: Vec<u64> = pipeline
             .worker_memory(&report)
