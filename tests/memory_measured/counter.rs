@@ -18,7 +18,7 @@
 //! total.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, Once};
 
 use tracking_allocator::{AllocationGroupId, AllocationRegistry, AllocationTracker, Allocator};
@@ -42,10 +42,28 @@ static PEAK: [AtomicI64; OWNERS] = [const { AtomicI64::new(0) }; OWNERS];
 static TOTAL: AtomicI64 = AtomicI64::new(0);
 static TOTAL_PEAK: AtomicI64 = AtomicI64::new(0);
 
-/// Shards of the map from each live allocation's address to its owner and size.
+/// Shards of the map from each live allocation's address to its maker's slot, size and id.
 const SHARDS: usize = 32;
-static MAKERS: [Mutex<Option<HashMap<usize, (u8, usize)>>>; SHARDS] =
-    [const { Mutex::new(None) }; SHARDS];
+type Makers = Mutex<Option<HashMap<usize, (u8, usize, u64)>>>;
+static MAKERS: [Makers; SHARDS] = [const { Mutex::new(None) }; SHARDS];
+/// The next allocation's id.
+static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+
+/// One allocation or free, in the order the tracker saw them, while [`record`] keeps a log.
+#[derive(Clone, Copy, Debug)]
+pub struct Event {
+    /// The allocation's id (its free names it too).
+    pub id: u64,
+    pub size: usize,
+    /// The slot of the thread that made it.
+    pub maker: u8,
+    /// The slot of the thread that freed it; `None` for the allocation itself.
+    pub freer: Option<u8>,
+}
+
+/// Whether the tracker logs its events, and the log.
+static RECORDING: AtomicBool = AtomicBool::new(false);
+static LOG: Mutex<Vec<Event>> = Mutex::new(Vec::new());
 
 /// Per owner slot, the slot its bytes are counted in, plus one (0: its own): the chunks of one
 /// pipeline rank, which take turns, are counted together ([`count_as`]).
@@ -103,7 +121,7 @@ pub fn count_apart() {
     }
 }
 
-fn shard(addr: usize) -> &'static Mutex<Option<HashMap<usize, (u8, usize)>>> {
+fn shard(addr: usize) -> &'static Makers {
     // Allocations are aligned: the low bits say nothing.
     &MAKERS[(addr >> 4) % SHARDS]
 }
@@ -123,17 +141,24 @@ struct Counter;
 impl AllocationTracker for Counter {
     fn allocated(&self, addr: usize, size: usize, _wrapped: usize, _group: AllocationGroupId) {
         let owner = this_thread_owner();
+        let id = NEXT_ID.fetch_add(1, Ordering::SeqCst);
         let stale = {
             let mut map = shard(addr).lock().unwrap_or_else(|e| e.into_inner());
             map.get_or_insert_with(HashMap::new)
-                .insert(addr, (owner as u8, size))
+                .insert(addr, (owner as u8, size, id))
         };
         // An address freed where tracking could not see it (a thread's last frees) and made
         // again: the old allocation is gone.
-        if let Some((maker, old)) = stale {
+        if let Some((maker, old, _)) = stale {
             add(maker as usize, -(old as i64));
         }
         add(owner, size as i64);
+        log(Event {
+            id,
+            size,
+            maker: owner as u8,
+            freer: None,
+        });
     }
 
     fn deallocated(
@@ -148,10 +173,113 @@ impl AllocationTracker for Counter {
             let mut map = shard(addr).lock().unwrap_or_else(|e| e.into_inner());
             map.as_mut().and_then(|m| m.remove(&addr))
         };
-        if let Some((maker, size)) = made {
+        if let Some((maker, size, id)) = made {
             add(maker as usize, -(size as i64));
+            log(Event {
+                id,
+                size,
+                maker,
+                freer: Some(this_thread_owner() as u8),
+            });
         }
     }
+}
+
+/// Appends `event` to the log while one is kept.
+fn log(event: Event) {
+    if RECORDING.load(Ordering::SeqCst) {
+        LOG.lock().unwrap_or_else(|e| e.into_inner()).push(event);
+    }
+}
+
+/// Keeps a log of every allocation and free from now until [`recorded`].
+pub fn record() {
+    let mut log = LOG.lock().unwrap_or_else(|e| e.into_inner());
+    log.clear();
+    // Not counted: the log is the test's, not the step's.
+    AllocationRegistry::untracked(|| log.reserve(1 << 20));
+    RECORDING.store(true, Ordering::SeqCst);
+}
+
+/// Stops the log and hands it over.
+pub fn recorded() -> Vec<Event> {
+    RECORDING.store(false, Ordering::SeqCst);
+    std::mem::take(&mut *LOG.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// Who a step's bytes belong to, read off its log ([`steps`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Owner {
+    /// The thread that made them.
+    Maker,
+    /// Whoever holds them to the end: the freer where the bytes were handed over within a
+    /// replica's pipeline (an activation sent on, a gradient sent back: the receiver frees what
+    /// it received; the caller's rows a stage reads), the maker otherwise (a collective's sums,
+    /// which the replica that owns the share makes and the others read).
+    Holder,
+    /// The maker, where the maker freed them too; in the slot [`CROSSED`] where another
+    /// worker's thread did (messages: an activation sent on, a gradient sent back).
+    OwnOnly,
+    /// Both: the maker, and the freer where another worker's thread freed them (each worker
+    /// is charged every byte it held at either end).
+    Touched,
+}
+
+/// The slot [`Owner::OwnOnly`] counts the bytes in that one worker made and another freed.
+pub const CROSSED: usize = OWNERS - 1;
+
+/// The replica of a worker's slot; `None` for [`OTHER`].
+fn replica_of(slot: usize) -> Option<usize> {
+    (slot != OTHER).then(|| (slot - 1) / STAGES)
+}
+
+/// Each slot's step in `log` with its bytes counted for `owner`: its most bytes live above
+/// where it began, less what it left live at the end.
+pub fn steps(log: &[Event], owner: Owner) -> Vec<u64> {
+    let freer: HashMap<u64, u8> = log
+        .iter()
+        .filter_map(|e| Some((e.id, e.freer?)))
+        .collect();
+    let made: std::collections::HashSet<u64> = log
+        .iter()
+        .filter(|e| e.freer.is_none())
+        .map(|e| e.id)
+        .collect();
+    // The slots an event counts in: one, or the maker's and the freer's.
+    let slots = |e: &Event| -> [Option<usize>; 2] {
+        let maker = e.maker as usize;
+        // Bytes made before the log: their maker's, whoever frees them.
+        if !made.contains(&e.id) {
+            return [Some(maker), None];
+        }
+        let freed_by = freer.get(&e.id).map(|&f| f as usize);
+        let crossed = freed_by.filter(|&f| f != maker);
+        match owner {
+            Owner::Maker => [Some(maker), None],
+            Owner::Holder => match crossed {
+                Some(f) if replica_of(maker).is_none_or(|r| replica_of(f) == Some(r)) => {
+                    [Some(f), None]
+                }
+                _ => [Some(maker), None],
+            },
+            Owner::OwnOnly => [Some(crossed.map_or(maker, |_| CROSSED)), None],
+            Owner::Touched => [Some(maker), crossed],
+        }
+    };
+    let (mut live, mut peak) = (vec![0i64; OWNERS], vec![0i64; OWNERS]);
+    for e in log {
+        for s in slots(e).into_iter().flatten() {
+            match e.freer {
+                None => live[s] += e.size as i64,
+                Some(_) => live[s] -= e.size as i64,
+            }
+            peak[s] = peak[s].max(live[s]);
+        }
+    }
+    live.iter()
+        .zip(&peak)
+        .map(|(&end, &peak)| (peak - end.max(0)).max(0) as u64)
+        .collect()
 }
 
 /// Starts counting (once per process): what was allocated before is not counted, nor its frees.
