@@ -1063,11 +1063,14 @@ fn a_split_under_a_memory_budget_stays_under_it_at_its_measured_peak() {
 /// training forward leaves live: its output and what its ops saved for their backward), against
 /// what the model charges a layer per stashed micro-batch (its output; a dense ReLU layer's
 /// output before the ReLU too; the cast weights under bf16).
+///
+/// And the most bytes its backward (seeded by ones) holds above what the forward left live:
+/// the gradients of the micro-batch's values as they flow, which the model does not count.
 fn graph_bytes<L: Layer>(
     layers: &[L],
     sample: &Activation,
     precision: Precision,
-) -> Vec<(u64, u64)> {
+) -> (Vec<(u64, u64)>, u64) {
     let charged = pipetrain::memory::layer_memory(layers, sample, precision).unwrap();
     let device = Device::flex().autodiff();
     let training: Vec<L> = layers
@@ -1087,7 +1090,18 @@ fn graph_bytes<L: Layer>(
         let pre_relu = if relu { charge.activation } else { 0 };
         kept.push(((after - before).max(0) as u64, charge.stashed() + pre_relu));
     }
-    kept
+    settle();
+    let before = counter::current_usage();
+    counter::reset_peaks();
+    let grads = match x {
+        Activation::Float2(t) => t.sum().backward(),
+        Activation::Float3(t) => t.sum().backward(),
+        Activation::Float4(t) => t.sum().backward(),
+        other => panic!("a float output, not {other:?}"),
+    };
+    let backward = (counter::peak_usage() - before).max(0) as u64;
+    drop(grads);
+    (kept, backward)
 }
 
 /// The model's known gap, layer by layer (issue 48 item 3): what burn's autodiff graph keeps of
@@ -1106,7 +1120,12 @@ fn what_each_layer_s_graph_keeps_beside_the_model_s_charge() {
     let gpt = common::seeded(3, |d| GptConfig::new(64, 16, 32, 2, 2).init(d));
     let resnet = common::seeded(3, |d| ResNetConfig::new(8, 2, 3).with_image(3, 8).init(d));
     let mut failures = Vec::new();
-    let mut print = |what: &str, kept: Vec<(u64, u64)>, held: bool| {
+    let mut print = |what: &str, (kept, backward): (Vec<(u64, u64)>, u64), held: bool| {
+        let graph: u64 = kept.iter().map(|k| k.0).sum();
+        println!(
+            "{what}: its backward holds {backward} B above the graph's {graph} B ({:.2}×)",
+            backward as f64 / graph.max(1) as f64
+        );
         for (i, (kept, charged)) in kept.into_iter().enumerate() {
             let ratio = kept as f64 / charged.max(1) as f64;
             println!("{what}, layer {i}: the graph keeps {kept} B, the model charges {charged} B ({ratio:.2}×)");
