@@ -44,22 +44,29 @@
 //! inputs, `W`'s copies: [`pipetrain_partitioner::CutBytes`]) and keeps 1/32 headroom
 //! ([`pipetrain_partitioner::with_headroom`]); `pipetrain tune` budgets with the same code.
 //!
-//! Measured against a counting allocator (`tests/memory_measured.rs`, docs/memory.md): where
-//! the process is one worker, within ±15 % of a step's peak above the live level between steps
-//! (0.85–1.13) on MLPs, GPipe, remat, SGD and Adam, fp32 (split backward, groups of one and of
-//! all, fused backward), bf16 where parameters dominate, two compute threads; where several
-//! workers share the process, their own peaks summed are not under 0.85 of its peak (replicas,
-//! ZeRO-1, 2 stages, ZB-H1, ZB-V, interleaved), and above it where their peaks fall apart.
-//! A run under the least budget that fits peaked at 0.98 of it.
+//! Measured against a counting allocator that tells the workers apart
+//! (`tests/memory_measured.rs`, docs/memory.md): within ±15 % of a step's peak above the live
+//! level between steps, where the process is one worker (0.85–1.13 on MLPs, GPipe, remat, SGD
+//! and Adam, fp32 with the split backward in groups of one and of all and the fused one, bf16
+//! where parameters dominate, two compute threads), and of each worker's own peak where several
+//! share it (0.88–1.12: 2 stages under GPipe and 1F1B, remat, the fused backward, two compute
+//! threads, replicas with and without ZeRO-1, 2 replicas × 2 stages), a worker's bytes being
+//! those it holds (a message between stages its receiver's, a collective's sums their maker's).
+//! Where messages are on the way between the stages at a worker's peak (groups of one, ZB-H1,
+//! ZB-V, interleaved) who holds them is the workers' relative speed: each worker's model is
+//! within ±15 % of what it alone held … everything it held at either end. Under the least
+//! budget that fits, every worker peaked under it, the fullest at 0.93–0.98 of it.
 //!
 //! Not counted: the host's per-thread caches (`gemm` 0.19, burn-flex's GEMM, keeps a buffer the
 //! size of the core's L2 cache, 2 MiB on the test's Xeon, in every compute thread that has run a
 //! large enough product, for the thread's life); what burn's autodiff graph keeps inside a layer
-//! beyond its output where a layer runs on it (attention scores and norms: a GPT on one worker
-//! read 0.64; a ResNet's convolutions and norms: 0.19; activation-heavy bf16 0.74; the fused
-//! backward with re-materialization 0.73–0.97); the allocator's slack, the transport's
-//! in-flight copies, burn's per-op temporaries. The numbers are a model of what the engine
-//! holds, not a resident-set reading.
+//! beyond its output where a layer runs on it (measured per layer of one micro-batch: a GPT
+//! block keeps 24 times its output, a ResNet block 7.7 times; a GPT on one worker read 0.64,
+//! a ResNet 0.19); the gradients a micro-batch's backward holds as they flow (108 kB above an
+//! MLP-4x32 micro-batch's 275 kB graph); what activation-heavy bf16 (0.65–0.75 a worker) and
+//! the fused backward with re-materialization (0.57–0.76) hold beyond both, which is not
+//! accounted for; the allocator's slack, burn's per-op temporaries. The numbers are a model of
+//! what the engine holds, not a resident-set reading.
 
 use std::fmt;
 use std::str::FromStr;

@@ -4,18 +4,23 @@
 //!
 //! ## Whose bytes are they
 //!
-//! A worker's bytes are the ones **its threads allocated**, until anyone frees them: its worker
-//! thread `pipetrain-r{replica}s{stage}` and its compute pool's `pipetrain-r{replica}s{stage}-{i}`
-//! (the interpreter runs in the pool, and so do burn-flex's and `gemm`'s parallel kernels, which
-//! take the pool they are called in). A tensor made by one stage and freed by another stays the
-//! maker's until it is freed: stage 0's activation that stage 1 receives (on a CPU the hand-off
-//! sends the buffer itself, no copy), stage 1's input gradient that stage 0's backward reads.
+//! The live counters ([`live`], [`peaks`]) charge an allocation to **the worker whose threads
+//! made it**, until anyone frees it: its worker thread `pipetrain-r{replica}s{stage}` and its
+//! compute pool's `pipetrain-r{replica}s{stage}-{i}` (the interpreter runs in the pool, and so
+//! do burn-flex's and `gemm`'s parallel kernels, which take the pool they are called in).
 //! Frees are charged to the allocation's maker by address (a map from each live allocation to
-//! its maker), so a worker's count never goes below what it made and another freed.
+//! its maker), so a worker's count never goes below what it made and another freed. Bytes
+//! allocated on any other thread (the test's, which builds the pipeline and splits the batch)
+//! are nobody's ([`OTHER`]), and in the process's total.
 //!
-//! Bytes allocated on any other thread (the test's, which builds the pipeline and shards the
-//! batch; the runtime's reply channel) are counted as nobody's ([`OTHER`]), and in the process's
-//! total.
+//! A tensor made by one worker and freed by another has no single owner: stage 0's activation
+//! that stage 1 receives (on a CPU the hand-off sends the buffer itself, no copy), stage 1's
+//! input gradient that stage 0's backward reads, a replica's share of the all-reduce's sums
+//! that the other replicas read. While [`record`]ing, the tracker logs every allocation and
+//! free with its maker and freer, and [`steps`] reads a step's peak per worker off the log
+//! under each [`Owner`] rule: the maker, the holder (the receiver of a message within a
+//! replica's pipeline, the maker of a collective's sums), the maker of what it alone held, or
+//! everyone who held it at either end.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
