@@ -69,7 +69,8 @@ use std::sync::{Mutex, MutexGuard};
 use burn::prelude::*;
 use pipetrain::memory::WorkerMemory;
 use pipetrain::{
-    Activation, Backward, Layer, OptimizerConfig, Pipeline, Precision, Remat, ScheduleKind, WorkerId,
+    Activation, Backward, Layer, OptimizerConfig, Pipeline, Precision, Remat, ScheduleKind,
+    WorkerId,
 };
 use pipetrain_models::Batch;
 use pipetrain_models::{GptConfig, MlpConfig, ResNetConfig, synthetic};
@@ -498,7 +499,12 @@ fn at_least(what: &str, model: u64, measured: u64, table: &str) -> Result<(), St
 
 /// `model` within ±15 % of some reading between `alone` and `touched` (see [`Hold::Between`]):
 /// not under [`LOW`] × `alone`, nor over [`HIGH`] × `touched`.
-fn between(what: &str, model: u64, (alone, touched): (u64, u64), table: &str) -> Result<(), String> {
+fn between(
+    what: &str,
+    model: u64,
+    (alone, touched): (u64, u64),
+    table: &str,
+) -> Result<(), String> {
     let (low, high) = (LOW * alone as f64, HIGH * touched as f64);
     match (low..=high).contains(&(model as f64)) {
         true => Ok(()),
@@ -1147,15 +1153,35 @@ fn what_each_layer_s_graph_keeps_beside_the_model_s_charge() {
         );
         for (i, (kept, charged)) in kept.into_iter().enumerate() {
             let ratio = kept as f64 / charged.max(1) as f64;
-            println!("{what}, layer {i}: the graph keeps {kept} B, the model charges {charged} B ({ratio:.2}×)");
+            println!(
+                "{what}, layer {i}: the graph keeps {kept} B, the model charges {charged} B ({ratio:.2}×)"
+            );
             if held && !(LOW..=HIGH).contains(&(charged as f64 / kept.max(1) as f64)) {
-                failures.push(format!("{what}, layer {i}: kept {kept} B, charged {charged} B"));
+                failures.push(format!(
+                    "{what}, layer {i}: kept {kept} B, charged {charged} B"
+                ));
             }
         }
     };
-    print("MLP-4x32, 256 rows, fp32", graph_bytes(&mlp(), &rows, Precision::Fp32), true);
-    print("MLP-4x32, 256 rows, bf16", graph_bytes(&mlp(), &rows, Precision::Bf16), false);
-    print("GPT d 32, 4 × 16 tokens", graph_bytes(&gpt, &tokens, Precision::Fp32), false);
-    print("ResNet 8 channels, 8 images", graph_bytes(&resnet, &images, Precision::Fp32), false);
+    print(
+        "MLP-4x32, 256 rows, fp32",
+        graph_bytes(&mlp(), &rows, Precision::Fp32),
+        true,
+    );
+    print(
+        "MLP-4x32, 256 rows, bf16",
+        graph_bytes(&mlp(), &rows, Precision::Bf16),
+        false,
+    );
+    print(
+        "GPT d 32, 4 × 16 tokens",
+        graph_bytes(&gpt, &tokens, Precision::Fp32),
+        false,
+    );
+    print(
+        "ResNet 8 channels, 8 images",
+        graph_bytes(&resnet, &images, Precision::Fp32),
+        false,
+    );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -241,10 +241,7 @@ fn replica_of(slot: usize) -> Option<usize> {
 /// Each slot's step in `log` with its bytes counted for `owner`: its most bytes live above
 /// where it began, less what it left live at the end.
 pub fn steps(log: &[Event], owner: Owner) -> Vec<u64> {
-    let freer: HashMap<u64, u8> = log
-        .iter()
-        .filter_map(|e| Some((e.id, e.freer?)))
-        .collect();
+    let freer: HashMap<u64, u8> = log.iter().filter_map(|e| Some((e.id, e.freer?))).collect();
     let made: std::collections::HashSet<u64> = log
         .iter()
         .filter(|e| e.freer.is_none())

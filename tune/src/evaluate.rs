@@ -104,25 +104,31 @@ pub fn evaluate(
     let cut = cut_bytes(times, most.0, if split { 1 } else { m as u64 });
     let budget = space.memory_budget;
     let per_stage = |r| cut.of(r);
-    let partition = match partition_by_time_with(&costs, chunks, budget.filter(|_| v == 1), per_stage)
-    {
-        Ok(p) => p,
-        Err(PartitionError::OverBudget {
-            stage,
-            needed,
-            budget,
-            ..
-        }) => {
-            return refuse(Reason::OverBudget {
+    let partition =
+        match partition_by_time_with(&costs, chunks, budget.filter(|_| v == 1), per_stage) {
+            Ok(p) => p,
+            Err(PartitionError::OverBudget {
                 stage,
                 needed,
                 budget,
-            });
-        }
-        Err(e) => return refuse(Reason::Schedule(e.to_string())),
-    };
+                ..
+            }) => {
+                return refuse(Reason::OverBudget {
+                    stage,
+                    needed,
+                    budget,
+                });
+            }
+            Err(e) => return refuse(Reason::Schedule(e.to_string())),
+        };
     let rank = |charge: fn(u64) -> u64| {
-        rank_memory(&plan, &partition, &held, |i, h| charge(layer_bytes(i, h)), (&cut, charge))
+        rank_memory(
+            &plan,
+            &partition,
+            &held,
+            |i, h| charge(layer_bytes(i, h)),
+            (&cut, charge),
+        )
     };
     let memory = rank(|bytes| bytes);
     if let Some(budget) = budget
