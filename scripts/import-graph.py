@@ -42,7 +42,7 @@ CRATES = {
                       "skip", "split", "lower", "overlap", "inference", "gpipe", "one_f_one_b",
                       "interleaved", "looped_bfs", "zb_h1", "interleaved_zb", "zb_v", "dual_pipe_v", "kind",
                       "schedule", "plan_file"],
-    "partitioner/src": ["cost+error+fit+partition", "optimal", "placement"],
+    "partitioner/src": ["cost+error+fit+partition", "cut", "optimal", "placement"],
     "tune/src": ["error", "space", "candidate", "table", "evaluate", "search"],
     "models/src": ["synthetic", "mlp", "resnet", "unet", "gpt", "llama"],
     "data/src": ["error+problem", "bytes", "position", "length", "dataset", "subset", "collate", "sampler",

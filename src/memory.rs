@@ -40,34 +40,40 @@
 //!   of them, beside its gradients, after the activations are released
 //!   ([`WorkerMemory::reduced`]).
 //!
-//! The budget (`budget_costs`, per layer) adds per stage what depends on the cut
-//! (`CutBytes`: the received inputs, `W`'s copies) and keeps 1/32 headroom
-//! (`with_headroom`).
+//! The budget (`budget_costs`, per layer) adds per stage what depends on the cut (the received
+//! inputs, `W`'s copies: [`pipetrain_partitioner::CutBytes`]) and keeps 1/32 headroom
+//! ([`pipetrain_partitioner::with_headroom`]); `pipetrain tune` budgets with the same code.
 //!
-//! Measured against a counting allocator (`tests/memory_measured.rs`, docs/memory.md): where
-//! the process is one worker, within ±15 % of a step's peak above the live level between steps
-//! (0.85–1.13) on MLPs, GPipe, remat, SGD and Adam, fp32 (split backward, groups of one and of
-//! all, fused backward), bf16 where parameters dominate, two compute threads; where several
-//! workers share the process, their own peaks summed are not under 0.85 of its peak (replicas,
-//! ZeRO-1, 2 stages, ZB-H1, ZB-V, interleaved), and above it where their peaks fall apart.
-//! A run under the least budget that fits peaked at 0.98 of it.
+//! Measured against a counting allocator that tells the workers apart
+//! (`tests/memory_measured.rs`, docs/memory.md): within ±15 % of a step's peak above the live
+//! level between steps, where the process is one worker (0.85–1.13 on MLPs, GPipe, remat, SGD
+//! and Adam, fp32 with the split backward in groups of one and of all and the fused one, bf16
+//! where parameters dominate, two compute threads), and of each worker's own peak where several
+//! share it (0.88–1.12: 2 stages under GPipe and 1F1B, remat, the fused backward, two compute
+//! threads, replicas with and without ZeRO-1, 2 replicas × 2 stages), a worker's bytes being
+//! those it holds (a message between stages its receiver's, a collective's sums their maker's).
+//! Where messages are on the way between the stages at a worker's peak (groups of one, ZB-H1,
+//! ZB-V, interleaved) who holds them is the workers' relative speed: each worker's model is
+//! within ±15 % of what it alone held … everything it held at either end. Under the least
+//! budget that fits, every worker peaked under it, the fullest at 0.93–0.98 of it.
 //!
 //! Not counted: the host's per-thread caches (`gemm` 0.19, burn-flex's GEMM, keeps a buffer the
 //! size of the core's L2 cache, 2 MiB on the test's Xeon, in every compute thread that has run a
 //! large enough product, for the thread's life); what burn's autodiff graph keeps inside a layer
-//! beyond its output where a layer runs on it (attention scores and norms: a GPT on one worker
-//! read 0.64; a ResNet's convolutions and norms: 0.19; activation-heavy bf16 0.74; the fused
-//! backward with re-materialization 0.73–0.97); the allocator's slack, the transport's
-//! in-flight copies, burn's per-op temporaries. The numbers are a model of what the engine
-//! holds, not a resident-set reading.
+//! beyond its output where a layer runs on it (measured per layer of one micro-batch: a GPT
+//! block keeps 24 times its output, a ResNet block 7.7 times; a GPT on one worker read 0.64,
+//! a ResNet 0.19); the gradients a micro-batch's backward holds as they flow (108 kB above an
+//! MLP-4x32 micro-batch's 275 kB graph); what activation-heavy bf16 (0.65–0.75 a worker) and
+//! the fused backward with re-materialization (0.57–0.76) hold beyond both, which is not
+//! accounted for; the allocator's slack, burn's per-op temporaries. The numbers are a model of
+//! what the engine holds, not a resident-set reading.
 
 use std::fmt;
-use std::ops::Range;
 use std::str::FromStr;
 
 use burn::prelude::Device;
 use pipetrain_engine::{Activation, Backward, Layer, OptimizerConfig, Remat, Workers};
-use pipetrain_partitioner::LayerCost;
+use pipetrain_partitioner::{CutBytes, LayerCost, with_headroom};
 use pipetrain_schedules::{ReplicaId, WorkerId};
 
 use crate::Precision;
@@ -175,25 +181,9 @@ fn reduced(gradients: u64, replicas: usize) -> u64 {
     }
 }
 
-/// Activation bytes held at once by a worker whose stash peaks at `stash` bytes and whose
-/// deferred weight gradients peak at `deferred` bytes. When the weight gradients of the whole
-/// step wait for its end (`to_end`: one group of every micro-batch, the default split backward
-/// under GPipe and 1F1B), a micro-batch's backward releases its stash as it keeps its deferred
-/// inputs, so the deferred bytes grow as the stash empties: the larger of the two, measured
-/// (1F1B holds as much at its peak as GPipe). Otherwise (groups of fewer micro-batches, or a
-/// schedule that places its `W`s) both at once.
-///
-/// ```
-/// use pipetrain::memory::held_at_once;
-/// assert_eq!(held_at_once(100, 300, true), 300);
-/// assert_eq!(held_at_once(100, 300, false), 400);
-/// ```
-pub fn held_at_once(stash: u64, deferred: u64, to_end: bool) -> u64 {
-    match to_end {
-        true => stash.max(deferred),
-        false => stash.saturating_add(deferred),
-    }
-}
+/// Activation bytes held at once by a stash and deferred weight-gradient inputs (shared with
+/// `pipetrain tune`: [`pipetrain_partitioner::held_at_once`]).
+pub use pipetrain_partitioner::held_at_once;
 
 /// Whether a weight-gradient group of `group` micro-batches ([`weight_group`]) waits for the
 /// step's last backward: one group of all `m`.
@@ -431,10 +421,7 @@ impl Deferral {
     /// larger one per micro-batch, of the stage's largest layer) times the group. Nothing for
     /// a group of one micro-batch, which `W` uses as it is.
     fn copies(self, stacked: u64) -> u64 {
-        match self.group {
-            0 | 1 => 0,
-            group => stacked.saturating_mul(group),
-        }
+        pipetrain_partitioner::weight_copies(stacked, self.group)
     }
 }
 
@@ -645,14 +632,6 @@ pub(crate) fn budget_costs(
         .collect()
 }
 
-/// `bytes` and the budget's headroom for what the accounting leaves out (the modules' own
-/// bookkeeping, the loss's and burn's per-op temporaries, the allocator's slack): 1/32 more.
-/// Measured (`tests/memory_measured.rs`, one stage under the least budget that fits): the
-/// step's peak read 1.01 of the accounting without it.
-pub(crate) fn with_headroom(bytes: u64) -> u64 {
-    bytes.saturating_add(bytes / 32)
-}
-
 /// [`budget_costs`] with the budget's headroom ([`with_headroom`]) on each layer's memory.
 pub(crate) fn with_headrooms(costs: Vec<LayerCost>) -> Vec<LayerCost> {
     costs
@@ -664,70 +643,27 @@ pub(crate) fn with_headrooms(costs: Vec<LayerCost>) -> Vec<LayerCost> {
         .collect()
 }
 
-/// What a stage holds beyond its layers' per-layer sums ([`budget_costs`]), which depends on
-/// where the stage is cut: the budget's per-stage term
-/// ([`partition_by_time_with`](pipetrain_partitioner::partition_by_time_with)).
-/// - **its received input**, for each micro-batch in flight: the output of the layer before it
-///   (none for the stage that begins the model, whose input is rows of the caller's batch);
-/// - **`W`'s copies** ([`WorkerMemory::weight_copies`]): one copy of the larger of a layer's
-///   stacked inputs and gradients over its weight-gradient group, of the stage's largest layer,
-///   for groups of more than one micro-batch.
-#[derive(Clone, Debug)]
-pub(crate) struct CutBytes {
-    /// Each layer's output for one micro-batch, in the step's precision.
-    outputs: Vec<u64>,
-    /// Each layer's `W` stack for one micro-batch: the largest of one `Linear` call's input
-    /// and output gradient (0 without a split backward).
-    stacked: Vec<u64>,
-    /// Micro-batches in flight at the stash's peak: the received inputs held.
-    in_flight: u64,
-    /// The deferral's group, whose `W` copies [`Deferral::copies`] counts.
+/// The budget's per-stage term ([`pipetrain_partitioner::CutBytes`], shared with `pipetrain
+/// tune`): what a stage holds beyond its layers' per-layer sums ([`budget_costs`]), which
+/// depends on where it is cut, its received inputs for each of the `in_flight` micro-batches
+/// and `W`'s copies ([`WorkerMemory::weight_copies`]) of its largest layer over a
+/// weight-gradient group of `group`. From the profile's `costs` (outputs measured in fp32,
+/// charged at `precision`'s width) and each layer's `W` stack per micro-batch (`stacked`:
+/// [`SplitBytes::stack`](pipetrain_engine::costs::SplitBytes::stack); empty or zeros without a
+/// split backward).
+pub(crate) fn cut_bytes(
+    costs: &[LayerCost],
+    stacked: &[u64],
+    precision: Precision,
+    in_flight: usize,
     group: u64,
-}
-
-impl CutBytes {
-    /// From the profile's `costs` (outputs measured in fp32, charged at `precision`'s width),
-    /// each layer's `W` stack per micro-batch (`stacked`:
-    /// [`SplitBytes::stack`](pipetrain_engine::costs::SplitBytes::stack); empty or zeros
-    /// without a split backward), `in_flight` micro-batches and a weight-gradient group of
-    /// `group`.
-    pub(crate) fn new(
-        costs: &[LayerCost],
-        stacked: &[u64],
-        precision: Precision,
-        in_flight: usize,
-        group: u64,
-    ) -> Self {
-        let width = precision.activation_bytes() as u64;
-        let outputs: Vec<u64> = costs
-            .iter()
-            .map(|c| c.activation_bytes * width / F32)
-            .collect();
-        let stacked = (0..costs.len())
-            .map(|i| stacked.get(i).copied().unwrap_or(0))
-            .collect();
-        Self {
-            outputs,
-            stacked,
-            in_flight: in_flight as u64,
-            group,
-        }
-    }
-
-    /// The bytes a stage of layers `range` holds beyond its layers' sums, with the budget's
-    /// headroom ([`with_headroom`]).
-    pub(crate) fn of(&self, range: Range<usize>) -> u64 {
-        let input = match range.start {
-            0 => 0,
-            start => self.outputs[start - 1].saturating_mul(self.in_flight),
-        };
-        let largest = self.stacked[range].iter().copied().max().unwrap_or(0);
-        let deferral = Deferral {
-            group: self.group,
-            micro_batches: 0,
-        };
-        with_headroom(input.saturating_add(deferral.copies(largest)))
-    }
+) -> CutBytes {
+    let width = precision.activation_bytes() as u64;
+    let outputs = costs
+        .iter()
+        .map(|c| c.activation_bytes * width / F32)
+        .collect();
+    CutBytes::new(outputs, stacked, in_flight, group)
 }
 
 /// Bytes each layer holds for deferred weight gradients with the split backward: what its split

@@ -1,6 +1,8 @@
 //! The memory model against the allocator: `Pipeline::worker_memory` and `Setup::memory` (the
 //! accounting the budget, `tune` and `--memory-budget` use) are a model, not a reading, so
-//! this test measures them with a counting global allocator (`peak_alloc`).
+//! this test measures them with a counting global allocator ([`counter`], on
+//! `tracking-allocator`'s hooks), which tells each worker's bytes apart by the thread that
+//! allocated them and logs a step's allocations and frees.
 //!
 //! ## What is compared
 //!
@@ -9,14 +11,30 @@
 //! less what the step left live after it, against the model's [`WorkerMemory::per_step`]
 //! (gradients, and the larger of the activations held and the all-reduce's sums), both
 //! `worker_memory` (after the step) and `Setup::memory` (before any), each held ([`Hold`]):
-//! - to ±15 % ([`LOW`], [`HIGH`]) where the process is one worker;
-//! - to at least [`LOW`] where several workers share it: the model is each worker's own peak,
-//!   summed, and the process peaks lower when theirs fall at different times (2 shared
-//!   cores decide that from run to run); a per-worker reading needs a per-thread counting
-//!   allocator, and that needs the `unsafe` the workspace forbids;
-//! - not at all where the model has a known gap, printed with its reading (what burn's
-//!   autodiff graph keeps inside a layer beyond its output: the GPT, the ResNet,
-//!   activation-heavy bf16, the fused backward with re-materialization).
+//! - where the process is one worker, its peak to ±15 % ([`LOW`], [`HIGH`]);
+//! - where several share it, **each worker's** peak to ±15 % of its model, a worker's bytes
+//!   being those it holds ([`counter::Owner::Holder`]): what its threads made, except what
+//!   another stage of its replica handed it (an activation received, a gradient sent back,
+//!   which the receiver frees; the model charges received inputs to the receiver), and the
+//!   process's peak to not above their models' sum over [`LOW`] (their peaks fall at
+//!   different times, so the process's is lower);
+//! - where messages are on the way between the workers at their peaks (a weight-gradient group
+//!   of one, ZB-H1, ZB-V, interleaved: [`Hold::Between`]), each worker's model to within
+//!   ±15 % of some reading between the bytes it alone held and every byte it held at either
+//!   end: who holds a message at a worker's peak is then the workers' relative speed (the
+//!   same layout's stage 0 read 1.12 and 1.25 by the holder);
+//! - not at all where the model has a known gap, printed with its reading: what burn's
+//!   autodiff graph and backward keep beyond what the model charges (the GPT, the ResNet,
+//!   activation-heavy bf16, the fused backward with re-materialization). What each layer's
+//!   graph keeps of one micro-batch, and its backward above it, is measured and printed
+//!   beside the model's charge ([`graph_bytes`]); for an MLP's layers it is held to it.
+//!
+//! Why a worker's bytes are the holder's, not simply the maker's: a message between stages is
+//! made by one worker's thread and freed by the other's, and by the maker the same layout read
+//! 1.00 / 1.00 on one run and 1.25 / 0.86 on the next (stage 1's input gradients, 8 × 32 KiB,
+//! still waiting for stage 0's backward or not). By the receiver, 0.99–1.00 on every run. A
+//! collective's sums are the maker's: the replica that owns a share sums it and the others
+//! read it, and by the freer 2 replicas read 0.75–1.66.
 //!
 //! On every row, `Setup::memory` is held to what the step's own counters give (2 %), and a
 //! rank's chunks to one weight pass's copies at a time. Parameters are held to the bytes the
@@ -35,26 +53,27 @@
 //! Per term, each within ±15 %: Adam minus SGD, live between steps (2 × the parameter bytes);
 //! 4 micro-batches minus 1 at 512 rows each (the activations held); remat `Always` minus
 //! `Never` under `Backward::Split { weight_group: 1 }` (the stash). And `--memory-budget`: a
-//! run split under the least budget that fits stays under it at its measured peak.
+//! run split under the least budget that fits keeps each worker under it at its measured peak.
 //!
 //! The readings, before and after issue 48's changes to the model, are in docs/memory.md.
 //!
-//! Each test takes [`SERIAL`]: the allocator counts the whole process.
+//! Each test takes [`SERIAL`]: the allocator counts the whole process (the test's own thread
+//! is nobody's worker: its bytes count in the process's total only).
 
 mod common;
+#[path = "memory_measured/counter.rs"]
+mod counter;
 
 use std::sync::{Mutex, MutexGuard};
 
 use burn::prelude::*;
-use peak_alloc::PeakAlloc;
 use pipetrain::memory::WorkerMemory;
-use pipetrain::{Backward, Layer, OptimizerConfig, Pipeline, Precision, Remat, ScheduleKind};
+use pipetrain::{
+    Activation, Backward, Layer, OptimizerConfig, Pipeline, Precision, Remat, ScheduleKind,
+    WorkerId,
+};
 use pipetrain_models::Batch;
 use pipetrain_models::{GptConfig, MlpConfig, ResNetConfig, synthetic};
-
-/// Counts the bytes live, and the most live at once since the last reset.
-#[global_allocator]
-static ALLOCATOR: PeakAlloc = PeakAlloc;
 
 /// The allocator is the process's: one measurement at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -64,6 +83,7 @@ static SERIAL: Mutex<()> = Mutex::new(());
 /// measurement.
 fn serial() -> MutexGuard<'static, ()> {
     let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    counter::start();
     measure(Layout { m: 4, ..BASE });
     guard
 }
@@ -87,10 +107,10 @@ fn settle() {
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    let mut last = ALLOCATOR.current_usage();
+    let mut last = counter::current_usage();
     for _ in 0..50 {
         std::thread::sleep(std::time::Duration::from_millis(20));
-        let now = ALLOCATOR.current_usage();
+        let now = counter::current_usage();
         if now == last {
             return;
         }
@@ -163,6 +183,39 @@ struct Measured {
     model: Vec<WorkerMemory>,
     /// The model before any step (`Setup::memory`).
     predicted: Vec<WorkerMemory>,
+    /// Each worker's own step (a pipeline rank's chunks together), measured by
+    /// [`counter`]: the bytes its threads allocated.
+    own: Vec<Own>,
+    /// The measured step's peak of what no worker's thread allocated (the test's thread: the
+    /// batch's shards), less what it left live.
+    other: u64,
+    /// The step of what one worker made and another freed ([`counter::Owner::OwnOnly`]).
+    crossed: u64,
+}
+
+/// One worker's own step (a pipeline rank's chunks together: they take turns) against the model.
+struct Own {
+    /// The workers counted together: one, or a rank's chunks.
+    workers: Vec<WorkerId>,
+    /// The most bytes its threads had allocated and not yet seen freed during the step, above
+    /// what they held before it, less what they left live after it.
+    step: u64,
+    /// From the step's log ([`counter::steps`]): the same by the maker (as `step`), by the
+    /// holder, by the maker where it freed them too, and every byte it made or freed.
+    by_maker: u64,
+    holder: u64,
+    own_only: u64,
+    touched: u64,
+    /// [`WorkerMemory::per_step`] of its workers after the step, summed.
+    model: u64,
+    /// The same before any step (`Setup::memory`).
+    predicted: u64,
+}
+
+/// A slot's step: its most bytes live above `base`, less what it left live (`after`).
+fn step_of(base: i64, peak: i64, after: i64) -> u64 {
+    let residue = (after - base).max(0);
+    (peak - base - residue).max(0) as u64
 }
 
 fn measure(layout: Layout) -> Measured {
@@ -203,9 +256,23 @@ fn run<L: Layer>(layout: Layout, batch: &Batch, init: impl FnOnce(&Device) -> Ve
         ..
     } = layout;
     settle();
-    let before = ALLOCATOR.current_usage();
+    // A rank's chunks take turns: counted together, in the slot of its first.
+    let plan = schedule.plan(stages, m).unwrap();
+    let rank_of = |chunk: usize| {
+        let stage = pipetrain::StageId::from(chunk);
+        plan.rank_of(stage).unwrap_or(chunk)
+    };
+    let slot_of = |w: WorkerId| counter::slot(w.replica.index(), rank_of(w.stage.index()));
+    counter::count_apart();
+    for replica in 0..replicas {
+        for chunk in 0..stages * schedule.virtual_stages() {
+            let own = counter::slot(replica, chunk);
+            counter::count_as(own, counter::slot(replica, rank_of(chunk)));
+        }
+    }
+    let before = counter::current_usage();
     let layers = common::seeded(3, init);
-    let made = ALLOCATOR.current_usage() as i64 - before as i64;
+    let made = counter::current_usage() - before;
     let optimizer = match adam {
         false => OptimizerConfig::sgd(),
         true => OptimizerConfig::adam(),
@@ -229,26 +296,66 @@ fn run<L: Layer>(layout: Layout, batch: &Batch, init: impl FnOnce(&Device) -> Ve
     for _ in 0..2 {
         pipeline.train_step(batch).unwrap();
     }
-    let base = ALLOCATOR.current_usage();
-    ALLOCATOR.reset_peak_usage();
+    counter::record();
+    let base = counter::current_usage();
+    let bases = counter::live();
+    counter::reset_peaks();
     let report = pipeline.train_step(batch).unwrap();
-    let peak = ALLOCATOR.peak_usage() as i64 - base as i64;
-    let residue = ALLOCATOR.current_usage() as i64 - base as i64;
+    let log = counter::recorded();
+    let by = |owner| counter::steps(&log, owner);
+    let (by_maker, holder, own_only, touched) = (
+        by(counter::Owner::Maker),
+        by(counter::Owner::Holder),
+        by(counter::Owner::OwnOnly),
+        by(counter::Owner::Touched),
+    );
+    drop(log);
+    let peak = counter::peak_usage() - base;
+    let residue = counter::current_usage() - base;
     let step = (peak - residue.max(0)) as u64;
+    let (peaks, afters) = (counter::peaks(), counter::live());
+    let slot_step = |slot: usize| step_of(bases[slot], peaks[slot], afters[slot]);
     let model = pipeline.worker_memory(&report).unwrap();
-    let held = ALLOCATOR.current_usage() as i64;
+    let mut own: Vec<Own> = Vec::new();
+    for (w, p) in model.iter().zip(&predicted) {
+        let slot = slot_of(w.worker);
+        match own.iter_mut().find(|o| slot_of(o.workers[0]) == slot) {
+            Some(o) => {
+                o.workers.push(w.worker);
+                o.model += w.per_step();
+                o.predicted += p.per_step();
+            }
+            None => own.push(Own {
+                workers: vec![w.worker],
+                step: slot_step(slot),
+                by_maker: by_maker[slot],
+                holder: holder[slot],
+                own_only: own_only[slot],
+                touched: touched[slot],
+                model: w.per_step(),
+                predicted: p.per_step(),
+            }),
+        }
+    }
+    let other = slot_step(counter::OTHER);
+    let crossed = own_only[counter::CROSSED];
+    let held = counter::current_usage();
     drop(pipeline);
     settle();
-    let freed = held - ALLOCATOR.current_usage() as i64;
+    counter::count_apart();
+    let freed = held - counter::current_usage();
     Measured {
         layout,
         made,
         freed,
-        between: base as i64 - before as i64,
+        between: base - before,
         step,
         residue,
         model,
         predicted,
+        own,
+        other,
+        crossed,
     }
 }
 
@@ -290,7 +397,7 @@ impl Measured {
         format!(
             "{}: step {} B (residue {}), model {per_step} ({:.2}), predicted {pred_step} ({:.2}) \
              | grads {} stash {} deferred {} copies {} held {} reduced {} | made {} freed {} between {} \
-             | per worker (stash, deferred, copies): {:?}",
+             | per worker (stash, deferred, copies): {:?} | own steps (model/measured): {} other {} crossed {}",
             self.layout.label(),
             self.step,
             self.residue,
@@ -309,6 +416,26 @@ impl Measured {
                 .iter()
                 .map(|w| (w.stash, w.deferred, w.weight_copies))
                 .collect::<Vec<_>>(),
+            self.own
+                .iter()
+                .map(|o| {
+                    let r = |b: u64| o.model as f64 / b as f64;
+                    format!(
+                        "{} {}/{} ({:.2}; log: maker {:.2} holder {:.2} own-only {:.2} touched {:.2})",
+                        o.workers[0],
+                        o.model,
+                        o.step,
+                        r(o.step),
+                        r(o.by_maker),
+                        r(o.holder),
+                        r(o.own_only),
+                        r(o.touched)
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+            self.other,
+            self.crossed,
         )
     }
 }
@@ -341,25 +468,49 @@ const SMALL: Layout = Layout {
 /// How the sweep holds a row.
 #[derive(Clone, Copy, Debug)]
 enum Hold {
-    /// Within ±15 % both ways: one worker (the process is the worker), or two whose peaks meet
-    /// (the higher of two measurements).
+    /// Each worker within ±15 % both ways of the bytes it holds ([`counter::Owner::Holder`]: a
+    /// message is its receiver's, a collective's sum its maker's); one worker is the process.
+    /// With several, the process's peak is held too, to not above the sum of their models
+    /// over [`LOW`] (their peaks fall at different times, so the process peaks lower).
     Band,
-    /// Not under [`LOW`]: the model is each worker's own peak, the allocator sees the process,
-    /// whose peak is below their sum when they fall at different times (replicas on 2 shared
-    /// cores, a rank's chunks taking turns). A per-worker reading needs a per-thread counting
-    /// allocator, which needs the `unsafe` the workspace forbids.
-    AtLeast,
+    /// Each worker's model within ±15 % of some reading between the bytes it alone held
+    /// ([`counter::Owner::OwnOnly`]) and every byte it held at either end
+    /// ([`counter::Owner::Touched`]): rows whose workers' peaks fall while messages are on the
+    /// way between them (a group of one micro-batch, the schedules that place their `W`s,
+    /// chunks taking turns), so who holds those bytes at a worker's peak is the workers'
+    /// relative speed (the same layout read 1.12 and 1.25 by the holder). The process as in
+    /// [`Hold::Band`].
+    Between,
     /// Measured and printed, not held: a part the model does not count yet (named).
     Gap(&'static str),
 }
 
-/// `model / measured`, with `what` named, not under [`LOW`] ([`Hold::AtLeast`]).
+/// `model / measured`, with `what` named, not under [`LOW`] (the process's peak under
+/// several workers).
 fn at_least(what: &str, model: u64, measured: u64, table: &str) -> Result<(), String> {
     let ratio = model as f64 / measured as f64;
     match ratio >= LOW {
         true => Ok(()),
         false => Err(format!(
             "{what}: model {model} B, measured {measured} B: {ratio:.2}, under {LOW}\n{table}"
+        )),
+    }
+}
+
+/// `model` within ±15 % of some reading between `alone` and `touched` (see [`Hold::Between`]):
+/// not under [`LOW`] × `alone`, nor over [`HIGH`] × `touched`.
+fn between(
+    what: &str,
+    model: u64,
+    (alone, touched): (u64, u64),
+    table: &str,
+) -> Result<(), String> {
+    let (low, high) = (LOW * alone as f64, HIGH * touched as f64);
+    match (low..=high).contains(&(model as f64)) {
+        true => Ok(()),
+        false => Err(format!(
+            "{what}: model {model} B, outside [{LOW} × {alone} B held alone, {HIGH} × {touched} B \
+             held at either end]\n{table}"
         )),
     }
 }
@@ -387,8 +538,8 @@ fn the_model_is_within_15_percent_of_each_step_s_peak() {
         ..SMALL
     };
     let band = Hold::Band;
-    // The sum of the workers' own peaks against the process's (see `Hold::AtLeast`).
-    let apart = Hold::AtLeast;
+    // Messages on the way at a worker's peak (see `Hold::Between`).
+    let apart = Hold::Between;
     // One worker: the process is the worker.
     let one = |m, remat, backward, threads| Layout {
         m,
@@ -440,7 +591,7 @@ fn the_model_is_within_15_percent_of_each_step_s_peak() {
         (one(8, always, group_of_one, 1), band),
         // Two compute threads (issue 48 item 3).
         (one(8, never, None, 2), band),
-        // Several workers: the sum of their own peaks against the process's.
+        // Several workers: each by what it holds ([`counter`]).
         (
             Layout {
                 stages: 2,
@@ -449,24 +600,25 @@ fn the_model_is_within_15_percent_of_each_step_s_peak() {
                 adam: true,
                 ..BASE
             },
-            apart,
+            band,
         ),
-        (two(gpipe), apart),
-        (two(one_f_one_b), apart),
+        (two(gpipe), band),
+        (two(one_f_one_b), band),
         (
             Layout {
                 remat: always,
                 ..two(one_f_one_b)
             },
-            apart,
+            band,
         ),
         (
             Layout {
                 backward: fused,
                 ..two(gpipe)
             },
-            apart,
+            band,
         ),
+        // A group of one: each `W` as its micro-batch's gradients arrive (see `Hold::Between`).
         (
             Layout {
                 backward: group_of_one,
@@ -487,7 +639,7 @@ fn the_model_is_within_15_percent_of_each_step_s_peak() {
                 threads: 2,
                 ..two(one_f_one_b)
             },
-            apart,
+            band,
         ),
         // Issue 48 item 3: the layouts the model claims and no row swept. The schedules that
         // place their weight gradients (ZB-H1; ZB-V, 4 chunks on 2 ranks), interleaved.
@@ -502,7 +654,7 @@ fn the_model_is_within_15_percent_of_each_step_s_peak() {
                 replicas: 2,
                 ..BASE
             },
-            apart,
+            band,
         ),
         (
             Layout {
@@ -512,14 +664,14 @@ fn the_model_is_within_15_percent_of_each_step_s_peak() {
                 zero: 1,
                 ..BASE
             },
-            apart,
+            band,
         ),
         (
             Layout {
                 replicas: 2,
                 ..two(one_f_one_b)
             },
-            apart,
+            band,
         ),
         (
             Layout {
@@ -527,7 +679,7 @@ fn the_model_is_within_15_percent_of_each_step_s_peak() {
                 zero: 1,
                 ..two(one_f_one_b)
             },
-            apart,
+            band,
         ),
         // What the model does not count yet (docs/reliability.md, issue 48 item 3): what
         // burn's autodiff graph keeps inside a layer beyond its output (attention scores,
@@ -565,24 +717,16 @@ fn the_model_is_within_15_percent_of_each_step_s_peak() {
             Hold::Gap("the conv model: 0.19, a block's graph beyond its output"),
         ),
     ];
-    // Each row; a row of several workers held to the band measured twice, the higher peak
-    // kept (their peaks meet in it); each Adam row with its twin under SGD, measured right
-    // after it: the optimizer state by the allocator.
+    // Each row; each Adam row with its twin under SGD, measured right after it: the optimizer
+    // state by the allocator.
     let (measured, twins): (Vec<Measured>, Vec<Option<Measured>>) = rows
         .iter()
-        .map(|&(layout, hold)| {
+        .map(|&(layout, _)| {
             let sgd = Layout {
                 adam: false,
                 ..layout
             };
-            let mut m = measure(layout);
-            if matches!(hold, Hold::Band) && layout.stages * layout.replicas > 1 {
-                let again = measure(layout);
-                if again.step > m.step {
-                    m = again;
-                }
-            }
-            (m, layout.adam.then(|| measure(sgd)))
+            (measure(layout), layout.adam.then(|| measure(sgd)))
         })
         .unzip();
     let table: Vec<String> = measured.iter().map(Measured::line).collect();
@@ -592,11 +736,28 @@ fn the_model_is_within_15_percent_of_each_step_s_peak() {
     for ((m, twin), (_, hold)) in measured.iter().zip(&twins).zip(&rows) {
         let per_step = WorkerMemory::per_step;
         let name = m.layout.label();
+        let one = m.layout.stages * m.layout.replicas == 1;
         let check = |what: &str, model: u64| match hold {
-            Hold::Band => check(what, model, m.step, &table),
-            Hold::AtLeast => at_least(what, model, m.step, &table),
             Hold::Gap(_) => Ok(()),
+            _ if one => check(what, model, m.step, &table),
+            _ => at_least(what, model, m.step, &table),
         };
+        // Each worker (a rank's chunks together): by what it holds, or between what it alone
+        // held and what it held at either end.
+        for o in m.own.iter().filter(|_| !one) {
+            let what = format!("{name}, {}", o.workers[0]);
+            for (when, model) in [("after the step", o.model), ("Setup::memory", o.predicted)] {
+                let what = format!("{what} ({when})");
+                failures.extend(
+                    match hold {
+                        Hold::Gap(_) => Ok(()),
+                        Hold::Band => self::check(&what, model, o.holder, &table),
+                        Hold::Between => between(&what, model, (o.own_only, o.touched), &table),
+                    }
+                    .err(),
+                );
+            }
+        }
         let checks = [
             check(&format!("{name}, per step"), sum(&m.model, per_step)),
             check(
@@ -788,11 +949,11 @@ fn the_bf16_step_peak_stays_below_fp32s() {
 /// level just before it (gradients, stash, received inputs, deferred weight-gradient inputs,
 /// `W`'s copies; SGD keeps no state), as the sweep measures them.
 ///
-/// One stage: the process is the worker, so its peak is held to the budget itself, and comes
-/// near it (0.98). Two stages: a counting allocator sees the process, not each worker (the
-/// workspace forbids the `unsafe` a per-thread one needs), so the two workers' peaks together
-/// are held to twice the budget, and each worker's memory as the model counts it after the
-/// step (which the sweep holds to the allocator) to the budget.
+/// Each worker's peak is held to the budget: its share of the layers as made (by its parameter
+/// bytes) and the most bytes it held during the step ([`counter::Owner::Holder`]); the fullest
+/// comes near it (0.98 on one stage, 0.93–0.94 on two), and not under [`LOW`] of it. The
+/// process's peak is held to the budget times the workers, and each worker's model after the
+/// step to the budget.
 ///
 /// The budget's accounting is per layer plus, per stage, its received inputs and `W`'s copies
 /// ([`pipetrain::memory`]); docs/reliability.md names the breaks this test was seen failing
@@ -841,34 +1002,61 @@ fn a_split_under_a_memory_budget_stays_under_it_at_its_measured_peak() {
             Ok(_) => panic!("a 1-byte budget was accepted"),
         };
         settle();
-        let before = ALLOCATOR.current_usage();
+        let before = counter::current_usage();
         let layers = layers();
-        let made = (ALLOCATOR.current_usage() - before) as u64;
+        let made = (counter::current_usage() - before) as u64;
         let mut pipeline = build(least, layers).unwrap();
         for _ in 0..2 {
             pipeline.train_step(&batch).unwrap();
         }
-        let base = ALLOCATOR.current_usage();
-        ALLOCATOR.reset_peak_usage();
+        counter::record();
+        let base = counter::current_usage();
+        counter::reset_peaks();
         let report = pipeline.train_step(&batch).unwrap();
-        let residue = ALLOCATOR.current_usage().saturating_sub(base);
-        let step = (ALLOCATOR.peak_usage() - base - residue) as u64;
+        let residue = (counter::current_usage() - base).max(0);
+        let step = (counter::peak_usage() - base - residue) as u64;
+        let holder = counter::steps(&counter::recorded(), counter::Owner::Holder);
         let split = pipeline.setup().partition().to_string();
-        let model: Vec<u64> = pipeline
-            .worker_memory(&report)
-            .unwrap()
-            .iter()
-            .map(WorkerMemory::total)
-            .collect();
+        let workers = pipeline.worker_memory(&report).unwrap();
+        let model: Vec<u64> = workers.iter().map(WorkerMemory::total).collect();
         drop(pipeline);
+        // Each worker: its share of the layers as made (by its parameter bytes) and the bytes
+        // it held at its own peak (`counter::Owner::Holder`, as the sweep holds them).
+        let parameters = sum(&workers, |w| w.parameters).max(1);
+        let own: Vec<u64> = workers
+            .iter()
+            .map(|w| {
+                let slot = counter::slot(w.worker.replica.index(), w.worker.stage.index());
+                made * w.parameters / parameters + holder[slot]
+            })
+            .collect();
         let measured = made + step;
         let allowed = least * stages as u64;
         let ratio = measured as f64 / allowed as f64;
         println!(
             "{stages} stage(s), {schedule}, remat {remat:?}: budget {least} B, split {split}: parameters {made} B \
-             + step {step} B = {measured} B, {ratio:.2} of {stages} × the budget; the model \
-             after the step {model:?}"
+             + step {step} B = {measured} B, {ratio:.2} of {stages} × the budget; each \
+             worker {own:?} ({:?} of the budget); the model after the step {model:?}",
+            own.iter()
+                .map(|&b| format!("{:.2}", b as f64 / least as f64))
+                .collect::<Vec<_>>()
         );
+        for (worker, &bytes) in own.iter().enumerate() {
+            if bytes > least {
+                failures.push(format!(
+                    "{stages} stage(s), {schedule}, split {split}: worker {worker} measured \
+                     {bytes} B at its peak, over the {least} B budget it was split under"
+                ));
+            }
+        }
+        // Not vacuous: the least budget is the fullest worker's, which comes near it.
+        let fullest = own.iter().copied().max().unwrap_or(0);
+        if (fullest as f64) < LOW * least as f64 {
+            failures.push(format!(
+                "{stages} stage(s), {schedule}, split {split}: the fullest worker measured \
+                 {fullest} B, under {LOW} of the {least} B budget"
+            ));
+        }
         if measured > allowed {
             failures.push(format!(
                 "{stages} stage(s), {schedule}, split {split}: measured {measured} B at the \
@@ -893,5 +1081,107 @@ fn a_split_under_a_memory_budget_stays_under_it_at_its_measured_peak() {
             }
         }
     }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// What burn's autodiff graph keeps of one micro-batch, layer by layer (the bytes a layer's
+/// training forward leaves live: its output and what its ops saved for their backward), against
+/// what the model charges a layer per stashed micro-batch (its output; a dense ReLU layer's
+/// output before the ReLU too; the cast weights under bf16).
+///
+/// And the most bytes its backward (seeded by ones) holds above what the forward left live:
+/// the gradients of the micro-batch's values as they flow, which the model does not count.
+fn graph_bytes<L: Layer>(
+    layers: &[L],
+    sample: &Activation,
+    precision: Precision,
+) -> (Vec<(u64, u64)>, u64) {
+    let charged = pipetrain::memory::layer_memory(layers, sample, precision).unwrap();
+    let device = Device::flex().autodiff();
+    let training: Vec<L> = layers
+        .iter()
+        .map(|l| l.clone().to_device(&device).train())
+        .collect();
+    let mut x = precision.input(sample.clone().to_device(&device));
+    let mut kept = Vec::new();
+    for ((layer, cast), charge) in layers.iter().zip(precision.layers(&training)).zip(&charged) {
+        let relu = layer
+            .dense()
+            .is_some_and(|d| d.activation() == pipetrain::DenseActivation::Relu);
+        settle();
+        let before = counter::current_usage();
+        x = cast.forward(x).unwrap();
+        let after = counter::current_usage();
+        let pre_relu = if relu { charge.activation } else { 0 };
+        kept.push(((after - before).max(0) as u64, charge.stashed() + pre_relu));
+    }
+    settle();
+    let before = counter::current_usage();
+    counter::reset_peaks();
+    let grads = match x {
+        Activation::Float2(t) => t.sum().backward(),
+        Activation::Float3(t) => t.sum().backward(),
+        Activation::Float4(t) => t.sum().backward(),
+        other => panic!("a float output, not {other:?}"),
+    };
+    let backward = (counter::peak_usage() - before).max(0) as u64;
+    drop(grads);
+    (kept, backward)
+}
+
+/// The model's known gap, layer by layer (issue 48 item 3): what burn's autodiff graph keeps of
+/// one micro-batch where a layer trains on it ([`graph_bytes`]), beside what the model charges
+/// it, on the sweep's micro-batches. Printed for each layer; held where the model claims it:
+/// the dense ReLU layers of an MLP, whose graph keeps their input's product and their output
+/// before and after the ReLU, each within ±15 % of the charge.
+#[test]
+fn what_each_layer_s_graph_keeps_beside_the_model_s_charge() {
+    let _serial = serial();
+    let device = Device::flex();
+    let mlp = || common::seeded(3, |d| MlpConfig::new(32, 4, 8).init(d));
+    let rows = synthetic::classification(5, 0, 256, 32, 8, &device).inputs;
+    let tokens = synthetic::tokens(5, 0, 4, 16, 64, &device).inputs;
+    let images = synthetic::images(5, 0, 8, 3, 8, 3, &device).inputs;
+    let gpt = common::seeded(3, |d| GptConfig::new(64, 16, 32, 2, 2).init(d));
+    let resnet = common::seeded(3, |d| ResNetConfig::new(8, 2, 3).with_image(3, 8).init(d));
+    let mut failures = Vec::new();
+    let mut print = |what: &str, (kept, backward): (Vec<(u64, u64)>, u64), held: bool| {
+        let graph: u64 = kept.iter().map(|k| k.0).sum();
+        println!(
+            "{what}: its backward holds {backward} B above the graph's {graph} B ({:.2}×)",
+            backward as f64 / graph.max(1) as f64
+        );
+        for (i, (kept, charged)) in kept.into_iter().enumerate() {
+            let ratio = kept as f64 / charged.max(1) as f64;
+            println!(
+                "{what}, layer {i}: the graph keeps {kept} B, the model charges {charged} B ({ratio:.2}×)"
+            );
+            if held && !(LOW..=HIGH).contains(&(charged as f64 / kept.max(1) as f64)) {
+                failures.push(format!(
+                    "{what}, layer {i}: kept {kept} B, charged {charged} B"
+                ));
+            }
+        }
+    };
+    print(
+        "MLP-4x32, 256 rows, fp32",
+        graph_bytes(&mlp(), &rows, Precision::Fp32),
+        true,
+    );
+    print(
+        "MLP-4x32, 256 rows, bf16",
+        graph_bytes(&mlp(), &rows, Precision::Bf16),
+        false,
+    );
+    print(
+        "GPT d 32, 4 × 16 tokens",
+        graph_bytes(&gpt, &tokens, Precision::Fp32),
+        false,
+    );
+    print(
+        "ResNet 8 channels, 8 images",
+        graph_bytes(&resnet, &images, Precision::Fp32),
+        false,
+    );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

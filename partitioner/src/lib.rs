@@ -6,6 +6,9 @@
 //! - [`Partition`]: contiguous, non-empty layer ranges, one per stage — given explicitly with
 //!   [`Partition::from_balance`], split evenly with [`Partition::even`], or optimised with
 //!   [`partition_by_time`] (exact min-max stage time, under an optional memory budget).
+//! - [`CutBytes`]: what a stage holds beyond its layers, by where it is cut (its received
+//!   inputs, the weight-gradient pass's copies), with [`held_at_once`] and [`with_headroom`]:
+//!   the memory accounting `--memory-budget` and `pipetrain tune` share.
 //! - [`Placement`]: every worker (replica × stage) mapped to a [`DeviceIndex`].
 //!
 //! Every bad input is a [`PartitionError`] that names the numbers and the remedy.
@@ -30,6 +33,7 @@
 //! ```
 
 mod cost;
+mod cut;
 mod error;
 mod fit;
 mod optimal;
@@ -37,6 +41,7 @@ mod partition;
 mod placement;
 
 pub use cost::{LayerCost, StageCost};
+pub use cut::{CutBytes, held_at_once, weight_copies, with_headroom};
 pub use error::{PartitionError, Result};
 pub use fit::fit_balance;
 pub use optimal::{partition_by_time, partition_by_time_with};

@@ -60,7 +60,7 @@ pub(super) fn measure<L: Layer>(
         c.runtime.precision,
         &relu,
     ));
-    let cut = memory::CutBytes::new(&costs, &stacks, c.runtime.precision, in_flight, group);
+    let cut = memory::cut_bytes(&costs, &stacks, c.runtime.precision, in_flight, group);
     let partition = partition_by_time_with(&budgeted, stages, Some(budget), |r| cut.of(r));
     let partition = partition.map_err(|e| {
         let trial = Trial {
@@ -85,7 +85,7 @@ struct Trial<'a> {
     costs: &'a [LayerCost],
     /// Each layer's deferred weight-gradient bytes per micro-batch.
     split: &'a [u64],
-    /// Each layer's `W` stack per micro-batch ([`memory::CutBytes`]'s).
+    /// Each layer's `W` stack per micro-batch ([`pipetrain_partitioner::CutBytes`]'s).
     stacks: &'a [u64],
     /// Which layers are dense with a ReLU ([`memory::relu_layers`]).
     relu: &'a [bool],
@@ -126,7 +126,7 @@ impl Trial<'_> {
             c.runtime.precision,
             self.relu,
         ));
-        let cut = memory::CutBytes::new(&costs, &stacks, c.runtime.precision, in_flight, group);
+        let cut = memory::cut_bytes(&costs, &stacks, c.runtime.precision, in_flight, group);
         match partition_by_time_with(&budgeted, stages, Some(self.budget), |r| cut.of(r)) {
             Ok(_) => None,
             Err(PartitionError::OverBudget { needed, .. }) => Some(needed),

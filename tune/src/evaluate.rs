@@ -17,9 +17,16 @@
 //! its stash and its deferred bytes, not both). Schedules with one chunk per worker split under
 //! the budget charged at the most micro-batches any stage stashes (as the builder does, so the
 //! split it reports is the one `--memory-budget` would pick); schedules with several chunks per
-//! worker split by time and check each worker's chunks together.
+//! worker split by time and check each worker's chunks together. Per chunk, what depends on
+//! the cut, its received inputs and `W`'s copies of its largest layer, is
+//! [`CutBytes`](pipetrain_partitioner::CutBytes), and the budget is compared with the bytes
+//! and 1/32 headroom ([`with_headroom`]): the code `--memory-budget` splits with, so a split
+//! `tune` reports under a budget is the one the builder finds.
 
-use pipetrain_partitioner::{LayerCost, Partition, PartitionError, partition_by_time};
+use pipetrain_partitioner::{
+    CutBytes, LayerCost, Partition, PartitionError, held_at_once, partition_by_time_with,
+    with_headroom,
+};
 use pipetrain_schedules::{
     Action, ActionKind, Costs, Lowering, Plan, StageId, lower, peak_stash, simulate,
 };
@@ -90,29 +97,45 @@ pub fn evaluate(
         .enumerate()
         .map(|(i, t)| {
             let back = backward(t, &batched[i], split, m) + extra * t.forward;
-            LayerCost::new(t.forward * slow, back * slow).with_memory(layer_bytes(i, most), 0)
+            let bytes = with_headroom(layer_bytes(i, most));
+            LayerCost::new(t.forward * slow, back * slow).with_memory(bytes, 0)
         })
         .collect();
+    let cut = cut_bytes(times, most.0, if split { 1 } else { m as u64 });
     let budget = space.memory_budget;
-    let partition = match partition_by_time(&costs, chunks, budget.filter(|_| v == 1)) {
-        Ok(p) => p,
-        Err(PartitionError::OverBudget {
-            stage,
-            needed,
-            budget,
-            ..
-        }) => {
-            return refuse(Reason::OverBudget {
+    let per_stage = |r| cut.of(r);
+    let partition =
+        match partition_by_time_with(&costs, chunks, budget.filter(|_| v == 1), per_stage) {
+            Ok(p) => p,
+            Err(PartitionError::OverBudget {
                 stage,
                 needed,
                 budget,
-            });
-        }
-        Err(e) => return refuse(Reason::Schedule(e.to_string())),
+                ..
+            }) => {
+                return refuse(Reason::OverBudget {
+                    stage,
+                    needed,
+                    budget,
+                });
+            }
+            Err(e) => return refuse(Reason::Schedule(e.to_string())),
+        };
+    let rank = |charge: fn(u64) -> u64| {
+        rank_memory(
+            &plan,
+            &partition,
+            &held,
+            |i, h| charge(layer_bytes(i, h)),
+            (&cut, charge),
+        )
     };
-    let memory = rank_memory(&plan, &partition, &held, layer_bytes, (times, !split));
+    let memory = rank(|bytes| bytes);
     if let Some(budget) = budget
-        && let Some((rank, &needed)) = memory.iter().enumerate().find(|(_, b)| **b > budget)
+        && let Some((rank, &needed)) = rank(with_headroom)
+            .iter()
+            .enumerate()
+            .find(|(_, b)| **b > budget)
     {
         return refuse(Reason::OverBudget {
             stage: StageId::from(rank),
@@ -149,16 +172,6 @@ pub fn backward(t: &LayerTimes, batched: &LayerTimes, split: bool, m: usize) -> 
         t.input + t.weight
     } else {
         t.input + batched.weight / m as f64
-    }
-}
-
-/// A layer's stash and deferred bytes held at once: with the step's weight gradients batched
-/// at its end (`to_end`), each backward releases a micro-batch's stash as it keeps its deferred
-/// inputs, so the larger of the two; else both (`pipetrain::memory::held_at_once`, measured).
-fn held_at_once(stash: u64, deferred: u64, to_end: bool) -> u64 {
-    match to_end {
-        true => stash.max(deferred),
-        false => stash.saturating_add(deferred),
     }
 }
 
@@ -202,43 +215,33 @@ pub(crate) fn stacked(t: &LayerTimes) -> u64 {
     }
 }
 
-/// Bytes per rank: the sum over the chunks it holds of their layers' bytes at their stash, of
-/// the received inputs they stash, and of `W`'s copies of each chunk's largest layer when its
-/// weight gradients wait for the step's end (`to_end`) over a group of several micro-batches.
+/// What depends on where a chunk is cut ([`CutBytes`]): each layer's output and `W` stack per
+/// micro-batch ([`stacked`]), with `in_flight` micro-batches stashed and weight-gradient groups
+/// of `group` (1 where the plan places each `W`, whose stack is the micro-batch's own).
+fn cut_bytes(times: &[LayerTimes], in_flight: usize, group: u64) -> CutBytes {
+    let outputs = times.iter().map(|t| t.activation_bytes).collect();
+    let stacks: Vec<u64> = times.iter().map(stacked).collect();
+    CutBytes::new(outputs, &stacks, in_flight, group)
+}
+
+/// Bytes per rank: the sum over the chunks it holds of their layers' bytes at their stash
+/// (`layer_bytes`), and of what depends on the cut ([`CutBytes::bytes`]: the received inputs
+/// each chunk stashes, `W`'s copies of its largest layer), each term `charge`d (with the
+/// budget's headroom, or as it is).
 fn rank_memory(
     plan: &Plan,
     partition: &Partition,
     held: &[(usize, usize)],
     layer_bytes: impl Fn(usize, (usize, usize)) -> u64,
-    (times, to_end): (&[LayerTimes], bool),
+    (cut, charge): (&CutBytes, fn(u64) -> u64),
 ) -> Vec<u64> {
     let mut memory = vec![0u64; plan.ranks()];
     for (stage, range) in partition.iter() {
         let rank = plan.rank_of(stage).unwrap_or(stage.index());
-        let (stashed, group) = held[stage.index()];
-        // A chunk after the first keeps its received input for every stashed micro-batch (the
-        // first chunk's is rows of the caller's batch).
-        let input = match range.start {
-            0 => 0,
-            first => times[first - 1]
-                .activation_bytes
-                .saturating_mul(stashed as u64),
-        };
-        // W's stacked copy of one layer's group (`pipetrain::memory::WorkerMemory::weight_copies`).
-        let copies = match to_end && group > 1 {
-            true => range
-                .clone()
-                .map(|i| stacked(&times[i]))
-                .max()
-                .unwrap_or(0)
-                .saturating_mul(group as u64),
-            false => 0,
-        };
+        let (stashed, _) = held[stage.index()];
+        let cut = charge(cut.bytes(range.clone(), stashed));
         let bytes: u64 = range.map(|i| layer_bytes(i, held[stage.index()])).sum();
-        memory[rank] = memory[rank]
-            .saturating_add(bytes)
-            .saturating_add(input)
-            .saturating_add(copies);
+        memory[rank] = memory[rank].saturating_add(bytes).saturating_add(cut);
     }
     memory
 }

@@ -88,8 +88,25 @@ fn case() -> impl Strategy<Value = (CostTable, Space)> {
     )
 }
 
-/// The oracle's bytes of each rank under `knobs` with the chunks split as `partition`.
-fn rank_bytes(table: &CostTable, space: &Space, k: Knobs, partition: &Partition) -> Vec<u64> {
+/// The budget's headroom on a term: 1/32 more (as `pipetrain_partitioner::with_headroom`).
+fn headroom(bytes: u64) -> u64 {
+    bytes + bytes / 32
+}
+
+/// Each term as it is.
+fn raw(bytes: u64) -> u64 {
+    bytes
+}
+
+/// The oracle's bytes of each rank under `knobs` with the chunks split as `partition`, each
+/// layer's and each chunk's extra term `charge`d ([`raw`], or with the budget's [`headroom`]).
+fn rank_bytes(
+    table: &CostTable,
+    space: &Space,
+    k: Knobs,
+    partition: &Partition,
+    charge: fn(u64) -> u64,
+) -> Vec<u64> {
     let plan = k.schedule.plan(k.stages, k.micro_batches).unwrap();
     let times = table
         .at(space.batch / (k.replicas * k.micro_batches))
@@ -109,22 +126,24 @@ fn rank_bytes(table: &CostTable, space: &Space, k: Knobs, partition: &Partition)
             stash.min(1)
         };
         let deferred = chunk_held(&plan, stage, k.schedule.splits_backward()).1 as u64;
-        ranks[rank] += extra_bytes(
+        ranks[rank] += charge(extra_bytes(
             times,
             range.clone(),
             stash,
             deferred,
             !k.schedule.splits_backward(),
-        );
+        ));
         for i in range {
             let t = &times[i];
-            ranks[rank] += table.param_bytes[i] * 2
-                + table.optimizer_bytes[i]
-                + layer_held(
-                    t.activation_bytes * held,
-                    t.deferred_bytes * deferred,
-                    !k.schedule.splits_backward(),
-                );
+            ranks[rank] += charge(
+                table.param_bytes[i] * 2
+                    + table.optimizer_bytes[i]
+                    + layer_held(
+                        t.activation_bytes * held,
+                        t.deferred_bytes * deferred,
+                        !k.schedule.splits_backward(),
+                    ),
+            );
         }
     }
     ranks
@@ -190,8 +209,9 @@ proptest! {
             prop_assert_eq!(space.batch % (k.replicas * k.micro_batches), 0);
             prop_assert_eq!(c.partition.stages(), k.stages * k.schedule.virtual_stages());
             prop_assert_eq!(c.partition.layers(), table.layers());
-            let bytes = rank_bytes(&table, &space, k, &c.partition);
-            prop_assert_eq!(&bytes, &c.memory);
+            prop_assert_eq!(&rank_bytes(&table, &space, k, &c.partition, raw), &c.memory);
+            // The budget is compared with the bytes and their headroom.
+            let bytes = rank_bytes(&table, &space, k, &c.partition, headroom);
             if let Some(budget) = space.memory_budget {
                 prop_assert!(bytes.iter().all(|&b| b <= budget), "{k}: {bytes:?} > {budget}");
             }
@@ -241,7 +261,7 @@ proptest! {
                 .collect();
             let fits = |p: &Partition, conservative: bool| {
                 let Some(budget) = space.memory_budget else { return true };
-                let mut bytes = rank_bytes(&table, &space, k, p);
+                let mut bytes = rank_bytes(&table, &space, k, p, headroom);
                 if conservative {
                     let plan = k.schedule.plan(k.stages, k.micro_batches).unwrap();
                     let most = (0..chunks).map(|s| {
@@ -255,14 +275,17 @@ proptest! {
                         .map(|s| chunk_held(&plan, StageId::from(s), k.schedule.splits_backward()).1)
                         .max()
                         .unwrap_or(0) as u64;
-                    bytes = p.iter().map(|(_, r)| r.map(|i| {
-                        table.param_bytes[i] * 2 + table.optimizer_bytes[i]
+                    // Per layer at the most stashed, and per chunk its received inputs and W's
+                    // copies at the same (as `--memory-budget` splits), each with the headroom.
+                    let to_end = !k.schedule.splits_backward();
+                    bytes = p.iter().map(|(_, r)| r.clone().map(|i| {
+                        headroom(table.param_bytes[i] * 2 + table.optimizer_bytes[i]
                             + layer_held(
                                 times[i].activation_bytes * held,
                                 times[i].deferred_bytes * group,
-                                !k.schedule.splits_backward(),
-                            )
-                    }).sum()).collect();
+                                to_end,
+                            ))
+                    }).sum::<u64>() + headroom(extra_bytes(times, r, most as u64, group, to_end))).collect();
                 }
                 bytes.iter().all(|&b| b <= budget)
             };
@@ -270,8 +293,8 @@ proptest! {
                 ps.map(slowest).fold(f64::INFINITY, f64::min)
             };
             if v == 1 {
-                // The fastest split within the budget's per-layer sums, refused if a rank's
-                // bytes (received inputs and W's copies too) are over it.
+                // The fastest split within the budget's per-layer sums and per-chunk terms at the
+                // most any chunk stashes, refused if a rank's bytes at its own stash are over it.
                 let mut expected = best(&mut all.iter().filter(|p| fits(p, true)));
                 let chosen = all.iter().filter(|p| fits(p, true)).find(|p| slowest(p) == expected);
                 if chosen.is_some_and(|p| !fits(p, false)) {
@@ -306,7 +329,7 @@ proptest! {
                 prop_assert_eq!(&c.partition, optimal, "{}: the split", k);
             } else {
                 prop_assert!(found.is_none(), "{k}: found, but {optimal} does not fit");
-                let bytes = rank_bytes(&table, &space, k, optimal);
+                let bytes = rank_bytes(&table, &space, k, optimal, headroom);
                 let budget = space.memory_budget.unwrap();
                 let (rank, &needed) = bytes.iter().enumerate().find(|(_, b)| **b > budget).unwrap();
                 let reason = ranking.infeasible.iter().find(|i| i.knobs == k).map(|i| &i.reason);
