@@ -1102,7 +1102,7 @@ fn graph_bytes<L: Layer>(
         .iter()
         .map(|l| l.clone().to_device(&device).train())
         .collect();
-    let mut x = precision.input(sample.clone().to_device(&device));
+    let mut x = precision.input(layers.first(), sample.clone().to_device(&device));
     let mut kept = Vec::new();
     for ((layer, cast), charge) in layers.iter().zip(precision.layers(&training)).zip(&charged) {
         let relu = layer
