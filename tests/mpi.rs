@@ -387,6 +387,8 @@ fn multi_chunk_schedules_over_mpi_match_the_in_process_run() {
         "looped-bfs",
         "interleaved-zb",
         "dualpipev",
+        "v-min",
+        "v-half",
     ] {
         for (np, replicas) in [(2, "1"), (4, "2")] {
             same_as_in_process(np, &chunked(schedule, replicas), &[]);

@@ -416,6 +416,10 @@ fn stage_remedies_count_chunks_and_layers() {
     train(&["--stages", "4"], "only 3 layers");
     train(&["--schedule", "zb-v", "--stages", "2"], "only 3 layers");
     train(&["--schedule", "zb-v", "--stages", "3"], "only 3 layers");
+    // The controllable-memory V schedules: 2 chunks a rank too, the remedy zb-h1 (their
+    // backward split over one chunk a rank) or fewer stages.
+    train(&["--schedule", "v-min", "--stages", "2"], "only 3 layers");
+    train(&["--schedule", "v-half", "--stages", "3"], "only 3 layers");
     train(
         &["--schedule", "interleaved", "--stages", "3"],
         "only 3 layers",

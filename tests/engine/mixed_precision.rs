@@ -550,6 +550,8 @@ fn interleaved_and_zb_v_in_bf16_match_single_device_bf16_and_gpipe_over_their_ch
     for schedule in [
         ScheduleKind::Interleaved { virtual_stages: 2 },
         ScheduleKind::ZbV,
+        ScheduleKind::VMin,
+        ScheduleKind::VHalf,
     ] {
         let got = build(schedule, Some(2));
         let d = difference(&got, &expected);
