@@ -522,7 +522,7 @@ fn a_bf16_run_checkpoints_fp32_master_weights_and_resumes() {
 }
 
 #[test]
-fn interleaved_and_zb_v_in_bf16_match_single_device_bf16_and_gpipe_over_their_chunks() {
+fn multi_chunk_schedules_in_bf16_match_single_device_bf16_and_gpipe_over_their_chunks() {
     let init: Vec<MlpLayer> = common::seeded(SEED, |d| MlpConfig::new(WIDTH, 7, CLASSES).init(d));
     let data = one_batch_per_step(2);
     let adam = OptimizerConfig::adam;
