@@ -8,8 +8,8 @@ use crate::error::{Result, ScheduleError};
 use crate::id::StageId;
 use crate::plan::Plan;
 use crate::{
-    dual_pipe_v, gpipe, interleaved, interleaved_zb, looped_bfs, one_f_one_b, v_half, v_min,
-    zb_2p, zb_h1, zb_v,
+    dual_pipe_v, gpipe, interleaved, interleaved_zb, looped_bfs, one_f_one_b, v_half, v_min, zb_2p,
+    zb_h1, zb_v,
 };
 
 /// A pipeline schedule: how micro-batches are ordered on each stage.

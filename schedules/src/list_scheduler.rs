@@ -31,11 +31,7 @@ struct Stage {
 /// The programs of the ranks whose stages are `own[rank]` (stage s feeding stage s + 1, the
 /// stages of all ranks together numbered 0..n), each rank holding at most `limit` stage
 /// activations, over `micro_batches` micro-batches.
-pub(crate) fn programs(
-    own: &[Vec<usize>],
-    micro_batches: usize,
-    limit: usize,
-) -> Vec<Vec<Action>> {
+pub(crate) fn programs(own: &[Vec<usize>], micro_batches: usize, limit: usize) -> Vec<Vec<Action>> {
     let m = micro_batches;
     let n: usize = own.iter().map(Vec::len).sum();
     let mut stages: Vec<Stage> = (0..n)

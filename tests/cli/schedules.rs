@@ -353,15 +353,29 @@ fn controllable_memory_schedules_from_the_command_line() {
         ]))
         .unwrap();
         let s = &json["stash_in_stages"];
-        (s["per_worker"][0].as_f64().unwrap(), s["one_f_one_b"][0].as_f64().unwrap())
+        (
+            s["per_worker"][0].as_f64().unwrap(),
+            s["one_f_one_b"][0].as_f64().unwrap(),
+        )
     };
     let (v_min, one_f_one_b) = first("v-min");
     assert_eq!(one_f_one_b, 4.0);
-    assert!(v_min <= one_f_one_b / 2.0, "v-min {v_min} against 1f1b {one_f_one_b}");
+    assert!(
+        v_min <= one_f_one_b / 2.0,
+        "v-min {v_min} against 1f1b {one_f_one_b}"
+    );
     let (v_half, _) = first("v-half");
     assert!(v_half <= one_f_one_b * 3.0 / 4.0, "v-half {v_half}");
     assert!(v_min < v_half, "v-min {v_min}, v-half {v_half}");
-    let text = common::success(&["plan", "--schedule", "v-min", "--stages", "4", "--micro-batches", "16"]);
+    let text = common::success(&[
+        "plan",
+        "--schedule",
+        "v-min",
+        "--stages",
+        "4",
+        "--micro-batches",
+        "16",
+    ]);
     assert!(
         text.contains("(a chunk is 1/2 of a stage): 2 2 2 2; 1f1b's at this shape: 4 3 2 1"),
         "{text}"

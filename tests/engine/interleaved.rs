@@ -175,7 +175,12 @@ fn v_min_and_v_half_match_single_device_and_the_other_v_schedules_bitwise() {
     ];
     let init = model();
     for kind in [ScheduleKind::VMin, ScheduleKind::VHalf] {
-        equal_to_one_device_and_bitwise(|_| kind, &shapes, &placed_weights(), &[ScheduleKind::OneFOneB]);
+        equal_to_one_device_and_bitwise(
+            |_| kind,
+            &shapes,
+            &placed_weights(),
+            &[ScheduleKind::OneFOneB],
+        );
         for (p, _, balance, m) in &shapes {
             let (p, m) = (*p, *m);
             let got = train(&init, kind, Some(p), balance, m, Backward::default()).parameters();

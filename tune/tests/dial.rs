@@ -75,7 +75,10 @@ fn a_budget_between_v_mins_peak_and_1f1bs_picks_v_min_or_v_half() {
             .unwrap_or_else(|| panic!("{kind} has a candidate"))
     };
     let (v_min, one_f_one_b) = (least(ScheduleKind::VMin), least(ScheduleKind::OneFOneB));
-    assert!(v_min < one_f_one_b, "v-min {v_min} against 1f1b {one_f_one_b}");
+    assert!(
+        v_min < one_f_one_b,
+        "v-min {v_min} against 1f1b {one_f_one_b}"
+    );
     // What else fits below 1F1B's least peak: only the controllable-memory schedules.
     for kind in SCHEDULES {
         if ![ScheduleKind::VMin, ScheduleKind::VHalf].contains(&kind) {
@@ -92,7 +95,12 @@ fn a_budget_between_v_mins_peak_and_1f1bs_picks_v_min_or_v_half() {
         best.knobs
     );
     for c in &ranking.candidates {
-        assert!(c.peak_memory() <= budget, "{:?} over {budget}: {}", c.knobs, c.peak_memory());
+        assert!(
+            c.peak_memory() <= budget,
+            "{:?} over {budget}: {}",
+            c.knobs,
+            c.peak_memory()
+        );
     }
     // Every other schedule was considered, and refused for its memory.
     for kind in SCHEDULES {

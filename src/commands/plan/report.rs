@@ -1,8 +1,8 @@
 //! [`PlanReport`]: a plan lowered, validated and dry-run, as data and as text.
 
 use pipetrain_schedules::{
-    ActionKind, Costs, Lowering, Plan, ScheduleKind, Simulation, SkipRoute, StageId, lower,
-    render, route_skips, simulate,
+    ActionKind, Costs, Lowering, Plan, ScheduleKind, Simulation, SkipRoute, StageId, lower, render,
+    route_skips, simulate,
 };
 
 use super::costs::PlanCosts;
