@@ -21,8 +21,9 @@
 //! ## The memory bound
 //! A chunk activation is held from its `F` to its `W`. Let L₀ (L₁) be the slots from c0's (c1's)
 //! `F` to its `I`, inclusive of both, and D the most slots any `W` waits after its `I`'s slot
-//! (at most 5 in a valid block's steady state: the next free slot, two per period). In any
-//! window of 6 consecutive slots a rank starts one micro-batch per chunk, so at most
+//! in the repeated block (fewer micro-batches leave more slots free, so a `W` never waits
+//! longer). In any window of 6 consecutive slots a rank starts one micro-batch per chunk, so at
+//! most
 //! ⌈(L + D)/6⌉ micro-batches of a chunk are held at once, whatever m is: the peak stash of rank
 //! r is at most ⌈(L₀ + D)/6⌉ + ⌈(L₁ + D)/6⌉ chunk activations. `peak_bound` (a test helper)
 //! computes it from the block, with D measured on the repeated block itself; the tests check
