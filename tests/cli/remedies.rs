@@ -443,6 +443,15 @@ fn stage_remedies_count_chunks_and_layers() {
         &[&one_layer[..], &["--schedule", "zb-v", "--stages", "1"]].concat(),
         "only 1 layer",
     );
+    // The same for the controllable-memory V schedules: the remedy is zb-h1, their backward
+    // split over one chunk a rank.
+    for schedule in ["v-min", "v-half"] {
+        let error = train(
+            &[&one_layer[..], &["--schedule", schedule]].concat(),
+            "only 1 layer",
+        );
+        assert!(error.contains("zb-h1"), "{schedule}: {error}");
+    }
     train(&["--replicas", "0"], "replicas = 0");
 }
 
