@@ -645,6 +645,10 @@ fn the_model_is_within_15_percent_of_each_step_s_peak() {
         // place their weight gradients (ZB-H1; ZB-V, 4 chunks on 2 ranks), interleaved.
         (two(ScheduleKind::ZbH1), apart),
         (two(ScheduleKind::ZbV), apart),
+        // Issue 51: the controllable-memory V schedules (4 chunks on 2 ranks) and ZB-2P.
+        (two(ScheduleKind::VMin), apart),
+        (two(ScheduleKind::VHalf), apart),
+        (two(ScheduleKind::Zb2p), apart),
         (two(ScheduleKind::Interleaved { virtual_stages: 2 }), apart),
         // Replicas, with and without ZeRO-1, on one stage and on two.
         (

@@ -181,6 +181,9 @@ fn model_job(model: &[&str], layout: &[&str], path: &Path) -> Vec<String> {
 #[test]
 fn two_ranks_two_stages_verify_and_match_the_in_process_run() {
     same_as_in_process(2, &["--stages", "2", "--balance", "2,1"], &[]);
+    // ZB-2P (issue 51): the backward split, up to 2p micro-batches held a rank.
+    let zb_2p = ["--stages", "2", "--balance", "2,1", "--schedule", "zb-2p"];
+    same_as_in_process(2, &zb_2p, &[]);
 }
 
 /// 2 replicas × 2 stages with ZeRO-1: one worker per rank of a 4-rank job.
@@ -387,6 +390,8 @@ fn multi_chunk_schedules_over_mpi_match_the_in_process_run() {
         "looped-bfs",
         "interleaved-zb",
         "dualpipev",
+        "v-min",
+        "v-half",
     ] {
         for (np, replicas) in [(2, "1"), (4, "2")] {
             same_as_in_process(np, &chunked(schedule, replicas), &[]);

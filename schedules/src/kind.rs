@@ -8,7 +8,8 @@ use crate::error::{Result, ScheduleError};
 use crate::id::StageId;
 use crate::plan::Plan;
 use crate::{
-    dual_pipe_v, gpipe, interleaved, interleaved_zb, looped_bfs, one_f_one_b, zb_h1, zb_v,
+    dual_pipe_v, gpipe, interleaved, interleaved_zb, looped_bfs, one_f_one_b, v_half, v_min, zb_2p,
+    zb_h1, zb_v,
 };
 
 /// A pipeline schedule: how micro-batches are ordered on each stage.
@@ -69,30 +70,47 @@ pub enum ScheduleKind {
     /// [`ActionKind::Overlap`](crate::ActionKind::Overlap) (`0F3+3B1`), which pipetrain's
     /// workers run in sequence. m ≥ 2p.
     DualPipeV,
+    /// V-Min (Qi et al., *Pipeline Parallelism with Controllable Memory*, 2024): two chunks per
+    /// rank placed as [`ScheduleKind::ZbV`]'s, the backward split, the order a V-shape building
+    /// block of least lifespan repeated once per micro-batch. About a third of 1F1B's
+    /// activation memory (⌊(p + 4)/3⌋ micro-batches' in the paper), a bubble near 1F1B's.
+    VMin,
+    /// V-Half (the same paper): [`ScheduleKind::VMin`]'s placement and split, a building block
+    /// with half of 1F1B's activation memory (⌊(p + 2)/2⌋ micro-batches' in the paper) and
+    /// about half of 1F1B's bubble.
+    VHalf,
+    /// ZB-2P (zero bubble, Qi et al. 2023): one stage per rank, the backward split, each rank
+    /// holding up to 2p micro-batches' activations (twice 1F1B's first stage) so that the
+    /// warm-up runs forwards back to back and the drain is filled with `W`s.
+    Zb2p,
 }
 
 impl ScheduleKind {
     /// Every schedule kind with one stage per rank (all but [`ScheduleKind::Interleaved`],
-    /// [`ScheduleKind::ZbV`], [`ScheduleKind::LoopedBfs`], [`ScheduleKind::InterleavedZb`] and
-    /// [`ScheduleKind::DualPipeV`]).
-    pub const ALL: [ScheduleKind; 3] = [
+    /// [`ScheduleKind::ZbV`], [`ScheduleKind::LoopedBfs`], [`ScheduleKind::InterleavedZb`],
+    /// [`ScheduleKind::DualPipeV`], [`ScheduleKind::VMin`] and [`ScheduleKind::VHalf`]).
+    pub const ALL: [ScheduleKind; 4] = [
         ScheduleKind::GPipe,
         ScheduleKind::OneFOneB,
         ScheduleKind::ZbH1,
+        ScheduleKind::Zb2p,
     ];
 
     const EXPECTED: &'static str = "gpipe, 1f1b, zb-h1, zb-v, interleaved (v = 2), interleaved-v<v>, looped-bfs (v = 2), \
-         looped-bfs-v<v>, interleaved-zb (v = 2), interleaved-zb-v<v>, dualpipev";
+         looped-bfs-v<v>, interleaved-zb (v = 2), interleaved-zb-v<v>, dualpipev, v-min, v-half, zb-2p";
 
     /// Model stages per rank: v for [`ScheduleKind::Interleaved`], [`ScheduleKind::LoopedBfs`]
-    /// and [`ScheduleKind::InterleavedZb`], 2 for [`ScheduleKind::ZbV`] and
-    /// [`ScheduleKind::DualPipeV`], else 1.
+    /// and [`ScheduleKind::InterleavedZb`], 2 for [`ScheduleKind::ZbV`],
+    /// [`ScheduleKind::DualPipeV`], [`ScheduleKind::VMin`] and [`ScheduleKind::VHalf`], else 1.
     pub const fn virtual_stages(self) -> usize {
         match self {
             ScheduleKind::Interleaved { virtual_stages }
             | ScheduleKind::LoopedBfs { virtual_stages }
             | ScheduleKind::InterleavedZb { virtual_stages } => virtual_stages,
-            ScheduleKind::ZbV | ScheduleKind::DualPipeV => 2,
+            ScheduleKind::ZbV
+            | ScheduleKind::DualPipeV
+            | ScheduleKind::VMin
+            | ScheduleKind::VHalf => 2,
             _ => 1,
         }
     }
@@ -106,6 +124,9 @@ impl ScheduleKind {
                 | ScheduleKind::ZbV
                 | ScheduleKind::InterleavedZb { .. }
                 | ScheduleKind::DualPipeV
+                | ScheduleKind::VMin
+                | ScheduleKind::VHalf
+                | ScheduleKind::Zb2p
         )
     }
 
@@ -170,6 +191,9 @@ impl ScheduleKind {
             }
             ScheduleKind::LoopedBfs { virtual_stages: v } => looped(looped_bfs::program, v),
             ScheduleKind::InterleavedZb { virtual_stages: v } => looped(interleaved_zb::program, v),
+            ScheduleKind::VMin => v_min::plan(p, m),
+            ScheduleKind::VHalf => v_half::plan(p, m),
+            ScheduleKind::Zb2p => zb_2p::plan(p, m),
         })
     }
 
@@ -185,6 +209,9 @@ impl ScheduleKind {
             ScheduleKind::LoopedBfs { .. } => "looped-bfs",
             ScheduleKind::InterleavedZb { .. } => "interleaved-zb",
             ScheduleKind::DualPipeV => "dualpipev",
+            ScheduleKind::VMin => "v-min",
+            ScheduleKind::VHalf => "v-half",
+            ScheduleKind::Zb2p => "zb-2p",
         }
     }
 }
@@ -218,6 +245,9 @@ impl FromStr for ScheduleKind {
                 Ok(ScheduleKind::LoopedBfs { virtual_stages: 2 })
             }
             "dualpipev" | "dual-pipe-v" | "dualpipe-v" => Ok(ScheduleKind::DualPipeV),
+            "v-min" | "vmin" | "zbv-min" => Ok(ScheduleKind::VMin),
+            "v-half" | "vhalf" | "zbv-half" => Ok(ScheduleKind::VHalf),
+            "zb-2p" | "zb2p" | "zero-bubble-2p" => Ok(ScheduleKind::Zb2p),
             "interleaved-zb" | "interleaved-zero-bubble" | "zb-interleaved" => {
                 Ok(ScheduleKind::InterleavedZb { virtual_stages: 2 })
             }

@@ -23,6 +23,7 @@
 //! ```
 
 mod action;
+mod building_block;
 mod dataflow;
 mod dual_pipe_v;
 mod error;
@@ -32,6 +33,7 @@ mod inference;
 mod interleaved;
 mod interleaved_zb;
 mod kind;
+mod list_scheduler;
 mod looped_bfs;
 mod lower;
 mod one_f_one_b;
@@ -45,8 +47,11 @@ mod simulate;
 mod skip;
 mod split;
 mod text_file;
+mod v_half;
+mod v_min;
 mod validate;
 mod violation;
+mod zb_2p;
 mod zb_h1;
 mod zb_v;
 

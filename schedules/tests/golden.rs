@@ -268,6 +268,8 @@ fn golden_renders() {
         ScheduleKind::LoopedBfs { virtual_stages: 2 },
         ScheduleKind::InterleavedZb { virtual_stages: 2 },
         ScheduleKind::DualPipeV,
+        ScheduleKind::VMin,
+        ScheduleKind::VHalf,
     ];
     for kind in ScheduleKind::ALL.into_iter().chain(two_per_rank) {
         for (p, m) in [(2, 2), (3, 4), (4, 2), (4, 8)] {

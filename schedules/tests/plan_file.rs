@@ -13,7 +13,12 @@ fn every_schedule_round_trips_through_csv_and_text() {
         ]
     });
     let kinds = ScheduleKind::ALL.into_iter().chain(looped);
-    for kind in kinds.chain([ScheduleKind::DualPipeV]) {
+    let v = [
+        ScheduleKind::DualPipeV,
+        ScheduleKind::VMin,
+        ScheduleKind::VHalf,
+    ];
+    for kind in kinds.chain(v) {
         for p in 1..=4 {
             for m in 1..=8 {
                 let Ok(plan) = kind.plan(p, m) else {

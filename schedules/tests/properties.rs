@@ -514,7 +514,7 @@ proptest! {
     /// what it accepts cannot deadlock.
     #[test]
     fn a_swapped_plan_is_refused_or_runs_to_completion(
-        which in 0usize..4,
+        which in 0usize..7,
         p in 1usize..=4,
         rounds in 1usize..=3,
         at in any::<prop::sample::Index>(),
@@ -524,6 +524,9 @@ proptest! {
             ScheduleKind::ZbH1,
             ScheduleKind::Interleaved { virtual_stages: 2 },
             ScheduleKind::ZbV,
+            ScheduleKind::VMin,
+            ScheduleKind::VHalf,
+            ScheduleKind::Zb2p,
         ];
         let plan = kinds[which].plan(p, p * rounds).unwrap();
         let mut programs = plan.programs().to_vec();

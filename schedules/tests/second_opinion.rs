@@ -54,7 +54,12 @@ fn sweep() -> Vec<(ScheduleKind, usize, usize, Plan)> {
     kinds.extend((2..=3).map(|v| ScheduleKind::Interleaved { virtual_stages: v }));
     kinds.extend((2..=3).map(|v| ScheduleKind::LoopedBfs { virtual_stages: v }));
     kinds.extend((2..=3).map(|v| ScheduleKind::InterleavedZb { virtual_stages: v }));
-    kinds.push(ScheduleKind::DualPipeV);
+    kinds.extend([
+        ScheduleKind::DualPipeV,
+        ScheduleKind::VMin,
+        ScheduleKind::VHalf,
+        ScheduleKind::Zb2p,
+    ]);
     let mut plans = Vec::new();
     for kind in kinds {
         for p in 1..=5 {
@@ -124,6 +129,26 @@ fn the_second_opinion_finds_each_schedules_known_bubble() {
             ScheduleKind::ZbH1 => None,
             // No closed form; tests/torch_orders.rs holds the order to PyTorch's.
             ScheduleKind::DualPipeV => None,
+            // The controllable-memory paper's rates (F = I = W, its Table 1): about 2p/(3m) for
+            // V-Min and p/(2m) for V-Half. The squeezed plans stay within them on every shape,
+            // and within 1F1B's bubble.
+            ScheduleKind::VMin | ScheduleKind::VHalf => {
+                let rate = match kind {
+                    ScheduleKind::VMin => 2.0 * p_ / (3.0 * m_),
+                    _ => p_ / (2.0 * m_),
+                };
+                assert!(
+                    bubble <= rate.min(one_f_one_b) + 1e-9,
+                    "{kind} p={p} m={m}: {bubble} > {rate}, 1f1b {one_f_one_b}\n{plan}"
+                );
+                None
+            }
+            // Under a synchronous step no schedule of one stage per rank beats ZB-H1's
+            // (p − 1)/(3m + p − 1) at F = I = W (the last rank starts p − 1 steps late and has
+            // 3m to do); ZB-2P reaches it with any m ≥ p. Its gain is at other costs (tests in
+            // controllable_memory.rs).
+            ScheduleKind::Zb2p if m >= p => Some(zb_h1),
+            ScheduleKind::Zb2p => None,
             ScheduleKind::ZbV => {
                 if m >= p {
                     assert!(

@@ -121,11 +121,11 @@ impl Shape<'_> {
         }
     }
 
-    /// The schedule of one chunk per rank nearest this one: zb-h1 for zb-v (whose backward it
-    /// splits the same way), 1f1b for interleaved.
+    /// The schedule of one chunk per rank nearest this one: zb-h1 for zb-v, v-min and v-half
+    /// (whose backward it splits the same way), 1f1b for interleaved.
     fn one_chunk_schedule(&self) -> Remedy {
         let schedule = match self.schedule {
-            Schedule::Kind(ScheduleKind::ZbV) => "zb-h1",
+            Schedule::Kind(ScheduleKind::ZbV | ScheduleKind::VMin | ScheduleKind::VHalf) => "zb-h1",
             _ => "1f1b",
         };
         Remedy::set(Setting::Schedule, Value::mode(schedule))

@@ -21,7 +21,7 @@ fn an_unknown_schedule_or_remat_mode_is_a_usage_error_listing_the_values() {
         assert!(
             e.contains("'zb'")
                 && e.contains(
-                    "[possible values: gpipe, 1f1b, zb-h1, interleaved, zb-v, looped-bfs, interleaved-zb, dualpipev]"
+                    "[possible values: gpipe, 1f1b, zb-h1, zb-2p, interleaved, zb-v, looped-bfs, interleaved-zb, dualpipev, v-min, v-half]"
                 ),
             "{args:?}: {e}"
         );
@@ -97,7 +97,7 @@ fn configuration_errors_are_usage_errors() {
     let e = failure_with(USAGE, &train(&["--config", bad.to_str().unwrap()]));
     assert!(
         e.contains(
-            "[possible values: gpipe, 1f1b, zb-h1, interleaved, zb-v, looped-bfs, interleaved-zb, dualpipev]"
+            "[possible values: gpipe, 1f1b, zb-h1, zb-2p, interleaved, zb-v, looped-bfs, interleaved-zb, dualpipev, v-min, v-half]"
         ),
         "{e}"
     );

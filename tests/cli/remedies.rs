@@ -416,6 +416,10 @@ fn stage_remedies_count_chunks_and_layers() {
     train(&["--stages", "4"], "only 3 layers");
     train(&["--schedule", "zb-v", "--stages", "2"], "only 3 layers");
     train(&["--schedule", "zb-v", "--stages", "3"], "only 3 layers");
+    // The controllable-memory V schedules: 2 chunks a rank too, the remedy zb-h1 (their
+    // backward split over one chunk a rank) or fewer stages.
+    train(&["--schedule", "v-min", "--stages", "2"], "only 3 layers");
+    train(&["--schedule", "v-half", "--stages", "3"], "only 3 layers");
     train(
         &["--schedule", "interleaved", "--stages", "3"],
         "only 3 layers",
@@ -439,6 +443,15 @@ fn stage_remedies_count_chunks_and_layers() {
         &[&one_layer[..], &["--schedule", "zb-v", "--stages", "1"]].concat(),
         "only 1 layer",
     );
+    // The same for the controllable-memory V schedules: the remedy is zb-h1, their backward
+    // split over one chunk a rank.
+    for schedule in ["v-min", "v-half"] {
+        let error = train(
+            &[&one_layer[..], &["--schedule", schedule]].concat(),
+            "only 1 layer",
+        );
+        assert!(error.contains("zb-h1"), "{schedule}: {error}");
+    }
     train(&["--replicas", "0"], "replicas = 0");
 }
 

@@ -236,9 +236,10 @@ fn plan_compare_tables_every_schedule() {
     ]))
     .unwrap();
     assert_eq!(json["weight_cost"], 0.5);
-    // gpipe, 1f1b, zb-h1, zb-v, interleaved-v2 and interleaved-zb-v2 (4 micro-batches fill whole
-    // rounds of 2), looped-bfs-v2 and dualpipev (4 micro-batches, twice the stages)
-    assert_eq!(json["schedules"].as_array().unwrap().len(), 8);
+    // gpipe, 1f1b, zb-h1, zb-2p, zb-v, v-min, v-half, interleaved-v2 and interleaved-zb-v2
+    // (4 micro-batches fill whole rounds of 2), looped-bfs-v2 and dualpipev (4 micro-batches,
+    // twice the stages)
+    assert_eq!(json["schedules"].as_array().unwrap().len(), 11);
 }
 
 /// `--schedule interleaved --virtual-stages 2`: the model is cut into stages × 2 chunks and
@@ -329,6 +330,78 @@ fn zb_v_from_the_command_line() {
         .find(|l| l.trim_start().starts_with("zb-v "))
         .unwrap_or_else(|| panic!("no zb-v row:\n{out}"));
     assert!(zb_v.contains("5.88 %"), "{zb_v}");
+}
+
+/// The controllable-memory schedules from the command line (issue 51's bars): at 4 stages and
+/// 16 micro-batches `plan` shows V-Min's first worker holding at most half of 1F1B's first
+/// stage's activations, and V-Half's at most ⌊(p + 2)/2⌋/p of them (¾ at p = 4: the paper's
+/// V-Half memory); `train --schedule v-half --stages 2 --micro-batches 8 --verify` passes, and
+/// so do V-Min and ZB-2P.
+#[test]
+fn controllable_memory_schedules_from_the_command_line() {
+    let first = |schedule: &str| {
+        let json: serde_json::Value = serde_json::from_str(&common::success(&[
+            "plan",
+            "--schedule",
+            schedule,
+            "--stages",
+            "4",
+            "--micro-batches",
+            "16",
+            "--format",
+            "json",
+        ]))
+        .unwrap();
+        let s = &json["stash_in_stages"];
+        (
+            s["per_worker"][0].as_f64().unwrap(),
+            s["one_f_one_b"][0].as_f64().unwrap(),
+        )
+    };
+    let (v_min, one_f_one_b) = first("v-min");
+    assert_eq!(one_f_one_b, 4.0);
+    assert!(
+        v_min <= one_f_one_b / 2.0,
+        "v-min {v_min} against 1f1b {one_f_one_b}"
+    );
+    let (v_half, _) = first("v-half");
+    assert!(v_half <= one_f_one_b * 3.0 / 4.0, "v-half {v_half}");
+    assert!(v_min < v_half, "v-min {v_min}, v-half {v_half}");
+    let text = common::success(&[
+        "plan",
+        "--schedule",
+        "v-min",
+        "--stages",
+        "4",
+        "--micro-batches",
+        "16",
+    ]);
+    assert!(
+        text.contains("(a chunk is 1/2 of a stage): 2 2 2 2; 1f1b's at this shape: 4 3 2 1"),
+        "{text}"
+    );
+    for schedule in ["v-half", "v-min", "zb-2p"] {
+        let args = [
+            "train",
+            "--schedule",
+            schedule,
+            "--stages",
+            "2",
+            "--micro-batches",
+            "8",
+            "--width",
+            "16",
+            "--hidden-layers",
+            "4",
+            "--batch",
+            "16",
+            "--steps",
+            "2",
+            "--verify",
+        ];
+        let (stdout, _) = verified(&args);
+        assert!(stdout.contains(schedule), "{stdout}");
+    }
 }
 
 /// `pipetrain plan --schedule SCHEDULE --stages 2 --micro-batches M`, and its timeline's row of
@@ -473,6 +546,8 @@ fn multi_chunk_schedules_pass_verify_on_replicas_remat_skips_and_ties() {
         "looped-bfs",
         "interleaved-zb",
         "dualpipev",
+        "v-min",
+        "v-half",
     ] {
         for model in [&mlp[..], &unet, &gpt] {
             let args = [

@@ -162,6 +162,40 @@ fn zb_v_matches_single_device_and_gpipe_over_the_same_chunks() {
     equal_to_one_device_and_bitwise(zb_v, &shapes, &backwards, &[ScheduleKind::GPipe]);
 }
 
+/// V-Min and V-Half (the controllable-memory V schedules) run on the same machinery: within
+/// 1e-5 of one device, bitwise equal to 1F1B over the same chunks at the same weight-gradient
+/// group, and to the other split-backward schedules in a V over the same chunks and ranks
+/// (ZB-V, and DualPipeV from m = 2p on), m < p included.
+#[test]
+fn v_min_and_v_half_match_single_device_and_the_other_v_schedules_bitwise() {
+    let shapes = [
+        (2, 2, vec![1, 3, 2, 2], 4),
+        (3, 2, vec![2, 1, 1, 1, 1, 2], 2),
+        (3, 2, vec![1, 2, 1, 1, 2, 1], 6),
+    ];
+    let init = model();
+    for kind in [ScheduleKind::VMin, ScheduleKind::VHalf] {
+        equal_to_one_device_and_bitwise(
+            |_| kind,
+            &shapes,
+            &placed_weights(),
+            &[ScheduleKind::OneFOneB],
+        );
+        for (p, _, balance, m) in &shapes {
+            let (p, m) = (*p, *m);
+            let got = train(&init, kind, Some(p), balance, m, Backward::default()).parameters();
+            let others = [ScheduleKind::ZbV, ScheduleKind::DualPipeV];
+            for other in others.into_iter().filter(|o| o.plan(p, m).is_ok()) {
+                let theirs = train(&init, other, Some(p), balance, m, Backward::default());
+                assert!(
+                    got == theirs.parameters(),
+                    "{kind} p={p} {balance:?} m={m}: not bitwise equal to {other}"
+                );
+            }
+        }
+    }
+}
+
 /// Looped BFS (chunks placed as interleaved's, each rank running every micro-batch through one
 /// chunk before the next) runs on the same machinery: within 1e-5 of one device, bitwise equal
 /// to 1F1B over the same chunks at the same micro-batch count (each stage runs its backwards
@@ -335,13 +369,16 @@ fn interleaved_with_two_replicas_is_bitwise_equal_to_gpipe() {
     assert!(interleaved == run(ScheduleKind::GPipe, None));
 }
 
-/// The five schedules with several chunks per rank, at v = 2 (ZB-V and DualPipeV always hold 2).
-const MULTI_CHUNK: [ScheduleKind; 5] = [
+/// The seven schedules with several chunks per rank, at v = 2 (ZB-V, DualPipeV, V-Min and
+/// V-Half always hold 2).
+const MULTI_CHUNK: [ScheduleKind; 7] = [
     ScheduleKind::Interleaved { virtual_stages: 2 },
     ScheduleKind::ZbV,
     ScheduleKind::LoopedBfs { virtual_stages: 2 },
     ScheduleKind::InterleavedZb { virtual_stages: 2 },
     ScheduleKind::DualPipeV,
+    ScheduleKind::VMin,
+    ScheduleKind::VHalf,
 ];
 
 /// One layout of the data-parallel and remat sweep: replicas, remat, ZeRO stage.

@@ -522,7 +522,7 @@ fn a_bf16_run_checkpoints_fp32_master_weights_and_resumes() {
 }
 
 #[test]
-fn interleaved_and_zb_v_in_bf16_match_single_device_bf16_and_gpipe_over_their_chunks() {
+fn multi_chunk_schedules_in_bf16_match_single_device_bf16_and_gpipe_over_their_chunks() {
     let init: Vec<MlpLayer> = common::seeded(SEED, |d| MlpConfig::new(WIDTH, 7, CLASSES).init(d));
     let data = one_batch_per_step(2);
     let adam = OptimizerConfig::adam;
@@ -550,6 +550,8 @@ fn interleaved_and_zb_v_in_bf16_match_single_device_bf16_and_gpipe_over_their_ch
     for schedule in [
         ScheduleKind::Interleaved { virtual_stages: 2 },
         ScheduleKind::ZbV,
+        ScheduleKind::VMin,
+        ScheduleKind::VHalf,
     ] {
         let got = build(schedule, Some(2));
         let d = difference(&got, &expected);

@@ -30,6 +30,11 @@ pub enum ScheduleArg {
     /// dense layers (the MLP's): a stage without one runs a full backward (with a warning).
     #[value(name = "zb-h1", aliases = ["zbh1", "zero-bubble-h1"])]
     ZbH1,
+    /// ZB-2P (zero bubble at twice the memory): the backward split as in zb-h1, each worker
+    /// holding up to 2 × --stages micro-batches' activations so that its warm-up runs forwards
+    /// back to back and its drain is filled with weight gradients.
+    #[value(name = "zb-2p", aliases = ["zb2p", "zero-bubble-2p"])]
+    Zb2p,
     /// Interleaved 1F1B (Megatron-LM): each worker holds --virtual-stages chunks of the model
     /// (chunk c on worker c mod p), so the model is cut into stages × v chunks; the bubble
     /// shrinks v-fold, for v times the messages. --micro-batches must be a multiple of
@@ -59,6 +64,15 @@ pub enum ScheduleArg {
     /// other here), split backwards at both ends. --micro-batches at least 2 × --stages.
     #[value(name = "dualpipev", aliases = ["dual-pipe-v", "dualpipe-v"])]
     DualPipeV,
+    /// V-Min (controllable memory): two chunks per worker placed as zb-v's, the backward split,
+    /// a V-shape building block repeated per micro-batch; about a third of 1F1B's activation
+    /// memory (⌊(p + 4)/3⌋ micro-batches'), a bubble within 1F1B's.
+    #[value(name = "v-min", aliases = ["vmin", "zbv-min"])]
+    VMin,
+    /// V-Half (controllable memory): v-min's placement, a building block with half of 1F1B's
+    /// activation memory (⌊(p + 2)/2⌋ micro-batches') and about half of its bubble.
+    #[value(name = "v-half", aliases = ["vhalf", "zbv-half"])]
+    VHalf,
 }
 
 impl ScheduleArg {
@@ -74,6 +88,9 @@ impl ScheduleArg {
             ScheduleArg::LoopedBfs => ScheduleKind::LoopedBfs { virtual_stages },
             ScheduleArg::InterleavedZb => ScheduleKind::InterleavedZb { virtual_stages },
             ScheduleArg::DualPipeV => ScheduleKind::DualPipeV,
+            ScheduleArg::Zb2p => ScheduleKind::Zb2p,
+            ScheduleArg::VMin => ScheduleKind::VMin,
+            ScheduleArg::VHalf => ScheduleKind::VHalf,
         }
     }
 }
@@ -161,6 +178,8 @@ mod tests {
             looped_bfs,
             interleaved_zb,
             ScheduleKind::DualPipeV,
+            ScheduleKind::VMin,
+            ScheduleKind::VHalf,
         ];
         assert_eq!(kinds, [&ScheduleKind::ALL[..], &two_per_rank].concat());
         for &arg in ScheduleArg::value_variants() {

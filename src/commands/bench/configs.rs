@@ -401,6 +401,7 @@ mod tests {
             "schedules",
             "GPT schedules",
             "Llama",
+            "memory-dial schedules",
             "data parallel",
             "model parallel",
             "pipelined",
@@ -425,6 +426,9 @@ mod tests {
                 "1F1B, 2 stages, m=32, split, weight group 8",
             ]
         );
+        // The memory dial: 1F1B, V-Min, V-Half and ZB-2P on 2 and 4 ranks at m = 4, 8, 32.
+        let dial = rows.iter().filter(|r| r.group == "memory-dial schedules");
+        assert_eq!(dial.count(), 4 * 2 * 3);
         // GPipe at m = 4, 8, 32 (m = 1 is the model-parallel row), 1F1B at all four.
         assert_eq!(rows.iter().filter(|r| r.group == "pipelined").count(), 7);
         // Every row with a PyTorch counterpart but 1F1B at m = 1, which torch refuses.

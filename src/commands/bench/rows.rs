@@ -186,6 +186,28 @@ pub fn rows(ms: &[usize], threads: usize, mpi: bool) -> Vec<Row> {
             )),
         });
     }
+    // The memory dial (issue 51): the controllable-memory schedules beside 1F1B at each
+    // micro-batch count given, on 2 ranks and on 4 (where V-Min holds half of 1F1B's first
+    // stage's activations; on 2 they hold the same); torch ships none of them, so no peer.
+    // The group's label holds `schedules: `, so that docs/benchmarks-schedules.md's
+    // `--only "schedules: "` run has them.
+    for &m in ms.iter().filter(|&&m| m >= 2) {
+        for ranks in [2, 4] {
+            for (schedule, name) in [
+                (ScheduleKind::OneFOneB, "1F1B"),
+                (ScheduleKind::VMin, "V-Min"),
+                (ScheduleKind::VHalf, "V-Half"),
+                (ScheduleKind::Zb2p, "ZB-2P"),
+            ] {
+                rows.push(Row {
+                    group: "memory-dial schedules",
+                    name: format!("{name}, {ranks} ranks, m={m}"),
+                    shape: pipeline(1, ranks, m, schedule, false),
+                    peer: None,
+                });
+            }
+        }
+    }
     rows.push(Row {
         group: "hybrid",
         name: "2 replicas x 2 stages, 1F1B, m=4".into(),

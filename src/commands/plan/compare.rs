@@ -60,7 +60,7 @@ pub struct Comparison {
     pub left_out: Vec<(String, String)>,
 }
 
-/// Dry-runs GPipe, 1F1B, ZB-H1, ZB-V, (where the micro-batches make whole rounds of the
+/// Dry-runs GPipe, 1F1B, ZB-H1, ZB-2P, ZB-V, V-Min, V-Half, (where the micro-batches make whole rounds of the
 /// stages) interleaved 1F1B and zero bubble, looped BFS with `virtual_stages` chunks per rank,
 /// and (from 2 micro-batches per stage on) DualPipeV, at `stages` × `micro_batches` under
 /// `costs`.
@@ -80,7 +80,7 @@ pub fn compare(
     let runs_interleaved = m % p.max(1) == 0 && virtual_stages >= 2;
     let kinds = ScheduleKind::ALL
         .into_iter()
-        .chain([ScheduleKind::ZbV])
+        .chain([ScheduleKind::ZbV, ScheduleKind::VMin, ScheduleKind::VHalf])
         .chain(runs_interleaved.then_some(interleaved))
         .chain(runs_interleaved.then_some(ScheduleKind::InterleavedZb { virtual_stages }))
         .chain((virtual_stages >= 2).then_some(ScheduleKind::LoopedBfs { virtual_stages }))

@@ -1,8 +1,8 @@
 //! [`PlanReport`]: a plan lowered, validated and dry-run, as data and as text.
 
 use pipetrain_schedules::{
-    ActionKind, Lowering, Plan, Simulation, SkipRoute, StageId, lower, render, route_skips,
-    simulate,
+    ActionKind, Costs, Lowering, Plan, ScheduleKind, Simulation, SkipRoute, StageId, lower, render,
+    route_skips, simulate,
 };
 
 use super::costs::PlanCosts;
@@ -70,6 +70,21 @@ pub struct PlanReport {
     /// do.
     #[cfg_attr(feature = "commands", serde(skip_serializing_if = "Option::is_none"))]
     pub overlapped: Option<Overlapped>,
+    /// For a plan of several chunks per worker (whose `peak stash` counts chunks): each
+    /// worker's peak in stages' activations, beside 1F1B's at the same shape.
+    #[cfg_attr(feature = "commands", serde(skip_serializing_if = "Option::is_none"))]
+    pub stash_in_stages: Option<StashInStages>,
+}
+
+/// A multi-chunk plan's peak stash per worker in stages' activations (a chunk is 1/v of a
+/// stage), beside 1F1B's over the same ranks and micro-batches.
+#[derive(Clone, Debug)]
+#[cfg_attr(feature = "commands", derive(serde::Serialize))]
+pub struct StashInStages {
+    /// Per worker: its peak stash in chunks over v.
+    pub per_worker: Vec<f64>,
+    /// Per worker: 1F1B's peak stash (one stage a worker) at the same p and m.
+    pub one_f_one_b: Vec<usize>,
 }
 
 /// A plan's step on workers that can overlap ([`Costs::overlaps`](pipetrain_schedules::Costs)):
@@ -164,6 +179,21 @@ impl PlanReport {
                 })
             }
         };
+        let stash_in_stages = match v {
+            0 | 1 => None,
+            _ => {
+                let one = lower(&ScheduleKind::OneFOneB.plan(p, m)?, Lowering::default());
+                let one = simulate(&one, &Costs::uniform(p, 1.0, 2.0))?;
+                Some(StashInStages {
+                    per_worker: sim
+                        .stages
+                        .iter()
+                        .map(|s| s.peak_stash as f64 / v as f64)
+                        .collect(),
+                    one_f_one_b: one.stages.iter().map(|s| s.peak_stash).collect(),
+                })
+            }
+        };
         let size = render::timeline_size(&sim);
         let drawn = size.bytes <= MAX_GRID_BYTES;
         Ok(Self {
@@ -212,6 +242,7 @@ impl PlanReport {
             skip_flows: render::skips(&plan),
             lowered_plan: settings.lowered.then(|| plan.to_string()),
             overlapped,
+            stash_in_stages,
         })
     }
 
@@ -289,6 +320,15 @@ impl PlanReport {
                 o.overlaps,
                 num(o.makespan),
                 percent(o.bubble_fraction),
+            );
+        }
+        if let Some(s) = &self.stash_in_stages {
+            let list = |v: Vec<String>| v.join(" ");
+            out += &format!(
+                "stash     per worker in stages' activations (a chunk is 1/{v} of a stage): {}; \
+                 1f1b's at this shape: {}\n",
+                list(s.per_worker.iter().map(|&x| num(x)).collect()),
+                list(s.one_f_one_b.iter().map(ToString::to_string).collect()),
             );
         }
         if !self.skip_flows.is_empty() {

@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 
 /// The space `auto` searches: `batch` rows per step on `workers` workers (one thread each),
 /// every schedule (1F1B, GPipe, ZB-H1, interleaved, looped BFS and interleaved zero bubble
-/// with 2 chunks, ZB-V, DualPipeV), every
+/// with 2 chunks, ZB-V, DualPipeV, V-Min, V-Half, ZB-2P), every
 /// re-materialization mode, up to 32 micro-batches.
 pub fn default_space(batch: usize, workers: usize, memory_budget: Option<u64>) -> Space {
     Space {
@@ -29,6 +29,9 @@ pub fn default_space(batch: usize, workers: usize, memory_budget: Option<u64>) -
             ScheduleKind::LoopedBfs { virtual_stages: 2 },
             ScheduleKind::InterleavedZb { virtual_stages: 2 },
             ScheduleKind::DualPipeV,
+            ScheduleKind::VMin,
+            ScheduleKind::VHalf,
+            ScheduleKind::Zb2p,
         ],
         remats: Recompute::ALL.to_vec(),
         max_micro_batches: 32,
