@@ -18,7 +18,7 @@
 //!   re-materialized keeps its outputs, so each layer is charged one micro-batch. The output
 //!   is measured in the step's precision (2 bytes a float value in bf16; token ids at 4).
 //!   Under bf16 each stashed micro-batch's graph also keeps the bf16 copy of the layer's
-//!   weights that its forward used: 2 bytes per parameter ([`LayerMemory::compute_copy`]).
+//!   weights that its forward used: 2 bytes per parameter it casts ([`LayerMemory::compute_copy`]).
 //!   A dense ReLU layer on burn's autodiff path (the fused backward, bf16) is charged its
 //!   output twice: the graph keeps the `Linear`'s output before the ReLU for the ReLU's
 //!   backward beside the ReLU's output that the next product keeps.
@@ -103,8 +103,10 @@ pub struct LayerMemory {
     pub parameters: u64,
     /// The layer's output for one micro-batch, in bytes.
     pub activation: u64,
-    /// The cast copy of its weights a stashed micro-batch keeps (bf16: 2 bytes per parameter;
-    /// 0 in fp32).
+    /// The cast copy of its weights a stashed micro-batch keeps (bf16: 2 bytes per parameter
+    /// its [compute copy](pipetrain_engine::Layer::compute_copy) casts, every one by default,
+    /// the `Linear`s of a Llama; 0 in fp32). The budget's per-layer costs charge every
+    /// parameter's copy (an upper bound for a layer that casts fewer).
     pub compute_copy: u64,
 }
 
@@ -288,7 +290,8 @@ pub fn layer_memory<L: Layer>(
         out.push(LayerMemory {
             parameters: parameters * F32,
             activation: activation_bytes(&x),
-            compute_copy: parameters * precision.compute_copy_bytes() as u64,
+            // What the compute copy cast (every parameter by default, a Llama's `Linear`s).
+            compute_copy: pipetrain_engine::cast_copy_bytes(&cast),
         });
     }
     Ok(out)

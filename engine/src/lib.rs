@@ -86,7 +86,7 @@ pub use model::layer::Layer;
 pub use model::layout::Layout;
 pub use model::loss::{CrossEntropy, Loss, Mse};
 pub use model::mixed_precision::{
-    cast_module, downcast_like, linear, matmul, upcast, upcast_module,
+    cast_copy_bytes, cast_module, downcast_like, linear, matmul, upcast, upcast_module,
 };
 pub use model::modes::{inference_copy, materialize, plain_device, trainable};
 pub use model::params::{Difference, difference, parameters, trainable_parameters};

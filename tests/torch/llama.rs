@@ -451,3 +451,24 @@ fn a_tied_model_trained_apart_is_not_saved_as_tied() {
     assert!(!out.join("model.safetensors").exists());
     std::fs::remove_dir_all(out).ok();
 }
+
+/// The memory model charges a bf16 stash the copy the Llama's forward makes: its `Linear`s, not
+/// the embedding and the RMSNorm weights, which stay fp32 (they share the masters' buffers).
+#[test]
+fn bf16_memory_charges_the_linears_copy_only() {
+    let all = fixture("tied");
+    let (config, layers) = load("tied");
+    let sample = pipetrain::Activation::from(ids(&all["inputs"]));
+    let memory = pipetrain::memory::layer_memory(&layers, &sample, Precision::Bf16).unwrap();
+    for (i, (layer, m)) in layers.iter().zip(&memory).enumerate() {
+        let norms = match layer {
+            LlamaLayer::Embedding(_) => layer.num_params(),
+            LlamaLayer::Block(_) => 2 * config.hidden,
+            LlamaLayer::Head(_) => config.hidden,
+        };
+        let linears = (layer.num_params() - norms) as u64;
+        assert_eq!(m.compute_copy, 2 * linears, "layer {i}");
+    }
+    let fp32 = pipetrain::memory::layer_memory(&layers, &sample, Precision::Fp32).unwrap();
+    assert!(fp32.iter().all(|m| m.compute_copy == 0));
+}

@@ -100,6 +100,24 @@ pub(crate) fn cast_parameters<M: Module>(module: M, dtype: burn::tensor::FloatDT
     module.map(&mut Cast(dtype))
 }
 
+/// Bytes of `module`'s float parameters held in a dtype other than fp32: the cast copy a
+/// compute copy ([`crate::Layer::compute_copy`]) made (its fp32 parameters share the masters'
+/// buffers).
+pub(crate) fn cast_copy_bytes<M: Module>(module: &M) -> u64 {
+    struct Bytes(u64);
+    impl burn::module::ModuleVisitor for Bytes {
+        fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<Tensor<D>>) {
+            let t = param.val();
+            if t.dtype() != burn::tensor::DType::F32 {
+                self.0 += (t.shape().num_elements() * t.dtype().size()) as u64;
+            }
+        }
+    }
+    let mut bytes = Bytes(0);
+    module.visit(&mut bytes);
+    bytes.0
+}
+
 /// The container types (burn's `"Struct:LayerNorm"` and the like, without the `Struct:` or
 /// `Enum:` prefix) of every module inside `module`, in visiting order.
 pub(crate) fn module_types<M: Module>(module: &M) -> Vec<String> {

@@ -178,6 +178,23 @@ pub fn upcast_module<M: Module>(module: &M) -> M {
     adapter::cast_parameters(module.clone(), FloatDType::F32)
 }
 
+/// Bytes of the cast copy `layer`'s compute copy (`layer` as [`Precision::layers`] made it)
+/// holds: its float parameters in a dtype other than fp32 (0 in fp32; under bf16 every
+/// parameter's 2 bytes by default, the `Linear`s' only for a layer that casts as autocast does).
+///
+/// ```
+/// use burn::nn::LinearConfig;
+/// use burn::prelude::*;
+/// use burn::tensor::FloatDType;
+/// let layer = LinearConfig::new(3, 2).init(&Device::flex()); // 6 weights and 2 biases
+/// assert_eq!(pipetrain_engine::cast_copy_bytes(&layer), 0);
+/// let copy = pipetrain_engine::cast_module(&layer, FloatDType::BF16);
+/// assert_eq!(pipetrain_engine::cast_copy_bytes(&copy), 16);
+/// ```
+pub fn cast_copy_bytes<M: Module>(layer: &M) -> u64 {
+    adapter::cast_copy_bytes(layer)
+}
+
 /// `module` with its float parameters in `dtype`, on the graph (a no-op for those that are):
 /// what a [`Layer::compute_copy`] casts, one sub-module at a time — a `Linear` cast to bf16
 /// while the layer's norms stay fp32, as `torch.autocast` runs them. Its parameters keep their
