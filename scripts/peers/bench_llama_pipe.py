@@ -24,6 +24,7 @@ import sys
 sys.path.insert(0, os.getcwd())
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common as C  # noqa: E402
+import pipe_steps  # noqa: E402
 
 RANKS = 2
 
@@ -119,45 +120,14 @@ def worker(rank, args, port):
                             generator=g)
         batches.append((ids[:, :-1].contiguous(), ids[:, 1:].contiguous()))
 
-    times, step_losses = [], []
     dist.barrier()
-    for s in range(args.warmup + args.steps):
-        x, y = batches[s % len(batches)]
-        if s == args.warmup:
-            snap0 = C.cpu_snapshot()
-        t0 = C.now()
-        losses = []
-        if rank == 0:
-            sched.step(x)
-        else:
-            sched.step(target=y, losses=losses)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        times.append(C.now() - t0)
-        if rank == RANKS - 1:
-            step_losses.append(float(torch.stack([l.detach() for l in losses]).mean()))
-    cpu = C.cpu_delta(snap0, C.cpu_snapshot())
-    dist.barrier()
-    result = {"rank": rank, "times": times, "cpu": cpu, "peak_rss_mib": C.peak_rss_mib(),
-              "losses": step_losses}
-    gathered = [None] * RANKS
-    dist.all_gather_object(gathered, result)
-    if rank == 0:
-        step_t = C.combine_rank_times([g["times"][args.warmup:] for g in gathered])
-        res = C.summarize(step_t, args.llama_batch)
-        res["cpu_per_rank"] = [g["cpu"] for g in gathered]
-        res["foreign_cores"] = C.foreign_load([g["cpu"] for g in gathered])
-        losses = next(g["losses"] for g in gathered if g["losses"])
-        name = f"Llama-{args.llama_layers}x{args.llama_hidden}"
-        res.update({
-            "bench": "pipe-llama-" + args.schedule, "workload": name,
-            "config": f"m={args.m} thr/rank={args.threads}", "m": args.m,
-            "threads": args.threads, "batch": args.llama_batch,
-            "peak_rss_mib_max": max(g["peak_rss_mib"] for g in gathered),
-            "first_losses": losses[:5], "torch": torch.__version__, "tag": args.tag,
-        })
-        C.emit(res, args.out)
-        print(C.fmt_row(res))
+    measured = pipe_steps.run(sched, opt, batches, args, rank == 0, rank == RANKS - 1)
+    pipe_steps.report(rank, RANKS, args, measured, args.llama_batch, {
+        "bench": "pipe-llama-" + args.schedule,
+        "workload": f"Llama-{args.llama_layers}x{args.llama_hidden}",
+        "config": f"m={args.m} thr/rank={args.threads}", "m": args.m,
+        "threads": args.threads, "batch": args.llama_batch,
+    })
     dist.destroy_process_group()
 
 

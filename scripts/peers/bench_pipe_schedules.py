@@ -20,6 +20,7 @@ import sys
 sys.path.insert(0, os.getcwd())
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common as C  # noqa: E402
+import pipe_steps  # noqa: E402
 
 SCHEDULES = {
     "interleaved": ("ScheduleInterleaved1F1B", "loop"),
@@ -82,47 +83,14 @@ def worker(rank, args, port):
     batches = C.make_batches(args.batch, args.width)
     first, last = 0 in mine, (n - 1) in mine
 
-    times, step_losses = [], []
     dist.barrier()
-    for s in range(args.warmup + args.steps):
-        x, y = batches[s % len(batches)]
-        if s == args.warmup:
-            snap0 = C.cpu_snapshot()
-        t0 = C.now()
-        losses = []
-        if first and last:
-            sched.step(x, target=y, losses=losses)
-        elif first:
-            sched.step(x)
-        else:
-            sched.step(target=y, losses=losses)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        times.append(C.now() - t0)
-        if last:
-            step_losses.append(float(torch.stack([l.detach() for l in losses]).mean()))
-    cpu = C.cpu_delta(snap0, C.cpu_snapshot())
-    dist.barrier()
-    result = {"rank": rank, "times": times, "cpu": cpu, "peak_rss_mib": C.peak_rss_mib(),
-              "losses": step_losses}
-    gathered = [None] * RANKS
-    dist.all_gather_object(gathered, result)
-    if rank == 0:
-        step_t = C.combine_rank_times([g["times"][args.warmup:] for g in gathered])
-        res = C.summarize(step_t, args.batch)
-        res["cpu_per_rank"] = [g["cpu"] for g in gathered]
-        res["foreign_cores"] = C.foreign_load([g["cpu"] for g in gathered])
-        losses = next(g["losses"] for g in gathered if g["losses"])
-        res.update({
-            "bench": "pipe-" + args.schedule, "workload": f"MLP-{args.layers}x{args.width}",
-            "config": f"m={args.m} v={v} thr/rank={args.threads}", "schedule": name,
-            "m": args.m, "virtual_stages": v, "threads": args.threads, "batch": args.batch,
-            "width": args.width, "layers": args.layers,
-            "peak_rss_mib_max": max(g["peak_rss_mib"] for g in gathered),
-            "first_losses": losses[:5], "torch": torch.__version__, "tag": args.tag,
-        })
-        C.emit(res, args.out)
-        print(C.fmt_row(res))
+    measured = pipe_steps.run(sched, opt, batches, args, first, last)
+    pipe_steps.report(rank, RANKS, args, measured, args.batch, {
+        "bench": "pipe-" + args.schedule, "workload": f"MLP-{args.layers}x{args.width}",
+        "config": f"m={args.m} v={v} thr/rank={args.threads}", "schedule": name,
+        "m": args.m, "virtual_stages": v, "threads": args.threads, "batch": args.batch,
+        "width": args.width, "layers": args.layers,
+    })
     dist.destroy_process_group()
 
 
