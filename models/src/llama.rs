@@ -836,7 +836,10 @@ impl Layer for LlamaLayer {
                     key: cast(&b.attention.key),
                     value: cast(&b.attention.value),
                     output: cast(&b.attention.output),
-                    ..b.attention.clone()
+                    heads: b.attention.heads,
+                    kv_heads: b.attention.kv_heads,
+                    head_dim: b.attention.head_dim,
+                    rope_theta: b.attention.rope_theta,
                 },
                 post_norm: b.post_norm.clone(),
                 mlp: SwiGlu {
