@@ -10,8 +10,8 @@ use pipetrain_engine::{
     pool,
 };
 use pipetrain_partitioner::Partition;
-use pipetrain_schedules::WorkerId;
 use pipetrain_schedules::{Lowering, Plan, Schedule, ScheduleError, ScheduleKind, lower, validate};
+use pipetrain_schedules::{WorkerId, Zero};
 
 use crate::error::{Error, Result, invalid};
 use crate::pipeline::Pipeline;
@@ -329,10 +329,20 @@ impl<L: Layer> PipelineBuilder<L> {
         self
     }
 
-    /// ZeRO stage: 0 (default, every replica keeps full optimizer state) or 1 (optimizer state
-    /// sharded across the replicas of each stage: gradients are reduce-scattered, each replica
-    /// updates the parameters it owns, then all-gathers the rest). Results are bitwise equal to
-    /// stage 0.
+    /// ZeRO level ([`Zero`](crate::schedules::Zero)), sharding across the replicas of each
+    /// stage:
+    /// - 0 (default): nothing; every replica keeps everything.
+    /// - 1: the optimizer state. Gradients are reduced to the replica that owns each parameter,
+    ///   which updates it and broadcasts the new value.
+    /// - 2: the gradients too: reduced (the plan's `RG`) as soon as the stage's last weight
+    ///   gradient is done, each replica keeping only its shard, also between `--accumulate`
+    ///   steps; the owners' updated values reach every replica by the plan's `US`.
+    /// - 3: the parameters too: a stage's values are whole only between the plan's `US` before
+    ///   its first computation of a step and `RS` after its last; between steps each replica
+    ///   holds what it owns.
+    ///
+    /// One optimizer step is bitwise that of level 0 at every level; accumulation steps at
+    /// levels 2–3 sum in another order (docs/zero.md).
     pub fn zero(mut self, stage: u8) -> Self {
         self.zero = stage;
         self
@@ -549,7 +559,7 @@ impl<L: Layer> PipelineBuilder<L> {
                 loss: self.loss,
                 data_parallel: DataParallel {
                     bucket_bytes: self.bucket_bytes,
-                    zero: self.zero == 1,
+                    zero: Zero::from_level(self.zero).unwrap_or_default(),
                     accumulation: self.accumulation,
                 },
                 ties,

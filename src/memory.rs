@@ -72,9 +72,11 @@ use std::fmt;
 use std::str::FromStr;
 
 use burn::prelude::Device;
-use pipetrain_engine::{Activation, Backward, Layer, OptimizerConfig, Remat, Workers};
+use pipetrain_engine::{
+    Activation, Backward, Layer, OptimizerConfig, Remat, Workers, owned_parameter_bytes,
+};
 use pipetrain_partitioner::{CutBytes, LayerCost, with_headroom};
-use pipetrain_schedules::{ReplicaId, WorkerId};
+use pipetrain_schedules::{ReplicaId, WorkerId, Zero};
 
 use crate::Precision;
 use crate::error::Result;
@@ -134,8 +136,17 @@ pub struct WorkerMemory {
     pub parameters: u64,
     /// Gradient bytes (as many as the parameters).
     pub gradients: u64,
-    /// Optimizer-state bytes, as the optimizer serializes them (with ZeRO-1 only its share).
+    /// Optimizer-state bytes, as the optimizer serializes them (with ZeRO only its share).
     pub optimizer_state: u64,
+    /// Parameter bytes kept between steps: all of [`parameters`](Self::parameters), or under
+    /// ZeRO-3 the share this replica owns (whole tensors, balanced by size: about 1/R). Within
+    /// a step the stage's parameters are whole at every level, from its first computation to
+    /// its last.
+    pub resting_parameters: u64,
+    /// Gradient bytes kept between the batches of an accumulation (`accumulation` > 1): all of
+    /// [`gradients`](Self::gradients), or under ZeRO-2/3 the owned share; 0 without
+    /// accumulation (the optimizer step frees them).
+    pub resting_gradients: u64,
     /// Most micro-batches stashed at once in the step.
     pub stashed_micro_batches: usize,
     /// Bytes of those micro-batches' activations.
@@ -171,6 +182,13 @@ impl WorkerMemory {
     /// ([`reduced`](Self::reduced)), which are not held together.
     pub fn per_step(&self) -> u64 {
         self.gradients + self.held.max(self.reduced)
+    }
+
+    /// What stays allocated between steps: [`resting_parameters`](Self::resting_parameters),
+    /// the optimizer state and [`resting_gradients`](Self::resting_gradients). ZeRO-3 lowers
+    /// this; the step's peak ([`total`](Self::total)) holds the stage whole.
+    pub fn resting(&self) -> u64 {
+        self.resting_parameters + self.optimizer_state + self.resting_gradients
     }
 }
 
@@ -354,8 +372,8 @@ fn per_stage<L: Layer>(
     let mut per_stage = Vec::new();
     let mut x = sample.clone();
     for (stage, worker) in workers.replica(ReplicaId(0)).enumerate() {
-        let layers: Vec<L> = worker
-            .layers()
+        let layers: Vec<L> = workers
+            .whole_layers(worker)
             .iter()
             .map(pipetrain_engine::inference_copy)
             .collect();
@@ -451,11 +469,21 @@ pub(crate) fn of_workers<L: Layer>(
             let stash = stash_bytes(stage, charged, stashed as u64);
             let deferred = reported.map_or(0, |r| r.peak_deferred_bytes as u64);
             let weight_copies = deferral.copies(stage.stacked);
+            // ZeRO-2/3: the share this replica owns (of the values, between steps at level 3;
+            // of the gradients, between accumulation steps).
+            let owned = w
+                .owned_parameter_bytes()
+                .map_or(parameters, |(owned, _)| owned);
             WorkerMemory {
                 worker: w.id(),
                 parameters,
                 gradients: parameters,
                 optimizer_state: w.optimizer_state_bytes() as u64,
+                resting_parameters: if w.is_sharded() { owned } else { parameters },
+                resting_gradients: match w.pending_micro_batches() {
+                    0 => 0,
+                    _ => owned,
+                },
                 stashed_micro_batches: stashed,
                 stash,
                 deferred,
@@ -475,9 +503,14 @@ pub(crate) struct Model<'a> {
     pub precision: Precision,
     /// Parameter-sized optimizer-state slots ([`optimizer_slots`]).
     pub slots: u64,
-    /// ZeRO-1: the replicas each stage's optimizer state is sharded across (each worker is
-    /// charged an even share, rounded up; the shards follow tensor bounds, so about that).
-    pub zero: Option<usize>,
+    /// The ZeRO level.
+    pub zero: Zero,
+    /// Replicas of each stage: from ZeRO-1 on, each worker is charged an even share of the
+    /// optimizer state, rounded up (the shards follow tensor bounds, so about that), and its
+    /// owned share of the gradients and parameters ([`WorkerMemory::resting_parameters`]).
+    pub replicas: usize,
+    /// Batches per optimizer step (`--accumulate`).
+    pub accumulation: usize,
     /// Per stage: the most micro-batches the plan stashes at once.
     pub peak_stash: &'a [usize],
     /// Per stage: the deferred weight-gradient bytes of a group ([`deferred_bytes`], summed).
@@ -508,6 +541,21 @@ pub(crate) fn predicted<L: Layer>(
             let stage = w.id().stage.index();
             let parameters = w.layers().iter().map(|l| l.num_params() as u64 * F32).sum();
             let state = parameters * model.slots;
+            let replicas = model.replicas.max(1);
+            let sharded = model.zero.shards_optimizer_state() && replicas > 1;
+            let owned = match sharded {
+                true => owned_parameter_bytes(w.layers(), replicas, w.id().replica.index()),
+                false => parameters,
+            };
+            let resting_parameters = match model.zero.shards_parameters() {
+                true => owned,
+                false => parameters,
+            };
+            let resting_gradients = match (model.accumulation > 1, model.zero.shards_gradients()) {
+                (false, _) => 0,
+                (true, true) => owned,
+                (true, false) => parameters,
+            };
             let stashed = model.peak_stash.get(stage).copied().unwrap_or(0);
             let charged = charged_micro_batches(model.remat, stashed).min(stashed as u64);
             let measured = measured.as_ref().map(|m| &m[stage]);
@@ -519,7 +567,12 @@ pub(crate) fn predicted<L: Layer>(
                 worker: w.id(),
                 parameters,
                 gradients: parameters,
-                optimizer_state: model.zero.map_or(state, |r| state.div_ceil(r as u64)),
+                optimizer_state: match sharded {
+                    true => state.div_ceil(replicas as u64),
+                    false => state,
+                },
+                resting_parameters,
+                resting_gradients,
                 stashed_micro_batches: stashed,
                 stash,
                 deferred,

@@ -353,7 +353,9 @@ fn predict_memory<L: Layer>(
         remat: rt.remat,
         precision: rt.precision,
         slots: memory::optimizer_slots(&c.optimizer),
-        zero: rt.data_parallel.zero.then_some(workers.world().replicas()),
+        zero: rt.data_parallel.zero,
+        replicas: workers.world().replicas(),
+        accumulation: rt.data_parallel.accumulation,
         peak_stash: &peak,
         deferred: &deferred,
         deferral: memory::Deferral {

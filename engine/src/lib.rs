@@ -94,6 +94,7 @@ pub use model::split::dense::{self, Dense, DenseActivation};
 pub use model::split::linears::{self, Linears};
 pub use optim::optimizer::{AdamOptions, OptimizerConfig, SgdOptions};
 pub use optim::tie::{Tie, TiePlan, equalize};
+pub use optim::zero::owned_parameter_bytes;
 pub use precision::{GemmLibrary, MatmulPrecision, Precision};
 pub use runtime::prepared::{Plans, Prepared};
 pub use runtime::reference::SingleDevice;

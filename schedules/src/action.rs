@@ -19,6 +19,9 @@
 //! | `1RKB3<3` | [`ActionKind::RecvSkipGradient`] | receive them on stage 1, before its backward of 3 |
 //! | `1AR`  | [`ActionKind::AllReduce`]      | all-reduce this stage's gradients across replicas    |
 //! | `1OPT` | [`ActionKind::OptimizerStep`]  | apply the optimizer to this stage's parameters       |
+//! | `1RG`  | [`ActionKind::ReduceGrad`]     | ZeRO-2/3: reduce this stage's gradients to their owner replicas |
+//! | `1US`  | [`ActionKind::Unshard`]        | ZeRO-2/3: every replica takes the owners' parameter values |
+//! | `1RS`  | [`ActionKind::Reshard`]        | ZeRO-3: every replica drops the parameters it does not own |
 //! | `0F3+3B1` | [`ActionKind::Overlap`]     | forward of 3 on stage 0 overlapped with backward of 1 on stage 3 |
 //!
 //! A skip transfer names its **peer**, the other stage of the pair (`>` the stage it sends to,
@@ -80,6 +83,16 @@ pub enum ActionKind {
     AllReduce,
     /// One optimizer step on this stage's parameters.
     OptimizerStep,
+    /// ZeRO-2/3: reduce this stage's accumulated gradients across its replicas, each summed
+    /// gradient to the replica that owns the parameter; the others drop theirs (see
+    /// [`Zero`](crate::Zero)).
+    ReduceGrad,
+    /// ZeRO-2/3: every replica of this stage takes each parameter's value from its owner (an
+    /// all-gather): at level 3 the stage's parameters are whole from here to its `RS`; at level
+    /// 2 it hands out the owners' updated values after the optimizer step.
+    Unshard,
+    /// ZeRO-3: every replica of this stage drops the parameter values it does not own.
+    Reshard,
     /// A forward and a backward of one rank run at once: the action's stage and micro-batch are
     /// the forward's, [`Action::backward`](Action#structfield.backward) names the backward's.
     /// Built by [`Action::overlap`]; a worker that cannot overlap runs its two halves in
@@ -89,7 +102,7 @@ pub enum ActionKind {
 
 impl ActionKind {
     /// Every kind, in text-code order.
-    pub const ALL: [ActionKind; 15] = [
+    pub const ALL: [ActionKind; 18] = [
         ActionKind::Forward,
         ActionKind::Backward,
         ActionKind::BackwardInput,
@@ -104,6 +117,9 @@ impl ActionKind {
         ActionKind::RecvSkipGradient,
         ActionKind::AllReduce,
         ActionKind::OptimizerStep,
+        ActionKind::ReduceGrad,
+        ActionKind::Unshard,
+        ActionKind::Reshard,
         ActionKind::Overlap,
     ];
 
@@ -125,6 +141,9 @@ impl ActionKind {
             ActionKind::RecvSkipGradient => "RKB",
             ActionKind::AllReduce => "AR",
             ActionKind::OptimizerStep => "OPT",
+            ActionKind::ReduceGrad => "RG",
+            ActionKind::Unshard => "US",
+            ActionKind::Reshard => "RS",
             ActionKind::Overlap => "F+B",
         }
     }
@@ -146,13 +165,30 @@ impl ActionKind {
             ActionKind::RecvSkipGradient => "recv-skip-gradient",
             ActionKind::AllReduce => "all-reduce",
             ActionKind::OptimizerStep => "optimizer-step",
+            ActionKind::ReduceGrad => "reduce-grad",
+            ActionKind::Unshard => "unshard",
+            ActionKind::Reshard => "reshard",
             ActionKind::Overlap => "overlap",
         }
     }
 
-    /// Whether actions of this kind name a micro-batch (all but all-reduce and optimizer step).
+    /// Whether actions of this kind name a micro-batch (all but the stage-wide ones: all-reduce,
+    /// optimizer step, and ZeRO's reduce, unshard and reshard).
     pub const fn has_micro_batch(self) -> bool {
-        !matches!(self, ActionKind::AllReduce | ActionKind::OptimizerStep)
+        !self.is_stage_wide()
+    }
+
+    /// Whether this kind acts on the whole stage once a step rather than on one micro-batch:
+    /// `AR`, `OPT`, `RG`, `US`, `RS`.
+    pub const fn is_stage_wide(self) -> bool {
+        matches!(
+            self,
+            ActionKind::AllReduce
+                | ActionKind::OptimizerStep
+                | ActionKind::ReduceGrad
+                | ActionKind::Unshard
+                | ActionKind::Reshard
+        )
     }
 
     /// Whether this kind is computation on the stage's layers (F, B, I, W, and an overlap of
@@ -354,9 +390,19 @@ impl Action {
 
     /// Optimizer step of `stage`.
     pub fn optimizer_step(stage: StageId) -> Self {
+        Self::stage_wide(stage, ActionKind::OptimizerStep)
+    }
+
+    /// A stage-wide action ([`ActionKind::is_stage_wide`]: `AR`, `OPT`, `RG`, `US`, `RS`) on
+    /// `stage`.
+    ///
+    /// # Panics
+    /// If `kind` names a micro-batch.
+    pub fn stage_wide(stage: StageId, kind: ActionKind) -> Self {
+        assert!(kind.is_stage_wide(), "{kind} names a micro-batch");
         Self {
             stage,
-            kind: ActionKind::OptimizerStep,
+            kind,
             micro_batch: None,
             peer: None,
             backward: None,
@@ -430,7 +476,7 @@ impl FromStr for Action {
         let kind = ActionKind::from_code(code).ok_or_else(|| {
             fail(
                 "unknown action code; expected one of F, B, I, W, SF, RF, SB, RB, SK, RK, SKB, \
-                 RKB, AR, OPT",
+                 RKB, AR, OPT, RG, US, RS",
             )
         })?;
         let micro_batch = if kind.has_micro_batch() {
@@ -440,7 +486,9 @@ impl FromStr for Action {
         } else if mb_text.is_empty() {
             None
         } else {
-            return Err(fail("all-reduce and optimizer step take no micro-batch"));
+            return Err(fail(
+                "stage-wide actions (AR, OPT, RG, US, RS) take no micro-batch",
+            ));
         };
         let arrow = if kind.is_send() { '>' } else { '<' };
         let peer = match (kind.is_skip(), peer_text) {

@@ -5,6 +5,7 @@ use crate::error::{Result, ScheduleError};
 use crate::id::{MicroBatchId, StageId};
 use crate::lower::{Lowering, lower};
 use crate::plan::Plan;
+use crate::zero::Zero;
 
 /// A lowered plan that forwards `micro_batches` micro-batches through `stages` stages: stage s
 /// runs `F0 F1 …` with a receive before and a send after each where it has neighbours, so stage
@@ -19,6 +20,21 @@ use crate::plan::Plan;
 /// # Errors
 /// [`ScheduleError::ZeroStages`] or [`ScheduleError::ZeroMicroBatches`].
 pub fn inference(stages: usize, micro_batches: usize) -> Result<Plan> {
+    inference_at(stages, micro_batches, Zero::Off)
+}
+
+/// [`inference`] under ZeRO level `zero`: at level 3 each stage's forwards are bracketed by its
+/// unshard and reshard (`sUS … sRS`); lower levels change nothing.
+///
+/// ```
+/// use pipetrain_schedules::{inference_at, Zero};
+/// let plan = inference_at(2, 1, Zero::Parameters).unwrap();
+/// assert_eq!(plan.to_string(), "0: 0US 0F0 0SF0 0RS\n1: 1US 1RF0 1F0 1RS\n");
+/// ```
+///
+/// # Errors
+/// As [`inference`].
+pub fn inference_at(stages: usize, micro_batches: usize, zero: Zero) -> Result<Plan> {
     if stages == 0 {
         return Err(ScheduleError::ZeroStages);
     }
@@ -33,11 +49,5 @@ pub fn inference(stages: usize, micro_batches: usize) -> Result<Plan> {
         })
         .collect();
     let plan = Plan::new(stages, micro_batches, programs);
-    Ok(lower(
-        &plan,
-        Lowering {
-            all_reduce: false,
-            optimizer_step: false,
-        },
-    ))
+    Ok(lower(&plan, Lowering::inference(zero)))
 }

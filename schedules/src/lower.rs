@@ -4,7 +4,13 @@
 //! - `sRFk` before every forward of k (s > 0) and `sSFk` after it (s < p − 1);
 //! - `sRBk` before every backward (or backward-input) of k (s < p − 1) and `sSBk` after it
 //!   (s > 0);
-//! - `sAR` (gradient all-reduce across replicas) and `sOPT` (optimizer step) at the end.
+//! - `sAR` (gradient all-reduce across replicas) and `sOPT` (optimizer step) at the end;
+//! - under ZeRO-2/3 ([`Zero`]), `sRG` (gradients reduced to their owners) in place of `sAR`,
+//!   in every training plan (accumulation steps too: between them each replica keeps only its
+//!   shard); at level 2, `sUS` after `sOPT` (the owners' updated values to every replica); at
+//!   level 3, `sUS` before the stage's first action and `sRS` after its last computation and
+//!   that computation's sends, so the stage's parameters are whole only in between (inference
+//!   plans too).
 //!
 //! An overlap `aFi+bBj` gets both halves' transfers: `aRFi bRBj aFi+bBj aSFi bSBj`.
 //!
@@ -15,7 +21,9 @@
 //! ```
 
 use crate::action::{Action, ActionKind};
+use crate::id::StageId;
 use crate::plan::Plan;
+use crate::zero::Zero;
 
 /// What [`lower`] appends after a stage's last backward.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,6 +33,8 @@ pub struct Lowering {
     pub all_reduce: bool,
     /// Add `OPT`: one optimizer step per stage.
     pub optimizer_step: bool,
+    /// The ZeRO level: levels 2 and 3 add `RG`, `US` and `RS` ([`Zero`]).
+    pub zero: Zero,
 }
 
 impl Default for Lowering {
@@ -32,6 +42,19 @@ impl Default for Lowering {
         Self {
             all_reduce: true,
             optimizer_step: true,
+            zero: Zero::Off,
+        }
+    }
+}
+
+impl Lowering {
+    /// The lowering of an inference plan: no all-reduce and no optimizer step (and, at ZeRO-3,
+    /// the unshard and reshard around each stage's forwards).
+    pub fn inference(zero: Zero) -> Self {
+        Self {
+            all_reduce: false,
+            optimizer_step: false,
+            zero,
         }
     }
 }
@@ -39,6 +62,16 @@ impl Default for Lowering {
 /// Lowers a compute-only plan. Actions that are not compute (already lowered) are copied through.
 /// A rank that holds several stages gets each stage's all-reduce and optimizer step, in stage
 /// order.
+///
+/// ```
+/// use pipetrain_schedules::{lower, Lowering, ScheduleKind, Zero};
+/// let zero = Lowering { zero: Zero::Parameters, ..Lowering::default() };
+/// let plan = lower(&ScheduleKind::GPipe.plan(2, 1).unwrap(), zero);
+/// assert_eq!(
+///     plan.to_string(),
+///     "0: 0US 0F0 0SF0 0RB0 0B0 0RS 0RG 0OPT\n1: 1US 1RF0 1F0 1B0 1SB0 1RS 1RG 1OPT\n"
+/// );
+/// ```
 pub fn lower(plan: &Plan, options: Lowering) -> Plan {
     let last = plan.stages().saturating_sub(1);
     let programs = (0..plan.ranks())
@@ -55,18 +88,59 @@ pub fn lower(plan: &Plan, options: Lowering) -> Plan {
                     out.extend(send(half, last));
                 }
             }
+            let zero = options.zero;
+            if zero.shards_parameters() {
+                for stage in plan.stages_of(rank) {
+                    bracket(&mut out, stage);
+                }
+            }
             for stage in plan.stages_of(rank) {
-                if options.all_reduce {
+                let trains = out.iter().any(|a| {
+                    a.in_sequence().any(|h| {
+                        h.stage == stage
+                            && matches!(h.kind, ActionKind::Backward | ActionKind::BackwardWeight)
+                    })
+                });
+                if zero.shards_gradients() && trains {
+                    out.push(Action::stage_wide(stage, ActionKind::ReduceGrad));
+                } else if options.all_reduce && !zero.shards_gradients() {
                     out.push(Action::all_reduce(stage));
                 }
                 if options.optimizer_step {
                     out.push(Action::optimizer_step(stage));
+                    if zero == Zero::Gradients {
+                        out.push(Action::stage_wide(stage, ActionKind::Unshard));
+                    }
                 }
             }
             out
         })
         .collect();
     plan.with_programs(programs)
+}
+
+/// ZeRO-3: `stageUS` before the stage's first action in `program`, `stageRS` after its last
+/// computation and the sends that follow it (none if the program has no action of the stage).
+fn bracket(program: &mut Vec<Action>, stage: StageId) {
+    let of_stage = |a: &Action| a.in_sequence().any(|h| h.stage == stage);
+    let Some(first) = program.iter().position(of_stage) else {
+        return;
+    };
+    let Some(last) = program
+        .iter()
+        .rposition(|a| a.kind.is_compute() && of_stage(a))
+    else {
+        return;
+    };
+    let mut end = last + 1;
+    while program
+        .get(end)
+        .is_some_and(|a| a.kind.is_send() && a.stage == stage && !a.kind.is_stage_wide())
+    {
+        end += 1;
+    }
+    program.insert(end, Action::stage_wide(stage, ActionKind::Reshard));
+    program.insert(first, Action::stage_wide(stage, ActionKind::Unshard));
 }
 
 /// The receive a compute action needs before it on a stage of a pipeline whose last stage is

@@ -39,7 +39,10 @@ pub struct Costs {
     pub weight: Vec<f64>,
     /// Time for an activation or gradient to reach the neighbouring stage.
     pub transfer: f64,
-    /// Time of one stage's gradient all-reduce.
+    /// Time of one stage's gradient all-reduce. ZeRO's reduce (`RG`) and unshard (`US`) are
+    /// each charged half of it: a ring all-reduce is a reduce-scatter then an all-gather of the
+    /// same bytes, and `RG` is the first (the sums reach their owners), `US` the second (the
+    /// owners' values reach every replica). A reshard (`RS`) frees memory only: free.
     pub all_reduce: f64,
     /// Time of one stage's optimizer step.
     pub optimizer: f64,
@@ -99,6 +102,7 @@ impl Costs {
             ActionKind::BackwardInput => split(true),
             ActionKind::BackwardWeight => split(false),
             ActionKind::AllReduce => self.all_reduce,
+            ActionKind::ReduceGrad | ActionKind::Unshard => self.all_reduce / 2.0,
             ActionKind::OptimizerStep => self.optimizer,
             _ => 0.0,
         }

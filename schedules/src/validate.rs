@@ -225,7 +225,7 @@ fn placement(view: &StageView<'_>, a: Action) -> Option<Violation> {
     if view.purpose == Purpose::Inference
         && !matches!(
             a.kind,
-            Forward | SendActivation | RecvActivation | SendSkip | RecvSkip
+            Forward | SendActivation | RecvActivation | SendSkip | RecvSkip | Unshard | Reshard
         )
     {
         return Some(Violation::TrainingOnly);
@@ -257,6 +257,12 @@ fn order(view: &StageView<'_>, seen: &Seen, a: Action) -> Option<Violation> {
             ..a
         },
     };
+    // Stage-wide actions (no micro-batch) of this stage seen so far, or anywhere in its program.
+    let done = |kind| seen.contains_key(&(kind, None, None));
+    let planned = |kind| view.program.contains(&Action::stage_wide(stage, kind));
+    if let Some(v) = window(a, done, planned) {
+        return Some(v);
+    }
     let needed = match a.kind {
         Forward if lowered && s > 0 && !has(RecvActivation) => Some(needs(RecvActivation)),
         SendActivation if !has(Forward) => Some(needs(Forward)),
@@ -272,7 +278,8 @@ fn order(view: &StageView<'_>, seen: &Seen, a: Action) -> Option<Violation> {
         RecvSkipGradient if has(Backward) => Some(too_late(Backward)),
         RecvSkipGradient if has(BackwardInput) => Some(too_late(BackwardInput)),
         BackwardWeight if !has(BackwardInput) => Some(needs(BackwardInput)),
-        AllReduce | OptimizerStep => {
+        ReduceGrad if planned(AllReduce) => Some(Violation::TwoReductions),
+        AllReduce | OptimizerStep | ReduceGrad => {
             let pending = (0..m).map(MicroBatchId::from).find(|&mb| {
                 !seen.contains_key(&(Backward, Some(mb), None))
                     && !seen.contains_key(&(BackwardWeight, Some(mb), None))
@@ -289,6 +296,11 @@ fn order(view: &StageView<'_>, seen: &Seen, a: Action) -> Option<Violation> {
                         needs: Action::all_reduce(stage),
                     })
                 }
+                None if a.kind == OptimizerStep && planned(ReduceGrad) && !done(ReduceGrad) => {
+                    Some(Violation::Before {
+                        needs: Action::stage_wide(stage, ReduceGrad),
+                    })
+                }
                 None => None,
             }
         }
@@ -303,6 +315,28 @@ fn order(view: &StageView<'_>, seen: &Seen, a: Action) -> Option<Violation> {
         return Some(Violation::MixedBackward);
     }
     None
+}
+
+/// ZeRO-3's window: where the stage's program reshards (`sRS`), every computation of the stage
+/// runs between its unshard (`sUS`) and that reshard, and the reshard follows the unshard.
+/// `done(kind)`: the stage's stage-wide action of `kind` ran before `a`; `planned(kind)`: the
+/// program has one.
+fn window(
+    a: Action,
+    done: impl Fn(ActionKind) -> bool,
+    planned: impl Fn(ActionKind) -> bool,
+) -> Option<Violation> {
+    use ActionKind::*;
+    if !planned(Reshard) {
+        return None;
+    }
+    let unshard = Action::stage_wide(a.stage, Unshard);
+    match a.kind {
+        Reshard if !done(Unshard) => Some(Violation::Before { needs: unshard }),
+        _ if a.kind.is_compute() && !done(Unshard) => Some(Violation::Before { needs: unshard }),
+        _ if a.kind.is_compute() && done(Reshard) => Some(Violation::Resharded),
+        _ => None,
+    }
 }
 
 /// In training, every skip received is popped, and its gradient goes back to the stashing

@@ -51,6 +51,11 @@ pub enum Violation {
         /// The counterpart that does not exist.
         counterpart: Action,
     },
+    /// A computation of a stage after its ZeRO-3 reshard (`sRS`): its parameters are no longer
+    /// whole there.
+    Resharded,
+    /// Both an all-reduce (`sAR`) and a ZeRO-2/3 reduce (`sRG`) of the same stage's gradients.
+    TwoReductions,
     /// The plan deadlocks when receives block.
     Deadlock {
         /// The action the blocked step waits for.
@@ -106,6 +111,16 @@ impl fmt::Display for Violation {
                 "no matching `{counterpart}` ({}) on {}",
                 describe(counterpart),
                 counterpart.stage
+            ),
+            Violation::Resharded => write!(
+                f,
+                "computes after the stage's reshard (RS), which dropped the parameters its \
+                 replica does not own: move the reshard after the stage's last computation"
+            ),
+            Violation::TwoReductions => write!(
+                f,
+                "the stage's gradients are summed twice: an all-reduce (AR) and a ZeRO-2/3 reduce \
+                 (RG); keep one"
             ),
             Violation::Deadlock {
                 waits_for,

@@ -56,15 +56,13 @@ impl<L: Layer> PipelineBuilder<L> {
                 Some(Remedy::set(Setting::Accumulation, Value::Count(1))),
             );
         }
-        if self.zero > 1 {
+        if self.zero > 3 {
             return invalid(
                 Setting::Zero,
                 self.zero,
-                "not supported: 0 is off, 1 shards the optimizer state",
-                Some(Remedy::one_of([
-                    Remedy::set(Setting::Zero, Value::Count(0)),
-                    Remedy::set(Setting::Zero, Value::Count(1)),
-                ])),
+                "no such level: 0 is off, 1 shards the optimizer state, 2 the gradients too, 3 \
+                 the parameters too",
+                Some(Remedy::set(Setting::Zero, Value::Count(3))),
             );
         }
         if self.bucket_bytes < 4 {

@@ -94,8 +94,13 @@ impl<L: Layer> Pipeline<L> {
         self.runtime.config().data_parallel.accumulation
     }
 
-    /// Whether optimizer state is sharded across replicas (ZeRO-1).
+    /// Whether optimizer state is sharded across replicas (ZeRO level 1 and up).
     pub fn zero(&self) -> bool {
+        self.zero_level().shards_optimizer_state()
+    }
+
+    /// The ZeRO level (see [`PipelineBuilder::zero`](crate::PipelineBuilder::zero)).
+    pub fn zero_level(&self) -> crate::schedules::Zero {
         self.runtime.config().data_parallel.zero
     }
 
@@ -209,7 +214,9 @@ impl<L: Layer> Pipeline<L> {
         self.runtime
             .workers()
             .replica(ReplicaId::from(replica))
-            .flat_map(|w| pipetrain_engine::parameters(&w.layers().to_vec()))
+            .flat_map(|w| {
+                pipetrain_engine::parameters(&self.runtime.workers().whole_layers(w).to_vec())
+            })
             .collect()
     }
 
@@ -247,16 +254,21 @@ impl<L: Layer> Pipeline<L> {
         self.runtime
             .workers()
             .replica(ReplicaId(0))
-            .flat_map(|w| pipetrain_engine::trainable_parameters(&w.layers().to_vec()))
+            .flat_map(|w| {
+                pipetrain_engine::trainable_parameters(
+                    &self.runtime.workers().whole_layers(w).to_vec(),
+                )
+            })
             .collect()
     }
 
     /// The layers of `stage` in replica 0 (empty for a stage the pipeline does not have, or
-    /// one another process runs).
-    pub fn stage_layers(&self, stage: StageId) -> &[L] {
-        self.runtime
-            .workers()
+    /// one another process runs). Whole under ZeRO-3 too: the values replica 0 does not own
+    /// come from the replicas that do ([`Workers::whole_layers`](crate::engine::Workers::whole_layers)).
+    pub fn stage_layers(&self, stage: StageId) -> std::borrow::Cow<'_, [L]> {
+        let workers = self.runtime.workers();
+        workers
             .get(WorkerId::new(ReplicaId(0), stage))
-            .map_or(&[], |w| w.layers())
+            .map_or(std::borrow::Cow::Borrowed(&[]), |w| workers.whole_layers(w))
     }
 }

@@ -329,8 +329,11 @@ fn batch_smaller_than_replicas_times_micro_batches_names_them() {
 
 #[test]
 fn unsupported_zero_stage_is_refused() {
-    let stderr = train_failure(&tiny(&["--zero", "3"]));
-    assert!(stderr.contains("ZeRO stage 3"), "{stderr}");
+    let stderr = train_failure(&tiny(&["--zero", "4"]));
+    assert!(
+        stderr.contains("ZeRO stage 4") && stderr.contains("--zero 3"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -241,7 +241,7 @@ fn bad_data_parallel_settings_are_refused() {
     };
     assert!(err(Pipeline::builder().replicas(0)).contains("replicas = 0"));
     assert!(err(Pipeline::builder().accumulation(0)).contains("accumulation = 0"));
-    assert!(err(Pipeline::builder().zero(2)).contains("ZeRO stage 2"));
+    assert!(err(Pipeline::builder().zero(4)).contains("ZeRO stage 4"));
     assert!(err(Pipeline::builder().bucket_bytes(2)).contains("2 bytes"));
 }
 

@@ -393,7 +393,7 @@ fn every_stage_computes_in_bf16_and_the_masters_stay_fp32() {
             pipeline.train_step(&data[0]).unwrap();
             pipeline.forward(data[0].inputs.clone()).unwrap();
             for stage in pipetrain::StageId::range(4) {
-                for layer in pipeline.stage_layers(stage) {
+                for layer in pipeline.stage_layers(stage).iter() {
                     assert_eq!(layer.linear.weight.val().dtype(), DType::F32, "masters");
                 }
             }

@@ -149,6 +149,7 @@ pub fn evaluate(
         Lowering {
             all_reduce: replicas > 1,
             optimizer_step: true,
+            zero: pipetrain_schedules::Zero::Off,
         },
     );
     let simulated = simulate(&lowered, &sim_costs).expect("a generated plan is valid");

@@ -79,6 +79,15 @@ impl<M: Module> Accumulator<M> {
         self.micro_batches += 1;
     }
 
+    /// Starts over from `grads` (ZeRO-2/3: the shard a reduce left this replica), keeping the
+    /// count of micro-batches accumulated.
+    pub(crate) fn restart(&mut self, module: &M, grads: GradientsParams) {
+        self.inner = GradientsAccumulator::new();
+        if !grads.is_empty() {
+            self.inner.accumulate(module, grads);
+        }
+    }
+
     pub(crate) fn take(&mut self) -> GradientsParams {
         self.micro_batches = 0;
         self.inner.grads()

@@ -57,6 +57,38 @@ impl Slots {
         (gather.slots, gather.tensors)
     }
 
+    /// The trainable parameters of `module` (those that take a gradient), in module order, with
+    /// their shapes: the entries [`of_grads`](Self::of_grads) lists when every one has a
+    /// gradient.
+    pub(crate) fn of_params<M: Module>(module: &M) -> Self {
+        let mut trainable = TrainableShapes(Slots::default());
+        module.visit(&mut trainable);
+        trainable.0
+    }
+
+    /// The entry of parameter `id`, if it has one.
+    pub(crate) fn position(&self, id: ParamId) -> Option<usize> {
+        self.index.get(&id).copied()
+    }
+
+    /// Bytes of `f32` values of the entries where `select` is true.
+    pub(crate) fn f32_bytes(&self, select: impl Fn(usize) -> bool) -> u64 {
+        let sizes = self.sizes();
+        let values: usize = (0..sizes.len())
+            .filter(|&i| select(i))
+            .map(|i| sizes[i])
+            .sum();
+        values as u64 * 4
+    }
+
+    /// `module` with the values of the entries where `drop` is true replaced by empty tensors of
+    /// the same rank (ZeRO-3's reshard: the memory goes, the parameter's id and gradient
+    /// requirement stay; [`load_params`](Self::load_params) puts values back, shaped by these
+    /// slots).
+    pub(crate) fn drop_params<M: Module>(&self, module: M, drop: &[bool]) -> M {
+        module.map(&mut Drop { slots: self, drop })
+    }
+
     /// The parameter of entry `i`.
     pub(crate) fn id(&self, i: usize) -> ParamId {
         self.ids[i]
@@ -111,6 +143,17 @@ impl Slots {
         read.values
     }
 
+    /// `module` with the parameters of the entries whose value is `Some` set to it (one per
+    /// entry).
+    pub(crate) fn load_some<M: Module>(&self, module: M, values: Vec<Option<Tensor<1>>>) -> M {
+        let replace: Vec<bool> = values.iter().map(Option::is_some).collect();
+        module.map(&mut Load {
+            slots: self,
+            values,
+            replace: &replace,
+        })
+    }
+
     /// `module` with the parameters of the entries where `replace` is true set to `values`.
     pub(crate) fn load_params<M: Module>(
         &self,
@@ -123,6 +166,39 @@ impl Slots {
             values: values.into_iter().map(Some).collect(),
             replace,
         })
+    }
+}
+
+struct TrainableShapes(Slots);
+
+impl ModuleVisitor for TrainableShapes {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        let value = param.val();
+        if value.is_require_grad() {
+            let slots = &mut self.0;
+            slots.index.insert(param.id, slots.ids.len());
+            slots.ids.push(param.id);
+            slots.shapes.push(value.dims().to_vec());
+        }
+    }
+}
+
+struct Drop<'a> {
+    slots: &'a Slots,
+    drop: &'a [bool],
+}
+
+impl ModuleMapper for Drop<'_> {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        match self.slots.index.get(&param.id) {
+            Some(&i) if self.drop[i] => param.map(|old| {
+                let require_grad = old.is_require_grad();
+                let device = old.inner().device();
+                let empty = Tensor::<D>::zeros(shape::<D>(&[0; D]), &device);
+                Tensor::from_inner(empty).set_require_grad(require_grad)
+            }),
+            _ => param,
+        }
     }
 }
 

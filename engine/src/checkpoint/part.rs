@@ -44,7 +44,8 @@ pub fn save_part<L: Layer>(
     let mut parts = Vec::new();
     let mut seen = Vec::new();
     for w in workers {
-        if seen.contains(&w.id.stage) {
+        // Under ZeRO-3 each local replica holds only what it owns: every one gives its share.
+        if seen.contains(&w.id.stage) && !w.is_sharded() {
             continue;
         }
         seen.push(w.id.stage);
@@ -58,10 +59,28 @@ pub fn save_part<L: Layer>(
             optimizer: optimizer.to_string(),
             ..Default::default()
         };
-        parts.push(encode(path, &layers, offset, &empty, progress)?);
+        let part = encode(path, &layers, offset, &empty, progress)?;
+        parts.push(match w.is_sharded() {
+            true => held_only(path, &part)?,
+            false => part,
+        });
     }
     parts.push(encode::<L>(path, &[], 0, &state, progress)?);
     merge_parts(path, &parts, Copies::MustAgree)
+}
+
+/// `part` without the tensors that hold no value: the parameters a ZeRO-3 replica does not own
+/// (emptied by its reshard), which the owner's part holds.
+fn held_only(path: &Path, part: &[u8]) -> Result<Vec<u8>> {
+    let file = SafeTensors::deserialize(part).map_err(|e| corrupt(path, e))?;
+    let (_, header) = SafeTensors::read_metadata(part).map_err(|e| corrupt(path, e))?;
+    let views: BTreeMap<String, TensorView<'_>> = file
+        .tensors()
+        .into_iter()
+        .filter(|(_, view)| view.shape().iter().product::<usize>() > 0)
+        .collect();
+    safetensors::serialize(views, header.metadata().clone())
+        .map_err(|e| corrupt(path, format!("serializing: {e}")))
 }
 
 /// What [`merge_parts`] makes of a weight that several parts hold (the replicas of one stage in

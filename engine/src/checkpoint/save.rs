@@ -23,16 +23,13 @@ use crate::worker::WorkerState;
 /// weights are taken from replica 0, optimizer state merged over all), atomically.
 pub fn save<L: Layer>(
     path: &Path,
+    model: &[L],
     workers: &[WorkerState<L>],
     stages: usize,
     optimizer: &str,
     progress: &Progress,
 ) -> Result<()> {
-    let model: Vec<L> = workers
-        .iter()
-        .take(stages)
-        .flat_map(|w| w.layers.iter().map(crate::adapter::inference_copy))
-        .collect();
+    let model: Vec<L> = model.iter().map(crate::adapter::inference_copy).collect();
     let mut state = OptimizerState {
         optimizer: optimizer.to_string(),
         ..Default::default()

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use pipetrain_schedules::Schedule;
+use pipetrain_schedules::{Schedule, Zero};
 
 use crate::model::loss::Loss;
 use crate::optim::tie::Tie;
@@ -16,8 +16,9 @@ pub struct DataParallel {
     /// Bytes per all-reduce bucket (PyTorch DDP's default: 25 MiB). The gradients of a stage
     /// are reduced bucket by bucket, in a fixed order.
     pub bucket_bytes: usize,
-    /// ZeRO stage 1: optimizer state sharded across the replicas of each stage.
-    pub zero: bool,
+    /// The ZeRO level: what the replicas of each stage shard (optimizer state from 1,
+    /// gradients from 2, parameters at 3).
+    pub zero: Zero,
     /// Batches whose gradients are summed before one optimizer step (DDP's `no_sync`).
     pub accumulation: usize,
 }
@@ -26,7 +27,7 @@ impl Default for DataParallel {
     fn default() -> Self {
         Self {
             bucket_bytes: 25 << 20,
-            zero: false,
+            zero: Zero::Off,
             accumulation: 1,
         }
     }

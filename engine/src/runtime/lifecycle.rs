@@ -183,6 +183,7 @@ impl<L: Layer> Runtime<L> {
         let w = &self.workers;
         checkpoint::save(
             path,
+            &w.model(),
             w.states(),
             w.world().stages(),
             w.optimizer().name(),
@@ -230,13 +231,16 @@ impl<L: Layer> Runtime<L> {
             let range = self.workers.partition().range(w.id().stage);
             stages.push(match whole {
                 true => loaded[range].to_vec(),
-                false => checkpoint.load_layers(w.layers().to_vec(), range.start)?,
+                false => {
+                    checkpoint.load_layers(self.workers.whole_layers(w).to_vec(), range.start)?
+                }
             });
         }
         let zero = self
             .config
             .data_parallel
             .zero
+            .shards_optimizer_state()
             .then_some(self.workers.world().replicas());
         let partition = self.workers.partition().clone();
         // The weights fit; from here on the workers change: a failure poisons.

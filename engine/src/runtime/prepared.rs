@@ -13,8 +13,8 @@
 use std::sync::Arc;
 
 use pipetrain_schedules::{
-    ActionKind, Lowering, Plan, StageId, WorkerId, inference, lower, route_skips, validate,
-    validate_inference,
+    ActionKind, Lowering, Plan, StageId, WorkerId, Zero, inference_at, lower, route_skips,
+    validate, validate_inference,
 };
 
 use crate::error::{EngineError, Result};
@@ -185,18 +185,31 @@ impl<L: Layer> Prepared<L> {
             whole_ranks(workers.world(), plan)?;
         }
         let unlowered = unlowered.by_stage();
-        let step = lower(&unlowered, Lowering::default());
+        // ZeRO-2/3 add their reduce, unshard and reshard; with one replica there is nothing to
+        // shard (the builder refuses that setting).
+        let zero = match workers.world().replicas() {
+            1 => Zero::Off,
+            _ => config.data_parallel.zero,
+        };
+        let step = lower(
+            &unlowered,
+            Lowering {
+                zero,
+                ..Lowering::default()
+            },
+        );
         validate(&step)?;
         let accumulating = lower(
             &unlowered,
             Lowering {
                 all_reduce: false,
                 optimizer_step: false,
+                zero,
             },
         );
         validate(&accumulating)?;
         let inference_of = |parts: usize| -> Result<Arc<Plan>> {
-            let plan = route_skips(&inference(stages, parts)?, &skips)?;
+            let plan = route_skips(&inference_at(stages, parts, zero)?, &skips)?;
             validate_inference(&plan)?;
             Ok(Arc::new(plan))
         };

@@ -1,5 +1,7 @@
 //! `Workers<L>`: the local workers' states, indexed by the [`World`].
 
+use std::borrow::Cow;
+
 use burn::prelude::*;
 use pipetrain_partitioner::Partition;
 use pipetrain_schedules::{ReplicaId, StageId, WorkerId};
@@ -202,20 +204,50 @@ impl<L: Layer> Workers<L> {
         self.states.iter_mut()
     }
 
-    /// Replica 0's copy of the whole model, stage 0's layers first (cloned).
+    /// Replica 0's copy of the whole model, stage 0's layers first (cloned). Under ZeRO-3
+    /// between steps each replica holds only the parameters it owns: a stage is put together
+    /// from its local replicas (all of them in one process; a multi-process run gathers
+    /// checkpoint parts instead).
     pub fn model(&self) -> Vec<L> {
         self.replica(ReplicaId(0))
-            .flat_map(|w| w.layers().to_vec())
+            .flat_map(|w| self.whole_layers(w).into_owned())
             .collect()
     }
 
     /// Replica 0's copy of the whole model, stage 0's layers first.
     pub fn into_model(self) -> Vec<L> {
+        let whole: Vec<Vec<L>> = self
+            .replica(ReplicaId(0))
+            .filter(|w| w.is_sharded())
+            .map(|w| self.whole_layers(w).into_owned())
+            .collect();
+        let mut whole = whole.into_iter();
         self.states
             .into_iter()
             .filter(|w| w.id().replica == ReplicaId(0))
-            .flat_map(WorkerState::into_layers)
+            .flat_map(|w| match w.is_sharded() {
+                true => whole.next().expect("one whole stage per sharded one"),
+                false => w.into_layers(),
+            })
             .collect()
+    }
+
+    /// `w`'s layers, whole: as they are, or under ZeRO-3 between steps
+    /// ([`WorkerState::is_sharded`]) a copy with the values `w` does not own taken from the
+    /// local replicas of its stage that do (all of them in one process; a value no local
+    /// replica holds stays empty: a multi-process run gathers checkpoint parts instead).
+    pub fn whole_layers<'a>(&'a self, w: &'a WorkerState<L>) -> Cow<'a, [L]> {
+        let Some(zero) = w.zero.as_ref().filter(|z| z.is_sharded()) else {
+            return Cow::Borrowed(w.layers());
+        };
+        let whole = self
+            .states
+            .iter()
+            .filter(|o| o.id().stage == w.id().stage && o.id() != w.id())
+            .fold(w.layers.clone(), |layers, owner| {
+                zero.fill_from(layers, &owner.layers, owner.id().replica.0 as usize)
+            });
+        Cow::Owned(whole)
     }
 
     /// Lends the states out (for a step on the worker threads); [`restore`](Self::restore)

@@ -172,7 +172,7 @@ impl<L: Layer> Worker<'_, L> {
         let stage = self.id().stage.index();
         let mut buffer = contribution(self.ctx.stages, stage, squared, bad);
         // ZeRO-1 left each replica the summed gradients of its own share only.
-        if training.zero && self.links.collective.size() > 1 {
+        if training.zero.shards_optimizer_state() && self.links.collective.size() > 1 {
             self.links.collective.all_reduce(&mut buffer)?;
         }
         self.links.stages.all_reduce(&mut buffer)?;

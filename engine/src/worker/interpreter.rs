@@ -239,6 +239,9 @@ impl<'a, L: Layer> Worker<'a, L> {
             }
             ActionKind::AllReduce => self.all_reduce()?,
             ActionKind::OptimizerStep => self.optimizer_step()?,
+            ActionKind::ReduceGrad => self.reduce_grad()?,
+            ActionKind::Unshard => self.unshard()?,
+            ActionKind::Reshard => self.reshard()?,
             ActionKind::Overlap => {
                 for half in action.in_sequence() {
                     self.interpret(half)?;

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use pipetrain_schedules::MicroBatchId;
+use pipetrain_schedules::{MicroBatchId, Zero};
 
 use crate::comm::abort::Abort;
 use crate::model::activation::Activation;
@@ -62,8 +62,9 @@ pub(crate) struct Training {
     pub weight_group: usize,
     /// Values per all-reduce bucket.
     pub bucket_elems: usize,
-    /// ZeRO-1: each replica keeps optimizer state for its own share of the parameters.
-    pub zero: bool,
+    /// The ZeRO level: from 1, each replica keeps optimizer state for its own share of the
+    /// parameters (and from 2 its gradients; at 3 its values between computations).
+    pub zero: Zero,
     /// Checks and clipping of the summed gradients before the optimizer step.
     pub guard: GradGuard,
     /// The compute order across the stages of each rank, when ranks hold several (interleaved

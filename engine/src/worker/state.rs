@@ -11,6 +11,7 @@ use crate::device::handoff::Handoff;
 use crate::device::pool;
 use crate::model::layer::Layer;
 use crate::optim::optimizer::OptimizerConfig;
+use crate::optim::zero::ZeroState;
 
 /// One worker's persistent state: stage `id.stage` of replica `id.replica`.
 pub struct WorkerState<L: Layer> {
@@ -23,6 +24,9 @@ pub struct WorkerState<L: Layer> {
     /// accumulating (the plan of a non-final accumulation step has no all-reduce and no
     /// optimizer step).
     pub(crate) grads: Accumulator<Vec<L>>,
+    /// ZeRO-2/3: the stage's ownership layout and whether its values are sharded now (made by
+    /// the first `RG` or `US`, while the layers are whole).
+    pub(crate) zero: Option<ZeroState>,
 }
 
 impl<L: Layer> WorkerState<L> {
@@ -50,6 +54,7 @@ impl<L: Layer> WorkerState<L> {
             device,
             pool: Arc::new(pool::worker_pool(&name, threads)),
             grads: Accumulator::new(),
+            zero: None,
         }
     }
 
@@ -80,9 +85,23 @@ impl<L: Layer> WorkerState<L> {
         self.id
     }
 
-    /// The stage's layers.
+    /// The stage's layers. Under ZeRO-3 between a step's reshard and the next unshard, the
+    /// parameters this replica does not own are empty ([`is_sharded`](Self::is_sharded)):
+    /// [`Workers::model`](crate::Workers::model) puts a whole stage together.
     pub fn layers(&self) -> &[L] {
         &self.layers
+    }
+
+    /// Whether the layers hold only the parameters this replica owns (ZeRO-3, between steps).
+    pub fn is_sharded(&self) -> bool {
+        self.zero.as_ref().is_some_and(ZeroState::is_sharded)
+    }
+
+    /// Bytes (f32) of this stage's trainable parameters that this replica owns under ZeRO-2/3,
+    /// and of all of them; `None` before the first ZeRO-2/3 step.
+    pub fn owned_parameter_bytes(&self) -> Option<(u64, u64)> {
+        let zero = self.zero.as_ref()?;
+        Some(zero.layout().owned_bytes(self.id.replica.0 as usize))
     }
 
     /// Replaces the layers (moved to this worker's device, in training mode) and drops any
@@ -93,6 +112,7 @@ impl<L: Layer> WorkerState<L> {
             .map(|l| adapter::trainable(l, &self.device))
             .collect();
         self.grads = Accumulator::new();
+        self.zero = None;
     }
 
     /// Gives the layers back.

@@ -1,13 +1,14 @@
 //! Synchronisation at the end of a step: tied parameters summed between their stages, the
-//! stage's gradients summed over its replicas (bucketed all-reduce, or ZeRO-1's reduce), the
-//! optimizer step, and replica 0's buffers broadcast.
+//! stage's gradients summed over its replicas (bucketed all-reduce, ZeRO-1's reduce, or
+//! ZeRO-2/3's `RG`), the optimizer step, replica 0's buffers broadcast, and ZeRO-2/3's unshard
+//! (`US`) and reshard (`RS`) of the parameters.
 
 use burn::prelude::*;
 
 use super::interpreter::{Failure, Worker};
 use crate::adapter::{self, Buffers, Grads, Slots};
 use crate::model::layer::Layer;
-use crate::optim::zero::Sharded;
+use crate::optim::zero::{Sharded, ZeroState};
 
 /// Gradients after the all-reduce, waiting for the optimizer step.
 pub(crate) struct Reduced {
@@ -17,19 +18,81 @@ pub(crate) struct Reduced {
 }
 
 impl<L: Layer> Worker<'_, L> {
+    /// The `RG` action (ZeRO-2/3): ties first, then each gradient summed over the replicas into
+    /// its owner; the others drop theirs. What is left is this replica's shard, which the next
+    /// accumulation step adds to (or the optimizer step takes).
+    pub(super) fn reduce_grad(&mut self) -> Result<(), Failure> {
+        let started = self.ctx.start.elapsed();
+        let micro_batches = self.state.grads.micro_batches();
+        let grads = self.state.grads.take();
+        let grads = self.sum_ties(grads)?;
+        let replicas = self.links.collective.size();
+        let grads = if replicas > 1 {
+            let layers = &self.state.layers;
+            let zero = self
+                .state
+                .zero
+                .get_or_insert_with(|| ZeroState::new(layers, replicas));
+            let reduced = zero.reduce(layers, &grads, self.links.collective.as_mut())?;
+            self.scratch.all_reduce = Some((started, self.ctx.start.elapsed()));
+            reduced
+        } else {
+            grads
+        };
+        self.state.grads.restart(&self.state.layers, grads);
+        for _ in 0..micro_batches {
+            self.state.grads.count_micro_batch();
+        }
+        Ok(())
+    }
+
+    /// The `US` action (ZeRO-2/3): every replica takes each parameter's value from its owner.
+    pub(super) fn unshard(&mut self) -> Result<(), Failure> {
+        let replicas = self.links.collective.size();
+        let device = adapter::plain_device(&self.state.device);
+        let layers = std::mem::take(&mut self.state.layers);
+        let zero = self
+            .state
+            .zero
+            .get_or_insert_with(|| ZeroState::new(&layers, replicas));
+        self.state.layers = zero.unshard(layers, self.links.collective.as_mut(), &device)?;
+        self.scratch.valid = None;
+        Ok(())
+    }
+
+    /// The `RS` action (ZeRO-3): the values this replica does not own are dropped.
+    pub(super) fn reshard(&mut self) -> Result<(), Failure> {
+        let (replicas, rank) = (self.links.collective.size(), self.links.collective.rank());
+        let layers = std::mem::take(&mut self.state.layers);
+        let zero = self
+            .state
+            .zero
+            .get_or_insert_with(|| ZeroState::new(&layers, replicas));
+        self.state.layers = zero.reshard(layers, rank);
+        // The graph-free copy of the layers holds every value too.
+        self.scratch.valid = None;
+        Ok(())
+    }
+
+    /// Tied parameters' gradients summed between the stages that hold them.
+    fn sum_ties(&mut self, grads: Grads) -> Result<Grads, Failure> {
+        if self.tie_slots.is_empty() {
+            return Ok(grads);
+        }
+        let device = adapter::plain_device(&self.state.device);
+        Ok(crate::optim::tie::sum_tied_gradients(
+            grads,
+            self.tie_slots,
+            &mut self.links.ties,
+            &device,
+        )?)
+    }
+
     /// The `AR` action: ties first, then the sum over the replicas.
     pub(super) fn all_reduce(&mut self) -> Result<(), Failure> {
         let started = self.ctx.start.elapsed();
-        let mut grads = self.state.grads.take();
-        if !self.tie_slots.is_empty() {
-            let device = adapter::plain_device(&self.state.device);
-            grads = crate::optim::tie::sum_tied_gradients(
-                grads,
-                self.tie_slots,
-                &mut self.links.ties,
-                &device,
-            )?;
-        }
+        let grads = self.state.grads.take();
+        let grads = self.sum_ties(grads)?;
         self.scratch.reduced = Some(if self.links.collective.size() > 1 {
             let reduced = self.all_reduce_grads(grads)?;
             self.scratch.all_reduce = Some((started, self.ctx.start.elapsed()));
@@ -52,7 +115,7 @@ impl<L: Layer> Worker<'_, L> {
         let (slots, tensors) = Slots::of_grads(layers, &grads);
         drop(grads);
         let training = self.training();
-        if training.zero {
+        if training.zero.shards_optimizer_state() {
             let (grads, sharded) =
                 Sharded::reduce(layers, slots, tensors, self.links.collective.as_mut())?;
             return Ok(Reduced {
@@ -86,7 +149,8 @@ impl<L: Layer> Worker<'_, L> {
             None => (self.state.grads.take(), None),
         };
         // A skipped (or failed) step changes no parameter: no update, and no ZeRO-1 exchange
-        // (every replica's parameters are unchanged).
+        // (every replica's parameters are unchanged). ZeRO-2/3's gradients are this replica's
+        // shard already (its `RG` ran), and its `US` hands the values out.
         let grads = self.guard(grads)?;
         let sharded = sharded.filter(|_| grads.is_some());
         if let Some(grads) = grads {
