@@ -65,6 +65,21 @@ impl<L: Layer> PipelineBuilder<L> {
                 Some(Remedy::set(Setting::Zero, Value::Count(3))),
             );
         }
+        if self.zero >= 2 && self.accumulation > 1 && !self.ties.is_empty() && self.replicas > 1 {
+            // Each replica's shard of a tied parameter would be summed into the other stage's
+            // copy by the next batch's tie sum, and counted twice.
+            return invalid(
+                Setting::Zero,
+                self.zero,
+                "tied parameters are summed between their stages before the reduce, and \
+                 between the batches of an accumulation each replica keeps only its own shard \
+                 of each copy: ZeRO-2/3 cannot accumulate them",
+                Some(Remedy::one_of([
+                    Remedy::set(Setting::Zero, Value::Count(1)),
+                    Remedy::set(Setting::Accumulation, Value::Count(1)),
+                ])),
+            );
+        }
         if self.bucket_bytes < 4 {
             return invalid(
                 Setting::BucketBytes,

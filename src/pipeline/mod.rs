@@ -243,6 +243,23 @@ impl<L: Layer> Pipeline<L> {
         self.runtime.into_workers().into_model()
     }
 
+    /// Per local worker (replica-major): bytes of float parameter values its layers hold now,
+    /// and under ZeRO-2/3 (from its first step) the bytes of the stage's trainable parameters it
+    /// owns and of all of them. Under ZeRO-3 between steps a worker holds only what it owns.
+    pub fn held_parameter_bytes(&self) -> Vec<(WorkerId, u64, Option<(u64, u64)>)> {
+        self.runtime
+            .workers()
+            .iter()
+            .map(|w| {
+                let values: usize = pipetrain_engine::parameters(&w.layers().to_vec())
+                    .iter()
+                    .map(Vec::len)
+                    .sum();
+                (w.id(), values as u64 * 4, w.owned_parameter_bytes())
+            })
+            .collect()
+    }
+
     /// Every float parameter of the whole model (replica 0's), flattened, in model order.
     pub fn parameters(&self) -> Vec<Vec<f32>> {
         self.replica_parameters(0)

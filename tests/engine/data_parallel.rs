@@ -1,10 +1,11 @@
-//! Data parallelism: replicas × stages, accumulation and ZeRO-1 all equal single-device training.
+//! Data parallelism: replicas × stages, accumulation and ZeRO 1–3 all equal single-device
+//! training.
 //!
-//! Sweep: replicas {1,2,3} × stages {1,2} × schedule {gpipe, 1f1b} × {plain, accumulate 2,
-//! zero 1}, Adam, 3 optimizer steps, against one device on the same global batches (with
-//! accumulation: the concatenation of the accumulated batches). Within 1e-5 relative; every
-//! replica holds the same bits; two runs of one configuration are bitwise equal; ZeRO-1 is
-//! bitwise equal to plain data parallelism.
+//! Sweep: replicas {1,2,3} × stages {1,2,3} × every one-stage-per-rank schedule × {plain,
+//! accumulate 2, zero 1, zero 2, zero 3, accumulate 2 at zero 3}, Adam, 3 optimizer steps,
+//! against one device on the same global batches (with accumulation: the concatenation of the
+//! accumulated batches). Within 1e-5 relative; every replica holds the same bits; two runs of
+//! one configuration are bitwise equal; ZeRO 1–3 are bitwise equal to plain data parallelism.
 
 use std::sync::mpsc;
 use std::time::Duration;
@@ -33,14 +34,24 @@ const LR: f64 = 1e-2;
 enum Mode {
     Plain,
     Accumulate(usize),
-    Zero1,
+    /// A ZeRO level.
+    Zero(u8),
+    /// Accumulation at a ZeRO level.
+    AccumulateZero(usize, u8),
 }
 
 impl Mode {
     fn accumulation(self) -> usize {
         match self {
-            Mode::Accumulate(k) => k,
+            Mode::Accumulate(k) | Mode::AccumulateZero(k, _) => k,
             _ => 1,
+        }
+    }
+
+    fn zero(self) -> u8 {
+        match self {
+            Mode::Zero(z) | Mode::AccumulateZero(_, z) => z,
+            _ => 0,
         }
     }
 }
@@ -90,7 +101,11 @@ fn data_parallel(
 ) -> Vec<Vec<Vec<f32>>> {
     let mut pipeline = Pipeline::builder()
         .layers(init.to_vec())
-        .balance(if stages == 1 { vec![4] } else { vec![2, 2] })
+        .balance(match stages {
+            1 => vec![4],
+            2 => vec![2, 2],
+            _ => vec![2, 1, 1],
+        })
         .replicas(replicas)
         .micro_batches(MICRO_BATCHES)
         .schedule(schedule)
@@ -98,7 +113,7 @@ fn data_parallel(
         .optimizer(OptimizerConfig::adam())
         .learning_rate(LR)
         .accumulation(mode.accumulation())
-        .zero(u8::from(mode == Mode::Zero1))
+        .zero(mode.zero())
         .bucket_bytes(64) // several buckets even for this tiny model
         .threads_per_worker(1)
         .build()
@@ -109,10 +124,14 @@ fn data_parallel(
             let report = pipeline.train_step(b).unwrap();
             assert_eq!(report.optimizer_step, j + 1 == batches.len());
             assert!(report.loss.is_finite());
+            // ZeRO-2/3 reduce every batch's gradients to their owners (`RG`): each replica
+            // keeps only its shard between the batches of an accumulation.
+            let reduces = report.optimizer_step || mode.zero() >= 2;
             assert_eq!(
                 report.all_reduce.is_zero(),
-                replicas == 1 || !report.optimizer_step,
-                "all-reduce runs exactly on optimizer steps with replicas"
+                replicas == 1 || !reduces,
+                "the gradients are summed exactly on optimizer steps with replicas (every \
+                 batch at ZeRO-2/3)"
             );
         }
     }
@@ -125,10 +144,18 @@ fn data_parallel(
 fn replicas_times_stages_match_single_device() {
     let init = model();
     let mut worst: f64 = 0.0;
-    for mode in [Mode::Plain, Mode::Accumulate(2), Mode::Zero1] {
+    let modes = [
+        Mode::Plain,
+        Mode::Accumulate(2),
+        Mode::Zero(1),
+        Mode::Zero(2),
+        Mode::Zero(3),
+        Mode::AccumulateZero(2, 3),
+    ];
+    for mode in modes {
         let expected = reference(&init, mode);
         for replicas in [1, 2, 3] {
-            for stages in [1, 2] {
+            for stages in [1, 2, 3] {
                 let mut per_schedule = Vec::new();
                 for schedule in ScheduleKind::ALL {
                     let mut params = data_parallel(&init, replicas, stages, schedule, mode);
@@ -161,15 +188,22 @@ fn replicas_times_stages_match_single_device() {
 #[test]
 fn runs_repeat_bit_for_bit_and_zero_equals_plain() {
     let init = model();
-    for (replicas, stages) in [(2, 2), (3, 1)] {
-        let plain = data_parallel(&init, replicas, stages, ScheduleKind::OneFOneB, Mode::Plain);
-        let again = data_parallel(&init, replicas, stages, ScheduleKind::OneFOneB, Mode::Plain);
-        assert_eq!(plain, again, "two runs of {replicas}×{stages} differ");
-        let zero = data_parallel(&init, replicas, stages, ScheduleKind::OneFOneB, Mode::Zero1);
-        assert_eq!(
-            plain, zero,
-            "ZeRO-1 differs from plain at {replicas}×{stages}"
-        );
+    for (replicas, stages) in [(2, 2), (3, 1), (3, 3)] {
+        for schedule in ScheduleKind::ALL {
+            let plain = data_parallel(&init, replicas, stages, schedule, Mode::Plain);
+            let again = data_parallel(&init, replicas, stages, schedule, Mode::Plain);
+            assert_eq!(
+                plain, again,
+                "two runs of {replicas}×{stages} {schedule} differ"
+            );
+            for level in 1..=3 {
+                let zero = data_parallel(&init, replicas, stages, schedule, Mode::Zero(level));
+                assert_eq!(
+                    plain, zero,
+                    "ZeRO-{level} differs from plain at {replicas}×{stages} {schedule}"
+                );
+            }
+        }
     }
 }
 

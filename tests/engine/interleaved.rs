@@ -412,12 +412,15 @@ fn train_layout(
 fn multi_chunk_schedules_on_replicas_and_remat_match_single_device_and_1f1b() {
     let init = model();
     let expected = single_device(&init);
-    let layouts: [Layout; 5] = [
+    let layouts: [Layout; 8] = [
         (1, Remat::Never, 0),
         (1, Remat::Always, 0),
         (2, Remat::Never, 0),
         (2, Remat::Always, 0),
         (2, Remat::Never, 1),
+        (2, Remat::Never, 2),
+        (2, Remat::Always, 3),
+        (3, Remat::Never, 3),
     ];
     for layout in layouts {
         let mut references: Vec<(Backward, Vec<Vec<f32>>)> = Vec::new();

@@ -38,3 +38,4 @@ mod uneven;
 mod varying_shapes;
 mod verify_per_step;
 mod warm_up;
+mod zero;
