@@ -168,6 +168,10 @@ impl fmt::Display for Setup {
                 Bytes(m.total()),
                 m.stashed_micro_batches
             )?;
+            // ZeRO-3 (or accumulated gradients): what stays between steps is less.
+            if m.resting_parameters < m.parameters || m.resting_gradients > 0 {
+                write!(f, ", {} between steps", Bytes(m.resting()))?;
+            }
         }
         Ok(())
     }

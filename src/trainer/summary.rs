@@ -50,10 +50,11 @@ pub fn optimizer_state<L: Layer>(pipeline: &Pipeline<L>, style: &dyn Style) -> V
             .collect();
         let total: usize = of_stage.iter().sum();
         let held = of_stage.iter().max().copied().unwrap_or(0);
+        let level = pipeline.zero_level().level();
         lines.push(if pipeline.zero() {
             let unsharded = total; // the replicas' shares partition the stage's parameters
             format!(
-                "  stage {stage}: {} per worker with ZeRO-1, {} without ({:.0}% saved)",
+                "  stage {stage}: {} per worker with ZeRO-{level}, {} without ({:.0}% saved)",
                 human_bytes(held),
                 human_bytes(unsharded),
                 100.0 * (1.0 - held as f64 / unsharded.max(1) as f64)
@@ -65,6 +66,50 @@ pub fn optimizer_state<L: Layer>(pipeline: &Pipeline<L>, style: &dyn Style) -> V
                 style.set(Setting::Zero, &Value::Count(1)),
                 pipeline.replicas()
             )
+        });
+    }
+    lines.extend(sharded(pipeline));
+    lines
+}
+
+/// Under ZeRO-2/3, per stage: the most gradient (and at level 3 parameter) bytes a worker
+/// keeps between steps against the stage's whole, a header line first; nothing below level 2.
+fn sharded<L: Layer>(pipeline: &Pipeline<L>) -> Vec<String> {
+    let zero = pipeline.zero_level();
+    if !zero.shards_gradients() {
+        return Vec::new();
+    }
+    let held = pipeline.held_parameter_bytes();
+    let mut lines = vec![match zero.shards_parameters() {
+        true => "ZeRO-3 per worker: gradients reduced to the share it owns, parameters held \
+                 between steps (whole from each stage's unshard to its reshard)"
+            .to_string(),
+        false => "ZeRO-2 per worker: gradients reduced to the share it owns".to_string(),
+    }];
+    for stage in 0..pipeline.stages() {
+        let of_stage = held.iter().filter(|(w, _, _)| w.stage.index() == stage);
+        let (mut most_owned, mut most_held, mut whole) = (0, 0, 0);
+        for (_, now, owned) in of_stage {
+            let (owned, all) = owned.unwrap_or((*now, *now));
+            most_owned = most_owned.max(owned);
+            most_held = most_held.max(*now);
+            whole = whole.max(all);
+        }
+        let share = |b: u64| 100.0 * b as f64 / whole.max(1) as f64;
+        let gradients = format!(
+            "gradients {} of {} ({:.0}%)",
+            human_bytes(most_owned as usize),
+            human_bytes(whole as usize),
+            share(most_owned)
+        );
+        lines.push(match zero.shards_parameters() {
+            true => format!(
+                "  stage {stage}: {gradients}, parameters {} of {} ({:.0}%)",
+                human_bytes(most_held as usize),
+                human_bytes(whole as usize),
+                share(most_held)
+            ),
+            false => format!("  stage {stage}: {gradients}"),
         });
     }
     lines

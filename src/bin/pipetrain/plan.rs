@@ -89,6 +89,18 @@ pub struct PlanArgs {
         conflicts_with = "compare"
     )]
     pub skip: Vec<SkipRoute>,
+    /// The ZeRO level to lower the plan for: 2 adds each stage's gradient reduce to the owners
+    /// (`sRG`) after its last weight gradient and the owners' updated values to every replica
+    /// (`sUS`) after the optimizer step; 3 brackets the stage's computation with the unshard of
+    /// its parameters (`sUS`) and their reshard (`sRS`). Prints the lowered plan. (Levels 0 and 1
+    /// lower alike.)
+    #[arg(
+        long,
+        value_name = "LEVEL",
+        value_parser = clap::value_parser!(u8).range(2..=3),
+        conflicts_with = "compare"
+    )]
+    pub zero: Option<u8>,
 }
 
 impl PlanArgs {
@@ -163,6 +175,13 @@ pub fn run(args: &PlanArgs) -> Result<Exit, Failure> {
     } else {
         let (name, compute) = compute_plan(args)?;
         match args.format {
+            Format::Csv if args.zero.is_some() => {
+                return Err(Failure::usage(
+                    "--zero with --format csv: a plan file holds compute actions only (the \
+                     ZeRO actions are lowered in, like the communication); drop --zero, or use \
+                     --format text to see them",
+                ));
+            }
             Format::Csv if args.lowered => {
                 return Err(Failure::usage(
                     "--lowered with --format csv: a plan file holds compute actions only \
@@ -273,6 +292,10 @@ fn report(args: &PlanArgs, name: String, compute: &Plan) -> Result<PlanReport, F
         costs: costs(args),
         skips: args.skip.clone(),
         lowered: args.lowered,
+        zero: args
+            .zero
+            .and_then(pipetrain::schedules::Zero::from_level)
+            .unwrap_or_default(),
     };
     PlanReport::build(name, compute, &settings).map_err(failure)
 }

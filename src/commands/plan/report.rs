@@ -1,8 +1,8 @@
 //! [`PlanReport`]: a plan lowered, validated and dry-run, as data and as text.
 
 use pipetrain_schedules::{
-    ActionKind, Costs, Lowering, Plan, ScheduleKind, Simulation, SkipRoute, StageId, lower, render,
-    route_skips, simulate,
+    ActionKind, Costs, Lowering, Plan, ScheduleKind, Simulation, SkipRoute, StageId, Zero, lower,
+    render, route_skips, simulate,
 };
 
 use super::costs::PlanCosts;
@@ -19,6 +19,9 @@ pub struct PlanSettings {
     pub skips: Vec<SkipRoute>,
     /// Whether the report holds the lowered plan's text form.
     pub lowered: bool,
+    /// The ZeRO level the plan is lowered for: levels 2 and 3 add the reduce (`RG`), unshard
+    /// (`US`) and reshard (`RS`) actions, and the report then holds the lowered plan.
+    pub zero: Zero,
 }
 
 /// What a plan does under its costs: the makespan, the bubble (total and per stage), the
@@ -62,9 +65,11 @@ pub struct PlanReport {
     /// [`render::skips`]: the skip flows.
     #[cfg_attr(feature = "commands", serde(skip))]
     pub skip_flows: String,
-    /// The lowered plan's text form, when asked for.
+    /// The lowered plan's text form, when asked for (or lowered for ZeRO-2/3).
     #[cfg_attr(feature = "commands", serde(skip_serializing_if = "Option::is_none"))]
     pub lowered_plan: Option<String>,
+    /// The ZeRO level the plan was lowered for (0 unless 2 or 3 was asked for).
+    pub zero: u8,
     /// For a plan with overlaps (DualPipeV's pairs, `0F3+3B1`): the step on workers that run
     /// each pair at once. The rest of the report runs them in sequence, as pipetrain's workers
     /// do.
@@ -161,7 +166,11 @@ impl PlanReport {
         let given = &settings.costs;
         let costs = given.costs(compute.stages(), p)?;
         let routed = route_skips(compute, &settings.skips)?;
-        let plan = lower(&routed, Lowering::default());
+        let lowering = Lowering {
+            zero: settings.zero,
+            ..Lowering::default()
+        };
+        let plan = lower(&routed, lowering);
         // `simulate` validates the plan first: an invalid one is an error here, not a hang.
         let sim: Simulation = simulate(&plan, &costs)?;
         let overlaps = plan
@@ -240,7 +249,9 @@ impl PlanReport {
                 .reduce(f64::min),
             skip_routes: plan.skip_routes(),
             skip_flows: render::skips(&plan),
-            lowered_plan: settings.lowered.then(|| plan.to_string()),
+            lowered_plan: (settings.lowered || settings.zero.shards_gradients())
+                .then(|| plan.to_string()),
+            zero: settings.zero.level(),
             overlapped,
             stash_in_stages,
         })
@@ -336,7 +347,16 @@ impl PlanReport {
             out += &self.skip_flows;
         }
         if let Some(plan) = &self.lowered_plan {
-            out += "\nlowered plan:\n";
+            out += &match self.zero {
+                2 => "\nlowered plan (ZeRO-2: sRG reduces stage s's gradients to their owners \
+                      after its last weight gradient; sUS hands the owners' updated values to \
+                      every replica after sOPT):\n"
+                    .to_string(),
+                3 => "\nlowered plan (ZeRO-3: stage s's parameters are whole only from sUS to \
+                      sRS; sRG reduces its gradients to their owners):\n"
+                    .to_string(),
+                _ => "\nlowered plan:\n".to_string(),
+            };
             out += plan;
         }
         out
