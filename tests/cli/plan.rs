@@ -363,3 +363,30 @@ fn plan_flags_that_change_nothing_are_refused_and_compare_names_what_it_leaves_o
     // Interleaved rows read it under --compare.
     success(&["plan", "--compare", "--virtual-stages", "3"]);
 }
+
+/// `plan --zero 3` (issue 50) shows each stage's unshard before its first action, reshard after
+/// its last computation, and reduce; `--zero 2` the reduce and the unshard after the optimizer
+/// step; levels 0 and 1 add nothing to a plan, so the flag refuses them.
+#[test]
+fn zero_levels_show_their_actions_in_the_lowered_plan() {
+    let three = stdout_of(&["--stages", "2", "--micro-batches", "2", "--zero", "3"]);
+    assert!(
+        three.contains("0: 0US 0F0 0SF0 0F1 0SF1 0RB0 0B0 0RB1 0B1 0RS 0RG 0OPT")
+            && three.contains("1: 1US 1RF0")
+            && three.contains("whole only from sUS to sRS"),
+        "{three}"
+    );
+    let two = stdout_of(&["--stages", "2", "--micro-batches", "2", "--zero", "2"]);
+    assert!(two.contains("0B1 0RG 0OPT 0US\n"), "{two}");
+    let zbv = json_of(&["--schedule", "zb-v", "--stages", "2", "--zero", "3"]);
+    let lowered = zbv["lowered_plan"].as_str().unwrap();
+    assert_eq!(lowered.matches("US ").count(), 4, "{lowered}");
+    assert_eq!(zbv["zero"], 3);
+    let refused = stderr_of_failure(&["--zero", "1"]);
+    assert!(
+        refused.contains("'1'") && refused.contains("2..=3"),
+        "{refused}"
+    );
+    let csv = stderr_of_failure(&["--zero", "3", "--format", "csv"]);
+    assert!(csv.contains("drop --zero"), "{csv}");
+}

@@ -311,6 +311,21 @@ fn zero_one_matches_single_device_and_reports_memory() {
     );
 }
 
+/// ZeRO-2 and ZeRO-3 (issue 50) pass `--verify` and report each stage's shares per worker.
+#[test]
+fn zero_two_and_three_match_single_device_and_report_the_shares() {
+    let two = replicated(&["--zero", "2", "--optimizer", "adam", "--lr", "0.001"]);
+    assert!(
+        two.contains("with ZeRO-2") && two.contains("ZeRO-2 per worker: gradients"),
+        "{two}"
+    );
+    let three = replicated(&["--zero", "3", "--optimizer", "adam", "--accumulate", "2"]);
+    assert!(
+        three.contains("ZeRO-3 per worker") && three.contains("parameters"),
+        "{three}"
+    );
+}
+
 #[test]
 fn accumulation_matches_single_device() {
     replicated(&["--accumulate", "2"]);
