@@ -38,7 +38,7 @@ from collections import defaultdict
 CRATES = {
     "engine/src": ["ids", "precision", "error", "world", "output", "adapter", "device", "model", "comm",
                    "skips", "optim", "worker", "checkpoint", "runtime"],
-    "schedules/src": ["remedy", "text_file", "id", "action+dataflow+error+plan+render+simulate+validate+violation",
+    "schedules/src": ["remedy", "text_file", "zero", "id", "action+dataflow+error+plan+render+simulate+validate+violation",
                       "skip", "split", "lower", "overlap", "inference", "gpipe", "one_f_one_b",
                       "interleaved", "looped_bfs", "zb_h1", "interleaved_zb", "list_scheduler", "zb_v", "zb_2p",
                       "dual_pipe_v", "building_block", "v_min", "v_half", "kind",

@@ -60,7 +60,7 @@ pub use error::{
     RunFileProblem,
 };
 pub use lr_schedule::{Decay, LrSchedule};
-pub use pipeline::Pipeline;
+pub use pipeline::{HeldParameters, Pipeline};
 pub use setup::{Setup, WorkerSetup};
 pub use step_report::{StageReport, StepReport};
 
@@ -85,6 +85,8 @@ mod guide {
     pub struct Library;
     #[doc = include_str!("../docs/data-parallel.md")]
     pub struct DataParallel;
+    #[doc = include_str!("../docs/zero.md")]
+    pub struct Zero;
     #[doc = include_str!("../docs/mixed-precision.md")]
     pub struct MixedPrecision;
     #[cfg(feature = "commands")]

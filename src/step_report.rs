@@ -157,7 +157,12 @@ impl StepReport {
             let v: Vec<f64> = stages.iter().map(|w| mean(w, k)).collect();
             v.iter().sum::<f64>() / v.len().max(1) as f64
         };
-        costs.all_reduce = over(ActionKind::AllReduce);
+        // ZeRO-2/3 sum with a reduce (`RG`) and hand values out with an unshard (`US`), each
+        // charged half an all-reduce by the simulator: their times together are one.
+        costs.all_reduce = match over(ActionKind::AllReduce) {
+            0.0 => over(ActionKind::ReduceGrad) + over(ActionKind::Unshard),
+            all_reduce => all_reduce,
+        };
         costs.optimizer = over(ActionKind::OptimizerStep);
         costs
     }

@@ -692,6 +692,37 @@ fn the_model_is_within_15_percent_of_each_step_s_peak() {
             },
             band,
         ),
+        // Issue 50: ZeRO-2 and ZeRO-3 (the step holds the stage whole from its unshard to its
+        // reshard, and its gradients until its reduce: the step's model is level 1's), on 2 and
+        // 3 replicas.
+        (
+            Layout {
+                m: 4,
+                adam: true,
+                replicas: 2,
+                zero: 2,
+                ..BASE
+            },
+            band,
+        ),
+        (
+            Layout {
+                replicas: 2,
+                zero: 3,
+                adam: true,
+                ..two(one_f_one_b)
+            },
+            band,
+        ),
+        (
+            Layout {
+                replicas: 3,
+                zero: 3,
+                adam: true,
+                ..two(one_f_one_b)
+            },
+            band,
+        ),
         // What the model does not count yet (docs/reliability.md, issue 48 item 3): what
         // burn's autodiff graph keeps inside a layer beyond its output (attention scores,
         // norms, convolutions' and casts' intermediates) where a layer runs on it.

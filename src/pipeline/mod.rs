@@ -243,10 +243,9 @@ impl<L: Layer> Pipeline<L> {
         self.runtime.into_workers().into_model()
     }
 
-    /// Per local worker (replica-major): bytes of float parameter values its layers hold now,
-    /// and under ZeRO-2/3 (from its first step) the bytes of the stage's trainable parameters it
-    /// owns and of all of them. Under ZeRO-3 between steps a worker holds only what it owns.
-    pub fn held_parameter_bytes(&self) -> Vec<(WorkerId, u64, Option<(u64, u64)>)> {
+    /// What each local worker (replica-major) holds of its stage's parameters now. Under
+    /// ZeRO-3 between steps a worker holds only what it owns.
+    pub fn held_parameter_bytes(&self) -> Vec<HeldParameters> {
         self.runtime
             .workers()
             .iter()
@@ -255,7 +254,13 @@ impl<L: Layer> Pipeline<L> {
                     .iter()
                     .map(Vec::len)
                     .sum();
-                (w.id(), values as u64 * 4, w.owned_parameter_bytes())
+                let owned = w.owned_parameter_bytes();
+                HeldParameters {
+                    worker: w.id(),
+                    held: values as u64 * 4,
+                    owned: owned.map(|(owned, _)| owned),
+                    whole: owned.map(|(_, whole)| whole),
+                }
             })
             .collect()
     }
@@ -288,4 +293,18 @@ impl<L: Layer> Pipeline<L> {
             .get(WorkerId::new(ReplicaId(0), stage))
             .map_or(std::borrow::Cow::Borrowed(&[]), |w| workers.whole_layers(w))
     }
+}
+
+/// What one worker holds of its stage's parameters ([`Pipeline::held_parameter_bytes`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeldParameters {
+    /// Which worker.
+    pub worker: WorkerId,
+    /// Bytes of float parameter values its layers hold now.
+    pub held: u64,
+    /// Under ZeRO-2/3, from its first step: bytes (f32) of the stage's trainable parameters it
+    /// owns.
+    pub owned: Option<u64>,
+    /// Under ZeRO-2/3, from its first step: bytes (f32) of all the stage's trainable parameters.
+    pub whole: Option<u64>,
 }

@@ -87,13 +87,12 @@ fn sharded<L: Layer>(pipeline: &Pipeline<L>) -> Vec<String> {
         false => "ZeRO-2 per worker: gradients reduced to the share it owns".to_string(),
     }];
     for stage in 0..pipeline.stages() {
-        let of_stage = held.iter().filter(|(w, _, _)| w.stage.index() == stage);
+        let of_stage = held.iter().filter(|h| h.worker.stage.index() == stage);
         let (mut most_owned, mut most_held, mut whole) = (0, 0, 0);
-        for (_, now, owned) in of_stage {
-            let (owned, all) = owned.unwrap_or((*now, *now));
-            most_owned = most_owned.max(owned);
-            most_held = most_held.max(*now);
-            whole = whole.max(all);
+        for h in of_stage {
+            most_owned = most_owned.max(h.owned.unwrap_or(h.held));
+            most_held = most_held.max(h.held);
+            whole = whole.max(h.whole.unwrap_or(h.held));
         }
         let share = |b: u64| 100.0 * b as f64 / whole.max(1) as f64;
         let gradients = format!(

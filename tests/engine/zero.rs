@@ -41,8 +41,8 @@ fn held(p: &Pipeline<MlpLayer>, replica: usize, stage: usize) -> (u64, Option<(u
     let id = WorkerId::new(ReplicaId::from(replica), StageId::from(stage));
     p.held_parameter_bytes()
         .into_iter()
-        .find(|(w, _, _)| *w == id)
-        .map(|(_, held, owned)| (held, owned))
+        .find(|h| h.worker == id)
+        .map(|h| (h.held, h.owned.zip(h.whole)))
         .unwrap()
 }
 

@@ -94,16 +94,17 @@ impl Layout {
     }
 }
 
-/// Bytes (f32) of the trainable parameters of `layers` (one stage) that replica `replica` of
-/// `replicas` owns under ZeRO: the share of the gradients (levels 2–3) and of the values
-/// (level 3) it keeps.
+/// Bytes (f32) of the trainable parameters of `layers` (one stage, as a worker holds them:
+/// [`trainable`](crate::trainable)) that replica `replica` of `replicas` owns under ZeRO: the
+/// share of the gradients (levels 2–3) and of the values (level 3) it keeps.
 ///
 /// ```
 /// use burn::nn::LinearConfig;
 /// use burn::prelude::*;
+/// use pipetrain_engine::trainable;
 /// let device = Device::flex();
-/// let big = LinearConfig::new(8, 8).init(&device); // 64 + 8 values
-/// let small = LinearConfig::new(2, 2).init(&device); // 4 + 2
+/// let big = trainable(LinearConfig::new(8, 8).init(&device), &device); // 64 + 8 values
+/// let small = trainable(LinearConfig::new(2, 2).init(&device), &device); // 4 + 2
 /// let layers = vec![big, small];
 /// let owned: Vec<u64> = (0..2).map(|r| pipetrain_engine::owned_parameter_bytes(&layers, 2, r)).collect();
 /// // Whole tensors, largest first to the least loaded: 64 to replica 0, the rest to 1.

@@ -261,7 +261,10 @@ pub struct TrainArgs {
     /// Batches whose gradients are accumulated (no all-reduce) before each optimizer step.
     #[arg(long, default_value_t = 1)]
     pub accumulate: usize,
-    /// ZeRO stage: 0 (off) or 1 (optimizer state sharded across replicas).
+    /// ZeRO level, sharding across the replicas of each stage: 0 (off), 1 (optimizer state), 2
+    /// (and gradients: reduced to their owners after the stage's last backward), 3 (and
+    /// parameters: whole only between the stage's unshard and reshard in each step). Levels 2
+    /// and 3 are actions of the plan (`pipetrain plan --zero 3`); docs/zero.md.
     #[arg(long, default_value_t = 0)]
     pub zero: u8,
     /// All-reduce bucket size in MiB.

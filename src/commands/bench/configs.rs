@@ -133,8 +133,8 @@ pub enum Shape {
         micro_batches: usize,
         /// Schedule.
         schedule: ScheduleKind,
-        /// ZeRO-1 optimizer-state sharding.
-        zero: bool,
+        /// The ZeRO level (0–3).
+        zero: u8,
         /// Split (the default) or fused backward.
         backward: Backward,
         /// 1: every worker a thread of this process; more: `mpirun -np processes`, one worker
@@ -222,7 +222,7 @@ impl Shape {
     pub fn as_pipeline(self) -> Shape {
         match self {
             Shape::Independent { micro_batches, .. } => {
-                pipeline(1, 1, micro_batches, ScheduleKind::GPipe, false)
+                pipeline(1, 1, micro_batches, ScheduleKind::GPipe, 0)
             }
             pipeline => pipeline,
         }
@@ -294,7 +294,7 @@ pub(crate) fn pipeline(
     stages: usize,
     m: usize,
     schedule: ScheduleKind,
-    zero: bool,
+    zero: u8,
 ) -> Shape {
     Shape::Pipeline {
         replicas,
@@ -341,7 +341,7 @@ pub fn single(batch: usize, rows: usize, threads: usize) -> Row {
     Row {
         group: "single device",
         name: format!("1 worker, m={m} ({rows} rows)"),
-        shape: pipeline(1, 1, m, ScheduleKind::GPipe, false),
+        shape: pipeline(1, 1, m, ScheduleKind::GPipe, 0),
         peer: Some(peer(
             "bench_single.py",
             "one process, gradients accumulated over m micro-batches",
@@ -429,6 +429,35 @@ mod tests {
         // The memory dial: 1F1B, V-Min, V-Half and ZB-2P on 2 and 4 ranks at m = 4, 8, 32.
         let dial = rows.iter().filter(|r| r.group == "memory-dial schedules");
         assert_eq!(dial.count(), 4 * 2 * 3);
+        // ZeRO levels 0-3 on 2 x 2, in process and over MPI, beside the FSDP2 peer.
+        let zero: Vec<&Row> = rows.iter().filter(|r| r.group == "ZeRO").collect();
+        assert_eq!(zero.len(), 8);
+        for (i, r) in zero.iter().enumerate() {
+            let Shape::Pipeline {
+                zero: level,
+                processes,
+                replicas: 2,
+                stages: 2,
+                ..
+            } = r.shape
+            else {
+                panic!("{}", r.label());
+            };
+            assert_eq!(
+                (usize::from(level), processes > 1),
+                (i % 4, i >= 4),
+                "{}",
+                r.label()
+            );
+            let peer = r.peer.as_ref().unwrap();
+            assert_eq!(peer.script, "bench_fsdp_pipe.py");
+            assert!(peer.args.contains(&level.to_string()));
+        }
+        assert!(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("scripts/peers/bench_fsdp_pipe.py")
+                .is_file()
+        );
         // GPipe at m = 4, 8, 32 (m = 1 is the model-parallel row), 1F1B at all four.
         assert_eq!(rows.iter().filter(|r| r.group == "pipelined").count(), 7);
         // Every row with a PyTorch counterpart but 1F1B at m = 1, which torch refuses.
@@ -501,7 +530,7 @@ mod tests {
 
     #[test]
     fn limits_come_from_rows_per_micro_batch_and_the_bubble() {
-        let hybrid = pipeline(2, 2, 4, ScheduleKind::OneFOneB, false);
+        let hybrid = pipeline(2, 2, 4, ScheduleKind::OneFOneB, 0);
         assert_eq!(hybrid.workers(), 4);
         assert_eq!(hybrid.rows_per_micro_batch(256), 32);
         assert_eq!(hybrid.bubble_bound(), 0.8);

@@ -250,7 +250,7 @@ fn build(shape: &Shape, w: &Workload, device: &Device) -> crate::Result<Pipeline
         .learning_rate(0.01)
         .threads_per_worker(threads)
         .replicas(replicas)
-        .zero(u8::from(zero))
+        .zero(zero)
         .precision(w.precision)
         .build()
 }

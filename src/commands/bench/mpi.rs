@@ -75,7 +75,7 @@ fn train_args(shape: &Shape, w: &Workload, metrics: &Path) -> Vec<String> {
         "--schedule",
         &schedule.to_string(),
         "--zero",
-        if zero { "1" } else { "0" },
+        &zero.to_string(),
         "--remat",
         "never",
         "--precision",

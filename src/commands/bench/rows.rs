@@ -1,5 +1,5 @@
 //! The table's rows, in order: data parallel, model parallel, pipelined, the schedules beyond
-//! 1F1B (MLP and GPT), hybrid, MPI, ZeRO-1 and the backward comparisons.
+//! 1F1B (MLP and GPT), hybrid, MPI, ZeRO-1, the ZeRO levels and the backward comparisons.
 
 use crate::{Backward, ScheduleKind};
 
@@ -13,7 +13,7 @@ pub fn rows(ms: &[usize], threads: usize, mpi: bool) -> Vec<Row> {
     let mut rows = Vec::new();
     // PyTorch's best single process on this machine uses both cores: so may ours.
     if threads == 1 {
-        let mut shape = pipeline(1, 1, 1, ScheduleKind::GPipe, false);
+        let mut shape = pipeline(1, 1, 1, ScheduleKind::GPipe, 0);
         if let Shape::Pipeline { threads, .. } = &mut shape {
             *threads = Some(2);
         }
@@ -32,7 +32,7 @@ pub fn rows(ms: &[usize], threads: usize, mpi: bool) -> Vec<Row> {
         Row {
             group: "data parallel",
             name: "2 replicas x 1 stage, m=1".into(),
-            shape: pipeline(2, 1, 1, ScheduleKind::OneFOneB, false),
+            shape: pipeline(2, 1, 1, ScheduleKind::OneFOneB, 0),
             peer: Some(peer(
                 "bench_ddp.py",
                 "DistributedDataParallel, 2 gloo ranks",
@@ -42,7 +42,7 @@ pub fn rows(ms: &[usize], threads: usize, mpi: bool) -> Vec<Row> {
         Row {
             group: "model parallel",
             name: "2 stages, m=1".into(),
-            shape: pipeline(1, 2, 1, ScheduleKind::GPipe, false),
+            shape: pipeline(1, 2, 1, ScheduleKind::GPipe, 0),
             peer: Some(peer(
                 "bench_pipe.py",
                 "torch.distributed.pipelining, 2 ranks",
@@ -72,7 +72,7 @@ pub fn rows(ms: &[usize], threads: usize, mpi: bool) -> Vec<Row> {
             rows.push(Row {
                 group: "pipelined",
                 name: format!("{name}, 2 stages, m={m}"),
-                shape: pipeline(1, 2, m, schedule, false),
+                shape: pipeline(1, 2, m, schedule, 0),
                 peer: comparable.then(|| {
                     peer(
                         "bench_pipe.py",
@@ -130,7 +130,7 @@ pub fn rows(ms: &[usize], threads: usize, mpi: bool) -> Vec<Row> {
             rows.push(Row {
                 group: "schedules",
                 name: format!("{name}, 2 ranks, m={m}"),
-                shape: pipeline(1, 2, m, schedule, false),
+                shape: pipeline(1, 2, m, schedule, 0),
                 peer: Some(peer(
                     "bench_pipe_schedules.py",
                     "torch.distributed.pipelining, the same schedule, 2 ranks",
@@ -150,7 +150,7 @@ pub fn rows(ms: &[usize], threads: usize, mpi: bool) -> Vec<Row> {
         // The same schedules on the GPT, against its own 1F1B.
         let beyond = beyond.iter().map(|&(schedule, name, _)| (schedule, name));
         for (schedule, name) in [(ScheduleKind::OneFOneB, "1F1B")].into_iter().chain(beyond) {
-            let mut shape = pipeline(1, 2, m, schedule, false);
+            let mut shape = pipeline(1, 2, m, schedule, 0);
             if let Shape::Pipeline { model, .. } = &mut shape {
                 *model = BenchModel::Gpt;
             }
@@ -162,7 +162,7 @@ pub fn rows(ms: &[usize], threads: usize, mpi: bool) -> Vec<Row> {
             });
         }
         // The Llama, beside transformers' own under torch.distributed.pipelining's 1F1B.
-        let mut shape = pipeline(1, 2, m, ScheduleKind::OneFOneB, false);
+        let mut shape = pipeline(1, 2, m, ScheduleKind::OneFOneB, 0);
         if let Shape::Pipeline { model, .. } = &mut shape {
             *model = BenchModel::Llama;
         }
@@ -202,7 +202,7 @@ pub fn rows(ms: &[usize], threads: usize, mpi: bool) -> Vec<Row> {
                 rows.push(Row {
                     group: "memory-dial schedules",
                     name: format!("{name}, {ranks} ranks, m={m}"),
-                    shape: pipeline(1, ranks, m, schedule, false),
+                    shape: pipeline(1, ranks, m, schedule, 0),
                     peer: None,
                 });
             }
@@ -211,14 +211,14 @@ pub fn rows(ms: &[usize], threads: usize, mpi: bool) -> Vec<Row> {
     rows.push(Row {
         group: "hybrid",
         name: "2 replicas x 2 stages, 1F1B, m=4".into(),
-        shape: pipeline(2, 2, 4, ScheduleKind::OneFOneB, false),
+        shape: pipeline(2, 2, 4, ScheduleKind::OneFOneB, 0),
         peer: None,
     });
     if mpi {
         rows.push(Row {
             group: "MPI",
             name: "2 replicas x 1 stage, m=1, 2 processes".into(),
-            shape: over_mpi(pipeline(2, 1, 1, ScheduleKind::OneFOneB, false)),
+            shape: over_mpi(pipeline(2, 1, 1, ScheduleKind::OneFOneB, 0)),
             peer: Some(peer(
                 "bench_ddp.py",
                 "DistributedDataParallel, 2 gloo ranks",
@@ -228,16 +228,49 @@ pub fn rows(ms: &[usize], threads: usize, mpi: bool) -> Vec<Row> {
         rows.push(Row {
             group: "MPI",
             name: "2 replicas x 2 stages, 1F1B, m=4, 4 processes".into(),
-            shape: over_mpi(pipeline(2, 2, 4, ScheduleKind::OneFOneB, false)),
+            shape: over_mpi(pipeline(2, 2, 4, ScheduleKind::OneFOneB, 0)),
             peer: None,
         });
     }
     rows.push(Row {
         group: "ZeRO-1",
         name: "2 replicas x 1 stage, m=1, optimizer state sharded".into(),
-        shape: pipeline(2, 1, 1, ScheduleKind::OneFOneB, true),
+        shape: pipeline(2, 1, 1, ScheduleKind::OneFOneB, 1),
         peer: None,
     });
+    // ZeRO levels 0-3 (issue 50) on 2 replicas x 2 stages, in process and (with `mpi`) one
+    // process per worker, each beside PyTorch's 2 x 2 mesh of the same level
+    // (`bench_fsdp_pipe.py`: DDP at 0, ZeroRedundancyOptimizer at 1, FSDP2 at 2 and 3, with
+    // torch.distributed.pipelining's 1F1B).
+    for processes in [false, true].into_iter().filter(|&p| !p || mpi) {
+        for level in 0..=3u8 {
+            let shape = pipeline(2, 2, 4, ScheduleKind::OneFOneB, level);
+            let (shape, how) = match processes {
+                true => (over_mpi(shape), ", 4 processes"),
+                false => (shape, ""),
+            };
+            rows.push(Row {
+                group: "ZeRO",
+                name: format!("ZeRO-{level}, 2 replicas x 2 stages, 1F1B, m=4{how}"),
+                shape,
+                peer: Some(peer(
+                    "bench_fsdp_pipe.py",
+                    "the same level on a 2 x 2 gloo mesh: DDP (0), ZeroRedundancyOptimizer (1), \
+                     FSDP2 (2, 3), torch.distributed.pipelining's 1F1B",
+                    &[
+                        "--zero".into(),
+                        level.to_string(),
+                        "--schedule".into(),
+                        "1f1b".into(),
+                        "--m".into(),
+                        "4".into(),
+                        "--threads".into(),
+                        t.clone(),
+                    ],
+                )),
+            });
+        }
+    }
     // The split backward against autodiff's fused one, and its weight-gradient groups (memory
     // against speed), at the largest micro-batch count.
     if let Some(&m) = ms.iter().max().filter(|&&m| m > 1) {
@@ -245,13 +278,13 @@ pub fn rows(ms: &[usize], threads: usize, mpi: bool) -> Vec<Row> {
         rows.push(Row {
             group: "backward",
             name: format!("1 worker, m={m}, fused (autodiff)"),
-            shape: with_backward(pipeline(1, 1, m, ScheduleKind::GPipe, false), fused),
+            shape: with_backward(pipeline(1, 1, m, ScheduleKind::GPipe, 0), fused),
             peer: None,
         });
         rows.push(Row {
             group: "backward",
             name: format!("1F1B, 2 stages, m={m}, fused (autodiff)"),
-            shape: with_backward(pipeline(1, 2, m, ScheduleKind::OneFOneB, false), fused),
+            shape: with_backward(pipeline(1, 2, m, ScheduleKind::OneFOneB, 0), fused),
             peer: None,
         });
         let mut groups = vec![1, m / 4];
@@ -261,7 +294,7 @@ pub fn rows(ms: &[usize], threads: usize, mpi: bool) -> Vec<Row> {
                 group: "backward",
                 name: format!("1F1B, 2 stages, m={m}, split, weight group {group}"),
                 shape: with_backward(
-                    pipeline(1, 2, m, ScheduleKind::OneFOneB, false),
+                    pipeline(1, 2, m, ScheduleKind::OneFOneB, 0),
                     Backward::Split {
                         weight_group: group,
                     },
