@@ -54,7 +54,7 @@ pub(super) fn measure<L: Layer>(
     let relu = memory::relu_layers(layers);
     let budgeted = memory::with_headrooms(memory::budget_costs(
         &costs,
-        slots,
+        (slots, state_sharers(c)),
         stashed,
         (&deferred, to_end),
         c.runtime.precision,
@@ -120,7 +120,7 @@ impl Trial<'_> {
         let to_end = memory::deferred_to_end(group, m);
         let budgeted = memory::with_headrooms(memory::budget_costs(
             &costs,
-            slots,
+            (slots, state_sharers(c)),
             stashed,
             (&deferred, to_end),
             c.runtime.precision,
@@ -224,4 +224,13 @@ fn over_budget(trial: &Trial<'_>, stages: usize, error: PartitionError, in_fligh
         layers: range,
         remedy,
     })
+}
+
+/// The replicas that share each stage's optimizer state: all of them from ZeRO-1 on (each holds
+/// its share), else 1.
+fn state_sharers(c: &Config) -> u64 {
+    match c.runtime.data_parallel.zero.shards_optimizer_state() {
+        true => c.replicas as u64,
+        false => 1,
+    }
 }

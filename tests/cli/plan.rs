@@ -376,6 +376,12 @@ fn zero_levels_show_their_actions_in_the_lowered_plan() {
             && three.contains("whole only from sUS to sRS"),
         "{three}"
     );
+    // Where the schedule keeps the whole gradient, said and counted: stage 0 from its first
+    // backward to its reduce.
+    assert!(
+        three.contains("stage 0: 4 of its 12 actions, from `0B0` to `0RG`"),
+        "{three}"
+    );
     let two = stdout_of(&["--stages", "2", "--micro-batches", "2", "--zero", "2"]);
     assert!(two.contains("0B1 0RG 0OPT 0US\n"), "{two}");
     let zbv = json_of(&["--schedule", "zb-v", "--stages", "2", "--zero", "3"]);

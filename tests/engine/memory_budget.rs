@@ -296,3 +296,42 @@ fn the_split_backward_s_deferred_inputs_count() {
     // Stage 1's received inputs (8 micro-batches × 256 B) in both.
     assert!(memory.iter().all(|w| w.total() <= 26_136), "{memory:?}");
 }
+
+/// ZeRO-1 and up charge each replica its share of the optimizer state (issue 50): under Adam
+/// (two parameter-sized slots) on 2 replicas the least budget of the 2-stage split falls by
+/// half the head's state, 576 parameters × 4 bytes × 2 slots / 2 = 2304 bytes, with the
+/// headroom (× 33/32) on it.
+#[test]
+fn zero_charges_each_replica_its_share_of_the_optimizer_state() {
+    let least = |zero: u8| {
+        let err = Pipeline::builder()
+            .layers(model())
+            .stages(2)
+            .replicas(2)
+            .micro_batches(4)
+            .schedule(ScheduleKind::GPipe)
+            .remat(Remat::Never)
+            .backward(Backward::Fused)
+            .optimizer(OptimizerConfig::adam())
+            .zero(zero)
+            .memory_budget(1000)
+            .build_with(&synthetic::classification(
+                7,
+                0,
+                64,
+                64,
+                64,
+                &Device::flex(),
+            ))
+            .err()
+            .expect("nothing fits 1000 bytes");
+        let msg = err.to_string();
+        let Error::Build(BuildError::MemoryBudget { smallest_bytes, .. }) = err else {
+            panic!("a MemoryBudget error expected, got {msg}");
+        };
+        smallest_bytes
+    };
+    let (plain, zero) = (least(0), least(1));
+    assert_eq!(plain - zero, 2304 * 33 / 32, "{plain} vs {zero}");
+    assert_eq!(least(3), zero);
+}

@@ -4,7 +4,7 @@
 use std::fmt;
 
 use pipetrain_partitioner::Partition;
-use pipetrain_schedules::{ScheduleKind, StageId};
+use pipetrain_schedules::{ScheduleKind, StageId, Zero};
 
 use crate::space::Recompute;
 
@@ -21,6 +21,8 @@ pub struct Knobs {
     pub schedule: ScheduleKind,
     /// Re-materialization.
     pub remat: Recompute,
+    /// The ZeRO level: 1 shards each stage's optimizer state across its replicas.
+    pub zero: Zero,
 }
 
 impl Knobs {
@@ -36,7 +38,11 @@ impl fmt::Display for Knobs {
             f,
             "{} replica(s) x {} stage(s), m={}, {}, remat {}",
             self.replicas, self.stages, self.micro_batches, self.schedule, self.remat
-        )
+        )?;
+        match self.zero {
+            Zero::Off => Ok(()),
+            zero => write!(f, ", {zero}"),
+        }
     }
 }
 

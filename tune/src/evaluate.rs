@@ -52,6 +52,7 @@ pub fn evaluate(
         micro_batches: m,
         schedule,
         remat,
+        zero,
     } = knobs;
     let rows = space.batch / (replicas * m);
     let times = table.at(rows)?;
@@ -79,6 +80,11 @@ pub fn evaluate(
     let layer_bytes = |i: usize, (stashed, deferred): (usize, usize)| {
         let t = &times[i];
         let state = table.optimizer_bytes.get(i).copied().unwrap_or(0);
+        // ZeRO-1 and up: each worker holds its share of the stage's optimizer state.
+        let state = match zero.shards_optimizer_state() {
+            true => state.div_ceil(replicas as u64),
+            false => state,
+        };
         table.param_bytes[i]
             .saturating_mul(2)
             .saturating_add(state)

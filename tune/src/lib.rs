@@ -11,7 +11,7 @@
 //! are kept with their [`Reason`] ("over budget on stage 1 by N bytes").
 //!
 //! ```
-//! use pipetrain_schedules::ScheduleKind;
+//! use pipetrain_schedules::{ScheduleKind, Zero};
 //! use pipetrain_tune::{CostTable, LayerTimes, Recompute, RowsCosts, Space, search};
 //!
 //! // Four equal layers; a row costs the same at any micro-batch size; 1 MB of weights each.
@@ -21,6 +21,7 @@
 //!     memory_budget: None,
 //!     schedules: vec![ScheduleKind::GPipe, ScheduleKind::OneFOneB],
 //!     remats: vec![Recompute::Never],
+//!     zeros: vec![Zero::Off],
 //!     max_micro_batches: 8,
 //! };
 //! let rows = space.rows_in_play(4);

@@ -2,13 +2,16 @@
 
 use std::cmp::Ordering;
 
+use pipetrain_schedules::Zero;
+
 use crate::candidate::{Candidate, Knobs, Ranking};
 use crate::error::Result;
 use crate::evaluate::evaluate;
 use crate::space::Space;
 use crate::table::CostTable;
 
-/// Evaluates every replicas × stages × micro-batches × schedule × re-materialization of
+/// Evaluates every replicas × stages × micro-batches × schedule × re-materialization × ZeRO
+/// level of
 /// `space` on `table`: the feasible ones ranked by predicted samples/s (ties: fewer workers,
 /// then less memory, then search order), the others with their reason. A feasible
 /// configuration the model cannot tell from an earlier one in search order (same layout, split,
@@ -62,13 +65,20 @@ pub fn knobs(space: &Space, layers: usize) -> Vec<Knobs> {
                     continue;
                 }
                 for &remat in &space.remats {
-                    out.push(Knobs {
-                        replicas,
-                        stages,
-                        micro_batches,
-                        schedule,
-                        remat,
-                    });
+                    let zeros = space
+                        .zeros
+                        .iter()
+                        .filter(|z| replicas > 1 || **z == Zero::Off);
+                    for &zero in zeros {
+                        out.push(Knobs {
+                            replicas,
+                            stages,
+                            micro_batches,
+                            schedule,
+                            remat,
+                            zero,
+                        });
+                    }
                 }
             }
         }

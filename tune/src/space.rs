@@ -2,8 +2,8 @@
 
 use std::fmt;
 
-use pipetrain_schedules::ScheduleKind;
 use pipetrain_schedules::remedy::{Remedy, Setting, Value};
+use pipetrain_schedules::{ScheduleKind, Zero};
 
 use crate::error::{Result, TuneError};
 
@@ -67,6 +67,11 @@ pub struct Space {
     pub schedules: Vec<ScheduleKind>,
     /// Re-materialization modes to try.
     pub remats: Vec<Recompute>,
+    /// ZeRO levels to try where there are replicas (one replica tries level 0 only). Level 1
+    /// charges each worker its share of the optimizer state; levels 2 and 3 hold a stage whole
+    /// during the step as level 1 does, so they cannot fit a budget level 1 does not, and the
+    /// search need not try them.
+    pub zeros: Vec<Zero>,
     /// Largest micro-batch count to try.
     pub max_micro_batches: usize,
 }

@@ -1,7 +1,7 @@
 //! The memory dial: under a budget between V-Min's peak and 1F1B's, the search picks a
 //! controllable-memory schedule (V-Min or V-Half), never one that does not fit.
 
-use pipetrain_schedules::ScheduleKind;
+use pipetrain_schedules::{ScheduleKind, Zero};
 use pipetrain_tune::{CostTable, LayerTimes, Recompute, RowsCosts, Space, search};
 
 /// Every schedule of the default space (2 chunks where a schedule takes chunks).
@@ -28,6 +28,7 @@ fn case(budget: Option<u64>) -> (CostTable, Space) {
         memory_budget: budget,
         schedules: SCHEDULES.to_vec(),
         remats: vec![Recompute::Never],
+        zeros: vec![Zero::Off],
         max_micro_batches: 16,
     };
     let rows = space

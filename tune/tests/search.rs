@@ -7,7 +7,7 @@
 //! would fit is out of the space by design (`evaluate.rs`), and the test says so.
 
 use pipetrain_partitioner::Partition;
-use pipetrain_schedules::{ScheduleKind, StageId, peak_stash};
+use pipetrain_schedules::{ScheduleKind, StageId, Zero, peak_stash};
 use pipetrain_tune::{
     CostTable, Knobs, LayerTimes, Reason, Recompute, RowsCosts, Space, chunk_held, knobs, search,
 };
@@ -47,6 +47,7 @@ fn case() -> impl Strategy<Value = (CostTable, Space)> {
                         memory_budget: budget,
                         schedules: SCHEDULES.to_vec(),
                         remats: Recompute::ALL.to_vec(),
+                        zeros: vec![Zero::Off, Zero::OptimizerState],
                         max_micro_batches: 8,
                     };
                     let rows = space
@@ -135,9 +136,14 @@ fn rank_bytes(
         ));
         for i in range {
             let t = &times[i];
+            // ZeRO-1: each replica holds its share of the optimizer state.
+            let state = match k.zero {
+                Zero::Off => table.optimizer_bytes[i],
+                _ => table.optimizer_bytes[i].div_ceil(k.replicas as u64),
+            };
             ranks[rank] += charge(
                 table.param_bytes[i] * 2
-                    + table.optimizer_bytes[i]
+                    + state
                     + layer_held(
                         t.activation_bytes * held,
                         t.deferred_bytes * deferred,

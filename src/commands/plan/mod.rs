@@ -25,5 +25,6 @@ pub use compare::{Comparison, ScheduleRow, compare};
 pub use costs::{MAX_COST, MAX_COST_RATIO, MIN_COST, PlanCosts, cost_problem};
 pub use format::{columns, compact, num, percent, short};
 pub use report::{
-    CostsReport, GridSize, MAX_GRID_BYTES, Overlapped, PlanReport, PlanSettings, StageLine,
+    CostsReport, GradientWindow, GridSize, MAX_GRID_BYTES, Overlapped, PlanReport, PlanSettings,
+    StageLine,
 };

@@ -1,8 +1,8 @@
 //! [`PlanReport`]: a plan lowered, validated and dry-run, as data and as text.
 
 use pipetrain_schedules::{
-    ActionKind, Costs, Lowering, Plan, ScheduleKind, Simulation, SkipRoute, StageId, Zero, lower,
-    render, route_skips, simulate,
+    Action, ActionKind, Costs, Lowering, Plan, ScheduleKind, Simulation, SkipRoute, StageId, Zero,
+    lower, render, route_skips, simulate,
 };
 
 use super::costs::PlanCosts;
@@ -70,6 +70,10 @@ pub struct PlanReport {
     pub lowered_plan: Option<String>,
     /// The ZeRO level the plan was lowered for (0 unless 2 or 3 was asked for).
     pub zero: u8,
+    /// Under ZeRO-2/3, per stage: where the schedule keeps the stage's whole gradient rather
+    /// than its shard (from its first weight gradient to its `sRG`).
+    #[cfg_attr(feature = "commands", serde(skip_serializing_if = "Vec::is_empty"))]
+    pub whole_gradients: Vec<GradientWindow>,
     /// For a plan with overlaps (DualPipeV's pairs, `0F3+3B1`): the step on workers that run
     /// each pair at once. The rest of the report runs them in sequence, as pipetrain's workers
     /// do.
@@ -252,6 +256,10 @@ impl PlanReport {
             lowered_plan: (settings.lowered || settings.zero.shards_gradients())
                 .then(|| plan.to_string()),
             zero: settings.zero.level(),
+            whole_gradients: match settings.zero.shards_gradients() {
+                true => gradient_windows(&plan),
+                false => Vec::new(),
+            },
             overlapped,
             stash_in_stages,
         })
@@ -359,6 +367,63 @@ impl PlanReport {
             };
             out += plan;
         }
+        if !self.whole_gradients.is_empty() {
+            out += "whole gradients (the schedule accumulates each micro-batch's into them; the \
+                    shard only after sRG):\n";
+            for w in &self.whole_gradients {
+                out += &format!(
+                    "  stage {}: {} of its {} actions, from `{}` to `{}`\n",
+                    w.stage.index(),
+                    w.held,
+                    w.actions,
+                    w.from,
+                    w.to
+                );
+            }
+        }
         out
     }
+}
+
+/// Where a ZeRO-2/3 plan keeps a stage's whole gradient ([`PlanReport::whole_gradients`]).
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "commands", derive(serde::Serialize))]
+pub struct GradientWindow {
+    /// The stage.
+    pub stage: StageId,
+    /// Its actions from its first weight gradient (a `B` or `W`) up to its reduce (`sRG`).
+    pub held: usize,
+    /// All its actions in the step.
+    pub actions: usize,
+    /// The first weight gradient's text.
+    pub from: String,
+    /// The reduce's text.
+    pub to: String,
+}
+
+/// Per stage of `plan` (lowered for ZeRO-2/3), the window from its first weight gradient to its
+/// `sRG`, counted in its own actions.
+fn gradient_windows(plan: &Plan) -> Vec<GradientWindow> {
+    StageId::range(plan.stages())
+        .filter_map(|stage| {
+            let own: Vec<Action> = plan
+                .programs()
+                .iter()
+                .flatten()
+                .flat_map(|a| a.in_sequence())
+                .filter(|a| a.stage == stage)
+                .collect();
+            let first = own.iter().position(|a| {
+                matches!(a.kind, ActionKind::Backward | ActionKind::BackwardWeight)
+            })?;
+            let reduce = own.iter().position(|a| a.kind == ActionKind::ReduceGrad)?;
+            Some(GradientWindow {
+                stage,
+                held: reduce - first,
+                actions: own.len(),
+                from: own[first].to_string(),
+                to: own[reduce].to_string(),
+            })
+        })
+        .collect()
 }

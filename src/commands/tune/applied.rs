@@ -29,6 +29,9 @@ pub fn knobs(candidate: &Candidate) -> Vec<(&'static str, Value)> {
         Recompute::Always => "always",
     };
     out.push(("remat", Value::String(remat.into())));
+    if k.zero.shards_optimizer_state() {
+        out.push(("zero", int(usize::from(k.zero.level()))));
+    }
     let balance = candidate.partition.balance().into_iter().map(int).collect();
     out.push(("balance", Value::Array(balance)));
     out.push(("threads", int(1)));

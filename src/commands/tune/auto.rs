@@ -4,7 +4,7 @@
 use crate::BuildError;
 use burn::prelude::*;
 use pipetrain_engine::{Batch, Layer, OptimizerConfig, Remat};
-use pipetrain_schedules::ScheduleKind;
+use pipetrain_schedules::{ScheduleKind, Zero};
 use pipetrain_tune::{Candidate, Recompute, Space, TuneError, search};
 
 use super::measure::{Calibration, measure};
@@ -34,6 +34,7 @@ pub fn default_space(batch: usize, workers: usize, memory_budget: Option<u64>) -
             ScheduleKind::Zb2p,
         ],
         remats: Recompute::ALL.to_vec(),
+        zeros: vec![Zero::Off, Zero::OptimizerState],
         max_micro_batches: 32,
     }
 }
@@ -103,6 +104,7 @@ impl<L: Layer> PipelineBuilder<L> {
                 Recompute::ExceptLast => Remat::ExceptLast,
                 Recompute::Always => Remat::Always,
             })
+            .zero(k.zero.level())
             .threads_per_worker(1)
     }
 
