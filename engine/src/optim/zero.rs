@@ -49,21 +49,55 @@ impl Sharded {
     }
 
     /// After the optimizer step: every owner broadcasts its updated parameters, and each replica
-    /// takes the values it does not own.
+    /// takes the values it does not own, bucket by bucket ([`gather`]).
     pub(crate) fn exchange<M: Module>(
         self,
         module: M,
         collective: &mut dyn Collective,
         device: &Device,
+        bucket_elems: usize,
     ) -> Result<M, EngineError> {
         let me = collective.rank();
         let mine: Vec<bool> = self.owners.iter().map(|&o| o == me).collect();
         let values = self.slots.params(&module, &mine);
-        let all =
-            collective.broadcast_tensors(values, &self.owners, &self.slots.sizes(), device)?;
+        let all = gather(
+            &self.slots,
+            values,
+            &self.owners,
+            collective,
+            device,
+            bucket_elems,
+        )?;
         let theirs: Vec<bool> = mine.iter().map(|m| !m).collect();
         Ok(self.slots.load_params(module, all, &theirs))
     }
+}
+
+/// Every entry's value on every replica, each from its owner (`values` holds this replica's
+/// own, `None` elsewhere), gathered in buckets of at most `bucket_elems` values (an entry
+/// larger than a bucket is one of its own), so that a collective that gathers through one flat
+/// buffer (MPI's) holds one bucket's at a time, not the stage's.
+fn gather(
+    slots: &Slots,
+    values: Vec<Option<Tensor<1>>>,
+    owners: &[usize],
+    collective: &mut dyn Collective,
+    device: &Device,
+    bucket_elems: usize,
+) -> Result<Vec<Tensor<1>>, EngineError> {
+    let sizes = slots.sizes();
+    let mut values = values.into_iter();
+    let mut all = Vec::with_capacity(sizes.len());
+    for bucket in slots.buckets(bucket_elems) {
+        let part: Vec<Option<Tensor<1>>> = values.by_ref().take(bucket.len()).collect();
+        all.extend(collective.broadcast_tensors(
+            part,
+            &owners[bucket.clone()],
+            &sizes[bucket],
+            device,
+        )?);
+    }
+    Ok(all)
 }
 
 /// The ownership of a stage's trainable parameters among its replicas, taken while the values
@@ -148,10 +182,12 @@ impl ZeroState {
     pub(crate) fn reduce<M: Module>(
         &self,
         module: &M,
-        grads: &Grads,
+        grads: Grads,
         collective: &mut dyn Collective,
     ) -> Result<Grads, EngineError> {
-        let (slots, tensors) = Slots::of_grads(module, grads);
+        let (slots, tensors) = Slots::of_grads(module, &grads);
+        // The tensors are the gradients' only holders now: the reduce frees each as it goes.
+        drop(grads);
         let owners: Vec<usize> = (0..tensors.len())
             .map(|i| {
                 let id = slots.id(i);
@@ -165,19 +201,20 @@ impl ZeroState {
         Ok(slots.grads(module, reduced))
     }
 
-    /// `US`: every replica takes each parameter's value from its owner (an all-gather); the
-    /// module is whole afterwards.
+    /// `US`: every replica takes each parameter's value from its owner (an all-gather, in
+    /// buckets of at most `bucket_elems` values); the module is whole afterwards.
     pub(crate) fn unshard<M: Module>(
         &mut self,
         module: M,
         collective: &mut dyn Collective,
         device: &Device,
+        bucket_elems: usize,
     ) -> Result<M, EngineError> {
         let slots = &self.layout.slots;
         let mine = self.layout.mine(collective.rank());
         let values = slots.params(&module, &mine);
-        let all =
-            collective.broadcast_tensors(values, &self.layout.owners, &slots.sizes(), device)?;
+        let owners = &self.layout.owners;
+        let all = gather(slots, values, owners, collective, device, bucket_elems)?;
         let theirs: Vec<bool> = mine.iter().map(|m| !m).collect();
         self.sharded = false;
         Ok(slots.load_params(module, all, &theirs))

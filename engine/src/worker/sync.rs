@@ -33,7 +33,7 @@ impl<L: Layer> Worker<'_, L> {
                 .state
                 .zero
                 .get_or_insert_with(|| ZeroState::new(layers, replicas));
-            let reduced = zero.reduce(layers, &grads, self.links.collective.as_mut())?;
+            let reduced = zero.reduce(layers, grads, self.links.collective.as_mut())?;
             self.scratch.all_reduce = Some((started, self.ctx.start.elapsed()));
             reduced
         } else {
@@ -55,7 +55,17 @@ impl<L: Layer> Worker<'_, L> {
             .state
             .zero
             .get_or_insert_with(|| ZeroState::new(&layers, replicas));
-        self.state.layers = zero.unshard(layers, self.links.collective.as_mut(), &device)?;
+        let bucket_elems = self
+            .ctx
+            .job
+            .training()
+            .map_or(usize::MAX, |t| t.bucket_elems);
+        self.state.layers = zero.unshard(
+            layers,
+            self.links.collective.as_mut(),
+            &device,
+            bucket_elems,
+        )?;
         self.scratch.valid = None;
         Ok(())
     }
@@ -165,8 +175,13 @@ impl<L: Layer> Worker<'_, L> {
         if let Some(sharded) = sharded {
             let device = adapter::plain_device(&self.state.device);
             let layers = std::mem::take(&mut self.state.layers);
-            self.state.layers =
-                sharded.exchange(layers, self.links.collective.as_mut(), &device)?;
+            let bucket_elems = self.training().bucket_elems;
+            self.state.layers = sharded.exchange(
+                layers,
+                self.links.collective.as_mut(),
+                &device,
+                bucket_elems,
+            )?;
         }
         if self.links.collective.size() > 1 {
             self.broadcast_buffers()?;
