@@ -200,12 +200,14 @@ fn only_keeps_the_matching_rows_and_their_references() {
     args.extend(["--only", "1f1b"]);
     let (_, rows) = table(&success(&args));
     let labels: Vec<&str> = rows.iter().map(|r| r[0].as_str()).collect();
+    // The ZeRO-1 row's name has no 1F1B (the ZeRO levels' rows do).
     assert!(
         labels
             .iter()
-            .all(|l| !l.contains("GPipe") && !l.contains("ZeRO")),
+            .all(|l| !l.contains("GPipe") && !l.starts_with("ZeRO-1:")),
         "{labels:?}"
     );
+    assert!(labels.contains(&"ZeRO: ZeRO-3, 2 replicas x 2 stages, 1F1B, m=4"));
     assert!(
         labels.contains(&"pipelined: 1F1B, 2 stages, m=4"),
         "{labels:?}"
