@@ -294,6 +294,25 @@ fn tied_gpt_and_skipping_unet_in_bf16_match_single_device_bf16() {
         );
         check(&format!("gpt {schedule}"), got, &expected);
     }
+    // Re-materialized micro-batches send what the training forward computes (at the CLI's
+    // default sizes a graph-free first forward rounded otherwise: tests/cli/llama.rs).
+    for remat in [Remat::ExceptLast, Remat::Always] {
+        let layout = Layout {
+            remat,
+            ..Layout::new(4, 1, 4)
+        };
+        let got = pipelined(
+            &init,
+            adam(),
+            1e-2,
+            &steps,
+            layout,
+            ScheduleKind::OneFOneB,
+            Precision::Bf16,
+            &ties,
+        );
+        check(&format!("gpt {layout:?}"), got, &expected);
+    }
     // The U-Net: skips sent straight from the stashing to the popping stage, in bf16.
     let init: Vec<UNetLayer> = common::seeded(4242, |d| {
         UNetConfig::new(2, 2, CLASSES).with_image(1, 4).init(d)

@@ -98,9 +98,9 @@ impl<L: Layer> Worker<'_, L> {
         Ok(loss.mul_scalar(training.loss_scale * self.scratch.feed.weights[mb.index()]))
     }
 
-    /// The stage's forward without autodiff: the layers' inference copies (made once a step),
-    /// and with a split backward the dense layers by hand exactly as a training forward runs
-    /// them (so a re-materialized forward sends the same bits).
+    /// The stage's forward without autodiff, for inference: the layers' inference copies (made
+    /// once a step), and with a split backward the dense layers by hand as a training forward
+    /// runs them.
     pub(crate) fn forward_plain(&mut self, input: Activation) -> Result<Activation, Failure> {
         let precision = self.ctx.precision;
         let valid = self.scratch.valid.get_or_insert_with(|| {

@@ -15,12 +15,13 @@ use crate::worker::{Failure, Stashed, Tape, Worker};
 
 /// What a stage keeps between a micro-batch's forward and its backward.
 ///
-/// With re-materialization the forward runs without an autodiff graph and keeps only the stage
-/// input; the backward first recomputes the forward with the graph. Memory per stashed
-/// micro-batch drops from every intermediate activation to one input, for one extra forward.
-/// Results are identical either way. The layers' first forward runs on `Module::valid()` copies:
-/// layers whose forward differs between training and inference (dropout, batch norm) need
-/// `Remat::Never`.
+/// With re-materialization the forward keeps no autodiff graph, only the stage input; the
+/// backward first recomputes the forward with the graph. Memory per stashed micro-batch drops
+/// from every intermediate activation to one input, for one extra forward. Results are
+/// identical either way: the first forward is the training forward, its graph dropped as soon as
+/// its output is queued (a graph-free forward on `Module::valid()` copies rounded some bf16
+/// products otherwise). Layers whose forward changes state (batch norm's running statistics)
+/// need `Remat::Never`: their forward runs twice.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Remat {
     /// Keep the autodiff graph of every micro-batch.
@@ -68,10 +69,10 @@ impl FromStr for Remat {
 }
 
 impl<L: Layer> Worker<'_, L> {
-    /// The forward of a re-materialized micro-batch: an inner stage computes its output without
-    /// a graph (its only consumer is downstream) and queues it; the last stage's output feeds
-    /// only its own backward, so it computes nothing yet. Both keep only the input (and the
-    /// targets).
+    /// The forward of a re-materialized micro-batch: an inner stage computes its output as the
+    /// training forward does and queues it, dropping the graph (its only consumer is
+    /// downstream); the last stage's output feeds only its own backward, so it computes nothing
+    /// yet. Both keep only the input (and the targets).
     pub(crate) fn forward_remat(
         &mut self,
         mb: MicroBatchId,
@@ -79,8 +80,12 @@ impl<L: Layer> Worker<'_, L> {
         target: Option<Activation>,
     ) -> Result<(), Failure> {
         if !self.is_last() {
-            let out = self.forward_plain(input.clone())?;
-            self.queue(Flow::Activation, mb, out)?;
+            // The training forward's bits: the backward's recomputation makes the same graph.
+            let (tape, output) = self.forward_tape(mb, input.clone(), None)?;
+            drop(tape);
+            if let Some(out) = output {
+                self.queue(Flow::Activation, mb, out.plain())?;
+            }
         }
         self.scratch.stash.put(mb, Stashed::Input { input, target });
         Ok(())
