@@ -15,7 +15,10 @@ static SERIAL: Mutex<()> = Mutex::new(());
 /// A Linear layer that panics on its k-th call. Forward trips run with `Remat::Never`: the
 /// layers run once per micro-batch, in the forward action, in micro-batch order, so the k-th
 /// call is the forward of micro-batch k. Backward trips run with `Remat::Always` and count only
-/// autodiff calls: the backward action re-runs the layers with autodiff, in micro-batch order.
+/// the backward's calls: the backward action re-runs the layers, in micro-batch order. An inner
+/// stage's forward runs them first on the same input (the training forward, its graph dropped),
+/// so there a call counts when its input was seen before; the last stage's forward computes
+/// nothing, so there every call is the backward's.
 #[derive(Module, Debug)]
 struct Tripwire {
     linear: Linear,
@@ -28,13 +31,28 @@ struct Trip {
     micro_batch: usize,
     in_backward: bool,
     calls: Arc<AtomicUsize>,
+    /// Backward trips on an inner stage: the inputs its forward saw (each micro-batch's first
+    /// value's bits); `None` on the last stage.
+    seen: Option<Arc<Mutex<Vec<u32>>>>,
 }
 
 impl Layer for Tripwire {
     fn forward(&self, input: Activation) -> Result<Activation, EngineError> {
         let x: Tensor<2> = input.float()?;
         if let Some(trip) = &self.trip {
-            if !trip.in_backward || x.is_autodiff() {
+            let counted = match (&trip.seen, trip.in_backward) {
+                (_, false) => true,
+                (None, true) => true,
+                (Some(seen), true) => {
+                    let first: f32 = x.clone().slice([0..1, 0..1]).into_scalar();
+                    let first = first.to_bits();
+                    let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+                    let again = seen.contains(&first);
+                    seen.push(first);
+                    again
+                }
+            };
+            if counted {
                 let call = trip.calls.fetch_add(1, Ordering::SeqCst);
                 if call == trip.micro_batch {
                     panic!("tripwire: micro-batch {call}");
@@ -71,6 +89,7 @@ fn untripped_pipeline(
         micro_batch: usize::MAX,
         in_backward: false,
         calls: Arc::new(AtomicUsize::new(0)),
+        seen: None,
     };
     Pipeline::builder()
         .layers(layers(device, usize::MAX, idle, widths))
@@ -125,6 +144,8 @@ fn run_tripped(
         micro_batch,
         in_backward,
         calls: Arc::new(AtomicUsize::new(0)),
+        // Stage 0 of 2 is an inner stage: its forward runs the layers first.
+        seen: (in_backward && stage_of_trip == 0).then(|| Arc::new(Mutex::new(Vec::new()))),
     };
     // 4 layers of width 6, 2 per stage for 2 stages; trip the first layer of `stage_of_trip`.
     let widths = [(6, 6), (6, 6), (6, 6), (6, 3)];
