@@ -175,10 +175,10 @@ impl<L: Layer> Worker<'_, L> {
         input: Activation,
         target: Option<Activation>,
     ) -> Result<(Tape, Option<Activation>), Failure> {
-        let layers = std::mem::take(&mut self.state.layers);
-        let recorded = self.record(&layers, input, target, mb);
-        self.state.layers = layers;
-        recorded
+        // A copy of the handles, not the layers taken out: a layer that panics must leave the
+        // stage its layers, which a checkpoint loads into after the failed step.
+        let layers = self.state.layers.clone();
+        self.record(&layers, input, target, mb)
     }
 
     fn record(
