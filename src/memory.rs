@@ -140,9 +140,18 @@ pub struct WorkerMemory {
     pub optimizer_state: u64,
     /// Parameter bytes kept between steps: all of [`parameters`](Self::parameters), or under
     /// ZeRO-3 the share this replica owns (whole tensors, balanced by size: about 1/R). Within
-    /// a step the stage's parameters are whole at every level, from its first computation to
-    /// its last.
+    /// a step the stage's parameters are whole at every level from its first computation to
+    /// its last that reads them ([`weight_pass_parameters`](Self::weight_pass_parameters)).
     pub resting_parameters: u64,
+    /// Parameter bytes held while the step makes most of its gradients: all of
+    /// [`parameters`](Self::parameters), or under ZeRO-3 with the split backward whose
+    /// weight gradients wait for the step's end, the owned share
+    /// ([`resting_parameters`](Self::resting_parameters)): the plan reshards the stage after
+    /// its last computation that reads the values, before that weight-gradient pass (`sI`,
+    /// `sRS`, `sW`), so the whole values and the whole gradients are never held together.
+    /// With the fused backward, or weight gradients made along the way (groups, ZB-H1, ZB-V),
+    /// the gradients are made while the values are whole, and this is all of them.
+    pub weight_pass_parameters: u64,
     /// Gradient bytes kept between the batches of an accumulation (`accumulation` > 1): all of
     /// [`gradients`](Self::gradients), or under ZeRO-2/3 the owned share; 0 without
     /// accumulation (the optimizer step frees them).
@@ -171,10 +180,16 @@ pub struct WorkerMemory {
 }
 
 impl WorkerMemory {
-    /// Everything counted: parameters, optimizer state and the step's bytes
-    /// ([`per_step`](Self::per_step)).
+    /// Everything counted: the optimizer state, and the larger of the two halves of a step:
+    /// while it computes, the parameters and the activations held
+    /// ([`held`](Self::held)); while it makes its weight gradients, the parameters then held
+    /// ([`weight_pass_parameters`](Self::weight_pass_parameters)) and the step's bytes
+    /// ([`per_step`](Self::per_step)). Below ZeRO-3 the parameters are whole in both, and the
+    /// second is the larger.
     pub fn total(&self) -> u64 {
-        self.parameters + self.optimizer_state + self.per_step()
+        let computing = self.parameters + self.held;
+        let weights = self.weight_pass_parameters + self.per_step();
+        self.optimizer_state + computing.max(weights)
     }
 
     /// What a step holds beyond the parameters and the optimizer state: the gradients, and the
@@ -480,6 +495,10 @@ pub(crate) fn of_workers<L: Layer>(
                 gradients: parameters,
                 optimizer_state: w.optimizer_state_bytes() as u64,
                 resting_parameters: if w.is_sharded() { owned } else { parameters },
+                weight_pass_parameters: match w.is_sharded() && deferral.to_end() {
+                    true => owned,
+                    false => parameters,
+                },
                 resting_gradients: match w.pending_micro_batches() {
                     0 => 0,
                     _ => owned,
@@ -572,6 +591,10 @@ pub(crate) fn predicted<L: Layer>(
                     false => state,
                 },
                 resting_parameters,
+                weight_pass_parameters: match model.zero.shards_parameters() && to_end {
+                    true => owned,
+                    false => parameters,
+                },
                 resting_gradients,
                 stashed_micro_batches: stashed,
                 stash,

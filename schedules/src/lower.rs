@@ -8,9 +8,9 @@
 //! - under ZeRO-2/3 ([`Zero`]), `sRG` (gradients reduced to their owners) in place of `sAR`,
 //!   in every training plan (accumulation steps too: between them each replica keeps only its
 //!   shard); at level 2, `sUS` after `sOPT` (the owners' updated values to every replica); at
-//!   level 3, `sUS` before the stage's first action and `sRS` after its last computation and
-//!   that computation's sends, so the stage's parameters are whole only in between (inference
-//!   plans too).
+//!   level 3, `sUS` before the stage's first action and `sRS` after its last computation that
+//!   reads the values (a last `B` split into `I`, `sRS`, `W`) and that computation's sends, so
+//!   the stage's parameters are whole only in between (inference plans too).
 //!
 //! An overlap `aFi+bBj` gets both halves' transfers: `aRFi bRBj aFi+bBj aSFi bSBj`.
 //!
@@ -69,7 +69,7 @@ impl Lowering {
 /// let plan = lower(&ScheduleKind::GPipe.plan(2, 1).unwrap(), zero);
 /// assert_eq!(
 ///     plan.to_string(),
-///     "0: 0US 0F0 0SF0 0RB0 0B0 0RS 0RG 0OPT\n1: 1US 1RF0 1F0 1B0 1SB0 1RS 1RG 1OPT\n"
+///     "0: 0US 0F0 0SF0 0RB0 0I0 0RS 0W0 0RG 0OPT\n1: 1US 1RF0 1F0 1I0 1SB0 1RS 1W0 1RG 1OPT\n"
 /// );
 /// ```
 pub fn lower(plan: &Plan, options: Lowering) -> Plan {
@@ -120,17 +120,34 @@ pub fn lower(plan: &Plan, options: Lowering) -> Plan {
 }
 
 /// ZeRO-3: `stageUS` before the stage's first action in `program`, `stageRS` after its last
-/// computation and the sends that follow it (none if the program has no action of the stage).
+/// computation that reads the parameters' values and the sends that follow it (none if the
+/// program has no action of the stage).
+///
+/// A weight-gradient pass (`W`) reads the inputs and output gradients its micro-batches left,
+/// not the values, so the stage's `W`s after its last `F`, `B` or `I` run resharded. Where that
+/// last computation is a whole backward `B`, it is split into its two halves, `I` then `W` (a
+/// worker runs `B` as exactly that), so the values are dropped before the gradients are made:
+/// at the step's peak the worker holds its share of the values beside the whole gradients, not
+/// both whole ([`Zero::Parameters`]).
 fn bracket(program: &mut Vec<Action>, stage: StageId) {
     let of_stage = |a: &Action| a.in_sequence().any(|h| h.stage == stage);
+    let reads_values =
+        |a: &Action| a.kind.is_compute() && a.kind != ActionKind::BackwardWeight && of_stage(a);
     let Some(first) = program.iter().position(of_stage) else {
         return;
     };
-    let Some(last) = program
-        .iter()
-        .rposition(|a| a.kind.is_compute() && of_stage(a))
-    else {
+    let Some(last) = program.iter().rposition(reads_values) else {
         return;
+    };
+    let weights = match program[last] {
+        b if b.kind == ActionKind::Backward => {
+            program[last].kind = ActionKind::BackwardInput;
+            Some(Action {
+                kind: ActionKind::BackwardWeight,
+                ..b
+            })
+        }
+        _ => None,
     };
     let mut end = last + 1;
     while program
@@ -138,6 +155,9 @@ fn bracket(program: &mut Vec<Action>, stage: StageId) {
         .is_some_and(|a| a.kind.is_send() && a.stage == stage && !a.kind.is_stage_wide())
     {
         end += 1;
+    }
+    if let Some(w) = weights {
+        program.insert(end, w);
     }
     program.insert(end, Action::stage_wide(stage, ActionKind::Reshard));
     program.insert(first, Action::stage_wide(stage, ActionKind::Unshard));

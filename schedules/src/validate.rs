@@ -318,7 +318,8 @@ fn order(view: &StageView<'_>, seen: &Seen, a: Action) -> Option<Violation> {
 }
 
 /// ZeRO-3's window: where the stage's program reshards (`sRS`), every computation of the stage
-/// runs between its unshard (`sUS`) and that reshard, and the reshard follows the unshard.
+/// that reads the parameters' values (all but `W`) runs between its unshard (`sUS`) and that
+/// reshard, and the reshard follows the unshard.
 /// `done(kind)`: the stage's stage-wide action of `kind` ran before `a`; `planned(kind)`: the
 /// program has one.
 fn window(
@@ -334,7 +335,11 @@ fn window(
     match a.kind {
         Reshard if !done(Unshard) => Some(Violation::Before { needs: unshard }),
         _ if a.kind.is_compute() && !done(Unshard) => Some(Violation::Before { needs: unshard }),
-        _ if a.kind.is_compute() && done(Reshard) => Some(Violation::Resharded),
+        // `W` reads what its micro-batches' `I` left, not the values: it may follow the
+        // reshard.
+        _ if a.kind.is_compute() && a.kind != BackwardWeight && done(Reshard) => {
+            Some(Violation::Resharded)
+        }
         _ => None,
     }
 }

@@ -51,8 +51,8 @@ pub enum Violation {
         /// The counterpart that does not exist.
         counterpart: Action,
     },
-    /// A computation of a stage after its ZeRO-3 reshard (`sRS`): its parameters are no longer
-    /// whole there.
+    /// A computation that reads a stage's parameters (any but `W`) after its ZeRO-3 reshard
+    /// (`sRS`): they are no longer whole there.
     Resharded,
     /// Both an all-reduce (`sAR`) and a ZeRO-2/3 reduce (`sRG`) of the same stage's gradients.
     TwoReductions,
@@ -115,7 +115,7 @@ impl fmt::Display for Violation {
             Violation::Resharded => write!(
                 f,
                 "computes after the stage's reshard (RS), which dropped the parameters its \
-                 replica does not own: move the reshard after the stage's last computation"
+                 replica does not own: move the reshard after the stage's last computation that reads them (a W may follow it)"
             ),
             Violation::TwoReductions => write!(
                 f,

@@ -86,15 +86,30 @@ fn check_placement(plan: &Plan, zero: Zero, last: bool) {
                         .position(|a| a.stage == s && a.kind == kind)
                         .unwrap()
                 };
-                let computes: Vec<usize> = program
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, a)| a.kind.is_compute() && a.in_sequence().any(|h| h.stage == s))
-                    .map(|(i, _)| i)
-                    .collect();
-                assert!(at(ActionKind::Unshard) < computes[0]);
-                assert!(at(ActionKind::Reshard) > *computes.last().unwrap());
-                assert!(at(ActionKind::Reshard) < at(ActionKind::ReduceGrad));
+                let computes = |reads: bool| -> Vec<usize> {
+                    program
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, a)| {
+                            a.kind.is_compute()
+                                && (a.kind == ActionKind::BackwardWeight) != reads
+                                && a.in_sequence().any(|h| h.stage == s)
+                        })
+                        .map(|(i, _)| i)
+                        .collect()
+                };
+                let (reading, weights) = (computes(true), computes(false));
+                assert!(at(ActionKind::Unshard) < reading[0]);
+                // The values go once the last computation that reads them is done; a stage
+                // that trains makes at least its last weight gradients resharded.
+                assert!(at(ActionKind::Reshard) > *reading.last().unwrap());
+                if n(ActionKind::ReduceGrad) > 0 {
+                    assert!(
+                        at(ActionKind::Reshard) < *weights.last().unwrap(),
+                        "{program:?}"
+                    );
+                    assert!(*weights.last().unwrap() < at(ActionKind::ReduceGrad));
+                }
             }
         }
     }
@@ -120,8 +135,8 @@ fn the_one_stage_plans_read_as_documented() {
     );
     assert_eq!(
         at(Zero::Parameters),
-        "0: 0US 0F0 0SF0 0F1 0SF1 0RB0 0B0 0RB1 0B1 0RS 0RG 0OPT\n\
-         1: 1US 1RF0 1F0 1B0 1SB0 1RF1 1F1 1B1 1SB1 1RS 1RG 1OPT\n"
+        "0: 0US 0F0 0SF0 0F1 0SF1 0RB0 0B0 0RB1 0I1 0RS 0W1 0RG 0OPT\n\
+         1: 1US 1RF0 1F0 1B0 1SB0 1RF1 1F1 1I1 1SB1 1RS 1W1 1RG 1OPT\n"
     );
     // Levels 0 and 1 lower alike: ZeRO-1 differs in what the worker's AR and OPT do.
     assert_eq!(at(Zero::Off), at(Zero::OptimizerState));
@@ -144,8 +159,10 @@ fn a_multi_chunk_rank_reshards_each_chunk_after_its_last_computation() {
     // Rank 0 holds stages 0 and 2. Stage 2 (the last) starts after stage 0's forwards and is
     // done before stage 0's backwards: it is whole only in between.
     assert!(at("0F1") < at("2US") && at("2US") < at("2F0"), "{rank0:?}");
-    assert!(at("2B1") < at("2RS") && at("2RS") < at("0B0"), "{rank0:?}");
-    assert!(at("0US") < at("0F0") && at("0B1") < at("0RS"), "{rank0:?}");
+    assert!(at("2I1") < at("2RS") && at("2RS") < at("2W1"), "{rank0:?}");
+    assert!(at("2W1") < at("0B0"), "{rank0:?}");
+    assert!(at("0US") < at("0F0") && at("0I1") < at("0RS"), "{rank0:?}");
+    assert!(at("0RS") < at("0W1"), "{rank0:?}");
 }
 
 #[test]
@@ -177,6 +194,11 @@ fn the_validator_names_each_broken_rule() {
         msg.contains("step 3 (`0B0`)") && msg.contains("move the reshard"),
         "{msg}"
     );
+    // `W` reads no values: it may follow the reshard, an `I` may not.
+    let split: Plan = "0: 0US 0F0 0I0 0RS 0W0 0RG 0OPT\n".parse().unwrap();
+    validate(&split).unwrap();
+    let (msg, v) = reject("0: 0US 0F0 0RS 0I0 0W0 0RG 0OPT\n");
+    assert_eq!(v, Violation::Resharded, "{msg}");
     let (msg, v) = reject("0: 0F0 0US 0B0 0RS 0RG 0OPT\n");
     assert!(
         matches!(v, Violation::Before { needs } if needs.to_string() == "0US"),

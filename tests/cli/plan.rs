@@ -365,13 +365,13 @@ fn plan_flags_that_change_nothing_are_refused_and_compare_names_what_it_leaves_o
 }
 
 /// `plan --zero 3` (issue 50) shows each stage's unshard before its first action, reshard after
-/// its last computation, and reduce; `--zero 2` the reduce and the unshard after the optimizer
+/// its last computation that reads the values (the last `B` split around it), and reduce; `--zero 2` the reduce and the unshard after the optimizer
 /// step; levels 0 and 1 add nothing to a plan, so the flag refuses them.
 #[test]
 fn zero_levels_show_their_actions_in_the_lowered_plan() {
     let three = stdout_of(&["--stages", "2", "--micro-batches", "2", "--zero", "3"]);
     assert!(
-        three.contains("0: 0US 0F0 0SF0 0F1 0SF1 0RB0 0B0 0RB1 0B1 0RS 0RG 0OPT")
+        three.contains("0: 0US 0F0 0SF0 0F1 0SF1 0RB0 0B0 0RB1 0I1 0RS 0W1 0RG 0OPT")
             && three.contains("1: 1US 1RF0")
             && three.contains("whole only from sUS to sRS"),
         "{three}"
@@ -379,7 +379,7 @@ fn zero_levels_show_their_actions_in_the_lowered_plan() {
     // Where the schedule keeps the whole gradient, said and counted: stage 0 from its first
     // backward to its reduce.
     assert!(
-        three.contains("stage 0: 4 of its 12 actions, from `0B0` to `0RG`"),
+        three.contains("stage 0: 5 of its 13 actions, from `0B0` to `0RG`"),
         "{three}"
     );
     let two = stdout_of(&["--stages", "2", "--micro-batches", "2", "--zero", "2"]);
