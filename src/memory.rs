@@ -684,10 +684,12 @@ pub(crate) fn charged_micro_batches(remat: Remat, in_flight: usize) -> u64 {
 /// and the deferred bytes, the one micro-batch's layer inputs are counted in both. A
 /// dense ReLU layer (`relu[i]`, [`relu_layers`]) that defers nothing runs on burn's autodiff
 /// path, whose graph also keeps its output before the ReLU: twice its output per stashed
-/// micro-batch.
+/// micro-batch. `sharers` replicas share each stage's optimizer state (ZeRO-1 and up), and
+/// `holders` its values while the weight gradients are made (ZeRO-3 with the weight gradients
+/// at the step's end: [`WorkerMemory::weight_pass_parameters`]); 1 where each replica holds all.
 pub(crate) fn budget_costs(
     costs: &[LayerCost],
-    (slots, sharers): (u64, u64),
+    (slots, sharers, holders): (u64, u64, u64),
     stashed: u64,
     (deferred, to_end): (&[u64], bool),
     precision: Precision,
@@ -706,8 +708,10 @@ pub(crate) fn budget_costs(
             // Under ZeRO each of the stage's `sharers` replicas holds its share of the
             // optimizer state.
             let state = c.param_bytes.saturating_mul(slots).div_ceil(sharers.max(1));
+            // The gradients, and the values held beside them.
+            let values = c.param_bytes.div_ceil(holders.max(1));
             c.with_memory(
-                c.param_bytes.saturating_mul(2).saturating_add(state),
+                c.param_bytes.saturating_add(values).saturating_add(state),
                 held_at_once(held.saturating_mul(stashed), d, to_end),
             )
         })
@@ -808,16 +812,16 @@ mod tests {
         assert_eq!(bf16.total(2, 3), 430 + 150);
         // 7 bytes of deferred weight-gradient inputs on top.
         let cost = [LayerCost::new(1.0, 2.0).with_memory(100, 10)];
-        let costs = budget_costs(&cost, (2, 1), 3, (&[7], false), Precision::Fp32, &[]);
+        let costs = budget_costs(&cost, (2, 1, 1), 3, (&[7], false), Precision::Fp32, &[]);
         assert_eq!(costs[0].memory(), 437);
         // Deferred to the step's end: the larger of the stash and the deferred bytes.
-        let costs = budget_costs(&cost, (2, 1), 3, (&[70], true), Precision::Fp32, &[]);
+        let costs = budget_costs(&cost, (2, 1, 1), 3, (&[70], true), Precision::Fp32, &[]);
         assert_eq!(costs[0].memory(), 400 + 70);
-        let costs = budget_costs(&cost, (2, 1), 3, (&[7], true), Precision::Fp32, &[]);
+        let costs = budget_costs(&cost, (2, 1, 1), 3, (&[7], true), Precision::Fp32, &[]);
         assert_eq!(costs[0].memory(), 430);
         // bf16: the output at half (5), plus 2 bytes for each of the 25 parameters, per stashed
         // micro-batch.
-        let costs = budget_costs(&cost, (2, 1), 3, (&[7], false), Precision::Bf16, &[]);
+        let costs = budget_costs(&cost, (2, 1, 1), 3, (&[7], false), Precision::Bf16, &[]);
         assert_eq!(costs[0].memory(), 400 + 3 * (5 + 50) + 7);
         assert_eq!((costs[0].forward, costs[0].backward), (1.0, 2.0));
     }

@@ -7,7 +7,7 @@ use pipetrain_engine::{Activation, Layer, Remat, costs};
 use pipetrain_partitioner::{
     LayerCost, Partition, PartitionError, partition_by_time, partition_by_time_with,
 };
-use pipetrain_schedules::{Costs, Lowering, Schedule, lower, simulate};
+use pipetrain_schedules::{Costs, Lowering, Schedule, Zero, lower, simulate};
 
 use crate::builder::Config;
 use crate::error::{Error, Result};
@@ -52,9 +52,14 @@ pub(super) fn measure<L: Layer>(
     let deferred = memory::deferred_bytes(&split, group);
     let to_end = memory::deferred_to_end(group, m);
     let relu = memory::relu_layers(layers);
+    let zero = c.runtime.data_parallel.zero;
     let budgeted = memory::with_headrooms(memory::budget_costs(
         &costs,
-        (slots, state_sharers(c)),
+        (
+            slots,
+            state_sharers(c, zero),
+            value_holders(c, zero, to_end),
+        ),
         stashed,
         (&deferred, to_end),
         c.runtime.precision,
@@ -100,6 +105,18 @@ impl Trial<'_> {
     /// micro-batches than the measured ones have fewer rows each: their activations are scaled
     /// by the rows.
     fn need(&self, stages: usize, m: usize, remat: Remat, group: u64) -> Option<u64> {
+        self.need_at(stages, m, remat, group, self.c.runtime.data_parallel.zero)
+    }
+
+    /// [`need`](Self::need) at ZeRO level `zero`.
+    fn need_at(
+        &self,
+        stages: usize,
+        m: usize,
+        remat: Remat,
+        group: u64,
+        zero: Zero,
+    ) -> Option<u64> {
         let c = self.c;
         let Ok(in_flight) = peak_in_flight(&c.runtime.schedule, stages, m) else {
             return Some(u64::MAX);
@@ -120,7 +137,11 @@ impl Trial<'_> {
         let to_end = memory::deferred_to_end(group, m);
         let budgeted = memory::with_headrooms(memory::budget_costs(
             &costs,
-            (slots, state_sharers(c)),
+            (
+                slots,
+                state_sharers(c, zero),
+                value_holders(c, zero, to_end),
+            ),
             stashed,
             (&deferred, to_end),
             c.runtime.precision,
@@ -213,6 +234,22 @@ fn over_budget(trial: &Trial<'_>, stages: usize, error: PartitionError, in_fligh
         let need = trial.need(stages, m, remat, 1);
         offer(Remedy::set(Setting::WeightGroup, Value::Count(1)), need);
     }
+    // With replicas, a higher ZeRO level: the least that fits (1 shards the optimizer state, 3
+    // the values while the weight gradients are made; 2 saves nothing at the step's peak).
+    let zero = c.runtime.data_parallel.zero;
+    if c.replicas > 1 {
+        let higher = [Zero::OptimizerState, Zero::Parameters]
+            .into_iter()
+            .filter(|&z| z > zero)
+            .map(|z| (z, trial.need_at(stages, m, remat, group, z)));
+        let fits = higher.clone().find(|(_, need)| need.is_none());
+        if let Some((z, need)) = fits.or_else(|| higher.last()) {
+            offer(
+                Remedy::set(Setting::Zero, Value::Count(usize::from(z.level()))),
+                need,
+            );
+        }
+    }
     let remedy = Remedy::one_of(remedies);
     Error::Build(BuildError::MemoryBudget {
         budget: Bytes(budget),
@@ -226,10 +263,20 @@ fn over_budget(trial: &Trial<'_>, stages: usize, error: PartitionError, in_fligh
     })
 }
 
-/// The replicas that share each stage's optimizer state: all of them from ZeRO-1 on (each holds
-/// its share), else 1.
-fn state_sharers(c: &Config) -> u64 {
-    match c.runtime.data_parallel.zero.shards_optimizer_state() {
+/// The replicas that share each stage's optimizer state at `zero`: all of them from ZeRO-1 on
+/// (each holds its share), else 1.
+fn state_sharers(c: &Config, zero: Zero) -> u64 {
+    match zero.shards_optimizer_state() {
+        true => c.replicas as u64,
+        false => 1,
+    }
+}
+
+/// The replicas that share each stage's values while its weight gradients are made at `zero`:
+/// all of them at ZeRO-3 where those wait for the step's end (`to_end`: the stage reshards
+/// before them), else 1.
+fn value_holders(c: &Config, zero: Zero, to_end: bool) -> u64 {
+    match zero.shards_parameters() && to_end {
         true => c.replicas as u64,
         false => 1,
     }

@@ -335,3 +335,39 @@ fn zero_charges_each_replica_its_share_of_the_optimizer_state() {
     assert_eq!(plain - zero, 2304 * 33 / 32, "{plain} vs {zero}");
     assert_eq!(least(3), zero);
 }
+
+/// ZeRO-3 under a budget (issue 50): with the split backward whose weight gradients wait for
+/// the step's end, each replica holds its share of a stage's values beside the whole gradients
+/// (the stage reshards before they are made), so the least budget falls below ZeRO-1's, and a
+/// budget between the two names `.zero(3)` among its remedies, which then builds and trains.
+#[test]
+fn zero_three_lowers_the_least_budget_and_is_offered_as_a_remedy() {
+    let builder = |zero: u8, budget: u64| {
+        Pipeline::builder()
+            .layers(model())
+            .stages(2)
+            .replicas(2)
+            .micro_batches(4)
+            .schedule(ScheduleKind::GPipe)
+            .remat(Remat::Never)
+            .optimizer(OptimizerConfig::adam())
+            .zero(zero)
+            .memory_budget(budget)
+    };
+    let least = |zero: u8| match builder(zero, 1000).build_with(&batch()) {
+        Err(Error::Build(BuildError::MemoryBudget { smallest_bytes, .. })) => smallest_bytes,
+        other => panic!("a MemoryBudget error expected, got {:?}", other.err()),
+    };
+    let (one, three) = (least(1), least(3));
+    assert!(three < one, "level 1 needs {one} B, level 3 {three} B");
+    let err = builder(1, three)
+        .build_with(&batch())
+        .err()
+        .expect("level 1 does not fit level 3's least budget");
+    let msg = err.to_string();
+    assert!(msg.contains(".zero(3)"), "{msg}");
+    let mut p = builder(3, three)
+        .build_with(&batch())
+        .expect("the remedy fits");
+    p.train_step(&batch()).expect("a step");
+}

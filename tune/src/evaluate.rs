@@ -85,8 +85,15 @@ pub fn evaluate(
             true => state.div_ceil(replicas as u64),
             false => state,
         };
+        // The values and the gradients; at ZeRO-3, where the weight gradients are made at the
+        // step's end (not placed by the schedule), the stage is resharded before they are, so
+        // its share of the values is held beside the whole gradients.
+        let values = match zero.shards_parameters() && !split {
+            true => table.param_bytes[i].div_ceil(replicas as u64),
+            false => table.param_bytes[i],
+        };
         table.param_bytes[i]
-            .saturating_mul(2)
+            .saturating_add(values)
             .saturating_add(state)
             .saturating_add(held_at_once(
                 t.activation_bytes.saturating_mul(remat.charged(stashed)),
@@ -155,7 +162,11 @@ pub fn evaluate(
         Lowering {
             all_reduce: replicas > 1,
             optimizer_step: true,
-            zero: pipetrain_schedules::Zero::Off,
+            // ZeRO-2/3's reduce and unshard are charged half an all-reduce each.
+            zero: match replicas > 1 {
+                true => zero,
+                false => pipetrain_schedules::Zero::Off,
+            },
         },
     );
     let simulated = simulate(&lowered, &sim_costs).expect("a generated plan is valid");

@@ -68,9 +68,11 @@ pub struct Space {
     /// Re-materialization modes to try.
     pub remats: Vec<Recompute>,
     /// ZeRO levels to try where there are replicas (one replica tries level 0 only). Level 1
-    /// charges each worker its share of the optimizer state; levels 2 and 3 hold a stage whole
-    /// during the step as level 1 does, so they cannot fit a budget level 1 does not, and the
-    /// search need not try them.
+    /// charges each worker its share of the optimizer state; level 3 also its share of the
+    /// values beside the whole gradients, where the schedule makes the weight gradients at the
+    /// step's end (GPipe, 1F1B, interleaved: the stage is resharded before them), else the whole
+    /// values as level 1. Level 2's peak is level 1's (it saves only between accumulation
+    /// steps, which the search does not model), so it need not be tried.
     pub zeros: Vec<Zero>,
     /// Largest micro-batch count to try.
     pub max_micro_batches: usize,

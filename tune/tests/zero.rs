@@ -83,3 +83,57 @@ fn a_budget_plain_replicas_overflow_is_met_by_zero_one() {
     assert_eq!((best.replicas, best.stages), (1, 2), "{best}");
     assert!(best.to_string().ends_with("remat never"), "{best}");
 }
+
+/// ZeRO-3 (issue 50): where the schedule makes the weight gradients at the step's end (1F1B
+/// here), each replica holds its share of the values beside the whole gradients, so a budget
+/// ZeRO-1 overflows can still hold two replicas; under a schedule that places its `W`s (ZB-H1)
+/// the values are whole while the gradients are made, and level 3 saves nothing at the peak.
+#[test]
+fn a_budget_zero_one_overflows_is_met_by_zero_three() {
+    let levels = vec![Zero::Off, Zero::OptimizerState, Zero::Parameters];
+    let free = space(None, levels.clone());
+    let ranking = search(&table(&free), &free).unwrap();
+    let at = |zero| {
+        ranking
+            .candidates
+            .iter()
+            .find(|c| c.knobs.replicas == 2 && c.knobs.zero == zero)
+            .unwrap()
+            .peak_memory()
+    };
+    let (one, three) = (at(Zero::OptimizerState), at(Zero::Parameters));
+    // Four layers of 1 MiB on each replica: 2 MiB of values fewer at the peak (and headroom).
+    assert!(one - three >= 2 << 20, "level 1 {one} B, level 3 {three} B");
+    let budget = Some((one + three) / 2);
+    let bounded = space(budget, levels.clone());
+    let best = search(&table(&bounded), &bounded)
+        .unwrap()
+        .best()
+        .unwrap()
+        .knobs;
+    assert_eq!((best.replicas, best.zero), (2, Zero::Parameters), "{best}");
+    assert!(best.to_string().ends_with("ZeRO-3"), "{best}");
+    let below_three = space(budget, vec![Zero::Off, Zero::OptimizerState]);
+    let best = search(&table(&below_three), &below_three)
+        .unwrap()
+        .best()
+        .unwrap()
+        .knobs;
+    assert_eq!((best.replicas, best.stages), (1, 2), "{best}");
+    // ZB-H1 places its weight gradients among the micro-batches: no saving at the peak.
+    let placed = Space {
+        schedules: vec![ScheduleKind::ZbH1],
+        ..space(None, levels)
+    };
+    let ranking = search(&table(&placed), &placed).unwrap();
+    // Predicted exactly as level 1 (time and memory), so ranked as that one.
+    assert!(
+        ranking.equivalent.iter().any(|(this, instead)| {
+            this.replicas == 2
+                && this.zero == Zero::Parameters
+                && instead.zero == Zero::OptimizerState
+        }),
+        "{:?}",
+        ranking.equivalent
+    );
+}

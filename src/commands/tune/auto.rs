@@ -34,7 +34,7 @@ pub fn default_space(batch: usize, workers: usize, memory_budget: Option<u64>) -
             ScheduleKind::Zb2p,
         ],
         remats: Recompute::ALL.to_vec(),
-        zeros: vec![Zero::Off, Zero::OptimizerState],
+        zeros: vec![Zero::Off, Zero::OptimizerState, Zero::Parameters],
         max_micro_batches: 32,
     }
 }
