@@ -108,6 +108,20 @@ fn the_table_has_every_configuration_with_real_numbers() {
     );
     assert!(document.contains("- machine: "), "{document}");
     assert!(document.contains("other tenants"), "{document}");
+    // Issue 50: each ZeRO level's measured communication against level 0's all-reduce, and
+    // the simulated step against the measured one, with real numbers.
+    let zero3 = document
+        .lines()
+        .find(|l| l.starts_with("- `ZeRO: ZeRO-3, 2 replicas x 2 stages, 1F1B, m=4`: "))
+        .unwrap_or_else(|| panic!("no ZeRO-3 communication line:\n{document}"));
+    let words: Vec<&str> = zero3.split_whitespace().collect();
+    let at = |after: &str| -> f64 {
+        let i = words.iter().position(|w| *w == after).unwrap();
+        number(words[i + 1].trim_end_matches(','))
+    };
+    assert!(at("m=4`:") > 0.0, "{zero3}");
+    assert!(at("step") > 0.0, "{zero3}");
+    assert!(zero3.contains(" of level 0's "), "{zero3}");
     for label in [
         "single device: 1 worker, m=1 (16 rows)",
         "single device: 1 worker, m=4 (4 rows)",

@@ -36,6 +36,11 @@ pub struct Measured {
     /// Per measured step (one-pipeline rows): the samples/s the simulator predicts for the
     /// plan with the F/B/W costs that step measured.
     pub predicted: Vec<f64>,
+    /// Per measured step (one-pipeline rows): the seconds its replicas spent summing gradients
+    /// and handing values out, per stage (the mean over replica 0's stages): the all-reduce
+    /// (`sAR`), or at ZeRO-2/3 the reduce and the unshard together (`sRG` + `sUS`), which is
+    /// what the simulator charges as one all-reduce ([`Costs::all_reduce`](crate::schedules::Costs)).
+    pub communication: Vec<f64>,
 }
 
 impl Measured {
@@ -43,6 +48,7 @@ impl Measured {
     pub fn merge(&mut self, other: Measured) {
         self.rates.extend(other.rates);
         self.predicted.extend(other.predicted);
+        self.communication.extend(other.communication);
         self.loss = other.loss;
         self.peak_memory = self.peak_memory.max(other.peak_memory);
         self.others = match (self.others, other.others) {
@@ -141,9 +147,11 @@ fn measure<L: Layer>(
         if step >= workload.warmup {
             measured.rates.push((copies * batch) as f64 / seconds);
             if let ([pipeline], [report]) = (&pipelines[..], &reports[..]) {
-                let simulated = simulate(pipeline.plan(), &report.measured_costs())?;
+                let costs = report.measured_costs();
+                let simulated = simulate(pipeline.plan(), &costs)?;
                 let makespan = simulated.makespan.max(1e-12);
                 measured.predicted.push(batch as f64 / makespan);
+                measured.communication.push(costs.all_reduce);
             }
         }
         measured.loss = reports[0].loss;

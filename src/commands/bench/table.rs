@@ -244,6 +244,7 @@ pub fn render(header: &Header, lines: &[Line]) -> String {
     let _ = writeln!(out);
     let _ = write!(out, "{}", against_in_process(lines));
     let _ = write!(out, "{}", against_one_f_one_b(lines));
+    let _ = write!(out, "{}", zero_communication(lines));
     let _ = write!(out, "{}", best_against_best(lines));
     let _ = writeln!(out, "{}", notes(with_peers, lines));
     out
@@ -312,6 +313,56 @@ fn against_one_f_one_b(lines: &[Line]) -> String {
             fraction(px, Some(pone)),
             rate(Some(px)),
             rate(Some(pone)),
+        );
+    }
+    if !out.is_empty() {
+        out.push('\n');
+    }
+    out
+}
+
+/// The ZeRO rows in one process against level 0 at the same layout: the communication each
+/// measured a step (level 0's and 1's all-reduce, level 2's and 3's reduce and unshard, which
+/// the simulator charges half an all-reduce each, so as much as one all-reduce together), and
+/// the step the simulator predicts from each row's own measured action times against the
+/// measured one (issue 50: the simulator's communication charge checked against the step).
+fn zero_communication(lines: &[Line]) -> String {
+    use super::configs::Shape;
+    let level = |l: &Line| match l.row.shape {
+        Shape::Pipeline { zero, .. } if l.row.group == "ZeRO" && l.row.shape.processes() == 1 => {
+            Some(zero)
+        }
+        _ => None,
+    };
+    let Some(base) = lines.iter().find(|l| level(l) == Some(0)) else {
+        return String::new();
+    };
+    let all_reduce = median(&base.ours.communication);
+    let mut out = String::new();
+    for line in lines.iter().filter(|l| level(l).is_some()) {
+        if out.is_empty() {
+            out.push_str(
+                "ZeRO's communication in one process (medians per step and stage): what each                  level measured (`sAR` at 0 and 1; `sRG` + `sUS` at 2 and 3, which the simulator                  charges half an all-reduce each) against level 0's all-reduce, and the step the                  simulator predicts from the row's own measured action times against the                  measured step:
+
+",
+            );
+        }
+        let (comm, x, px) = (
+            median(&line.ours.communication),
+            median(&line.ours.rates),
+            median(&line.ours.predicted),
+        );
+        let _ = writeln!(
+            out,
+            "- `{}`: {:.2} ms, {} of level 0's {:.2} ms; simulated ÷ measured step {} ({} vs {} \
+             samples/s)",
+            line.row.label(),
+            comm * 1e3,
+            fraction(comm, Some(all_reduce)),
+            all_reduce * 1e3,
+            fraction(x, Some(px)),
+            rate(Some(px)),
+            rate(Some(x)),
         );
     }
     if !out.is_empty() {
@@ -398,7 +449,58 @@ fn notes(with_peers: bool, lines: &[Line]) -> String {
 mod tests {
     use super::super::measure::Measured;
     use super::super::rows::rows;
-    use super::{Line, against_one_f_one_b, best_against_best, median};
+    use super::{Line, against_one_f_one_b, best_against_best, median, zero_communication};
+
+    #[test]
+    fn zero_rows_set_their_communication_against_level_zero_s_all_reduce() {
+        let line = |name: &str, communication: Vec<f64>, rates: Vec<f64>| {
+            let row = rows(&[8], 1, true)
+                .into_iter()
+                .find(|r| r.group == "ZeRO" && r.name == name)
+                .unwrap();
+            Line {
+                row,
+                ours: Measured {
+                    rates,
+                    predicted: vec![200.0],
+                    communication,
+                    ..Measured::default()
+                },
+                limit: None,
+                ceiling: None,
+                peer: None,
+            }
+        };
+        let lines = [
+            line(
+                "ZeRO-0, 2 replicas x 2 stages, 1F1B, m=4",
+                vec![0.002],
+                vec![100.0],
+            ),
+            line(
+                "ZeRO-3, 2 replicas x 2 stages, 1F1B, m=4",
+                vec![0.003],
+                vec![150.0],
+            ),
+            // One worker per process: no per-action times come back, so not set against.
+            line(
+                "ZeRO-3, 2 replicas x 2 stages, 1F1B, m=4, 4 processes",
+                vec![],
+                vec![90.0],
+            ),
+        ];
+        let text = zero_communication(&lines);
+        assert!(
+            text.contains(
+                "ZeRO-3, 2 replicas x 2 stages, 1F1B, m=4`: 3.00 ms, 1.50 of level 0's 2.00 ms; \
+                 simulated ÷ measured step 0.75 (200 vs 150 samples/s)"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("4 processes"), "{text}");
+        // Without level 0 in one process there is nothing to set them against.
+        assert!(zero_communication(&lines[1..]).is_empty());
+    }
 
     #[test]
     fn schedules_are_set_against_one_f_one_b_measured_and_predicted() {
