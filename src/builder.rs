@@ -338,8 +338,9 @@ impl<L: Layer> PipelineBuilder<L> {
     ///   gradient is done, each replica keeping only its shard, also between `--accumulate`
     ///   steps; the owners' updated values reach every replica by the plan's `US`.
     /// - 3: the parameters too: a stage's values are whole only between the plan's `US` before
-    ///   its first computation of a step and `RS` after its last; between steps each replica
-    ///   holds what it owns.
+    ///   its first computation of a step and `RS` after its last one that reads them (before the
+    ///   weight-gradient pass, so the values and the gradients are never whole together);
+    ///   between steps each replica holds what it owns.
     ///
     /// One optimizer step is bitwise that of level 0 at every level; accumulation steps at
     /// levels 2–3 sum in another order (docs/zero.md).

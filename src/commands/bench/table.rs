@@ -342,9 +342,11 @@ fn zero_communication(lines: &[Line]) -> String {
     for line in lines.iter().filter(|l| level(l).is_some()) {
         if out.is_empty() {
             out.push_str(
-                "ZeRO's communication in one process (medians per step and stage): what each                  level measured (`sAR` at 0 and 1; `sRG` + `sUS` at 2 and 3, which the simulator                  charges half an all-reduce each) against level 0's all-reduce, and the step the                  simulator predicts from the row's own measured action times against the                  measured step:
-
-",
+                "ZeRO's communication in one process (medians per step and stage): what each \
+                 level measured (`sAR` at 0 and 1; `sRG` + `sUS` at 2 and 3, which the simulator \
+                 charges half an all-reduce each) against level 0's all-reduce, and the step the \
+                 simulator predicts from the row's own measured action times against the \
+                 measured step:\n\n",
             );
         }
         let (comm, x, px) = (

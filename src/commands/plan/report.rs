@@ -361,7 +361,8 @@ impl PlanReport {
                       every replica after sOPT):\n"
                     .to_string(),
                 3 => "\nlowered plan (ZeRO-3: stage s's parameters are whole only from sUS to \
-                      sRS; sRG reduces its gradients to their owners):\n"
+                      sRS, after its last computation that reads them; sW may follow it; sRG \
+                      reduces its gradients to their owners):\n"
                     .to_string(),
                 _ => "\nlowered plan:\n".to_string(),
             };
