@@ -105,6 +105,11 @@ pub struct LayerMemory {
     pub parameters: u64,
     /// The layer's output for one micro-batch, in bytes.
     pub activation: u64,
+    /// What its training forward leaves in burn's autodiff graph for one micro-batch: its
+    /// output and every value its ops saved for their backward
+    /// ([`Layer::graph_bytes`](pipetrain_engine::Layer::graph_bytes): a GPT block keeps about
+    /// 20 times its output, a ResNet block 6; an MLP's layers their output).
+    pub graph: u64,
     /// The cast copy of its weights a stashed micro-batch keeps (bf16: 2 bytes per parameter
     /// its [compute copy](pipetrain_engine::Layer::compute_copy) casts, every one by default,
     /// the `Linear`s of a Llama; 0 in fp32). The budget's per-layer costs charge every
@@ -121,9 +126,10 @@ impl LayerMemory {
             .saturating_add(self.stashed().saturating_mul(stashed))
     }
 
-    /// What one stashed micro-batch holds of this layer: its output and its weights' cast copy.
+    /// What one stashed micro-batch holds of this layer: its graph (its output and what its
+    /// ops saved) and its weights' cast copy.
     pub fn stashed(&self) -> u64 {
-        self.activation.saturating_add(self.compute_copy)
+        self.graph.saturating_add(self.compute_copy)
     }
 }
 
@@ -293,14 +299,29 @@ impl FromStr for Bytes {
 /// Per-layer memory of `layers` computing in `precision`: parameter bytes (the f32 masters),
 /// output bytes measured by a forward pass (no autodiff) of `sample`, one micro-batch, through
 /// the layers in order, cast as a step casts them, and the cast copy of the weights.
+/// Each layer's graph is what it keeps with its `Linear`s as burn runs them (the fused
+/// backward's); [`layer_memory_split`] for the split backward's.
 pub fn layer_memory<L: Layer>(
     layers: &[L],
     sample: &Activation,
     precision: Precision,
 ) -> Result<Vec<LayerMemory>> {
+    layer_memory_split(layers, sample, precision, false)
+}
+
+/// [`layer_memory`], with each layer's graph as the training forward keeps it when `split`,
+/// the split backward's, splits the `Linear`s of the layers that say so
+/// ([`Layer::splits_linears`](pipetrain_engine::Layer::splits_linears)).
+pub fn layer_memory_split<L: Layer>(
+    layers: &[L],
+    sample: &Activation,
+    precision: Precision,
+    split: bool,
+) -> Result<Vec<LayerMemory>> {
     let mut x = precision.input(layers.first(), sample.clone().plain());
     let mut out = Vec::with_capacity(layers.len());
     for (layer, cast) in layers.iter().zip(precision.layers(layers)) {
+        let input = x.clone();
         x = cast
             .forward(x)
             .map_err(pipetrain_engine::EngineError::bad_batch)?;
@@ -308,6 +329,7 @@ pub fn layer_memory<L: Layer>(
         out.push(LayerMemory {
             parameters: parameters * F32,
             activation: activation_bytes(&x),
+            graph: cast.graph_bytes(&input, &x, split && layer.splits_linears()),
             // What the compute copy cast (every parameter by default, a Llama's `Linear`s).
             compute_copy: pipetrain_engine::cast_copy_bytes(&cast),
         });
@@ -318,11 +340,7 @@ pub fn layer_memory<L: Layer>(
 /// Bytes of one activation: float values at their dtype's width (4 in fp32, 2 in bf16), token
 /// ids (stored as 32-bit or wider) at 4.
 pub(crate) fn activation_bytes(a: &Activation) -> u64 {
-    match a {
-        Activation::Bundle(b) => b.parts().iter().map(|p| activation_bytes(&p.value)).sum(),
-        float if float.is_float() => float.value_bytes() as u64,
-        int => int.elements() as u64 * F32,
-    }
+    a.held_bytes()
 }
 
 /// Each layer's deferred weight-gradient bytes per micro-batch
@@ -382,7 +400,7 @@ fn per_stage<L: Layer>(
             0 => 0,
             _ => activation_bytes(&x.clone().plain()),
         };
-        let held = layer_memory(&layers, &x, precision)?;
+        let held = layer_memory_split(&layers, &x, precision, split)?;
         let pre_relu = match split {
             true => 0,
             false => relu_layers(&layers)
@@ -773,6 +791,7 @@ mod tests {
         let layer = LayerMemory {
             parameters: 100,
             activation: 10,
+            graph: 10,
             compute_copy: 0,
         };
         assert_eq!(layer.total(0, 0), 200);
