@@ -171,8 +171,10 @@ pub struct WorkerMemory {
     pub held: u64,
     /// With replicas, the sums the all-reduce (or ZeRO-1's reduce) makes beside the gradients:
     /// each replica sums the gradients it owns, about 1/R of them, after the step's last
-    /// backward has released the activations, so the larger of this and `held` is counted
-    /// (2 replicas read 0.85 of the step without it). 0 with one replica.
+    /// backward has released the activations, so the larger of this and `held` is counted. 0
+    /// with one replica. Measured per replica by the bytes it holds (issue 48): 0.99 each of 2
+    /// replicas of MLP-4x256 on 16 rows, where the sums outweigh the activations; 0.71 without
+    /// this term.
     pub reduced: u64,
 }
 
