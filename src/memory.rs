@@ -11,7 +11,10 @@
 //! - **gradients**: as many again (the gradient accumulated over a step's micro-batches);
 //! - **optimizer state**: 0 for plain SGD, one parameter-sized slot for SGD with momentum, two
 //!   for Adam and AdamW (first and second moments);
-//! - **stash**: the layer's output for one micro-batch (measured on a real micro-batch), times
+//! - **stash**: what the layer's training forward keeps in the autodiff graph for one
+//!   micro-batch ([`LayerMemory::graph`], [`Layer::graph_bytes`](pipetrain_engine::Layer::graph_bytes):
+//!   its output, and for a layer with intermediates, a transformer block's or a ResNet block's,
+//!   what each op saved, from the layer's shapes and burn's per-op rules), times
 //!   the micro-batches in flight, and the stage's input for each micro-batch in flight (a
 //!   received copy on every stage but the first). Without re-materialization the autodiff graph keeps every
 //!   layer's output of every stashed micro-batch; with it, only the micro-batch being
@@ -59,14 +62,14 @@
 //!
 //! Not counted: the host's per-thread caches (`gemm` 0.19, burn-flex's GEMM, keeps a buffer the
 //! size of the core's L2 cache, 2 MiB on the test's Xeon, in every compute thread that has run a
-//! large enough product, for the thread's life); what burn's autodiff graph keeps inside a layer
-//! beyond its output where a layer runs on it (measured per layer of one micro-batch: a GPT
-//! block keeps 24 times its output, a ResNet block 7.7 times; a GPT on one worker read 0.64,
-//! a ResNet 0.19); the gradients a micro-batch's backward holds as they flow (108 kB above an
-//! MLP-4x32 micro-batch's 275 kB graph); what activation-heavy bf16 (0.65–0.75 a worker) and
-//! the fused backward with re-materialization (0.57–0.76) hold beyond both, which is not
-//! accounted for; the allocator's slack, burn's per-op temporaries. The numbers are a model of
-//! what the engine holds, not a resident-set reading.
+//! large enough product, for the thread's life); the autodiff graph's bookkeeping per recorded
+//! op (some hundred bytes an op, batch norm's 13 kB a call: a GPT block at d 64 on 8 × 16
+//! tokens reads 1.05 of its charge, a ResNet block 1.07); the gradients a micro-batch's
+//! backward holds as they flow (108 kB above an MLP-4x32 micro-batch's 275 kB graph); what
+//! activation-heavy bf16 (0.65–0.76 a worker) and the fused backward with re-materialization
+//! (stage 0 0.11) hold beyond both, which is not accounted for (docs/memory.md); the
+//! allocator's slack, burn's per-op temporaries. The numbers are a model of what the engine
+//! holds, not a resident-set reading.
 
 use std::fmt;
 use std::str::FromStr;
