@@ -12,7 +12,7 @@
 //! - **optimizer state**: 0 for plain SGD, one parameter-sized slot for SGD with momentum, two
 //!   for Adam and AdamW (first and second moments);
 //! - **stash**: what the layer's training forward keeps in the autodiff graph for one
-//!   micro-batch ([`LayerMemory::graph`], [`Layer::graph_bytes`](pipetrain_engine::Layer::graph_bytes):
+//!   micro-batch ([`LayerMemory::graph`], [`Layer::graph_bytes`]:
 //!   its output, and for a layer with intermediates, a transformer block's or a ResNet block's,
 //!   what each op saved, from the layer's shapes and burn's per-op rules), times
 //!   the micro-batches in flight, and the stage's input for each micro-batch in flight (a
@@ -110,7 +110,7 @@ pub struct LayerMemory {
     pub activation: u64,
     /// What its training forward leaves in burn's autodiff graph for one micro-batch: its
     /// output and every value its ops saved for their backward
-    /// ([`Layer::graph_bytes`](pipetrain_engine::Layer::graph_bytes): a GPT block keeps about
+    /// ([`Layer::graph_bytes`]: a GPT block keeps about
     /// 20 times its output, a ResNet block 6; an MLP's layers their output).
     pub graph: u64,
     /// The cast copy of its weights a stashed micro-batch keeps (bf16: 2 bytes per parameter
@@ -316,7 +316,7 @@ pub fn layer_memory<L: Layer>(
 
 /// [`layer_memory`], with each layer's graph as the training forward keeps it when `split`,
 /// the split backward's, splits the `Linear`s of the layers that say so
-/// ([`Layer::splits_linears`](pipetrain_engine::Layer::splits_linears)).
+/// ([`Layer::splits_linears`]).
 pub fn layer_memory_split<L: Layer>(
     layers: &[L],
     sample: &Activation,

@@ -338,7 +338,7 @@ impl Layer for GptLayer {
     }
 
     /// What each op of a block and of the head keeps ([`saved`]; `w` the width of the
-    /// residual stream's values, the norms and softmax in fp32 as [`norm`] and the attention
+    /// residual stream's values, the norms and softmax in fp32 as the layer norms (`norm`) and the attention
     /// run them), less the input, which no op of a block or of the head saves (the norm's
     /// difference and the residual sum save nothing):
     /// - a block: each layer norm's centered and normalized values (fp32) and its output; `q`,
