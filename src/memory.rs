@@ -11,7 +11,10 @@
 //! - **gradients**: as many again (the gradient accumulated over a step's micro-batches);
 //! - **optimizer state**: 0 for plain SGD, one parameter-sized slot for SGD with momentum, two
 //!   for Adam and AdamW (first and second moments);
-//! - **stash**: the layer's output for one micro-batch (measured on a real micro-batch), times
+//! - **stash**: what the layer's training forward keeps in the autodiff graph for one
+//!   micro-batch ([`LayerMemory::graph`], [`Layer::graph_bytes`]:
+//!   its output, and for a layer with intermediates, a transformer block's or a ResNet block's,
+//!   what each op saved, from the layer's shapes and burn's per-op rules), times
 //!   the micro-batches in flight, and the stage's input for each micro-batch in flight (a
 //!   received copy on every stage but the first). Without re-materialization the autodiff graph keeps every
 //!   layer's output of every stashed micro-batch; with it, only the micro-batch being
@@ -59,14 +62,14 @@
 //!
 //! Not counted: the host's per-thread caches (`gemm` 0.19, burn-flex's GEMM, keeps a buffer the
 //! size of the core's L2 cache, 2 MiB on the test's Xeon, in every compute thread that has run a
-//! large enough product, for the thread's life); what burn's autodiff graph keeps inside a layer
-//! beyond its output where a layer runs on it (measured per layer of one micro-batch: a GPT
-//! block keeps 24 times its output, a ResNet block 7.7 times; a GPT on one worker read 0.64,
-//! a ResNet 0.19); the gradients a micro-batch's backward holds as they flow (108 kB above an
-//! MLP-4x32 micro-batch's 275 kB graph); what activation-heavy bf16 (0.65–0.75 a worker) and
-//! the fused backward with re-materialization (0.57–0.76) hold beyond both, which is not
-//! accounted for; the allocator's slack, burn's per-op temporaries. The numbers are a model of
-//! what the engine holds, not a resident-set reading.
+//! large enough product, for the thread's life); the autodiff graph's bookkeeping per recorded
+//! op (some hundred bytes an op, batch norm's 13 kB a call: a GPT block at d 64 on 8 × 16
+//! tokens reads 1.05 of its charge, a ResNet block 1.07); the gradients a micro-batch's
+//! backward holds as they flow (108 kB above an MLP-4x32 micro-batch's 275 kB graph); what
+//! activation-heavy bf16 (0.65–0.76 a worker) and the fused backward with re-materialization
+//! (stage 0 0.11) hold beyond both, which is not accounted for (docs/memory.md); the
+//! allocator's slack, burn's per-op temporaries. The numbers are a model of what the engine
+//! holds, not a resident-set reading.
 
 use std::fmt;
 use std::str::FromStr;
@@ -105,6 +108,11 @@ pub struct LayerMemory {
     pub parameters: u64,
     /// The layer's output for one micro-batch, in bytes.
     pub activation: u64,
+    /// What its training forward leaves in burn's autodiff graph for one micro-batch: its
+    /// output and every value its ops saved for their backward
+    /// ([`Layer::graph_bytes`]: a GPT block keeps about
+    /// 20 times its output, a ResNet block 6; an MLP's layers their output).
+    pub graph: u64,
     /// The cast copy of its weights a stashed micro-batch keeps (bf16: 2 bytes per parameter
     /// its [compute copy](pipetrain_engine::Layer::compute_copy) casts, every one by default,
     /// the `Linear`s of a Llama; 0 in fp32). The budget's per-layer costs charge every
@@ -121,9 +129,10 @@ impl LayerMemory {
             .saturating_add(self.stashed().saturating_mul(stashed))
     }
 
-    /// What one stashed micro-batch holds of this layer: its output and its weights' cast copy.
+    /// What one stashed micro-batch holds of this layer: its graph (its output and what its
+    /// ops saved) and its weights' cast copy.
     pub fn stashed(&self) -> u64 {
-        self.activation.saturating_add(self.compute_copy)
+        self.graph.saturating_add(self.compute_copy)
     }
 }
 
@@ -174,8 +183,10 @@ pub struct WorkerMemory {
     pub held: u64,
     /// With replicas, the sums the all-reduce (or ZeRO-1's reduce) makes beside the gradients:
     /// each replica sums the gradients it owns, about 1/R of them, after the step's last
-    /// backward has released the activations, so the larger of this and `held` is counted
-    /// (2 replicas read 0.85 of the step without it). 0 with one replica.
+    /// backward has released the activations, so the larger of this and `held` is counted. 0
+    /// with one replica. Measured per replica by the bytes it holds (issue 48): 0.99 each of 2
+    /// replicas of MLP-4x256 on 16 rows, where the sums outweigh the activations; 0.71 without
+    /// this term.
     pub reduced: u64,
 }
 
@@ -308,14 +319,29 @@ impl FromStr for Bytes {
 /// Per-layer memory of `layers` computing in `precision`: parameter bytes (the f32 masters),
 /// output bytes measured by a forward pass (no autodiff) of `sample`, one micro-batch, through
 /// the layers in order, cast as a step casts them, and the cast copy of the weights.
+/// Each layer's graph is what it keeps with its `Linear`s as burn runs them (the fused
+/// backward's); [`layer_memory_split`] for the split backward's.
 pub fn layer_memory<L: Layer>(
     layers: &[L],
     sample: &Activation,
     precision: Precision,
 ) -> Result<Vec<LayerMemory>> {
+    layer_memory_split(layers, sample, precision, false)
+}
+
+/// [`layer_memory`], with each layer's graph as the training forward keeps it when `split`,
+/// the split backward's, splits the `Linear`s of the layers that say so
+/// ([`Layer::splits_linears`]).
+pub fn layer_memory_split<L: Layer>(
+    layers: &[L],
+    sample: &Activation,
+    precision: Precision,
+    split: bool,
+) -> Result<Vec<LayerMemory>> {
     let mut x = precision.input(layers.first(), sample.clone().plain());
     let mut out = Vec::with_capacity(layers.len());
     for (layer, cast) in layers.iter().zip(precision.layers(layers)) {
+        let input = x.clone();
         x = cast
             .forward(x)
             .map_err(pipetrain_engine::EngineError::bad_batch)?;
@@ -323,6 +349,7 @@ pub fn layer_memory<L: Layer>(
         out.push(LayerMemory {
             parameters: parameters * F32,
             activation: activation_bytes(&x),
+            graph: cast.graph_bytes(&input, &x, split && layer.splits_linears()),
             // What the compute copy cast (every parameter by default, a Llama's `Linear`s).
             compute_copy: pipetrain_engine::cast_copy_bytes(&cast),
         });
@@ -333,11 +360,7 @@ pub fn layer_memory<L: Layer>(
 /// Bytes of one activation: float values at their dtype's width (4 in fp32, 2 in bf16), token
 /// ids (stored as 32-bit or wider) at 4.
 pub(crate) fn activation_bytes(a: &Activation) -> u64 {
-    match a {
-        Activation::Bundle(b) => b.parts().iter().map(|p| activation_bytes(&p.value)).sum(),
-        float if float.is_float() => float.value_bytes() as u64,
-        int => int.elements() as u64 * F32,
-    }
+    a.held_bytes()
 }
 
 /// Each layer's deferred weight-gradient bytes per micro-batch
@@ -397,7 +420,7 @@ fn per_stage<L: Layer>(
             0 => 0,
             _ => activation_bytes(&x.clone().plain()),
         };
-        let held = layer_memory(&layers, &x, precision)?;
+        let held = layer_memory_split(&layers, &x, precision, split)?;
         let pre_relu = match split {
             true => 0,
             false => relu_layers(&layers)
@@ -800,6 +823,7 @@ mod tests {
         let layer = LayerMemory {
             parameters: 100,
             activation: 10,
+            graph: 10,
             compute_copy: 0,
         };
         assert_eq!(layer.total(0, 0), 200);

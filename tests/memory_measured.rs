@@ -23,11 +23,11 @@
 //!   ±15 % of some reading between the bytes it alone held and every byte it held at either
 //!   end: who holds a message at a worker's peak is then the workers' relative speed (the
 //!   same layout's stage 0 read 1.12 and 1.25 by the holder);
-//! - not at all where the model has a known gap, printed with its reading: what burn's
-//!   autodiff graph and backward keep beyond what the model charges (the GPT, the ResNet,
-//!   activation-heavy bf16, the fused backward with re-materialization). What each layer's
-//!   graph keeps of one micro-batch, and its backward above it, is measured and printed
-//!   beside the model's charge ([`graph_bytes`]); for an MLP's layers it is held to it.
+//! - not at all where the model has a known gap, printed with its reading (activation-heavy
+//!   bf16, the fused backward with re-materialization, the GPT on 2 stages under 1F1B). What
+//!   each layer's graph keeps of one micro-batch, and its backward above it, is measured and
+//!   printed beside the model's charge ([`graph_bytes`]) and held to it (an MLP's, a GPT's and
+//!   a ResNet's layers).
 //!
 //! Why a worker's bytes are the holder's, not simply the maker's: a message between stages is
 //! made by one worker's thread and freed by the other's, and by the maker the same layout read
@@ -136,7 +136,7 @@ enum Arch {
     Mlp,
     /// `GptConfig::new(64, 16, width, 2, 2)` on `rows` sequences of 16 tokens.
     Gpt,
-    /// `ResNetConfig::new(width, 2, 3)` on `rows` 3×8×8 images.
+    /// `ResNetConfig::new(width, 2, 3)` on `rows` 3×16×16 images.
     ResNet,
     /// `MlpConfig::new(width, 31, 8)` (32 layers: 4 a chunk of 4 ranks × 2 chunks) on `rows`
     /// rows of `width` features.
@@ -240,9 +240,9 @@ fn measure(layout: Layout) -> Measured {
             })
         }
         Arch::ResNet => {
-            let batch = synthetic::images(5, 0, layout.rows, 3, 8, 3, &device);
+            let batch = synthetic::images(5, 0, layout.rows, 3, 16, 3, &device);
             run(layout, &batch, |d| {
-                ResNetConfig::new(width, 2, 3).with_image(3, 8).init(d)
+                ResNetConfig::new(width, 2, 3).with_image(3, 16).init(d)
             })
         }
     }
@@ -560,8 +560,8 @@ fn the_model_is_within_15_percent_of_each_step_s_peak() {
     let group_of_one = Some(Backward::Split { weight_group: 1 });
     let gpt = |stages, schedule| Layout {
         net: Arch::Gpt,
-        width: 32,
-        rows: 32,
+        width: 64,
+        rows: 64,
         stages,
         ..two(schedule)
     };
@@ -658,6 +658,17 @@ fn the_model_is_within_15_percent_of_each_step_s_peak() {
         (two(ScheduleKind::Zb2p), apart),
         (two(ScheduleKind::Interleaved { virtual_stages: 2 }), apart),
         // Replicas, with and without ZeRO-1, on one stage and on two.
+        // The all-reduce's sums at the step's peak (`WorkerMemory::reduced`: each replica sums
+        // its share, half the gradients): few activations beside them, so the term decides the
+        // row (0.71 a replica with it made 0; on the rows above the activations outweigh it).
+        (
+            Layout {
+                rows: 16,
+                replicas: 2,
+                ..BASE
+            },
+            band,
+        ),
         (
             Layout {
                 m: 4,
@@ -723,31 +734,34 @@ fn the_model_is_within_15_percent_of_each_step_s_peak() {
             },
             band,
         ),
-        // What the model does not count yet (docs/reliability.md, issue 48 item 3): what
-        // burn's autodiff graph keeps inside a layer beyond its output (attention scores,
-        // norms, convolutions' and casts' intermediates) where a layer runs on it.
+        // What the model does not count yet (docs/memory.md, issue 48 item 3).
         (
             Layout {
                 remat: always,
                 backward: fused,
                 ..two(gpipe)
             },
-            Hold::Gap("the fused backward with re-materialization: 0.73–0.97, varying"),
+            Hold::Gap(
+                "the fused backward with re-materialization: stage 0 holds about what it holds \
+                 without (1.28 MB, 0.11), open",
+            ),
         ),
         (
             Layout {
                 precision: Precision::Bf16,
                 ..two(gpipe)
             },
-            Hold::Gap("bf16 where activations dominate: 0.74"),
+            Hold::Gap("bf16 where activations dominate: 0.65, 0.76 a worker, open"),
         ),
-        (
-            gpt(1, gpipe),
-            Hold::Gap("the GPT on one worker: 0.64, a block's graph beyond its output"),
-        ),
+        // Issue 48 item 3: the GPT and the conv model, each layer charged what its graph
+        // keeps (`Layer::graph_bytes`; before, its output: 0.64 and 0.19).
+        (gpt(1, gpipe), band),
         (
             gpt(2, one_f_one_b),
-            Hold::Gap("the GPT on two stages: 1.12–1.17, the same gap under the sum of peaks"),
+            Hold::Gap(
+                "the GPT on two stages under 1F1B: the deferred inputs, which count q, k and v's \
+                 shared input three times (the step's counter too), dominate",
+            ),
         ),
         (
             Layout {
@@ -756,7 +770,7 @@ fn the_model_is_within_15_percent_of_each_step_s_peak() {
                 rows: 64,
                 ..two(gpipe)
             },
-            Hold::Gap("the conv model: 0.19, a block's graph beyond its output"),
+            band,
         ),
     ];
     // Each row; each Adam row with its twin under SGD, measured right after it: the optimizer
@@ -1171,21 +1185,29 @@ fn graph_bytes<L: Layer>(
     (kept, backward)
 }
 
-/// The model's known gap, layer by layer (issue 48 item 3): what burn's autodiff graph keeps of
-/// one micro-batch where a layer trains on it ([`graph_bytes`]), beside what the model charges
-/// it, on the sweep's micro-batches. Printed for each layer; held where the model claims it:
-/// the dense ReLU layers of an MLP, whose graph keeps their input's product and their output
-/// before and after the ReLU, each within ±15 % of the charge.
+/// Layers whose graph keeps less than this are not held to their charge: the graph's
+/// bookkeeping per recorded op (some hundred bytes an op, batch norm's 13 kB a call), which the
+/// model leaves out (`pipetrain_engine::saved`), is not small beside them (the ResNet's head: 1 kB
+/// kept, 96 B of logits).
+const GRAPH_FLOOR: u64 = 16 << 10;
+
+/// What burn's autodiff graph keeps of one micro-batch, layer by layer ([`graph_bytes`]),
+/// beside what the model charges it ([`Layer::graph_bytes`]: the output and what each op
+/// saves, from the layer's shapes), on the sweep's micro-batches (issue 48 item 3). Printed for
+/// each layer; held to ±15 % for the fp32 MLP's dense ReLU layers (their input's product and
+/// their output before and after the ReLU), the GPT's embedding, blocks and head, the ResNet's
+/// stem and blocks (those keeping [`GRAPH_FLOOR`] or more). Before the per-layer graph the
+/// model charged every layer its output: a GPT block read 24 times that, a ResNet block 7.7.
 #[test]
 fn what_each_layer_s_graph_keeps_beside_the_model_s_charge() {
     let _serial = serial();
     let device = Device::flex();
     let mlp = || common::seeded(3, |d| MlpConfig::new(32, 4, 8).init(d));
     let rows = synthetic::classification(5, 0, 256, 32, 8, &device).inputs;
-    let tokens = synthetic::tokens(5, 0, 4, 16, 64, &device).inputs;
-    let images = synthetic::images(5, 0, 8, 3, 8, 3, &device).inputs;
-    let gpt = common::seeded(3, |d| GptConfig::new(64, 16, 32, 2, 2).init(d));
-    let resnet = common::seeded(3, |d| ResNetConfig::new(8, 2, 3).with_image(3, 8).init(d));
+    let tokens = synthetic::tokens(5, 0, 8, 16, 64, &device).inputs;
+    let images = synthetic::images(5, 0, 8, 3, 16, 3, &device).inputs;
+    let gpt = common::seeded(3, |d| GptConfig::new(64, 16, 64, 2, 2).init(d));
+    let resnet = common::seeded(3, |d| ResNetConfig::new(8, 2, 3).with_image(3, 16).init(d));
     let mut failures = Vec::new();
     let mut print = |what: &str, (kept, backward): (Vec<(u64, u64)>, u64), held: bool| {
         let graph: u64 = kept.iter().map(|k| k.0).sum();
@@ -1198,7 +1220,8 @@ fn what_each_layer_s_graph_keeps_beside_the_model_s_charge() {
             println!(
                 "{what}, layer {i}: the graph keeps {kept} B, the model charges {charged} B ({ratio:.2}×)"
             );
-            if held && !(LOW..=HIGH).contains(&(charged as f64 / kept.max(1) as f64)) {
+            let large = kept >= GRAPH_FLOOR;
+            if held && large && !(LOW..=HIGH).contains(&(charged as f64 / kept.max(1) as f64)) {
                 failures.push(format!(
                     "{what}, layer {i}: kept {kept} B, charged {charged} B"
                 ));
@@ -1216,14 +1239,14 @@ fn what_each_layer_s_graph_keeps_beside_the_model_s_charge() {
         false,
     );
     print(
-        "GPT d 32, 4 × 16 tokens",
+        "GPT d 64, 8 × 16 tokens",
         graph_bytes(&gpt, &tokens, Precision::Fp32),
-        false,
+        true,
     );
     print(
-        "ResNet 8 channels, 8 images",
+        "ResNet 8 channels, 8 images 16 × 16",
         graph_bytes(&resnet, &images, Precision::Fp32),
-        false,
+        true,
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

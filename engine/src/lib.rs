@@ -72,6 +72,7 @@ mod skips;
 mod worker;
 mod world;
 
+pub use adapter::saved;
 pub use adapter::{Parameter, parameter};
 pub use comm::abort::Abort;
 pub use comm::collective::{ChannelCollective, Collective, even_bounds};

@@ -26,7 +26,8 @@ use burn::prelude::*;
 use burn::tensor::Bool;
 use burn::tensor::activation::{gelu, softmax};
 use pipetrain_engine::{
-    Activation, Bundle, EngineError, Layer, Linears, downcast_like, matmul, upcast, upcast_module,
+    Activation, Bundle, EngineError, Layer, Linears, downcast_like, matmul, saved, upcast,
+    upcast_module,
 };
 
 /// The shape of a GPT-like decoder.
@@ -334,6 +335,60 @@ impl Layer for GptLayer {
 
     fn splits_linears(&self) -> bool {
         !matches!(self, GptLayer::Embedding(_))
+    }
+
+    /// What each op of a block and of the head keeps ([`saved`]; `w` the width of the
+    /// residual stream's values, the norms and softmax in fp32 as the layer norms (`norm`) and the attention
+    /// run them), less the input, which no op of a block or of the head saves (the norm's
+    /// difference and the residual sum save nothing):
+    /// - a block: each layer norm's centered and normalized values (fp32) and its output; `q`,
+    ///   `k`, `v` (kept by the score and value products); the scores (the shifted and the
+    ///   exponentiated values in fp32, the weights at `w`) and the causal mask; the heads'
+    ///   output reshaped (kept by the output projection); the MLP's hidden layer before and
+    ///   after the GELU; the block's output. The first residual sum is made in the attention
+    ///   output's buffer (freeing the input), the second in the down projection's (freeing the
+    ///   first): one stream a block. The split key projection, without a bias, keeps a zeros
+    ///   leaf of its output's size;
+    /// - the head: its norm's values and output, and its logits (and the split unembedding's
+    ///   zeros leaf);
+    /// - the embedding: its output (the lookup saves the ids, the position rows are a view).
+    fn graph_bytes(&self, input: &Activation, output: &Activation, split: bool) -> u64 {
+        let stream = |a: &Activation| match a {
+            Activation::Bundle(b) => b.get("x").ok().map(|x| (x.elements(), x.value_bytes())),
+            other => Some((other.elements(), other.value_bytes())),
+        };
+        let Some((elements, bytes)) = stream(input).filter(|(e, _)| *e > 0) else {
+            return output.held_bytes();
+        };
+        let w = bytes / elements;
+        let norm = |elements| saved::layer_norm(elements, 4) + saved::values(elements, w);
+        let leaf = |elements| match split {
+            true => saved::split_leaf(elements, false),
+            false => 0,
+        };
+        match self {
+            GptLayer::Embedding(_) => output.held_bytes(),
+            GptLayer::Block(b) => {
+                let dims = input.dims();
+                let (n, t) = (dims[0], dims.get(1).copied().unwrap_or(1));
+                let scores = n * b.attention.heads * t * t;
+                let hidden = elements * b.mlp.up.weight.dims()[1] / b.mlp.up.weight.dims()[0];
+                let attention =
+                    saved::softmax(scores, 4) + saved::values(scores, w) + saved::mask(n * t * t);
+                // Two norms; q, k, v and the heads' output; the hidden layer twice; the
+                // stream (the block's output, less its input).
+                2 * norm(elements)
+                    + saved::values(4 * elements, w)
+                    + attention
+                    + saved::values(2 * hidden, w)
+                    + leaf(elements)
+            }
+            GptLayer::Head(_) => {
+                let logits = output.elements();
+                // The norm's output, kept by the unembedding, less the input.
+                norm(elements) - saved::values(elements, w) + output.held_bytes() + leaf(logits)
+            }
+        }
     }
 }
 

@@ -311,4 +311,22 @@ impl Layer for ResNetLayer {
     fn splits_linears(&self) -> bool {
         matches!(self, ResNetLayer::Head(_))
     }
+
+    /// What each op keeps ([`saved`](pipetrain_engine::saved)), beside the input (which the first convolution saves,
+    /// and a block's identity skip reads), each value of the output's shape and width: a
+    /// convolution's output (batch norm saves its input), batch norm's output (ReLU saves its
+    /// input), ReLU's output (the next convolution saves it). The stem: those three. A block:
+    /// its first convolution, norm and ReLU; its second convolution and norm, the skip's sum
+    /// made in the norm's buffer (the sum saves nothing) and the last ReLU's output; a
+    /// projection's convolution too (its norm's output, saved by nothing, is freed after the
+    /// sum). The head: its logits (pooling and the `Linear` save their inputs).
+    fn graph_bytes(&self, input: &Activation, output: &Activation, split: bool) -> u64 {
+        let _ = (input, split);
+        let out = output.held_bytes();
+        match self {
+            ResNetLayer::Stem(_) => 3 * out,
+            ResNetLayer::Residual(r) => (6 + u64::from(r.projection.is_some())) * out,
+            ResNetLayer::Head(_) => out,
+        }
+    }
 }

@@ -17,6 +17,7 @@
 //!   (its `init` and `From` impls live there);
 //! - [`optim_state`]: optimizer state out of and into burn's optimizer, entry by entry;
 //! - [`store`]: model weights to and from safetensors bytes;
+//! - [`saved`]: what burn's autodiff keeps of a training forward, op by op, in bytes;
 //! - `cuda` (feature `cuda`): the CUDA probe, cudarc's driver and NVRTC under `catch_unwind`.
 
 mod autodiff;
@@ -30,6 +31,7 @@ mod graph;
 mod names;
 mod optim_state;
 mod optimizer;
+pub mod saved;
 mod store;
 mod values;
 

@@ -150,6 +150,17 @@ impl Activation {
         each_variant!(self, t => t.shape().num_elements() * t.dtype().size(), b => b.parts().iter().map(|p| p.value.value_bytes()).sum())
     }
 
+    /// Bytes the memory model charges for holding this activation: float values at their
+    /// dtype's width (4 in fp32, 2 in bf16), token ids (stored as 32-bit or wider) at 4; a
+    /// bundle's parts summed.
+    pub fn held_bytes(&self) -> u64 {
+        match self {
+            Activation::Bundle(b) => b.parts().iter().map(|p| p.value.held_bytes()).sum(),
+            float if float.is_float() => float.value_bytes() as u64,
+            int => int.elements() as u64 * 4,
+        }
+    }
+
     /// Rows along dimension 0 (the batch dimension).
     pub fn batch_size(&self) -> usize {
         self.dims().first().copied().unwrap_or(0)

@@ -122,6 +122,24 @@ pub trait Layer: Module + 'static {
         crate::adapter::cast_parameters(self.clone(), dtype)
     }
 
+    /// Bytes this layer's training forward adds to what a micro-batch holds in burn's autodiff
+    /// graph, given the `input` it took and the `output` it gave (their shapes and dtypes): its
+    /// output and every value its ops saved for their backward, less its input where no op of
+    /// it saved that (the previous layer counted it as its output; the graph then frees it,
+    /// as a transformer block's input once its residual sum is made). `split`: its `Linear`s run split
+    /// ([`forward_linears`](Layer::forward_linears) with split [`Linears`]). The memory model
+    /// charges it per stashed micro-batch (`pipetrain::memory`).
+    ///
+    /// The default, the output alone ([`Activation::held_bytes`]), is what a layer keeps
+    /// whose every op saves only its input (a `Linear`, a ReLU, a dense layer). A layer with
+    /// intermediates its backward needs (norms, attention's scores, an MLP's hidden layer,
+    /// convolutions' outputs under batch norm) states them from its shapes with the rules of
+    /// [`saved`](crate::saved), one per burn op.
+    fn graph_bytes(&self, input: &Activation, output: &Activation, split: bool) -> u64 {
+        let _ = (input, split);
+        output.held_bytes()
+    }
+
     /// Under bf16 mixed precision: whether the engine leaves this layer's float input in the
     /// dtype it arrives in when the layer begins a stage (stage 0's data, or what a transport
     /// delivers). The default, `false`, casts it to bf16, so activations and input gradients

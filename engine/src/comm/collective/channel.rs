@@ -165,6 +165,14 @@ impl Collective for ChannelCollective {
             for (sum, t) in sums.iter_mut().zip(contribution) {
                 *sum = Some(match sum.take() {
                     None => t,
+                    // The first sum in a buffer of this member's own: both operands stay held
+                    // through the add, so it writes into neither (burn's CPU backend reuses an
+                    // operand whose only handle it holds). Each owner then holds its own share's
+                    // sums (`pipetrain::memory`'s `WorkerMemory::reduced`) whatever its peers'
+                    // timing; before, a peer that had already dropped its gradient lent its
+                    // buffer, and one replica of 2 read 1.19 of the model on some runs, 0.99 on
+                    // others. The same add in the same order: the same bits.
+                    Some(s) if peer == 1 => s.clone() + t.clone(),
                     Some(s) => s + t,
                 });
             }
