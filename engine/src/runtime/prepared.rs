@@ -55,8 +55,9 @@ impl Plans {
         &self.accumulating
     }
 
-    /// The compute plan per rank when ranks hold several stages (interleaved, ZB-V), whose
-    /// order the stages of a rank take turns in; `None` with one stage per rank.
+    /// The plan per rank when ranks hold several stages (interleaved, ZB-V), lowered as the
+    /// stages' plans are, whose compute order the stages of a rank take turns in; `None` with
+    /// one stage per rank.
     pub fn ranks(&self) -> Option<&Plan> {
         self.ranks.as_deref()
     }
@@ -175,22 +176,29 @@ impl<L: Layer> Prepared<L> {
         // Skips that cross stages go straight from the stashing to the popping stage.
         let skips = workers.skip_routes().pairs();
         let unlowered = route_skips(&unlowered, &skips)?;
-        // Ranks holding several stages: the dry run proves the rank order deadlock-free, then
-        // every stage runs on its own worker (its actions in rank order), taking turns.
-        validate(&lower(&unlowered, Lowering::default()))?;
-        let ranks = unlowered
-            .is_interleaved()
-            .then(|| Arc::new(unlowered.clone()));
-        if let Some(plan) = &ranks {
-            whole_ranks(workers.world(), plan)?;
-        }
-        let unlowered = unlowered.by_stage();
         // ZeRO-2/3 add their reduce, unshard and reshard; with one replica there is nothing to
         // shard (the builder refuses that setting).
         let zero = match workers.world().replicas() {
             1 => Zero::Off,
             _ => config.data_parallel.zero,
         };
+        // Ranks holding several stages: the dry run proves the rank order deadlock-free, then
+        // every stage runs on its own worker (its actions in rank order), taking turns. The
+        // turns follow the rank plan lowered as the stages' are: ZeRO-3 runs a stage's last `B`
+        // as an `I` and a `W` around its reshard, each its own turn.
+        let by_rank = lower(
+            &unlowered,
+            Lowering {
+                zero,
+                ..Lowering::default()
+            },
+        );
+        validate(&by_rank)?;
+        let ranks = unlowered.is_interleaved().then(|| Arc::new(by_rank));
+        if let Some(plan) = &ranks {
+            whole_ranks(workers.world(), plan)?;
+        }
+        let unlowered = unlowered.by_stage();
         let step = lower(
             &unlowered,
             Lowering {
