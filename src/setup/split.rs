@@ -243,7 +243,7 @@ fn over_budget(trial: &Trial<'_>, stages: usize, error: PartitionError, in_fligh
             .filter(|&z| z > zero)
             .map(|z| (z, trial.need_at(stages, m, remat, group, z)));
         let fits = higher.clone().find(|(_, need)| need.is_none());
-        if let Some((z, need)) = fits.or_else(|| higher.last()) {
+        if let Some((z, need)) = fits.or_else(|| higher.clone().next_back()) {
             offer(
                 Remedy::set(Setting::Zero, Value::Count(usize::from(z.level()))),
                 need,
