@@ -200,9 +200,9 @@ impl CausalSelfAttention {
         let (h, dh) = (self.heads, d / self.heads);
         // [N, T, D] → [N, H, T, Dh]
         let split = |y: Tensor<3>| y.reshape([n, t, h, dh]).swap_dims(1, 2);
-        let q = split(linears.forward(&self.query, x.clone()));
-        let k = split(linears.forward(&self.key, x.clone()));
-        let v = split(linears.forward(&self.value, x));
+        let [q, k, v] = linears
+            .forward_each([&self.query, &self.key, &self.value], x)
+            .map(split);
         let scores = matmul(q, k.swap_dims(2, 3)).mul_scalar(1.0 / (dh as f64).sqrt());
         // true where the key's position > the query's: masked out.
         let positions = positions.to_device(&scores.device());

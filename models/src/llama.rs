@@ -635,15 +635,10 @@ impl GroupedQueryAttention {
     ) -> Tensor<3> {
         let [n, t, _] = x.dims();
         let (h, kv, dh) = (self.heads, self.kv_heads, self.head_dim);
-        let q = project(linears, &self.query, x.clone())
-            .reshape([n, t, h, dh])
-            .swap_dims(1, 2);
-        let k = project(linears, &self.key, x.clone())
-            .reshape([n, t, kv, dh])
-            .swap_dims(1, 2);
-        let v = project(linears, &self.value, x)
-            .reshape([n, t, kv, dh])
-            .swap_dims(1, 2);
+        let [q, k, v] = project_each(linears, [&self.query, &self.key, &self.value], x);
+        let q = q.reshape([n, t, h, dh]).swap_dims(1, 2);
+        let k = k.reshape([n, t, kv, dh]).swap_dims(1, 2);
+        let v = v.reshape([n, t, kv, dh]).swap_dims(1, 2);
         let positions = positions.to_device(&q.device());
         // Rotated in fp32 (the fp32 cos and sin promote q and k, as in transformers).
         let (cos, sin) = self.rotary(positions.clone());
@@ -715,6 +710,21 @@ fn rotate(x: Tensor<4>, cos: Tensor<4>, sin: Tensor<4>) -> Tensor<4> {
 fn project(linears: &mut Linears, linear: &Linear, x: Tensor<3>) -> Tensor<3> {
     let x = downcast_like(x, &linear.weight.val());
     linears.forward(linear, x)
+}
+
+/// [`project`] of each of `each` on the one input `x`. Where no cast is needed (the layers in
+/// `x`'s dtype: fp32) one call through [`Linears::forward_each`], so a split backward keeps `x`
+/// once; otherwise one cast a call, as [`project`].
+fn project_each<const N: usize>(
+    linears: &mut Linears,
+    each: [&Linear; N],
+    x: Tensor<3>,
+) -> [Tensor<3>; N] {
+    if each.iter().all(|l| l.weight.val().dtype() == x.dtype()) {
+        linears.forward_each(each, x)
+    } else {
+        each.map(|l| project(linears, l, x.clone()))
+    }
 }
 
 /// The SwiGLU MLP: `down(silu(gate(x)) · up(x))`.
@@ -805,10 +815,9 @@ impl Layer for LlamaLayer {
                 // The residual stream keeps its dtype (fp32 under bf16, as autocast's).
                 let x = x.clone() + downcast_like(attended, &x);
                 let normed = rms(&b.post_norm, x.clone());
-                let gate = project(linears, &b.mlp.gate, normed.clone());
+                let [gate, up] = project_each(linears, [&b.mlp.gate, &b.mlp.up], normed);
                 // SiLU in fp32, rounded once, as PyTorch's bf16 kernel.
                 let gate = downcast_like(silu(upcast(gate.clone())), &gate);
-                let up = project(linears, &b.mlp.up, normed);
                 let down = project(linears, &b.mlp.down, gate * up);
                 input.with("x", x.clone() + downcast_like(down, &x)).into()
             }

@@ -209,7 +209,7 @@ fn resnet_head_splits_like_autodiff() {
 
 /// What a split layer keeps from `I` to `W` is what `costs::split_bytes` counts (the
 /// memory column and `--memory-budget` use it): each `Linear` call's input and output
-/// gradient, 4 bytes a value.
+/// gradient, 4 bytes a value, the input that query, key and value share once.
 #[test]
 fn the_deferred_bytes_are_what_split_bytes_counts() {
     let layers = gpt();
@@ -217,8 +217,9 @@ fn the_deferred_bytes_are_what_split_bytes_counts() {
     let sample = data[0].inputs.clone().split(M).unwrap().swap_remove(0);
     let bytes = costs::split_bytes(&layers, &sample, &Device::flex()).unwrap();
     let (rows, d, v) = ((BATCH / M * CONTEXT) as u64, 8u64, VOCAB as u64);
-    // A block: query, key, value, output (d → d), up (d → 4d), down (4d → d).
-    let block = 4 * (rows * d * 2) + 2 * (rows * d + rows * 4 * d);
+    // A block: query, key, value (d → d, one input), output (d → d), up (d → 4d), down (4d →
+    // d).
+    let block = (rows * d + 3 * rows * d) + rows * d * 2 + 2 * (rows * d + rows * 4 * d);
     assert_eq!(bytes, vec![0, block * 4, block * 4, rows * (d + v) * 4]);
     // ZB-H1 on one stage runs F, I, W per micro-batch: one micro-batch's calls are held at a
     // time.

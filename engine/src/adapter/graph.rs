@@ -32,6 +32,16 @@ pub(crate) fn inference_copy<M: Module>(module: &M) -> M {
     module.valid()
 }
 
+/// A copy of `module` whose parameters require no gradient, still on the autodiff backend and
+/// in training mode: a forward with it runs the training forward's ops (the same inner kernels,
+/// so the same bits) and, given an input that requires none either, records no backward step.
+/// burn 0.22.1 keeps a recorded step's saved values until a later backward sweeps its graph, so
+/// a recorded forward whose graph is merely dropped keeps them that long; an untracked one frees
+/// each intermediate with its last handle.
+pub(crate) fn untracked_copy<M: Module>(module: &M) -> M {
+    module.clone().no_grad()
+}
+
 /// `module` on `device` (an autodiff device) in training mode: as a stage's layers train.
 pub(crate) fn trainable<M: Module>(module: M, device: &Device) -> M {
     module.to_device(device).train()
@@ -56,11 +66,13 @@ pub(crate) struct SplitProduct {
 /// The product `x·W (+ b)` of a `Linear` with its weight a constant of the graph and its sum
 /// with `z` — the bias broadcast to `[rows, fan_out]`, or zeros — a fresh leaf that requires
 /// grad (see [`Linears`](crate::Linears)). The same product and the same sum as the plain call,
-/// so the same bits.
+/// so the same bits. Without `track` the leaf requires no grad: the same arithmetic, recorded
+/// nowhere (re-materialization's first pass).
 pub(crate) fn split_product(
     x: Tensor<2>,
     weight: Tensor<2>,
     bias: Option<Tensor<1>>,
+    track: bool,
 ) -> SplitProduct {
     let [rows, _] = x.dims();
     let [_, fan_out] = weight.dims();
@@ -70,8 +82,8 @@ pub(crate) fn split_product(
         Some(bias) => bias.inner().unsqueeze::<2>().expand([rows, fan_out]),
         None => Tensor::zeros([rows, fan_out], &device),
     }
-    .autodiff()
-    .require_grad();
+    .autodiff();
+    let leaf = if track { leaf.require_grad() } else { leaf };
     SplitProduct {
         input: x.clone().detach().inner(),
         output: super::gemm::product_rows(x, weight) + leaf.clone(),

@@ -45,7 +45,7 @@ pub(crate) use gemm::{batched_product, linear_rows, product_rows};
 pub(crate) use grads::{Buffers, Slots, assign_owners, matrix_grad, owners_of, set_matrix_grad};
 pub(crate) use graph::{
     autodiff_device, cast_copy_bytes, cast_parameters, grad_or_zeros, inference_copy, materialize,
-    module_types, plain, plain_device, split_product, trainable,
+    module_types, plain, plain_device, split_product, trainable, untracked_copy,
 };
 pub(crate) use names::{Named, ParamId, named_parameters};
 pub(crate) use optim_state::{StateScalar, StateTensor, export_state, import_state};

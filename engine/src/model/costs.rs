@@ -139,8 +139,14 @@ pub fn split_parts<L: Layer>(
             let calls = taps
                 .iter()
                 .map(|t| (rows_bytes(&t.input), rows_bytes(&t.output)));
+            // A call sharing the previous call's input keeps it once ([`Linears::forward_each`]);
+            // `W` still stacks it per call.
+            let kept = taps
+                .iter()
+                .zip(calls.clone())
+                .map(|(t, (i, o))| if t.shared_input { o } else { i + o });
             SplitBytes {
-                held: calls.clone().map(|(i, o)| i + o).sum(),
+                held: kept.sum(),
                 stack: calls.map(|(i, o)| i.max(o)).max().unwrap_or(0),
             }
         });

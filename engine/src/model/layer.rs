@@ -37,8 +37,9 @@ use crate::model::activation::Activation;
 /// assert_eq!(out.dims(), vec![5, 2]);
 /// ```
 pub trait Layer: Module + 'static {
-    /// Forward of one micro-batch. Called with autodiff tensors while training, plain tensors
-    /// for inference and re-materialization's first pass. An input the layer cannot take is an
+    /// Forward of one micro-batch. Called with autodiff tensors while training (under
+    /// re-materialization's first pass on copies whose parameters require no gradient, from an
+    /// input that requires none), plain tensors for inference. An input the layer cannot take is an
     /// error, not a panic: [`EngineError::Mismatch`] (what [`Activation::float`] and its kin
     /// return for a wrong rank or kind), or [`EngineError::LayerRejected`] with the layer's own
     /// reason; the engine reports it as the failing stage's cause, with the input's shape.

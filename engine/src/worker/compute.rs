@@ -43,17 +43,16 @@ impl<L: Layer> Worker<'_, L> {
 
     /// Forward through this stage's layers; a layer error names the input and where it came from.
     fn forward_layers(&mut self, layers: &[L], x: Activation) -> Result<Activation, Failure> {
-        self.forward_layers_split(layers, x, None)
+        self.forward_layers_split(layers, x, Calls::Plain)
     }
 
     /// [`Self::forward_layers`], with the `Linear` calls of the layers that
-    /// [split them](Layer::splits_linears) split when `split` collects them: per such layer, its
-    /// index among `layers` and its calls' kept values.
+    /// [split them](Layer::splits_linears) run as `calls` says.
     fn forward_layers_split(
         &mut self,
         layers: &[L],
         mut x: Activation,
-        mut split: Option<&mut Vec<(usize, Vec<Tap>)>>,
+        mut calls: Calls<'_>,
     ) -> Result<Activation, Failure> {
         let shown = x.to_string();
         let from = if self.is_first() {
@@ -63,12 +62,15 @@ impl<L: Layer> Worker<'_, L> {
         };
         self.scratch.input_context = Some(format!(" (input: {shown}{from})"));
         for (i, layer) in layers.iter().enumerate() {
-            let out = match split.as_deref_mut() {
-                Some(taps) if layer.splits_linears() => {
+            let out = match &mut calls {
+                Calls::Split(taps) if layer.splits_linears() => {
                     let mut linears = Linears::split();
                     let out = layer.forward_linears(x, &mut linears);
                     taps.push((i, linears.into_taps()));
                     out
+                }
+                Calls::Replay if layer.splits_linears() => {
+                    layer.forward_linears(x, &mut Linears::replay())
                 }
                 _ => layer.forward(x),
             };
@@ -181,6 +183,39 @@ impl<L: Layer> Worker<'_, L> {
         self.record(&layers, input, target, mb)
     }
 
+    /// The training forward's output with nothing kept for a backward (re-materialization's
+    /// first pass): the same runs and the same ops on the autodiff backend as
+    /// [`Self::forward_tape`], so the same bits, on copies of the layers whose parameters
+    /// require no gradient ([`adapter::untracked_copy`]), from an input that requires none,
+    /// and with split `Linear`s [replayed](Linears::replay). No op records a backward step, so
+    /// each intermediate is freed once the next op has read it: a recorded forward's dropped
+    /// graph kept its saved values until the stage's next backward.
+    pub(crate) fn forward_untracked(&mut self, input: Activation) -> Result<Activation, Failure> {
+        let split = self.ctx.job.split();
+        let layers: Vec<L> = self
+            .state
+            .layers
+            .iter()
+            .map(adapter::untracked_copy)
+            .collect();
+        let mut x = input;
+        for run in tape::runs(&layers, split) {
+            let part = &layers[run.layers.clone()];
+            x = if run.dense {
+                self.forward_dense(part, x, false)?.0
+            } else {
+                let leaf = crate::model::tracking::leaf(x.plain(), false);
+                let part = self.ctx.precision.layers(part);
+                let calls = match split {
+                    true => Calls::Replay,
+                    false => Calls::Plain,
+                };
+                self.forward_layers_split(&part, leaf, calls)?
+            };
+        }
+        Ok(x)
+    }
+
     fn record(
         &mut self,
         layers: &[L],
@@ -209,8 +244,11 @@ impl<L: Layer> Worker<'_, L> {
                 let mut taps = Vec::new();
                 // The compute copy: under bf16 the parameters cast on the graph, per forward.
                 let part = self.ctx.precision.layers(part);
-                let out =
-                    self.forward_layers_split(&part, leaf.clone(), split.then_some(&mut taps))?;
+                let calls = match split {
+                    true => Calls::Split(&mut taps),
+                    false => Calls::Plain,
+                };
+                let out = self.forward_layers_split(&part, leaf.clone(), calls)?;
                 let first = run.layers.start;
                 segments.push(Segment::Graph {
                     input: leaf,
@@ -342,6 +380,17 @@ impl<L: Layer> Worker<'_, L> {
 }
 
 /// The message of `flow` for micro-batch `mb`.
+/// How a forward runs the `Linear` calls of the layers that
+/// [split them](Layer::splits_linears).
+enum Calls<'a> {
+    /// As burn runs them.
+    Plain,
+    /// Split: per such layer, its index among the layers and its calls' kept values.
+    Split(&'a mut Vec<(usize, Vec<Tap>)>),
+    /// The split arithmetic, nothing kept ([`Linears::replay`]).
+    Replay,
+}
+
 fn tag(flow: Flow, micro_batch: MicroBatchId) -> Tag {
     Tag { flow, micro_batch }
 }

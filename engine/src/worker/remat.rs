@@ -18,9 +18,10 @@ use crate::worker::{Failure, Stashed, Tape, Worker};
 /// With re-materialization the forward keeps no autodiff graph, only the stage input; the
 /// backward first recomputes the forward with the graph. Memory per stashed micro-batch drops
 /// from every intermediate activation to one input, for one extra forward. Results are
-/// identical either way: the first forward is the training forward, its graph dropped as soon as
-/// its output is queued (a graph-free forward on `Module::valid()` copies rounded some bf16
-/// products otherwise). Layers whose forward changes state (batch norm's running statistics)
+/// identical either way: the first forward runs the training forward's ops on the autodiff
+/// backend, on copies of the layers whose parameters require no gradient, so it records no
+/// graph (a forward on `Module::valid()` copies rounded some bf16 products otherwise, and a
+/// recorded graph, dropped, kept its saved values until the stage's next backward). Layers whose forward changes state (batch norm's running statistics)
 /// need `Remat::Never`: their forward runs twice.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Remat {
@@ -70,8 +71,8 @@ impl FromStr for Remat {
 
 impl<L: Layer> Worker<'_, L> {
     /// The forward of a re-materialized micro-batch: an inner stage computes its output as the
-    /// training forward does and queues it, dropping the graph (its only consumer is
-    /// downstream); the last stage's output feeds only its own backward, so it computes nothing
+    /// training forward does, recording no graph ([`Worker::forward_untracked`]: its only
+    /// consumer is downstream), and queues it; the last stage's output feeds only its own backward, so it computes nothing
     /// yet. Both keep only the input (and the targets).
     pub(crate) fn forward_remat(
         &mut self,
@@ -80,12 +81,10 @@ impl<L: Layer> Worker<'_, L> {
         target: Option<Activation>,
     ) -> Result<(), Failure> {
         if !self.is_last() {
-            // The training forward's bits: the backward's recomputation makes the same graph.
-            let (tape, output) = self.forward_tape(mb, input.clone(), None)?;
-            drop(tape);
-            if let Some(out) = output {
-                self.queue(Flow::Activation, mb, out.plain())?;
-            }
+            // The training forward's bits (the backward's recomputation makes the same graph),
+            // with nothing recorded: a dropped graph's values would stay until the next backward.
+            let out = self.forward_untracked(input.clone())?;
+            self.queue(Flow::Activation, mb, out.plain())?;
         }
         self.scratch.stash.put(mb, Stashed::Input { input, target });
         Ok(())

@@ -68,9 +68,13 @@ impl<L: Layer> Worker<'_, L> {
             let pre = dense.pre_activation_grad(&output, grad);
             let wanted = i > first || input_grad;
             let next = wanted.then(|| dense.input_grad(pre.clone()));
-            self.scratch
-                .deferred
-                .put(mb, Owner::Dense { layer: i }, dense.params(), input, pre);
+            self.scratch.deferred.put(
+                mb,
+                Owner::Dense { layer: i },
+                dense.params(),
+                (input, false),
+                pre,
+            );
             match next {
                 Some(next) => grad = next,
                 None => return Ok(None),
@@ -91,9 +95,13 @@ impl<L: Layer> Worker<'_, L> {
             for (call, tap) in calls.into_iter().enumerate() {
                 let grad = adapter::grad_or_zeros(&tap.output, grads);
                 let owner = Owner::Linear { layer, call };
-                self.scratch
-                    .deferred
-                    .put(mb, owner, tap.params, tap.input, grad);
+                self.scratch.deferred.put(
+                    mb,
+                    owner,
+                    tap.params,
+                    (tap.input, tap.shared_input),
+                    grad,
+                );
             }
         }
     }

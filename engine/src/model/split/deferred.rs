@@ -31,7 +31,21 @@ struct Pending {
     owner: Owner,
     params: LinearParams,
     input: Tensor<2>,
+    /// `input` is the buffer of the call put before it, counted there.
+    shared_input: bool,
     grad: Tensor<2>,
+}
+
+impl Pending {
+    /// What it adds to the held bytes: its gradient, and its input unless shared.
+    fn held_bytes(&self) -> usize {
+        let input = if self.shared_input {
+            0
+        } else {
+            bytes(&self.input)
+        };
+        input + bytes(&self.grad)
+    }
 }
 
 /// One owner's inputs and gradients over a complete group's micro-batches, in micro-batch
@@ -81,23 +95,26 @@ impl Deferred {
     }
 
     /// Keeps `owner`'s input and output gradient of micro-batch `mb` (`params`: where its weight
-    /// gradients go).
+    /// gradients go). `shared_input`: the input is the buffer of the call put before it (the
+    /// same micro-batch's), held once and so counted once.
     pub(crate) fn put(
         &mut self,
         mb: MicroBatchId,
         owner: Owner,
         params: LinearParams,
-        input: Tensor<2>,
+        (input, shared_input): (Tensor<2>, bool),
         grad: Tensor<2>,
     ) {
-        self.bytes += bytes(&input) + bytes(&grad);
-        self.peak_bytes = self.peak_bytes.max(self.bytes);
-        self.pending.entry(mb).or_default().push(Pending {
+        let pending = Pending {
             owner,
             params,
             input,
+            shared_input,
             grad,
-        });
+        };
+        self.bytes += pending.held_bytes();
+        self.peak_bytes = self.peak_bytes.max(self.bytes);
+        self.pending.entry(mb).or_default().push(pending);
     }
 
     /// `W` ran for `mb`: its group, if that completes it.
@@ -114,7 +131,7 @@ impl Deferred {
         for m in members {
             self.released.remove(&m);
             for p in self.pending.remove(&m).unwrap_or_default() {
-                self.bytes -= bytes(&p.input) + bytes(&p.grad);
+                self.bytes -= p.held_bytes();
                 let entry = by_owner.entry(p.owner).or_insert_with(|| Weighted {
                     params: p.params,
                     inputs: Vec::new(),
