@@ -16,7 +16,8 @@
 //!   its output, and for a layer with intermediates, a transformer block's or a ResNet block's,
 //!   what each op saved, from the layer's shapes and burn's per-op rules), times
 //!   the micro-batches in flight, and the stage's input for each micro-batch in flight (a
-//!   received copy on every stage but the first). Without re-materialization the autodiff graph keeps every
+//!   received copy on every stage but the first; on the first, its copy cast to bf16 under
+//!   bf16). Without re-materialization the autodiff graph keeps every
 //!   layer's output of every stashed micro-batch; with it, only the micro-batch being
 //!   re-materialized keeps its outputs, so each layer is charged one micro-batch. The output
 //!   is measured in the step's precision (2 bytes a float value in bf16; token ids at 4).
@@ -35,6 +36,9 @@
 //!   and the deferred bytes are held as they overlap ([`held_at_once`]): the larger of the two
 //!   when the step's weight gradients wait for its end (the default), else both, less the
 //!   micro-batch whose backward moved its stashed layer inputs into the deferred ones.
+//! - **the backward's gradients** (the fused backward, bf16: the layers on burn's autodiff
+//!   path): one micro-batch's backward holds its largest layer's output gradient and the input
+//!   gradient it makes, in fp32 ([`WorkerMemory::backward`]).
 //! - **`W`'s copies**: a group of several micro-batches is stacked into one GEMM, one copy of
 //!   the larger of one `Linear` call's inputs and output gradients at a time
 //!   ([`WorkerMemory::weight_copies`]); one weight-gradient pass at a time on a pipeline rank
@@ -65,10 +69,11 @@
 //! large enough product, for the thread's life); the autodiff graph's bookkeeping per recorded
 //! op (some hundred bytes an op, batch norm's 13 kB a call: a GPT block at d 64 on 8 × 16
 //! tokens reads 1.05 of its charge, a ResNet block 1.07); the gradients a micro-batch's
-//! backward holds as they flow (108 kB above an MLP-4x32 micro-batch's 275 kB graph); what
-//! activation-heavy bf16 (0.65–0.76 a worker) and the fused backward with re-materialization
-//! (stage 0 0.11) hold beyond both, which is not accounted for (docs/memory.md); the
-//! allocator's slack, burn's per-op temporaries. The numbers are a model of what the engine
+//! backward holds beyond its largest layer's two (108 kB above an MLP-4x32 micro-batch's
+//! 275 kB graph, every layer's); what the last stage holds beyond them under bf16 (its
+//! worker reads 0.83) and with the fused backward and re-materialization (0.78): the loss's
+//! values and messages on the way, not accounted for (docs/memory.md); the allocator's
+//! slack, burn's per-op temporaries. The numbers are a model of what the engine
 //! holds, not a resident-set reading.
 
 use std::fmt;
@@ -177,9 +182,17 @@ pub struct WorkerMemory {
     /// per micro-batch, of the stage's largest layer, times the group; 0 for a group of one
     /// micro-batch and with the fused backward.
     pub weight_copies: u64,
+    /// The gradients one micro-batch's backward holds as they flow, where the stage's layers
+    /// run on burn's autodiff path (the fused backward, bf16): its largest layer's output
+    /// gradient and the input gradient it makes, in fp32, for one micro-batch. 0 with the
+    /// split backward, whose dense layers' backward the engine runs by hand. Measured (issue
+    /// 48): 2 stages of MLP-4x32 under the fused backward read 0.88 and 0.95 of the allocator
+    /// without it, 0.93 and 1.00 with it; under bf16 0.80 and 0.76, then 0.88 and 0.83.
+    pub backward: u64,
     /// Activation bytes held at once at the step's peak: `stash` and `deferred` as they
     /// overlap ([`held_at_once`]; when both are held, less the stashed layer inputs of the
-    /// micro-batch whose backward moved them into the deferred bytes), plus `weight_copies`.
+    /// micro-batch whose backward moved them into the deferred bytes), plus `weight_copies`
+    /// and `backward`.
     pub held: u64,
     /// With replicas, the sums the all-reduce (or ZeRO-1's reduce) makes beside the gradients:
     /// each replica sums the gradients it owns, about 1/R of them, after the step's last
@@ -391,8 +404,12 @@ struct StageMemory {
     /// the ReLU's backward keeps beside the output the next product keeps.
     pre_relu: u64,
     /// The stage's input for one micro-batch, as each stashed micro-batch keeps it: 0 on stage
-    /// 0, whose input is rows of the caller's batch (a view), a received copy on the others.
+    /// 0, whose input is rows of the caller's batch (a view), unless the stage casts it (bf16:
+    /// its copy in the compute dtype); a received copy on the others.
     input: u64,
+    /// Per micro-batch, on burn's autodiff path, the gradients a backward holds as they flow
+    /// ([`WorkerMemory::backward`]); 0 with the split backward.
+    backward: u64,
 }
 
 /// Replica 0's layers, stage by stage: `sample` (one micro-batch) is forwarded through them
@@ -415,10 +432,15 @@ fn per_stage<L: Layer>(
             .iter()
             .map(pipetrain_engine::inference_copy)
             .collect();
-        x = precision.input(layers.first(), x.to_device(&devices[stage]));
-        let input = match stage {
-            0 => 0,
-            _ => activation_bytes(&x.clone().plain()),
+        let arrived = x.to_device(&devices[stage]);
+        let as_arrived = activation_bytes(&arrived.clone().plain());
+        x = precision.input(layers.first(), arrived);
+        let input = activation_bytes(&x.clone().plain());
+        // Stage 0's input is rows of the caller's batch (a view), unless the stage casts it
+        // (bf16): then each stashed micro-batch keeps its cast copy.
+        let input = match stage == 0 && input == as_arrived {
+            true => 0,
+            false => input,
         };
         let held = layer_memory_split(&layers, &x, precision, split)?;
         let pre_relu = match split {
@@ -445,17 +467,23 @@ fn per_stage<L: Layer>(
             }
             false => (0, 0),
         };
+        // The largest layer's output gradient and the input gradient it makes, in fp32.
+        let mut backward = 0u64;
         for layer in &precision.layers(&layers) {
+            let input = x.elements() as u64;
             x = layer
                 .forward(x)
                 .map_err(pipetrain_engine::EngineError::bad_batch)?;
+            backward = backward.max((input + x.elements() as u64) * F32);
         }
+        let backward = if split { 0 } else { backward };
         per_stage.push(StageMemory {
             layers: held,
             stacked,
             inputs,
             pre_relu,
             input,
+            backward,
         });
     }
     Ok(per_stage)
@@ -530,9 +558,11 @@ pub(crate) fn of_workers<L: Layer>(
                 stash,
                 deferred,
                 weight_copies,
+                backward: stage.backward,
                 held: held_at_once(stash, deferred, deferral.to_end())
                     - overlap(stage, deferral).min(stash).min(deferred)
-                    + weight_copies,
+                    + weight_copies
+                    + stage.backward,
                 reduced: reduced(parameters, workers.world().replicas()),
             }
         })
@@ -623,9 +653,11 @@ pub(crate) fn predicted<L: Layer>(
                 stash,
                 deferred,
                 weight_copies,
+                backward: measured.map_or(0, |m| m.backward),
                 held: held_at_once(stash, deferred, to_end)
                     - measured.map_or(0, |m| overlap(m, model.deferral).min(stash).min(deferred))
-                    + weight_copies,
+                    + weight_copies
+                    + measured.map_or(0, |m| m.backward),
                 reduced: reduced(parameters, workers.world().replicas()),
             }
         })
