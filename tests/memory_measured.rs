@@ -73,7 +73,7 @@ use pipetrain::{
     WorkerId,
 };
 use pipetrain_models::Batch;
-use pipetrain_models::{GptConfig, MlpConfig, ResNetConfig, synthetic};
+use pipetrain_models::{GptConfig, LlamaConfig, MlpConfig, ResNetConfig, synthetic};
 
 /// The allocator is the process's: one measurement at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -138,6 +138,8 @@ enum Arch {
     Gpt,
     /// `ResNetConfig::new(width, 2, 3)` on `rows` 3×16×16 images.
     ResNet,
+    /// `LlamaConfig::new(64, width, 2 · width, 2, 4, 2)` on `rows` sequences of 16 tokens.
+    Llama,
     /// `MlpConfig::new(width, 31, 8)` (32 layers: 4 a chunk of 4 ranks × 2 chunks) on `rows`
     /// rows of `width` features.
     DeepMlp,
@@ -221,6 +223,12 @@ fn step_of(base: i64, peak: i64, after: i64) -> u64 {
     (peak - base - residue).max(0) as u64
 }
 
+/// The sweep's Llama at width `d` (`Arch::Llama`): 64 tokens, 2 blocks, 4 query heads sharing
+/// 2 key/value heads, a SwiGLU of twice the width.
+fn llama(d: usize) -> LlamaConfig {
+    LlamaConfig::new(64, d, 2 * d, 2, 4, 2)
+}
+
 fn measure(layout: Layout) -> Measured {
     let device = Device::flex();
     let width = layout.width;
@@ -238,6 +246,10 @@ fn measure(layout: Layout) -> Measured {
             run(layout, &batch, |d| {
                 GptConfig::new(64, 16, width, 2, 2).init(d)
             })
+        }
+        Arch::Llama => {
+            let batch = synthetic::tokens(5, 0, layout.rows, 16, 64, &device);
+            run(layout, &batch, |d| llama(width).init(d))
         }
         Arch::ResNet => {
             let batch = synthetic::images(5, 0, layout.rows, 3, 16, 3, &device);
@@ -565,6 +577,10 @@ fn the_model_is_within_15_percent_of_each_step_s_peak() {
         stages,
         ..two(schedule)
     };
+    let llama = |stages, schedule| Layout {
+        net: Arch::Llama,
+        ..gpt(stages, schedule)
+    };
     let rows = [
         (BASE, band),
         (
@@ -775,6 +791,11 @@ fn the_model_is_within_15_percent_of_each_step_s_peak() {
             },
             band,
         ),
+        // The Llama (issue 48 item 3), each layer charged what its graph keeps (before, its
+        // output): one worker, and 2 stages under GPipe, where the stash outweighs the
+        // deferred inputs.
+        (llama(1, gpipe), band),
+        (llama(2, gpipe), band),
     ];
     // Each row; each Adam row with its twin under SGD, measured right after it: the optimizer
     // state by the allocator.
@@ -1211,6 +1232,7 @@ fn what_each_layer_s_graph_keeps_beside_the_model_s_charge() {
     let images = synthetic::images(5, 0, 8, 3, 16, 3, &device).inputs;
     let gpt = common::seeded(3, |d| GptConfig::new(64, 16, 64, 2, 2).init(d));
     let resnet = common::seeded(3, |d| ResNetConfig::new(8, 2, 3).with_image(3, 16).init(d));
+    let llama = common::seeded(3, |d| llama(64).init(d));
     let mut failures = Vec::new();
     let mut print = |what: &str, (kept, backward): (Vec<(u64, u64)>, u64), held: bool| {
         let graph: u64 = kept.iter().map(|k| k.0).sum();
@@ -1249,6 +1271,16 @@ fn what_each_layer_s_graph_keeps_beside_the_model_s_charge() {
     print(
         "ResNet 8 channels, 8 images 16 × 16",
         graph_bytes(&resnet, &images, Precision::Fp32),
+        true,
+    );
+    print(
+        "Llama d 64, 4 heads of 16, 2 key/value heads, 8 × 16 tokens",
+        graph_bytes(&llama, &tokens, Precision::Fp32),
+        true,
+    );
+    print(
+        "the same, bf16",
+        graph_bytes(&llama, &tokens, Precision::Bf16),
         true,
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
