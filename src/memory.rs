@@ -696,12 +696,19 @@ pub(crate) fn charged_micro_batches(remat: Remat, in_flight: usize) -> u64 {
     }
 }
 
-/// `costs` (from the profiling pass: parameter and output bytes per layer) with their memory
-/// replaced by the whole per-layer accounting, as the partitioner's budget compares it:
-/// `deferred[i]` (see [`deferred_bytes`]) and layer i's stash held at once as [`held_at_once`]
-/// (`to_end`: the step's weight gradients wait for its end, [`deferred_to_end`]). The profile
-/// measures outputs in fp32: under bf16 they are charged half, plus the weights' bf16 copy per
-/// stashed micro-batch. What depends on where the stages are cut, `W`'s copies of a stage's
+/// `costs` (from the profiling pass, per layer: parameter bytes, what its training forward
+/// keeps in the autodiff graph, [`Layer::graph_bytes`], and its output's bytes) with their
+/// memory replaced by the whole per-layer accounting, as the partitioner's budget compares it:
+/// `deferred[i]` (see [`deferred_bytes`]) and layer i's stash, its graph, held at once as
+/// [`held_at_once`] (`to_end`: the step's weight gradients wait for its end,
+/// [`deferred_to_end`]). The profile measures in fp32; under bf16 the graph is charged at the
+/// activations' width (half), plus the weights' bf16 copy per stashed micro-batch. That halving
+/// is exact for a layer whose kept values are all at the compute width (an MLP's, whose graph is
+/// its output) and approximates the others from below: a GPT's norms and softmax and a Llama's
+/// residual stream, norms, rotary embedding, gate and softmax keep fp32 values under bf16
+/// ([`layer_memory`] states each at its width). The graph is the one with the `Linear`s as
+/// burn runs them: under the split backward a split `Linear` without a bias also keeps a zeros
+/// leaf of its output's size ([`pipetrain_engine::saved::split_leaf`]), not charged here. What depends on where the stages are cut, `W`'s copies of a stage's
 /// largest layer ([`WorkerMemory::weight_copies`]) and each stage's received inputs, is the
 /// budget's per-stage term ([`CutBytes`]), not these per-layer sums; where they add the stash
 /// and the deferred bytes, the one micro-batch's layer inputs are counted in both. A
@@ -725,9 +732,13 @@ pub(crate) fn budget_costs(
         .zip(deferred)
         .zip(relu.iter().chain(std::iter::repeat(&false)))
         .map(|((c, &d), &relu)| {
-            let output = c.activation_bytes * width / F32;
-            let pre_relu = if relu && d == 0 { output } else { 0 };
-            let held = output + pre_relu + c.param_bytes / F32 * copy;
+            let graph = c.activation_bytes * width / F32;
+            let pre_relu = if relu && d == 0 {
+                c.output_bytes * width / F32
+            } else {
+                0
+            };
+            let held = graph + pre_relu + c.param_bytes / F32 * copy;
             // Under ZeRO each of the stage's `sharers` replicas holds its share of the
             // optimizer state.
             let state = c.param_bytes.saturating_mul(slots).div_ceil(sharers.max(1));
@@ -756,8 +767,10 @@ pub(crate) fn with_headrooms(costs: Vec<LayerCost>) -> Vec<LayerCost> {
 /// tune`): what a stage holds beyond its layers' per-layer sums ([`budget_costs`]), which
 /// depends on where it is cut, its received inputs for each of the `in_flight` micro-batches
 /// and `W`'s copies ([`WorkerMemory::weight_copies`]) of its largest layer over a
-/// weight-gradient group of `group`. From the profile's `costs` (outputs measured in fp32,
-/// charged at `precision`'s width) and each layer's `W` stack per micro-batch (`stacked`:
+/// weight-gradient group of `group`. From the profile's `costs` (their
+/// [`output_bytes`](LayerCost::output_bytes), measured in fp32, charged at `precision`'s
+/// width: a layer that keeps its input's dtype, the Llama's, sends fp32 under bf16, which this
+/// charges half) and each layer's `W` stack per micro-batch (`stacked`:
 /// [`SplitBytes::stack`](pipetrain_engine::costs::SplitBytes::stack); empty or zeros without a
 /// split backward).
 pub(crate) fn cut_bytes(
@@ -768,10 +781,7 @@ pub(crate) fn cut_bytes(
     group: u64,
 ) -> CutBytes {
     let width = precision.activation_bytes() as u64;
-    let outputs = costs
-        .iter()
-        .map(|c| c.activation_bytes * width / F32)
-        .collect();
+    let outputs = costs.iter().map(|c| c.output_bytes * width / F32).collect();
     CutBytes::new(outputs, stacked, in_flight, group)
 }
 
@@ -848,6 +858,16 @@ mod tests {
         let costs = budget_costs(&cost, (2, 1, 1), 3, (&[7], false), Precision::Bf16, &[]);
         assert_eq!(costs[0].memory(), 400 + 3 * (5 + 50) + 7);
         assert_eq!((costs[0].forward, costs[0].backward), (1.0, 2.0));
+        // A layer whose graph keeps more than its output (30 bytes against 10): its graph per
+        // stashed micro-batch; a dense ReLU layer on the autodiff path its output before the
+        // ReLU beside, at its output's size.
+        let kept = [LayerCost::new(1.0, 2.0)
+            .with_memory(100, 30)
+            .with_output(10)];
+        let costs = budget_costs(&kept, (2, 1, 1), 3, (&[0], false), Precision::Fp32, &[]);
+        assert_eq!(costs[0].memory(), 400 + 3 * 30);
+        let costs = budget_costs(&kept, (2, 1, 1), 3, (&[0], false), Precision::Fp32, &[true]);
+        assert_eq!(costs[0].memory(), 400 + 3 * (30 + 10));
     }
 
     #[test]

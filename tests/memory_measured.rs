@@ -1042,18 +1042,72 @@ fn the_bf16_step_peak_stays_below_fp32s() {
 fn a_split_under_a_memory_budget_stays_under_it_at_its_measured_peak() {
     let _serial = serial();
     let device = Device::flex();
-    let (width, rows) = (32, 2048);
-    let batch = synthetic::classification(5, 0, rows, width, 8, &device);
     let mut failures = Vec::new();
     // The default split backward, whose weight gradients wait for the step's end (`W`'s
     // copies count); and re-materialization with a weight-gradient group of one, where the
     // stash is each stage's received inputs.
     let (group_of_one, to_end) = (Some(Backward::Split { weight_group: 1 }), None);
+    let (width, rows) = (32, 2048);
+    let batch = synthetic::classification(5, 0, rows, width, 8, &device);
+    let mlp = || common::seeded(3, |d| MlpConfig::new(width, 4, 8).init(d));
     for (stages, schedule, remat, backward) in [
         (1, ScheduleKind::GPipe, Remat::Never, to_end),
         (2, ScheduleKind::OneFOneB, Remat::Never, to_end),
         (2, ScheduleKind::GPipe, Remat::Always, group_of_one),
     ] {
+        let row = BudgetRow {
+            model: "MLP-4x32 b2048",
+            stages,
+            schedule,
+            remat,
+            backward,
+        };
+        failures.extend(row.measure(&batch, mlp));
+    }
+    // Issue 48 item 3: a model whose layers' graphs keep more than their outputs, each layer
+    // charged its graph (`Layer::graph_bytes`; before, its output: stage 1 measured 1.12 of
+    // the budget, and its model after the step was over it; without the split `Linear`s'
+    // zeros leaves, 1.02). The sweep's GPT (d 64, 2 blocks, 64 × 16 tokens) on 2 stages under
+    // GPipe, where the stash outweighs the deferred inputs. Not the ResNet: its stage 0 holds
+    // 1.11 of its model (the sweep's 0.90: the graph's bookkeeping, batch norm's 13 kB a call),
+    // beyond the budget's 1/32 headroom (it measured 1.08–1.12 of the budget).
+    let tokens = synthetic::tokens(5, 0, 64, 16, 64, &device);
+    let gpt = || common::seeded(3, |d| GptConfig::new(64, 16, 64, 2, 2).init(d));
+    let row = BudgetRow {
+        model: "GPT d 64 b64",
+        stages: 2,
+        schedule: ScheduleKind::GPipe,
+        remat: Remat::Never,
+        backward: to_end,
+    };
+    failures.extend(row.measure(&tokens, gpt));
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// One row of [`a_split_under_a_memory_budget_stays_under_it_at_its_measured_peak`].
+struct BudgetRow {
+    /// The model and batch, for the table and the failures.
+    model: &'static str,
+    stages: usize,
+    schedule: ScheduleKind,
+    remat: Remat,
+    /// `None`: the builder's.
+    backward: Option<Backward>,
+}
+
+impl BudgetRow {
+    /// Splits `layers()` under the least budget that fits (8 micro-batches of `batch`, SGD),
+    /// measures its third step, and says where a worker is over the budget or the fullest
+    /// under [`LOW`] of it.
+    fn measure<L: Layer>(&self, batch: &Batch, layers: impl Fn() -> Vec<L>) -> Vec<String> {
+        let BudgetRow {
+            model,
+            stages,
+            schedule,
+            remat,
+            backward,
+        } = *self;
+        let mut failures = Vec::new();
         let build = |budget: u64, layers| {
             let builder = Pipeline::builder()
                 .layers(layers)
@@ -1070,9 +1124,8 @@ fn a_split_under_a_memory_budget_stays_under_it_at_its_measured_peak() {
                 1 => builder,
                 stages => builder.stages(stages),
             }
-            .build_with(&batch)
+            .build_with(batch)
         };
-        let layers = || common::seeded(3, |d| MlpConfig::new(width, 4, 8).init(d));
         let least = match build(1, layers()) {
             Err(pipetrain::Error::Build(pipetrain::BuildError::MemoryBudget {
                 smallest_bytes,
@@ -1087,18 +1140,18 @@ fn a_split_under_a_memory_budget_stays_under_it_at_its_measured_peak() {
         let made = (counter::current_usage() - before) as u64;
         let mut pipeline = build(least, layers).unwrap();
         for _ in 0..2 {
-            pipeline.train_step(&batch).unwrap();
+            pipeline.train_step(batch).unwrap();
         }
         counter::record();
         let base = counter::current_usage();
         counter::reset_peaks();
-        let report = pipeline.train_step(&batch).unwrap();
+        let report = pipeline.train_step(batch).unwrap();
         let residue = (counter::current_usage() - base).max(0);
         let step = (counter::peak_usage() - base - residue) as u64;
         let holder = counter::steps(&counter::recorded(), counter::Owner::Holder);
         let split = pipeline.setup().partition().to_string();
         let workers = pipeline.worker_memory(&report).unwrap();
-        let model: Vec<u64> = workers.iter().map(WorkerMemory::total).collect();
+        let model_bytes: Vec<u64> = workers.iter().map(WorkerMemory::total).collect();
         drop(pipeline);
         // Each worker: its share of the layers as made (by its parameter bytes) and the bytes
         // it held at its own peak (`counter::Owner::Holder`, as the sweep holds them).
@@ -1113,10 +1166,11 @@ fn a_split_under_a_memory_budget_stays_under_it_at_its_measured_peak() {
         let measured = made + step;
         let allowed = least * stages as u64;
         let ratio = measured as f64 / allowed as f64;
+        let row = format!("{model}, {stages} stage(s), {schedule}, remat {remat:?}, split {split}");
         println!(
-            "{stages} stage(s), {schedule}, remat {remat:?}: budget {least} B, split {split}: parameters {made} B \
-             + step {step} B = {measured} B, {ratio:.2} of {stages} × the budget; each \
-             worker {own:?} ({:?} of the budget); the model after the step {model:?}",
+            "{row}: budget {least} B: parameters {made} B + step {step} B = {measured} B, \
+             {ratio:.2} of {stages} × the budget; each worker {own:?} ({:?} of the budget); the \
+             model after the step {model_bytes:?}",
             own.iter()
                 .map(|&b| format!("{:.2}", b as f64 / least as f64))
                 .collect::<Vec<_>>()
@@ -1124,8 +1178,9 @@ fn a_split_under_a_memory_budget_stays_under_it_at_its_measured_peak() {
         for (worker, &bytes) in own.iter().enumerate() {
             if bytes > least {
                 failures.push(format!(
-                    "{stages} stage(s), {schedule}, split {split}: worker {worker} measured \
-                     {bytes} B at its peak, over the {least} B budget it was split under"
+                    "{row}: worker {worker} measured {bytes} B at its peak, over the {least} B \
+                     budget it was split under ({:.2})",
+                    bytes as f64 / least as f64
                 ));
             }
         }
@@ -1133,35 +1188,35 @@ fn a_split_under_a_memory_budget_stays_under_it_at_its_measured_peak() {
         let fullest = own.iter().copied().max().unwrap_or(0);
         if (fullest as f64) < LOW * least as f64 {
             failures.push(format!(
-                "{stages} stage(s), {schedule}, split {split}: the fullest worker measured \
-                 {fullest} B, under {LOW} of the {least} B budget"
+                "{row}: the fullest worker measured {fullest} B, under {LOW} of the {least} B \
+                 budget ({:.2})",
+                fullest as f64 / least as f64
             ));
         }
         if measured > allowed {
             failures.push(format!(
-                "{stages} stage(s), {schedule}, split {split}: measured {measured} B at the \
-                 peak, over {stages} × the {least} B budget it was split under ({ratio:.2})"
+                "{row}: measured {measured} B at the peak, over {stages} × the {least} B budget \
+                 it was split under ({ratio:.2})"
             ));
         }
         // One stage: not vacuous, the accounting is not far above the measurement.
         if stages == 1 && ratio < 0.9 {
             failures.push(format!(
-                "{stages} stage(s), {schedule}, split {split}: measured {measured} B, under 0.9 \
-                 of the {least} B budget ({ratio:.2})"
+                "{row}: measured {measured} B, under 0.9 of the {least} B budget ({ratio:.2})"
             ));
         }
         // Each worker: the model after the step (held to the allocator by the sweep, its
         // received inputs and `W`'s copies in it) within the budget.
-        for (worker, &bytes) in model.iter().enumerate() {
+        for (worker, &bytes) in model_bytes.iter().enumerate() {
             if bytes > least {
                 failures.push(format!(
-                    "{stages} stage(s), {schedule}, split {split}: worker {worker}'s memory \
-                     after the step, {bytes} B, is over the {least} B budget"
+                    "{row}: worker {worker}'s memory after the step, {bytes} B, is over the \
+                     {least} B budget"
                 ));
             }
         }
+        failures
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 /// What burn's autodiff graph keeps of one micro-batch, layer by layer (the bytes a layer's
