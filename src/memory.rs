@@ -13,7 +13,7 @@
 //!   for Adam and AdamW (first and second moments);
 //! - **stash**: what the layer's training forward keeps in the autodiff graph for one
 //!   micro-batch ([`LayerMemory::graph`], [`Layer::graph_bytes`]:
-//!   its output, and for a layer with intermediates, a transformer block's or a ResNet block's,
+//!   its output, and for a layer with intermediates, a GPT's or a Llama's block, a ResNet block,
 //!   what each op saved, from the layer's shapes and burn's per-op rules), times
 //!   the micro-batches in flight, and the stage's input for each micro-batch in flight (a
 //!   received copy on every stage but the first). Without re-materialization the autodiff graph keeps every
@@ -43,8 +43,10 @@
 //!   of them, beside its gradients, after the activations are released
 //!   ([`WorkerMemory::reduced`]).
 //!
-//! The budget (`budget_costs`, per layer) adds per stage what depends on the cut (the received
-//! inputs, `W`'s copies: [`pipetrain_partitioner::CutBytes`]) and keeps 1/32 headroom
+//! The budget (`budget_costs`, per layer: each layer's graph from the profiling pass,
+//! [`LayerCost::activation_bytes`]) adds per stage what depends on the cut (the received
+//! inputs, the outputs at the cut, and `W`'s copies: [`pipetrain_partitioner::CutBytes`]) and
+//! keeps 1/32 headroom
 //! ([`pipetrain_partitioner::with_headroom`]); `pipetrain tune` budgets with the same code.
 //!
 //! Measured against a counting allocator that tells the workers apart
@@ -58,13 +60,14 @@
 //! Where messages are on the way between the stages at a worker's peak (groups of one, ZB-H1,
 //! ZB-V, interleaved) who holds them is the workers' relative speed: each worker's model is
 //! within ±15 % of what it alone held … everything it held at either end. Under the least
-//! budget that fits, every worker peaked under it, the fullest at 0.93–0.98 of it.
+//! budget that fits, every worker peaked under it, the fullest at 0.93–0.98 of it (MLPs; a
+//! GPT on 2 stages 0.96).
 //!
 //! Not counted: the host's per-thread caches (`gemm` 0.19, burn-flex's GEMM, keeps a buffer the
 //! size of the core's L2 cache, 2 MiB on the test's Xeon, in every compute thread that has run a
 //! large enough product, for the thread's life); the autodiff graph's bookkeeping per recorded
 //! op (some hundred bytes an op, batch norm's 13 kB a call: a GPT block at d 64 on 8 × 16
-//! tokens reads 1.05 of its charge, a ResNet block 1.07); the gradients a micro-batch's
+//! tokens reads 1.05 of its charge, a Llama block 1.07, a ResNet block 1.07); the gradients a micro-batch's
 //! backward holds as they flow (108 kB above an MLP-4x32 micro-batch's 275 kB graph); what
 //! activation-heavy bf16 (0.65–0.76 a worker) and the fused backward with re-materialization
 //! (stage 0 0.11) hold beyond both, which is not accounted for (docs/memory.md); the
@@ -111,7 +114,7 @@ pub struct LayerMemory {
     /// What its training forward leaves in burn's autodiff graph for one micro-batch: its
     /// output and every value its ops saved for their backward
     /// ([`Layer::graph_bytes`]: a GPT block keeps about
-    /// 20 times its output, a ResNet block 6; an MLP's layers their output).
+    /// 20 times its output, a Llama block 23, a ResNet block 6; an MLP's layers their output).
     pub graph: u64,
     /// The cast copy of its weights a stashed micro-batch keeps (bf16: 2 bytes per parameter
     /// its [compute copy](pipetrain_engine::Layer::compute_copy) casts, every one by default,

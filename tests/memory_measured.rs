@@ -26,8 +26,8 @@
 //! - not at all where the model has a known gap, printed with its reading (activation-heavy
 //!   bf16, the fused backward with re-materialization, the GPT on 2 stages under 1F1B). What
 //!   each layer's graph keeps of one micro-batch, and its backward above it, is measured and
-//!   printed beside the model's charge ([`graph_bytes`]) and held to it (an MLP's, a GPT's and
-//!   a ResNet's layers).
+//!   printed beside the model's charge ([`graph_bytes`]) and held to it (an MLP's, a GPT's, a
+//!   ResNet's and a Llama's layers).
 //!
 //! Why a worker's bytes are the holder's, not simply the maker's: a message between stages is
 //! made by one worker's thread and freed by the other's, and by the maker the same layout read
@@ -53,7 +53,8 @@
 //! Per term, each within ±15 %: Adam minus SGD, live between steps (2 × the parameter bytes);
 //! 4 micro-batches minus 1 at 512 rows each (the activations held); remat `Always` minus
 //! `Never` under `Backward::Split { weight_group: 1 }` (the stash). And `--memory-budget`: a
-//! run split under the least budget that fits keeps each worker under it at its measured peak.
+//! run split under the least budget that fits keeps each worker under it at its measured peak
+//! (an MLP's and a GPT's, each layer charged its graph).
 //!
 //! The readings, before and after issue 48's changes to the model, are in docs/memory.md.
 //!
@@ -1031,7 +1032,7 @@ fn the_bf16_step_peak_stays_below_fp32s() {
 ///
 /// Each worker's peak is held to the budget: its share of the layers as made (by its parameter
 /// bytes) and the most bytes it held during the step ([`counter::Owner::Holder`]); the fullest
-/// comes near it (0.98 on one stage, 0.93–0.94 on two), and not under [`LOW`] of it. The
+/// comes near it (0.98 on one stage, 0.93–0.94 on two, the GPT 0.96), and not under [`LOW`] of it. The
 /// process's peak is held to the budget times the workers, and each worker's model after the
 /// step to the budget.
 ///
@@ -1275,8 +1276,10 @@ const GRAPH_FLOOR: u64 = 16 << 10;
 /// saves, from the layer's shapes), on the sweep's micro-batches (issue 48 item 3). Printed for
 /// each layer; held to ±15 % for the fp32 MLP's dense ReLU layers (their input's product and
 /// their output before and after the ReLU), the GPT's embedding, blocks and head, the ResNet's
-/// stem and blocks (those keeping [`GRAPH_FLOOR`] or more). Before the per-layer graph the
-/// model charged every layer its output: a GPT block read 24 times that, a ResNet block 7.7.
+/// stem and blocks, the Llama's embedding, blocks and head in fp32 and bf16 (those keeping
+/// [`GRAPH_FLOOR`] or more). Before the per-layer graph the model charged every layer its
+/// output: a GPT block read 24 times that, a ResNet block 7.7, a Llama block 24.9 and its head
+/// 3.09.
 #[test]
 fn what_each_layer_s_graph_keeps_beside_the_model_s_charge() {
     let _serial = serial();
