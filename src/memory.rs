@@ -13,7 +13,7 @@
 //!   for Adam and AdamW (first and second moments);
 //! - **stash**: what the layer's training forward keeps in the autodiff graph for one
 //!   micro-batch ([`LayerMemory::graph`], [`Layer::graph_bytes`]:
-//!   its output, and for a layer with intermediates, a transformer block's or a ResNet block's,
+//!   its output, and for a layer with intermediates, a GPT's or a Llama's block, a ResNet block,
 //!   what each op saved, from the layer's shapes and burn's per-op rules), times
 //!   the micro-batches in flight, and the stage's input for each micro-batch in flight (a
 //!   received copy on every stage but the first; on the first, its copy cast to bf16 under
@@ -47,8 +47,10 @@
 //!   of them, beside its gradients, after the activations are released
 //!   ([`WorkerMemory::reduced`]).
 //!
-//! The budget (`budget_costs`, per layer) adds per stage what depends on the cut (the received
-//! inputs, `W`'s copies: [`pipetrain_partitioner::CutBytes`]) and keeps 1/32 headroom
+//! The budget (`budget_costs`, per layer: each layer's graph from the profiling pass,
+//! [`LayerCost::activation_bytes`]) adds per stage what depends on the cut (the received
+//! inputs, the outputs at the cut, and `W`'s copies: [`pipetrain_partitioner::CutBytes`]) and
+//! keeps 1/32 headroom
 //! ([`pipetrain_partitioner::with_headroom`]); `pipetrain tune` budgets with the same code.
 //!
 //! Measured against a counting allocator that tells the workers apart
@@ -62,17 +64,18 @@
 //! Where messages are on the way between the stages at a worker's peak (groups of one, ZB-H1,
 //! ZB-V, interleaved) who holds them is the workers' relative speed: each worker's model is
 //! within ±15 % of what it alone held … everything it held at either end. Under the least
-//! budget that fits, every worker peaked under it, the fullest at 0.93–0.98 of it.
+//! budget that fits, every worker peaked under it, the fullest at 0.93–0.98 of it (MLPs; a
+//! GPT on 2 stages 0.96).
 //!
 //! Not counted: the host's per-thread caches (`gemm` 0.19, burn-flex's GEMM, keeps a buffer the
 //! size of the core's L2 cache, 2 MiB on the test's Xeon, in every compute thread that has run a
 //! large enough product, for the thread's life); the autodiff graph's bookkeeping per recorded
 //! op (some hundred bytes an op, batch norm's 13 kB a call: a GPT block at d 64 on 8 × 16
-//! tokens reads 1.05 of its charge, a ResNet block 1.07); the gradients a micro-batch's
-//! backward holds beyond its largest layer's two (108 kB above an MLP-4x32 micro-batch's
-//! 275 kB graph, every layer's); what the last stage holds beyond them under bf16 (its
-//! worker reads 0.83) and with the fused backward and re-materialization (0.78): the loss's
-//! values and messages on the way, not accounted for (docs/memory.md); the allocator's
+//! tokens reads 1.05 of its charge, a Llama block 1.07, a ResNet block 1.07); the gradients a
+//! micro-batch's backward holds beyond its largest layer's two (108 kB above an MLP-4x32
+//! micro-batch's 275 kB graph, every layer's); what the last stage holds beyond them under
+//! bf16 (its worker reads 0.83) and with the fused backward and re-materialization (0.78): the
+//! loss's values and messages on the way, not accounted for (docs/memory.md); the allocator's
 //! slack, burn's per-op temporaries. The numbers are a model of what the engine
 //! holds, not a resident-set reading.
 
@@ -116,7 +119,7 @@ pub struct LayerMemory {
     /// What its training forward leaves in burn's autodiff graph for one micro-batch: its
     /// output and every value its ops saved for their backward
     /// ([`Layer::graph_bytes`]: a GPT block keeps about
-    /// 20 times its output, a ResNet block 6; an MLP's layers their output).
+    /// 20 times its output, a Llama block 23, a ResNet block 6; an MLP's layers their output).
     pub graph: u64,
     /// The cast copy of its weights a stashed micro-batch keeps (bf16: 2 bytes per parameter
     /// its [compute copy](pipetrain_engine::Layer::compute_copy) casts, every one by default,
@@ -728,12 +731,19 @@ pub(crate) fn charged_micro_batches(remat: Remat, in_flight: usize) -> u64 {
     }
 }
 
-/// `costs` (from the profiling pass: parameter and output bytes per layer) with their memory
-/// replaced by the whole per-layer accounting, as the partitioner's budget compares it:
-/// `deferred[i]` (see [`deferred_bytes`]) and layer i's stash held at once as [`held_at_once`]
-/// (`to_end`: the step's weight gradients wait for its end, [`deferred_to_end`]). The profile
-/// measures outputs in fp32: under bf16 they are charged half, plus the weights' bf16 copy per
-/// stashed micro-batch. What depends on where the stages are cut, `W`'s copies of a stage's
+/// `costs` (from the profiling pass, per layer: parameter bytes, what its training forward
+/// keeps in the autodiff graph, [`Layer::graph_bytes`], and its output's bytes) with their
+/// memory replaced by the whole per-layer accounting, as the partitioner's budget compares it:
+/// `deferred[i]` (see [`deferred_bytes`]) and layer i's stash, its graph, held at once as
+/// [`held_at_once`] (`to_end`: the step's weight gradients wait for its end,
+/// [`deferred_to_end`]). The profile measures in fp32; under bf16 the graph is charged at the
+/// activations' width (half), plus the weights' bf16 copy per stashed micro-batch. That halving
+/// is exact for a layer whose kept values are all at the compute width (an MLP's, whose graph is
+/// its output) and approximates the others from below: a GPT's norms and softmax and a Llama's
+/// residual stream, norms, rotary embedding, gate and softmax keep fp32 values under bf16
+/// ([`layer_memory`] states each at its width). The graph is the one with the `Linear`s as
+/// burn runs them: under the split backward a split `Linear` without a bias also keeps a zeros
+/// leaf of its output's size ([`pipetrain_engine::saved::split_leaf`]), not charged here. What depends on where the stages are cut, `W`'s copies of a stage's
 /// largest layer ([`WorkerMemory::weight_copies`]) and each stage's received inputs, is the
 /// budget's per-stage term ([`CutBytes`]), not these per-layer sums; where they add the stash
 /// and the deferred bytes, the one micro-batch's layer inputs are counted in both. A
@@ -757,9 +767,13 @@ pub(crate) fn budget_costs(
         .zip(deferred)
         .zip(relu.iter().chain(std::iter::repeat(&false)))
         .map(|((c, &d), &relu)| {
-            let output = c.activation_bytes * width / F32;
-            let pre_relu = if relu && d == 0 { output } else { 0 };
-            let held = output + pre_relu + c.param_bytes / F32 * copy;
+            let graph = c.activation_bytes * width / F32;
+            let pre_relu = if relu && d == 0 {
+                c.output_bytes * width / F32
+            } else {
+                0
+            };
+            let held = graph + pre_relu + c.param_bytes / F32 * copy;
             // Under ZeRO each of the stage's `sharers` replicas holds its share of the
             // optimizer state.
             let state = c.param_bytes.saturating_mul(slots).div_ceil(sharers.max(1));
@@ -788,8 +802,10 @@ pub(crate) fn with_headrooms(costs: Vec<LayerCost>) -> Vec<LayerCost> {
 /// tune`): what a stage holds beyond its layers' per-layer sums ([`budget_costs`]), which
 /// depends on where it is cut, its received inputs for each of the `in_flight` micro-batches
 /// and `W`'s copies ([`WorkerMemory::weight_copies`]) of its largest layer over a
-/// weight-gradient group of `group`. From the profile's `costs` (outputs measured in fp32,
-/// charged at `precision`'s width) and each layer's `W` stack per micro-batch (`stacked`:
+/// weight-gradient group of `group`. From the profile's `costs` (their
+/// [`output_bytes`](LayerCost::output_bytes), measured in fp32, charged at `precision`'s
+/// width: a layer that keeps its input's dtype, the Llama's, sends fp32 under bf16, which this
+/// charges half) and each layer's `W` stack per micro-batch (`stacked`:
 /// [`SplitBytes::stack`](pipetrain_engine::costs::SplitBytes::stack); empty or zeros without a
 /// split backward).
 pub(crate) fn cut_bytes(
@@ -800,10 +816,7 @@ pub(crate) fn cut_bytes(
     group: u64,
 ) -> CutBytes {
     let width = precision.activation_bytes() as u64;
-    let outputs = costs
-        .iter()
-        .map(|c| c.activation_bytes * width / F32)
-        .collect();
+    let outputs = costs.iter().map(|c| c.output_bytes * width / F32).collect();
     CutBytes::new(outputs, stacked, in_flight, group)
 }
 
@@ -880,6 +893,16 @@ mod tests {
         let costs = budget_costs(&cost, (2, 1, 1), 3, (&[7], false), Precision::Bf16, &[]);
         assert_eq!(costs[0].memory(), 400 + 3 * (5 + 50) + 7);
         assert_eq!((costs[0].forward, costs[0].backward), (1.0, 2.0));
+        // A layer whose graph keeps more than its output (30 bytes against 10): its graph per
+        // stashed micro-batch; a dense ReLU layer on the autodiff path its output before the
+        // ReLU beside, at its output's size.
+        let kept = [LayerCost::new(1.0, 2.0)
+            .with_memory(100, 30)
+            .with_output(10)];
+        let costs = budget_costs(&kept, (2, 1, 1), 3, (&[0], false), Precision::Fp32, &[]);
+        assert_eq!(costs[0].memory(), 400 + 3 * 30);
+        let costs = budget_costs(&kept, (2, 1, 1), 3, (&[0], false), Precision::Fp32, &[true]);
+        assert_eq!(costs[0].memory(), 400 + 3 * (30 + 10));
     }
 
     #[test]

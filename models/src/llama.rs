@@ -37,7 +37,7 @@ use burn::tensor::activation::{silu, softmax};
 use burn::tensor::{Bool, FloatDType, TensorData};
 use pipetrain_engine::{
     Activation, Bundle, EngineError, Layer, Linears, cast_module, downcast_like, matmul, parameter,
-    upcast, upcast_module,
+    saved, upcast, upcast_module,
 };
 
 /// The shape of a Llama-family decoder: the fields of transformers' `LlamaConfig` it
@@ -867,6 +867,88 @@ impl Layer for LlamaLayer {
     /// The hidden state is the residual stream: fp32 under bf16, across stages too.
     fn keeps_input_dtype(&self) -> bool {
         true
+    }
+
+    /// What each op of a block and of the head keeps ([`saved`]; the residual stream, the
+    /// RMSNorms, the rotary embedding, the SiLU and the softmax in fp32, the `Linear`s' inputs
+    /// and outputs and the attention products' operands at the compute width `c`, the
+    /// `Linear`s' weights' width: 4 in fp32, 2 under bf16):
+    /// - a block: its input, which the first RMSNorm's division saves (so it stays live, and
+    ///   the previous layer counted it); each RMSNorm's normalized values and its output as
+    ///   the `Linear`s take it (one tensor shared by q, k and v, and by gate and up, in fp32;
+    ///   under bf16 each call's own cast copy at `c`); the queries and the keys rotated, the
+    ///   keys and the values repeated to every query head (a copy where key/value heads are
+    ///   fewer), the heads' output reshaped (each a query's size at `c`); the rotary's `cos`
+    ///   and `sin`; the scores (the shifted and exponentiated values in fp32, the weights at
+    ///   `c`) and the causal mask; the two residual sums (the first, which the second RMSNorm
+    ///   saves, and the block's output); the SwiGLU's gate in fp32 and its sigmoid, the SiLU's
+    ///   output, the up projection and the product at `c`. The split `Linear`s without a bias
+    ///   keep a zeros leaf of their output's size;
+    /// - the head: its RMSNorm's normalized values (it keeps its input too), its output as the
+    ///   projection takes it, and the logits (and the split projection's zeros leaf);
+    /// - the embedding: its output (the lookup saves the ids).
+    fn graph_bytes(&self, input: &Activation, output: &Activation, split: bool) -> u64 {
+        let stream = |a: &Activation| match a {
+            Activation::Bundle(b) => b.get("x").ok().map(|x| (x.elements(), x.value_bytes())),
+            other => Some((other.elements(), other.value_bytes())),
+        };
+        let Some((elements, bytes)) = stream(input).filter(|(e, _)| *e > 0) else {
+            return output.held_bytes();
+        };
+        let s = bytes / elements;
+        let leaf = |l: &Linear, output_elements: usize| match split {
+            true => saved::split_leaf(output_elements, l.bias.is_some()),
+            false => 0,
+        };
+        // The norm's output as `calls` `Linear`s take it: one shared tensor where no cast is
+        // made, else each call's own copy.
+        let normed = |c: usize, calls: usize| match c == s {
+            true => saved::values(elements, c),
+            false => saved::values(calls * elements, c),
+        };
+        match self {
+            LlamaLayer::Embedding(_) => output.held_bytes(),
+            LlamaLayer::Block(b) => {
+                let a = &b.attention;
+                let c = a.query.weight.val().dtype().size();
+                let dims = input.dims();
+                let (n, t) = (dims[0], dims.get(1).copied().unwrap_or(1));
+                let width = |l: &Linear| l.weight.dims()[1];
+                let rows = n * t;
+                let (q, kv) = (rows * width(&a.query), rows * width(&a.key));
+                let hidden = rows * width(&b.mlp.gate);
+                let scores = n * a.heads * t * t;
+                let attention = saved::values(4 * q, c)
+                    + saved::rotary(rows * a.head_dim)
+                    + saved::softmax(scores, 4)
+                    + saved::values(scores, c)
+                    + saved::mask(n * t * t);
+                let mlp = saved::values(hidden, 4)
+                    + saved::silu(hidden, 4)
+                    + saved::values(3 * hidden, c);
+                let leaves = leaf(&a.query, q)
+                    + leaf(&a.key, kv)
+                    + leaf(&a.value, kv)
+                    + leaf(&a.output, elements)
+                    + leaf(&b.mlp.gate, hidden)
+                    + leaf(&b.mlp.up, hidden)
+                    + leaf(&b.mlp.down, elements);
+                2 * saved::rms_norm(elements, 4)
+                    + normed(c, 3)
+                    + normed(c, 2)
+                    + attention
+                    + saved::values(2 * elements, s)
+                    + mlp
+                    + leaves
+            }
+            LlamaLayer::Head(h) => {
+                let c = h.unembed.weight.val().dtype().size();
+                saved::rms_norm(elements, 4)
+                    + normed(c, 1)
+                    + output.held_bytes()
+                    + leaf(&h.unembed, output.elements())
+            }
+        }
     }
 }
 

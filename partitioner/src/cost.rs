@@ -31,8 +31,17 @@ pub struct LayerCost {
     pub backward: f64,
     /// Bytes of parameters.
     pub param_bytes: u64,
-    /// Bytes of activations one micro-batch keeps alive for the backward pass.
+    /// Bytes one micro-batch keeps alive for the backward pass: what the layer's training
+    /// forward keeps in the autodiff graph, its output and every value its ops saved for their
+    /// backward (pipetrain's profile measures `Layer::graph_bytes`: an MLP's layer keeps its
+    /// output, a transformer block some 20 times its output).
     pub activation_bytes: u64,
+    /// Bytes of the layer's output for one micro-batch: what the next layer takes, and what the
+    /// next stage receives where a cut follows this layer ([`CutBytes`](crate::CutBytes)'s
+    /// outputs). Part of `activation_bytes` (the graph keeps the output), so not added to
+    /// [`memory`](Self::memory). 0 where not measured.
+    #[serde(default)]
+    pub output_bytes: u64,
 }
 
 impl LayerCost {
@@ -43,6 +52,7 @@ impl LayerCost {
             backward,
             param_bytes: 0,
             activation_bytes: 0,
+            output_bytes: 0,
         }
     }
 
@@ -51,6 +61,22 @@ impl LayerCost {
         Self {
             param_bytes,
             activation_bytes,
+            ..self
+        }
+    }
+
+    /// This cost with its output's bytes set ([`output_bytes`](Self::output_bytes)).
+    ///
+    /// ```
+    /// use pipetrain_partitioner::LayerCost;
+    ///
+    /// // A block whose graph keeps 20 times its 1 KiB output.
+    /// let block = LayerCost::new(1.0, 2.0).with_memory(4096, 20 << 10).with_output(1 << 10);
+    /// assert_eq!((block.memory(), block.output_bytes), (4096 + (20 << 10), 1 << 10));
+    /// ```
+    pub const fn with_output(self, output_bytes: u64) -> Self {
+        Self {
+            output_bytes,
             ..self
         }
     }

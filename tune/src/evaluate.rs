@@ -229,7 +229,7 @@ pub fn chunk_held(plan: &Plan, stage: StageId, split: bool) -> (usize, usize) {
 pub(crate) fn stacked(t: &LayerTimes) -> u64 {
     match t.deferred_bytes {
         0 => 0,
-        d => t.activation_bytes.max(d.saturating_sub(t.activation_bytes)),
+        d => t.output_bytes.max(d.saturating_sub(t.output_bytes)),
     }
 }
 
@@ -237,7 +237,7 @@ pub(crate) fn stacked(t: &LayerTimes) -> u64 {
 /// micro-batch ([`stacked`]), with `in_flight` micro-batches stashed and weight-gradient groups
 /// of `group` (1 where the plan places each `W`, whose stack is the micro-batch's own).
 fn cut_bytes(times: &[LayerTimes], in_flight: usize, group: u64) -> CutBytes {
-    let outputs = times.iter().map(|t| t.activation_bytes).collect();
+    let outputs = times.iter().map(|t| t.output_bytes).collect();
     let stacks: Vec<u64> = times.iter().map(stacked).collect();
     CutBytes::new(outputs, &stacks, in_flight, group)
 }

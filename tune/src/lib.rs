@@ -31,6 +31,7 @@
 //!     input: r as f64,
 //!     weight: r as f64,
 //!     activation_bytes: 4 * r as u64,
+//!     output_bytes: 4 * r as u64,
 //!     deferred_bytes: 0,
 //! };
 //! let table = CostTable {

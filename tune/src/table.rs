@@ -22,8 +22,15 @@ pub struct LayerTimes {
     /// Weight-gradient half (`W`) of one micro-batch of these rows; 0 for a layer that cannot
     /// split.
     pub weight: f64,
-    /// The layer's output for one micro-batch (what a stashed micro-batch keeps).
+    /// What a stashed micro-batch keeps of the layer for its backward: what its training
+    /// forward keeps in the autodiff graph, its output and every value its ops saved
+    /// ([`LayerCost::activation_bytes`](pipetrain_partitioner::LayerCost::activation_bytes)).
     pub activation_bytes: u64,
+    /// The layer's output for one micro-batch: what the next chunk receives where a cut
+    /// follows this layer, and a dense layer's output gradient (its `W` stack). Part of
+    /// `activation_bytes`.
+    #[serde(default)]
+    pub output_bytes: u64,
     /// What the split backward holds from a micro-batch's `I` to its `W` (a dense layer's input
     /// and pre-activation gradient); 0 for a layer that cannot split.
     pub deferred_bytes: u64,
@@ -239,6 +246,7 @@ mod tests {
             input: 1.5,
             weight: 0.5,
             activation_bytes: 7,
+            output_bytes: 5,
             deferred_bytes: 9,
         };
         let mut table = CostTable {
@@ -258,7 +266,10 @@ mod tests {
             (l.forward, l.backward, l.input, l.weight),
             (2.0, 4.0, 3.0, 1.0)
         );
-        assert_eq!((l.activation_bytes, l.deferred_bytes), (7, 9));
+        assert_eq!(
+            (l.activation_bytes, l.output_bytes, l.deferred_bytes),
+            (7, 5, 9)
+        );
         assert_eq!((table.step, table.turn), (0.5, 1.0));
         assert_eq!(table.slowdown(2), 1.2, "a ratio, not a time");
         assert!(table.at(8).is_err());

@@ -43,6 +43,7 @@ fn case(budget: Option<u64>) -> (CostTable, Space) {
                     input: r as f64 * 1e-3,
                     weight: r as f64 * 1e-3,
                     activation_bytes: 200 * r as u64,
+                    output_bytes: 200 * r as u64,
                     deferred_bytes: 0,
                 };
                 layers

@@ -67,6 +67,7 @@ fn case() -> impl Strategy<Value = (CostTable, Space)> {
                                         0.0
                                     },
                                     activation_bytes: a * r as u64,
+                                    output_bytes: a * r as u64,
                                     deferred_bytes: if dense { d * r as u64 } else { 0 },
                                 })
                                 .collect(),
@@ -363,11 +364,11 @@ fn extra_bytes(
 ) -> u64 {
     let input = match range.start {
         0 => 0,
-        first => times[first - 1].activation_bytes * stash,
+        first => times[first - 1].output_bytes * stash,
     };
     let stacked = |t: &LayerTimes| match t.deferred_bytes {
         0 => 0,
-        d => t.activation_bytes.max(d - t.activation_bytes.min(d)),
+        d => t.output_bytes.max(d - t.output_bytes.min(d)),
     };
     let copies = match to_end && group > 1 {
         true => range.map(|i| stacked(&times[i])).max().unwrap_or(0) * group,

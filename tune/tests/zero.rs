@@ -14,6 +14,7 @@ fn table(space: &Space) -> CostTable {
         input: r as f64,
         weight: r as f64,
         activation_bytes: 4 * r as u64,
+        output_bytes: 4 * r as u64,
         deferred_bytes: 0,
     };
     let rows = space.rows_in_play(4);

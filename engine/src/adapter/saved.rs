@@ -38,6 +38,31 @@ pub fn softmax(elements: usize, width: usize) -> u64 {
     2 * values(elements, width)
 }
 
+/// RMS norm over the last dimension, as burn's `RmsNorm::forward` computes it: `x / rms(x)`
+/// (`div` saves both operands: the input itself, which its producer counts, and the small
+/// per-row `rms`) times γ (`mul` saves `normalized`). Keeps `normalized`, at `width` (fp32
+/// where the norm runs upcast, as the Llama's do). Unlike [`layer_norm`], it keeps its input:
+/// a pre-norm block's input stays live until its backward.
+pub fn rms_norm(elements: usize, width: usize) -> u64 {
+    values(elements, width)
+}
+
+/// SiLU, as burn decomposes it (`x · sigmoid(x)`): `sigmoid` checkpoints its input and `mul`
+/// saves both operands. Keeps the sigmoid's output beside its input (which `sigmoid` and `mul`
+/// save: its producer counts it), at `width`.
+pub fn silu(elements: usize, width: usize) -> u64 {
+    values(elements, width)
+}
+
+/// Rotary position embeddings as `x · cos + rotate_half(x) · sin`, with `cos` and `sin`
+/// computed from the positions (no gradient): a `mul` by a tensor that takes no gradient saves
+/// that tensor, so the graph keeps `cos` and `sin` (`elements` each: `[N, 1, T, head_dim]`,
+/// shared by the queries and the keys), in fp32. The rotated values are the output; `x`, its
+/// halves and the products are freed.
+pub fn rotary(elements: usize) -> u64 {
+    2 * values(elements, 4)
+}
+
 /// A boolean mask (`mask_fill` saves it for its backward), one byte a value on the CPU backend.
 pub fn mask(elements: usize) -> u64 {
     values(elements, 1)
@@ -63,6 +88,9 @@ mod tests {
         assert_eq!(layer_norm(10, 4), 80);
         assert_eq!(softmax(10, 4), 80);
         assert_eq!(mask(10), 10);
+        assert_eq!(rms_norm(10, 4), 40);
+        assert_eq!(silu(10, 2), 20);
+        assert_eq!(rotary(10), 80);
         assert_eq!(split_leaf(10, true), 0);
         assert_eq!(split_leaf(10, false), 40);
     }

@@ -16,7 +16,11 @@ use crate::model::layer::Layer;
 /// a time on `device` (the first layer's backward without an input gradient, as stage 0 runs
 /// it; best of `repeats`, after one untimed pass over every layer so that
 /// first-use costs — allocations, GEMM packing buffers, page faults — are not charged to the
-/// first layers), with parameter bytes and output-activation bytes.
+/// first layers), with parameter bytes, the bytes its training forward keeps in the autodiff
+/// graph ([`Layer::graph_bytes`] of the input it took and the output it gave:
+/// [`LayerCost::activation_bytes`]) and its output's bytes ([`LayerCost::output_bytes`]), each
+/// for one micro-batch, in fp32 (the profile does not cast), its `Linear`s as burn runs them
+/// ([`layer_costs_split`] for the split backward's graph).
 ///
 /// Like torchgpipe's `balance_by_time`, this times the real layers on real data; it runs on the
 /// calling thread before any worker starts. The device is synchronised before each clock
@@ -27,6 +31,21 @@ pub fn layer_costs<L: Layer>(
     sample: &Activation,
     device: &Device,
     repeats: usize,
+) -> Result<Vec<LayerCost>, EngineError> {
+    layer_costs_split(layers, sample, device, repeats, false)
+}
+
+/// [`layer_costs`], with each layer's graph as its training forward keeps it when `split`, the
+/// split backward's ([`Layer::graph_bytes`] with its `Linear`s split where it
+/// [splits them](Layer::splits_linears): a split `Linear` without a bias keeps a zeros leaf of
+/// its output's size). The times are the same either way: the profile runs the `Linear`s as
+/// burn does.
+pub fn layer_costs_split<L: Layer>(
+    layers: &[L],
+    sample: &Activation,
+    device: &Device,
+    repeats: usize,
+    split: bool,
 ) -> Result<Vec<LayerCost>, EngineError> {
     let plain = device.clone();
     let synced = || {
@@ -73,8 +92,14 @@ pub fn layer_costs<L: Layer>(
         }
         let out = out.expect("at least one repeat");
         let param_bytes = (layer.num_params() * 4) as u64;
-        let activation_bytes = (out.elements() * 4) as u64;
-        costs.push(LayerCost::new(forward, backward).with_memory(param_bytes, activation_bytes));
+        let output_bytes = (out.elements() * 4) as u64;
+        // What its training forward keeps per micro-batch, from the input it took.
+        let graph_bytes = layer.graph_bytes(&x, &out, split && layer.splits_linears());
+        costs.push(
+            LayerCost::new(forward, backward)
+                .with_memory(param_bytes, graph_bytes)
+                .with_output(output_bytes),
+        );
         x = out;
     }
     Ok(costs)

@@ -81,8 +81,10 @@ pub fn measure<L: Layer>(
     let passes = calibration.passes.max(1);
     for &r in rows.iter().cycle().take(rows.len() * passes) {
         let sample = cut(batch, r)?;
-        let profiled = costs::layer_costs(layers, &sample.inputs, device, calibration.repeats)
-            .map_err(pipetrain_engine::EngineError::bad_batch)?;
+        // The graphs as the split backward, the runs' default, keeps them.
+        let profiled =
+            costs::layer_costs_split(layers, &sample.inputs, device, calibration.repeats, true)
+                .map_err(pipetrain_engine::EngineError::bad_batch)?;
         let (costs, overhead, _, state) = run(ScheduleKind::ZbH1, vec![layers.len()], r, 1)?;
         if table.optimizer_bytes.is_empty() {
             table.optimizer_bytes = optimizer_bytes(&table.param_bytes, optimizer, state);
@@ -319,6 +321,7 @@ fn share<L: Layer>(
                 input,
                 weight,
                 activation_bytes: c.activation_bytes,
+                output_bytes: c.output_bytes,
                 deferred_bytes,
             }
         })
