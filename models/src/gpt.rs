@@ -353,14 +353,9 @@ impl Layer for GptLayer {
     ///   zeros leaf);
     /// - the embedding: its output (the lookup saves the ids, the position rows are a view).
     fn graph_bytes(&self, input: &Activation, output: &Activation, split: bool) -> u64 {
-        let stream = |a: &Activation| match a {
-            Activation::Bundle(b) => b.get("x").ok().map(|x| (x.elements(), x.value_bytes())),
-            other => Some((other.elements(), other.value_bytes())),
-        };
-        let Some((elements, bytes)) = stream(input).filter(|(e, _)| *e > 0) else {
+        let Some((elements, w)) = residual_stream(input) else {
             return output.held_bytes();
         };
-        let w = bytes / elements;
         let norm = |elements| saved::layer_norm(elements, 4) + saved::values(elements, w);
         let leaf = |elements| match split {
             true => saved::split_leaf(elements, false),
@@ -390,6 +385,18 @@ impl Layer for GptLayer {
             }
         }
     }
+}
+
+/// The residual stream a transformer layer takes, as its graph rules count it: the elements and
+/// the width in bytes of one value of `input`'s `x` part (a bundle's) or of `input` itself;
+/// `None` where there is none to count (no `x` part, or no elements). The Llama's too.
+pub(crate) fn residual_stream(input: &Activation) -> Option<(usize, usize)> {
+    let x = match input {
+        Activation::Bundle(b) => b.get("x").ok()?,
+        other => other,
+    };
+    let elements = x.elements();
+    (elements > 0).then(|| (elements, x.value_bytes() / elements))
 }
 
 /// `norm(x)` in fp32 — its input and its weights cast up, the result cast back to `x`'s dtype —

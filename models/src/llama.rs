@@ -888,14 +888,9 @@ impl Layer for LlamaLayer {
     ///   projection takes it, and the logits (and the split projection's zeros leaf);
     /// - the embedding: its output (the lookup saves the ids).
     fn graph_bytes(&self, input: &Activation, output: &Activation, split: bool) -> u64 {
-        let stream = |a: &Activation| match a {
-            Activation::Bundle(b) => b.get("x").ok().map(|x| (x.elements(), x.value_bytes())),
-            other => Some((other.elements(), other.value_bytes())),
-        };
-        let Some((elements, bytes)) = stream(input).filter(|(e, _)| *e > 0) else {
+        let Some((elements, s)) = crate::gpt::residual_stream(input) else {
             return output.held_bytes();
         };
-        let s = bytes / elements;
         let leaf = |l: &Linear, output_elements: usize| match split {
             true => saved::split_leaf(output_elements, l.bias.is_some()),
             false => 0,
